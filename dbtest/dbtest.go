@@ -1,0 +1,114 @@
+// Package dbtest gives tests real, freshly migrated databases: an SQLite file in a temporary
+// directory always, and a new MySQL/MariaDB database when INTERLOCK_TEST_MYSQL_DSN is set. With
+// CI=true a missing MySQL DSN fails the test rather than skipping it.
+package dbtest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	gomysql "github.com/go-sql-driver/mysql"
+	"github.com/google/uuid"
+	"gorm.io/gorm"
+
+	"interlock/models"
+)
+
+// EnvMySQL names the variable holding a go-sql-driver DSN of a MySQL server tests may use.
+const EnvMySQL = "INTERLOCK_TEST_MYSQL_DSN"
+
+// Each runs fn once per available dialect, as a subtest named for the dialect, each with a fresh
+// migrated database.
+func Each(t *testing.T, fn func(t *testing.T, db *gorm.DB)) {
+	t.Helper()
+	t.Run(models.DialectSQLite, func(t *testing.T) { fn(t, SQLite(t)) })
+	t.Run(models.DialectMySQL, func(t *testing.T) { fn(t, MySQL(t)) })
+}
+
+// SQLite returns a migrated database in a new file under t.TempDir().
+func SQLite(t testing.TB) *gorm.DB {
+	t.Helper()
+	db, err := models.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "test.db"))
+	if err != nil {
+		t.Fatalf("open sqlite: %v", err)
+	}
+	t.Cleanup(func() { closeDB(db) })
+	if err := models.Migrate(context.Background(), db); err != nil {
+		t.Fatalf("migrate sqlite: %v", err)
+	}
+	return db
+}
+
+// MySQLDSN returns a DSN of a new, empty database on the test server (dropped when the test ends),
+// or skips the test when no server is configured (fails instead under CI=true).
+func MySQLDSN(t testing.TB) string {
+	t.Helper()
+	base := os.Getenv(EnvMySQL)
+	if base == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s is not set; CI must run the MySQL tests", EnvMySQL)
+		}
+		t.Skipf("%s not set: skipping MySQL", EnvMySQL)
+	}
+	cfg, err := gomysql.ParseDSN(base)
+	if err != nil {
+		t.Fatalf("%s: %v", EnvMySQL, err)
+	}
+	admin, err := models.OpenMySQL(context.Background(), base)
+	if err != nil {
+		t.Fatalf("connect to test MySQL: %v", err)
+	}
+	defer closeDB(admin)
+	name := "il_" + strings.ReplaceAll(uuid.NewString(), "-", "")[:20]
+	if err := admin.Exec("CREATE DATABASE " + name).Error; err != nil {
+		t.Fatalf("create database: %v", err)
+	}
+	t.Cleanup(func() {
+		admin, err := models.OpenMySQL(context.Background(), base)
+		if err != nil {
+			return
+		}
+		defer closeDB(admin)
+		admin.Exec("DROP DATABASE IF EXISTS " + name)
+	})
+	cfg.DBName = name
+	return cfg.FormatDSN()
+}
+
+// MySQL returns a migrated database, new for this test, on the test MySQL server.
+func MySQL(t testing.TB) *gorm.DB {
+	t.Helper()
+	dsn := MySQLDSN(t)
+	db, err := models.OpenMySQL(context.Background(), dsn)
+	if err != nil {
+		t.Fatalf("open mysql: %v", err)
+	}
+	t.Cleanup(func() { closeDB(db) })
+	if err := models.Migrate(context.Background(), db); err != nil {
+		t.Fatalf("migrate mysql: %v", err)
+	}
+	return db
+}
+
+// MySQLURL turns a go-sql-driver DSN into the mysql:// setting the server accepts.
+func MySQLURL(dsn string) string {
+	cfg, err := gomysql.ParseDSN(dsn)
+	if err != nil {
+		panic(err)
+	}
+	auth := cfg.User
+	if cfg.Passwd != "" {
+		auth += ":" + cfg.Passwd
+	}
+	return fmt.Sprintf("mysql://%s@%s/%s", auth, cfg.Addr, cfg.DBName)
+}
+
+func closeDB(db *gorm.DB) {
+	if sqlDB, err := db.DB(); err == nil {
+		sqlDB.Close()
+	}
+}

@@ -1,0 +1,150 @@
+package models
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/glebarez/sqlite"
+	gomysql "github.com/go-sql-driver/mysql"
+	"gorm.io/driver/mysql"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+)
+
+// Dialect names, as gorm.Dialector.Name() reports them.
+const (
+	DialectSQLite = "sqlite"
+	DialectMySQL  = "mysql"
+)
+
+// Open connects to the database named by a setting of the form
+//
+//	sqlite:path/to/file.db
+//	mysql://user:password@host:port/dbname[?param=value...]
+//
+// and checks that it answers. The error says what was wrong with the setting or the connection in
+// one line, without the password.
+func Open(ctx context.Context, setting string) (*gorm.DB, error) {
+	switch {
+	case strings.HasPrefix(setting, "sqlite:"):
+		return OpenSQLite(ctx, strings.TrimPrefix(setting, "sqlite:"))
+	case strings.HasPrefix(setting, "mysql://"):
+		dsn, err := mysqlDSN(setting)
+		if err != nil {
+			return nil, err
+		}
+		return OpenMySQL(ctx, dsn)
+	default:
+		return nil, fmt.Errorf("unsupported database %q: use sqlite:FILE or mysql://USER:PASSWORD@HOST:PORT/DBNAME", redact(setting))
+	}
+}
+
+// OpenSQLite opens (creating if needed) an SQLite file through the pure-Go driver, in WAL mode with
+// a busy timeout and a single connection, so that concurrent writers queue instead of failing with
+// SQLITE_BUSY. Times are written in a fixed UTC text format that sorts like the instants it holds.
+func OpenSQLite(ctx context.Context, path string) (*gorm.DB, error) {
+	if path == "" {
+		return nil, errors.New("sqlite: the file name is empty (use sqlite:interlock.db)")
+	}
+	dsn := path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=synchronous(NORMAL)&_time_format=sqlite"
+	db, err := gorm.Open(sqlite.Open(dsn), gormConfig())
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite file %s: %w", path, err)
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite file %s: %w", path, err)
+	}
+	sqlDB.SetMaxOpenConns(1)
+	if err := sqlDB.PingContext(ctx); err != nil {
+		return nil, fmt.Errorf("open sqlite file %s: %w", path, err)
+	}
+	return db, nil
+}
+
+// OpenMySQL connects with a go-sql-driver DSN (user:pass@tcp(host:port)/db?...). It forces
+// parseTime and UTC, which the storage code relies on.
+func OpenMySQL(ctx context.Context, dsn string) (*gorm.DB, error) {
+	cfg, err := gomysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("mysql: bad DSN: %w", err)
+	}
+	cfg.ParseTime = true
+	cfg.Loc = time.UTC
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 5 * time.Second
+	}
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	cfg.Params["time_zone"] = "'+00:00'"
+	db, err := gorm.Open(mysql.New(mysql.Config{DSNConfig: cfg, DSN: cfg.FormatDSN()}), gormConfig())
+	if err != nil {
+		return nil, fmt.Errorf("connect to mysql at %s (database %q): %w", cfg.Addr, cfg.DBName, err)
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, fmt.Errorf("connect to mysql at %s: %w", cfg.Addr, err)
+	}
+	sqlDB.SetMaxOpenConns(64)
+	sqlDB.SetMaxIdleConns(16)
+	sqlDB.SetConnMaxLifetime(30 * time.Minute)
+	if err := sqlDB.PingContext(ctx); err != nil {
+		return nil, fmt.Errorf("connect to mysql at %s (database %q): %w", cfg.Addr, cfg.DBName, err)
+	}
+	return db, nil
+}
+
+func gormConfig() *gorm.Config {
+	return &gorm.Config{
+		Logger:                 logger.Discard,
+		SkipDefaultTransaction: true,
+		NowFunc:                func() time.Time { return time.Now().UTC().Truncate(time.Millisecond) },
+	}
+}
+
+// mysqlDSN turns mysql://user:pass@host:port/dbname?x=y into the driver's DSN.
+func mysqlDSN(setting string) (string, error) {
+	u, err := url.Parse(setting)
+	if err != nil {
+		return "", fmt.Errorf("bad mysql URL %q: %v", redact(setting), err)
+	}
+	dbName := strings.TrimPrefix(u.Path, "/")
+	if u.Host == "" || dbName == "" {
+		return "", fmt.Errorf("bad mysql URL %q: want mysql://USER:PASSWORD@HOST:PORT/DBNAME", redact(setting))
+	}
+	cfg := gomysql.NewConfig()
+	cfg.Net = "tcp"
+	cfg.Addr = u.Host
+	if u.Port() == "" {
+		cfg.Addr = u.Host + ":3306"
+	}
+	cfg.DBName = dbName
+	if u.User != nil {
+		cfg.User = u.User.Username()
+		cfg.Passwd, _ = u.User.Password()
+	}
+	for k, v := range u.Query() {
+		if cfg.Params == nil {
+			cfg.Params = map[string]string{}
+		}
+		cfg.Params[k] = v[0]
+	}
+	return cfg.FormatDSN(), nil
+}
+
+// redact hides the password of a URL-shaped setting so it can be printed.
+func redact(setting string) string {
+	u, err := url.Parse(setting)
+	if err != nil || u.User == nil {
+		return setting
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	return u.String()
+}

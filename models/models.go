@@ -1,0 +1,93 @@
+// Package models holds the GORM models of Interlock's tables and the versioned migrations that
+// create them. The models are plain rows: the rules about what may change when live in runs/.
+package models
+
+import "time"
+
+// Run is one row of agent_runs: one run of an agent, in any status. While the run is not finished
+// Snapshot holds the agent loop's state as JSON, so that any instance can continue it; once it is
+// COMPLETED or FAILED the snapshot is removed and the row stays as history.
+type Run struct {
+	ID                  string     `gorm:"column:id;primaryKey"`
+	AgentID             string     `gorm:"column:agent_id"`
+	ParentRunID         *string    `gorm:"column:parent_run_id"`
+	ThreadID            *string    `gorm:"column:thread_id"`
+	ResourceID          *string    `gorm:"column:resource_id"`
+	Prompt              string     `gorm:"column:prompt"`
+	RequireToolApproval bool       `gorm:"column:require_tool_approval"`
+	Status              string     `gorm:"column:status"`
+	Snapshot            *string    `gorm:"column:snapshot"`
+	CreatedAt           time.Time  `gorm:"column:created_at;autoCreateTime:false"`
+	UpdatedAt           time.Time  `gorm:"column:updated_at;autoUpdateTime:false"`
+	SuspendedAt         *time.Time `gorm:"column:suspended_at"`
+	LastSeq             int64      `gorm:"column:last_seq"`
+	LeaseOwner          *string    `gorm:"column:lease_owner"`
+	LeaseUntil          *time.Time `gorm:"column:lease_until"`
+	Version             int64      `gorm:"column:version"`
+	Output              *string    `gorm:"column:output"`
+	Error               *string    `gorm:"column:error"`
+}
+
+// TableName keeps the table name independent of GORM's pluralisation rules.
+func (Run) TableName() string { return "agent_runs" }
+
+// ToolCall is one row of run_tool_calls: a tool call a run suspended on, and what was decided
+// about it. Rows are never rewritten except to record the decision, so the table doubles as the
+// audit trail of who approved, declined or resumed what.
+type ToolCall struct {
+	ID               int64      `gorm:"column:id;primaryKey;autoIncrement"`
+	RunID            string     `gorm:"column:run_id"`
+	ToolCallID       string     `gorm:"column:tool_call_id"`
+	ToolName         string     `gorm:"column:tool_name"`
+	Args             *string    `gorm:"column:args"`
+	RequiresApproval bool       `gorm:"column:requires_approval"`
+	SuspendPayload   *string    `gorm:"column:suspend_payload"`
+	State            string     `gorm:"column:state"`
+	CreatedAt        time.Time  `gorm:"column:created_at;autoCreateTime:false"`
+	DecidedBy        *string    `gorm:"column:decided_by"`
+	DecidedAt        *time.Time `gorm:"column:decided_at"`
+	Reason           *string    `gorm:"column:reason"`
+	ResumeData       *string    `gorm:"column:resume_data"`
+}
+
+// TableName keeps the table name independent of GORM's pluralisation rules.
+func (ToolCall) TableName() string { return "run_tool_calls" }
+
+// Tool call states stored in run_tool_calls.state.
+const (
+	ToolCallPending  = "PENDING"
+	ToolCallApproved = "APPROVED"
+	ToolCallDeclined = "DECLINED"
+	ToolCallResumed  = "RESUMED"
+)
+
+// Event is one row of run_events, the source of truth of a run's stream: (run_id, seq) is the
+// primary key, so a seq can never be written twice.
+type Event struct {
+	RunID     string    `gorm:"column:run_id;primaryKey"`
+	Seq       int64     `gorm:"column:seq;primaryKey;autoIncrement:false"`
+	Type      string    `gorm:"column:type"`
+	Data      string    `gorm:"column:data"`
+	CreatedAt time.Time `gorm:"column:created_at;autoCreateTime:false"`
+}
+
+// TableName keeps the table name independent of GORM's pluralisation rules.
+func (Event) TableName() string { return "run_events" }
+
+// Message is one message of a memory thread, written when a run of that thread finishes and read
+// back as the earlier conversation when a new run starts on the same thread.
+type Message struct {
+	ID         int64     `gorm:"column:id;primaryKey;autoIncrement"`
+	ThreadID   string    `gorm:"column:thread_id"`
+	ResourceID *string   `gorm:"column:resource_id"`
+	RunID      string    `gorm:"column:run_id"`
+	Role       string    `gorm:"column:role"`
+	Content    string    `gorm:"column:content"`
+	CreatedAt  time.Time `gorm:"column:created_at;autoCreateTime:false"`
+}
+
+// TableName keeps the table name independent of GORM's pluralisation rules.
+func (Message) TableName() string { return "messages" }
+
+// All lists every model, for the test that compares the migrated schema with the models.
+func All() []any { return []any{&Run{}, &ToolCall{}, &Event{}, &Message{}} }
