@@ -1,0 +1,140 @@
+// Package agent holds the agent loop: an agent's model is called with the conversation and the
+// tools, the tool calls it asks for are executed, or held for a person when they need approval or
+// call Suspend, and the loop goes on until the model answers with text. All state lives in a
+// Snapshot, so a held run can be continued by any process from storage.
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+
+	"interlock/llm"
+)
+
+// Agent is an agent definition: who it is, which model it calls and which tools it may use.
+type Agent struct {
+	ID          string
+	Name        string
+	Description string
+	// Instructions is the system message given to the model before the conversation.
+	Instructions string
+	Model        llm.Model
+	Tools        []*Tool
+	// SubAgents are agents this agent can delegate to (shown by the API).
+	SubAgents []*Agent
+	// MaxSteps bounds the model calls of one run; 0 means 10.
+	MaxSteps int
+}
+
+// Tool is something a model can call.
+type Tool struct {
+	Name        string
+	Description string
+	// InputSchema is the JSON Schema of the arguments; calls whose arguments do not match are
+	// answered with an error result, not executed.
+	InputSchema json.RawMessage
+	// SuspendSchema and ResumeSchema describe, for a tool that can call Suspend, the payload it
+	// suspends with and the resumeData a person must send back.
+	SuspendSchema json.RawMessage
+	ResumeSchema  json.RawMessage
+	// RequireApproval holds every call of this tool for a person's approval before it runs.
+	RequireApproval bool
+	// ExecuteFunc runs the tool. It may return call.Suspend(payload) to wait for a person.
+	ExecuteFunc func(ctx context.Context, call *Call) (any, error)
+
+	input, resume *Schema
+}
+
+// ValidateResume checks resumeData against the tool's resume schema (any value passes when the
+// tool has none).
+func (t *Tool) ValidateResume(data json.RawMessage) error { return t.resume.Validate(data) }
+
+// Call is what a tool's ExecuteFunc gets: the call's id and arguments and, when the run is being
+// resumed after the tool suspended, the payload it suspended with and the data the person sent.
+type Call struct {
+	ID   string
+	Args json.RawMessage
+	// SuspendPayload and ResumeData are set when the tool runs again after a resumeRun.
+	SuspendPayload json.RawMessage
+	ResumeData     json.RawMessage
+}
+
+// Resumed reports whether this execution follows a resumeRun.
+func (c *Call) Resumed() bool { return c.ResumeData != nil }
+
+// Suspend returns the error a tool returns to hold the run until a person resumes it with data.
+// The payload is shown to the person (and must be JSON-encodable).
+func (c *Call) Suspend(payload any) error { return &suspension{payload: payload} }
+
+type suspension struct{ payload any }
+
+func (s *suspension) Error() string { return "tool suspended" }
+
+// Registry is the set of agents a server runs, with their schemas compiled once.
+type Registry struct {
+	byID map[string]*Agent
+	list []*Agent
+}
+
+// NewRegistry checks the agents (unique ids and tool names, compilable schemas) and indexes them.
+func NewRegistry(agents ...*Agent) (*Registry, error) {
+	r := &Registry{byID: map[string]*Agent{}}
+	for _, a := range agents {
+		if a.ID == "" || a.Model == nil {
+			return nil, fmt.Errorf("agent %q: an id and a model are required", a.ID)
+		}
+		if _, dup := r.byID[a.ID]; dup {
+			return nil, fmt.Errorf("agent %q is defined twice", a.ID)
+		}
+		seen := map[string]bool{}
+		for _, t := range a.Tools {
+			if seen[t.Name] {
+				return nil, fmt.Errorf("agent %q: tool %q is defined twice", a.ID, t.Name)
+			}
+			seen[t.Name] = true
+			var err error
+			if t.input, err = CompileSchema(a.ID+"/"+t.Name+"/input", t.InputSchema); err != nil {
+				return nil, err
+			}
+			if t.resume, err = CompileSchema(a.ID+"/"+t.Name+"/resume", t.ResumeSchema); err != nil {
+				return nil, err
+			}
+			if _, err = CompileSchema(a.ID+"/"+t.Name+"/suspend", t.SuspendSchema); err != nil {
+				return nil, err
+			}
+		}
+		r.byID[a.ID] = a
+		r.list = append(r.list, a)
+	}
+	sort.Slice(r.list, func(i, j int) bool { return r.list[i].ID < r.list[j].ID })
+	return r, nil
+}
+
+// Get returns the agent with that id, or nil.
+func (r *Registry) Get(id string) *Agent { return r.byID[id] }
+
+// List returns every agent, ordered by id.
+func (r *Registry) List() []*Agent { return r.list }
+
+// Tool returns the agent's tool of that name, or nil.
+func (a *Agent) Tool(name string) *Tool {
+	for _, t := range a.Tools {
+		if t.Name == name {
+			return t
+		}
+	}
+	return nil
+}
+
+func (a *Agent) maxSteps() int {
+	if a.MaxSteps > 0 {
+		return a.MaxSteps
+	}
+	return 10
+}
+
+// ErrUnknownCall is returned by Snapshot.Decide for a call that is not the one the run waits on.
+var ErrUnknownCall = errors.New("no such pending tool call")

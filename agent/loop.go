@@ -1,0 +1,186 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"interlock/llm"
+)
+
+// DeclinedMessage is what the model is told when a call is declined without a reason.
+const DeclinedMessage = "Tool call was not approved by the user"
+
+// Host is where the loop reports what happens. Each method that takes the snapshot must store it
+// together with the event it describes, atomically, before returning; an error stops the run.
+type Host interface {
+	// TextDelta reports the next piece of assistant text.
+	TextDelta(ctx context.Context, text string) error
+	// ToolCalls reports the calls the model asked for in this step.
+	ToolCalls(ctx context.Context, snap *Snapshot, calls []PendingCall) error
+	// ToolStarted is called right before a tool executes (the call is in state executing), so a
+	// crash during execution is known afterwards and the tool is not silently run again.
+	ToolStarted(ctx context.Context, snap *Snapshot, call PendingCall) error
+	// ToolResult reports the outcome of a call: its JSON result, or an error message.
+	ToolResult(ctx context.Context, snap *Snapshot, call PendingCall, result json.RawMessage, errMsg string) error
+	// StepFinished reports that every call of the step has its result.
+	StepFinished(ctx context.Context, snap *Snapshot) error
+}
+
+// Outcome is how a Run call ended: with a final text, or held on a call.
+type Outcome struct {
+	// Text is the final assistant text when the run completed.
+	Text string
+	// Held is the call the run waits on (nil when completed). Held.State says whether it waits
+	// for approval (CallAwaitingApproval) or for resume data (CallSuspended).
+	Held *PendingCall
+}
+
+// Run drives the loop from snap until the model gives a final text or a call must wait for a
+// person. It mutates snap; the host has stored every change by the time Run returns. An error
+// (from the model or the host) means the run cannot go on.
+func (a *Agent) Run(ctx context.Context, snap *Snapshot, host Host) (Outcome, error) {
+	for {
+		if len(snap.Pending) == 0 {
+			if snap.Steps >= a.maxSteps() {
+				return Outcome{}, fmt.Errorf("the agent stopped after %d steps without a final answer", snap.Steps)
+			}
+			resp, err := a.callModel(ctx, snap, host)
+			if err != nil {
+				return Outcome{}, err
+			}
+			snap.Messages = append(snap.Messages, llm.Message{Role: llm.RoleAssistant, Content: resp.Text, ToolCalls: resp.ToolCalls})
+			if len(resp.ToolCalls) == 0 {
+				snap.Steps++
+				return Outcome{Text: resp.Text}, nil
+			}
+			for _, tc := range resp.ToolCalls {
+				args := tc.Args
+				if len(args) == 0 {
+					args = json.RawMessage(`{}`)
+				}
+				snap.Pending = append(snap.Pending, PendingCall{ID: tc.ID, Name: tc.Name, Args: args, State: CallNew})
+			}
+			if err := host.ToolCalls(ctx, snap, snap.Pending); err != nil {
+				return Outcome{}, err
+			}
+		}
+		for i := range snap.Pending {
+			held, err := a.advance(ctx, snap, &snap.Pending[i], host)
+			if err != nil {
+				return Outcome{}, err
+			}
+			if held {
+				c := snap.Pending[i]
+				return Outcome{Held: &c}, nil
+			}
+		}
+		snap.Pending = nil
+		snap.Steps++
+		if err := host.StepFinished(ctx, snap); err != nil {
+			return Outcome{}, err
+		}
+	}
+}
+
+// advance takes one call as far as it can go. It reports true when the call must wait.
+func (a *Agent) advance(ctx context.Context, snap *Snapshot, c *PendingCall, host Host) (bool, error) {
+	tool := a.Tool(c.Name)
+	switch c.State {
+	case CallDone:
+		return false, nil
+	case CallAwaitingApproval, CallSuspended:
+		return true, nil
+	case CallNew:
+		if tool != nil && (snap.RequireToolApproval || tool.RequireApproval) {
+			c.State = CallAwaitingApproval
+			return true, nil
+		}
+	case CallDeclined:
+		reason := c.Reason
+		if reason == "" {
+			reason = DeclinedMessage
+		}
+		result, _ := json.Marshal(reason)
+		return false, a.finish(ctx, snap, c, host, result, "", reason)
+	case CallExecuting:
+		// Only a recovering instance sees this; it must decide before calling Run.
+		return false, fmt.Errorf("tool call %s was executing when the run stopped", c.ID)
+	}
+	// new (no approval needed), approved, resumed: execute.
+	if tool == nil {
+		msg := fmt.Sprintf("unknown tool %q", c.Name)
+		return false, a.finish(ctx, snap, c, host, nil, msg, "Error: "+msg)
+	}
+	resumeData := c.ResumeData
+	c.State = CallExecuting
+	if err := host.ToolStarted(ctx, snap, *c); err != nil {
+		return false, err
+	}
+	result, payload, errMsg := execute(ctx, tool, c, resumeData)
+	if payload != nil {
+		c.State = CallSuspended
+		c.SuspendPayload = payload
+		c.ResumeData = nil
+		return true, nil
+	}
+	if errMsg != "" {
+		return false, a.finish(ctx, snap, c, host, nil, errMsg, "Error: "+errMsg)
+	}
+	return false, a.finish(ctx, snap, c, host, result, "", string(result))
+}
+
+// finish records a call's result in the conversation and reports it.
+func (a *Agent) finish(ctx context.Context, snap *Snapshot, c *PendingCall, host Host, result json.RawMessage, errMsg, content string) error {
+	c.State = CallDone
+	snap.Messages = append(snap.Messages, llm.Message{Role: llm.RoleTool, ToolCallID: c.ID, ToolName: c.Name, Content: content})
+	return host.ToolResult(ctx, snap, *c, result, errMsg)
+}
+
+// execute runs a tool once. It returns the JSON result, or the suspend payload, or an error text.
+// A panic in the tool is an error result, not a crash of the server.
+func execute(ctx context.Context, tool *Tool, c *PendingCall, resumeData json.RawMessage) (result, payload json.RawMessage, errMsg string) {
+	if err := tool.input.Validate(c.Args); err != nil {
+		return nil, nil, "invalid arguments: " + err.Error()
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			result, payload, errMsg = nil, nil, fmt.Sprintf("tool %s panicked: %v", tool.Name, r)
+		}
+	}()
+	call := &Call{ID: c.ID, Args: c.Args, SuspendPayload: c.SuspendPayload, ResumeData: resumeData}
+	v, err := tool.ExecuteFunc(ctx, call)
+	var s *suspension
+	if errors.As(err, &s) {
+		b, merr := json.Marshal(s.payload)
+		if merr != nil {
+			return nil, nil, "suspend payload is not JSON: " + merr.Error()
+		}
+		return nil, b, ""
+	}
+	if err != nil {
+		return nil, nil, err.Error()
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, nil, "result is not JSON: " + err.Error()
+	}
+	return b, nil, ""
+}
+
+func (a *Agent) callModel(ctx context.Context, snap *Snapshot, host Host) (llm.Response, error) {
+	msgs := snap.Messages
+	if a.Instructions != "" {
+		msgs = append([]llm.Message{{Role: llm.RoleSystem, Content: a.Instructions}}, msgs...)
+	}
+	req := llm.Request{Messages: msgs}
+	for _, t := range a.Tools {
+		req.Tools = append(req.Tools, llm.ToolDef{Name: t.Name, Description: t.Description, Parameters: t.InputSchema})
+	}
+	resp, err := a.Model.Stream(ctx, req, func(d string) error { return host.TextDelta(ctx, d) })
+	if err != nil {
+		return llm.Response{}, fmt.Errorf("model %s: %w", a.Model.Name(), err)
+	}
+	return resp, nil
+}

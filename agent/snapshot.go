@@ -1,0 +1,106 @@
+package agent
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"interlock/llm"
+)
+
+// CallState is where a tool call of the current step stands.
+//
+//	new ──(needs approval)──▶ awaiting_approval ──approve──▶ approved ──▶ executing ──▶ done
+//	 │                              └──decline──▶ declined ──────────────────────────▶ done
+//	 └──(no approval)──▶ executing ──Suspend()──▶ suspended ──resume──▶ resumed ──▶ executing
+type CallState string
+
+// The states of a call in a snapshot.
+const (
+	CallNew              CallState = "new"
+	CallAwaitingApproval CallState = "awaiting_approval"
+	CallApproved         CallState = "approved"
+	CallDeclined         CallState = "declined"
+	CallExecuting        CallState = "executing"
+	CallSuspended        CallState = "suspended"
+	CallResumed          CallState = "resumed"
+	CallDone             CallState = "done"
+)
+
+// PendingCall is a tool call of the current step and what has happened to it.
+type PendingCall struct {
+	ID             string          `json:"id"`
+	Name           string          `json:"name"`
+	Args           json.RawMessage `json:"args"`
+	State          CallState       `json:"state"`
+	Reason         string          `json:"reason,omitempty"`
+	SuspendPayload json.RawMessage `json:"suspendPayload,omitempty"`
+	ResumeData     json.RawMessage `json:"resumeData,omitempty"`
+	// Interrupted marks a call whose execution was cut off by a crash: it waits for a new approval.
+	Interrupted bool `json:"interrupted,omitempty"`
+}
+
+// Snapshot is the whole state of a run between two steps of the loop: the conversation so far and
+// the tool calls of the step in progress. It is stored as JSON while the run is not finished.
+type Snapshot struct {
+	Messages            []llm.Message `json:"messages"`
+	Pending             []PendingCall `json:"pending,omitempty"`
+	RequireToolApproval bool          `json:"requireToolApproval,omitempty"`
+	Steps               int           `json:"steps"`
+}
+
+// NewSnapshot starts a run: earlier messages of the thread, then the new prompt.
+func NewSnapshot(history []llm.Message, prompt string, requireToolApproval bool) *Snapshot {
+	msgs := append(append([]llm.Message{}, history...), llm.Message{Role: llm.RoleUser, Content: prompt})
+	return &Snapshot{Messages: msgs, RequireToolApproval: requireToolApproval}
+}
+
+// DecodeSnapshot reads a stored snapshot.
+func DecodeSnapshot(s string) (*Snapshot, error) {
+	var snap Snapshot
+	if err := json.Unmarshal([]byte(s), &snap); err != nil {
+		return nil, fmt.Errorf("decode snapshot: %w", err)
+	}
+	return &snap, nil
+}
+
+// Encode writes the snapshot as JSON for storage.
+func (s *Snapshot) Encode() string {
+	b, err := json.Marshal(s)
+	if err != nil {
+		panic(fmt.Sprintf("encode snapshot: %v", err)) // only JSON values go in; cannot happen
+	}
+	return string(b)
+}
+
+// Waiting returns the call the run is held on (awaiting approval or suspended), or nil.
+func (s *Snapshot) Waiting() *PendingCall {
+	for i := range s.Pending {
+		switch s.Pending[i].State {
+		case CallAwaitingApproval, CallSuspended:
+			return &s.Pending[i]
+		}
+	}
+	return nil
+}
+
+// Decision is what a person decided about the call a run waits on.
+type Decision struct {
+	Kind       CallState // CallApproved, CallDeclined or CallResumed
+	Reason     string
+	ResumeData json.RawMessage
+}
+
+// Decide records a decision on the waiting call with that id, so the loop acts on it when it
+// continues. The caller has checked that the decision fits the call (approve/decline only an
+// approval, resume only a suspension).
+func (s *Snapshot) Decide(callID string, d Decision) error {
+	c := s.Waiting()
+	if c == nil || c.ID != callID {
+		return ErrUnknownCall
+	}
+	c.State = d.Kind
+	c.Reason = d.Reason
+	c.ResumeData = d.ResumeData
+	c.Interrupted = false
+	return nil
+}
