@@ -42,6 +42,7 @@ type ToolCall struct {
 	Args             *string    `gorm:"column:args"`
 	RequiresApproval bool       `gorm:"column:requires_approval"`
 	SuspendPayload   *string    `gorm:"column:suspend_payload"`
+	Interrupted      bool       `gorm:"column:interrupted"`
 	State            string     `gorm:"column:state"`
 	CreatedAt        time.Time  `gorm:"column:created_at;autoCreateTime:false"`
 	DecidedBy        *string    `gorm:"column:decided_by"`

@@ -31,6 +31,7 @@ CREATE TABLE run_tool_calls (
   args LONGTEXT NULL,
   requires_approval BOOLEAN NOT NULL,
   suspend_payload LONGTEXT NULL,
+  interrupted BOOLEAN NOT NULL DEFAULT FALSE,
   state VARCHAR(16) NOT NULL,
   created_at DATETIME(3) NOT NULL,
   decided_by VARCHAR(191) NULL,

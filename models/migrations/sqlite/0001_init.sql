@@ -31,6 +31,7 @@ CREATE TABLE run_tool_calls (
   args TEXT,
   requires_approval BOOLEAN NOT NULL,
   suspend_payload TEXT,
+  interrupted BOOLEAN NOT NULL DEFAULT 0,
   state TEXT NOT NULL,
   created_at DATETIME NOT NULL,
   decided_by TEXT,

@@ -1,0 +1,57 @@
+// Package events holds a run's event log — every event stored with a per-run seq, the source of
+// truth of streams — and the hubs that wake subscribers when something new is stored.
+package events
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Type is the kind of a run event, as RunEventType in the API.
+type Type string
+
+// The event types. A run's stream starts with RunStarted and ends with RunFinished or RunFailed.
+const (
+	RunStarted        Type = "RUN_STARTED"
+	TextDelta         Type = "TEXT_DELTA"
+	ToolCallRequested Type = "TOOL_CALL"
+	ToolCallApproval  Type = "TOOL_CALL_APPROVAL"
+	ToolCallSuspended Type = "TOOL_CALL_SUSPENDED"
+	RunSuspended      Type = "RUN_SUSPENDED"
+	ToolCallApproved  Type = "TOOL_CALL_APPROVED"
+	ToolCallDeclined  Type = "TOOL_CALL_DECLINED"
+	RunResumed        Type = "RUN_RESUMED"
+	ToolResult        Type = "TOOL_RESULT"
+	StepFinished      Type = "STEP_FINISHED"
+	RunFinished       Type = "RUN_FINISHED"
+	RunFailed         Type = "RUN_FAILED"
+)
+
+// Terminal reports whether t ends a run's stream.
+func (t Type) Terminal() bool { return t == RunFinished || t == RunFailed }
+
+// Event is one event of a run. RunID, Seq, Type and At are columns; the rest is stored as JSON.
+type Event struct {
+	RunID string    `json:"-"`
+	Seq   int64     `json:"-"`
+	Type  Type      `json:"-"`
+	At    time.Time `json:"-"`
+
+	Text      string          `json:"text,omitempty"`
+	ToolCall  *ToolCall       `json:"toolCall,omitempty"`
+	Result    json.RawMessage `json:"result,omitempty"`
+	Status    string          `json:"status,omitempty"`
+	Error     string          `json:"error,omitempty"`
+	Reason    string          `json:"reason,omitempty"`
+	DecidedBy string          `json:"decidedBy,omitempty"`
+}
+
+// ToolCall is the call an event concerns.
+type ToolCall struct {
+	ToolCallID       string          `json:"toolCallId"`
+	ToolName         string          `json:"toolName"`
+	Args             json.RawMessage `json:"args,omitempty"`
+	RequiresApproval bool            `json:"requiresApproval"`
+	SuspendPayload   json.RawMessage `json:"suspendPayload,omitempty"`
+	Interrupted      bool            `json:"interrupted,omitempty"`
+}

@@ -1,0 +1,127 @@
+package runs_test
+
+import (
+	"context"
+	"encoding/json"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"gorm.io/gorm"
+
+	"interlock/agent"
+	"interlock/events"
+	"interlock/llm"
+	"interlock/runs"
+)
+
+// fixture is a run service over a real database, serving the demo agent and a test agent whose
+// tool counts its executions.
+type fixture struct {
+	svc      *runs.Service
+	db       *gorm.DB
+	executed *atomic.Int64
+}
+
+func setup(t *testing.T, db *gorm.DB, cfg runs.Config) *fixture {
+	t.Helper()
+	var executed atomic.Int64
+	counted := &agent.Agent{
+		ID: "counter-agent", Name: "Counter", Model: &llm.Demo{},
+		Tools: []*agent.Tool{{
+			Name: "issue_refund", RequireApproval: true,
+			InputSchema: json.RawMessage(`{"type":"object"}`),
+			ExecuteFunc: func(ctx context.Context, c *agent.Call) (any, error) {
+				executed.Add(1)
+				return map[string]any{"ok": true}, nil
+			},
+		}},
+	}
+	reg, err := agent.NewRegistry(append(agent.DemoAgents(&llm.Demo{}), counted)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := runs.New(db, reg, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(svc.Close)
+	return &fixture{svc: svc, db: db, executed: &executed}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// start begins a run and fails the test on error.
+func (f *fixture) start(t *testing.T, p runs.StartParams) *runs.Run {
+	t.Helper()
+	if p.AgentID == "" {
+		p.AgentID = "support-agent"
+	}
+	r, err := f.svc.StartRun(context.Background(), p)
+	if err != nil {
+		t.Fatalf("StartRun(%q): %v", p.Prompt, err)
+	}
+	return r
+}
+
+// until follows a run from seq `after` until an event with a status in want (or the stream
+// ends), and returns the events seen.
+func (f *fixture) until(t *testing.T, runID string, after int64, want ...runs.Status) []events.Event {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ch, err := f.svc.Follow(ctx, runID, after)
+	if err != nil {
+		t.Fatalf("Follow: %v", err)
+	}
+	var seen []events.Event
+	for ev := range ch {
+		seen = append(seen, ev)
+		for _, s := range want {
+			if ev.Status == string(s) && ev.Type != events.RunResumed && ev.Type != events.RunStarted {
+				return seen
+			}
+		}
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("run %s: no %v within 20s; saw %d events", runID, want, len(seen))
+	}
+	return seen
+}
+
+// suspended starts a run and waits for it to suspend.
+func (f *fixture) suspended(t *testing.T, p runs.StartParams) *runs.Run {
+	t.Helper()
+	r := f.start(t, p)
+	f.until(t, r.ID, 0, runs.StatusSuspended, runs.StatusCompleted, runs.StatusFailed)
+	got, err := f.svc.Get(context.Background(), r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != runs.StatusSuspended {
+		t.Fatalf("run %s is %s, want SUSPENDED", r.ID, got.Status)
+	}
+	return got
+}
+
+// finished waits for a run to finish and returns it.
+func (f *fixture) finished(t *testing.T, runID string) *runs.Run {
+	t.Helper()
+	f.until(t, runID, 0, runs.StatusCompleted, runs.StatusFailed)
+	f.svc.Wait()
+	got, err := f.svc.Get(context.Background(), runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+func wantCode(t *testing.T, err error, code runs.Code) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("no error, want %s", code)
+	}
+	if got := runs.ErrorCode(err); got != code {
+		t.Fatalf("error %q has code %s, want %s", err, got, code)
+	}
+}

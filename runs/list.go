@@ -1,0 +1,81 @@
+package runs
+
+import (
+	"context"
+	"time"
+)
+
+// ListSuspendedParams are the filters and pagination of suspendedRuns. Nil means "not given".
+type ListSuspendedParams struct {
+	// AgentID: only runs of this agent (sub-agent runs included). Nil: top-level runs of every agent.
+	AgentID    *string
+	ThreadID   *string
+	ResourceID *string
+	// FromDate / ToDate bound createdAt, both inclusive.
+	FromDate *time.Time
+	ToDate   *time.Time
+	// Page (zero-based) and PerPage paginate only when both are given.
+	Page    *int
+	PerPage *int
+}
+
+// ListResult is a page of suspended runs and the number of all matches.
+type ListResult struct {
+	Runs  []*Run
+	Total int64
+}
+
+// ListSuspended returns the suspended runs matching p, newest createdAt first, ties broken by
+// runId descending, each with the calls it waits on.
+// Errors: BAD_USER_INPUT for page < 0, perPage < 1 or above the maximum, fromDate after toDate,
+// or an unpaginated request matching more runs than the server returns at once.
+func (s *Service) ListSuspended(ctx context.Context, p ListSuspendedParams) (*ListResult, error) {
+	if p.Page != nil && *p.Page < 0 {
+		return nil, Errorf(CodeBadUserInput, "page must be 0 or more (pages are zero-based), not %d", *p.Page)
+	}
+	if p.PerPage != nil && (*p.PerPage < 1 || *p.PerPage > s.cfg.MaxPerPage) {
+		return nil, Errorf(CodeBadUserInput, "perPage must be between 1 and %d, not %d", s.cfg.MaxPerPage, *p.PerPage)
+	}
+	if p.FromDate != nil && p.ToDate != nil && p.FromDate.After(*p.ToDate) {
+		return nil, Errorf(CodeBadUserInput, "fromDate (%s) is after toDate (%s)", p.FromDate.UTC().Format(time.RFC3339Nano), p.ToDate.UTC().Format(time.RFC3339Nano))
+	}
+	// Stored times have millisecond precision: round the bounds inwards so both stay inclusive.
+	if p.FromDate != nil {
+		from := ceilMs(*p.FromDate)
+		p.FromDate = &from
+	}
+	if p.ToDate != nil {
+		to := ms(*p.ToDate)
+		p.ToDate = &to
+	}
+	total, err := s.store.countSuspended(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	limit, offset := int(total), 0
+	if p.Page != nil && p.PerPage != nil {
+		limit = *p.PerPage
+		if int64(*p.Page)*int64(limit) >= total {
+			return &ListResult{Runs: []*Run{}, Total: total}, nil
+		}
+		offset = *p.Page * limit
+	} else if total > int64(s.cfg.MaxUnpaginated) {
+		return nil, Errorf(CodeBadUserInput, "%d suspended runs match, more than the %d returned at once: pass page and perPage", total, s.cfg.MaxUnpaginated)
+	}
+	if total == 0 {
+		return &ListResult{Runs: []*Run{}, Total: 0}, nil
+	}
+	list, err := s.store.pageSuspended(ctx, p, limit, offset)
+	if err != nil {
+		return nil, err
+	}
+	return &ListResult{Runs: list, Total: total}, nil
+}
+
+func ceilMs(t time.Time) time.Time {
+	f := ms(t)
+	if f.Before(t) {
+		f = f.Add(time.Millisecond)
+	}
+	return f
+}

@@ -1,0 +1,158 @@
+package runs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+
+	"interlock/events"
+	"interlock/models"
+)
+
+// store is the run service's storage: every query of agent_runs, run_tool_calls and messages is
+// here. Methods that change state own their transaction; helpers that take a tx do not commit.
+type store struct {
+	db *gorm.DB
+}
+
+// errLeaseLost means a write that must be made by the run's lease holder found another owner (or
+// another status): this instance must stop executing the run.
+var errLeaseLost = errors.New("run lease lost")
+
+func (st *store) tx(ctx context.Context, fn func(tx *gorm.DB) error) error {
+	return st.db.WithContext(ctx).Transaction(fn)
+}
+
+// getRun returns the run row, or nil when there is none.
+func getRun(tx *gorm.DB, id string) (*models.Run, error) {
+	var r models.Run
+	err := tx.Where("id = ?", id).Limit(1).Find(&r).Error
+	if err != nil {
+		return nil, fmt.Errorf("load run %s: %w", id, err)
+	}
+	if r.ID == "" {
+		return nil, nil
+	}
+	return &r, nil
+}
+
+// pendingCalls returns the pending tool calls of the given runs, keyed by run id.
+func pendingCalls(tx *gorm.DB, runIDs []string) (map[string][]models.ToolCall, error) {
+	out := map[string][]models.ToolCall{}
+	if len(runIDs) == 0 {
+		return out, nil
+	}
+	var rows []models.ToolCall
+	err := tx.Where("run_id IN ? AND state = ?", runIDs, models.ToolCallPending).Order("id").Find(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("load pending tool calls: %w", err)
+	}
+	for _, r := range rows {
+		out[r.RunID] = append(out[r.RunID], r)
+	}
+	return out, nil
+}
+
+// findRun returns the run with its pending calls, or nil.
+func (st *store) findRun(ctx context.Context, id string) (*Run, error) {
+	db := st.db.WithContext(ctx)
+	m, err := getRun(db, id)
+	if err != nil || m == nil {
+		return nil, err
+	}
+	calls, err := pendingCalls(db, []string{id})
+	if err != nil {
+		return nil, err
+	}
+	return runFromModel(m, calls[id]), nil
+}
+
+// leaseUpdate is the compare-and-set every write of an executing run goes through: it only
+// touches the row while this instance holds the lease of a RUNNING run.
+func leaseUpdate(tx *gorm.DB, runID, owner string, set map[string]any) error {
+	res := tx.Model(&models.Run{}).Where("id = ? AND status = ? AND lease_owner = ?", runID, StatusRunning, owner).Updates(set)
+	if res.Error != nil {
+		return fmt.Errorf("update run %s: %w", runID, res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return errLeaseLost
+	}
+	return nil
+}
+
+// suspendedQuery builds the discovery filter of suspendedRuns.
+func (st *store) suspendedQuery(ctx context.Context, p ListSuspendedParams) *gorm.DB {
+	q := st.db.WithContext(ctx).Model(&models.Run{}).Where("status = ?", StatusSuspended)
+	if p.AgentID != nil {
+		q = q.Where("agent_id = ?", *p.AgentID)
+	} else {
+		q = q.Where("parent_run_id IS NULL")
+	}
+	if p.ThreadID != nil {
+		q = q.Where("thread_id = ?", *p.ThreadID)
+	}
+	if p.ResourceID != nil {
+		q = q.Where("resource_id = ?", *p.ResourceID)
+	}
+	if p.FromDate != nil {
+		q = q.Where("created_at >= ?", *p.FromDate)
+	}
+	if p.ToDate != nil {
+		q = q.Where("created_at <= ?", *p.ToDate)
+	}
+	return q
+}
+
+// countSuspended counts the runs matching p.
+func (st *store) countSuspended(ctx context.Context, p ListSuspendedParams) (int64, error) {
+	var total int64
+	if err := st.suspendedQuery(ctx, p).Count(&total).Error; err != nil {
+		return 0, fmt.Errorf("count suspended runs: %w", err)
+	}
+	return total, nil
+}
+
+// pageSuspended returns limit runs matching p from offset on, in discovery order, each with its
+// pending calls (one query for all of them).
+func (st *store) pageSuspended(ctx context.Context, p ListSuspendedParams, limit, offset int) ([]*Run, error) {
+	var rows []models.Run
+	if err := st.suspendedQuery(ctx, p).Order("created_at DESC, id DESC").Limit(limit).Offset(offset).Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("list suspended runs: %w", err)
+	}
+	ids := make([]string, len(rows))
+	for i := range rows {
+		ids[i] = rows[i].ID
+	}
+	calls, err := pendingCalls(st.db.WithContext(ctx), ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*Run, len(rows))
+	for i := range rows {
+		out[i] = runFromModel(&rows[i], calls[rows[i].ID])
+	}
+	return out, nil
+}
+
+// threadHistory returns the last messages of a thread, oldest first.
+func (st *store) threadHistory(ctx context.Context, threadID string, max int) ([]models.Message, error) {
+	var rows []models.Message
+	err := st.db.WithContext(ctx).Where("thread_id = ?", threadID).Order("id DESC").Limit(max).Find(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("load thread %s: %w", threadID, err)
+	}
+	for i, j := 0, len(rows)-1; i < j; i, j = i+1, j-1 {
+		rows[i], rows[j] = rows[j], rows[i]
+	}
+	return rows, nil
+}
+
+// events returns stored events of a run after seq.
+func (st *store) events(ctx context.Context, runID string, after int64, limit int) ([]events.Event, error) {
+	return events.List(st.db.WithContext(ctx), runID, after, limit)
+}
+
+func ms(t time.Time) time.Time { return t.UTC().Truncate(time.Millisecond) }
