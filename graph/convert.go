@@ -1,0 +1,84 @@
+package graph
+
+import (
+	"interlock/agent"
+	"interlock/events"
+	"interlock/graph/model"
+	"interlock/runs"
+)
+
+func toRun(r *runs.Run) *model.AgentRun {
+	out := &model.AgentRun{
+		ID: r.ID, RunID: r.ID, AgentID: r.AgentID, Status: model.RunStatus(r.Status),
+		ThreadID: r.ThreadID, ResourceID: r.ResourceID, ParentRunID: r.ParentRunID,
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, SuspendedAt: r.SuspendedAt,
+		LastEventSeq: int(r.LastSeq), Output: r.Output, Error: r.Error,
+		ToolCalls: make([]*model.AgentRunToolCall, len(r.ToolCalls)),
+	}
+	for i, c := range r.ToolCalls {
+		out.ToolCalls[i] = toToolCall(r.ID, &events.ToolCall{
+			ToolCallID: c.ToolCallID, ToolName: c.ToolName, Args: c.Args,
+			RequiresApproval: c.RequiresApproval, SuspendPayload: c.SuspendPayload, Interrupted: c.Interrupted,
+		})
+	}
+	return out
+}
+
+func toRuns(list []*runs.Run) []*model.AgentRun {
+	out := make([]*model.AgentRun, len(list))
+	for i, r := range list {
+		out[i] = toRun(r)
+	}
+	return out
+}
+
+func toToolCall(runID string, c *events.ToolCall) *model.AgentRunToolCall {
+	out := &model.AgentRunToolCall{
+		ID: runID + ":" + c.ToolCallID, ToolCallID: &c.ToolCallID, ToolName: &c.ToolName,
+		RequiresApproval: c.RequiresApproval, SuspendPayload: c.SuspendPayload, Interrupted: c.Interrupted,
+	}
+	if c.RequiresApproval {
+		out.Args = c.Args
+	}
+	return out
+}
+
+func toEvent(ev events.Event) *model.RunEvent {
+	out := &model.RunEvent{
+		RunID: ev.RunID, Seq: int(ev.Seq), Type: model.RunEventType(ev.Type), At: ev.At,
+		Text: nonEmpty(ev.Text), Result: ev.Result, Error: nonEmpty(ev.Error),
+		Reason: nonEmpty(ev.Reason), DecidedBy: nonEmpty(ev.DecidedBy),
+	}
+	if ev.ToolCall != nil {
+		out.ToolCall = toToolCall(ev.RunID, ev.ToolCall)
+	}
+	if ev.Status != "" {
+		s := model.RunStatus(ev.Status)
+		out.Status = &s
+	}
+	return out
+}
+
+func toAgent(a *agent.Agent) *model.Agent {
+	out := &model.Agent{
+		ID: a.ID, Name: a.Name, Description: nonEmpty(a.Description), Model: a.Model.Name(),
+		Tools: make([]*model.Tool, len(a.Tools)), SubAgents: make([]*model.Agent, len(a.SubAgents)),
+	}
+	for i, t := range a.Tools {
+		out.Tools[i] = &model.Tool{
+			Name: t.Name, Description: nonEmpty(t.Description), RequiresApproval: t.RequireApproval,
+			InputSchema: t.InputSchema, SuspendSchema: t.SuspendSchema, ResumeSchema: t.ResumeSchema,
+		}
+	}
+	for i, s := range a.SubAgents {
+		out.SubAgents[i] = toAgent(s)
+	}
+	return out
+}
+
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}

@@ -1,0 +1,64 @@
+package graph
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"interlock/runs"
+)
+
+// PresentError is the one place errors become GraphQL errors. Application errors (runs.Error)
+// keep their message and get their code in extensions.code; gqlgen's own parse and validation
+// errors pass as they are; anything else is logged and shown as INTERNAL with a plain message,
+// so no SQL or driver text reaches a client.
+func PresentError(log *slog.Logger) graphql.ErrorPresenterFunc {
+	return func(ctx context.Context, err error) *gqlerror.Error {
+		var gqlErr *gqlerror.Error
+		if !errors.As(err, &gqlErr) {
+			gqlErr = gqlerror.WrapPath(graphql.GetPath(ctx), err)
+		}
+		var appErr *runs.Error
+		if errors.As(err, &appErr) {
+			gqlErr.Message = appErr.Message
+			gqlErr.Err = appErr
+			setCode(gqlErr, string(appErr.Code))
+			return gqlErr
+		}
+		if gqlErr.Err == nil {
+			// Parse and validation errors from gqlgen: about the request itself, safe to show.
+			if gqlErr.Extensions == nil || gqlErr.Extensions["code"] == nil {
+				setCode(gqlErr, string(runs.CodeBadUserInput))
+			}
+			return gqlErr
+		}
+		if errors.Is(err, context.Canceled) {
+			gqlErr.Message = "the request was cancelled"
+		} else {
+			log.Error("graphql: internal error", "path", gqlErr.Path.String(), "err", err)
+			gqlErr.Message = "internal server error"
+		}
+		gqlErr.Err = nil
+		setCode(gqlErr, string(runs.CodeInternal))
+		return gqlErr
+	}
+}
+
+// Recover turns a panic in a resolver into an INTERNAL error, logging the value.
+func Recover(log *slog.Logger) graphql.RecoverFunc {
+	return func(ctx context.Context, v any) error {
+		log.Error("graphql: panic", "value", fmt.Sprint(v))
+		return errors.New("panic in resolver")
+	}
+}
+
+func setCode(e *gqlerror.Error, code string) {
+	if e.Extensions == nil {
+		e.Extensions = map[string]any{}
+	}
+	e.Extensions["code"] = code
+}

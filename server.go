@@ -1,0 +1,231 @@
+// Command interlock is the Interlock server: a GraphQL API that runs AI agents and holds their
+// risky tool calls for a person. This file is configuration, wiring and routes; nothing else.
+package main
+
+//go:generate go tool gqlgen generate
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql/handler"
+	"github.com/99designs/gqlgen/graphql/handler/extension"
+	"github.com/99designs/gqlgen/graphql/handler/lru"
+	"github.com/99designs/gqlgen/graphql/handler/transport"
+	"github.com/99designs/gqlgen/graphql/playground"
+	"github.com/coder/websocket"
+	"github.com/vektah/gqlparser/v2/ast"
+	"gorm.io/gorm"
+
+	"interlock/agent"
+	"interlock/graph"
+	"interlock/llm"
+	"interlock/models"
+	"interlock/runs"
+	"interlock/web"
+)
+
+// Config is the server's configuration. Each field can be set by a flag or an environment
+// variable (the flag wins); the default is given with each.
+type Config struct {
+	// Addr is the listen address (--addr, INTERLOCK_ADDR). Default ":8080".
+	Addr string
+	// DB names the database (--db, INTERLOCK_DB): sqlite:FILE or mysql://USER:PASS@HOST:PORT/DB.
+	// Default "sqlite:interlock.db".
+	DB string
+	// MaxPerPage is the largest perPage of suspendedRuns (--max-per-page, INTERLOCK_MAX_PER_PAGE).
+	// Default 500.
+	MaxPerPage int
+	// AllowedOrigins are extra browser origins (host patterns) allowed to open WebSockets
+	// (--allowed-origins, INTERLOCK_ALLOWED_ORIGINS, comma-separated). Default: same origin only.
+	AllowedOrigins []string
+	// ModelDelay slows every demo model answer, to watch runs step by step (--demo-delay,
+	// INTERLOCK_DEMO_DELAY). Default 0.
+	ModelDelay time.Duration
+}
+
+func parseConfig(args []string, getenv func(string) string) (Config, error) {
+	env := func(name, def string) string {
+		if v := getenv(name); v != "" {
+			return v
+		}
+		return def
+	}
+	fs := flag.NewFlagSet("interlock", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var cfg Config
+	var origins string
+	fs.StringVar(&cfg.Addr, "addr", env("INTERLOCK_ADDR", ":8080"), "listen address")
+	fs.StringVar(&cfg.DB, "db", env("INTERLOCK_DB", "sqlite:interlock.db"), "database: sqlite:FILE or mysql://USER:PASS@HOST:PORT/DB")
+	perPage := fs.String("max-per-page", env("INTERLOCK_MAX_PER_PAGE", "500"), "largest perPage of suspendedRuns")
+	delay := fs.String("demo-delay", env("INTERLOCK_DEMO_DELAY", "0s"), "delay before each demo model answer")
+	fs.StringVar(&origins, "allowed-origins", env("INTERLOCK_ALLOWED_ORIGINS", ""), "extra WebSocket origins, comma-separated")
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	var err error
+	if cfg.MaxPerPage, err = strconv.Atoi(*perPage); err != nil || cfg.MaxPerPage < 1 {
+		return cfg, fmt.Errorf("--max-per-page / INTERLOCK_MAX_PER_PAGE: %q is not a positive integer", *perPage)
+	}
+	if cfg.ModelDelay, err = time.ParseDuration(*delay); err != nil || cfg.ModelDelay < 0 {
+		return cfg, fmt.Errorf("--demo-delay / INTERLOCK_DEMO_DELAY: %q is not a duration such as 500ms", *delay)
+	}
+	for _, o := range strings.Split(origins, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			cfg.AllowedOrigins = append(cfg.AllowedOrigins, o)
+		}
+	}
+	return cfg, nil
+}
+
+// App is a running Interlock: database, run service and HTTP handler.
+type App struct {
+	cfg     Config
+	log     *slog.Logger
+	db      *gorm.DB
+	Service *runs.Service
+	handler http.Handler
+}
+
+// NewApp opens and migrates the database and wires the service and the routes.
+func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
+	db, err := models.Open(ctx, cfg.DB)
+	if err != nil {
+		return nil, fmt.Errorf("--db / INTERLOCK_DB: %w", err)
+	}
+	if err := models.Migrate(ctx, db); err != nil {
+		closeDB(db)
+		return nil, fmt.Errorf("--db / INTERLOCK_DB: %w", err)
+	}
+	registry, err := agent.NewRegistry(agent.DemoAgents(&llm.Demo{Delay: cfg.ModelDelay})...)
+	if err != nil {
+		closeDB(db)
+		return nil, err
+	}
+	svc, err := runs.New(db, registry, runs.Config{MaxPerPage: cfg.MaxPerPage, Logger: log})
+	if err != nil {
+		closeDB(db)
+		return nil, err
+	}
+	a := &App{cfg: cfg, log: log, db: db, Service: svc}
+	a.handler = a.routes()
+	return a, nil
+}
+
+func (a *App) routes() http.Handler {
+	gql := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: &graph.Resolver{Runs: a.Service}}))
+	gql.AddTransport(transport.SSE{})
+	gql.AddTransport(transport.Websocket{
+		KeepAlivePingInterval: 10 * time.Second,
+		PingPongInterval:      10 * time.Second,
+		Implementation: transport.CoderWebsocketImplementation{AcceptOptions: websocket.AcceptOptions{
+			OriginPatterns: a.cfg.AllowedOrigins,
+		}},
+	})
+	gql.AddTransport(transport.Options{})
+	gql.AddTransport(transport.GET{})
+	gql.AddTransport(transport.POST{})
+	gql.SetQueryCache(lru.New[*ast.QueryDocument](1000))
+	gql.Use(extension.Introspection{})
+	gql.Use(extension.AutomaticPersistedQuery{Cache: lru.New[string](100)})
+	gql.SetErrorPresenter(graph.PresentError(a.log))
+	gql.SetRecoverFunc(graph.Recover(a.log))
+
+	mux := http.NewServeMux()
+	mux.Handle("/graphql", http.MaxBytesHandler(gql, 1<<20))
+	mux.Handle("/playground", playground.Handler("Interlock", "/graphql"))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
+	mux.Handle("/", web.Handler())
+	return mux
+}
+
+// Handler is the HTTP handler of every route.
+func (a *App) Handler() http.Handler { return a.handler }
+
+// Serve answers HTTP on ln until ctx ends, then shuts down: it stops accepting, ends open
+// subscriptions, and waits (up to 10s) for requests and executing runs.
+func (a *App) Serve(ctx context.Context, ln net.Listener) error {
+	base, cancelBase := context.WithCancel(context.Background())
+	defer cancelBase()
+	srv := &http.Server{
+		Handler:           a.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return base },
+	}
+	srv.RegisterOnShutdown(cancelBase) // Shutdown does not close WebSockets; this ends them.
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := srv.Shutdown(shutdownCtx)
+	a.Service.Close()
+	return err
+}
+
+// Close releases the database.
+func (a *App) Close() {
+	a.Service.Close()
+	closeDB(a.db)
+}
+
+func closeDB(db *gorm.DB) {
+	if sqlDB, err := db.DB(); err == nil {
+		sqlDB.Close()
+	}
+}
+
+func main() {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if err := run(os.Args[1:], log); err != nil {
+		fmt.Fprintln(os.Stderr, "interlock:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string, log *slog.Logger) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	migrateOnly := len(args) > 0 && args[0] == "migrate"
+	if migrateOnly {
+		args = args[1:]
+	}
+	cfg, err := parseConfig(args, os.Getenv)
+	if err != nil {
+		return err
+	}
+	app, err := NewApp(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer app.Close()
+	if migrateOnly {
+		log.Info("migrations applied", "db", cfg.DB)
+		return nil
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("--addr / INTERLOCK_ADDR: %w", err)
+	}
+	log.Info("interlock listening", "addr", ln.Addr().String(), "graphql", "/graphql", "playground", "/playground", "console", "/")
+	if err := app.Serve(ctx, ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
