@@ -23,7 +23,7 @@ type fixture struct {
 	executed *atomic.Int64
 }
 
-func setup(t *testing.T, db *gorm.DB, cfg runs.Config) *fixture {
+func setup(t testing.TB, db *gorm.DB, cfg runs.Config) *fixture {
 	t.Helper()
 	var executed atomic.Int64
 	counted := &agent.Agent{

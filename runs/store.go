@@ -119,7 +119,7 @@ func (st *store) countSuspended(ctx context.Context, p ListSuspendedParams) (int
 // pending calls (one query for all of them).
 func (st *store) pageSuspended(ctx context.Context, p ListSuspendedParams, limit, offset int) ([]*Run, error) {
 	var rows []models.Run
-	if err := st.suspendedQuery(ctx, p).Order("created_at DESC, id DESC").Limit(limit).Offset(offset).Find(&rows).Error; err != nil {
+	if err := st.suspendedQuery(ctx, p).Omit("snapshot").Order("created_at DESC, id DESC").Limit(limit).Offset(offset).Find(&rows).Error; err != nil {
 		return nil, fmt.Errorf("list suspended runs: %w", err)
 	}
 	ids := make([]string, len(rows))
