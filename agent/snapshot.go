@@ -83,6 +83,17 @@ func (s *Snapshot) Waiting() *PendingCall {
 	return nil
 }
 
+// Executing returns the call that was executing when the snapshot was stored, or nil. Found in a
+// recovered run it means the tool's outcome is unknown.
+func (s *Snapshot) Executing() *PendingCall {
+	for i := range s.Pending {
+		if s.Pending[i].State == CallExecuting {
+			return &s.Pending[i]
+		}
+	}
+	return nil
+}
+
 // Decision is what a person decided about the call a run waits on.
 type Decision struct {
 	Kind       CallState // CallApproved, CallDeclined or CallResumed

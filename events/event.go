@@ -17,6 +17,9 @@ const (
 	ToolCallRequested Type = "TOOL_CALL"
 	ToolCallApproval  Type = "TOOL_CALL_APPROVAL"
 	ToolCallSuspended Type = "TOOL_CALL_SUSPENDED"
+	// ToolCallInterrupted: the instance executing the call died; its outcome is unknown, so it
+	// waits for a new approval (Reason says why).
+	ToolCallInterrupted Type = "TOOL_CALL_INTERRUPTED"
 	RunSuspended      Type = "RUN_SUSPENDED"
 	ToolCallApproved  Type = "TOOL_CALL_APPROVED"
 	ToolCallDeclined  Type = "TOOL_CALL_DECLINED"

@@ -86,3 +86,14 @@ func (h *Hub[T]) removeLocked(s *Sub[T]) {
 		delete(h.subs, s.topic)
 	}
 }
+
+// Topics returns the topics that have subscribers now.
+func (h *Hub[T]) Topics() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]string, 0, len(h.subs))
+	for t := range h.subs {
+		out = append(out, t)
+	}
+	return out
+}

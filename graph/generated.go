@@ -874,6 +874,8 @@ enum RunEventType {
   TOOL_CALL
   TOOL_CALL_APPROVAL
   TOOL_CALL_SUSPENDED
+  "Addition: the server instance executing this tool call died, so its outcome is unknown; reason says so. The call waits for approval again (interrupted: true)."
+  TOOL_CALL_INTERRUPTED
   RUN_SUSPENDED
   TOOL_CALL_APPROVED
   TOOL_CALL_DECLINED

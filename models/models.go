@@ -90,5 +90,19 @@ type Message struct {
 // TableName keeps the table name independent of GORM's pluralisation rules.
 func (Message) TableName() string { return "messages" }
 
+// RunChange is one row of run_changes: a run entering (SUSPENDED) or leaving (LEFT) the set of
+// suspended runs, written in the transaction that made the change, so that every instance can
+// tell its suspendedRunsChanged subscribers. Rows are short-lived; retention removes them.
+type RunChange struct {
+	ID         int64     `gorm:"column:id;primaryKey;autoIncrement"`
+	RunID      string    `gorm:"column:run_id"`
+	Kind       string    `gorm:"column:kind"`
+	InstanceID string    `gorm:"column:instance_id"`
+	CreatedAt  time.Time `gorm:"column:created_at;autoCreateTime:false"`
+}
+
+// TableName keeps the table name independent of GORM's pluralisation rules.
+func (RunChange) TableName() string { return "run_changes" }
+
 // All lists every model, for the test that compares the migrated schema with the models.
-func All() []any { return []any{&Run{}, &ToolCall{}, &Event{}, &Message{}} }
+func All() []any { return []any{&Run{}, &ToolCall{}, &Event{}, &Message{}, &RunChange{}} }

@@ -120,6 +120,9 @@ func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) 
 		if _, err := events.Append(tx, row.ID, row.LastSeq, now, evs...); err != nil {
 			return err
 		}
+		if err := s.recordChange(tx, row.ID, ChangeLeft, now); err != nil {
+			return fmt.Errorf("record change: %w", err)
+		}
 		row.Status, row.LeaseOwner, row.LeaseUntil = string(StatusRunning), &s.cfg.InstanceID, &until
 		row.Version, row.SuspendedAt, row.UpdatedAt, row.LastSeq = row.Version+1, nil, now, seq
 		return nil

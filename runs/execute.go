@@ -26,13 +26,25 @@ type execution struct {
 
 var _ agent.Host = (*execution)(nil)
 
-// execute continues a run this instance has just leased (row.LastSeq is its last event).
+// execute continues a run this instance has just leased (row.LastSeq is its last event), in the
+// background, renewing the lease while it runs. A snapshot with a call that was executing when
+// its previous owner died is not run: the call goes back to a person (see recover.go).
 func (s *Service) execute(a *agent.Agent, row *models.Run, snap *agent.Snapshot) {
 	e := &execution{s: s, agent: a, run: *row, seq: row.LastSeq}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		e.loop(s.ctx, snap)
+		ctx, cancel := context.WithCancel(s.ctx)
+		defer cancel()
+		renewed := make(chan struct{})
+		go func() { defer close(renewed); e.renewLease(ctx, cancel) }()
+		defer func() { <-renewed }()
+		defer cancel()
+		if c := snap.Executing(); c != nil {
+			e.interrupted(ctx, snap, c)
+			return
+		}
+		e.loop(ctx, snap)
 	}()
 }
 
@@ -43,8 +55,13 @@ func (e *execution) loop(ctx context.Context, snap *agent.Snapshot) {
 		err = e.suspend(ctx, snap, out.Held)
 	case err == nil:
 		err = e.complete(ctx, out.Text)
-	case errors.Is(err, errLeaseLost), ctx.Err() != nil:
-		// Another instance owns the run now, or this one is stopping: the lease says who goes on.
+	case errors.Is(err, errLeaseLost):
+		// Another instance owns the run now.
+		return
+	case errors.Is(err, errHandover), ctx.Err() != nil:
+		// This instance is stopping: let another take the run over at once.
+		e.release()
+		return
 	default:
 		e.s.cfg.Logger.Warn("run failed", "run", e.run.ID, "err", err)
 		err = e.fail(ctx, err)
@@ -52,6 +69,55 @@ func (e *execution) loop(ctx context.Context, snap *agent.Snapshot) {
 	if err != nil && !errors.Is(err, errLeaseLost) && ctx.Err() == nil {
 		e.s.cfg.Logger.Error("run: cannot store outcome", "run", e.run.ID, "err", err)
 	}
+}
+
+// errHandover stops an execution at a checkpoint while the instance shuts down.
+var errHandover = errors.New("instance is shutting down: run handed over")
+
+// renewLease extends the lease every third of its TTL until ctx ends; when the lease turns out
+// to be lost (another instance recovered the run) it cancels the execution.
+func (e *execution) renewLease(ctx context.Context, cancel context.CancelFunc) {
+	t := time.NewTicker(e.s.cfg.LeaseTTL / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		err := e.s.store.tx(ctx, func(tx *gorm.DB) error {
+			return leaseUpdate(tx, e.run.ID, e.s.cfg.InstanceID, map[string]any{"lease_until": e.s.now().Add(e.s.cfg.LeaseTTL)})
+		})
+		if errors.Is(err, errLeaseLost) {
+			e.s.cfg.Logger.Warn("run: lease lost; stopping", "run", e.run.ID)
+			cancel()
+			return
+		}
+	}
+}
+
+// release gives the lease up (expired now) so that any instance recovers the run at once.
+func (e *execution) release() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := e.s.store.tx(ctx, func(tx *gorm.DB) error {
+		return leaseUpdate(tx, e.run.ID, e.s.cfg.InstanceID, map[string]any{"lease_owner": nil, "lease_until": e.s.now()})
+	})
+	if err != nil && !errors.Is(err, errLeaseLost) {
+		e.s.cfg.Logger.Warn("run: release lease", "run", e.run.ID, "err", err)
+	}
+}
+
+// checkpoint is emit at a point where no tool is executing; while the instance shuts down it
+// stops the execution there, after storing, so the run is handed over cleanly.
+func (e *execution) checkpoint(ctx context.Context, snap *agent.Snapshot, evs ...events.Event) error {
+	if err := e.emit(ctx, snap, evs...); err != nil {
+		return err
+	}
+	if e.s.draining.Load() {
+		return errHandover
+	}
+	return nil
 }
 
 // emit appends evs and, when snap is not nil, stores it, renewing the lease; then wakes followers.
@@ -90,7 +156,7 @@ func (e *execution) ToolCalls(ctx context.Context, snap *agent.Snapshot, calls [
 	for i, c := range calls {
 		evs[i] = events.Event{Type: events.ToolCallRequested, ToolCall: e.eventCall(snap, c)}
 	}
-	return e.emit(ctx, snap, evs...)
+	return e.checkpoint(ctx, snap, evs...)
 }
 
 // ToolStarted stores the snapshot with the call marked executing (no event).
@@ -100,12 +166,12 @@ func (e *execution) ToolStarted(ctx context.Context, snap *agent.Snapshot, c age
 
 // ToolResult appends TOOL_RESULT with the snapshot that holds the result.
 func (e *execution) ToolResult(ctx context.Context, snap *agent.Snapshot, c agent.PendingCall, result json.RawMessage, errMsg string) error {
-	return e.emit(ctx, snap, events.Event{Type: events.ToolResult, ToolCall: e.eventCall(snap, c), Result: result, Error: errMsg})
+	return e.checkpoint(ctx, snap, events.Event{Type: events.ToolResult, ToolCall: e.eventCall(snap, c), Result: result, Error: errMsg})
 }
 
 // StepFinished appends STEP_FINISHED with the snapshot of the finished step.
 func (e *execution) StepFinished(ctx context.Context, snap *agent.Snapshot) error {
-	return e.emit(ctx, snap, events.Event{Type: events.StepFinished})
+	return e.checkpoint(ctx, snap, events.Event{Type: events.StepFinished})
 }
 
 func (e *execution) eventCall(snap *agent.Snapshot, c agent.PendingCall) *events.ToolCall {
@@ -123,7 +189,7 @@ func (e *execution) needsApproval(snap *agent.Snapshot, c agent.PendingCall) boo
 
 // suspend stores the run as SUSPENDED on the held call, with the call's row and the events that
 // announce it, in one transaction, and only then tells anyone. The lease is released.
-func (e *execution) suspend(ctx context.Context, snap *agent.Snapshot, held *agent.PendingCall) error {
+func (e *execution) suspend(ctx context.Context, snap *agent.Snapshot, held *agent.PendingCall, prelude ...events.Event) error {
 	now := e.s.now()
 	approval := held.State == agent.CallAwaitingApproval
 	evCall := &events.ToolCall{ToolCallID: held.ID, ToolName: held.Name, Args: held.Args, RequiresApproval: approval, SuspendPayload: held.SuspendPayload, Interrupted: held.Interrupted}
@@ -131,7 +197,7 @@ func (e *execution) suspend(ctx context.Context, snap *agent.Snapshot, held *age
 	if !approval {
 		first.Type = events.ToolCallSuspended
 	}
-	evs := []events.Event{first, {Type: events.RunSuspended, Status: string(StatusSuspended)}}
+	evs := append(prelude, first, events.Event{Type: events.RunSuspended, Status: string(StatusSuspended)})
 	seq := e.seq + int64(len(evs))
 	err := e.s.store.tx(ctx, func(tx *gorm.DB) error {
 		err := leaseUpdate(tx, e.run.ID, e.s.cfg.InstanceID, map[string]any{
@@ -149,6 +215,9 @@ func (e *execution) suspend(ctx context.Context, snap *agent.Snapshot, held *age
 		}
 		if err := tx.Create(&row).Error; err != nil {
 			return fmt.Errorf("insert pending tool call: %w", err)
+		}
+		if err := e.s.recordChange(tx, e.run.ID, ChangeSuspended, now); err != nil {
+			return fmt.Errorf("record change: %w", err)
 		}
 		_, err = events.Append(tx, e.run.ID, e.seq, now, evs...)
 		return err

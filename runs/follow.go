@@ -2,7 +2,6 @@ package runs
 
 import (
 	"context"
-	"time"
 
 	"interlock/events"
 )
@@ -14,8 +13,9 @@ const followBatch = 500
 // RUN_FAILED, at once when the run is finished and nothing after `after` remains, or when ctx ends.
 // Errors: NOT_FOUND for an unknown run.
 //
-// Events are always read from storage; the in-process hub only wakes the reader, and a periodic
-// re-read catches events stored by other instances. So a slow reader never loses an event.
+// Events are always read from storage; the hub only wakes the reader (at once for events stored
+// here, from the instance's notify loop for events stored elsewhere). So a slow reader never
+// loses an event.
 func (s *Service) Follow(ctx context.Context, runID string, after int64) (<-chan events.Event, error) {
 	if after < 0 {
 		return nil, Errorf(CodeBadUserInput, "after must be 0 or more, not %d", after)
@@ -33,8 +33,6 @@ func (s *Service) Follow(ctx context.Context, runID string, after int64) (<-chan
 	go func() {
 		defer close(out)
 		defer sub.Close()
-		poll := time.NewTicker(s.cfg.PollInterval)
-		defer poll.Stop()
 		last := after
 		finished := run.Status.Finished() && run.LastSeq <= after
 		for !finished {
@@ -66,7 +64,6 @@ func (s *Service) Follow(ctx context.Context, runID string, after int64) (<-chan
 				if !ok {
 					return
 				}
-			case <-poll.C:
 			}
 		}
 	}()

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -33,9 +34,16 @@ type Config struct {
 	InstanceID string
 	// HistoryMessages is how many earlier messages of a thread a new run is given. Default 50.
 	HistoryMessages int
-	// PollInterval is how often followers re-read storage when not woken, so they also see events
-	// written by other instances. Default 1s.
+	// PollInterval is how often this instance looks in storage for events and suspended-set
+	// changes written by other instances (one query for all its subscribers). Default 100ms.
 	PollInterval time.Duration
+	// RecoveryInterval is how often this instance looks for runs whose lease expired, to recover
+	// them. Default 1s.
+	RecoveryInterval time.Duration
+	// Retention is how long finished runs and their events are kept. Default 7 days.
+	Retention time.Duration
+	// RetentionInterval is how often the retention job runs. Default 10 minutes.
+	RetentionInterval time.Duration
 	// NowFunc is the clock. Default time.Now.
 	NowFunc func() time.Time
 	// Logger receives internal errors. Default slog.Default().
@@ -60,7 +68,16 @@ func (c Config) WithDefaults() Config {
 		c.HistoryMessages = 50
 	}
 	if c.PollInterval == 0 {
-		c.PollInterval = time.Second
+		c.PollInterval = 100 * time.Millisecond
+	}
+	if c.RecoveryInterval == 0 {
+		c.RecoveryInterval = time.Second
+	}
+	if c.Retention == 0 {
+		c.Retention = 7 * 24 * time.Hour
+	}
+	if c.RetentionInterval == 0 {
+		c.RetentionInterval = 10 * time.Minute
 	}
 	if c.NowFunc == nil {
 		c.NowFunc = time.Now
@@ -80,6 +97,9 @@ func (c Config) validate() error {
 	}
 	if c.LeaseTTL < time.Second {
 		return fmt.Errorf("LeaseTTL must be at least 1s, not %s", c.LeaseTTL)
+	}
+	if c.Retention < time.Minute {
+		return fmt.Errorf("Retention must be at least 1m, not %s", c.Retention)
 	}
 	return nil
 }
@@ -107,9 +127,11 @@ type Service struct {
 	runHub  *events.Hub[struct{}]
 	changes *events.Hub[Change]
 
-	ctx    context.Context // parent of every execution; cancelled by Close
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	ctx      context.Context // parent of every execution and loop; cancelled by Close
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup // executions
+	loops    sync.WaitGroup // notify, recovery and retention loops
+	draining atomic.Bool    // set by Shutdown: executions hand their runs over at the next checkpoint
 }
 
 // New returns a service over a migrated database.
@@ -119,18 +141,42 @@ func New(db *gorm.DB, agents *agent.Registry, cfg Config) (*Service, error) {
 		return nil, fmt.Errorf("runs config: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Service{
+	s := &Service{
 		cfg: cfg, store: &store{db: db}, agents: agents,
 		runHub: events.NewWakeHub(), changes: events.NewHub[Change](256),
 		ctx: ctx, cancel: cancel,
-	}, nil
+	}
+	s.loops.Add(3)
+	go s.notifyLoop()
+	go s.recoveryLoop()
+	go s.retentionLoop()
+	return s, nil
 }
 
-// Close stops executions in flight and waits for their goroutines.
+// Close stops everything at once: executions in flight are cancelled (their leases expire and
+// another instance recovers them) and the background loops end. Use Shutdown to stop gracefully.
 func (s *Service) Close() {
 	s.cancel()
 	s.wg.Wait()
+	s.loops.Wait()
 }
+
+// Shutdown stops gracefully: executions hand their runs over at their next checkpoint (the step
+// in flight finishes first) by releasing the lease, so another instance takes them over at once.
+// When ctx ends first, what still executes is cancelled and released. Then Close.
+func (s *Service) Shutdown(ctx context.Context) {
+	s.draining.Store(true)
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	s.Close()
+}
+
+// InstanceID names this instance in leases.
+func (s *Service) InstanceID() string { return s.cfg.InstanceID }
 
 // Wait blocks until no run executes on this instance; tests use it to settle.
 func (s *Service) Wait() { s.wg.Wait() }

@@ -136,14 +136,16 @@ const (
 	RunEventTypeToolCall          RunEventType = "TOOL_CALL"
 	RunEventTypeToolCallApproval  RunEventType = "TOOL_CALL_APPROVAL"
 	RunEventTypeToolCallSuspended RunEventType = "TOOL_CALL_SUSPENDED"
-	RunEventTypeRunSuspended      RunEventType = "RUN_SUSPENDED"
-	RunEventTypeToolCallApproved  RunEventType = "TOOL_CALL_APPROVED"
-	RunEventTypeToolCallDeclined  RunEventType = "TOOL_CALL_DECLINED"
-	RunEventTypeRunResumed        RunEventType = "RUN_RESUMED"
-	RunEventTypeToolResult        RunEventType = "TOOL_RESULT"
-	RunEventTypeStepFinished      RunEventType = "STEP_FINISHED"
-	RunEventTypeRunFinished       RunEventType = "RUN_FINISHED"
-	RunEventTypeRunFailed         RunEventType = "RUN_FAILED"
+	// Addition: the server instance executing this tool call died, so its outcome is unknown; reason says so. The call waits for approval again (interrupted: true).
+	RunEventTypeToolCallInterrupted RunEventType = "TOOL_CALL_INTERRUPTED"
+	RunEventTypeRunSuspended        RunEventType = "RUN_SUSPENDED"
+	RunEventTypeToolCallApproved    RunEventType = "TOOL_CALL_APPROVED"
+	RunEventTypeToolCallDeclined    RunEventType = "TOOL_CALL_DECLINED"
+	RunEventTypeRunResumed          RunEventType = "RUN_RESUMED"
+	RunEventTypeToolResult          RunEventType = "TOOL_RESULT"
+	RunEventTypeStepFinished        RunEventType = "STEP_FINISHED"
+	RunEventTypeRunFinished         RunEventType = "RUN_FINISHED"
+	RunEventTypeRunFailed           RunEventType = "RUN_FAILED"
 )
 
 var AllRunEventType = []RunEventType{
@@ -152,6 +154,7 @@ var AllRunEventType = []RunEventType{
 	RunEventTypeToolCall,
 	RunEventTypeToolCallApproval,
 	RunEventTypeToolCallSuspended,
+	RunEventTypeToolCallInterrupted,
 	RunEventTypeRunSuspended,
 	RunEventTypeToolCallApproved,
 	RunEventTypeToolCallDeclined,
@@ -164,7 +167,7 @@ var AllRunEventType = []RunEventType{
 
 func (e RunEventType) IsValid() bool {
 	switch e {
-	case RunEventTypeRunStarted, RunEventTypeTextDelta, RunEventTypeToolCall, RunEventTypeToolCallApproval, RunEventTypeToolCallSuspended, RunEventTypeRunSuspended, RunEventTypeToolCallApproved, RunEventTypeToolCallDeclined, RunEventTypeRunResumed, RunEventTypeToolResult, RunEventTypeStepFinished, RunEventTypeRunFinished, RunEventTypeRunFailed:
+	case RunEventTypeRunStarted, RunEventTypeTextDelta, RunEventTypeToolCall, RunEventTypeToolCallApproval, RunEventTypeToolCallSuspended, RunEventTypeToolCallInterrupted, RunEventTypeRunSuspended, RunEventTypeToolCallApproved, RunEventTypeToolCallDeclined, RunEventTypeRunResumed, RunEventTypeToolResult, RunEventTypeStepFinished, RunEventTypeRunFinished, RunEventTypeRunFailed:
 		return true
 	}
 	return false

@@ -1,0 +1,96 @@
+package runs
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"interlock/agent"
+	"interlock/events"
+	"interlock/models"
+)
+
+// recoveryLoop looks, every RecoveryInterval, for RUNNING runs whose lease expired (their
+// instance died, or released them while shutting down) and takes them over.
+func (s *Service) recoveryLoop() {
+	defer s.loops.Done()
+	t := time.NewTicker(s.cfg.RecoveryInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if s.draining.Load() {
+			continue
+		}
+		if _, err := s.RecoverExpired(s.ctx); err != nil && s.ctx.Err() == nil {
+			s.cfg.Logger.Warn("recovery", "err", err)
+		}
+	}
+}
+
+// RecoverExpired claims up to 50 runs whose lease has expired, each with a compare-and-set on its
+// version (so of several instances exactly one recovers a run), and continues them here: a model
+// call in progress is repeated; a tool that was executing is not run again, the run suspends with
+// that call awaiting approval, marked interrupted. It returns how many runs it claimed.
+func (s *Service) RecoverExpired(ctx context.Context) (int, error) {
+	now := s.now()
+	var expired []models.Run
+	err := s.store.db.WithContext(ctx).
+		Where("status = ? AND (lease_until IS NULL OR lease_until < ?)", StatusRunning, now).
+		Limit(50).Find(&expired).Error
+	if err != nil {
+		return 0, fmt.Errorf("find expired leases: %w", err)
+	}
+	n := 0
+	for i := range expired {
+		row := &expired[i]
+		a := s.agents.Get(row.AgentID)
+		if a == nil || row.Snapshot == nil {
+			continue // another instance may serve this agent
+		}
+		snap, err := agent.DecodeSnapshot(*row.Snapshot)
+		if err != nil {
+			s.cfg.Logger.Error("recovery: bad snapshot", "run", row.ID, "err", err)
+			continue
+		}
+		until := now.Add(s.cfg.LeaseTTL)
+		res := s.store.db.WithContext(ctx).Model(&models.Run{}).
+			Where("id = ? AND status = ? AND version = ?", row.ID, StatusRunning, row.Version).
+			Updates(map[string]any{"lease_owner": s.cfg.InstanceID, "lease_until": until, "version": row.Version + 1})
+		if res.Error != nil {
+			return n, fmt.Errorf("claim run %s: %w", row.ID, res.Error)
+		}
+		if res.RowsAffected == 0 {
+			continue // another instance claimed it first
+		}
+		row.LeaseOwner, row.LeaseUntil, row.Version = &s.cfg.InstanceID, &until, row.Version+1
+		s.cfg.Logger.Info("recovering run", "run", row.ID, "previous_owner", deref(expired[i].LeaseOwner))
+		s.execute(a, row, snap)
+		n++
+	}
+	return n, nil
+}
+
+// interrupted suspends a recovered run on the call that was executing when its owner died: its
+// outcome is unknown, so a person decides whether it runs again.
+func (e *execution) interrupted(ctx context.Context, snap *agent.Snapshot, c *agent.PendingCall) {
+	c.State, c.Interrupted = agent.CallAwaitingApproval, true
+	why := events.Event{
+		Type:     events.ToolCallInterrupted,
+		ToolCall: &events.ToolCall{ToolCallID: c.ID, ToolName: c.Name, Args: c.Args, RequiresApproval: true, Interrupted: true},
+		Reason:   fmt.Sprintf("the server executing %s stopped before it finished, so whether it took effect is unknown; approve to run it again or decline", c.Name),
+	}
+	if err := e.suspend(ctx, snap, c, why); err != nil && ctx.Err() == nil {
+		e.s.cfg.Logger.Error("recovery: suspend interrupted run", "run", e.run.ID, "err", err)
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

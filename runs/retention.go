@@ -1,0 +1,72 @@
+package runs
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+
+	"interlock/models"
+)
+
+const purgeBatch = 500
+
+// retentionLoop runs PurgeFinished at start and every RetentionInterval. Any number of
+// instances may run it at once: each batch deletes by id, and deleting twice deletes nothing.
+func (s *Service) retentionLoop() {
+	defer s.loops.Done()
+	t := time.NewTicker(s.cfg.RetentionInterval)
+	defer t.Stop()
+	for {
+		if _, err := s.PurgeFinished(s.ctx); err != nil && s.ctx.Err() == nil {
+			s.cfg.Logger.Warn("retention", "err", err)
+		}
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// PurgeFinished deletes runs that finished (COMPLETED or FAILED) longer than Retention ago, with
+// their events and tool-call rows, in batches; suspended and running runs are never touched. It
+// also drops suspended-set change rows older than an hour. It returns the number of runs deleted.
+func (s *Service) PurgeFinished(ctx context.Context) (int, error) {
+	now := s.now()
+	cutoff := now.Add(-s.cfg.Retention)
+	total := 0
+	for {
+		var ids []string
+		err := s.store.db.WithContext(ctx).Model(&models.Run{}).
+			Where("status IN ? AND updated_at < ?", []Status{StatusCompleted, StatusFailed}, cutoff).
+			Limit(purgeBatch).Pluck("id", &ids).Error
+		if err != nil {
+			return total, fmt.Errorf("retention: find finished runs: %w", err)
+		}
+		if len(ids) == 0 {
+			break
+		}
+		err = s.store.tx(ctx, func(tx *gorm.DB) error {
+			if err := tx.Where("run_id IN ?", ids).Delete(&models.Event{}).Error; err != nil {
+				return err
+			}
+			if err := tx.Where("run_id IN ?", ids).Delete(&models.ToolCall{}).Error; err != nil {
+				return err
+			}
+			return tx.Where("id IN ? AND status IN ?", ids, []Status{StatusCompleted, StatusFailed}).Delete(&models.Run{}).Error
+		})
+		if err != nil {
+			return total, fmt.Errorf("retention: delete runs: %w", err)
+		}
+		total += len(ids)
+		if len(ids) < purgeBatch {
+			break
+		}
+	}
+	if err := s.store.db.WithContext(ctx).Where("created_at < ?", now.Add(-time.Hour)).Delete(&models.RunChange{}).Error; err != nil {
+		return total, fmt.Errorf("retention: delete old changes: %w", err)
+	}
+	return total, nil
+}
