@@ -258,7 +258,7 @@ func TestAgentsQuery(t *testing.T) {
 			t.Errorf("ask_customer resumeSchema = %v", tl.ResumeSchema)
 		}
 	}
-	if len(tools) != 3 || tools["lookup_order"] || !tools["issue_refund"] || tools["ask_customer"] {
+	if len(tools) != 4 || tools["lookup_order"] || !tools["issue_refund"] || tools["ask_customer"] || tools["slow_task"] {
 		t.Fatalf("tools = %v", tools)
 	}
 }

@@ -51,6 +51,15 @@ type Config struct {
 	// AllowedOrigins are extra browser origins (host patterns) allowed to open WebSockets
 	// (--allowed-origins, INTERLOCK_ALLOWED_ORIGINS, comma-separated). Default: same origin only.
 	AllowedOrigins []string
+	// LeaseTTL is how long a run's lease lasts unrenewed: after an instance dies, others recover
+	// its runs this long after its last renewal (--lease-ttl, INTERLOCK_LEASE_TTL). Default 30s.
+	LeaseTTL time.Duration
+	// ShutdownTimeout bounds a graceful stop on SIGTERM/SIGINT (--shutdown-timeout,
+	// INTERLOCK_SHUTDOWN_TIMEOUT). Default 10s.
+	ShutdownTimeout time.Duration
+	// Retention is how long finished runs and their events are kept (--retention,
+	// INTERLOCK_RETENTION). Default 168h (7 days).
+	Retention time.Duration
 	// ModelDelay slows every demo model answer, to watch runs step by step (--demo-delay,
 	// INTERLOCK_DEMO_DELAY). Default 0.
 	ModelDelay time.Duration
@@ -71,6 +80,9 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 	fs.StringVar(&cfg.DB, "db", env("INTERLOCK_DB", "sqlite:interlock.db"), "database: sqlite:FILE or mysql://USER:PASS@HOST:PORT/DB")
 	perPage := fs.String("max-per-page", env("INTERLOCK_MAX_PER_PAGE", "500"), "largest perPage of suspendedRuns")
 	delay := fs.String("demo-delay", env("INTERLOCK_DEMO_DELAY", "0s"), "delay before each demo model answer")
+	lease := fs.String("lease-ttl", env("INTERLOCK_LEASE_TTL", "30s"), "run lease duration")
+	shutdown := fs.String("shutdown-timeout", env("INTERLOCK_SHUTDOWN_TIMEOUT", "10s"), "graceful stop deadline")
+	retention := fs.String("retention", env("INTERLOCK_RETENTION", "168h"), "how long finished runs are kept")
 	fs.StringVar(&origins, "allowed-origins", env("INTERLOCK_ALLOWED_ORIGINS", ""), "extra WebSocket origins, comma-separated")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -79,8 +91,19 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 	if cfg.MaxPerPage, err = strconv.Atoi(*perPage); err != nil || cfg.MaxPerPage < 1 {
 		return cfg, fmt.Errorf("--max-per-page / INTERLOCK_MAX_PER_PAGE: %q is not a positive integer", *perPage)
 	}
-	if cfg.ModelDelay, err = time.ParseDuration(*delay); err != nil || cfg.ModelDelay < 0 {
-		return cfg, fmt.Errorf("--demo-delay / INTERLOCK_DEMO_DELAY: %q is not a duration such as 500ms", *delay)
+	for _, d := range []struct {
+		dst       *time.Duration
+		val, name string
+		min       time.Duration
+	}{
+		{&cfg.ModelDelay, *delay, "--demo-delay / INTERLOCK_DEMO_DELAY", 0},
+		{&cfg.LeaseTTL, *lease, "--lease-ttl / INTERLOCK_LEASE_TTL", time.Second},
+		{&cfg.ShutdownTimeout, *shutdown, "--shutdown-timeout / INTERLOCK_SHUTDOWN_TIMEOUT", 0},
+		{&cfg.Retention, *retention, "--retention / INTERLOCK_RETENTION", time.Minute},
+	} {
+		if *d.dst, err = time.ParseDuration(d.val); err != nil || *d.dst < d.min {
+			return cfg, fmt.Errorf("%s: %q is not a duration of at least %s (such as 30s or 2h)", d.name, d.val, d.min)
+		}
 	}
 	for _, o := range strings.Split(origins, ",") {
 		if o = strings.TrimSpace(o); o != "" {
@@ -114,7 +137,7 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		closeDB(db)
 		return nil, err
 	}
-	svc, err := runs.New(db, registry, runs.Config{MaxPerPage: cfg.MaxPerPage, Logger: log})
+	svc, err := runs.New(db, registry, runs.Config{MaxPerPage: cfg.MaxPerPage, LeaseTTL: cfg.LeaseTTL, Retention: cfg.Retention, Logger: log})
 	if err != nil {
 		closeDB(db)
 		return nil, err
@@ -154,8 +177,10 @@ func (a *App) routes() http.Handler {
 // Handler is the HTTP handler of every route.
 func (a *App) Handler() http.Handler { return a.handler }
 
-// Serve answers HTTP on ln until ctx ends, then shuts down: it stops accepting, ends open
-// subscriptions, and waits (up to 10s) for requests and executing runs.
+// Serve answers HTTP on ln until ctx ends, then stops gracefully within ShutdownTimeout: it
+// stops accepting connections, lets executing runs reach their next checkpoint and hands them
+// over (leases released, so another instance continues them at once), completes open
+// subscriptions, and closes the remaining sockets.
 func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	base, cancelBase := context.WithCancel(context.Background())
 	defer cancelBase()
@@ -164,7 +189,6 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 		ReadHeaderTimeout: 10 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return base },
 	}
-	srv.RegisterOnShutdown(cancelBase) // Shutdown does not close WebSockets; this ends them.
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -172,11 +196,15 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 		return err
 	case <-ctx.Done():
 	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	a.log.Info("shutting down", "timeout", a.cfg.ShutdownTimeout)
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownTimeout)
 	defer cancel()
-	err := srv.Shutdown(shutdownCtx)
-	a.Service.Close()
-	return err
+	httpDone := make(chan error, 1)
+	go func() { httpDone <- srv.Shutdown(shutdownCtx) }()
+	a.Service.Shutdown(shutdownCtx) // also completes every subscription
+	time.Sleep(100 * time.Millisecond) // let the complete messages go out
+	cancelBase()                       // Shutdown does not close WebSockets; this ends them.
+	return <-httpDone
 }
 
 // Close releases the database.

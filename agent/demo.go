@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"interlock/llm"
 )
@@ -17,7 +18,7 @@ func DemoAgents(model llm.Model) []*Agent {
 		Description:  "Answers customers: looks up orders, issues refunds (each needs approval) and asks the customer for details.",
 		Instructions: "You are a customer support agent. Use the tools to look up orders, issue refunds and ask the customer questions.",
 		Model:        model,
-		Tools:        []*Tool{lookupOrder(), issueRefund(), askCustomer()},
+		Tools:        []*Tool{lookupOrder(), issueRefund(), askCustomer(), slowTask()},
 	}}
 }
 
@@ -79,6 +80,30 @@ func askCustomer() *Tool {
 				return nil, fmt.Errorf("bad resume data: %w", err)
 			}
 			return map[string]any{"answer": out.Answer}, nil
+		},
+	}
+}
+
+// slowTask takes as long as asked (at most 10 minutes): a step long enough to watch, or to kill
+// an instance in the middle of.
+func slowTask() *Tool {
+	return &Tool{
+		Name:        "slow_task",
+		Description: "A task that takes the given number of seconds.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"seconds":{"type":"number","minimum":0,"maximum":600}},"required":["seconds"]}`),
+		ExecuteFunc: func(ctx context.Context, c *Call) (any, error) {
+			var in struct {
+				Seconds float64 `json:"seconds"`
+			}
+			if err := json.Unmarshal(c.Args, &in); err != nil {
+				return nil, fmt.Errorf("bad arguments: %w", err)
+			}
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(time.Duration(in.Seconds * float64(time.Second))):
+			}
+			return map[string]any{"sleptSeconds": in.Seconds}, nil
 		},
 	}
 }

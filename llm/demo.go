@@ -16,6 +16,8 @@ import (
 //     is {orderId:"42", amount:30}; without "for N" the amount is 10);
 //   - "ask": ask_customer with the prompt as the question;
 //   - "status" or "look up": lookup_order for the first number;
+//   - "slow": slow_task for the first number of seconds (default 2), to watch or crash a long step;
+//   - "count to N": the numbers 1..N (at most 5000), one TEXT_DELTA each, for long streams;
 //   - anything else: a short text reply.
 //
 // Once tool results (or declines) follow the user message, it streams a final text that names
@@ -33,6 +35,7 @@ func (d *Demo) Name() string { return "demo/support-v1" }
 var (
 	numberRe = regexp.MustCompile(`\d+(?:\.\d+)?`)
 	amountRe = regexp.MustCompile(`(?i)\bfor\s+\$?(\d+(?:\.\d+)?)`)
+	countRe  = regexp.MustCompile(`(?i)\bcount to (\d+)`)
 )
 
 // Stream answers req deterministically; see the type's documentation.
@@ -60,6 +63,12 @@ func (d *Demo) Stream(ctx context.Context, req Request, onText func(string) erro
 	lower := strings.ToLower(prompt)
 	next := countToolCalls(req.Messages)
 	switch {
+	case strings.Contains(lower, "slow") && offers(req, "slow_task"):
+		secs := 2.0
+		if n := numberRe.FindString(prompt); n != "" {
+			fmt.Sscan(n, &secs)
+		}
+		return Response{ToolCalls: []ToolCall{call(next, "slow_task", map[string]any{"seconds": secs})}}, nil
 	case strings.Contains(lower, "refund") && offers(req, "issue_refund"):
 		return Response{ToolCalls: refundCalls(prompt, next)}, nil
 	case strings.Contains(lower, "ask") && offers(req, "ask_customer"):
@@ -70,6 +79,10 @@ func (d *Demo) Stream(ctx context.Context, req Request, onText func(string) erro
 			id = n
 		}
 		return Response{ToolCalls: []ToolCall{call(next, "lookup_order", map[string]any{"orderId": id})}}, nil
+	case countRe.MatchString(prompt):
+		var n int
+		fmt.Sscan(countRe.FindStringSubmatch(prompt)[1], &n)
+		return streamCount(ctx, min(n, 5000), onText)
 	default:
 		return streamText(ctx, `Hello! I can look up an order's status, issue refunds (a person approves each one) and ask you for details. Try "refund order 42 for 30".`, onText)
 	}
@@ -151,4 +164,20 @@ func streamText(ctx context.Context, text string, onText func(string) error) (Re
 		}
 	}
 	return Response{Text: text}, nil
+}
+
+// streamCount sends "1 2 3 … n", one number per piece.
+func streamCount(ctx context.Context, n int, onText func(string) error) (Response, error) {
+	var b strings.Builder
+	for i := 1; i <= n; i++ {
+		if err := ctx.Err(); err != nil {
+			return Response{}, err
+		}
+		piece := fmt.Sprintf("%d ", i)
+		b.WriteString(piece)
+		if err := onText(piece); err != nil {
+			return Response{}, err
+		}
+	}
+	return Response{Text: b.String()}, nil
 }

@@ -8,7 +8,7 @@ import (
 )
 
 func TestDemoModel(t *testing.T) {
-	tools := []ToolDef{{Name: "lookup_order"}, {Name: "issue_refund"}, {Name: "ask_customer"}}
+	tools := []ToolDef{{Name: "lookup_order"}, {Name: "issue_refund"}, {Name: "ask_customer"}, {Name: "slow_task"}}
 	cases := []struct {
 		prompt string
 		want   []string // tool name + args JSON per call; empty means a text answer
@@ -19,7 +19,10 @@ func TestDemoModel(t *testing.T) {
 		{"ask them which colour", []string{`ask_customer {"question":"ask them which colour"}`}},
 		{"what is the status of order 77", []string{`lookup_order {"orderId":"77"}`}},
 		{"please look up 5", []string{`lookup_order {"orderId":"5"}`}},
+		{"run a slow task for 5 seconds", []string{`slow_task {"seconds":5}`}},
+		{"something slow", []string{`slow_task {"seconds":2}`}},
 		{"hello there", nil},
+		{"count to 7", nil},
 	}
 	for _, tc := range cases {
 		var deltas []string
@@ -56,5 +59,14 @@ func TestDemoModelSummarisesResults(t *testing.T) {
 	}
 	if len(resp.ToolCalls) != 0 || !strings.Contains(resp.Text, "rf_1") || !strings.Contains(resp.Text, "customer is not eligible") || n < 3 {
 		t.Fatalf("final answer %q in %d pieces", resp.Text, n)
+	}
+}
+
+func TestDemoModelCounts(t *testing.T) {
+	var deltas []string
+	resp, _ := (&Demo{}).Stream(context.Background(), Request{Messages: []Message{{Role: RoleUser, Content: "count to 1000"}}},
+		func(d string) error { deltas = append(deltas, d); return nil })
+	if len(deltas) != 1000 || deltas[999] != "1000 " || strings.Join(deltas, "") != resp.Text {
+		t.Fatalf("%d deltas, last %q", len(deltas), deltas[len(deltas)-1])
 	}
 }

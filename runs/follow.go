@@ -29,9 +29,11 @@ func (s *Service) Follow(ctx context.Context, runID string, after int64) (<-chan
 		}
 		return nil, err
 	}
+	ctx, cancel := s.streamContext(ctx)
 	out := make(chan events.Event)
 	go func() {
 		defer close(out)
+		defer cancel()
 		defer sub.Close()
 		last := after
 		finished := run.Status.Finished() && run.LastSeq <= after
@@ -87,9 +89,11 @@ type RunChange struct {
 // that match f, until ctx ends.
 func (s *Service) WatchSuspended(ctx context.Context, f WatchFilter) (<-chan RunChange, error) {
 	sub := s.changes.Subscribe(changesTopic)
+	ctx, cancel := s.streamContext(ctx)
 	out := make(chan RunChange)
 	go func() {
 		defer close(out)
+		defer cancel()
 		defer sub.Close()
 		for {
 			var ch Change
@@ -134,4 +138,12 @@ func (f WatchFilter) matches(r *Run) bool {
 		return false
 	}
 	return true
+}
+
+// streamContext ends a stream when its client goes (ctx) or when the service closes, so that a
+// stopping server completes its subscriptions instead of leaving them hanging.
+func (s *Service) streamContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(s.ctx, cancel)
+	return ctx, func() { stop(); cancel() }
 }
