@@ -3,6 +3,8 @@ package runs_test
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -40,6 +42,9 @@ func setup(t testing.TB, db *gorm.DB, cfg runs.Config) *fixture {
 	reg, err := agent.NewRegistry(append(agent.DemoAgents(&llm.Demo{}), counted)...)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	svc, err := runs.New(db, reg, cfg)
 	if err != nil {

@@ -66,8 +66,8 @@ func (s *Service) RecoverExpired(ctx context.Context) (int, error) {
 		if res.RowsAffected == 0 {
 			continue // another instance claimed it first
 		}
+		s.cfg.Logger.Info("recovering run", "run", row.ID, "previous_owner", deref(row.LeaseOwner))
 		row.LeaseOwner, row.LeaseUntil, row.Version = &s.cfg.InstanceID, &until, row.Version+1
-		s.cfg.Logger.Info("recovering run", "run", row.ID, "previous_owner", deref(expired[i].LeaseOwner))
 		s.execute(a, row, snap)
 		n++
 	}

@@ -12,20 +12,20 @@ import (
 
 const purgeBatch = 500
 
-// retentionLoop runs PurgeFinished at start and every RetentionInterval. Any number of
+// retentionLoop runs PurgeFinished every RetentionInterval. Any number of
 // instances may run it at once: each batch deletes by id, and deleting twice deletes nothing.
 func (s *Service) retentionLoop() {
 	defer s.loops.Done()
 	t := time.NewTicker(s.cfg.RetentionInterval)
 	defer t.Stop()
 	for {
-		if _, err := s.PurgeFinished(s.ctx); err != nil && s.ctx.Err() == nil {
-			s.cfg.Logger.Warn("retention", "err", err)
-		}
 		select {
 		case <-s.ctx.Done():
 			return
 		case <-t.C:
+		}
+		if _, err := s.PurgeFinished(s.ctx); err != nil && s.ctx.Err() == nil {
+			s.cfg.Logger.Warn("retention", "err", err)
 		}
 	}
 }

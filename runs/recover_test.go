@@ -1,0 +1,166 @@
+package runs_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"gorm.io/gorm"
+
+	"interlock/dbtest"
+	"interlock/events"
+	"interlock/models"
+	"interlock/runs"
+)
+
+// deadRun stores a RUNNING run whose owner died a minute ago, with the given snapshot.
+func deadRun(t *testing.T, db *gorm.DB, id, snapshot string) {
+	t.Helper()
+	past := time.Now().UTC().Add(-time.Minute).Truncate(time.Millisecond)
+	owner := "dead-instance"
+	row := models.Run{
+		ID: id, AgentID: "support-agent", Prompt: "refund order 5", Status: string(runs.StatusRunning),
+		Snapshot: &snapshot, CreatedAt: past, UpdatedAt: past, LastSeq: 3, LeaseOwner: &owner, LeaseUntil: &past,
+	}
+	if err := db.Create(&row).Error; err != nil {
+		t.Fatal(err)
+	}
+	for seq := int64(1); seq <= 3; seq++ {
+		db.Create(&models.Event{RunID: id, Seq: seq, Type: string(events.TextDelta), Data: `{"text":"x"}`, CreatedAt: past})
+	}
+}
+
+func TestRecoveryNeverRerunsAnExecutingTool(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		f := setup(t, db, runs.Config{RecoveryInterval: time.Hour})
+		ctx := context.Background()
+		// Died while issue_refund was executing: outcome unknown.
+		deadRun(t, db, "run-executing", `{"messages":[{"role":"user","content":"refund order 5"},{"role":"assistant","toolCalls":[{"id":"call_1","name":"issue_refund","args":{"orderId":"5","amount":10}}]}],"pending":[{"id":"call_1","name":"issue_refund","args":{"orderId":"5","amount":10},"state":"executing"}],"steps":0}`)
+		// Died before its model call returned: the call is simply repeated.
+		deadRun(t, db, "run-model", `{"messages":[{"role":"user","content":"hello"}],"steps":0}`)
+
+		n, err := f.svc.RecoverExpired(ctx)
+		if err != nil || n != 2 {
+			t.Fatalf("recovered %d runs, err %v", n, err)
+		}
+		evs := f.until(t, "run-executing", 3, runs.StatusSuspended)
+		if evs[0].Type != events.ToolCallInterrupted || evs[0].Seq != 4 || !strings.Contains(evs[0].Reason, "issue_refund") {
+			t.Fatalf("first event after recovery: %+v", evs[0])
+		}
+		f.svc.Wait()
+		r, _ := f.svc.Get(ctx, "run-executing")
+		if r.Status != runs.StatusSuspended || len(r.ToolCalls) != 1 || !r.ToolCalls[0].Interrupted || !r.ToolCalls[0].RequiresApproval {
+			t.Fatalf("recovered run: %s %+v", r.Status, r.ToolCalls)
+		}
+		list, _ := f.svc.ListSuspended(ctx, runs.ListSuspendedParams{})
+		if list.Total != 1 || !list.Runs[0].ToolCalls[0].Interrupted {
+			t.Fatalf("suspendedRuns after recovery: %+v", list)
+		}
+		if m := f.finished(t, "run-model"); m.Status != runs.StatusCompleted {
+			t.Fatalf("run recovered before its model call: %s", m.Status)
+		}
+		// A second recovery pass finds nothing: the leases are fresh or released.
+		if n, _ := f.svc.RecoverExpired(ctx); n != 0 {
+			t.Fatalf("second pass recovered %d", n)
+		}
+		// Approving the interrupted call runs it (once) and finishes the run.
+		if _, err := f.svc.Approve(ctx, runs.DecideParams{RunID: "run-executing"}); err != nil {
+			t.Fatal(err)
+		}
+		if done := f.finished(t, "run-executing"); done.Status != runs.StatusCompleted || strings.Count(*done.Output, "rf_5") != 1 {
+			t.Fatalf("after re-approval: %s %v", done.Status, done.Output)
+		}
+	})
+}
+
+func TestOnlyOneInstanceRecoversARun(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		a := setup(t, db, runs.Config{RecoveryInterval: time.Hour, InstanceID: "a"})
+		b := setup(t, db, runs.Config{RecoveryInterval: time.Hour, InstanceID: "b"})
+		for i := 0; i < 10; i++ {
+			deadRun(t, db, "run-"+string(rune('a'+i)), `{"messages":[{"role":"user","content":"hello"}],"steps":0}`)
+		}
+		var wg sync.WaitGroup
+		counts := make([]int, 2)
+		for i, s := range []*runs.Service{a.svc, b.svc} {
+			wg.Add(1)
+			go func() { defer wg.Done(); counts[i], _ = s.RecoverExpired(context.Background()) }()
+		}
+		wg.Wait()
+		a.svc.Wait()
+		b.svc.Wait()
+		if counts[0]+counts[1] != 10 {
+			t.Fatalf("recovered %v, want 10 in all", counts)
+		}
+		var completed int64
+		db.Model(&models.Run{}).Where("status = ?", runs.StatusCompleted).Count(&completed)
+		if completed != 10 {
+			t.Fatalf("%d runs completed", completed)
+		}
+	})
+}
+
+func TestRetentionDeletesOnlyOldFinishedRuns(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		now := base.Add(30 * 24 * time.Hour)
+		f := setup(t, db, runs.Config{Retention: 7 * 24 * time.Hour, RetentionInterval: time.Hour, NowFunc: func() time.Time { return now }})
+		seed(t, db,
+			seedOpts{id: "old-done", agent: "A", status: runs.StatusCompleted},
+			seedOpts{id: "old-failed", agent: "A", status: runs.StatusFailed},
+			seedOpts{id: "old-suspended", agent: "A"},
+			seedOpts{id: "new-done", agent: "A", status: runs.StatusCompleted, at: 29 * 24 * time.Hour},
+		)
+		for _, id := range []string{"old-done", "old-suspended", "new-done"} {
+			db.Create(&models.Event{RunID: id, Seq: 1, Type: "RUN_STARTED", Data: "{}", CreatedAt: base})
+		}
+		n, err := f.svc.PurgeFinished(context.Background())
+		if err != nil || n != 2 {
+			t.Fatalf("purged %d, err %v", n, err)
+		}
+		var ids []string
+		db.Model(&models.Run{}).Order("id").Pluck("id", &ids)
+		if strings.Join(ids, ",") != "new-done,old-suspended" {
+			t.Fatalf("runs left: %v", ids)
+		}
+		var evs, calls int64
+		db.Model(&models.Event{}).Count(&evs)
+		db.Model(&models.ToolCall{}).Where("run_id = ?", "old-suspended").Count(&calls)
+		if evs != 2 || calls != 1 {
+			t.Fatalf("%d events, %d calls of the suspended run left", evs, calls)
+		}
+		if n, _ := f.svc.PurgeFinished(context.Background()); n != 0 {
+			t.Fatalf("second purge deleted %d", n)
+		}
+	})
+}
+
+func TestWatchSuspendedAcrossInstances(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		a := setup(t, db, runs.Config{InstanceID: "a", PollInterval: 50 * time.Millisecond})
+		b := setup(t, db, runs.Config{InstanceID: "b", PollInterval: 50 * time.Millisecond})
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		watch, _ := b.svc.WatchSuspended(ctx, runs.WatchFilter{ThreadID: ptr("watched")})
+		time.Sleep(200 * time.Millisecond) // b's notify loop primes what it has seen
+		a.start(t, runs.StartParams{Prompt: "refund order 1", ThreadID: ptr("other")})
+		r := a.suspended(t, runs.StartParams{Prompt: "refund order 2", ThreadID: ptr("watched")})
+		got := <-watch
+		if got.Kind != runs.ChangeSuspended || got.Run.ID != r.ID {
+			t.Fatalf("first change: %s %s, want SUSPENDED %s", got.Kind, got.Run.ID, r.ID)
+		}
+		if _, err := a.svc.Approve(ctx, runs.DecideParams{RunID: r.ID}); err != nil {
+			t.Fatal(err)
+		}
+		got = <-watch
+		if got.Kind != runs.ChangeLeft || got.Run.ID != r.ID {
+			t.Fatalf("second change: %s %s, want LEFT %s", got.Kind, got.Run.ID, r.ID)
+		}
+		// And b's followers see a's events.
+		evs := b.until(t, r.ID, 0, runs.StatusCompleted)
+		if evs[len(evs)-1].Type != events.RunFinished {
+			t.Fatalf("b followed to %s", evs[len(evs)-1].Type)
+		}
+	})
+}
