@@ -117,6 +117,7 @@ type apiToolCall struct {
 	Args             json.RawMessage `json:"args"`
 	RequiresApproval bool            `json:"requiresApproval"`
 	SuspendPayload   json.RawMessage `json:"suspendPayload"`
+	Interrupted      bool            `json:"interrupted"`
 }
 
 type apiRun struct {
@@ -211,3 +212,5 @@ func httpGet(url string) (string, error) {
 }
 
 func discardLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func jsonUnmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }
