@@ -201,7 +201,7 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	defer cancel()
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- srv.Shutdown(shutdownCtx) }()
-	a.Service.Shutdown(shutdownCtx) // also completes every subscription
+	a.Service.Shutdown(shutdownCtx)    // also completes every subscription
 	time.Sleep(100 * time.Millisecond) // let the complete messages go out
 	cancelBase()                       // Shutdown does not close WebSockets; this ends them.
 	return <-httpDone

@@ -20,14 +20,14 @@ const (
 	// ToolCallInterrupted: the instance executing the call died; its outcome is unknown, so it
 	// waits for a new approval (Reason says why).
 	ToolCallInterrupted Type = "TOOL_CALL_INTERRUPTED"
-	RunSuspended      Type = "RUN_SUSPENDED"
-	ToolCallApproved  Type = "TOOL_CALL_APPROVED"
-	ToolCallDeclined  Type = "TOOL_CALL_DECLINED"
-	RunResumed        Type = "RUN_RESUMED"
-	ToolResult        Type = "TOOL_RESULT"
-	StepFinished      Type = "STEP_FINISHED"
-	RunFinished       Type = "RUN_FINISHED"
-	RunFailed         Type = "RUN_FAILED"
+	RunSuspended        Type = "RUN_SUSPENDED"
+	ToolCallApproved    Type = "TOOL_CALL_APPROVED"
+	ToolCallDeclined    Type = "TOOL_CALL_DECLINED"
+	RunResumed          Type = "RUN_RESUMED"
+	ToolResult          Type = "TOOL_RESULT"
+	StepFinished        Type = "STEP_FINISHED"
+	RunFinished         Type = "RUN_FINISHED"
+	RunFailed           Type = "RUN_FAILED"
 )
 
 // Terminal reports whether t ends a run's stream.
