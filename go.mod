@@ -10,6 +10,7 @@ require (
 	github.com/google/uuid v1.6.0
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	github.com/vektah/gqlparser/v2 v2.5.64
+	go.uber.org/goleak v1.3.0
 	golang.org/x/text v0.43.0
 	gorm.io/driver/mysql v1.5.7
 	gorm.io/gorm v1.31.2

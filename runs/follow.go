@@ -147,3 +147,6 @@ func (s *Service) streamContext(ctx context.Context) (context.Context, context.C
 	stop := context.AfterFunc(s.ctx, cancel)
 	return ctx, func() { stop(); cancel() }
 }
+
+// Followers returns how many streams of this instance follow the run (for leak checks).
+func (s *Service) Followers(runID string) int { return s.runHub.Count(runID) }
