@@ -21,7 +21,7 @@ var (
 )
 
 // binary builds the server once per test process and returns its path.
-func binary(t *testing.T) string {
+func binary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "interlock-bin-")
@@ -49,7 +49,7 @@ type proc struct {
 	done chan error
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -60,7 +60,7 @@ func freePort(t *testing.T) int {
 }
 
 // startProc starts the built server on a free port over db and waits until it answers.
-func startProc(t *testing.T, db string, args ...string) *proc {
+func startProc(t testing.TB, db string, args ...string) *proc {
 	t.Helper()
 	port := freePort(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
@@ -99,7 +99,7 @@ func startProc(t *testing.T, db string, args ...string) *proc {
 }
 
 // kill9 ends the process the hard way, as a crash would.
-func (p *proc) kill9(t *testing.T) {
+func (p *proc) kill9(t testing.TB) {
 	t.Helper()
 	p.cmd.Process.Signal(syscall.SIGKILL)
 	<-p.done

@@ -21,7 +21,7 @@ type testServer struct {
 	app *App
 }
 
-func startServer(t *testing.T, db string) *testServer {
+func startServer(t testing.TB, db string) *testServer {
 	t.Helper()
 	cfg, err := parseConfig([]string{"--db", db}, func(string) string { return "" })
 	if err != nil {
@@ -69,7 +69,7 @@ func (e gqlResponse) code() string {
 }
 
 // post sends a GraphQL request over POST and decodes the answer.
-func (s *testServer) post(t *testing.T, query string, vars map[string]any) gqlResponse {
+func (s *testServer) post(t testing.TB, query string, vars map[string]any) gqlResponse {
 	t.Helper()
 	body, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
 	resp, err := http.Post(s.url+"/graphql", "application/json", bytes.NewReader(body))
@@ -86,7 +86,7 @@ func (s *testServer) post(t *testing.T, query string, vars map[string]any) gqlRe
 }
 
 // must sends a request that must succeed and decodes its data into v.
-func (s *testServer) must(t *testing.T, query string, vars map[string]any, v any) {
+func (s *testServer) must(t testing.TB, query string, vars map[string]any, v any) {
 	t.Helper()
 	r := s.post(t, query, vars)
 	if len(r.Errors) > 0 {
@@ -98,7 +98,7 @@ func (s *testServer) must(t *testing.T, query string, vars map[string]any, v any
 }
 
 // wantError sends a request that must fail with the given extensions.code.
-func (s *testServer) wantError(t *testing.T, code, query string, vars map[string]any) gqlError {
+func (s *testServer) wantError(t testing.TB, code, query string, vars map[string]any) gqlError {
 	t.Helper()
 	r := s.post(t, query, vars)
 	if r.code() != code {
@@ -144,7 +144,7 @@ type apiEvent struct {
 	Result   any          `json:"result"`
 }
 
-func (s *testServer) startRun(t *testing.T, prompt string, extra map[string]any) apiRun {
+func (s *testServer) startRun(t testing.TB, prompt string, extra map[string]any) apiRun {
 	t.Helper()
 	input := map[string]any{"agentId": "support-agent", "prompt": prompt}
 	for k, v := range extra {
@@ -158,7 +158,7 @@ func (s *testServer) startRun(t *testing.T, prompt string, extra map[string]any)
 	return out.StartRun
 }
 
-func (s *testServer) run(t *testing.T, id string) *apiRun {
+func (s *testServer) run(t testing.TB, id string) *apiRun {
 	t.Helper()
 	var out struct{ Run *apiRun }
 	s.must(t, `query($id: ID!) { run(runId: $id) { `+runFields+` } }`, map[string]any{"id": id}, &out)
@@ -169,7 +169,7 @@ const eventsQuery = `subscription($runId: ID!, $after: Int) { runEvents(runId: $
 	runId seq type at text status reason error decidedBy result toolCall { id toolCallId toolName args requiresApproval suspendPayload interrupted } } }`
 
 // follow reads events of an operation until one satisfies stop (returned last), or the stream completes.
-func follow(t *testing.T, c *wsClient, id string, stop func(apiEvent) bool) []apiEvent {
+func follow(t testing.TB, c *wsClient, id string, stop func(apiEvent) bool) []apiEvent {
 	t.Helper()
 	var evs []apiEvent
 	for {

@@ -15,7 +15,7 @@ import (
 // wsClient speaks one of the two GraphQL WebSocket subprotocols, as Apollo (graphql-transport-ws)
 // or GraphQL Playground (graphql-ws) do.
 type wsClient struct {
-	t        *testing.T
+	t        testing.TB
 	conn     *websocket.Conn
 	protocol string
 	nextID   int
@@ -27,7 +27,7 @@ type wsMessage struct {
 	Payload json.RawMessage `json:"payload,omitempty"`
 }
 
-func dialWS(t *testing.T, baseURL, protocol string) *wsClient {
+func dialWS(t testing.TB, baseURL, protocol string) *wsClient {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

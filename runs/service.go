@@ -35,7 +35,7 @@ type Config struct {
 	// HistoryMessages is how many earlier messages of a thread a new run is given. Default 50.
 	HistoryMessages int
 	// PollInterval is how often this instance looks in storage for events and suspended-set
-	// changes written by other instances (one query for all its subscribers). Default 100ms.
+	// changes written by other instances (one query for all its subscribers). Default 50ms.
 	PollInterval time.Duration
 	// RecoveryInterval is how often this instance looks for runs whose lease expired, to recover
 	// them. Default 1s.
@@ -68,7 +68,7 @@ func (c Config) WithDefaults() Config {
 		c.HistoryMessages = 50
 	}
 	if c.PollInterval == 0 {
-		c.PollInterval = 100 * time.Millisecond
+		c.PollInterval = 50 * time.Millisecond
 	}
 	if c.RecoveryInterval == 0 {
 		c.RecoveryInterval = time.Second
