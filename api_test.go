@@ -290,3 +290,45 @@ func TestConfigErrorsNameTheSetting(t *testing.T) {
 		}
 	}
 }
+
+func TestRecentRunsShowDecisions(t *testing.T) {
+	eachDB(t, func(t *testing.T, s *testServer) {
+		run := s.startRun(t, "refund order 6", map[string]any{"threadId": "hist"})
+		ws := dialWS(t, s.url, "graphql-transport-ws")
+		op := ws.subscribe(eventsQuery, map[string]any{"runId": run.RunID})
+		follow(t, ws, op, isType("RUN_SUSPENDED"))
+		var d struct{ DeclineToolCall apiRun }
+		s.must(t, `mutation($id: ID!) { declineToolCall(runId: $id, reason: "no receipt") { status } }`, map[string]any{"id": run.RunID}, &d)
+		follow(t, ws, op, nil)
+		other := s.startRun(t, "hello", nil) // finishes without decisions
+		follow(t, ws, ws.subscribe(eventsQuery, map[string]any{"runId": other.RunID}), nil)
+
+		var out struct {
+			RecentRuns struct {
+				Total int
+				Runs  []struct {
+					RunID, Status, Prompt string
+					Decisions             []struct {
+						ID, ToolName, Kind, DecidedAt string
+						Reason                        *string
+					}
+				}
+			}
+		}
+		s.must(t, `{ recentRuns(perPage: 10) { total runs { runId status prompt decisions { id toolName kind decidedAt reason } } } }`, nil, &out)
+		rr := out.RecentRuns
+		if rr.Total != 2 || rr.Runs[0].RunID != other.RunID || rr.Runs[1].RunID != run.RunID {
+			t.Fatalf("recentRuns = %+v", rr)
+		}
+		dec := rr.Runs[1].Decisions
+		if rr.Runs[1].Prompt != "refund order 6" || len(dec) != 1 || dec[0].Kind != "DECLINED" || dec[0].Reason == nil || *dec[0].Reason != "no receipt" || dec[0].ToolName != "issue_refund" {
+			t.Fatalf("history entry = %+v", rr.Runs[1])
+		}
+		s.wantError(t, "BAD_USER_INPUT", `{ recentRuns(perPage: 0) { total } }`, nil)
+		var suspended struct{ RecentRuns struct{ Total int } }
+		s.must(t, `{ recentRuns(statuses: [SUSPENDED]) { total } }`, nil, &suspended)
+		if suspended.RecentRuns.Total != 0 {
+			t.Fatalf("suspended runs in history: %d", suspended.RecentRuns.Total)
+		}
+	})
+}

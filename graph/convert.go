@@ -1,6 +1,8 @@
 package graph
 
 import (
+	"fmt"
+
 	"interlock/agent"
 	"interlock/events"
 	"interlock/graph/model"
@@ -14,6 +16,14 @@ func toRun(r *runs.Run) *model.AgentRun {
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, SuspendedAt: r.SuspendedAt,
 		LastEventSeq: int(r.LastSeq), Output: r.Output, Error: r.Error,
 		ToolCalls: make([]*model.AgentRunToolCall, len(r.ToolCalls)),
+		Prompt:    r.Prompt, Decisions: make([]*model.Decision, len(r.Decisions)),
+	}
+	for i, d := range r.Decisions {
+		out.Decisions[i] = &model.Decision{
+			ID: fmt.Sprintf("%s:%s:%d", d.RunID, d.ToolCallID, d.ID), ToolCallID: d.ToolCallID, ToolName: d.ToolName,
+			Kind: model.DecisionKind(d.Kind), DecidedBy: d.DecidedBy, DecidedAt: d.DecidedAt, Reason: d.Reason,
+			ResumeData: d.ResumeData, Args: d.Args,
+		}
 	}
 	for i, c := range r.ToolCalls {
 		out.ToolCalls[i] = toToolCall(r.ID, &events.ToolCall{

@@ -50,11 +50,13 @@ type ComplexityRoot struct {
 	AgentRun struct {
 		AgentID      func(childComplexity int) int
 		CreatedAt    func(childComplexity int) int
+		Decisions    func(childComplexity int) int
 		Error        func(childComplexity int) int
 		ID           func(childComplexity int) int
 		LastEventSeq func(childComplexity int) int
 		Output       func(childComplexity int) int
 		ParentRunID  func(childComplexity int) int
+		Prompt       func(childComplexity int) int
 		ResourceID   func(childComplexity int) int
 		RunID        func(childComplexity int) int
 		Status       func(childComplexity int) int
@@ -74,6 +76,18 @@ type ComplexityRoot struct {
 		ToolName         func(childComplexity int) int
 	}
 
+	Decision struct {
+		Args       func(childComplexity int) int
+		DecidedAt  func(childComplexity int) int
+		DecidedBy  func(childComplexity int) int
+		ID         func(childComplexity int) int
+		Kind       func(childComplexity int) int
+		Reason     func(childComplexity int) int
+		ResumeData func(childComplexity int) int
+		ToolCallID func(childComplexity int) int
+		ToolName   func(childComplexity int) int
+	}
+
 	Mutation struct {
 		ApproveToolCall func(childComplexity int, runID string, toolCallID *string) int
 		DeclineToolCall func(childComplexity int, runID string, toolCallID *string, reason *string) int
@@ -84,6 +98,7 @@ type ComplexityRoot struct {
 	Query struct {
 		Agent         func(childComplexity int, id string) int
 		Agents        func(childComplexity int) int
+		RecentRuns    func(childComplexity int, statuses []model.RunStatus, agentID *string, threadID *string, resourceID *string, page *int, perPage *int) int
 		Run           func(childComplexity int, runID string) int
 		SuspendedRuns func(childComplexity int, agentID *string, threadID *string, resourceID *string, fromDate *time.Time, toDate *time.Time, page *int, perPage *int) int
 	}
@@ -140,6 +155,7 @@ type MutationResolver interface {
 type QueryResolver interface {
 	SuspendedRuns(ctx context.Context, agentID *string, threadID *string, resourceID *string, fromDate *time.Time, toDate *time.Time, page *int, perPage *int) (*model.SuspendedRunsResult, error)
 	Run(ctx context.Context, runID string) (*model.AgentRun, error)
+	RecentRuns(ctx context.Context, statuses []model.RunStatus, agentID *string, threadID *string, resourceID *string, page *int, perPage *int) (*model.SuspendedRunsResult, error)
 	Agents(ctx context.Context) ([]*model.Agent, error)
 	Agent(ctx context.Context, id string) (*model.Agent, error)
 }
@@ -215,6 +231,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AgentRun.CreatedAt(childComplexity), true
+	case "AgentRun.decisions":
+		if e.ComplexityRoot.AgentRun.Decisions == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentRun.Decisions(childComplexity), true
 	case "AgentRun.error":
 		if e.ComplexityRoot.AgentRun.Error == nil {
 			break
@@ -245,6 +267,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AgentRun.ParentRunID(childComplexity), true
+	case "AgentRun.prompt":
+		if e.ComplexityRoot.AgentRun.Prompt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentRun.Prompt(childComplexity), true
 	case "AgentRun.resourceId":
 		if e.ComplexityRoot.AgentRun.ResourceID == nil {
 			break
@@ -331,6 +359,61 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.AgentRunToolCall.ToolName(childComplexity), true
 
+	case "Decision.args":
+		if e.ComplexityRoot.Decision.Args == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Decision.Args(childComplexity), true
+	case "Decision.decidedAt":
+		if e.ComplexityRoot.Decision.DecidedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Decision.DecidedAt(childComplexity), true
+	case "Decision.decidedBy":
+		if e.ComplexityRoot.Decision.DecidedBy == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Decision.DecidedBy(childComplexity), true
+	case "Decision.id":
+		if e.ComplexityRoot.Decision.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Decision.ID(childComplexity), true
+	case "Decision.kind":
+		if e.ComplexityRoot.Decision.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Decision.Kind(childComplexity), true
+	case "Decision.reason":
+		if e.ComplexityRoot.Decision.Reason == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Decision.Reason(childComplexity), true
+	case "Decision.resumeData":
+		if e.ComplexityRoot.Decision.ResumeData == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Decision.ResumeData(childComplexity), true
+	case "Decision.toolCallId":
+		if e.ComplexityRoot.Decision.ToolCallID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Decision.ToolCallID(childComplexity), true
+	case "Decision.toolName":
+		if e.ComplexityRoot.Decision.ToolName == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Decision.ToolName(childComplexity), true
+
 	case "Mutation.approveToolCall":
 		if e.ComplexityRoot.Mutation.ApproveToolCall == nil {
 			break
@@ -394,6 +477,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Query.Agents(childComplexity), true
 
+	case "Query.recentRuns":
+		if e.ComplexityRoot.Query.RecentRuns == nil {
+			break
+		}
+
+		args, err := ec.field_Query_recentRuns_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.RecentRuns(childComplexity, args["statuses"].([]model.RunStatus), args["agentId"].(*string), args["threadId"].(*string), args["resourceId"].(*string), args["page"].(*int), args["perPage"].(*int)), true
 	case "Query.run":
 		if e.ComplexityRoot.Query.Run == nil {
 			break
@@ -711,6 +805,13 @@ type Query {
   "One run in any status, or null when no run has that id (or the caller may not see it)."
   run(runId: ID!): AgentRun
 
+  """
+  Addition: runs in the given statuses (default COMPLETED and FAILED), most recently updated first,
+  with their decisions — the console's history. page is zero-based (default 0); perPage defaults to
+  20 and is at most the server's maximum. Invalid page or perPage is BAD_USER_INPUT.
+  """
+  recentRuns(statuses: [RunStatus!], agentId: ID, threadId: ID, resourceId: ID, page: Int, perPage: Int): SuspendedRunsResult!
+
   "The agents this server runs."
   agents: [Agent!]!
   agent(id: ID!): Agent
@@ -752,6 +853,34 @@ type AgentRun {
   output: String
   "What went wrong, once FAILED."
   error: String
+  "Addition: the user message the run started with."
+  prompt: String!
+  "Addition: the decisions taken on this run's tool calls, oldest first (the audit trail)."
+  decisions: [Decision!]!
+}
+
+"Addition: a decision a person took on a tool call."
+type Decision {
+  "Unique across runs and decisions."
+  id: ID!
+  toolCallId: ID!
+  toolName: String!
+  kind: DecisionKind!
+  decidedBy: String
+  decidedAt: DateTime!
+  "The reason given with a decline."
+  reason: String
+  "The data a resume was sent with."
+  resumeData: JSON
+  "The arguments of the call that was decided."
+  args: JSON
+}
+
+"Addition: what was decided."
+enum DecisionKind {
+  APPROVED
+  DECLINED
+  RESUMED
 }
 
 type AgentRunToolCall {
@@ -951,6 +1080,10 @@ func (ec *executionContext) childFields_AgentRun(ctx context.Context, field grap
 		return ec.fieldContext_AgentRun_output(ctx, field)
 	case "error":
 		return ec.fieldContext_AgentRun_error(ctx, field)
+	case "prompt":
+		return ec.fieldContext_AgentRun_prompt(ctx, field)
+	case "decisions":
+		return ec.fieldContext_AgentRun_decisions(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type AgentRun", field.Name)
 }
@@ -973,6 +1106,30 @@ func (ec *executionContext) childFields_AgentRunToolCall(ctx context.Context, fi
 		return ec.fieldContext_AgentRunToolCall_interrupted(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type AgentRunToolCall", field.Name)
+}
+
+func (ec *executionContext) childFields_Decision(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Decision_id(ctx, field)
+	case "toolCallId":
+		return ec.fieldContext_Decision_toolCallId(ctx, field)
+	case "toolName":
+		return ec.fieldContext_Decision_toolName(ctx, field)
+	case "kind":
+		return ec.fieldContext_Decision_kind(ctx, field)
+	case "decidedBy":
+		return ec.fieldContext_Decision_decidedBy(ctx, field)
+	case "decidedAt":
+		return ec.fieldContext_Decision_decidedAt(ctx, field)
+	case "reason":
+		return ec.fieldContext_Decision_reason(ctx, field)
+	case "resumeData":
+		return ec.fieldContext_Decision_resumeData(ctx, field)
+	case "args":
+		return ec.fieldContext_Decision_args(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Decision", field.Name)
 }
 
 func (ec *executionContext) childFields_RunEvent(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -1278,6 +1435,60 @@ func (ec *executionContext) field_Query_agent_args(ctx context.Context, rawArgs 
 		return nil, err
 	}
 	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_recentRuns_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "statuses",
+		func(ctx context.Context, v any) ([]model.RunStatus, error) {
+			return ec.unmarshalORunStatus2ᚕinterlockᚋgraphᚋmodelᚐRunStatusᚄ(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["statuses"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "agentId",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOID2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["agentId"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "threadId",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOID2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["threadId"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "resourceId",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOID2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["resourceId"] = arg3
+	arg4, err := graphql.ProcessArgField(ctx, rawArgs, "page",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["page"] = arg4
+	arg5, err := graphql.ProcessArgField(ctx, rawArgs, "perPage",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["perPage"] = arg5
 	return args, nil
 }
 
@@ -1970,6 +2181,61 @@ func (ec *executionContext) fieldContext_AgentRun_error(_ context.Context, field
 	return graphql.NewScalarFieldContext("AgentRun", field, false, false, "String")
 }
 
+func (ec *executionContext) _AgentRun_prompt(ctx context.Context, field graphql.CollectedField, obj *model.AgentRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentRun_prompt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Prompt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentRun_prompt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentRun", field, false, false, "String")
+}
+
+func (ec *executionContext) _AgentRun_decisions(ctx context.Context, field graphql.CollectedField, obj *model.AgentRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentRun_decisions(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Decisions, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Decision) graphql.Marshaler {
+			return ec.marshalNDecision2ᚕᚖinterlockᚋgraphᚋmodelᚐDecisionᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentRun_decisions(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AgentRun",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Decision(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _AgentRunToolCall_id(ctx context.Context, field graphql.CollectedField, obj *model.AgentRunToolCall) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -2129,6 +2395,213 @@ func (ec *executionContext) _AgentRunToolCall_interrupted(ctx context.Context, f
 }
 func (ec *executionContext) fieldContext_AgentRunToolCall_interrupted(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AgentRunToolCall", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _Decision_id(ctx context.Context, field graphql.CollectedField, obj *model.Decision) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Decision_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Decision_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Decision", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Decision_toolCallId(ctx context.Context, field graphql.CollectedField, obj *model.Decision) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Decision_toolCallId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ToolCallID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Decision_toolCallId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Decision", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Decision_toolName(ctx context.Context, field graphql.CollectedField, obj *model.Decision) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Decision_toolName(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ToolName, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Decision_toolName(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Decision", field, false, false, "String")
+}
+
+func (ec *executionContext) _Decision_kind(ctx context.Context, field graphql.CollectedField, obj *model.Decision) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Decision_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.DecisionKind) graphql.Marshaler {
+			return ec.marshalNDecisionKind2interlockᚋgraphᚋmodelᚐDecisionKind(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Decision_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Decision", field, false, false, "DecisionKind")
+}
+
+func (ec *executionContext) _Decision_decidedBy(ctx context.Context, field graphql.CollectedField, obj *model.Decision) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Decision_decidedBy(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DecidedBy, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Decision_decidedBy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Decision", field, false, false, "String")
+}
+
+func (ec *executionContext) _Decision_decidedAt(ctx context.Context, field graphql.CollectedField, obj *model.Decision) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Decision_decidedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DecidedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNDateTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Decision_decidedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Decision", field, false, false, "DateTime")
+}
+
+func (ec *executionContext) _Decision_reason(ctx context.Context, field graphql.CollectedField, obj *model.Decision) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Decision_reason(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Reason, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Decision_reason(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Decision", field, false, false, "String")
+}
+
+func (ec *executionContext) _Decision_resumeData(ctx context.Context, field graphql.CollectedField, obj *model.Decision) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Decision_resumeData(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ResumeData, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v json.RawMessage) graphql.Marshaler {
+			return ec.marshalOJSON2encodingᚋjsonᚐRawMessage(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Decision_resumeData(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Decision", field, false, false, "JSON")
+}
+
+func (ec *executionContext) _Decision_args(ctx context.Context, field graphql.CollectedField, obj *model.Decision) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Decision_args(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Args, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v json.RawMessage) graphql.Marshaler {
+			return ec.marshalOJSON2encodingᚋjsonᚐRawMessage(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Decision_args(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Decision", field, false, false, "JSON")
 }
 
 func (ec *executionContext) _Mutation_startRun(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
@@ -2389,6 +2862,50 @@ func (ec *executionContext) fieldContext_Query_run(ctx context.Context, field gr
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Query_run_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_recentRuns(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_recentRuns(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().RecentRuns(ctx, fc.Args["statuses"].([]model.RunStatus), fc.Args["agentId"].(*string), fc.Args["threadId"].(*string), fc.Args["resourceId"].(*string), fc.Args["page"].(*int), fc.Args["perPage"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.SuspendedRunsResult) graphql.Marshaler {
+			return ec.marshalNSuspendedRunsResult2ᚖinterlockᚋgraphᚋmodelᚐSuspendedRunsResult(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_recentRuns(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_SuspendedRunsResult(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_recentRuns_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -4435,6 +4952,16 @@ func (ec *executionContext) _AgentRun(ctx context.Context, sel ast.SelectionSet,
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
+		case "prompt":
+			out.Values[i] = ec._AgentRun_prompt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "decisions":
+			out.Values[i] = ec._AgentRun_decisions(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -4496,6 +5023,79 @@ func (ec *executionContext) _AgentRunToolCall(ctx context.Context, sel ast.Selec
 		case "interrupted":
 			out.Values[i] = ec._AgentRunToolCall_interrupted(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var decisionImplementors = []string{"Decision"}
+
+func (ec *executionContext) _Decision(ctx context.Context, sel ast.SelectionSet, obj *model.Decision) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, decisionImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Decision")
+		case "id":
+			out.Values[i] = ec._Decision_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "toolCallId":
+			out.Values[i] = ec._Decision_toolCallId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "toolName":
+			out.Values[i] = ec._Decision_toolName(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "kind":
+			out.Values[i] = ec._Decision_kind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "decidedBy":
+			out.Values[i] = ec._Decision_decidedBy(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "decidedAt":
+			out.Values[i] = ec._Decision_decidedAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "reason":
+			out.Values[i] = ec._Decision_reason(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "resumeData":
+			out.Values[i] = ec._Decision_resumeData(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "args":
+			out.Values[i] = ec._Decision_args(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		default:
@@ -4609,6 +5209,12 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				true, false,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_run(ctx, field)
+				})
+		case "recentRuns":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_recentRuns(ctx, field)
 				})
 		case "agents":
 			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
@@ -5354,6 +5960,40 @@ func (ec *executionContext) marshalNDateTime2timeᚐTime(ctx context.Context, se
 	return res
 }
 
+func (ec *executionContext) marshalNDecision2ᚕᚖinterlockᚋgraphᚋmodelᚐDecisionᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Decision) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNDecision2ᚖinterlockᚋgraphᚋmodelᚐDecision(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNDecision2ᚖinterlockᚋgraphᚋmodelᚐDecision(ctx context.Context, sel ast.SelectionSet, v *model.Decision) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Decision!")
+		return graphql.Null
+	}
+	return ec._Decision(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNDecisionKind2interlockᚋgraphᚋmodelᚐDecisionKind(ctx context.Context, v any) (model.DecisionKind, error) {
+	var res model.DecisionKind
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNDecisionKind2interlockᚋgraphᚋmodelᚐDecisionKind(ctx context.Context, sel ast.SelectionSet, v model.DecisionKind) graphql.Marshaler {
+	return v
+}
+
 func (ec *executionContext) unmarshalNID2string(ctx context.Context, v any) (string, error) {
 	res, err := graphql.UnmarshalID(v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -5760,6 +6400,42 @@ func (ec *executionContext) marshalOJSON2encodingᚋjsonᚐRawMessage(ctx contex
 	_ = ctx
 	res := model.MarshalJSON(v)
 	return res
+}
+
+func (ec *executionContext) unmarshalORunStatus2ᚕinterlockᚋgraphᚋmodelᚐRunStatusᚄ(ctx context.Context, v any) ([]model.RunStatus, error) {
+	if v == nil {
+		return nil, nil
+	}
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]model.RunStatus, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNRunStatus2interlockᚋgraphᚋmodelᚐRunStatus(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalORunStatus2ᚕinterlockᚋgraphᚋmodelᚐRunStatusᚄ(ctx context.Context, sel ast.SelectionSet, v []model.RunStatus) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNRunStatus2interlockᚋgraphᚋmodelᚐRunStatus(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
 }
 
 func (ec *executionContext) unmarshalORunStatus2ᚖinterlockᚋgraphᚋmodelᚐRunStatus(ctx context.Context, v any) (*model.RunStatus, error) {

@@ -80,6 +80,25 @@ func (r *queryResolver) Run(ctx context.Context, runID string) (*model.AgentRun,
 	return toRun(run), nil
 }
 
+// RecentRuns is the resolver for the recentRuns field.
+func (r *queryResolver) RecentRuns(ctx context.Context, statuses []model.RunStatus, agentID *string, threadID *string, resourceID *string, page *int, perPage *int) (*model.SuspendedRunsResult, error) {
+	p := runs.RecentParams{AgentID: agentID, ThreadID: threadID, ResourceID: resourceID, PerPage: 20}
+	if page != nil {
+		p.Page = *page
+	}
+	if perPage != nil {
+		p.PerPage = *perPage
+	}
+	for _, st := range statuses {
+		p.Statuses = append(p.Statuses, runs.Status(st))
+	}
+	res, err := r.Runs.RecentRuns(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	return &model.SuspendedRunsResult{Runs: toRuns(res.Runs), Total: int(res.Total)}, nil
+}
+
 // Agents is the resolver for the agents field.
 func (r *queryResolver) Agents(ctx context.Context) ([]*model.Agent, error) {
 	list := r.Runs.Agents().List()

@@ -133,7 +133,8 @@ func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) 
 	s.runHub.Publish(row.ID, struct{}{})
 	s.changes.Publish(changesTopic, Change{Kind: ChangeLeft, RunID: row.ID})
 	s.execute(a, row, snap)
-	return runFromModel(row, nil), nil
+	out := runFromModel(row, nil)
+	return out, attachDecisions(s.store.db.WithContext(ctx), []*Run{out})
 }
 
 // pickCall finds the pending call a decision is about.

@@ -79,3 +79,23 @@ func ceilMs(t time.Time) time.Time {
 	}
 	return f
 }
+
+// RecentRuns returns runs in the given statuses (default: COMPLETED and FAILED), most recently
+// updated first, with their decisions: the history a console shows.
+// Errors: BAD_USER_INPUT for page < 0 or perPage outside 1..MaxPerPage.
+func (s *Service) RecentRuns(ctx context.Context, p RecentParams) (*ListResult, error) {
+	if p.Page < 0 {
+		return nil, Errorf(CodeBadUserInput, "page must be 0 or more (pages are zero-based), not %d", p.Page)
+	}
+	if p.PerPage < 1 || p.PerPage > s.cfg.MaxPerPage {
+		return nil, Errorf(CodeBadUserInput, "perPage must be between 1 and %d, not %d", s.cfg.MaxPerPage, p.PerPage)
+	}
+	if len(p.Statuses) == 0 {
+		p.Statuses = []Status{StatusCompleted, StatusFailed}
+	}
+	list, total, err := s.store.recentRuns(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	return &ListResult{Runs: list, Total: total}, nil
+}

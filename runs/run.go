@@ -23,6 +23,26 @@ type Run struct {
 	LastSeq   int64
 	Output    *string
 	Error     *string
+	// Prompt is the user message the run started with.
+	Prompt string
+	// Decisions are the decisions taken on the run's tool calls, oldest first.
+	Decisions []Decision
+}
+
+// Decision is a decision taken on one tool call: the audit trail of a run.
+type Decision struct {
+	// ID is unique across runs and decisions.
+	ID         int64
+	RunID      string
+	ToolCallID string
+	ToolName   string
+	// Kind is APPROVED, DECLINED or RESUMED.
+	Kind       string
+	DecidedBy  *string
+	DecidedAt  time.Time
+	Reason     *string
+	ResumeData json.RawMessage
+	Args       json.RawMessage
 }
 
 // ToolCall is a tool call a suspended run waits on.
@@ -43,6 +63,7 @@ func runFromModel(m *models.Run, calls []models.ToolCall) *Run {
 		ID: m.ID, AgentID: m.AgentID, ParentRunID: m.ParentRunID, ThreadID: m.ThreadID, ResourceID: m.ResourceID,
 		Status: Status(m.Status), CreatedAt: m.CreatedAt.UTC(), UpdatedAt: m.UpdatedAt.UTC(),
 		LastSeq: m.LastSeq, Output: m.Output, Error: m.Error, ToolCalls: []ToolCall{},
+		Prompt: m.Prompt, Decisions: []Decision{},
 	}
 	if r.Status == StatusSuspended && m.SuspendedAt != nil {
 		t := m.SuspendedAt.UTC()

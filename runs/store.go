@@ -67,7 +67,81 @@ func (st *store) findRun(ctx context.Context, id string) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	return runFromModel(m, calls[id]), nil
+	r := runFromModel(m, calls[id])
+	return r, attachDecisions(db, []*Run{r})
+}
+
+// attachDecisions loads the decisions of the runs in one query.
+func attachDecisions(db *gorm.DB, list []*Run) error {
+	if len(list) == 0 {
+		return nil
+	}
+	ids := make([]string, len(list))
+	byID := make(map[string]*Run, len(list))
+	for i, r := range list {
+		ids[i], byID[r.ID] = r.ID, r
+	}
+	var rows []models.ToolCall
+	if err := db.Where("run_id IN ? AND state <> ?", ids, models.ToolCallPending).Order("id").Find(&rows).Error; err != nil {
+		return fmt.Errorf("load decisions: %w", err)
+	}
+	for _, c := range rows {
+		r := byID[c.RunID]
+		d := Decision{
+			ID: c.ID, RunID: c.RunID, ToolCallID: c.ToolCallID, ToolName: c.ToolName, Kind: c.State,
+			DecidedBy: c.DecidedBy, Reason: c.Reason, ResumeData: rawOrNil(c.ResumeData), Args: rawOrNil(c.Args),
+		}
+		if c.DecidedAt != nil {
+			d.DecidedAt = c.DecidedAt.UTC()
+		}
+		r.Decisions = append(r.Decisions, d)
+	}
+	return nil
+}
+
+// RecentParams filter and page recentRuns.
+type RecentParams struct {
+	Statuses   []Status
+	AgentID    *string
+	ThreadID   *string
+	ResourceID *string
+	Page       int
+	PerPage    int
+}
+
+// recentRuns returns runs of the given statuses, most recently updated first, and their count.
+func (st *store) recentRuns(ctx context.Context, p RecentParams) ([]*Run, int64, error) {
+	q := st.db.WithContext(ctx).Model(&models.Run{}).Where("status IN ?", p.Statuses)
+	if p.AgentID != nil {
+		q = q.Where("agent_id = ?", *p.AgentID)
+	}
+	if p.ThreadID != nil {
+		q = q.Where("thread_id = ?", *p.ThreadID)
+	}
+	if p.ResourceID != nil {
+		q = q.Where("resource_id = ?", *p.ResourceID)
+	}
+	var total int64
+	if err := q.Session(&gorm.Session{}).Count(&total).Error; err != nil {
+		return nil, 0, fmt.Errorf("count runs: %w", err)
+	}
+	var rows []models.Run
+	if err := q.Omit("snapshot").Order("updated_at DESC, id DESC").Limit(p.PerPage).Offset(p.Page * p.PerPage).Find(&rows).Error; err != nil {
+		return nil, 0, fmt.Errorf("list runs: %w", err)
+	}
+	ids := make([]string, len(rows))
+	for i := range rows {
+		ids[i] = rows[i].ID
+	}
+	calls, err := pendingCalls(st.db.WithContext(ctx), ids)
+	if err != nil {
+		return nil, 0, err
+	}
+	out := make([]*Run, len(rows))
+	for i := range rows {
+		out[i] = runFromModel(&rows[i], calls[rows[i].ID])
+	}
+	return out, total, attachDecisions(st.db.WithContext(ctx), out)
 }
 
 // leaseUpdate is the compare-and-set every write of an executing run goes through: it only
@@ -134,7 +208,7 @@ func (st *store) pageSuspended(ctx context.Context, p ListSuspendedParams, limit
 	for i := range rows {
 		out[i] = runFromModel(&rows[i], calls[rows[i].ID])
 	}
-	return out, nil
+	return out, attachDecisions(st.db.WithContext(ctx), out)
 }
 
 // threadHistory returns the last messages of a thread, oldest first.

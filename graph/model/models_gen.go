@@ -45,6 +45,10 @@ type AgentRun struct {
 	Output *string `json:"output,omitempty"`
 	// What went wrong, once FAILED.
 	Error *string `json:"error,omitempty"`
+	// Addition: the user message the run started with.
+	Prompt string `json:"prompt"`
+	// Addition: the decisions taken on this run's tool calls, oldest first (the audit trail).
+	Decisions []*Decision `json:"decisions"`
 }
 
 type AgentRunToolCall struct {
@@ -60,6 +64,23 @@ type AgentRunToolCall struct {
 	SuspendPayload json.RawMessage `json:"suspendPayload,omitempty"`
 	// Addition: true when the call was executing while its server instance died, so its outcome is unknown; it waits for approval again.
 	Interrupted bool `json:"interrupted"`
+}
+
+// Addition: a decision a person took on a tool call.
+type Decision struct {
+	// Unique across runs and decisions.
+	ID         string       `json:"id"`
+	ToolCallID string       `json:"toolCallId"`
+	ToolName   string       `json:"toolName"`
+	Kind       DecisionKind `json:"kind"`
+	DecidedBy  *string      `json:"decidedBy,omitempty"`
+	DecidedAt  time.Time    `json:"decidedAt"`
+	// The reason given with a decline.
+	Reason *string `json:"reason,omitempty"`
+	// The data a resume was sent with.
+	ResumeData json.RawMessage `json:"resumeData,omitempty"`
+	// The arguments of the call that was decided.
+	Args json.RawMessage `json:"args,omitempty"`
 }
 
 type Mutation struct {
@@ -126,6 +147,64 @@ type Tool struct {
 	SuspendSchema json.RawMessage `json:"suspendSchema,omitempty"`
 	// JSON Schema that resumeRun's resumeData must satisfy, if the tool can suspend.
 	ResumeSchema json.RawMessage `json:"resumeSchema,omitempty"`
+}
+
+// Addition: what was decided.
+type DecisionKind string
+
+const (
+	DecisionKindApproved DecisionKind = "APPROVED"
+	DecisionKindDeclined DecisionKind = "DECLINED"
+	DecisionKindResumed  DecisionKind = "RESUMED"
+)
+
+var AllDecisionKind = []DecisionKind{
+	DecisionKindApproved,
+	DecisionKindDeclined,
+	DecisionKindResumed,
+}
+
+func (e DecisionKind) IsValid() bool {
+	switch e {
+	case DecisionKindApproved, DecisionKindDeclined, DecisionKindResumed:
+		return true
+	}
+	return false
+}
+
+func (e DecisionKind) String() string {
+	return string(e)
+}
+
+func (e *DecisionKind) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = DecisionKind(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid DecisionKind", str)
+	}
+	return nil
+}
+
+func (e DecisionKind) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *DecisionKind) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e DecisionKind) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
 }
 
 type RunEventType string
