@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"interlock/dbtest"
@@ -17,8 +18,9 @@ import (
 
 // testServer is the real app over a real database, served over real HTTP.
 type testServer struct {
-	url string
-	app *App
+	url       string
+	app       *App
+	closeHTTP func()
 }
 
 func startServer(t testing.TB, db string) *testServer {
@@ -32,12 +34,13 @@ func startServer(t testing.TB, db string) *testServer {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(app.Handler())
+	var once sync.Once
+	closeHTTP := func() { once.Do(func() { srv.CloseClientConnections(); srv.Close() }) }
 	t.Cleanup(func() {
-		srv.CloseClientConnections()
-		srv.Close()
+		closeHTTP()
 		app.Close()
 	})
-	return &testServer{url: srv.URL, app: app}
+	return &testServer{url: srv.URL, app: app, closeHTTP: closeHTTP}
 }
 
 // eachDB runs fn against a server on SQLite and one on MySQL.

@@ -1,0 +1,246 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// browser starts Debian's headless Chromium for the test, or skips (fails under CI=true) when
+// there is none.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	path, err := exec.LookPath("chromium")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("chromium is not installed; CI must run the console tests (apt-get install chromium)")
+		}
+		t.Skip("chromium not installed")
+	}
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(path), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1200, 900),
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-quic", true),
+	}
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(alloc)
+	t.Cleanup(func() { cancel(); cancelAlloc() })
+	if err := chromedp.Do(ctx); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("chromium does not start: %v", err)
+		}
+		t.Skipf("chromium does not start: %v", err)
+	}
+	return ctx
+}
+
+// tab opens a new tab, in its own browser context (separate cookies and storage) when isolated.
+func tab(t *testing.T, parent context.Context, isolated bool) context.Context {
+	t.Helper()
+	var opts []chromedp.ContextOption
+	if isolated {
+		opts = append(opts, chromedp.WithNewBrowserContext())
+	}
+	ctx, cancel := chromedp.NewContext(parent, opts...)
+	t.Cleanup(cancel)
+	if err := chromedp.Do(ctx); err != nil { // the first run opens the tab; it must have no timeout
+		t.Fatal(err)
+	}
+	return ctx
+}
+
+func do(t *testing.T, ctx context.Context, actions ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// get runs one action that returns a value.
+func get[T any](t *testing.T, ctx context.Context, a chromedp.Action[T]) T {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// until waits for a JavaScript condition to hold in the page.
+func until(expr string) chromedp.Action[chromedp.Void] {
+	return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+		_, err := chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(20*time.Second))(ctx, tg)
+		if err != nil {
+			err = fmt.Errorf("waiting for %s: %w", expr, err)
+		}
+		return chromedp.Void{}, err
+	}
+}
+
+// js evaluates an expression for its effect.
+func js(expr string) chromedp.Action[chromedp.Void] {
+	return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+		_, err := chromedp.Evaluate[any](expr)(ctx, tg)
+		return chromedp.Void{}, err
+	}
+}
+
+func textOf(t *testing.T, ctx context.Context, sel string) string {
+	t.Helper()
+	return get(t, ctx, chromedp.Text(chromedp.CSS(sel)))
+}
+
+func bodyText(t *testing.T, ctx context.Context) string {
+	t.Helper()
+	return get(t, ctx, chromedp.Evaluate[string](`document.body.innerText`))
+}
+
+// screenshot saves a PNG of the page under docs/ when INTERLOCK_SCREENSHOTS=1, else in a temp dir.
+func screenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	dir := t.TempDir()
+	if os.Getenv("INTERLOCK_SCREENSHOTS") == "1" {
+		dir = "docs"
+	}
+	png := get(t, ctx, chromedp.CaptureScreenshot())
+	if err := os.WriteFile(filepath.Join(dir, name), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestConsole(t *testing.T) {
+	ctx := browser(t)
+	s := startServer(t, "sqlite:"+filepath.Join(t.TempDir(), "console.db"))
+	inbox := tab(t, ctx, false)
+	do(t, inbox, chromedp.Navigate(s.url+"/"), until(`document.body.innerText.includes("Nothing waits")`))
+
+	t.Run("a run created in the UI appears in the inbox live, and is approved", func(t *testing.T) {
+		creator := tab(t, ctx, false)
+		do(t, creator, chromedp.Navigate(s.url+"/?view=new"), until(`!!document.querySelector("#n-agent option")`),
+			chromedp.SetValue(chromedp.CSS(`#n-prompt`), "refund order 42 for 30"),
+			chromedp.SetValue(chromedp.CSS(`#n-thread`), "web-thread"),
+			chromedp.Click(chromedp.CSS(`form button[type=submit]`)),
+			until(`location.search.startsWith("?run=")`))
+		do(t, inbox, until(`document.querySelectorAll("a[data-run]").length === 1`))
+		if row := textOf(t, inbox, `a[data-run]`); !strings.Contains(row, "issue_refund") || !strings.Contains(row, "web-thread") || !strings.Contains(row, `"orderId":"42"`) {
+			t.Fatalf("inbox row: %q", row)
+		}
+		screenshot(t, inbox, "inbox.png")
+		do(t, inbox, chromedp.Click(chromedp.CSS(`a[data-run]`)), chromedp.WaitVisible(chromedp.CSS(`button.approve`)))
+		if args := textOf(t, inbox, `.pending pre`); !strings.Contains(args, `"amount": 30`) {
+			t.Fatalf("arguments shown: %q", args)
+		}
+		if body := bodyText(t, inbox); strings.Contains(body, "null") || strings.Contains(body, "undefined") {
+			t.Fatalf("the run view shows a raw null/undefined:\n%s", body)
+		}
+		screenshot(t, inbox, "run.png")
+		do(t, inbox, chromedp.Click(chromedp.CSS(`button.approve`)),
+			until(`document.querySelector("#run-status")?.textContent === "COMPLETED"`),
+			until(`document.querySelector("#stream").innerText.includes("rf_42")`))
+		// Back to the inbox: the decided run is gone.
+		do(t, inbox, chromedp.NavigateBack(), until(`location.search === ""`), until(`document.body.innerText.includes("Nothing waits")`))
+	})
+
+	t.Run("decline with a reason", func(t *testing.T) {
+		run := s.startRun(t, "refund order 9", nil)
+		page := tab(t, ctx, false)
+		do(t, page, chromedp.Navigate(s.url+"/?run="+run.RunID), chromedp.WaitVisible(chromedp.CSS(`button.decline`)),
+			chromedp.SendKeys(chromedp.CSS(`.pending input[type=text]`), "needs a receipt"),
+			chromedp.Click(chromedp.CSS(`button.decline`)),
+			until(`document.querySelector("#run-status")?.textContent === "COMPLETED"`))
+		if out := textOf(t, page, `#run-output`); !strings.Contains(out, "needs a receipt") {
+			t.Fatalf("final text %q lacks the reason", out)
+		}
+	})
+
+	t.Run("resume through the generated form", func(t *testing.T) {
+		run := s.startRun(t, "ask the customer for their shoe size", nil)
+		page := tab(t, ctx, false)
+		field := `#resume-call_1-answer`
+		do(t, page, chromedp.Navigate(s.url+"/?run="+run.RunID), chromedp.WaitVisible(chromedp.CSS(field)),
+			chromedp.Click(chromedp.CSS(`.pending button[type=submit]`)),
+			until(`document.querySelector(".field-error").textContent.includes("answer")`))
+		if st := s.run(t, run.RunID).Status; st != "SUSPENDED" {
+			t.Fatalf("after an invalid resume the run is %s", st)
+		}
+		label := textOf(t, page, `label[for="resume-call_1-answer"]`)
+		if !strings.Contains(label, "required") || !strings.Contains(label, "The customer's answer") {
+			t.Fatalf("field label %q lacks the required mark or description", label)
+		}
+		do(t, page, chromedp.SendKeys(chromedp.CSS(field), "43"), chromedp.Click(chromedp.CSS(`.pending button[type=submit]`)),
+			until(`document.querySelector("#run-status")?.textContent === "COMPLETED"`))
+		if out := textOf(t, page, `#run-output`); !strings.Contains(out, "43") {
+			t.Fatalf("final text %q lacks the answer", out)
+		}
+	})
+
+	t.Run("two browsers decide the same run: one wins, the other sees the conflict", func(t *testing.T) {
+		run := s.startRun(t, "refund order 5", nil)
+		a, b := tab(t, ctx, true), tab(t, ctx, true)
+		for _, p := range []context.Context{a, b} {
+			do(t, p, chromedp.Navigate(s.url+"/?run="+run.RunID), chromedp.WaitVisible(chromedp.CSS(`button.approve`)))
+		}
+		var wg sync.WaitGroup
+		for _, p := range []context.Context{a, b} {
+			wg.Add(1)
+			go func() { defer wg.Done(); chromedp.Do(p, js(`document.querySelector("button.approve").click()`)) }()
+		}
+		wg.Wait()
+		conflicts := 0
+		for _, p := range []context.Context{a, b} {
+			do(t, p, until(`document.body.innerText.includes("Decision sent") || document.body.innerText.includes("Someone else decided first")`))
+			if strings.Contains(bodyText(t, p), "Someone else decided first") {
+				conflicts++
+			}
+		}
+		if conflicts != 1 {
+			t.Fatalf("%d of the two browsers saw the conflict, want 1", conflicts)
+		}
+		for _, p := range []context.Context{a, b} {
+			do(t, p, until(`document.querySelector("#run-status")?.textContent === "COMPLETED"`))
+		}
+	})
+
+	t.Run("history lists the finished runs with their decisions", func(t *testing.T) {
+		page := tab(t, ctx, false)
+		do(t, page, chromedp.Navigate(s.url+"/?view=history"), until(`document.querySelectorAll("a.row").length >= 4`))
+		body := bodyText(t, page)
+		for _, want := range []string{"declined issue_refund", "needs a receipt", "resumed ask_customer", "approved issue_refund"} {
+			if !strings.Contains(body, want) {
+				t.Errorf("history lacks %q", want)
+			}
+		}
+	})
+
+	t.Run("filters live in the URL and the back button restores them", func(t *testing.T) {
+		s.startRun(t, "refund order 77", map[string]any{"threadId": "t-77"})
+		s.startRun(t, "refund order 78", map[string]any{"threadId": "t-78"})
+		page := tab(t, ctx, false)
+		do(t, page, chromedp.Navigate(s.url+"/"), until(`document.querySelectorAll("a[data-run]").length === 2`),
+			chromedp.SendKeys(chromedp.CSS(`#f-thread`), "t-77"), chromedp.Click(chromedp.CSS(`form.filters button[type=submit]`)),
+			until(`location.search === "?thread=t-77" && document.querySelectorAll("a[data-run]").length === 1`),
+			chromedp.NavigateBack(), until(`location.search === "" && document.querySelectorAll("a[data-run]").length === 2`),
+			chromedp.Navigate(s.url+"/?thread=t-78"), until(`document.querySelectorAll("a[data-run]").length === 1 && document.querySelector("#f-thread").value === "t-78"`))
+	})
+
+	t.Run("an unreachable server is said so", func(t *testing.T) {
+		page := tab(t, ctx, false)
+		do(t, page, chromedp.Navigate(s.url+"/?view=history"), until(`document.querySelectorAll("a.row").length > 0`))
+		s.closeHTTP()
+		do(t, page, js(`document.querySelector('a[href="/?view=new"]').click()`),
+			until(`!document.querySelector("#conn").hidden && /unreachable|Reconnecting/.test(document.querySelector("#conn").textContent)`))
+	})
+}

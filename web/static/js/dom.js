@@ -1,0 +1,38 @@
+// Tiny DOM helpers: the console builds its elements with el() and never parses HTML strings, so
+// nothing a run contains can inject markup.
+
+/** Creates an element with attributes (on* keys become listeners) and children. */
+export function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+    else node.setAttribute(k, v === true ? "" : v);
+  }
+  for (const c of children.flat()) {
+    if (c === null || c === undefined || c === false) continue;
+    node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return node;
+}
+
+/** Pretty-prints a JSON value. */
+export function pretty(v) { return JSON.stringify(v, null, 2); }
+
+/** A one-line view of a JSON value, cut to n characters. */
+export function short(v, n = 80) {
+  const s = v === undefined || v === null ? "" : JSON.stringify(v);
+  return s.length > n ? s.slice(0, n - 1) + "…" : s;
+}
+
+/** "5 s", "3 min", "2 h", "4 d": how long ago an instant was. */
+export function ago(iso) {
+  const s = Math.max(0, (Date.now() - Date.parse(iso)) / 1000);
+  if (s < 60) return `${Math.floor(s)} s`;
+  if (s < 3600) return `${Math.floor(s / 60)} min`;
+  if (s < 86400) return `${Math.floor(s / 3600)} h`;
+  return `${Math.floor(s / 86400)} d`;
+}
+
+/** A local, readable date and time. */
+export function when(iso) { return iso ? new Date(iso).toLocaleString() : ""; }

@@ -1,0 +1,164 @@
+// Run view: what the run waits on, with Approve / Decline (with a reason) / Resume (a form from
+// the tool's resumeSchema), and the run's events streaming live. A CONFLICT (someone decided
+// first) is shown plainly and the view shows the run as it now is.
+import { request, subscribe } from "./gql.js";
+import { el, pretty, when } from "./dom.js";
+import { schemaForm } from "./schemaform.js";
+
+const RUN = `query Run($id: ID!) { run(runId: $id) {
+  runId agentId status threadId resourceId createdAt updatedAt suspendedAt lastEventSeq output error prompt
+  toolCalls { id toolCallId toolName args requiresApproval suspendPayload interrupted }
+  decisions { id toolCallId toolName kind decidedBy decidedAt reason resumeData }
+} }`;
+const EVENTS = `subscription Events($runId: ID!, $after: Int) { runEvents(runId: $runId, after: $after) {
+  seq type at text status error reason decidedBy result toolCall { toolCallId toolName args suspendPayload interrupted }
+} }`;
+
+export function runView(main, params) {
+  const id = params.get("run");
+  let agents = null;
+  const head = el("div", {});
+  const notice = el("div", { role: "alert" });
+  const pending = el("section", { "aria-label": "Waiting for a decision" });
+  const stream = el("ol", { class: "stream", "aria-live": "polite", id: "stream" });
+  const decisions = el("section", { "aria-label": "Decisions" });
+  main.append(head, notice, pending, el("h2", {}, "Live"), el("div", { class: "card" }, stream), decisions);
+
+  let textNode = null;
+  let lastSeq = 0;
+  let closed = false;
+
+  const show = async () => {
+    let run;
+    try {
+      run = (await request(RUN, { id })).run;
+      agents ??= (await request(`{ agents { id tools { name resumeSchema } } }`)).agents;
+    } catch (e) {
+      notice.replaceChildren(el("p", { class: "notice error" }, e.message));
+      return;
+    }
+    if (!run) {
+      head.replaceChildren(el("h1", {}, "No such run"), el("p", {}, "It may have been removed by retention. ", el("a", { href: "/" }, "Back to the inbox")));
+      return;
+    }
+    renderHead(head, run);
+    renderPending(pending, run, agents, decide);
+    renderDecisions(decisions, run);
+  };
+
+  const decide = async (mutation, vars, form) => {
+    const buttons = pending.querySelectorAll("button");
+    buttons.forEach((b) => { b.disabled = true; });
+    notice.replaceChildren();
+    try {
+      await request(mutation, vars);
+      pending.replaceChildren(el("p", { class: "notice" }, "Decision sent. The run goes on below."));
+    } catch (e) {
+      buttons.forEach((b) => { b.disabled = false; });
+      if (e.code === "CONFLICT") {
+        notice.replaceChildren(el("p", { class: "notice warn" }, "Someone else decided first: ", e.message, ". This is the run as it is now."));
+        await show();
+      } else if (e.code === "BAD_USER_INPUT" && form) {
+        form.querySelector(".field-error").textContent = e.message;
+      } else {
+        notice.replaceChildren(el("p", { class: "notice error" }, e.message));
+      }
+    }
+  };
+
+  const onEvent = (ev) => {
+    lastSeq = ev.seq;
+    if (ev.type === "TEXT_DELTA") {
+      if (!textNode) { textNode = el("span", { class: "text" }); stream.append(el("li", {}, el("span", { class: "kind" }, "assistant"), el("br"), textNode)); }
+      textNode.textContent += ev.text || "";
+      return;
+    }
+    textNode = null;
+    const item = describe(ev);
+    if (item) stream.append(el("li", { "data-type": ev.type }, el("span", { class: "kind" }, item.kind), el("br"), item.body));
+    if (["RUN_SUSPENDED", "RUN_FINISHED", "RUN_FAILED", "RUN_RESUMED"].includes(ev.type)) show();
+  };
+
+  show();
+  const unsubscribe = subscribe(EVENTS, () => ({ runId: id, after: lastSeq }), {
+    next: (d) => onEvent(d.runEvents),
+    error: (e) => { if (!closed) notice.replaceChildren(el("p", { class: "notice error" }, e.message)); },
+    complete: () => {},
+  });
+  return () => { closed = true; unsubscribe(); };
+}
+
+function renderHead(head, run) {
+  head.replaceChildren(...[
+    el("h1", {}, "Run ", el("span", { class: `badge ${run.status}`, id: "run-status" }, run.status)),
+    el("div", { class: "meta" },
+      el("span", {}, "agent ", el("strong", {}, run.agentId)),
+      run.threadId ? el("span", {}, "thread ", run.threadId) : null,
+      run.resourceId ? el("span", {}, "resource ", run.resourceId) : null,
+      el("span", {}, "started ", when(run.createdAt)),
+      el("span", { class: "short" }, run.runId)),
+    el("div", { class: "card" }, el("span", { class: "kind muted" }, "prompt"), el("p", {}, run.prompt)),
+    run.status === "COMPLETED" && run.output ? el("div", { class: "card", id: "run-output" }, el("span", { class: "kind muted" }, "final answer"), el("p", {}, run.output)) : null,
+    run.status === "FAILED" ? el("p", { class: "notice error" }, "Failed: ", run.error) : null,
+  ].filter(Boolean));
+}
+
+function renderPending(section, run, agents, decide) {
+  section.replaceChildren();
+  if (run.status !== "SUSPENDED") return;
+  section.append(el("h2", {}, "Waiting for you"));
+  for (const c of run.toolCalls) {
+    const card = el("div", { class: "card pending", "data-call": c.toolCallId });
+    card.append(el("p", {}, el("strong", {}, c.toolName), " ", el("span", { class: "muted" }, c.toolCallId),
+      c.interrupted ? el("span", { class: "badge FAILED" }, " interrupted: its server stopped while it ran — approve to run it again") : null));
+    if (c.requiresApproval) {
+      card.append(el("p", { class: "muted" }, "Arguments"), el("pre", {}, pretty(c.args)));
+      const reasonId = `reason-${c.toolCallId}`;
+      const reason = el("input", { type: "text", id: reasonId, placeholder: "optional, the model sees it" });
+      card.append(el("div", { class: "actions" },
+        el("button", { class: "approve", onclick: () => decide(`mutation($id: ID!, $c: ID) { approveToolCall(runId: $id, toolCallId: $c) { status } }`, { id: run.runId, c: c.toolCallId }) }, "Approve"),
+        el("div", { class: "grow" }, el("label", { for: reasonId }, "Reason for declining"), reason),
+        el("button", { class: "decline", onclick: () => decide(`mutation($id: ID!, $c: ID, $r: String) { declineToolCall(runId: $id, toolCallId: $c, reason: $r) { status } }`, { id: run.runId, c: c.toolCallId, r: reason.value || null }) }, "Decline")));
+    } else {
+      card.append(el("p", { class: "muted" }, "The tool asks"), el("pre", {}, pretty(c.suspendPayload)));
+      const tool = agents.find((a) => a.id === run.agentId)?.tools.find((t) => t.name === c.toolName);
+      const sf = schemaForm(tool?.resumeSchema, `resume-${c.toolCallId}`);
+      const form = el("form", { novalidate: true, "aria-label": "Resume", onsubmit: (ev) => {
+        ev.preventDefault();
+        let data;
+        try { data = sf.value(); } catch (e) { form.querySelector(".field-error").textContent = e.message; return; }
+        decide(`mutation($id: ID!, $c: ID, $d: JSON!) { resumeRun(runId: $id, toolCallId: $c, resumeData: $d) { status } }`, { id: run.runId, c: c.toolCallId, d: data }, form);
+      } }, sf.node, el("p", { class: "field-error", role: "alert" }), el("div", { class: "actions" }, el("button", { type: "submit", class: "primary" }, "Resume")));
+      card.append(form);
+    }
+    section.append(card);
+  }
+}
+
+function renderDecisions(section, run) {
+  section.replaceChildren();
+  if (!run.decisions.length) return;
+  section.append(el("h2", {}, "Decisions"), el("ul", { class: "card list" }, run.decisions.map((d) =>
+    el("li", {}, `${d.kind.toLowerCase()} ${d.toolName} (${d.toolCallId})`, d.reason ? `: “${d.reason}”` : "",
+      d.resumeData ? ` with ${JSON.stringify(d.resumeData)}` : "", d.decidedBy ? ` by ${d.decidedBy}` : "", " — ", when(d.decidedAt)))));
+}
+
+function describe(ev) {
+  const c = ev.toolCall;
+  switch (ev.type) {
+    case "RUN_STARTED": return { kind: "started", body: when(ev.at) };
+    case "TOOL_CALL": return { kind: "tool call", body: `${c.toolName} ${JSON.stringify(c.args)}` };
+    case "TOOL_CALL_APPROVAL": return { kind: "waiting for approval", body: c.toolName };
+    case "TOOL_CALL_SUSPENDED": return { kind: "waiting for input", body: `${c.toolName} ${JSON.stringify(c.suspendPayload)}` };
+    case "TOOL_CALL_INTERRUPTED": return { kind: "interrupted", body: ev.reason };
+    case "RUN_SUSPENDED": return { kind: "suspended", body: "waiting for a person" };
+    case "TOOL_CALL_APPROVED": return { kind: "approved", body: c.toolName + (ev.decidedBy ? ` by ${ev.decidedBy}` : "") };
+    case "TOOL_CALL_DECLINED": return { kind: "declined", body: c.toolName + (ev.reason ? `: ${ev.reason}` : "") };
+    case "RUN_RESUMED": return { kind: "resumed", body: "running again" };
+    case "TOOL_RESULT": return { kind: ev.error ? "tool error" : "tool result", body: el("pre", {}, ev.error || pretty(ev.result)) };
+    case "STEP_FINISHED": return null;
+    case "RUN_FINISHED": return { kind: "finished", body: el("span", { class: "badge COMPLETED" }, "COMPLETED") };
+    case "RUN_FAILED": return { kind: "failed", body: el("span", { class: "badge FAILED" }, "FAILED: " + (ev.error || "")) };
+    default: return { kind: ev.type.toLowerCase(), body: "" };
+  }
+}
