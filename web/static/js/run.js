@@ -52,7 +52,8 @@ export function runView(main, params) {
     notice.replaceChildren();
     try {
       await request(mutation, vars);
-      pending.replaceChildren(el("p", { class: "notice" }, "Decision sent. The run goes on below."));
+      pending.replaceChildren();
+      notice.replaceChildren(el("p", { class: "notice" }, "Decision sent. The run goes on below."));
     } catch (e) {
       buttons.forEach((b) => { b.disabled = false; });
       if (e.code === "CONFLICT") {
