@@ -63,12 +63,39 @@ func (st *store) findRun(ctx context.Context, id string) (*Run, error) {
 	if err != nil || m == nil {
 		return nil, err
 	}
-	calls, err := pendingCalls(db, []string{id})
+	list, err := withCalls(db, []models.Run{*m})
 	if err != nil {
 		return nil, err
 	}
-	r := runFromModel(m, calls[id])
-	return r, attachDecisions(db, []*Run{r})
+	return list[0], nil
+}
+
+// withCalls turns rows into runs with their pending calls and their decisions, reading the
+// tool-call rows of all of them in one query.
+func withCalls(db *gorm.DB, rows []models.Run) ([]*Run, error) {
+	out := make([]*Run, len(rows))
+	if len(rows) == 0 {
+		return out, nil
+	}
+	ids := make([]string, len(rows))
+	for i := range rows {
+		ids[i] = rows[i].ID
+	}
+	var calls []models.ToolCall
+	if err := db.Where("run_id IN ?", ids).Order("id").Find(&calls).Error; err != nil {
+		return nil, fmt.Errorf("load tool calls: %w", err)
+	}
+	pending := map[string][]models.ToolCall{}
+	for _, c := range calls {
+		if c.State == models.ToolCallPending {
+			pending[c.RunID] = append(pending[c.RunID], c)
+		}
+	}
+	for i := range rows {
+		out[i] = runFromModel(&rows[i], pending[rows[i].ID])
+	}
+	addDecisions(out, calls)
+	return out, nil
 }
 
 // attachDecisions loads the decisions of the runs in one query.
@@ -77,16 +104,28 @@ func attachDecisions(db *gorm.DB, list []*Run) error {
 		return nil
 	}
 	ids := make([]string, len(list))
-	byID := make(map[string]*Run, len(list))
 	for i, r := range list {
-		ids[i], byID[r.ID] = r.ID, r
+		ids[i] = r.ID
 	}
 	var rows []models.ToolCall
 	if err := db.Where("run_id IN ? AND state <> ?", ids, models.ToolCallPending).Order("id").Find(&rows).Error; err != nil {
 		return fmt.Errorf("load decisions: %w", err)
 	}
+	addDecisions(list, rows)
+	return nil
+}
+
+// addDecisions appends the decided calls among rows to their runs' Decisions.
+func addDecisions(list []*Run, rows []models.ToolCall) {
+	byID := make(map[string]*Run, len(list))
+	for _, r := range list {
+		byID[r.ID] = r
+	}
 	for _, c := range rows {
 		r := byID[c.RunID]
+		if r == nil || c.State == models.ToolCallPending {
+			continue
+		}
 		d := Decision{
 			ID: c.ID, RunID: c.RunID, ToolCallID: c.ToolCallID, ToolName: c.ToolName, Kind: c.State,
 			DecidedBy: c.DecidedBy, Reason: c.Reason, ResumeData: rawOrNil(c.ResumeData), Args: rawOrNil(c.Args),
@@ -96,7 +135,6 @@ func attachDecisions(db *gorm.DB, list []*Run) error {
 		}
 		r.Decisions = append(r.Decisions, d)
 	}
-	return nil
 }
 
 // RecentParams filter and page recentRuns.
@@ -129,19 +167,8 @@ func (st *store) recentRuns(ctx context.Context, p RecentParams) ([]*Run, int64,
 	if err := q.Omit("snapshot").Order("updated_at DESC, id DESC").Limit(p.PerPage).Offset(p.Page * p.PerPage).Find(&rows).Error; err != nil {
 		return nil, 0, fmt.Errorf("list runs: %w", err)
 	}
-	ids := make([]string, len(rows))
-	for i := range rows {
-		ids[i] = rows[i].ID
-	}
-	calls, err := pendingCalls(st.db.WithContext(ctx), ids)
-	if err != nil {
-		return nil, 0, err
-	}
-	out := make([]*Run, len(rows))
-	for i := range rows {
-		out[i] = runFromModel(&rows[i], calls[rows[i].ID])
-	}
-	return out, total, attachDecisions(st.db.WithContext(ctx), out)
+	out, err := withCalls(st.db.WithContext(ctx), rows)
+	return out, total, err
 }
 
 // leaseUpdate is the compare-and-set every write of an executing run goes through: it only
@@ -196,19 +223,7 @@ func (st *store) pageSuspended(ctx context.Context, p ListSuspendedParams, limit
 	if err := st.suspendedQuery(ctx, p).Omit("snapshot").Order("created_at DESC, id DESC").Limit(limit).Offset(offset).Find(&rows).Error; err != nil {
 		return nil, fmt.Errorf("list suspended runs: %w", err)
 	}
-	ids := make([]string, len(rows))
-	for i := range rows {
-		ids[i] = rows[i].ID
-	}
-	calls, err := pendingCalls(st.db.WithContext(ctx), ids)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]*Run, len(rows))
-	for i := range rows {
-		out[i] = runFromModel(&rows[i], calls[rows[i].ID])
-	}
-	return out, attachDecisions(st.db.WithContext(ctx), out)
+	return withCalls(st.db.WithContext(ctx), rows)
 }
 
 // threadHistory returns the last messages of a thread, oldest first.
