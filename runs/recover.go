@@ -3,33 +3,11 @@ package runs
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"interlock/agent"
 	"interlock/events"
 	"interlock/models"
 )
-
-// recoveryLoop looks, every RecoveryInterval, for RUNNING runs whose lease expired (their
-// instance died, or released them while shutting down) and takes them over.
-func (s *Service) recoveryLoop() {
-	defer s.loops.Done()
-	t := time.NewTicker(s.cfg.RecoveryInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.ctx.Done():
-			return
-		case <-t.C:
-		}
-		if s.draining.Load() {
-			continue
-		}
-		if _, err := s.RecoverExpired(s.ctx); err != nil && s.ctx.Err() == nil {
-			s.cfg.Logger.Warn("recovery", "err", err)
-		}
-	}
-}
 
 // RecoverExpired claims up to 50 runs whose lease has expired, each with a compare-and-set on its
 // version (so of several instances exactly one recovers a run), and continues them here: a model

@@ -12,24 +12,6 @@ import (
 
 const purgeBatch = 500
 
-// retentionLoop runs PurgeFinished every RetentionInterval. Any number of
-// instances may run it at once: each batch deletes by id, and deleting twice deletes nothing.
-func (s *Service) retentionLoop() {
-	defer s.loops.Done()
-	t := time.NewTicker(s.cfg.RetentionInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.ctx.Done():
-			return
-		case <-t.C:
-		}
-		if _, err := s.PurgeFinished(s.ctx); err != nil && s.ctx.Err() == nil {
-			s.cfg.Logger.Warn("retention", "err", err)
-		}
-	}
-}
-
 // PurgeFinished deletes runs that finished (COMPLETED or FAILED) longer than Retention ago, with
 // their events and tool-call rows, in batches; suspended and running runs are never touched. It
 // also drops suspended-set change rows older than an hour. It returns the number of runs deleted.

@@ -146,11 +146,44 @@ func New(db *gorm.DB, agents *agent.Registry, cfg Config) (*Service, error) {
 		runHub: events.NewWakeHub(), changes: events.NewHub[Change](256),
 		ctx: ctx, cancel: cancel,
 	}
-	s.loops.Add(3)
+	s.loops.Add(1)
 	go s.notifyLoop()
-	go s.recoveryLoop()
-	go s.retentionLoop()
+	// Recovery: RUNNING runs whose lease expired (their instance died, or released them while
+	// shutting down) are taken over.
+	s.every(cfg.RecoveryInterval, "recovery", func(ctx context.Context) error {
+		if s.draining.Load() {
+			return nil
+		}
+		_, err := s.RecoverExpired(ctx)
+		return err
+	})
+	// Retention: any number of instances may run it at once; each batch deletes by id, and
+	// deleting twice deletes nothing.
+	s.every(cfg.RetentionInterval, "retention", func(ctx context.Context) error {
+		_, err := s.PurgeFinished(ctx)
+		return err
+	})
 	return s, nil
+}
+
+// every runs job every interval in the background until the service closes, logging its errors.
+func (s *Service) every(interval time.Duration, name string, job func(context.Context) error) {
+	s.loops.Add(1)
+	go func() {
+		defer s.loops.Done()
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-s.ctx.Done():
+				return
+			case <-t.C:
+			}
+			if err := job(s.ctx); err != nil && s.ctx.Err() == nil {
+				s.cfg.Logger.Warn(name, "err", err)
+			}
+		}
+	}()
 }
 
 // Close stops everything at once: executions in flight are cancelled (their leases expire and
