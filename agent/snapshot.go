@@ -111,7 +111,10 @@ func (s *Snapshot) Decide(callID string, d Decision) error {
 	}
 	c.State = d.Kind
 	c.Reason = d.Reason
-	c.ResumeData = d.ResumeData
+	if d.ResumeData != nil || d.Kind != CallApproved {
+		// An approval of an interrupted resumed call runs it again with the data it had.
+		c.ResumeData = d.ResumeData
+	}
 	c.Interrupted = false
 	return nil
 }

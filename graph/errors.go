@@ -29,11 +29,19 @@ func PresentError(log *slog.Logger) graphql.ErrorPresenterFunc {
 			setCode(gqlErr, string(appErr.Code))
 			return gqlErr
 		}
-		if gqlErr.Err == nil {
+		if gqlErr.Err == nil && len(gqlErr.Path) == 0 {
 			// Parse and validation errors from gqlgen: about the request itself, safe to show.
 			if gqlErr.Extensions == nil || gqlErr.Extensions["code"] == nil {
 				setCode(gqlErr, string(runs.CodeBadUserInput))
 			}
+			return gqlErr
+		}
+		if gqlErr.Err == nil {
+			// An error gqlgen raised on a field while answering (a null in a non-null field):
+			// the server's fault.
+			log.Error("graphql: field error", "path", gqlErr.Path.String(), "err", gqlErr.Message)
+			gqlErr.Message = "internal server error"
+			setCode(gqlErr, string(runs.CodeInternal))
 			return gqlErr
 		}
 		if errors.Is(err, context.Canceled) {

@@ -101,10 +101,11 @@ func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) 
 		evs := decisionEvents(call, d, p.DecidedBy)
 		seq := row.LastSeq + int64(len(evs))
 		until := now.Add(s.cfg.LeaseTTL)
+		owner := s.newLease()
 		res := tx.Model(&models.Run{}).
 			Where("id = ? AND status = ? AND version = ?", row.ID, StatusSuspended, row.Version).
 			Updates(map[string]any{
-				"status": StatusRunning, "lease_owner": s.cfg.InstanceID, "lease_until": until,
+				"status": StatusRunning, "lease_owner": owner, "lease_until": until,
 				"version": row.Version + 1, "snapshot": snap.Encode(), "suspended_at": nil,
 				"updated_at": now, "last_seq": seq,
 			})
@@ -123,7 +124,7 @@ func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) 
 		if err := s.recordChange(tx, row.ID, ChangeLeft, now); err != nil {
 			return fmt.Errorf("record change: %w", err)
 		}
-		row.Status, row.LeaseOwner, row.LeaseUntil = string(StatusRunning), &s.cfg.InstanceID, &until
+		row.Status, row.LeaseOwner, row.LeaseUntil = string(StatusRunning), &owner, &until
 		row.Version, row.SuspendedAt, row.UpdatedAt, row.LastSeq = row.Version+1, nil, now, seq
 		return nil
 	})
@@ -134,7 +135,11 @@ func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) 
 	s.changes.Publish(changesTopic, Change{Kind: ChangeLeft, RunID: row.ID})
 	s.execute(a, row, snap)
 	out := runFromModel(row, nil)
-	return out, attachDecisions(s.store.db.WithContext(ctx), []*Run{out})
+	// The decision is committed: a failure to read the audit trail must not turn it into an error.
+	if err := attachDecisions(s.store.db.WithContext(context.WithoutCancel(ctx)), []*Run{out}); err != nil {
+		s.cfg.Logger.Warn("decide: load decisions", "run", out.ID, "err", err)
+	}
+	return out, nil
 }
 
 // pickCall finds the pending call a decision is about.

@@ -22,6 +22,7 @@ type execution struct {
 	agent *agent.Agent
 	run   models.Run // id, agent, thread, resource and prompt; other fields are not kept current
 	seq   int64      // last seq written; only the lease holder writes, so this is the truth
+	owner string     // the lease token of this execution: every write checks it
 }
 
 var _ agent.Host = (*execution)(nil)
@@ -30,8 +31,16 @@ var _ agent.Host = (*execution)(nil)
 // background, renewing the lease while it runs. A snapshot with a call that was executing when
 // its previous owner died is not run: the call goes back to a person (see recover.go).
 func (s *Service) execute(a *agent.Agent, row *models.Run, snap *agent.Snapshot) {
-	e := &execution{s: s, agent: a, run: *row, seq: row.LastSeq}
+	e := &execution{s: s, agent: a, run: *row, seq: row.LastSeq, owner: deref(row.LeaseOwner)}
+	s.mu.Lock()
+	if s.closing {
+		// This instance is stopping: hand the run to another instance at once.
+		s.mu.Unlock()
+		e.release()
+		return
+	}
 	s.wg.Add(1)
+	s.mu.Unlock()
 	go func() {
 		defer s.wg.Done()
 		ctx, cancel := context.WithCancel(s.ctx)
@@ -58,6 +67,12 @@ func (e *execution) loop(ctx context.Context, snap *agent.Snapshot) {
 	case errors.Is(err, errLeaseLost):
 		// Another instance owns the run now.
 		return
+	case errors.As(err, new(*storageError)):
+		// Storage failed (a deadlock, a lost connection): not the run's fault. Give the lease up;
+		// recovery continues the run from its last stored checkpoint.
+		e.s.cfg.Logger.Error("run: storage error; handing the run over", "run", e.run.ID, "err", err)
+		e.release()
+		return
 	case errors.Is(err, errHandover), ctx.Err() != nil:
 		// This instance is stopping: let another take the run over at once.
 		e.release()
@@ -74,11 +89,13 @@ func (e *execution) loop(ctx context.Context, snap *agent.Snapshot) {
 // errHandover stops an execution at a checkpoint while the instance shuts down.
 var errHandover = errors.New("instance is shutting down: run handed over")
 
-// renewLease extends the lease every third of its TTL until ctx ends; when the lease turns out
-// to be lost (another instance recovered the run) it cancels the execution.
+// renewLease extends the lease every third of its TTL until ctx ends. When the lease is lost
+// (another instance recovered the run), or renewals keep failing until the lease is about to
+// expire, it cancels the execution: past its lease, another instance may be running the run.
 func (e *execution) renewLease(ctx context.Context, cancel context.CancelFunc) {
 	t := time.NewTicker(e.s.cfg.LeaseTTL / 3)
 	defer t.Stop()
+	renewed := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -86,10 +103,17 @@ func (e *execution) renewLease(ctx context.Context, cancel context.CancelFunc) {
 		case <-t.C:
 		}
 		err := e.s.store.tx(ctx, func(tx *gorm.DB) error {
-			return leaseUpdate(tx, e.run.ID, e.s.cfg.InstanceID, map[string]any{"lease_until": e.s.now().Add(e.s.cfg.LeaseTTL)})
+			return leaseUpdate(tx, e.run.ID, e.owner, map[string]any{"lease_until": e.s.now().Add(e.s.cfg.LeaseTTL)})
 		})
-		if errors.Is(err, errLeaseLost) {
+		switch {
+		case err == nil:
+			renewed = time.Now()
+		case errors.Is(err, errLeaseLost):
 			e.s.cfg.Logger.Warn("run: lease lost; stopping", "run", e.run.ID)
+			cancel()
+			return
+		case time.Since(renewed) > e.s.cfg.LeaseTTL*2/3:
+			e.s.cfg.Logger.Error("run: cannot renew the lease; stopping", "run", e.run.ID, "err", err)
 			cancel()
 			return
 		}
@@ -101,7 +125,7 @@ func (e *execution) release() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	err := e.s.store.tx(ctx, func(tx *gorm.DB) error {
-		return leaseUpdate(tx, e.run.ID, e.s.cfg.InstanceID, map[string]any{"lease_owner": nil, "lease_until": e.s.now()})
+		return leaseUpdate(tx, e.run.ID, e.owner, map[string]any{"lease_owner": nil, "lease_until": e.s.now()})
 	})
 	if err != nil && !errors.Is(err, errLeaseLost) {
 		e.s.cfg.Logger.Warn("run: release lease", "run", e.run.ID, "err", err)
@@ -131,7 +155,7 @@ func (e *execution) emit(ctx context.Context, snap *agent.Snapshot, evs ...event
 		}
 		// The lease check comes first: it locks the run row, so every writer of a run's events
 		// queues on that row lock, in one order.
-		if err := leaseUpdate(tx, e.run.ID, e.s.cfg.InstanceID, set); err != nil {
+		if err := leaseUpdate(tx, e.run.ID, e.owner, set); err != nil {
 			return err
 		}
 		_, err := events.Append(tx, e.run.ID, e.seq, now, evs...)
@@ -200,7 +224,7 @@ func (e *execution) suspend(ctx context.Context, snap *agent.Snapshot, held *age
 	evs := append(prelude, first, events.Event{Type: events.RunSuspended, Status: string(StatusSuspended)})
 	seq := e.seq + int64(len(evs))
 	err := e.s.store.tx(ctx, func(tx *gorm.DB) error {
-		err := leaseUpdate(tx, e.run.ID, e.s.cfg.InstanceID, map[string]any{
+		err := leaseUpdate(tx, e.run.ID, e.owner, map[string]any{
 			"status": StatusSuspended, "snapshot": snap.Encode(), "suspended_at": now, "updated_at": now,
 			"last_seq": seq, "lease_owner": nil, "lease_until": nil, "version": gorm.Expr("version + 1"),
 		})
@@ -264,7 +288,7 @@ func (e *execution) finish(ctx context.Context, status Status, set map[string]an
 	err := e.s.store.tx(ctx, func(tx *gorm.DB) error {
 		set["status"], set["snapshot"], set["updated_at"], set["last_seq"] = status, nil, now, seq
 		set["lease_owner"], set["lease_until"], set["version"] = nil, nil, gorm.Expr("version + 1")
-		if err := leaseUpdate(tx, e.run.ID, e.s.cfg.InstanceID, set); err != nil {
+		if err := leaseUpdate(tx, e.run.ID, e.owner, set); err != nil {
 			return err
 		}
 		if _, err := events.Append(tx, e.run.ID, e.seq, now, ev); err != nil {

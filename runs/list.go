@@ -52,8 +52,9 @@ func (s *Service) ListSuspended(ctx context.Context, p ListSuspendedParams) (*Li
 	if err != nil {
 		return nil, err
 	}
-	limit, offset := int(total), 0
-	if p.Page != nil && p.PerPage != nil {
+	limit, offset := s.cfg.MaxUnpaginated+1, 0
+	paginated := p.Page != nil && p.PerPage != nil
+	if paginated {
 		limit = *p.PerPage
 		if int64(*p.Page)*int64(limit) >= total {
 			return &ListResult{Runs: []*Run{}, Total: total}, nil
@@ -68,6 +69,13 @@ func (s *Service) ListSuspended(ctx context.Context, p ListSuspendedParams) (*Li
 	list, err := s.store.pageSuspended(ctx, p, limit, offset)
 	if err != nil {
 		return nil, err
+	}
+	if !paginated {
+		// Runs may have suspended since the count: the answer is what was read, never cut short.
+		if len(list) > s.cfg.MaxUnpaginated {
+			return nil, Errorf(CodeBadUserInput, "more than %d suspended runs match: pass page and perPage", s.cfg.MaxUnpaginated)
+		}
+		total = int64(len(list))
 	}
 	return &ListResult{Runs: list, Total: total}, nil
 }

@@ -35,9 +35,12 @@ func (s *Service) RecoverExpired(ctx context.Context) (int, error) {
 			continue
 		}
 		until := now.Add(s.cfg.LeaseTTL)
+		owner := s.newLease()
+		// The claim holds only if nothing moved since the read: still expired (the owner did not
+		// renew) and no event written (the snapshot read is the latest).
 		res := s.store.db.WithContext(ctx).Model(&models.Run{}).
-			Where("id = ? AND status = ? AND version = ?", row.ID, StatusRunning, row.Version).
-			Updates(map[string]any{"lease_owner": s.cfg.InstanceID, "lease_until": until, "version": row.Version + 1})
+			Where("id = ? AND status = ? AND version = ? AND last_seq = ? AND (lease_until IS NULL OR lease_until < ?)", row.ID, StatusRunning, row.Version, row.LastSeq, now).
+			Updates(map[string]any{"lease_owner": owner, "lease_until": until, "version": row.Version + 1})
 		if res.Error != nil {
 			return n, fmt.Errorf("claim run %s: %w", row.ID, res.Error)
 		}
@@ -45,7 +48,7 @@ func (s *Service) RecoverExpired(ctx context.Context) (int, error) {
 			continue // another instance claimed it first
 		}
 		s.cfg.Logger.Info("recovering run", "run", row.ID, "previous_owner", deref(row.LeaseOwner))
-		row.LeaseOwner, row.LeaseUntil, row.Version = &s.cfg.InstanceID, &until, row.Version+1
+		row.LeaseOwner, row.LeaseUntil, row.Version = &owner, &until, row.Version+1
 		s.execute(a, row, snap)
 		n++
 	}

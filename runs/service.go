@@ -132,6 +132,21 @@ type Service struct {
 	wg       sync.WaitGroup // executions
 	loops    sync.WaitGroup // notify, recovery and retention loops
 	draining atomic.Bool    // set by Shutdown: executions hand their runs over at the next checkpoint
+	mu       sync.Mutex     // guards closing against wg.Add
+	closing  bool           // set by Shutdown and Close: no new execution starts here
+	leases   atomic.Int64   // numbers this instance's lease tokens
+}
+
+// newLease returns a fresh lease token: the instance id and a number, so that even two claims by
+// one instance of one run are told apart and only the latest may write.
+func (s *Service) newLease() string {
+	return fmt.Sprintf("%s/%d", s.cfg.InstanceID, s.leases.Add(1))
+}
+
+func (s *Service) stopStarting() {
+	s.mu.Lock()
+	s.closing = true
+	s.mu.Unlock()
 }
 
 // New returns a service over a migrated database.
@@ -189,6 +204,7 @@ func (s *Service) every(interval time.Duration, name string, job func(context.Co
 // Close stops everything at once: executions in flight are cancelled (their leases expire and
 // another instance recovers them) and the background loops end. Use Shutdown to stop gracefully.
 func (s *Service) Close() {
+	s.stopStarting()
 	s.cancel()
 	s.wg.Wait()
 	s.loops.Wait()
@@ -199,6 +215,7 @@ func (s *Service) Close() {
 // When ctx ends first, what still executes is cancelled and released. Then Close.
 func (s *Service) Shutdown(ctx context.Context) {
 	s.draining.Store(true)
+	s.stopStarting()
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
 	select {
@@ -257,12 +274,13 @@ func (s *Service) StartRun(ctx context.Context, p StartParams) (*Run, error) {
 	}
 	now := s.now()
 	until := now.Add(s.cfg.LeaseTTL)
+	owner := s.newLease()
 	encoded := snap.Encode()
 	row := models.Run{
 		ID: id.String(), AgentID: a.ID, ThreadID: p.ThreadID, ResourceID: p.ResourceID,
 		Prompt: p.Prompt, RequireToolApproval: p.RequireToolApproval, Status: string(StatusRunning),
 		Snapshot: &encoded, CreatedAt: now, UpdatedAt: now, LastSeq: 1,
-		LeaseOwner: &s.cfg.InstanceID, LeaseUntil: &until,
+		LeaseOwner: &owner, LeaseUntil: &until,
 	}
 	err = s.store.tx(ctx, func(tx *gorm.DB) error {
 		if err := tx.Create(&row).Error; err != nil {

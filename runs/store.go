@@ -23,8 +23,20 @@ type store struct {
 var errLeaseLost = errors.New("run lease lost")
 
 func (st *store) tx(ctx context.Context, fn func(tx *gorm.DB) error) error {
-	return st.db.WithContext(ctx).Transaction(fn)
+	err := st.db.WithContext(ctx).Transaction(fn)
+	var app *Error
+	if err == nil || errors.Is(err, errLeaseLost) || errors.As(err, &app) || ctx.Err() != nil {
+		return err
+	}
+	return &storageError{err}
 }
+
+// storageError marks a failure of the database (not of the request or the run), so an execution
+// can tell it from a model error and hand the run over instead of failing it.
+type storageError struct{ err error }
+
+func (e *storageError) Error() string { return e.err.Error() }
+func (e *storageError) Unwrap() error { return e.err }
 
 // getRun returns the run row, or nil when there is none.
 func getRun(tx *gorm.DB, id string) (*models.Run, error) {
