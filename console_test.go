@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -234,6 +235,57 @@ func TestConsole(t *testing.T) {
 			until(`location.search === "?thread=t-77" && document.querySelectorAll("a[data-run]").length === 1`),
 			chromedp.NavigateBack(), until(`location.search === "" && document.querySelectorAll("a[data-run]").length === 2`),
 			chromedp.Navigate(s.url+"/?thread=t-78"), until(`document.querySelectorAll("a[data-run]").length === 1 && document.querySelector("#f-thread").value === "t-78"`))
+	})
+
+	t.Run("the resume form covers string, number, integer, boolean and enum", func(t *testing.T) {
+		page := tab(t, ctx, false)
+		do(t, page, chromedp.Navigate(s.url+"/?view=history"), until(`document.readyState === "complete"`))
+		got := get(t, page, chromedp.Evaluate[string](`(async () => {
+			const { schemaForm } = await import("/js/schemaform.js");
+			const f = schemaForm({ type: "object", required: ["name", "size"], properties: {
+				name: { type: "string", description: "Who" },
+				weight: { type: "number" },
+				size: { type: "integer" },
+				gift: { type: "boolean" },
+				colour: { enum: ["red", "blue"] },
+				note: { type: "string" },
+			} }, "t");
+			document.body.append(f.node);
+			const set = (id, v) => { const n = document.getElementById(id); n.value = v; };
+			set("t-name", "Ann"); set("t-weight", "2.5"); set("t-size", "7"); set("t-colour", "1");
+			document.getElementById("t-gift").checked = true;
+			const labels = [...f.node.querySelectorAll("label")].map((l) => l.textContent).join("|");
+			const kinds = [...f.node.querySelectorAll("input, select")].map((n) => n.type + (n.step ? ":" + n.step : "")).join(",");
+			return JSON.stringify({ value: f.value(), labels, kinds });
+		})()`, chromedp.EvalAsValue, chromedp.EvalAwaitPromise))
+		var out struct {
+			Value         map[string]any
+			Labels, Kinds string
+		}
+		if err := json.Unmarshal([]byte(got), &out); err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]any{"name": "Ann", "weight": 2.5, "size": 7.0, "gift": true, "colour": "blue"}
+		if fmt.Sprint(out.Value) != fmt.Sprint(want) {
+			t.Errorf("form value %v, want %v", out.Value, want)
+		}
+		if !strings.Contains(out.Labels, "name *required · Who") || !strings.Contains(out.Labels, "size *required") || strings.Contains(out.Labels, "note *") {
+			t.Errorf("labels %q", out.Labels)
+		}
+		if out.Kinds != "text,number:any,number:1,checkbox,select-one,text" {
+			t.Errorf("inputs %q", out.Kinds)
+		}
+	})
+
+	t.Run("readable at phone width: nothing overflows sideways", func(t *testing.T) {
+		s.startRun(t, "refund order 123456789 for 30", map[string]any{"threadId": "a-rather-long-thread-name-for-a-phone", "resourceId": "customer-with-long-id"})
+		page := tab(t, ctx, false)
+		do(t, page, chromedp.EmulateViewport(375, 740, chromedp.EmulateMobile), chromedp.Navigate(s.url+"/"),
+			until(`document.querySelectorAll("a[data-run]").length > 0`),
+			until(`document.documentElement.scrollWidth <= 375`),
+			js(`document.querySelector("a[data-run]").click()`), chromedp.WaitVisible(chromedp.CSS(`button.approve`)),
+			until(`document.documentElement.scrollWidth <= 375`))
+		screenshot(t, page, "run-phone.png")
 	})
 
 	t.Run("an unreachable server is said so", func(t *testing.T) {

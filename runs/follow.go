@@ -110,8 +110,8 @@ func (s *Service) WatchSuspended(ctx context.Context, f WatchFilter) (<-chan Run
 			if err != nil || run == nil {
 				continue
 			}
-			if !f.matches(run) {
-				continue
+			if !f.matches(run) || ch.Kind == ChangeSuspended && run.Status != StatusSuspended {
+				continue // a suspension already decided is not news; its LEFT follows
 			}
 			select {
 			case out <- RunChange{Kind: ch.Kind, Run: run}:

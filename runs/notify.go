@@ -28,7 +28,6 @@ func (s *Service) notifyLoop() {
 	defer tick.Stop()
 	lastSeq := map[string]int64{}
 	seen := map[int64]time.Time{}
-	watched := false
 	for {
 		select {
 		case <-s.ctx.Done():
@@ -36,7 +35,7 @@ func (s *Service) notifyLoop() {
 		case <-tick.C:
 		}
 		s.pollEvents(lastSeq)
-		watched = s.pollChanges(seen, watched)
+		s.pollChanges(seen)
 	}
 }
 
@@ -70,12 +69,10 @@ func (s *Service) pollEvents(lastSeq map[string]int64) {
 	}
 }
 
-// pollChanges publishes the changes other instances recorded. The first poll after watchers
-// appear only primes the seen set, so nobody is told of changes older than their subscription.
-func (s *Service) pollChanges(seen map[int64]time.Time, watched bool) bool {
-	if s.changes.Count(changesTopic) == 0 {
-		return false
-	}
+// pollChanges publishes the changes other instances recorded. It polls even without watchers,
+// so that the seen set is current when one subscribes: a watcher is told of what happens after
+// it subscribed (and at most one poll interval before), never of older changes.
+func (s *Service) pollChanges(seen map[int64]time.Time) {
 	now := s.now()
 	var rows []models.RunChange
 	ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
@@ -85,21 +82,18 @@ func (s *Service) pollChanges(seen map[int64]time.Time, watched bool) bool {
 		if s.ctx.Err() == nil {
 			s.cfg.Logger.Warn("notify: poll changes", "err", err)
 		}
-		return watched
+		return
 	}
 	for _, r := range rows {
 		if _, ok := seen[r.ID]; ok {
 			continue
 		}
 		seen[r.ID] = r.CreatedAt
-		if watched {
-			s.changes.Publish(changesTopic, Change{Kind: ChangeKind(r.Kind), RunID: r.RunID})
-		}
+		s.changes.Publish(changesTopic, Change{Kind: ChangeKind(r.Kind), RunID: r.RunID})
 	}
 	for id, at := range seen {
 		if at.Before(now.Add(-2 * changeWindow)) {
 			delete(seen, id)
 		}
 	}
-	return true
 }
