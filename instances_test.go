@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"strings"
@@ -229,7 +230,7 @@ func TestSuspendedRunsChangedAcrossInstances(t *testing.T) {
 			t.Fatal(string(errs))
 		}
 		var c change
-		if err := jsonUnmarshal(data, &c); err != nil {
+		if err := json.Unmarshal(data, &c); err != nil {
 			t.Fatal(err)
 		}
 		return c

@@ -215,5 +215,3 @@ func httpGet(url string) (string, error) {
 }
 
 func discardLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-
-func jsonUnmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }

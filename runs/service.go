@@ -225,8 +225,6 @@ func (s *Service) Shutdown(ctx context.Context) {
 	s.Close()
 }
 
-// InstanceID names this instance in leases.
-func (s *Service) InstanceID() string { return s.cfg.InstanceID }
 
 // Wait blocks until no run executes on this instance; tests use it to settle.
 func (s *Service) Wait() { s.wg.Wait() }
