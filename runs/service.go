@@ -225,7 +225,6 @@ func (s *Service) Shutdown(ctx context.Context) {
 	s.Close()
 }
 
-
 // Wait blocks until no run executes on this instance; tests use it to settle.
 func (s *Service) Wait() { s.wg.Wait() }
 
