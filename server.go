@@ -32,7 +32,7 @@ import (
 	"interlock/agent"
 	"interlock/graph"
 	"interlock/llm"
-	"interlock/models"
+	"interlock/gormstore"
 	"interlock/runs"
 	"interlock/web"
 )
@@ -124,11 +124,11 @@ type App struct {
 
 // NewApp opens and migrates the database and wires the service and the routes.
 func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
-	db, err := models.Open(ctx, cfg.DB)
+	db, err := gormstore.Open(ctx, cfg.DB)
 	if err != nil {
 		return nil, fmt.Errorf("--db / INTERLOCK_DB: %w", err)
 	}
-	if err := models.Migrate(ctx, db); err != nil {
+	if err := gormstore.Migrate(ctx, db); err != nil {
 		closeDB(db)
 		return nil, fmt.Errorf("--db / INTERLOCK_DB: %w", err)
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/google/uuid"
 	"gorm.io/gorm"
 
-	"interlock/models"
+	"interlock/gormstore"
 )
 
 // EnvMySQL names the variable holding a go-sql-driver DSN of a MySQL server tests may use.
@@ -25,19 +25,19 @@ const EnvMySQL = "INTERLOCK_TEST_MYSQL_DSN"
 // migrated database.
 func Each(t *testing.T, fn func(t *testing.T, db *gorm.DB)) {
 	t.Helper()
-	t.Run(models.DialectSQLite, func(t *testing.T) { fn(t, SQLite(t)) })
-	t.Run(models.DialectMySQL, func(t *testing.T) { fn(t, MySQL(t)) })
+	t.Run(gormstore.DialectSQLite, func(t *testing.T) { fn(t, SQLite(t)) })
+	t.Run(gormstore.DialectMySQL, func(t *testing.T) { fn(t, MySQL(t)) })
 }
 
 // SQLite returns a migrated database in a new file under t.TempDir().
 func SQLite(t testing.TB) *gorm.DB {
 	t.Helper()
-	db, err := models.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "test.db"))
+	db, err := gormstore.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "test.db"))
 	if err != nil {
 		t.Fatalf("open sqlite: %v", err)
 	}
 	t.Cleanup(func() { closeDB(db) })
-	if err := models.Migrate(context.Background(), db); err != nil {
+	if err := gormstore.Migrate(context.Background(), db); err != nil {
 		t.Fatalf("migrate sqlite: %v", err)
 	}
 	return db
@@ -58,7 +58,7 @@ func MySQLDSN(t testing.TB) string {
 	if err != nil {
 		t.Fatalf("%s: %v", EnvMySQL, err)
 	}
-	admin, err := models.OpenMySQL(context.Background(), base)
+	admin, err := gormstore.OpenMySQL(context.Background(), base)
 	if err != nil {
 		t.Fatalf("connect to test MySQL: %v", err)
 	}
@@ -68,7 +68,7 @@ func MySQLDSN(t testing.TB) string {
 		t.Fatalf("create database: %v", err)
 	}
 	t.Cleanup(func() {
-		admin, err := models.OpenMySQL(context.Background(), base)
+		admin, err := gormstore.OpenMySQL(context.Background(), base)
 		if err != nil {
 			return
 		}
@@ -83,12 +83,12 @@ func MySQLDSN(t testing.TB) string {
 func MySQL(t testing.TB) *gorm.DB {
 	t.Helper()
 	dsn := MySQLDSN(t)
-	db, err := models.OpenMySQL(context.Background(), dsn)
+	db, err := gormstore.OpenMySQL(context.Background(), dsn)
 	if err != nil {
 		t.Fatalf("open mysql: %v", err)
 	}
 	t.Cleanup(func() { closeDB(db) })
-	if err := models.Migrate(context.Background(), db); err != nil {
+	if err := gormstore.Migrate(context.Background(), db); err != nil {
 		t.Fatalf("migrate mysql: %v", err)
 	}
 	return db

@@ -12,8 +12,11 @@ type Type string
 
 // The event types. A run's stream starts with RunStarted and ends with RunFinished or RunFailed.
 const (
-	RunStarted        Type = "RUN_STARTED"
-	TextDelta         Type = "TEXT_DELTA"
+	RunStarted Type = "RUN_STARTED"
+	TextDelta  Type = "TEXT_DELTA"
+	// ModelCallRetried: the model call of the current step was cut off and is made again; followers
+	// drop the TEXT_DELTA text of the step so far.
+	ModelCallRetried  Type = "MODEL_CALL_RETRIED"
 	ToolCallRequested Type = "TOOL_CALL"
 	ToolCallApproval  Type = "TOOL_CALL_APPROVAL"
 	ToolCallSuspended Type = "TOOL_CALL_SUSPENDED"

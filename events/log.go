@@ -7,7 +7,7 @@ import (
 
 	"gorm.io/gorm"
 
-	"interlock/models"
+	"interlock/gormstore"
 )
 
 // Append stores evs as the events after seq `last` of a run, all at instant at, inside the caller's
@@ -17,13 +17,13 @@ func Append(tx *gorm.DB, runID string, last int64, at time.Time, evs ...Event) (
 	if len(evs) == 0 {
 		return last, nil
 	}
-	rows := make([]models.Event, len(evs))
+	rows := make([]gormstore.Event, len(evs))
 	for i, ev := range evs {
 		data, err := json.Marshal(ev)
 		if err != nil {
 			return last, fmt.Errorf("encode %s event: %w", ev.Type, err)
 		}
-		rows[i] = models.Event{RunID: runID, Seq: last + int64(i) + 1, Type: string(ev.Type), Data: string(data), CreatedAt: at}
+		rows[i] = gormstore.Event{RunID: runID, Seq: last + int64(i) + 1, Type: string(ev.Type), Data: string(data), CreatedAt: at}
 	}
 	if err := tx.Create(&rows).Error; err != nil {
 		return last, fmt.Errorf("append events of run %s: %w", runID, err)
@@ -33,7 +33,7 @@ func Append(tx *gorm.DB, runID string, last int64, at time.Time, evs ...Event) (
 
 // List returns up to limit stored events of a run with seq > after, in seq order.
 func List(db *gorm.DB, runID string, after int64, limit int) ([]Event, error) {
-	var rows []models.Event
+	var rows []gormstore.Event
 	err := db.Where("run_id = ? AND seq > ?", runID, after).Order("seq").Limit(limit).Find(&rows).Error
 	if err != nil {
 		return nil, fmt.Errorf("list events of run %s: %w", runID, err)

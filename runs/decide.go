@@ -10,7 +10,7 @@ import (
 
 	"interlock/agent"
 	"interlock/events"
-	"interlock/models"
+	"interlock/gormstore"
 )
 
 // DecideParams name the call a decision is about and who takes it.
@@ -54,7 +54,7 @@ func (s *Service) Resume(ctx context.Context, p DecideParams, resumeData json.Ra
 // subscribers and continue the run.
 func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) (*Run, error) {
 	var (
-		row  *models.Run
+		row  *gormstore.Run
 		a    *agent.Agent
 		snap *agent.Snapshot
 	)
@@ -102,7 +102,7 @@ func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) 
 		seq := row.LastSeq + int64(len(evs))
 		until := now.Add(s.cfg.LeaseTTL)
 		owner := s.newLease()
-		res := tx.Model(&models.Run{}).
+		res := tx.Model(&gormstore.Run{}).
 			Where("id = ? AND status = ? AND version = ?", row.ID, StatusSuspended, row.Version).
 			Updates(map[string]any{
 				"status": StatusRunning, "lease_owner": owner, "lease_until": until,
@@ -143,7 +143,7 @@ func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) 
 }
 
 // pickCall finds the pending call a decision is about.
-func pickCall(tx *gorm.DB, runID string, toolCallID *string) (*models.ToolCall, error) {
+func pickCall(tx *gorm.DB, runID string, toolCallID *string) (*gormstore.ToolCall, error) {
 	byRun, err := pendingCalls(tx, []string{runID})
 	if err != nil {
 		return nil, err
@@ -165,7 +165,7 @@ func pickCall(tx *gorm.DB, runID string, toolCallID *string) (*models.ToolCall, 
 		}
 	}
 	var decided int64
-	if err := tx.Model(&models.ToolCall{}).Where("run_id = ? AND tool_call_id = ?", runID, *toolCallID).Count(&decided).Error; err != nil {
+	if err := tx.Model(&gormstore.ToolCall{}).Where("run_id = ? AND tool_call_id = ?", runID, *toolCallID).Count(&decided).Error; err != nil {
 		return nil, fmt.Errorf("look up tool call: %w", err)
 	}
 	if decided > 0 {
@@ -174,7 +174,7 @@ func pickCall(tx *gorm.DB, runID string, toolCallID *string) (*models.ToolCall, 
 	return nil, Errorf(CodeBadUserInput, "run %s has no tool call %q waiting", runID, *toolCallID)
 }
 
-func checkKind(call *models.ToolCall, kind agent.CallState) error {
+func checkKind(call *gormstore.ToolCall, kind agent.CallState) error {
 	if kind == agent.CallResumed && call.RequiresApproval {
 		return Errorf(CodeBadUserInput, "tool call %s (%s) waits for approval, not resume data: use approveToolCall or declineToolCall", call.ToolCallID, call.ToolName)
 	}
@@ -184,8 +184,8 @@ func checkKind(call *models.ToolCall, kind agent.CallState) error {
 	return nil
 }
 
-func markDecided(tx *gorm.DB, call *models.ToolCall, d agent.Decision, by string, now time.Time) error {
-	state := map[agent.CallState]string{agent.CallApproved: models.ToolCallApproved, agent.CallDeclined: models.ToolCallDeclined, agent.CallResumed: models.ToolCallResumed}[d.Kind]
+func markDecided(tx *gorm.DB, call *gormstore.ToolCall, d agent.Decision, by string, now time.Time) error {
+	state := map[agent.CallState]string{agent.CallApproved: gormstore.ToolCallApproved, agent.CallDeclined: gormstore.ToolCallDeclined, agent.CallResumed: gormstore.ToolCallResumed}[d.Kind]
 	set := map[string]any{"state": state, "decided_at": now}
 	if by != "" {
 		set["decided_by"] = by
@@ -196,7 +196,7 @@ func markDecided(tx *gorm.DB, call *models.ToolCall, d agent.Decision, by string
 	if d.ResumeData != nil {
 		set["resume_data"] = string(d.ResumeData)
 	}
-	res := tx.Model(&models.ToolCall{}).Where("id = ? AND state = ?", call.ID, models.ToolCallPending).Updates(set)
+	res := tx.Model(&gormstore.ToolCall{}).Where("id = ? AND state = ?", call.ID, gormstore.ToolCallPending).Updates(set)
 	if res.Error != nil {
 		return fmt.Errorf("record decision: %w", res.Error)
 	}
@@ -206,7 +206,7 @@ func markDecided(tx *gorm.DB, call *models.ToolCall, d agent.Decision, by string
 	return nil
 }
 
-func decisionEvents(call *models.ToolCall, d agent.Decision, by string) []events.Event {
+func decisionEvents(call *gormstore.ToolCall, d agent.Decision, by string) []events.Event {
 	tc := toolCallFromModel(*call)
 	ev := &events.ToolCall{ToolCallID: tc.ToolCallID, ToolName: tc.ToolName, Args: tc.Args, RequiresApproval: tc.RequiresApproval, SuspendPayload: tc.SuspendPayload, Interrupted: tc.Interrupted}
 	resumed := events.Event{Type: events.RunResumed, Status: string(StatusRunning), DecidedBy: by}

@@ -10,7 +10,7 @@ import (
 	"gorm.io/gorm"
 
 	"interlock/dbtest"
-	"interlock/models"
+	"interlock/gormstore"
 	"interlock/runs"
 )
 
@@ -26,13 +26,13 @@ type seedOpts struct {
 // seed stores runs as the service would leave them, with one pending call per suspended run.
 func seed(t testing.TB, db *gorm.DB, list ...seedOpts) {
 	t.Helper()
-	var rows []models.Run
-	var calls []models.ToolCall
+	var rows []gormstore.Run
+	var calls []gormstore.ToolCall
 	for _, o := range list {
 		rows = append(rows, seedRow(o))
 		if o.status == runs.StatusSuspended || o.status == "" {
 			args := `{"orderId":"1","amount":10}`
-			calls = append(calls, models.ToolCall{RunID: o.id, ToolCallID: "call_1", ToolName: "issue_refund", Args: &args, RequiresApproval: true, State: models.ToolCallPending, CreatedAt: base.Add(o.at)})
+			calls = append(calls, gormstore.ToolCall{RunID: o.id, ToolCallID: "call_1", ToolName: "issue_refund", Args: &args, RequiresApproval: true, State: gormstore.ToolCallPending, CreatedAt: base.Add(o.at)})
 		}
 	}
 	if err := db.CreateInBatches(rows, 500).Error; err != nil {
@@ -45,7 +45,7 @@ func seed(t testing.TB, db *gorm.DB, list ...seedOpts) {
 	}
 }
 
-func seedRow(o seedOpts) models.Run {
+func seedRow(o seedOpts) gormstore.Run {
 	opt := func(s string) *string {
 		if s == "" {
 			return nil
@@ -56,7 +56,7 @@ func seedRow(o seedOpts) models.Run {
 		o.status = runs.StatusSuspended
 	}
 	at := base.Add(o.at)
-	r := models.Run{
+	r := gormstore.Run{
 		ID: o.id, AgentID: o.agent, ThreadID: opt(o.thread), ResourceID: opt(o.resource), ParentRunID: opt(o.parent),
 		Prompt: "refund order 1", Status: string(o.status), CreatedAt: at, UpdatedAt: at, LastSeq: 4,
 	}
@@ -196,7 +196,7 @@ func TestAmbiguousToolCall(t *testing.T) {
 		f := setup(t, db, runs.Config{})
 		seed(t, db, seedOpts{id: "run-two", agent: "support-agent"})
 		args := `{}`
-		db.Create(&models.ToolCall{RunID: "run-two", ToolCallID: "call_2", ToolName: "issue_refund", Args: &args, RequiresApproval: true, State: models.ToolCallPending, CreatedAt: base})
+		db.Create(&gormstore.ToolCall{RunID: "run-two", ToolCallID: "call_2", ToolName: "issue_refund", Args: &args, RequiresApproval: true, State: gormstore.ToolCallPending, CreatedAt: base})
 		_, err := f.svc.Approve(context.Background(), runs.DecideParams{RunID: "run-two"})
 		wantCode(t, err, runs.CodeBadUserInput)
 		r, _ := f.svc.Get(context.Background(), "run-two")
@@ -239,7 +239,7 @@ func TestConcurrentApprovalsOneWins(t *testing.T) {
 			t.Fatalf("%d succeeded, %d conflicts, tool executed %d times, run %s", ok, conflict, f.executed.Load(), done.Status)
 		}
 		var decided int64
-		db.Model(&models.ToolCall{}).Where("run_id = ? AND state = ?", r.ID, models.ToolCallApproved).Count(&decided)
+		db.Model(&gormstore.ToolCall{}).Where("run_id = ? AND state = ?", r.ID, gormstore.ToolCallApproved).Count(&decided)
 		if decided != 1 {
 			t.Fatalf("%d decision rows", decided)
 		}

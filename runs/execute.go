@@ -11,7 +11,7 @@ import (
 
 	"interlock/agent"
 	"interlock/events"
-	"interlock/models"
+	"interlock/gormstore"
 )
 
 // execution is one stretch of a run's loop on this instance, from a start or a decision until the
@@ -20,7 +20,7 @@ import (
 type execution struct {
 	s     *Service
 	agent *agent.Agent
-	run   models.Run // id, agent, thread, resource and prompt; other fields are not kept current
+	run   gormstore.Run // id, agent, thread, resource and prompt; other fields are not kept current
 	seq   int64      // last seq written; only the lease holder writes, so this is the truth
 	owner string     // the lease token of this execution: every write checks it
 }
@@ -30,7 +30,7 @@ var _ agent.Host = (*execution)(nil)
 // execute continues a run this instance has just leased (row.LastSeq is its last event), in the
 // background, renewing the lease while it runs. A snapshot with a call that was executing when
 // its previous owner died is not run: the call goes back to a person (see recover.go).
-func (s *Service) execute(a *agent.Agent, row *models.Run, snap *agent.Snapshot) {
+func (s *Service) execute(a *agent.Agent, row *gormstore.Run, snap *agent.Snapshot) {
 	e := &execution{s: s, agent: a, run: *row, seq: row.LastSeq, owner: deref(row.LeaseOwner)}
 	s.mu.Lock()
 	if s.closing {
@@ -232,10 +232,10 @@ func (e *execution) suspend(ctx context.Context, snap *agent.Snapshot, held *age
 			return err
 		}
 		args := string(held.Args)
-		row := models.ToolCall{
+		row := gormstore.ToolCall{
 			RunID: e.run.ID, ToolCallID: held.ID, ToolName: held.Name, Args: &args,
 			RequiresApproval: approval, SuspendPayload: strOrNil(held.SuspendPayload),
-			Interrupted: held.Interrupted, State: models.ToolCallPending, CreatedAt: now,
+			Interrupted: held.Interrupted, State: gormstore.ToolCallPending, CreatedAt: now,
 		}
 		if err := tx.Create(&row).Error; err != nil {
 			return fmt.Errorf("insert pending tool call: %w", err)
@@ -264,7 +264,7 @@ func (e *execution) complete(ctx context.Context, text string) error {
 			if e.run.ThreadID == nil {
 				return nil
 			}
-			msgs := []models.Message{
+			msgs := []gormstore.Message{
 				{ThreadID: *e.run.ThreadID, ResourceID: e.run.ResourceID, RunID: e.run.ID, Role: "user", Content: e.run.Prompt, CreatedAt: now},
 				{ThreadID: *e.run.ThreadID, ResourceID: e.run.ResourceID, RunID: e.run.ID, Role: "assistant", Content: text, CreatedAt: now},
 			}

@@ -11,7 +11,7 @@ import (
 	"interlock/agent"
 	"interlock/dbtest"
 	"interlock/events"
-	"interlock/models"
+	"interlock/gormstore"
 	"interlock/runs"
 )
 
@@ -42,14 +42,14 @@ func TestApproveRunsTheToolAndCompletes(t *testing.T) {
 		if done.Status != runs.StatusCompleted || done.Output == nil || !strings.Contains(*done.Output, "rf_42") {
 			t.Fatalf("finished run: status %s output %v", done.Status, done.Output)
 		}
-		var row models.Run
+		var row gormstore.Run
 		db.First(&row, "id = ?", r.ID)
 		if row.Snapshot != nil || row.LeaseOwner != nil {
 			t.Fatalf("finished run keeps snapshot or lease: %+v", row)
 		}
-		var call models.ToolCall
+		var call gormstore.ToolCall
 		db.First(&call, "run_id = ?", r.ID)
-		if call.State != models.ToolCallApproved || call.DecidedBy == nil || *call.DecidedBy != "alice" || call.DecidedAt == nil {
+		if call.State != gormstore.ToolCallApproved || call.DecidedBy == nil || *call.DecidedBy != "alice" || call.DecidedAt == nil {
 			t.Fatalf("decision row = %+v", call)
 		}
 		checkGapless(t, f, r.ID, done.LastSeq)
@@ -129,9 +129,9 @@ func TestResumeValidatesAgainstResumeSchema(t *testing.T) {
 		if done.Status != runs.StatusCompleted || !strings.Contains(*done.Output, "blue") {
 			t.Fatalf("output %v", done.Output)
 		}
-		var call models.ToolCall
+		var call gormstore.ToolCall
 		db.First(&call, "run_id = ?", r.ID)
-		if call.State != models.ToolCallResumed || call.ResumeData == nil || !strings.Contains(*call.ResumeData, "blue") {
+		if call.State != gormstore.ToolCallResumed || call.ResumeData == nil || !strings.Contains(*call.ResumeData, "blue") {
 			t.Fatalf("decision row = %+v", call)
 		}
 	})

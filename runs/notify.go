@@ -6,7 +6,7 @@ import (
 
 	"gorm.io/gorm"
 
-	"interlock/models"
+	"interlock/gormstore"
 )
 
 // changeWindow is how far back each poll of run_changes looks. Auto-increment ids do not commit
@@ -15,7 +15,7 @@ const changeWindow = 5 * time.Second
 
 // recordChange writes a suspended-set change in the caller's transaction.
 func (s *Service) recordChange(tx *gorm.DB, runID string, kind ChangeKind, now time.Time) error {
-	return tx.Create(&models.RunChange{RunID: runID, Kind: string(kind), InstanceID: s.cfg.InstanceID, CreatedAt: now}).Error
+	return tx.Create(&gormstore.RunChange{RunID: runID, Kind: string(kind), InstanceID: s.cfg.InstanceID, CreatedAt: now}).Error
 }
 
 // notifyLoop is the one mechanism by which this instance learns what other instances stored:
@@ -45,7 +45,7 @@ func (s *Service) pollEvents(lastSeq map[string]int64) {
 		clear(lastSeq)
 		return
 	}
-	var rows []models.Run
+	var rows []gormstore.Run
 	ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
 	defer cancel()
 	if err := s.store.db.WithContext(ctx).Select("id", "last_seq").Where("id IN ?", ids).Find(&rows).Error; err != nil {
@@ -74,7 +74,7 @@ func (s *Service) pollEvents(lastSeq map[string]int64) {
 // it subscribed (and at most one poll interval before), never of older changes.
 func (s *Service) pollChanges(seen map[int64]time.Time) {
 	now := s.now()
-	var rows []models.RunChange
+	var rows []gormstore.RunChange
 	ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
 	defer cancel()
 	err := s.store.db.WithContext(ctx).Where("created_at >= ? AND instance_id <> ?", now.Add(-changeWindow), s.cfg.InstanceID).Order("id").Find(&rows).Error

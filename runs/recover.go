@@ -6,7 +6,7 @@ import (
 
 	"interlock/agent"
 	"interlock/events"
-	"interlock/models"
+	"interlock/gormstore"
 )
 
 // RecoverExpired claims up to 50 runs whose lease has expired, each with a compare-and-set on its
@@ -15,7 +15,7 @@ import (
 // that call awaiting approval, marked interrupted. It returns how many runs it claimed.
 func (s *Service) RecoverExpired(ctx context.Context) (int, error) {
 	now := s.now()
-	var expired []models.Run
+	var expired []gormstore.Run
 	err := s.store.db.WithContext(ctx).
 		Where("status = ? AND (lease_until IS NULL OR lease_until < ?)", StatusRunning, now).
 		Limit(50).Find(&expired).Error
@@ -38,7 +38,7 @@ func (s *Service) RecoverExpired(ctx context.Context) (int, error) {
 		owner := s.newLease()
 		// The claim holds only if nothing moved since the read: still expired (the owner did not
 		// renew) and no event written (the snapshot read is the latest).
-		res := s.store.db.WithContext(ctx).Model(&models.Run{}).
+		res := s.store.db.WithContext(ctx).Model(&gormstore.Run{}).
 			Where("id = ? AND status = ? AND version = ? AND last_seq = ? AND (lease_until IS NULL OR lease_until < ?)", row.ID, StatusRunning, row.Version, row.LastSeq, now).
 			Updates(map[string]any{"lease_owner": owner, "lease_until": until, "version": row.Version + 1})
 		if res.Error != nil {

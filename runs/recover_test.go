@@ -11,7 +11,7 @@ import (
 
 	"interlock/dbtest"
 	"interlock/events"
-	"interlock/models"
+	"interlock/gormstore"
 	"interlock/runs"
 )
 
@@ -20,7 +20,7 @@ func deadRun(t *testing.T, db *gorm.DB, id, snapshot string) {
 	t.Helper()
 	past := time.Now().UTC().Add(-time.Minute).Truncate(time.Millisecond)
 	owner := "dead-instance"
-	row := models.Run{
+	row := gormstore.Run{
 		ID: id, AgentID: "support-agent", Prompt: "refund order 5", Status: string(runs.StatusRunning),
 		Snapshot: &snapshot, CreatedAt: past, UpdatedAt: past, LastSeq: 3, LeaseOwner: &owner, LeaseUntil: &past,
 	}
@@ -28,7 +28,7 @@ func deadRun(t *testing.T, db *gorm.DB, id, snapshot string) {
 		t.Fatal(err)
 	}
 	for seq := int64(1); seq <= 3; seq++ {
-		db.Create(&models.Event{RunID: id, Seq: seq, Type: string(events.TextDelta), Data: `{"text":"x"}`, CreatedAt: past})
+		db.Create(&gormstore.Event{RunID: id, Seq: seq, Type: string(events.TextDelta), Data: `{"text":"x"}`, CreatedAt: past})
 	}
 }
 
@@ -95,7 +95,7 @@ func TestOnlyOneInstanceRecoversARun(t *testing.T) {
 			t.Fatalf("recovered %v, want 10 in all", counts)
 		}
 		var completed int64
-		db.Model(&models.Run{}).Where("status = ?", runs.StatusCompleted).Count(&completed)
+		db.Model(&gormstore.Run{}).Where("status = ?", runs.StatusCompleted).Count(&completed)
 		if completed != 10 {
 			t.Fatalf("%d runs completed", completed)
 		}
@@ -113,20 +113,20 @@ func TestRetentionDeletesOnlyOldFinishedRuns(t *testing.T) {
 			seedOpts{id: "new-done", agent: "A", status: runs.StatusCompleted, at: 29 * 24 * time.Hour},
 		)
 		for _, id := range []string{"old-done", "old-suspended", "new-done"} {
-			db.Create(&models.Event{RunID: id, Seq: 1, Type: "RUN_STARTED", Data: "{}", CreatedAt: base})
+			db.Create(&gormstore.Event{RunID: id, Seq: 1, Type: "RUN_STARTED", Data: "{}", CreatedAt: base})
 		}
 		n, err := f.svc.PurgeFinished(context.Background())
 		if err != nil || n != 2 {
 			t.Fatalf("purged %d, err %v", n, err)
 		}
 		var ids []string
-		db.Model(&models.Run{}).Order("id").Pluck("id", &ids)
+		db.Model(&gormstore.Run{}).Order("id").Pluck("id", &ids)
 		if strings.Join(ids, ",") != "new-done,old-suspended" {
 			t.Fatalf("runs left: %v", ids)
 		}
 		var evs, calls int64
-		db.Model(&models.Event{}).Count(&evs)
-		db.Model(&models.ToolCall{}).Where("run_id = ?", "old-suspended").Count(&calls)
+		db.Model(&gormstore.Event{}).Count(&evs)
+		db.Model(&gormstore.ToolCall{}).Where("run_id = ?", "old-suspended").Count(&calls)
 		if evs != 2 || calls != 1 {
 			t.Fatalf("%d events, %d calls of the suspended run left", evs, calls)
 		}

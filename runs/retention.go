@@ -7,7 +7,7 @@ import (
 
 	"gorm.io/gorm"
 
-	"interlock/models"
+	"interlock/gormstore"
 )
 
 const purgeBatch = 500
@@ -21,7 +21,7 @@ func (s *Service) PurgeFinished(ctx context.Context) (int, error) {
 	total := 0
 	for {
 		var ids []string
-		err := s.store.db.WithContext(ctx).Model(&models.Run{}).
+		err := s.store.db.WithContext(ctx).Model(&gormstore.Run{}).
 			Where("status IN ? AND updated_at < ?", []Status{StatusCompleted, StatusFailed}, cutoff).
 			Limit(purgeBatch).Pluck("id", &ids).Error
 		if err != nil {
@@ -31,13 +31,13 @@ func (s *Service) PurgeFinished(ctx context.Context) (int, error) {
 			break
 		}
 		err = s.store.tx(ctx, func(tx *gorm.DB) error {
-			if err := tx.Where("run_id IN ?", ids).Delete(&models.Event{}).Error; err != nil {
+			if err := tx.Where("run_id IN ?", ids).Delete(&gormstore.Event{}).Error; err != nil {
 				return err
 			}
-			if err := tx.Where("run_id IN ?", ids).Delete(&models.ToolCall{}).Error; err != nil {
+			if err := tx.Where("run_id IN ?", ids).Delete(&gormstore.ToolCall{}).Error; err != nil {
 				return err
 			}
-			return tx.Where("id IN ? AND status IN ?", ids, []Status{StatusCompleted, StatusFailed}).Delete(&models.Run{}).Error
+			return tx.Where("id IN ? AND status IN ?", ids, []Status{StatusCompleted, StatusFailed}).Delete(&gormstore.Run{}).Error
 		})
 		if err != nil {
 			return total, fmt.Errorf("retention: delete runs: %w", err)
@@ -47,7 +47,7 @@ func (s *Service) PurgeFinished(ctx context.Context) (int, error) {
 			break
 		}
 	}
-	if err := s.store.db.WithContext(ctx).Where("created_at < ?", now.Add(-time.Hour)).Delete(&models.RunChange{}).Error; err != nil {
+	if err := s.store.db.WithContext(ctx).Where("created_at < ?", now.Add(-time.Hour)).Delete(&gormstore.RunChange{}).Error; err != nil {
 		return total, fmt.Errorf("retention: delete old changes: %w", err)
 	}
 	return total, nil

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"time"
 
-	"interlock/models"
+	"interlock/gormstore"
 )
 
 // Run is a run as the service shows it.
@@ -58,7 +58,7 @@ type ToolCall struct {
 	Interrupted bool
 }
 
-func runFromModel(m *models.Run, calls []models.ToolCall) *Run {
+func runFromModel(m *gormstore.Run, calls []gormstore.ToolCall) *Run {
 	r := &Run{
 		ID: m.ID, AgentID: m.AgentID, ParentRunID: m.ParentRunID, ThreadID: m.ThreadID, ResourceID: m.ResourceID,
 		Status: Status(m.Status), CreatedAt: m.CreatedAt.UTC(), UpdatedAt: m.UpdatedAt.UTC(),
@@ -75,7 +75,7 @@ func runFromModel(m *models.Run, calls []models.ToolCall) *Run {
 	return r
 }
 
-func toolCallFromModel(c models.ToolCall) ToolCall {
+func toolCallFromModel(c gormstore.ToolCall) ToolCall {
 	return ToolCall{
 		RunID: c.RunID, ToolCallID: c.ToolCallID, ToolName: c.ToolName,
 		Args: rawOrNil(c.Args), RequiresApproval: c.RequiresApproval,

@@ -18,7 +18,7 @@ import (
 	"interlock/agent"
 	"interlock/events"
 	"interlock/llm"
-	"interlock/models"
+	"interlock/gormstore"
 )
 
 // Config configures a Service. Zero fields take the defaults given.
@@ -273,7 +273,7 @@ func (s *Service) StartRun(ctx context.Context, p StartParams) (*Run, error) {
 	until := now.Add(s.cfg.LeaseTTL)
 	owner := s.newLease()
 	encoded := snap.Encode()
-	row := models.Run{
+	row := gormstore.Run{
 		ID: id.String(), AgentID: a.ID, ThreadID: p.ThreadID, ResourceID: p.ResourceID,
 		Prompt: p.Prompt, RequireToolApproval: p.RequireToolApproval, Status: string(StatusRunning),
 		Snapshot: &encoded, CreatedAt: now, UpdatedAt: now, LastSeq: 1,

@@ -9,7 +9,7 @@ import (
 	"gorm.io/gorm"
 
 	"interlock/events"
-	"interlock/models"
+	"interlock/gormstore"
 )
 
 // store is the run service's storage: every query of agent_runs, run_tool_calls and messages is
@@ -39,8 +39,8 @@ func (e *storageError) Error() string { return e.err.Error() }
 func (e *storageError) Unwrap() error { return e.err }
 
 // getRun returns the run row, or nil when there is none.
-func getRun(tx *gorm.DB, id string) (*models.Run, error) {
-	var r models.Run
+func getRun(tx *gorm.DB, id string) (*gormstore.Run, error) {
+	var r gormstore.Run
 	err := tx.Where("id = ?", id).Limit(1).Find(&r).Error
 	if err != nil {
 		return nil, fmt.Errorf("load run %s: %w", id, err)
@@ -52,13 +52,13 @@ func getRun(tx *gorm.DB, id string) (*models.Run, error) {
 }
 
 // pendingCalls returns the pending tool calls of the given runs, keyed by run id.
-func pendingCalls(tx *gorm.DB, runIDs []string) (map[string][]models.ToolCall, error) {
-	out := map[string][]models.ToolCall{}
+func pendingCalls(tx *gorm.DB, runIDs []string) (map[string][]gormstore.ToolCall, error) {
+	out := map[string][]gormstore.ToolCall{}
 	if len(runIDs) == 0 {
 		return out, nil
 	}
-	var rows []models.ToolCall
-	err := tx.Where("run_id IN ? AND state = ?", runIDs, models.ToolCallPending).Order("id").Find(&rows).Error
+	var rows []gormstore.ToolCall
+	err := tx.Where("run_id IN ? AND state = ?", runIDs, gormstore.ToolCallPending).Order("id").Find(&rows).Error
 	if err != nil {
 		return nil, fmt.Errorf("load pending tool calls: %w", err)
 	}
@@ -75,7 +75,7 @@ func (st *store) findRun(ctx context.Context, id string) (*Run, error) {
 	if err != nil || m == nil {
 		return nil, err
 	}
-	list, err := withCalls(db, []models.Run{*m})
+	list, err := withCalls(db, []gormstore.Run{*m})
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +84,7 @@ func (st *store) findRun(ctx context.Context, id string) (*Run, error) {
 
 // withCalls turns rows into runs with their pending calls and their decisions, reading the
 // tool-call rows of all of them in one query.
-func withCalls(db *gorm.DB, rows []models.Run) ([]*Run, error) {
+func withCalls(db *gorm.DB, rows []gormstore.Run) ([]*Run, error) {
 	out := make([]*Run, len(rows))
 	if len(rows) == 0 {
 		return out, nil
@@ -93,13 +93,13 @@ func withCalls(db *gorm.DB, rows []models.Run) ([]*Run, error) {
 	for i := range rows {
 		ids[i] = rows[i].ID
 	}
-	var calls []models.ToolCall
+	var calls []gormstore.ToolCall
 	if err := db.Where("run_id IN ?", ids).Order("id").Find(&calls).Error; err != nil {
 		return nil, fmt.Errorf("load tool calls: %w", err)
 	}
-	pending := map[string][]models.ToolCall{}
+	pending := map[string][]gormstore.ToolCall{}
 	for _, c := range calls {
-		if c.State == models.ToolCallPending {
+		if c.State == gormstore.ToolCallPending {
 			pending[c.RunID] = append(pending[c.RunID], c)
 		}
 	}
@@ -119,8 +119,8 @@ func attachDecisions(db *gorm.DB, list []*Run) error {
 	for i, r := range list {
 		ids[i] = r.ID
 	}
-	var rows []models.ToolCall
-	if err := db.Where("run_id IN ? AND state <> ?", ids, models.ToolCallPending).Order("id").Find(&rows).Error; err != nil {
+	var rows []gormstore.ToolCall
+	if err := db.Where("run_id IN ? AND state <> ?", ids, gormstore.ToolCallPending).Order("id").Find(&rows).Error; err != nil {
 		return fmt.Errorf("load decisions: %w", err)
 	}
 	addDecisions(list, rows)
@@ -128,14 +128,14 @@ func attachDecisions(db *gorm.DB, list []*Run) error {
 }
 
 // addDecisions appends the decided calls among rows to their runs' Decisions.
-func addDecisions(list []*Run, rows []models.ToolCall) {
+func addDecisions(list []*Run, rows []gormstore.ToolCall) {
 	byID := make(map[string]*Run, len(list))
 	for _, r := range list {
 		byID[r.ID] = r
 	}
 	for _, c := range rows {
 		r := byID[c.RunID]
-		if r == nil || c.State == models.ToolCallPending {
+		if r == nil || c.State == gormstore.ToolCallPending {
 			continue
 		}
 		d := Decision{
@@ -161,7 +161,7 @@ type RecentParams struct {
 
 // recentRuns returns runs of the given statuses, most recently updated first, and their count.
 func (st *store) recentRuns(ctx context.Context, p RecentParams) ([]*Run, int64, error) {
-	q := st.db.WithContext(ctx).Model(&models.Run{}).Where("status IN ?", p.Statuses)
+	q := st.db.WithContext(ctx).Model(&gormstore.Run{}).Where("status IN ?", p.Statuses)
 	if p.AgentID != nil {
 		q = q.Where("agent_id = ?", *p.AgentID)
 	}
@@ -175,7 +175,7 @@ func (st *store) recentRuns(ctx context.Context, p RecentParams) ([]*Run, int64,
 	if err := q.Session(&gorm.Session{}).Count(&total).Error; err != nil {
 		return nil, 0, fmt.Errorf("count runs: %w", err)
 	}
-	var rows []models.Run
+	var rows []gormstore.Run
 	if err := q.Omit("snapshot").Order("updated_at DESC, id DESC").Limit(p.PerPage).Offset(p.Page * p.PerPage).Find(&rows).Error; err != nil {
 		return nil, 0, fmt.Errorf("list runs: %w", err)
 	}
@@ -186,7 +186,7 @@ func (st *store) recentRuns(ctx context.Context, p RecentParams) ([]*Run, int64,
 // leaseUpdate is the compare-and-set every write of an executing run goes through: it only
 // touches the row while this instance holds the lease of a RUNNING run.
 func leaseUpdate(tx *gorm.DB, runID, owner string, set map[string]any) error {
-	res := tx.Model(&models.Run{}).Where("id = ? AND status = ? AND lease_owner = ?", runID, StatusRunning, owner).Updates(set)
+	res := tx.Model(&gormstore.Run{}).Where("id = ? AND status = ? AND lease_owner = ?", runID, StatusRunning, owner).Updates(set)
 	if res.Error != nil {
 		return fmt.Errorf("update run %s: %w", runID, res.Error)
 	}
@@ -198,7 +198,7 @@ func leaseUpdate(tx *gorm.DB, runID, owner string, set map[string]any) error {
 
 // suspendedQuery builds the discovery filter of suspendedRuns.
 func (st *store) suspendedQuery(ctx context.Context, p ListSuspendedParams) *gorm.DB {
-	q := st.db.WithContext(ctx).Model(&models.Run{}).Where("status = ?", StatusSuspended)
+	q := st.db.WithContext(ctx).Model(&gormstore.Run{}).Where("status = ?", StatusSuspended)
 	if p.AgentID != nil {
 		q = q.Where("agent_id = ?", *p.AgentID)
 	} else {
@@ -231,7 +231,7 @@ func (st *store) countSuspended(ctx context.Context, p ListSuspendedParams) (int
 // pageSuspended returns limit runs matching p from offset on, in discovery order, each with its
 // pending calls (one query for all of them).
 func (st *store) pageSuspended(ctx context.Context, p ListSuspendedParams, limit, offset int) ([]*Run, error) {
-	var rows []models.Run
+	var rows []gormstore.Run
 	if err := st.suspendedQuery(ctx, p).Omit("snapshot").Order("created_at DESC, id DESC").Limit(limit).Offset(offset).Find(&rows).Error; err != nil {
 		return nil, fmt.Errorf("list suspended runs: %w", err)
 	}
@@ -239,8 +239,8 @@ func (st *store) pageSuspended(ctx context.Context, p ListSuspendedParams, limit
 }
 
 // threadHistory returns the last messages of a thread, oldest first.
-func (st *store) threadHistory(ctx context.Context, threadID string, max int) ([]models.Message, error) {
-	var rows []models.Message
+func (st *store) threadHistory(ctx context.Context, threadID string, max int) ([]gormstore.Message, error) {
+	var rows []gormstore.Message
 	err := st.db.WithContext(ctx).Where("thread_id = ?", threadID).Order("id DESC").Limit(max).Find(&rows).Error
 	if err != nil {
 		return nil, fmt.Errorf("load thread %s: %w", threadID, err)

@@ -210,8 +210,10 @@ func (e DecisionKind) MarshalJSON() ([]byte, error) {
 type RunEventType string
 
 const (
-	RunEventTypeRunStarted        RunEventType = "RUN_STARTED"
-	RunEventTypeTextDelta         RunEventType = "TEXT_DELTA"
+	RunEventTypeRunStarted RunEventType = "RUN_STARTED"
+	RunEventTypeTextDelta  RunEventType = "TEXT_DELTA"
+	// Addition: the model call of the current step was cut off (its instance stopped) and is made again: drop the TEXT_DELTA text shown since the step began (since the last STEP_FINISHED, or since the run started or resumed); the repeated call streams it anew.
+	RunEventTypeModelCallRetried  RunEventType = "MODEL_CALL_RETRIED"
 	RunEventTypeToolCall          RunEventType = "TOOL_CALL"
 	RunEventTypeToolCallApproval  RunEventType = "TOOL_CALL_APPROVAL"
 	RunEventTypeToolCallSuspended RunEventType = "TOOL_CALL_SUSPENDED"
@@ -230,6 +232,7 @@ const (
 var AllRunEventType = []RunEventType{
 	RunEventTypeRunStarted,
 	RunEventTypeTextDelta,
+	RunEventTypeModelCallRetried,
 	RunEventTypeToolCall,
 	RunEventTypeToolCallApproval,
 	RunEventTypeToolCallSuspended,
@@ -246,7 +249,7 @@ var AllRunEventType = []RunEventType{
 
 func (e RunEventType) IsValid() bool {
 	switch e {
-	case RunEventTypeRunStarted, RunEventTypeTextDelta, RunEventTypeToolCall, RunEventTypeToolCallApproval, RunEventTypeToolCallSuspended, RunEventTypeToolCallInterrupted, RunEventTypeRunSuspended, RunEventTypeToolCallApproved, RunEventTypeToolCallDeclined, RunEventTypeRunResumed, RunEventTypeToolResult, RunEventTypeStepFinished, RunEventTypeRunFinished, RunEventTypeRunFailed:
+	case RunEventTypeRunStarted, RunEventTypeTextDelta, RunEventTypeModelCallRetried, RunEventTypeToolCall, RunEventTypeToolCallApproval, RunEventTypeToolCallSuspended, RunEventTypeToolCallInterrupted, RunEventTypeRunSuspended, RunEventTypeToolCallApproved, RunEventTypeToolCallDeclined, RunEventTypeRunResumed, RunEventTypeToolResult, RunEventTypeStepFinished, RunEventTypeRunFinished, RunEventTypeRunFailed:
 		return true
 	}
 	return false

@@ -1,4 +1,4 @@
-package models_test
+package gormstore_test
 
 import (
 	"context"
@@ -7,14 +7,14 @@ import (
 	"gorm.io/gorm"
 
 	"interlock/dbtest"
-	"interlock/models"
+	"interlock/gormstore"
 )
 
 // TestMigratedSchemaMatchesModels checks that every column of every model exists after the
 // migrations, and that the tables have no column the models do not know.
 func TestMigratedSchemaMatchesModels(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
-		for _, m := range models.All() {
+		for _, m := range gormstore.All() {
 			stmt := &gorm.Statement{DB: db}
 			if err := stmt.Parse(m); err != nil {
 				t.Fatal(err)
@@ -47,7 +47,7 @@ func TestMigratedSchemaMatchesModels(t *testing.T) {
 // TestMigrateIsIdempotent runs the migrations a second time on a migrated database.
 func TestMigrateIsIdempotent(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
-		if err := models.Migrate(context.Background(), db); err != nil {
+		if err := gormstore.Migrate(context.Background(), db); err != nil {
 			t.Fatalf("second migrate: %v", err)
 		}
 		var n int64
@@ -62,7 +62,7 @@ func TestMigrateIsIdempotent(t *testing.T) {
 
 func TestOpenRejectsBadSettings(t *testing.T) {
 	for _, s := range []string{"postgres://x", "mysql://host-only", "sqlite:", "mysql://u:secret@127.0.0.1:1/db"} {
-		_, err := models.Open(context.Background(), s)
+		_, err := gormstore.Open(context.Background(), s)
 		if err == nil {
 			t.Errorf("Open(%q): no error", s)
 			continue

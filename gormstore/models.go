@@ -1,6 +1,7 @@
-// Package models holds the GORM models of Interlock's tables and the versioned migrations that
-// create them. The models are plain rows: the rules about what may change when live in runs/.
-package models
+// Package gormstore is the run service's storage over GORM: the rows of Interlock's tables, the
+// versioned migrations that create them, and the one implementation of runs.Store, where every
+// difference between SQLite and MySQL lives. The rules about what may change when live in runs/.
+package gormstore
 
 import "time"
 
