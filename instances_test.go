@@ -171,7 +171,7 @@ func waitEvent(t *testing.T, s *proc, ids []string, typ string) {
 }
 
 func TestReconnectingSubscriberMissesNothing(t *testing.T) {
-	a, b := twoInstances(t)
+	a, b := twoInstances(t, "--text-flush-bytes", "1") // every number its own event: many events to reconnect between
 	run := a.startRun(t, "count to 1000", nil)
 	var got []apiEvent
 	for reconnects := 0; ; reconnects++ {

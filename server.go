@@ -30,9 +30,9 @@ import (
 	"gorm.io/gorm"
 
 	"interlock/agent"
+	"interlock/gormstore"
 	"interlock/graph"
 	"interlock/llm"
-	"interlock/gormstore"
 	"interlock/runs"
 	"interlock/web"
 )
@@ -60,6 +60,12 @@ type Config struct {
 	// Retention is how long finished runs and their events are kept (--retention,
 	// INTERLOCK_RETENTION). Default 168h (7 days).
 	Retention time.Duration
+	// TextFlushInterval and TextFlushBytes batch streamed model text: it is stored (and sent to
+	// followers) at most this often, or once this many bytes wait (--text-flush-interval,
+	// INTERLOCK_TEXT_FLUSH_INTERVAL, default 50ms; --text-flush-bytes, INTERLOCK_TEXT_FLUSH_BYTES,
+	// default 1024; 1 stores every piece as it comes).
+	TextFlushInterval time.Duration
+	TextFlushBytes    int
 	// ModelDelay slows every demo model answer, to watch runs step by step (--demo-delay,
 	// INTERLOCK_DEMO_DELAY). Default 0.
 	ModelDelay time.Duration
@@ -79,6 +85,8 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 	fs.StringVar(&cfg.Addr, "addr", env("INTERLOCK_ADDR", ":8080"), "listen address")
 	fs.StringVar(&cfg.DB, "db", env("INTERLOCK_DB", "sqlite:interlock.db"), "database: sqlite:FILE or mysql://USER:PASS@HOST:PORT/DB")
 	perPage := fs.String("max-per-page", env("INTERLOCK_MAX_PER_PAGE", "500"), "largest perPage of suspendedRuns")
+	flushBytes := fs.String("text-flush-bytes", env("INTERLOCK_TEXT_FLUSH_BYTES", "1024"), "store streamed text once this many bytes wait")
+	flushEvery := fs.String("text-flush-interval", env("INTERLOCK_TEXT_FLUSH_INTERVAL", "50ms"), "store streamed text at most this often")
 	delay := fs.String("demo-delay", env("INTERLOCK_DEMO_DELAY", "0s"), "delay before each demo model answer")
 	lease := fs.String("lease-ttl", env("INTERLOCK_LEASE_TTL", "30s"), "run lease duration")
 	shutdown := fs.String("shutdown-timeout", env("INTERLOCK_SHUTDOWN_TIMEOUT", "10s"), "graceful stop deadline")
@@ -91,6 +99,9 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 	if cfg.MaxPerPage, err = strconv.Atoi(*perPage); err != nil || cfg.MaxPerPage < 1 {
 		return cfg, fmt.Errorf("--max-per-page / INTERLOCK_MAX_PER_PAGE: %q is not a positive integer", *perPage)
 	}
+	if cfg.TextFlushBytes, err = strconv.Atoi(*flushBytes); err != nil || cfg.TextFlushBytes < 1 {
+		return cfg, fmt.Errorf("--text-flush-bytes / INTERLOCK_TEXT_FLUSH_BYTES: %q is not a positive integer", *flushBytes)
+	}
 	for _, d := range []struct {
 		dst       *time.Duration
 		val, name string
@@ -100,6 +111,7 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 		{&cfg.LeaseTTL, *lease, "--lease-ttl / INTERLOCK_LEASE_TTL", time.Second},
 		{&cfg.ShutdownTimeout, *shutdown, "--shutdown-timeout / INTERLOCK_SHUTDOWN_TIMEOUT", 0},
 		{&cfg.Retention, *retention, "--retention / INTERLOCK_RETENTION", time.Minute},
+		{&cfg.TextFlushInterval, *flushEvery, "--text-flush-interval / INTERLOCK_TEXT_FLUSH_INTERVAL", time.Millisecond},
 	} {
 		if *d.dst, err = time.ParseDuration(d.val); err != nil || *d.dst < d.min {
 			return cfg, fmt.Errorf("%s: %q is not a duration of at least %s (such as 30s or 2h)", d.name, d.val, d.min)
@@ -137,7 +149,10 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		closeDB(db)
 		return nil, err
 	}
-	svc, err := runs.New(db, registry, runs.Config{MaxPerPage: cfg.MaxPerPage, LeaseTTL: cfg.LeaseTTL, Retention: cfg.Retention, Logger: log})
+	svc, err := runs.New(gormstore.New(db), registry, runs.Config{
+		MaxPerPage: cfg.MaxPerPage, LeaseTTL: cfg.LeaseTTL, Retention: cfg.Retention,
+		TextFlushInterval: cfg.TextFlushInterval, TextFlushBytes: cfg.TextFlushBytes, Logger: log,
+	})
 	if err != nil {
 		closeDB(db)
 		return nil, err

@@ -55,8 +55,7 @@ func (t *Tool) ValidateResume(data json.RawMessage) error { return t.resume.Vali
 // Call is what a tool's ExecuteFunc gets: the call's id and arguments and, when the run is being
 // resumed after the tool suspended, the payload it suspended with and the data the person sent.
 type Call struct {
-	ID   string
-	Args json.RawMessage
+	llm.ToolCall
 	// SuspendPayload and ResumeData are set when the tool runs again after a resumeRun.
 	SuspendPayload json.RawMessage
 	ResumeData     json.RawMessage

@@ -24,6 +24,9 @@ type Host interface {
 	ToolStarted(ctx context.Context, snap *Snapshot, call PendingCall) error
 	// ToolResult reports the outcome of a call: its JSON result, or an error message.
 	ToolResult(ctx context.Context, snap *Snapshot, call PendingCall, result json.RawMessage, errMsg string) error
+	// ToolDeclined reports that a declined call was answered with the reason (the tool did not
+	// run, so there is no result to report; the decision was already).
+	ToolDeclined(ctx context.Context, snap *Snapshot, call PendingCall) error
 	// StepFinished reports that every call of the step has its result.
 	StepFinished(ctx context.Context, snap *Snapshot) error
 }
@@ -44,23 +47,23 @@ func (a *Agent) Run(ctx context.Context, snap *Snapshot, host Host) (Outcome, er
 	for {
 		if len(snap.Pending) == 0 {
 			if snap.Steps >= a.maxSteps() {
-				return Outcome{}, fmt.Errorf("the agent stopped after %d steps without a final answer", snap.Steps)
+				return Outcome{}, &StepsError{Steps: snap.Steps}
 			}
 			resp, err := a.callModel(ctx, snap, host)
 			if err != nil {
 				return Outcome{}, err
 			}
-			snap.Messages = append(snap.Messages, llm.Message{Role: llm.RoleAssistant, Content: resp.Text, ToolCalls: resp.ToolCalls})
-			if len(resp.ToolCalls) == 0 {
+			calls := make([]llm.ToolCall, len(resp.ToolCalls))
+			for i, tc := range resp.ToolCalls {
+				pc := PendingCall{ToolCall: tc, State: CallNew}
+				pc.Args, pc.ArgsError = usableArgs(tc.Args)
+				calls[i] = pc.ToolCall
+				snap.Pending = append(snap.Pending, pc)
+			}
+			snap.Messages = append(snap.Messages, llm.Message{Role: llm.RoleAssistant, Content: resp.Text, ToolCalls: calls})
+			if len(calls) == 0 {
 				snap.Steps++
 				return Outcome{Text: resp.Text}, nil
-			}
-			for _, tc := range resp.ToolCalls {
-				args := tc.Args
-				if len(args) == 0 {
-					args = json.RawMessage(`{}`)
-				}
-				snap.Pending = append(snap.Pending, PendingCall{ID: tc.ID, Name: tc.Name, Args: args, State: CallNew})
 			}
 			if err := host.ToolCalls(ctx, snap, snap.Pending); err != nil {
 				return Outcome{}, err
@@ -87,6 +90,9 @@ func (a *Agent) Run(ctx context.Context, snap *Snapshot, host Host) (Outcome, er
 // advance takes one call as far as it can go. It reports true when the call must wait.
 func (a *Agent) advance(ctx context.Context, snap *Snapshot, c *PendingCall, host Host) (bool, error) {
 	tool := a.Tool(c.Name)
+	if c.ArgsError != "" && c.State == CallNew {
+		return false, a.finish(ctx, snap, c, host, nil, c.ArgsError, "Error: "+c.ArgsError)
+	}
 	switch c.State {
 	case CallDone:
 		return false, nil
@@ -102,8 +108,9 @@ func (a *Agent) advance(ctx context.Context, snap *Snapshot, c *PendingCall, hos
 		if reason == "" {
 			reason = DeclinedMessage
 		}
-		result, _ := json.Marshal(reason)
-		return false, a.finish(ctx, snap, c, host, result, "", reason)
+		c.State = CallDone
+		snap.Messages = append(snap.Messages, llm.Message{Role: llm.RoleTool, ToolCallID: c.ID, ToolName: c.Name, Content: reason})
+		return false, host.ToolDeclined(ctx, snap, *c)
 	case CallExecuting:
 		// Only a recovering instance sees this; it must decide before calling Run.
 		return false, fmt.Errorf("tool call %s was executing when the run stopped", c.ID)
@@ -149,7 +156,7 @@ func execute(ctx context.Context, tool *Tool, c *PendingCall, resumeData json.Ra
 			result, payload, errMsg = nil, nil, fmt.Sprintf("tool %s panicked: %v", tool.Name, r)
 		}
 	}()
-	call := &Call{ID: c.ID, Args: c.Args, SuspendPayload: c.SuspendPayload, ResumeData: resumeData}
+	call := &Call{ToolCall: c.ToolCall, SuspendPayload: c.SuspendPayload, ResumeData: resumeData}
 	v, err := tool.ExecuteFunc(ctx, call)
 	var s *suspension
 	if errors.As(err, &s) {
@@ -180,7 +187,38 @@ func (a *Agent) callModel(ctx context.Context, snap *Snapshot, host Host) (llm.R
 	}
 	resp, err := a.Model.Stream(ctx, req, func(d string) error { return host.TextDelta(ctx, d) })
 	if err != nil {
-		return llm.Response{}, fmt.Errorf("model %s: %w", a.Model.Name(), err)
+		return llm.Response{}, &ModelError{Model: a.Model.Name(), Err: err}
 	}
 	return resp, nil
+}
+
+// usableArgs returns the model's arguments as they are when they are JSON ({} when empty).
+// Arguments that are not JSON cannot be stored, shown or validated: they are kept as a JSON
+// string, with the error the model is answered with.
+func usableArgs(raw json.RawMessage) (json.RawMessage, string) {
+	if len(raw) == 0 {
+		return json.RawMessage(`{}`), ""
+	}
+	if json.Valid(raw) {
+		return raw, ""
+	}
+	s, _ := json.Marshal(string(raw)) // marshalling a string cannot fail
+	return s, "invalid arguments: not valid JSON"
+}
+
+// ModelError is a failed model call. Its text may hold what the provider said, so it goes to
+// the log; people reading the run see a short message.
+type ModelError struct {
+	Model string
+	Err   error
+}
+
+func (e *ModelError) Error() string { return fmt.Sprintf("model %s: %v", e.Model, e.Err) }
+func (e *ModelError) Unwrap() error { return e.Err }
+
+// StepsError ends a run that used all its steps without a final answer.
+type StepsError struct{ Steps int }
+
+func (e *StepsError) Error() string {
+	return fmt.Sprintf("the agent stopped after %d steps without a final answer", e.Steps)
 }

@@ -28,15 +28,16 @@ const (
 
 // PendingCall is a tool call of the current step and what has happened to it.
 type PendingCall struct {
-	ID             string          `json:"id"`
-	Name           string          `json:"name"`
-	Args           json.RawMessage `json:"args"`
+	llm.ToolCall
 	State          CallState       `json:"state"`
 	Reason         string          `json:"reason,omitempty"`
 	SuspendPayload json.RawMessage `json:"suspendPayload,omitempty"`
 	ResumeData     json.RawMessage `json:"resumeData,omitempty"`
 	// Interrupted marks a call whose execution was cut off by a crash: it waits for a new approval.
 	Interrupted bool `json:"interrupted,omitempty"`
+	// ArgsError says why the model's arguments could not be used (they were not JSON): the
+	// call is answered with that error instead of being run or shown for approval.
+	ArgsError string `json:"argsError,omitempty"`
 }
 
 // Snapshot is the whole state of a run between two steps of the loop: the conversation so far and
@@ -46,6 +47,9 @@ type Snapshot struct {
 	Pending             []PendingCall `json:"pending,omitempty"`
 	RequireToolApproval bool          `json:"requireToolApproval,omitempty"`
 	Steps               int           `json:"steps"`
+	// Seq is the run's last event seq when the snapshot was stored. Events after it can only be
+	// text of a model call that was cut off, which a recovered run announces as discarded.
+	Seq int64 `json:"seq,omitempty"`
 }
 
 // NewSnapshot starts a run: earlier messages of the thread, then the new prompt.
@@ -64,12 +68,12 @@ func DecodeSnapshot(s string) (*Snapshot, error) {
 }
 
 // Encode writes the snapshot as JSON for storage.
-func (s *Snapshot) Encode() string {
+func (s *Snapshot) Encode() (string, error) {
 	b, err := json.Marshal(s)
 	if err != nil {
-		panic(fmt.Sprintf("encode snapshot: %v", err)) // only JSON values go in; cannot happen
+		return "", fmt.Errorf("encode snapshot: %w", err)
 	}
-	return string(b)
+	return string(b), nil
 }
 
 // Waiting returns the call the run is held on (awaiting approval or suspended), or nil.

@@ -3,14 +3,16 @@ package agent
 import (
 	"encoding/json"
 	"testing"
+
+	"interlock/llm"
 )
 
 func TestDecide(t *testing.T) {
 	snap := func() *Snapshot {
 		return &Snapshot{Pending: []PendingCall{
-			{ID: "c0", State: CallDone},
-			{ID: "c1", State: CallAwaitingApproval, Interrupted: true, ResumeData: json.RawMessage(`{"answer":"x"}`)},
-			{ID: "c2", State: CallNew},
+			{ToolCall: llm.ToolCall{ID: "c0"}, State: CallDone},
+			{ToolCall: llm.ToolCall{ID: "c1"}, State: CallAwaitingApproval, Interrupted: true, ResumeData: json.RawMessage(`{"answer":"x"}`)},
+			{ToolCall: llm.ToolCall{ID: "c2"}, State: CallNew},
 		}}
 	}
 	s := snap()

@@ -43,16 +43,19 @@ type Event struct {
 	Type  Type      `json:"-"`
 	At    time.Time `json:"-"`
 
-	Text      string          `json:"text,omitempty"`
-	ToolCall  *ToolCall       `json:"toolCall,omitempty"`
-	Result    json.RawMessage `json:"result,omitempty"`
-	Status    string          `json:"status,omitempty"`
-	Error     string          `json:"error,omitempty"`
-	Reason    string          `json:"reason,omitempty"`
-	DecidedBy string          `json:"decidedBy,omitempty"`
+	Text     string          `json:"text,omitempty"`
+	ToolCall *ToolCall       `json:"toolCall,omitempty"`
+	Result   json.RawMessage `json:"result,omitempty"`
+	Status   string          `json:"status,omitempty"`
+	Error    string          `json:"error,omitempty"`
+	// ErrorCode classifies the error of a RUN_FAILED event (see runs' failure codes).
+	ErrorCode string `json:"errorCode,omitempty"`
+	Reason    string `json:"reason,omitempty"`
+	DecidedBy string `json:"decidedBy,omitempty"`
 }
 
-// ToolCall is the call an event concerns.
+// ToolCall is a tool call as the run service shows it: the call an event concerns, and a call a
+// suspended run waits on. It is the one tool-call type of runs, storage and the API mapping.
 type ToolCall struct {
 	ToolCallID       string          `json:"toolCallId"`
 	ToolName         string          `json:"toolName"`

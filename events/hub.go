@@ -87,6 +87,15 @@ func (h *Hub[T]) removeLocked(s *Sub[T]) {
 	}
 }
 
+// CloseAll ends every subscription of topic.
+func (h *Hub[T]) CloseAll(topic string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for s := range h.subs[topic] {
+		h.removeLocked(s)
+	}
+}
+
 // Topics returns the topics that have subscribers now.
 func (h *Hub[T]) Topics() []string {
 	h.mu.Lock()

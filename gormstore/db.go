@@ -75,6 +75,9 @@ func OpenMySQL(ctx context.Context, dsn string) (*gorm.DB, error) {
 	}
 	cfg.ParseTime = true
 	cfg.Loc = time.UTC
+	// Affected rows are matched rows, as on SQLite: a compare-and-set whose SET happens to equal
+	// what is stored (a lease renewed within the same millisecond) still proves it matched.
+	cfg.ClientFoundRows = true
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 5 * time.Second
 	}

@@ -27,6 +27,9 @@ type Run struct {
 	Version             int64      `gorm:"column:version"`
 	Output              *string    `gorm:"column:output"`
 	Error               *string    `gorm:"column:error"`
+	ErrorCode           *string    `gorm:"column:error_code"`
+	RecoveryAttempts    int        `gorm:"column:recovery_attempts"`
+	RecoverAfter        *time.Time `gorm:"column:recover_after"`
 }
 
 // TableName keeps the table name independent of GORM's pluralisation rules.

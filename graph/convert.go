@@ -14,7 +14,7 @@ func toRun(r *runs.Run) *model.AgentRun {
 		ID: r.ID, RunID: r.ID, AgentID: r.AgentID, Status: model.RunStatus(r.Status),
 		ThreadID: r.ThreadID, ResourceID: r.ResourceID, ParentRunID: r.ParentRunID,
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, SuspendedAt: r.SuspendedAt,
-		LastEventSeq: int(r.LastSeq), Output: r.Output, Error: r.Error,
+		LastEventSeq: int(r.LastSeq), Output: r.Output, Error: r.Error, ErrorCode: r.ErrorCode,
 		ToolCalls: make([]*model.AgentRunToolCall, len(r.ToolCalls)),
 		Prompt:    r.Prompt, Decisions: make([]*model.Decision, len(r.Decisions)),
 	}
@@ -25,11 +25,12 @@ func toRun(r *runs.Run) *model.AgentRun {
 			ResumeData: d.ResumeData, Args: d.Args,
 		}
 	}
-	for i, c := range r.ToolCalls {
-		out.ToolCalls[i] = toToolCall(r.ID, &events.ToolCall{
-			ToolCallID: c.ToolCallID, ToolName: c.ToolName, Args: c.Args,
-			RequiresApproval: c.RequiresApproval, SuspendPayload: c.SuspendPayload, Interrupted: c.Interrupted,
-		})
+	for i := range r.ToolCalls {
+		c := r.ToolCalls[i]
+		if !c.RequiresApproval {
+			c.Args = nil // the contract shows a suspended run's arguments for approvals only
+		}
+		out.ToolCalls[i] = toToolCall(r.ID, &c)
 	}
 	return out
 }
@@ -46,9 +47,7 @@ func toToolCall(runID string, c *events.ToolCall) *model.AgentRunToolCall {
 	out := &model.AgentRunToolCall{
 		ID: runID + ":" + c.ToolCallID, ToolCallID: &c.ToolCallID, ToolName: &c.ToolName,
 		RequiresApproval: c.RequiresApproval, SuspendPayload: c.SuspendPayload, Interrupted: c.Interrupted,
-	}
-	if c.RequiresApproval {
-		out.Args = c.Args
+		Args: c.Args,
 	}
 	return out
 }
@@ -56,7 +55,7 @@ func toToolCall(runID string, c *events.ToolCall) *model.AgentRunToolCall {
 func toEvent(ev events.Event) *model.RunEvent {
 	out := &model.RunEvent{
 		RunID: ev.RunID, Seq: int(ev.Seq), Type: model.RunEventType(ev.Type), At: ev.At,
-		Text: nonEmpty(ev.Text), Result: ev.Result, Error: nonEmpty(ev.Error),
+		Text: nonEmpty(ev.Text), Result: ev.Result, Error: nonEmpty(ev.Error), ErrorCode: nonEmpty(ev.ErrorCode),
 		Reason: nonEmpty(ev.Reason), DecidedBy: nonEmpty(ev.DecidedBy),
 	}
 	if ev.ToolCall != nil {

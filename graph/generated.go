@@ -52,6 +52,7 @@ type ComplexityRoot struct {
 		CreatedAt    func(childComplexity int) int
 		Decisions    func(childComplexity int) int
 		Error        func(childComplexity int) int
+		ErrorCode    func(childComplexity int) int
 		ID           func(childComplexity int) int
 		LastEventSeq func(childComplexity int) int
 		Output       func(childComplexity int) int
@@ -107,6 +108,7 @@ type ComplexityRoot struct {
 		At        func(childComplexity int) int
 		DecidedBy func(childComplexity int) int
 		Error     func(childComplexity int) int
+		ErrorCode func(childComplexity int) int
 		Reason    func(childComplexity int) int
 		Result    func(childComplexity int) int
 		RunID     func(childComplexity int) int
@@ -243,6 +245,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AgentRun.Error(childComplexity), true
+	case "AgentRun.errorCode":
+		if e.ComplexityRoot.AgentRun.ErrorCode == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentRun.ErrorCode(childComplexity), true
 	case "AgentRun.id":
 		if e.ComplexityRoot.AgentRun.ID == nil {
 			break
@@ -529,6 +537,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.RunEvent.Error(childComplexity), true
+	case "RunEvent.errorCode":
+		if e.ComplexityRoot.RunEvent.ErrorCode == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunEvent.ErrorCode(childComplexity), true
 	case "RunEvent.reason":
 		if e.ComplexityRoot.RunEvent.Reason == nil {
 			break
@@ -851,8 +865,10 @@ type AgentRun {
   lastEventSeq: Int!
   "The final assistant text, once COMPLETED."
   output: String
-  "What went wrong, once FAILED."
+  "What went wrong, once FAILED: a short message safe to show (details are in the server's log)."
   error: String
+  "Addition: once FAILED, what kind of failure: MODEL_ERROR (the model call failed), MAX_STEPS (no final answer within the agent's steps), UNRECOVERABLE (the run could not be continued after its server stopped), INTERNAL."
+  errorCode: String
   "Addition: the user message the run started with."
   prompt: String!
   "Addition: the decisions taken on this run's tool calls, oldest first (the audit trail)."
@@ -888,7 +904,7 @@ type AgentRunToolCall {
   id: ID!
   toolCallId: ID
   toolName: String
-  "Arguments the model supplied (approval suspensions only)."
+  "Arguments the model supplied (approval suspensions only). Addition: on run events (TOOL_CALL, TOOL_RESULT, ...) every call carries its arguments."
   args: JSON
   "True when the run is waiting on a tool-call approval; false when it waits on resume data."
   requiresApproval: Boolean!
@@ -992,6 +1008,8 @@ type RunEvent {
   status: RunStatus
   "RUN_FAILED, and TOOL_RESULT of a tool that failed: the error message."
   error: String
+  "Addition: RUN_FAILED: the kind of failure, as AgentRun.errorCode."
+  errorCode: String
   "TOOL_CALL_DECLINED: the reason given; TOOL_CALL_APPROVED / DECLINED / RUN_RESUMED: who decided, when known."
   reason: String
   decidedBy: String
@@ -1082,6 +1100,8 @@ func (ec *executionContext) childFields_AgentRun(ctx context.Context, field grap
 		return ec.fieldContext_AgentRun_output(ctx, field)
 	case "error":
 		return ec.fieldContext_AgentRun_error(ctx, field)
+	case "errorCode":
+		return ec.fieldContext_AgentRun_errorCode(ctx, field)
 	case "prompt":
 		return ec.fieldContext_AgentRun_prompt(ctx, field)
 	case "decisions":
@@ -1154,6 +1174,8 @@ func (ec *executionContext) childFields_RunEvent(ctx context.Context, field grap
 		return ec.fieldContext_RunEvent_status(ctx, field)
 	case "error":
 		return ec.fieldContext_RunEvent_error(ctx, field)
+	case "errorCode":
+		return ec.fieldContext_RunEvent_errorCode(ctx, field)
 	case "reason":
 		return ec.fieldContext_RunEvent_reason(ctx, field)
 	case "decidedBy":
@@ -2180,6 +2202,29 @@ func (ec *executionContext) _AgentRun_error(ctx context.Context, field graphql.C
 	)
 }
 func (ec *executionContext) fieldContext_AgentRun_error(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentRun", field, false, false, "String")
+}
+
+func (ec *executionContext) _AgentRun_errorCode(ctx context.Context, field graphql.CollectedField, obj *model.AgentRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentRun_errorCode(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ErrorCode, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AgentRun_errorCode(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AgentRun", field, false, false, "String")
 }
 
@@ -3279,6 +3324,29 @@ func (ec *executionContext) _RunEvent_error(ctx context.Context, field graphql.C
 	)
 }
 func (ec *executionContext) fieldContext_RunEvent_error(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _RunEvent_errorCode(ctx context.Context, field graphql.CollectedField, obj *model.RunEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunEvent_errorCode(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ErrorCode, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_RunEvent_errorCode(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("RunEvent", field, false, false, "String")
 }
 
@@ -4954,6 +5022,11 @@ func (ec *executionContext) _AgentRun(ctx context.Context, sel ast.SelectionSet,
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
+		case "errorCode":
+			out.Values[i] = ec._AgentRun_errorCode(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
 		case "prompt":
 			out.Values[i] = ec._AgentRun_prompt(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
@@ -5314,6 +5387,11 @@ func (ec *executionContext) _RunEvent(ctx context.Context, sel ast.SelectionSet,
 			}
 		case "error":
 			out.Values[i] = ec._RunEvent_error(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "errorCode":
+			out.Values[i] = ec._RunEvent_errorCode(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}

@@ -5,33 +5,52 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime/debug"
+	"strings"
+	"sync"
 	"time"
-
-	"gorm.io/gorm"
 
 	"interlock/agent"
 	"interlock/events"
-	"interlock/gormstore"
+	"interlock/llm"
 )
 
-// execution is one stretch of a run's loop on this instance, from a start or a decision until the
-// run suspends or finishes. It is the agent.Host: every event it reports is appended, with the
-// snapshot it goes with, in one transaction guarded by the lease.
+// execution is one stretch of a run's loop on this instance, from a start, a decision or a
+// recovery until the run suspends or finishes. It is the agent.Host: every event it reports is
+// stored, with the snapshot it goes with, in one lease-checked write.
 type execution struct {
 	s     *Service
 	agent *agent.Agent
-	run   gormstore.Run // id, agent, thread, resource and prompt; other fields are not kept current
-	seq   int64      // last seq written; only the lease holder writes, so this is the truth
-	owner string     // the lease token of this execution: every write checks it
+	run   Run    // id, agent, thread, resource and prompt; other fields are not kept current
+	owner string // the lease token of this execution: every write checks it
+
+	mu        sync.Mutex // serialises writes: the loop's and the text flush timer's
+	seq       int64      // last seq written; only the lease holder writes, so this is the truth
+	text      strings.Builder
+	flush     *time.Timer // pending flush of text, nil when none
+	flushErr  error       // a failed timed flush, returned by the next write
+	ctx       context.Context
+	retryText bool // the previous owner streamed text of a model call that is made again
 }
 
 var _ agent.Host = (*execution)(nil)
 
-// execute continues a run this instance has just leased (row.LastSeq is its last event), in the
-// background, renewing the lease while it runs. A snapshot with a call that was executing when
-// its previous owner died is not run: the call goes back to a person (see recover.go).
-func (s *Service) execute(a *agent.Agent, row *gormstore.Run, snap *agent.Snapshot) {
-	e := &execution{s: s, agent: a, run: *row, seq: row.LastSeq, owner: deref(row.LeaseOwner)}
+// Failure codes classify why a run FAILED (Run.ErrorCode, RUN_FAILED's errorCode). The message
+// beside them is short and safe to show; the full cause is in the log.
+const (
+	FailureModel         = "MODEL_ERROR"
+	FailureSteps         = "MAX_STEPS"
+	FailureUnrecoverable = "UNRECOVERABLE"
+	FailureInternal      = "INTERNAL"
+)
+
+// execute continues a run this instance has just leased (r.LastSeq is its last event, and
+// r.LeaseOwner the lease), in the background, renewing the lease while it runs. A snapshot with
+// a call that was executing when its previous owner died is not run: the call goes back to a
+// person (see recover.go). A panic anywhere in the execution fails the run, never the server.
+func (s *Service) execute(a *agent.Agent, r *Run, snap *agent.Snapshot) {
+	e := &execution{s: s, agent: a, run: *r, seq: r.LastSeq, owner: deref(r.LeaseOwner)}
+	e.retryText = snap.Seq > 0 && r.LastSeq > snap.Seq && snap.Executing() == nil
 	s.mu.Lock()
 	if s.closing {
 		// This instance is stopping: hand the run to another instance at once.
@@ -45,10 +64,13 @@ func (s *Service) execute(a *agent.Agent, row *gormstore.Run, snap *agent.Snapsh
 		defer s.wg.Done()
 		ctx, cancel := context.WithCancel(s.ctx)
 		defer cancel()
+		e.ctx = ctx
 		renewed := make(chan struct{})
 		go func() { defer close(renewed); e.renewLease(ctx, cancel) }()
 		defer func() { <-renewed }()
 		defer cancel()
+		defer e.stopFlush()
+		defer e.recoverPanic()
 		if c := snap.Executing(); c != nil {
 			e.interrupted(ctx, snap, c)
 			return
@@ -57,14 +79,37 @@ func (s *Service) execute(a *agent.Agent, row *gormstore.Run, snap *agent.Snapsh
 	}()
 }
 
+// recoverPanic turns a panic of the execution (in the loop, a model, the storage code) into a
+// FAILED run with a generic message; the value and stack go to the log.
+func (e *execution) recoverPanic() {
+	v := recover()
+	if v == nil {
+		return
+	}
+	e.s.cfg.Logger.Error("run: panic in execution", "run", e.run.ID, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(e.ctx), 5*time.Second)
+	defer cancel()
+	if err := e.failWith(ctx, FailureInternal, "the run stopped on an internal error"); err != nil && !errors.Is(err, ErrLeaseLost) {
+		e.s.cfg.Logger.Error("run: cannot store failure after panic", "run", e.run.ID, "err", err)
+	}
+}
+
 func (e *execution) loop(ctx context.Context, snap *agent.Snapshot) {
-	out, err := e.agent.Run(ctx, snap, e)
+	var err error
+	if e.retryText {
+		// Text streamed before the previous owner stopped is stale: the model call is repeated.
+		err = e.emit(ctx, nil, events.Event{Type: events.ModelCallRetried})
+	}
+	var out agent.Outcome
+	if err == nil {
+		out, err = e.agent.Run(ctx, snap, e)
+	}
 	switch {
 	case err == nil && out.Held != nil:
 		err = e.suspend(ctx, snap, out.Held)
 	case err == nil:
 		err = e.complete(ctx, out.Text)
-	case errors.Is(err, errLeaseLost):
+	case errors.Is(err, ErrLeaseLost):
 		// Another instance owns the run now.
 		return
 	case errors.As(err, new(*storageError)):
@@ -81,7 +126,7 @@ func (e *execution) loop(ctx context.Context, snap *agent.Snapshot) {
 		e.s.cfg.Logger.Warn("run failed", "run", e.run.ID, "err", err)
 		err = e.fail(ctx, err)
 	}
-	if err != nil && !errors.Is(err, errLeaseLost) && ctx.Err() == nil {
+	if err != nil && !errors.Is(err, ErrLeaseLost) && ctx.Err() == nil {
 		e.s.cfg.Logger.Error("run: cannot store outcome", "run", e.run.ID, "err", err)
 	}
 }
@@ -102,13 +147,11 @@ func (e *execution) renewLease(ctx context.Context, cancel context.CancelFunc) {
 			return
 		case <-t.C:
 		}
-		err := e.s.store.tx(ctx, func(tx *gorm.DB) error {
-			return leaseUpdate(tx, e.run.ID, e.owner, map[string]any{"lease_until": e.s.now().Add(e.s.cfg.LeaseTTL)})
-		})
+		err := e.s.store.RenewLease(ctx, e.run.ID, e.owner, e.s.cfg.LeaseTTL)
 		switch {
 		case err == nil:
 			renewed = time.Now()
-		case errors.Is(err, errLeaseLost):
+		case errors.Is(err, ErrLeaseLost):
 			e.s.cfg.Logger.Warn("run: lease lost; stopping", "run", e.run.ID)
 			cancel()
 			return
@@ -124,10 +167,8 @@ func (e *execution) renewLease(ctx context.Context, cancel context.CancelFunc) {
 func (e *execution) release() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	err := e.s.store.tx(ctx, func(tx *gorm.DB) error {
-		return leaseUpdate(tx, e.run.ID, e.owner, map[string]any{"lease_owner": nil, "lease_until": e.s.now()})
-	})
-	if err != nil && !errors.Is(err, errLeaseLost) {
+	err := e.s.store.ReleaseLease(ctx, e.run.ID, e.owner)
+	if err != nil && !errors.Is(err, ErrLeaseLost) {
 		e.s.cfg.Logger.Warn("run: release lease", "run", e.run.ID, "err", err)
 	}
 }
@@ -144,34 +185,92 @@ func (e *execution) checkpoint(ctx context.Context, snap *agent.Snapshot, evs ..
 	return nil
 }
 
-// emit appends evs and, when snap is not nil, stores it, renewing the lease; then wakes followers.
+// emit stores evs, after any text still waiting, and snap when not nil, renewing the lease;
+// then wakes followers.
 func (e *execution) emit(ctx context.Context, snap *agent.Snapshot, evs ...events.Event) error {
-	now := e.s.now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.writeLocked(ctx, snap, evs)
+}
+
+// writeLocked is emit with e.mu held. The waiting text goes first, in the same transaction; it
+// is dropped from the buffer only once stored, so a failed write can be made again.
+func (e *execution) writeLocked(ctx context.Context, snap *agent.Snapshot, evs []events.Event) error {
+	if err := e.flushErr; err != nil {
+		e.flushErr = nil
+		return err
+	}
+	if e.text.Len() > 0 {
+		evs = append([]events.Event{{Type: events.TextDelta, Text: e.text.String()}}, evs...)
+	}
 	seq := e.seq + int64(len(evs))
-	err := e.s.store.tx(ctx, func(tx *gorm.DB) error {
-		set := map[string]any{"last_seq": seq, "updated_at": now, "lease_until": now.Add(e.s.cfg.LeaseTTL)}
-		if snap != nil {
-			set["snapshot"] = snap.Encode()
-		}
-		// The lease check comes first: it locks the run row, so every writer of a run's events
-		// queues on that row lock, in one order.
-		if err := leaseUpdate(tx, e.run.ID, e.owner, set); err != nil {
+	c := Checkpoint{RunID: e.run.ID, Lease: e.owner, TTL: e.s.cfg.LeaseTTL, After: e.seq, At: e.s.now(), Events: evs}
+	if snap != nil {
+		snap.Seq = seq
+		encoded, err := snap.Encode()
+		if err != nil {
 			return err
 		}
-		_, err := events.Append(tx, e.run.ID, e.seq, now, evs...)
-		return err
-	})
-	if err != nil {
+		c.Snapshot = &encoded
+	}
+	if err := stored(ctx, e.s.store.Checkpoint(ctx, c)); err != nil {
 		return err
 	}
 	e.seq = seq
+	e.text.Reset()
+	if e.flush != nil {
+		e.flush.Stop()
+		e.flush = nil
+	}
 	e.s.runHub.Publish(e.run.ID, struct{}{})
 	return nil
 }
 
-// TextDelta appends a TEXT_DELTA event.
+// TextDelta buffers a piece of text; it is stored as one TEXT_DELTA with the pieces after it,
+// once TextFlushBytes wait or TextFlushInterval after the first, or with the next other event.
+// This makes one write per batch of tokens, not one per token, and seq stays gapless because
+// only this execution writes.
 func (e *execution) TextDelta(ctx context.Context, text string) error {
-	return e.emit(ctx, nil, events.Event{Type: events.TextDelta, Text: text})
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.flushErr; err != nil {
+		e.flushErr = nil
+		return err
+	}
+	e.text.WriteString(text)
+	if e.text.Len() >= e.s.cfg.TextFlushBytes {
+		return e.writeLocked(ctx, nil, nil)
+	}
+	if e.flush == nil {
+		e.flush = time.AfterFunc(e.s.cfg.TextFlushInterval, e.flushText)
+	}
+	return nil
+}
+
+// flushText stores the waiting text when its time is up.
+func (e *execution) flushText() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	defer func() {
+		if v := recover(); v != nil {
+			e.s.cfg.Logger.Error("run: panic storing text", "run", e.run.ID, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			e.flushErr = errors.New("panic storing text")
+		}
+	}()
+	e.flush = nil
+	if e.text.Len() == 0 || e.ctx.Err() != nil {
+		return
+	}
+	e.flushErr = e.writeLocked(e.ctx, nil, nil)
+}
+
+func (e *execution) stopFlush() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.flush != nil {
+		e.flush.Stop()
+		e.flush = nil
+	}
 }
 
 // ToolCalls appends one TOOL_CALL event per call, with the snapshot holding them.
@@ -188,9 +287,38 @@ func (e *execution) ToolStarted(ctx context.Context, snap *agent.Snapshot, c age
 	return e.emit(ctx, snap)
 }
 
-// ToolResult appends TOOL_RESULT with the snapshot that holds the result.
+// resultRetries bounds how often the commit of a finished tool's result is tried again after a
+// storage error. The tool has run; if its result were not stored, recovery would find the call
+// executing and ask a person to approve it again.
+var resultRetries = []time.Duration{100 * time.Millisecond, 300 * time.Millisecond, time.Second}
+
+// ToolResult appends TOOL_RESULT with the snapshot that holds the result, trying a failed
+// commit again a few times before handing the run over.
 func (e *execution) ToolResult(ctx context.Context, snap *agent.Snapshot, c agent.PendingCall, result json.RawMessage, errMsg string) error {
-	return e.checkpoint(ctx, snap, events.Event{Type: events.ToolResult, ToolCall: e.eventCall(snap, c), Result: result, Error: errMsg})
+	ev := events.Event{Type: events.ToolResult, ToolCall: e.eventCall(snap, c), Result: result, Error: errMsg}
+	err := e.emit(ctx, snap, ev)
+	for _, wait := range resultRetries {
+		if !errors.As(err, new(*storageError)) {
+			break
+		}
+		e.s.cfg.Logger.Warn("run: storing a tool result failed; trying again", "run", e.run.ID, "tool_call", c.ID, "err", err)
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		err = e.emit(ctx, snap, ev)
+	}
+	if err == nil && e.s.draining.Load() {
+		return errHandover
+	}
+	return err
+}
+
+// ToolDeclined stores the snapshot with the declined call answered (no event: the decision's
+// TOOL_CALL_DECLINED already carries the reason, and the tool did not run).
+func (e *execution) ToolDeclined(ctx context.Context, snap *agent.Snapshot, c agent.PendingCall) error {
+	return e.checkpoint(ctx, snap)
 }
 
 // StepFinished appends STEP_FINISHED with the snapshot of the finished step.
@@ -201,7 +329,7 @@ func (e *execution) StepFinished(ctx context.Context, snap *agent.Snapshot) erro
 func (e *execution) eventCall(snap *agent.Snapshot, c agent.PendingCall) *events.ToolCall {
 	return &events.ToolCall{
 		ToolCallID: c.ID, ToolName: c.Name, Args: c.Args,
-		RequiresApproval: e.needsApproval(snap, c) && c.State != agent.CallSuspended,
+		RequiresApproval: e.needsApproval(snap, c) && c.State != agent.CallSuspended && c.ArgsError == "",
 		SuspendPayload:   c.SuspendPayload, Interrupted: c.Interrupted,
 	}
 }
@@ -214,42 +342,33 @@ func (e *execution) needsApproval(snap *agent.Snapshot, c agent.PendingCall) boo
 // suspend stores the run as SUSPENDED on the held call, with the call's row and the events that
 // announce it, in one transaction, and only then tells anyone. The lease is released.
 func (e *execution) suspend(ctx context.Context, snap *agent.Snapshot, held *agent.PendingCall, prelude ...events.Event) error {
-	now := e.s.now()
 	approval := held.State == agent.CallAwaitingApproval
-	evCall := &events.ToolCall{ToolCallID: held.ID, ToolName: held.Name, Args: held.Args, RequiresApproval: approval, SuspendPayload: held.SuspendPayload, Interrupted: held.Interrupted}
-	first := events.Event{Type: events.ToolCallApproval, ToolCall: evCall}
+	call := events.ToolCall{ToolCallID: held.ID, ToolName: held.Name, Args: held.Args, RequiresApproval: approval, SuspendPayload: held.SuspendPayload, Interrupted: held.Interrupted}
+	first := events.Event{Type: events.ToolCallApproval, ToolCall: &call}
 	if !approval {
 		first.Type = events.ToolCallSuspended
 	}
 	evs := append(prelude, first, events.Event{Type: events.RunSuspended, Status: string(StatusSuspended)})
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.text.Len() > 0 {
+		evs = append([]events.Event{{Type: events.TextDelta, Text: e.text.String()}}, evs...)
+	}
 	seq := e.seq + int64(len(evs))
-	err := e.s.store.tx(ctx, func(tx *gorm.DB) error {
-		err := leaseUpdate(tx, e.run.ID, e.owner, map[string]any{
-			"status": StatusSuspended, "snapshot": snap.Encode(), "suspended_at": now, "updated_at": now,
-			"last_seq": seq, "lease_owner": nil, "lease_until": nil, "version": gorm.Expr("version + 1"),
-		})
-		if err != nil {
-			return err
-		}
-		args := string(held.Args)
-		row := gormstore.ToolCall{
-			RunID: e.run.ID, ToolCallID: held.ID, ToolName: held.Name, Args: &args,
-			RequiresApproval: approval, SuspendPayload: strOrNil(held.SuspendPayload),
-			Interrupted: held.Interrupted, State: gormstore.ToolCallPending, CreatedAt: now,
-		}
-		if err := tx.Create(&row).Error; err != nil {
-			return fmt.Errorf("insert pending tool call: %w", err)
-		}
-		if err := e.s.recordChange(tx, e.run.ID, ChangeSuspended, now); err != nil {
-			return fmt.Errorf("record change: %w", err)
-		}
-		_, err = events.Append(tx, e.run.ID, e.seq, now, evs...)
-		return err
-	})
+	snap.Seq = seq
+	encoded, err := snap.Encode()
 	if err != nil {
 		return err
 	}
+	err = e.s.store.Suspend(ctx, Suspension{
+		Checkpoint: Checkpoint{RunID: e.run.ID, Lease: e.owner, TTL: e.s.cfg.LeaseTTL, After: e.seq, At: e.s.now(), Events: evs, Snapshot: &encoded},
+		Call:       call, InstanceID: e.s.cfg.InstanceID,
+	})
+	if err != nil {
+		return stored(ctx, err)
+	}
 	e.seq = seq
+	e.text.Reset()
 	e.s.runHub.Publish(e.run.ID, struct{}{})
 	e.s.changes.Publish(changesTopic, Change{Kind: ChangeSuspended, RunID: e.run.ID})
 	return nil
@@ -258,51 +377,47 @@ func (e *execution) suspend(ctx context.Context, snap *agent.Snapshot, held *age
 // complete stores the final text, removes the snapshot, appends RUN_FINISHED and records the
 // exchange in the run's memory thread.
 func (e *execution) complete(ctx context.Context, text string) error {
-	return e.finish(ctx, StatusCompleted, map[string]any{"output": text},
-		events.Event{Type: events.RunFinished, Status: string(StatusCompleted)},
-		func(tx *gorm.DB, now time.Time) error {
-			if e.run.ThreadID == nil {
-				return nil
-			}
-			msgs := []gormstore.Message{
-				{ThreadID: *e.run.ThreadID, ResourceID: e.run.ResourceID, RunID: e.run.ID, Role: "user", Content: e.run.Prompt, CreatedAt: now},
-				{ThreadID: *e.run.ThreadID, ResourceID: e.run.ResourceID, RunID: e.run.ID, Role: "assistant", Content: text, CreatedAt: now},
-			}
-			if err := tx.Create(&msgs).Error; err != nil {
-				return fmt.Errorf("store thread messages: %w", err)
-			}
-			return nil
-		})
+	return e.finish(ctx, Finish{
+		Status: StatusCompleted, Output: &text,
+		ThreadID: e.run.ThreadID, ResourceID: e.run.ResourceID,
+		Memory: []llm.Message{{Role: llm.RoleUser, Content: e.run.Prompt}, {Role: llm.RoleAssistant, Content: text}},
+	}, events.Event{Type: events.RunFinished, Status: string(StatusCompleted)})
 }
 
-// fail stores the run as FAILED with a message for the person reading it.
+// fail stores the run as FAILED. People reading the run get a short message and a code for what
+// went wrong; the cause, which may hold a provider's or a driver's words, goes to the log only.
 func (e *execution) fail(ctx context.Context, cause error) error {
-	msg := cause.Error()
-	return e.finish(ctx, StatusFailed, map[string]any{"error": msg},
-		events.Event{Type: events.RunFailed, Status: string(StatusFailed), Error: msg}, nil)
+	var steps *agent.StepsError
+	var model *agent.ModelError
+	switch {
+	case errors.As(cause, &steps):
+		return e.failWith(ctx, FailureSteps, steps.Error())
+	case errors.As(cause, &model):
+		return e.failWith(ctx, FailureModel, fmt.Sprintf("the model call failed (%s)", model.Model))
+	default:
+		return e.failWith(ctx, FailureInternal, "the run stopped on an internal error")
+	}
 }
 
-func (e *execution) finish(ctx context.Context, status Status, set map[string]any, ev events.Event, also func(tx *gorm.DB, now time.Time) error) error {
-	now := e.s.now()
-	seq := e.seq + 1
-	err := e.s.store.tx(ctx, func(tx *gorm.DB) error {
-		set["status"], set["snapshot"], set["updated_at"], set["last_seq"] = status, nil, now, seq
-		set["lease_owner"], set["lease_until"], set["version"] = nil, nil, gorm.Expr("version + 1")
-		if err := leaseUpdate(tx, e.run.ID, e.owner, set); err != nil {
-			return err
-		}
-		if _, err := events.Append(tx, e.run.ID, e.seq, now, ev); err != nil {
-			return err
-		}
-		if also != nil {
-			return also(tx, now)
-		}
-		return nil
-	})
-	if err != nil {
-		return err
+func (e *execution) failWith(ctx context.Context, code, msg string) error {
+	return e.finish(ctx, Finish{Status: StatusFailed, Error: &msg, ErrorCode: &code},
+		events.Event{Type: events.RunFailed, Status: string(StatusFailed), Error: msg, ErrorCode: code})
+}
+
+// finish stores the run's outcome with its last event (after any text still waiting).
+func (e *execution) finish(ctx context.Context, f Finish, ev events.Event) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	evs := []events.Event{ev}
+	if e.text.Len() > 0 {
+		evs = append([]events.Event{{Type: events.TextDelta, Text: e.text.String()}}, evs...)
 	}
-	e.seq = seq
+	f.Checkpoint = Checkpoint{RunID: e.run.ID, Lease: e.owner, TTL: e.s.cfg.LeaseTTL, After: e.seq, At: e.s.now(), Events: evs}
+	if err := e.s.store.Finish(ctx, f); err != nil {
+		return stored(ctx, err)
+	}
+	e.seq += int64(len(evs))
+	e.text.Reset()
 	e.s.runHub.Publish(e.run.ID, struct{}{})
 	return nil
 }

@@ -10,8 +10,10 @@ const followBatch = 500
 
 // Follow streams a run's events with seq > after: the stored ones first, then new ones as they
 // are stored, each exactly once and in seq order. The channel closes after RUN_FINISHED or
-// RUN_FAILED, at once when the run is finished and nothing after `after` remains, or when ctx ends.
-// Errors: NOT_FOUND for an unknown run.
+// RUN_FAILED, at once when the run is finished and nothing after `after` remains, when the run
+// finishes while the stream waits beyond its last event, or when ctx ends.
+// Errors: NOT_FOUND for an unknown run; BAD_USER_INPUT for a negative after, or an after beyond
+// the last event of a finished run (there will never be such an event).
 //
 // Events are always read from storage; the hub only wakes the reader (at once for events stored
 // here, from the instance's notify loop for events stored elsewhere). So a slow reader never
@@ -21,13 +23,18 @@ func (s *Service) Follow(ctx context.Context, runID string, after int64) (<-chan
 		return nil, Errorf(CodeBadUserInput, "after must be 0 or more, not %d", after)
 	}
 	sub := s.runHub.Subscribe(runID)
-	run, err := s.store.findRun(ctx, runID)
-	if err != nil || run == nil {
+	progress, err := s.store.Progress(ctx, []string{runID})
+	p, found := progress[runID]
+	if err != nil || !found {
 		sub.Close()
 		if err == nil {
 			err = Errorf(CodeNotFound, "no run with id %q", runID)
 		}
 		return nil, err
+	}
+	if p.Status.Finished() && after > p.LastSeq {
+		sub.Close()
+		return nil, Errorf(CodeBadUserInput, "after is %d, beyond the last event (%d) of run %s, which has finished", after, p.LastSeq, runID)
 	}
 	ctx, cancel := s.streamContext(ctx)
 	out := make(chan events.Event)
@@ -36,9 +43,9 @@ func (s *Service) Follow(ctx context.Context, runID string, after int64) (<-chan
 		defer cancel()
 		defer sub.Close()
 		last := after
-		finished := run.Status.Finished() && run.LastSeq <= after
+		finished := p.Status.Finished() && p.LastSeq <= after
 		for !finished {
-			evs, err := s.store.events(ctx, runID, last, followBatch)
+			evs, err := s.store.Events(ctx, runID, last, followBatch)
 			if err != nil {
 				if ctx.Err() == nil {
 					s.cfg.Logger.Error("follow run: read events", "run", runID, "err", err)
@@ -59,6 +66,15 @@ func (s *Service) Follow(ctx context.Context, runID string, after int64) (<-chan
 			if len(evs) == followBatch {
 				continue
 			}
+			if len(evs) == 0 && last > p.LastSeq {
+				// Waiting beyond the last event: the run may have finished meanwhile.
+				if finished, err = s.finishedBefore(ctx, runID, last); err != nil {
+					return
+				}
+				if finished {
+					return
+				}
+			}
 			select {
 			case <-ctx.Done():
 				return
@@ -70,6 +86,19 @@ func (s *Service) Follow(ctx context.Context, runID string, after int64) (<-chan
 		}
 	}()
 	return out, nil
+}
+
+// finishedBefore reports whether the run has finished with its last event at or before seq.
+func (s *Service) finishedBefore(ctx context.Context, runID string, seq int64) (bool, error) {
+	progress, err := s.store.Progress(ctx, []string{runID})
+	if err != nil {
+		if ctx.Err() == nil {
+			s.cfg.Logger.Error("follow run: read progress", "run", runID, "err", err)
+		}
+		return false, err
+	}
+	p, found := progress[runID]
+	return !found || p.Status.Finished() && p.LastSeq <= seq, nil
 }
 
 // WatchFilter selects the runs WatchSuspended reports, with the meaning of ListSuspendedParams.
@@ -86,9 +115,10 @@ type RunChange struct {
 }
 
 // WatchSuspended reports runs entering (SUSPENDED) and leaving (LEFT) the set of suspended runs
-// that match f, until ctx ends.
+// that match f, until ctx ends. A watcher that falls far behind is ended (its channel closes);
+// it subscribes again and lists the suspended runs to catch up.
 func (s *Service) WatchSuspended(ctx context.Context, f WatchFilter) (<-chan RunChange, error) {
-	sub := s.changes.Subscribe(changesTopic)
+	sub := s.watched.Subscribe(changesTopic)
 	ctx, cancel := s.streamContext(ctx)
 	out := make(chan RunChange)
 	go func() {
@@ -96,7 +126,7 @@ func (s *Service) WatchSuspended(ctx context.Context, f WatchFilter) (<-chan Run
 		defer cancel()
 		defer sub.Close()
 		for {
-			var ch Change
+			var ch RunChange
 			var ok bool
 			select {
 			case <-ctx.Done():
@@ -106,21 +136,61 @@ func (s *Service) WatchSuspended(ctx context.Context, f WatchFilter) (<-chan Run
 					return
 				}
 			}
-			run, err := s.store.findRun(ctx, ch.RunID)
-			if err != nil || run == nil {
+			if !f.matches(ch.Run) {
 				continue
 			}
-			if !f.matches(run) || ch.Kind == ChangeSuspended && run.Status != StatusSuspended {
-				continue // a suspension already decided is not news; its LEFT follows
-			}
 			select {
-			case out <- RunChange{Kind: ch.Kind, Run: run}:
+			case out <- ch:
 			case <-ctx.Done():
 				return
 			}
 		}
 	}()
 	return out, nil
+}
+
+// watchLoop reads the run of each suspended-set change once, however many watchers this
+// instance has, and hands it to all of them.
+func (s *Service) watchLoop() {
+	defer s.loops.Done()
+	for s.ctx.Err() == nil {
+		sub := s.changes.Subscribe(changesTopic)
+		s.watch(sub)
+		sub.Close()
+	}
+}
+
+func (s *Service) watch(sub *events.Sub[Change]) {
+	for {
+		var ch Change
+		var ok bool
+		select {
+		case <-s.ctx.Done():
+			return
+		case ch, ok = <-sub.C:
+			if !ok {
+				// Fell behind: the watchers' view may have holes, so end them; they resync.
+				s.cfg.Logger.Warn("watch: too many suspended-set changes at once; watchers resubscribe")
+				s.watched.CloseAll(changesTopic)
+				return
+			}
+		}
+		if s.watched.Count(changesTopic) == 0 {
+			continue
+		}
+		run, err := s.store.GetRun(s.ctx, ch.RunID)
+		if err != nil || run == nil {
+			if err != nil && s.ctx.Err() == nil {
+				s.cfg.Logger.Warn("watch: read run", "run", ch.RunID, "err", err)
+			}
+			continue
+		}
+		if ch.Kind == ChangeSuspended && run.Status != StatusSuspended {
+			continue // a suspension already decided is not news; its LEFT follows
+		}
+		run.Snapshot, run.LeaseOwner = nil, nil
+		s.watched.Publish(changesTopic, RunChange{Kind: ch.Kind, Run: run})
+	}
 }
 
 func (f WatchFilter) matches(r *Run) bool {

@@ -13,6 +13,7 @@ import (
 
 	"interlock/agent"
 	"interlock/events"
+	"interlock/gormstore"
 	"interlock/llm"
 	"interlock/runs"
 )
@@ -46,7 +47,7 @@ func setup(t testing.TB, db *gorm.DB, cfg runs.Config) *fixture {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	svc, err := runs.New(db, reg, cfg)
+	svc, err := runs.New(gormstore.New(db), reg, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,16 @@ type ListSuspendedParams struct {
 	PerPage *int
 }
 
+// RecentParams filter and page RecentRuns.
+type RecentParams struct {
+	Statuses   []Status
+	AgentID    *string
+	ThreadID   *string
+	ResourceID *string
+	Page       int
+	PerPage    int
+}
+
 // ListResult is a page of suspended runs and the number of all matches.
 type ListResult struct {
 	Runs  []*Run
@@ -48,7 +58,7 @@ func (s *Service) ListSuspended(ctx context.Context, p ListSuspendedParams) (*Li
 		to := ms(*p.ToDate)
 		p.ToDate = &to
 	}
-	total, err := s.store.countSuspended(ctx, p)
+	total, err := s.store.CountSuspended(ctx, p)
 	if err != nil {
 		return nil, err
 	}
@@ -66,7 +76,7 @@ func (s *Service) ListSuspended(ctx context.Context, p ListSuspendedParams) (*Li
 	if total == 0 {
 		return &ListResult{Runs: []*Run{}, Total: 0}, nil
 	}
-	list, err := s.store.pageSuspended(ctx, p, limit, offset)
+	list, err := s.store.ListSuspended(ctx, p, limit, offset)
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +111,7 @@ func (s *Service) RecentRuns(ctx context.Context, p RecentParams) (*ListResult, 
 	if len(p.Statuses) == 0 {
 		p.Statuses = []Status{StatusCompleted, StatusFailed}
 	}
-	list, total, err := s.store.recentRuns(ctx, p)
+	list, total, err := s.store.ListRecent(ctx, p)
 	if err != nil {
 		return nil, err
 	}

@@ -3,20 +3,11 @@ package runs
 import (
 	"context"
 	"time"
-
-	"gorm.io/gorm"
-
-	"interlock/gormstore"
 )
 
 // changeWindow is how far back each poll of run_changes looks. Auto-increment ids do not commit
 // in order, so instead of a cursor the poller re-reads a short window and skips rows it has seen.
 const changeWindow = 5 * time.Second
-
-// recordChange writes a suspended-set change in the caller's transaction.
-func (s *Service) recordChange(tx *gorm.DB, runID string, kind ChangeKind, now time.Time) error {
-	return tx.Create(&gormstore.RunChange{RunID: runID, Kind: string(kind), InstanceID: s.cfg.InstanceID, CreatedAt: now}).Error
-}
 
 // notifyLoop is the one mechanism by which this instance learns what other instances stored:
 // every PollInterval it reads, in one query, the last seq of every run that has a follower here
@@ -45,21 +36,21 @@ func (s *Service) pollEvents(lastSeq map[string]int64) {
 		clear(lastSeq)
 		return
 	}
-	var rows []gormstore.Run
 	ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
 	defer cancel()
-	if err := s.store.db.WithContext(ctx).Select("id", "last_seq").Where("id IN ?", ids).Find(&rows).Error; err != nil {
+	progress, err := s.store.Progress(ctx, ids)
+	if err != nil {
 		if s.ctx.Err() == nil {
 			s.cfg.Logger.Warn("notify: poll runs", "err", err)
 		}
 		return
 	}
 	followed := make(map[string]bool, len(ids))
-	for _, r := range rows {
-		followed[r.ID] = true
-		if r.LastSeq != lastSeq[r.ID] {
-			lastSeq[r.ID] = r.LastSeq
-			s.runHub.Publish(r.ID, struct{}{})
+	for id, p := range progress {
+		followed[id] = true
+		if p.LastSeq != lastSeq[id] {
+			lastSeq[id] = p.LastSeq
+			s.runHub.Publish(id, struct{}{})
 		}
 	}
 	for id := range lastSeq {
@@ -74,10 +65,9 @@ func (s *Service) pollEvents(lastSeq map[string]int64) {
 // it subscribed (and at most one poll interval before), never of older changes.
 func (s *Service) pollChanges(seen map[int64]time.Time) {
 	now := s.now()
-	var rows []gormstore.RunChange
 	ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
 	defer cancel()
-	err := s.store.db.WithContext(ctx).Where("created_at >= ? AND instance_id <> ?", now.Add(-changeWindow), s.cfg.InstanceID).Order("id").Find(&rows).Error
+	rows, err := s.store.Changes(ctx, now.Add(-changeWindow), s.cfg.InstanceID)
 	if err != nil {
 		if s.ctx.Err() == nil {
 			s.cfg.Logger.Warn("notify: poll changes", "err", err)
@@ -88,8 +78,8 @@ func (s *Service) pollChanges(seen map[int64]time.Time) {
 		if _, ok := seen[r.ID]; ok {
 			continue
 		}
-		seen[r.ID] = r.CreatedAt
-		s.changes.Publish(changesTopic, Change{Kind: ChangeKind(r.Kind), RunID: r.RunID})
+		seen[r.ID] = r.At
+		s.changes.Publish(changesTopic, Change{Kind: r.Kind, RunID: r.RunID})
 	}
 	for id, at := range seen {
 		if at.Before(now.Add(-2 * changeWindow)) {

@@ -2,57 +2,115 @@ package runs
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"interlock/agent"
 	"interlock/events"
-	"interlock/gormstore"
 )
 
-// RecoverExpired claims up to 50 runs whose lease has expired, each with a compare-and-set on its
-// version (so of several instances exactly one recovers a run), and continues them here: a model
-// call in progress is repeated; a tool that was executing is not run again, the run suspends with
-// that call awaiting approval, marked interrupted. It returns how many runs it claimed.
+// recoveryBatch is how many expired runs one pass reads at a time; a pass reads a few batches.
+const (
+	recoveryBatch   = 50
+	recoveryBatches = 4
+	maxBackoff      = 5 * time.Minute
+)
+
+// RecoverExpired takes over runs whose lease has expired, oldest lease first, each with a
+// compare-and-set (so of several instances exactly one recovers a run), and continues them
+// here: a model call in progress is repeated; a tool that was executing is not run again, the
+// run suspends with that call awaiting approval, marked interrupted.
+//
+// A run this instance cannot continue does not block the others: one whose agent is not served
+// here is tried again later with backoff (another instance may serve it), and fails after
+// MaxRecoveryAttempts; one whose stored state is missing or unreadable, or that was taken over
+// MaxRecoveryAttempts times without progress, fails at once with a reason. It returns how
+// many runs it took over.
 func (s *Service) RecoverExpired(ctx context.Context) (int, error) {
-	now := s.now()
-	var expired []gormstore.Run
-	err := s.store.db.WithContext(ctx).
-		Where("status = ? AND (lease_until IS NULL OR lease_until < ?)", StatusRunning, now).
-		Limit(50).Find(&expired).Error
-	if err != nil {
-		return 0, fmt.Errorf("find expired leases: %w", err)
-	}
 	n := 0
-	for i := range expired {
-		row := &expired[i]
-		a := s.agents.Get(row.AgentID)
-		if a == nil || row.Snapshot == nil {
-			continue // another instance may serve this agent
-		}
-		snap, err := agent.DecodeSnapshot(*row.Snapshot)
+	var errs []error
+	for range recoveryBatches {
+		list, err := s.store.ExpiredRuns(ctx, recoveryBatch)
 		if err != nil {
-			s.cfg.Logger.Error("recovery: bad snapshot", "run", row.ID, "err", err)
-			continue
+			return n, err
 		}
-		until := now.Add(s.cfg.LeaseTTL)
-		owner := s.newLease()
-		// The claim holds only if nothing moved since the read: still expired (the owner did not
-		// renew) and no event written (the snapshot read is the latest).
-		res := s.store.db.WithContext(ctx).Model(&gormstore.Run{}).
-			Where("id = ? AND status = ? AND version = ? AND last_seq = ? AND (lease_until IS NULL OR lease_until < ?)", row.ID, StatusRunning, row.Version, row.LastSeq, now).
-			Updates(map[string]any{"lease_owner": owner, "lease_until": until, "version": row.Version + 1})
-		if res.Error != nil {
-			return n, fmt.Errorf("claim run %s: %w", row.ID, res.Error)
+		for _, r := range list {
+			claimed, err := s.recoverRun(ctx, r)
+			if err != nil {
+				errs = append(errs, err)
+			}
+			if claimed {
+				n++
+			}
 		}
-		if res.RowsAffected == 0 {
-			continue // another instance claimed it first
+		if len(list) < recoveryBatch || len(errs) > 0 {
+			break
 		}
-		s.cfg.Logger.Info("recovering run", "run", row.ID, "previous_owner", deref(row.LeaseOwner))
-		row.LeaseOwner, row.LeaseUntil, row.Version = &owner, &until, row.Version+1
-		s.execute(a, row, snap)
-		n++
 	}
-	return n, nil
+	return n, errors.Join(errs...)
+}
+
+// recoverRun takes over one expired run, or defers or fails it. It reports whether it
+// continues the run here.
+func (s *Service) recoverRun(ctx context.Context, r *Run) (bool, error) {
+	a := s.agents.Get(r.AgentID)
+	if a == nil {
+		why := fmt.Sprintf("its agent %q is not served by the instances that tried to recover it", r.AgentID)
+		if r.RecoveryAttempts+1 >= s.cfg.MaxRecoveryAttempts {
+			return false, s.failUnrecoverable(ctx, r, why)
+		}
+		s.cfg.Logger.Warn("recovery: agent not served here; trying again later", "run", r.ID, "agent", r.AgentID, "attempt", r.RecoveryAttempts+1)
+		return false, s.store.DeferRecovery(ctx, r.ID, r.Version, s.backoff(r.RecoveryAttempts))
+	}
+	if r.RecoveryAttempts >= s.cfg.MaxRecoveryAttempts {
+		return false, s.failUnrecoverable(ctx, r, fmt.Sprintf("it was taken over %d times without progress", r.RecoveryAttempts))
+	}
+	if r.Snapshot == nil {
+		return false, s.failUnrecoverable(ctx, r, "its stored state is missing")
+	}
+	snap, err := agent.DecodeSnapshot(*r.Snapshot)
+	if err != nil {
+		s.cfg.Logger.Error("recovery: bad snapshot", "run", r.ID, "err", err)
+		return false, s.failUnrecoverable(ctx, r, "its stored state cannot be read")
+	}
+	lease := s.newLease()
+	claimed, err := s.store.ClaimExpired(ctx, Claim{RunID: r.ID, Version: r.Version, LastSeq: r.LastSeq, Lease: lease, TTL: s.cfg.LeaseTTL})
+	if err != nil || !claimed {
+		return false, err // not claimed: another instance was first, or the owner came back
+	}
+	s.cfg.Logger.Info("recovering run", "run", r.ID, "previous_owner", deref(r.LeaseOwner), "attempt", r.RecoveryAttempts+1)
+	r.LeaseOwner, r.Version = &lease, r.Version+1
+	s.execute(a, r, snap)
+	return true, nil
+}
+
+// backoff is how long recovery of a run waits after attempt n (0-based) could not start.
+func (s *Service) backoff(n int) time.Duration {
+	d := s.cfg.RecoveryInterval << min(n, 16)
+	return min(d, maxBackoff)
+}
+
+// failUnrecoverable claims an expired run and stores it as FAILED, with the reason in the log
+// and in its message.
+func (s *Service) failUnrecoverable(ctx context.Context, r *Run, why string) error {
+	lease := s.newLease()
+	claimed, err := s.store.ClaimExpired(ctx, Claim{RunID: r.ID, Version: r.Version, LastSeq: r.LastSeq, Lease: lease, TTL: s.cfg.LeaseTTL})
+	if err != nil || !claimed {
+		return err
+	}
+	s.cfg.Logger.Error("recovery: run cannot be recovered; failing it", "run", r.ID, "reason", why)
+	msg, code := "the run could not be recovered: "+why, FailureUnrecoverable
+	err = s.store.Finish(ctx, Finish{
+		Checkpoint: Checkpoint{RunID: r.ID, Lease: lease, TTL: s.cfg.LeaseTTL, After: r.LastSeq, At: s.now(),
+			Events: []events.Event{{Type: events.RunFailed, Status: string(StatusFailed), Error: msg, ErrorCode: code}}},
+		Status: StatusFailed, Error: &msg, ErrorCode: &code,
+	})
+	if err != nil {
+		return fmt.Errorf("fail unrecoverable run %s: %w", r.ID, err)
+	}
+	s.runHub.Publish(r.ID, struct{}{})
+	return nil
 }
 
 // interrupted suspends a recovered run on the call that was executing when its owner died: its

@@ -11,14 +11,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
-	"gorm.io/gorm"
 
 	"interlock/agent"
 	"interlock/events"
 	"interlock/llm"
-	"interlock/gormstore"
 )
 
 // Config configures a Service. Zero fields take the defaults given.
@@ -44,7 +43,17 @@ type Config struct {
 	Retention time.Duration
 	// RetentionInterval is how often the retention job runs. Default 10 minutes.
 	RetentionInterval time.Duration
-	// NowFunc is the clock. Default time.Now.
+	// MaxRecoveryAttempts is how many times recovery tries a run that makes no progress (its
+	// agent is not served here, or every instance that takes it dies) before it fails the run.
+	// Default 5.
+	MaxRecoveryAttempts int
+	// TextFlushInterval and TextFlushBytes batch the text a model streams: deltas are stored
+	// as one TEXT_DELTA event at most this often, or sooner once this much text waits.
+	// Defaults 50ms and 1024.
+	TextFlushInterval time.Duration
+	TextFlushBytes    int
+	// NowFunc is the clock of the times runs and events show (lease times are the database's).
+	// Default time.Now.
 	NowFunc func() time.Time
 	// Logger receives internal errors. Default slog.Default().
 	Logger *slog.Logger
@@ -79,6 +88,15 @@ func (c Config) WithDefaults() Config {
 	if c.RetentionInterval == 0 {
 		c.RetentionInterval = 10 * time.Minute
 	}
+	if c.MaxRecoveryAttempts == 0 {
+		c.MaxRecoveryAttempts = 5
+	}
+	if c.TextFlushInterval == 0 {
+		c.TextFlushInterval = 50 * time.Millisecond
+	}
+	if c.TextFlushBytes == 0 {
+		c.TextFlushBytes = 1024
+	}
 	if c.NowFunc == nil {
 		c.NowFunc = time.Now
 	}
@@ -101,6 +119,17 @@ func (c Config) validate() error {
 	if c.Retention < time.Minute {
 		return fmt.Errorf("Retention must be at least 1m, not %s", c.Retention)
 	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"PollInterval", c.PollInterval}, {"RecoveryInterval", c.RecoveryInterval}, {"RetentionInterval", c.RetentionInterval}, {"TextFlushInterval", c.TextFlushInterval}} {
+		if d.v <= 0 {
+			return fmt.Errorf("%s must be positive, not %s", d.name, d.v)
+		}
+	}
+	if c.MaxRecoveryAttempts < 1 || c.TextFlushBytes < 1 || c.HistoryMessages < 1 {
+		return fmt.Errorf("MaxRecoveryAttempts, TextFlushBytes and HistoryMessages must be at least 1")
+	}
 	return nil
 }
 
@@ -122,10 +151,11 @@ const (
 // Service is the run service. Create it with New; call Close to wait for executing runs.
 type Service struct {
 	cfg     Config
-	store   *store
+	store   Store
 	agents  *agent.Registry
 	runHub  *events.Hub[struct{}]
-	changes *events.Hub[Change]
+	changes *events.Hub[Change]    // suspended-set changes, from this instance and the poll
+	watched *events.Hub[RunChange] // the same, each read once, for WatchSuspended
 
 	ctx      context.Context // parent of every execution and loop; cancelled by Close
 	cancel   context.CancelFunc
@@ -149,20 +179,22 @@ func (s *Service) stopStarting() {
 	s.mu.Unlock()
 }
 
-// New returns a service over a migrated database.
-func New(db *gorm.DB, agents *agent.Registry, cfg Config) (*Service, error) {
+// New returns a service over a store and starts its background loops (notify, watch,
+// recovery, retention); Close stops them.
+func New(st Store, agents *agent.Registry, cfg Config) (*Service, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("runs config: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Service{
-		cfg: cfg, store: &store{db: db}, agents: agents,
-		runHub: events.NewWakeHub(), changes: events.NewHub[Change](256),
+		cfg: cfg, store: st, agents: agents,
+		runHub: events.NewWakeHub(), changes: events.NewHub[Change](1024), watched: events.NewHub[RunChange](256),
 		ctx: ctx, cancel: cancel,
 	}
-	s.loops.Add(1)
+	s.loops.Add(2)
 	go s.notifyLoop()
+	go s.watchLoop()
 	// Recovery: RUNNING runs whose lease expired (their instance died, or released them while
 	// shutting down) are taken over.
 	s.every(cfg.RecoveryInterval, "recovery", func(ctx context.Context) error {
@@ -242,9 +274,14 @@ type StartParams struct {
 	RequireToolApproval bool
 }
 
+// maxIDLength is the longest threadId and resourceId a run may have (their columns hold 191
+// characters, the most an indexed utf8mb4 column holds on MySQL).
+const maxIDLength = 191
+
 // StartRun stores a new RUNNING run leased by this instance, with its RUN_STARTED event, and
 // starts executing it in the background. It returns the run as stored.
-// Errors: NOT_FOUND for an unknown agent; BAD_USER_INPUT for an empty prompt.
+// Errors: NOT_FOUND for an unknown agent; BAD_USER_INPUT for an empty prompt or a threadId or
+// resourceId longer than 191 characters.
 func (s *Service) StartRun(ctx context.Context, p StartParams) (*Run, error) {
 	a := s.agents.Get(p.AgentID)
 	if a == nil {
@@ -254,48 +291,52 @@ func (s *Service) StartRun(ctx context.Context, p StartParams) (*Run, error) {
 		return nil, Errorf(CodeBadUserInput, "prompt must not be empty")
 	}
 	p.ThreadID, p.ResourceID = emptyToNil(p.ThreadID), emptyToNil(p.ResourceID)
+	for name, v := range map[string]*string{"threadId": p.ThreadID, "resourceId": p.ResourceID} {
+		if v != nil && utf8.RuneCountInString(*v) > maxIDLength {
+			return nil, Errorf(CodeBadUserInput, "%s is %d characters long; at most %d are allowed", name, utf8.RuneCountInString(*v), maxIDLength)
+		}
+	}
 	var history []llm.Message
 	if p.ThreadID != nil {
-		rows, err := s.store.threadHistory(ctx, *p.ThreadID, s.cfg.HistoryMessages)
-		if err != nil {
+		var err error
+		if history, err = s.store.ThreadHistory(ctx, *p.ThreadID, s.cfg.HistoryMessages); err != nil {
 			return nil, err
-		}
-		for _, m := range rows {
-			history = append(history, llm.Message{Role: llm.Role(m.Role), Content: m.Content})
 		}
 	}
 	snap := agent.NewSnapshot(history, p.Prompt, p.RequireToolApproval)
+	snap.Seq = 1
+	encoded, err := snap.Encode()
+	if err != nil {
+		return nil, err
+	}
 	id, err := uuid.NewV7()
 	if err != nil {
 		return nil, fmt.Errorf("new run id: %w", err)
 	}
 	now := s.now()
-	until := now.Add(s.cfg.LeaseTTL)
-	owner := s.newLease()
-	encoded := snap.Encode()
-	row := gormstore.Run{
+	lease := s.newLease()
+	r := Run{
 		ID: id.String(), AgentID: a.ID, ThreadID: p.ThreadID, ResourceID: p.ResourceID,
-		Prompt: p.Prompt, RequireToolApproval: p.RequireToolApproval, Status: string(StatusRunning),
-		Snapshot: &encoded, CreatedAt: now, UpdatedAt: now, LastSeq: 1,
-		LeaseOwner: &owner, LeaseUntil: &until,
+		Prompt: p.Prompt, RequireToolApproval: p.RequireToolApproval, Status: StatusRunning,
+		CreatedAt: now, UpdatedAt: now, LastSeq: 1, LeaseOwner: &lease,
+		ToolCalls: []events.ToolCall{}, Decisions: []Decision{},
 	}
-	err = s.store.tx(ctx, func(tx *gorm.DB) error {
-		if err := tx.Create(&row).Error; err != nil {
-			return fmt.Errorf("insert run: %w", err)
-		}
-		_, err := events.Append(tx, row.ID, 0, now, events.Event{Type: events.RunStarted, Status: string(StatusRunning)})
-		return err
+	err = s.store.InsertRun(ctx, NewRun{
+		Run: r, Snapshot: encoded, Lease: lease, TTL: s.cfg.LeaseTTL,
+		Events: []events.Event{{Type: events.RunStarted, Status: string(StatusRunning)}},
 	})
 	if err != nil {
 		return nil, err
 	}
-	s.execute(a, &row, snap)
-	return runFromModel(&row, nil), nil
+	s.execute(a, &r, snap)
+	out := r
+	out.LeaseOwner = nil
+	return &out, nil
 }
 
 // Get returns a run in any status. Errors: NOT_FOUND when there is no such run.
 func (s *Service) Get(ctx context.Context, runID string) (*Run, error) {
-	r, err := s.store.findRun(ctx, runID)
+	r, err := s.store.GetRun(ctx, runID)
 	if err != nil {
 		return nil, err
 	}

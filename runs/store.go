@@ -3,257 +3,196 @@ package runs
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
-	"gorm.io/gorm"
-
 	"interlock/events"
-	"interlock/gormstore"
+	"interlock/llm"
 )
 
-// store is the run service's storage: every query of agent_runs, run_tool_calls and messages is
-// here. Methods that change state own their transaction; helpers that take a tx do not commit.
-type store struct {
-	db *gorm.DB
+// Store is the run service's storage room: every read and write of runs, their tool calls,
+// events, memory messages and suspended-set changes goes through it, and nothing else in the
+// service touches the database. Each method owns its transaction, and a method that writes
+// events writes them in the transaction of the state they describe, so a reader never sees one
+// without the other.
+//
+// Lease times are the database's: implementations compute "ttl from now" and "expired" with the
+// database's clock, so instances whose clocks disagree still agree on who holds a run. Every
+// other time (created, updated, decided, event times) is given by the caller.
+//
+// gormstore implements it for SQLite and MySQL; runs/storetest is the conformance suite every
+// implementation must pass unchanged.
+type Store interface {
+	// InsertRun stores a new RUNNING run, leased, with its first events.
+	InsertRun(ctx context.Context, r NewRun) error
+	// GetRun returns the run with its pending calls, its decisions and its snapshot, or nil
+	// when there is none.
+	GetRun(ctx context.Context, id string) (*Run, error)
+	// Progress returns the last seq and status of those of the runs that exist.
+	Progress(ctx context.Context, ids []string) (map[string]Progress, error)
+	// Events returns up to limit events of a run with seq > after, in seq order.
+	Events(ctx context.Context, runID string, after int64, limit int) ([]events.Event, error)
+	// ThreadHistory returns the last limit messages of a memory thread, oldest first.
+	ThreadHistory(ctx context.Context, threadID string, limit int) ([]llm.Message, error)
+
+	// Checkpoint appends events of a running run, with its snapshot when not nil, and renews
+	// its lease. ErrLeaseLost when the run is not RUNNING under that lease.
+	Checkpoint(ctx context.Context, c Checkpoint) error
+	// Suspend stores a running run as SUSPENDED on one call: status, snapshot, the pending
+	// call's row, the events, a suspended-set change; the lease is released. ErrLeaseLost as
+	// Checkpoint.
+	Suspend(ctx context.Context, s Suspension) error
+	// Finish stores a running run as COMPLETED or FAILED: outcome, final event, memory
+	// messages; the snapshot is removed and the lease released. ErrLeaseLost as Checkpoint.
+	Finish(ctx context.Context, f Finish) error
+	// RenewLease extends the lease to ttl from now. ErrLeaseLost as Checkpoint.
+	RenewLease(ctx context.Context, runID, lease string, ttl time.Duration) error
+	// ReleaseLease ends the lease at once, so any instance may recover the run. ErrLeaseLost
+	// as Checkpoint.
+	ReleaseLease(ctx context.Context, runID, lease string) error
+
+	// Decide is the compare-and-set of a decision: the run moves from SUSPENDED at d.Version
+	// to RUNNING under a new lease, the call's row from PENDING to decided, with the new
+	// snapshot, the events and a suspended-set change. ErrStale when the run or the call moved
+	// since it was read.
+	Decide(ctx context.Context, d DecisionWrite) error
+
+	// ExpiredRuns returns up to limit RUNNING runs whose lease has expired and whose recovery
+	// is not deferred, oldest lease first, with their snapshots.
+	ExpiredRuns(ctx context.Context, limit int) ([]*Run, error)
+	// ClaimExpired leases an expired run to a new owner if nothing moved since it was read
+	// (same version and last seq, still expired), counting the attempt. It reports whether
+	// the claim held.
+	ClaimExpired(ctx context.Context, c Claim) (bool, error)
+	// DeferRecovery counts a recovery attempt that could not start and keeps the run out of
+	// ExpiredRuns for the given time.
+	DeferRecovery(ctx context.Context, runID string, version int64, backoff time.Duration) error
+
+	// CountSuspended counts the suspended runs matching p (its Page and PerPage are ignored).
+	CountSuspended(ctx context.Context, p ListSuspendedParams) (int64, error)
+	// ListSuspended returns limit suspended runs matching p from offset on, newest createdAt
+	// first (then id descending), each with its pending calls and decisions.
+	ListSuspended(ctx context.Context, p ListSuspendedParams, limit, offset int) ([]*Run, error)
+	// ListRecent returns a page of runs in p.Statuses, most recently updated first, with
+	// their decisions, and the number of all matches.
+	ListRecent(ctx context.Context, p RecentParams) ([]*Run, int64, error)
+
+	// Changes returns the suspended-set changes recorded at or after since by instances other
+	// than notInstance, in id order.
+	Changes(ctx context.Context, since time.Time, notInstance string) ([]ChangeRecord, error)
+	// PurgeFinished deletes up to limit runs that finished before cutoff, with their events
+	// and tool-call rows, and returns how many it deleted.
+	PurgeFinished(ctx context.Context, cutoff time.Time, limit int) (int, error)
+	// PurgeChanges deletes suspended-set changes recorded before cutoff.
+	PurgeChanges(ctx context.Context, cutoff time.Time) error
 }
 
-// errLeaseLost means a write that must be made by the run's lease holder found another owner (or
-// another status): this instance must stop executing the run.
-var errLeaseLost = errors.New("run lease lost")
+// ErrLeaseLost means a write that must be made by the run's lease holder found another owner
+// (or another status): the writer must stop executing the run.
+var ErrLeaseLost = errors.New("run lease lost")
 
-func (st *store) tx(ctx context.Context, fn func(tx *gorm.DB) error) error {
-	err := st.db.WithContext(ctx).Transaction(fn)
-	var app *Error
-	if err == nil || errors.Is(err, errLeaseLost) || errors.As(err, &app) || ctx.Err() != nil {
-		return err
-	}
-	return &storageError{err}
+// ErrStale means a compare-and-set found the row changed since it was read: someone else
+// decided, claimed or wrote first.
+var ErrStale = errors.New("run changed since it was read")
+
+// NewRun is a run to insert.
+type NewRun struct {
+	Run      Run
+	Snapshot string
+	Lease    string
+	TTL      time.Duration
+	Events   []events.Event
 }
 
-// storageError marks a failure of the database (not of the request or the run), so an execution
-// can tell it from a model error and hand the run over instead of failing it.
+// Checkpoint is a write by the lease holder of a running run: the events after seq After, all
+// at At, and the snapshot that goes with them (nil: unchanged).
+type Checkpoint struct {
+	RunID    string
+	Lease    string
+	TTL      time.Duration
+	After    int64
+	At       time.Time
+	Events   []events.Event
+	Snapshot *string
+}
+
+// Suspension is Checkpoint plus the call the run now waits on.
+type Suspension struct {
+	Checkpoint
+	Call events.ToolCall
+	// InstanceID is recorded with the suspended-set change.
+	InstanceID string
+}
+
+// Finish is Checkpoint plus the outcome of a finished run.
+type Finish struct {
+	Checkpoint
+	Status    Status
+	Output    *string
+	Error     *string
+	ErrorCode *string
+	// Memory is appended to the run's thread (ignored when the run has none).
+	ThreadID   *string
+	ResourceID *string
+	Memory     []llm.Message
+}
+
+// DecisionWrite is the compare-and-set of a decision on one pending call.
+type DecisionWrite struct {
+	RunID string
+	// Version and After are the run's version and last seq as read.
+	Version    int64
+	After      int64
+	ToolCallID string
+	Kind       DecisionKind
+	DecidedBy  *string
+	Reason     *string
+	ResumeData []byte
+	At         time.Time
+	Snapshot   string
+	Events     []events.Event
+	Lease      string
+	TTL        time.Duration
+	InstanceID string
+}
+
+// Claim is the compare-and-set that takes over an expired run.
+type Claim struct {
+	RunID   string
+	Version int64
+	LastSeq int64
+	Lease   string
+	TTL     time.Duration
+}
+
+// Progress is how far a run is.
+type Progress struct {
+	LastSeq int64
+	Status  Status
+}
+
+// ChangeRecord is a stored suspended-set change.
+type ChangeRecord struct {
+	ID    int64
+	RunID string
+	Kind  ChangeKind
+	At    time.Time
+}
+
+// storageError marks a failure of the database (not of the request or the run), so that an
+// execution tells it from a model error and hands the run over instead of failing it.
 type storageError struct{ err error }
 
 func (e *storageError) Error() string { return e.err.Error() }
 func (e *storageError) Unwrap() error { return e.err }
 
-// getRun returns the run row, or nil when there is none.
-func getRun(tx *gorm.DB, id string) (*gormstore.Run, error) {
-	var r gormstore.Run
-	err := tx.Where("id = ?", id).Limit(1).Find(&r).Error
-	if err != nil {
-		return nil, fmt.Errorf("load run %s: %w", id, err)
+// stored classifies an error of a Store write made by an execution: lease loss, staleness and
+// cancellation stay as they are; anything else is a storage failure.
+func stored(ctx context.Context, err error) error {
+	var app *Error
+	if err == nil || errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrStale) || errors.As(err, &app) || ctx.Err() != nil {
+		return err
 	}
-	if r.ID == "" {
-		return nil, nil
-	}
-	return &r, nil
-}
-
-// pendingCalls returns the pending tool calls of the given runs, keyed by run id.
-func pendingCalls(tx *gorm.DB, runIDs []string) (map[string][]gormstore.ToolCall, error) {
-	out := map[string][]gormstore.ToolCall{}
-	if len(runIDs) == 0 {
-		return out, nil
-	}
-	var rows []gormstore.ToolCall
-	err := tx.Where("run_id IN ? AND state = ?", runIDs, gormstore.ToolCallPending).Order("id").Find(&rows).Error
-	if err != nil {
-		return nil, fmt.Errorf("load pending tool calls: %w", err)
-	}
-	for _, r := range rows {
-		out[r.RunID] = append(out[r.RunID], r)
-	}
-	return out, nil
-}
-
-// findRun returns the run with its pending calls, or nil.
-func (st *store) findRun(ctx context.Context, id string) (*Run, error) {
-	db := st.db.WithContext(ctx)
-	m, err := getRun(db, id)
-	if err != nil || m == nil {
-		return nil, err
-	}
-	list, err := withCalls(db, []gormstore.Run{*m})
-	if err != nil {
-		return nil, err
-	}
-	return list[0], nil
-}
-
-// withCalls turns rows into runs with their pending calls and their decisions, reading the
-// tool-call rows of all of them in one query.
-func withCalls(db *gorm.DB, rows []gormstore.Run) ([]*Run, error) {
-	out := make([]*Run, len(rows))
-	if len(rows) == 0 {
-		return out, nil
-	}
-	ids := make([]string, len(rows))
-	for i := range rows {
-		ids[i] = rows[i].ID
-	}
-	var calls []gormstore.ToolCall
-	if err := db.Where("run_id IN ?", ids).Order("id").Find(&calls).Error; err != nil {
-		return nil, fmt.Errorf("load tool calls: %w", err)
-	}
-	pending := map[string][]gormstore.ToolCall{}
-	for _, c := range calls {
-		if c.State == gormstore.ToolCallPending {
-			pending[c.RunID] = append(pending[c.RunID], c)
-		}
-	}
-	for i := range rows {
-		out[i] = runFromModel(&rows[i], pending[rows[i].ID])
-	}
-	addDecisions(out, calls)
-	return out, nil
-}
-
-// attachDecisions loads the decisions of the runs in one query.
-func attachDecisions(db *gorm.DB, list []*Run) error {
-	if len(list) == 0 {
-		return nil
-	}
-	ids := make([]string, len(list))
-	for i, r := range list {
-		ids[i] = r.ID
-	}
-	var rows []gormstore.ToolCall
-	if err := db.Where("run_id IN ? AND state <> ?", ids, gormstore.ToolCallPending).Order("id").Find(&rows).Error; err != nil {
-		return fmt.Errorf("load decisions: %w", err)
-	}
-	addDecisions(list, rows)
-	return nil
-}
-
-// addDecisions appends the decided calls among rows to their runs' Decisions.
-func addDecisions(list []*Run, rows []gormstore.ToolCall) {
-	byID := make(map[string]*Run, len(list))
-	for _, r := range list {
-		byID[r.ID] = r
-	}
-	for _, c := range rows {
-		r := byID[c.RunID]
-		if r == nil || c.State == gormstore.ToolCallPending {
-			continue
-		}
-		d := Decision{
-			ID: c.ID, RunID: c.RunID, ToolCallID: c.ToolCallID, ToolName: c.ToolName, Kind: c.State,
-			DecidedBy: c.DecidedBy, Reason: c.Reason, ResumeData: rawOrNil(c.ResumeData), Args: rawOrNil(c.Args),
-		}
-		if c.DecidedAt != nil {
-			d.DecidedAt = c.DecidedAt.UTC()
-		}
-		r.Decisions = append(r.Decisions, d)
-	}
-}
-
-// RecentParams filter and page recentRuns.
-type RecentParams struct {
-	Statuses   []Status
-	AgentID    *string
-	ThreadID   *string
-	ResourceID *string
-	Page       int
-	PerPage    int
-}
-
-// recentRuns returns runs of the given statuses, most recently updated first, and their count.
-func (st *store) recentRuns(ctx context.Context, p RecentParams) ([]*Run, int64, error) {
-	q := st.db.WithContext(ctx).Model(&gormstore.Run{}).Where("status IN ?", p.Statuses)
-	if p.AgentID != nil {
-		q = q.Where("agent_id = ?", *p.AgentID)
-	}
-	if p.ThreadID != nil {
-		q = q.Where("thread_id = ?", *p.ThreadID)
-	}
-	if p.ResourceID != nil {
-		q = q.Where("resource_id = ?", *p.ResourceID)
-	}
-	var total int64
-	if err := q.Session(&gorm.Session{}).Count(&total).Error; err != nil {
-		return nil, 0, fmt.Errorf("count runs: %w", err)
-	}
-	var rows []gormstore.Run
-	if err := q.Omit("snapshot").Order("updated_at DESC, id DESC").Limit(p.PerPage).Offset(p.Page * p.PerPage).Find(&rows).Error; err != nil {
-		return nil, 0, fmt.Errorf("list runs: %w", err)
-	}
-	out, err := withCalls(st.db.WithContext(ctx), rows)
-	return out, total, err
-}
-
-// leaseUpdate is the compare-and-set every write of an executing run goes through: it only
-// touches the row while this instance holds the lease of a RUNNING run.
-func leaseUpdate(tx *gorm.DB, runID, owner string, set map[string]any) error {
-	res := tx.Model(&gormstore.Run{}).Where("id = ? AND status = ? AND lease_owner = ?", runID, StatusRunning, owner).Updates(set)
-	if res.Error != nil {
-		return fmt.Errorf("update run %s: %w", runID, res.Error)
-	}
-	if res.RowsAffected == 0 {
-		return errLeaseLost
-	}
-	return nil
-}
-
-// suspendedQuery builds the discovery filter of suspendedRuns.
-func (st *store) suspendedQuery(ctx context.Context, p ListSuspendedParams) *gorm.DB {
-	q := st.db.WithContext(ctx).Model(&gormstore.Run{}).Where("status = ?", StatusSuspended)
-	if p.AgentID != nil {
-		q = q.Where("agent_id = ?", *p.AgentID)
-	} else {
-		q = q.Where("parent_run_id IS NULL")
-	}
-	if p.ThreadID != nil {
-		q = q.Where("thread_id = ?", *p.ThreadID)
-	}
-	if p.ResourceID != nil {
-		q = q.Where("resource_id = ?", *p.ResourceID)
-	}
-	if p.FromDate != nil {
-		q = q.Where("created_at >= ?", *p.FromDate)
-	}
-	if p.ToDate != nil {
-		q = q.Where("created_at <= ?", *p.ToDate)
-	}
-	return q
-}
-
-// countSuspended counts the runs matching p.
-func (st *store) countSuspended(ctx context.Context, p ListSuspendedParams) (int64, error) {
-	var total int64
-	if err := st.suspendedQuery(ctx, p).Count(&total).Error; err != nil {
-		return 0, fmt.Errorf("count suspended runs: %w", err)
-	}
-	return total, nil
-}
-
-// pageSuspended returns limit runs matching p from offset on, in discovery order, each with its
-// pending calls (one query for all of them).
-func (st *store) pageSuspended(ctx context.Context, p ListSuspendedParams, limit, offset int) ([]*Run, error) {
-	var rows []gormstore.Run
-	if err := st.suspendedQuery(ctx, p).Omit("snapshot").Order("created_at DESC, id DESC").Limit(limit).Offset(offset).Find(&rows).Error; err != nil {
-		return nil, fmt.Errorf("list suspended runs: %w", err)
-	}
-	return withCalls(st.db.WithContext(ctx), rows)
-}
-
-// threadHistory returns the last messages of a thread, oldest first.
-func (st *store) threadHistory(ctx context.Context, threadID string, max int) ([]gormstore.Message, error) {
-	var rows []gormstore.Message
-	err := st.db.WithContext(ctx).Where("thread_id = ?", threadID).Order("id DESC").Limit(max).Find(&rows).Error
-	if err != nil {
-		return nil, fmt.Errorf("load thread %s: %w", threadID, err)
-	}
-	for i, j := 0, len(rows)-1; i < j; i, j = i+1, j-1 {
-		rows[i], rows[j] = rows[j], rows[i]
-	}
-	return rows, nil
-}
-
-// events returns stored events of a run after seq.
-func (st *store) events(ctx context.Context, runID string, after int64, limit int) ([]events.Event, error) {
-	return events.List(st.db.WithContext(ctx), runID, after, limit)
+	return &storageError{err}
 }
 
 func ms(t time.Time) time.Time { return t.UTC().Truncate(time.Millisecond) }

@@ -43,8 +43,10 @@ type AgentRun struct {
 	LastEventSeq int `json:"lastEventSeq"`
 	// The final assistant text, once COMPLETED.
 	Output *string `json:"output,omitempty"`
-	// What went wrong, once FAILED.
+	// What went wrong, once FAILED: a short message safe to show (details are in the server's log).
 	Error *string `json:"error,omitempty"`
+	// Addition: once FAILED, what kind of failure: MODEL_ERROR (the model call failed), MAX_STEPS (no final answer within the agent's steps), UNRECOVERABLE (the run could not be continued after its server stopped), INTERNAL.
+	ErrorCode *string `json:"errorCode,omitempty"`
 	// Addition: the user message the run started with.
 	Prompt string `json:"prompt"`
 	// Addition: the decisions taken on this run's tool calls, oldest first (the audit trail).
@@ -56,7 +58,7 @@ type AgentRunToolCall struct {
 	ID         string  `json:"id"`
 	ToolCallID *string `json:"toolCallId,omitempty"`
 	ToolName   *string `json:"toolName,omitempty"`
-	// Arguments the model supplied (approval suspensions only).
+	// Arguments the model supplied (approval suspensions only). Addition: on run events (TOOL_CALL, TOOL_RESULT, ...) every call carries its arguments.
 	Args json.RawMessage `json:"args,omitempty"`
 	// True when the run is waiting on a tool-call approval; false when it waits on resume data.
 	RequiresApproval bool `json:"requiresApproval"`
@@ -105,6 +107,8 @@ type RunEvent struct {
 	Status *RunStatus `json:"status,omitempty"`
 	// RUN_FAILED, and TOOL_RESULT of a tool that failed: the error message.
 	Error *string `json:"error,omitempty"`
+	// Addition: RUN_FAILED: the kind of failure, as AgentRun.errorCode.
+	ErrorCode *string `json:"errorCode,omitempty"`
 	// TOOL_CALL_DECLINED: the reason given; TOOL_CALL_APPROVED / DECLINED / RUN_RESUMED: who decided, when known.
 	Reason    *string `json:"reason,omitempty"`
 	DecidedBy *string `json:"decidedBy,omitempty"`

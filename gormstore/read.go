@@ -1,0 +1,252 @@
+package gormstore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+
+	"interlock/events"
+	"interlock/llm"
+	"interlock/runs"
+)
+
+// GetRun implements runs.Store.
+func (s *Store) GetRun(ctx context.Context, id string) (*runs.Run, error) {
+	db := s.db.WithContext(ctx)
+	var rows []Run
+	if err := db.Where("id = ?", id).Limit(1).Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("load run %s: %w", id, err)
+	}
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	list, err := withCalls(db, rows)
+	if err != nil {
+		return nil, err
+	}
+	return list[0], nil
+}
+
+// Progress implements runs.Store.
+func (s *Store) Progress(ctx context.Context, ids []string) (map[string]runs.Progress, error) {
+	out := make(map[string]runs.Progress, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	var rows []Run
+	if err := s.db.WithContext(ctx).Select("id", "last_seq", "status").Where("id IN ?", ids).Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("read run progress: %w", err)
+	}
+	for _, r := range rows {
+		out[r.ID] = runs.Progress{LastSeq: r.LastSeq, Status: runs.Status(r.Status)}
+	}
+	return out, nil
+}
+
+// withCalls turns rows into runs with their pending calls and their decisions, reading the
+// tool-call rows of all of them in one query.
+func withCalls(db *gorm.DB, rows []Run) ([]*runs.Run, error) {
+	out := make([]*runs.Run, len(rows))
+	if len(rows) == 0 {
+		return out, nil
+	}
+	ids := make([]string, len(rows))
+	for i := range rows {
+		ids[i] = rows[i].ID
+	}
+	var calls []ToolCall
+	if err := db.Where("run_id IN ?", ids).Order("id").Find(&calls).Error; err != nil {
+		return nil, fmt.Errorf("load tool calls: %w", err)
+	}
+	byRun := map[string][]ToolCall{}
+	for _, c := range calls {
+		byRun[c.RunID] = append(byRun[c.RunID], c)
+	}
+	for i := range rows {
+		out[i] = runFromRow(&rows[i], byRun[rows[i].ID])
+	}
+	return out, nil
+}
+
+// suspendedQuery builds the discovery filter of suspendedRuns.
+func (s *Store) suspendedQuery(ctx context.Context, p runs.ListSuspendedParams) *gorm.DB {
+	q := s.db.WithContext(ctx).Model(&Run{}).Where("status = ?", runs.StatusSuspended)
+	if p.AgentID != nil {
+		q = q.Where("agent_id = ?", *p.AgentID)
+	} else {
+		q = q.Where("parent_run_id IS NULL")
+	}
+	if p.ThreadID != nil {
+		q = q.Where("thread_id = ?", *p.ThreadID)
+	}
+	if p.ResourceID != nil {
+		q = q.Where("resource_id = ?", *p.ResourceID)
+	}
+	if p.FromDate != nil {
+		q = q.Where("created_at >= ?", ms(*p.FromDate))
+	}
+	if p.ToDate != nil {
+		q = q.Where("created_at <= ?", ms(*p.ToDate))
+	}
+	return q
+}
+
+// CountSuspended implements runs.Store.
+func (s *Store) CountSuspended(ctx context.Context, p runs.ListSuspendedParams) (int64, error) {
+	var total int64
+	if err := s.suspendedQuery(ctx, p).Count(&total).Error; err != nil {
+		return 0, fmt.Errorf("count suspended runs: %w", err)
+	}
+	return total, nil
+}
+
+// ListSuspended implements runs.Store.
+func (s *Store) ListSuspended(ctx context.Context, p runs.ListSuspendedParams, limit, offset int) ([]*runs.Run, error) {
+	var rows []Run
+	if err := s.suspendedQuery(ctx, p).Omit("snapshot").Order("created_at DESC, id DESC").Limit(limit).Offset(offset).Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("list suspended runs: %w", err)
+	}
+	return withCalls(s.db.WithContext(ctx), rows)
+}
+
+// ListRecent implements runs.Store.
+func (s *Store) ListRecent(ctx context.Context, p runs.RecentParams) ([]*runs.Run, int64, error) {
+	q := s.db.WithContext(ctx).Model(&Run{}).Where("status IN ?", p.Statuses)
+	if p.AgentID != nil {
+		q = q.Where("agent_id = ?", *p.AgentID)
+	}
+	if p.ThreadID != nil {
+		q = q.Where("thread_id = ?", *p.ThreadID)
+	}
+	if p.ResourceID != nil {
+		q = q.Where("resource_id = ?", *p.ResourceID)
+	}
+	var total int64
+	if err := q.Session(&gorm.Session{}).Count(&total).Error; err != nil {
+		return nil, 0, fmt.Errorf("count runs: %w", err)
+	}
+	var rows []Run
+	if err := q.Omit("snapshot").Order("updated_at DESC, id DESC").Limit(p.PerPage).Offset(p.Page * p.PerPage).Find(&rows).Error; err != nil {
+		return nil, 0, fmt.Errorf("list runs: %w", err)
+	}
+	out, err := withCalls(s.db.WithContext(ctx), rows)
+	return out, total, err
+}
+
+// ThreadHistory implements runs.Store.
+func (s *Store) ThreadHistory(ctx context.Context, threadID string, limit int) ([]llm.Message, error) {
+	var rows []Message
+	err := s.db.WithContext(ctx).Where("thread_id = ?", threadID).Order("id DESC").Limit(limit).Find(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("load thread %s: %w", threadID, err)
+	}
+	out := make([]llm.Message, len(rows))
+	for i, m := range rows {
+		out[len(rows)-1-i] = llm.Message{Role: llm.Role(m.Role), Content: m.Content}
+	}
+	return out, nil
+}
+
+// Changes implements runs.Store.
+func (s *Store) Changes(ctx context.Context, since time.Time, notInstance string) ([]runs.ChangeRecord, error) {
+	var rows []RunChange
+	err := s.db.WithContext(ctx).Where("created_at >= ? AND instance_id <> ?", ms(since), notInstance).Order("id").Find(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("read suspended-set changes: %w", err)
+	}
+	out := make([]runs.ChangeRecord, len(rows))
+	for i, r := range rows {
+		out[i] = runs.ChangeRecord{ID: r.ID, RunID: r.RunID, Kind: runs.ChangeKind(r.Kind), At: r.CreatedAt.UTC()}
+	}
+	return out, nil
+}
+
+// PurgeFinished implements runs.Store.
+func (s *Store) PurgeFinished(ctx context.Context, cutoff time.Time, limit int) (int, error) {
+	finished := []runs.Status{runs.StatusCompleted, runs.StatusFailed}
+	var ids []string
+	err := s.db.WithContext(ctx).Model(&Run{}).Where("status IN ? AND updated_at < ?", finished, ms(cutoff)).
+		Limit(limit).Pluck("id", &ids).Error
+	if err != nil {
+		return 0, fmt.Errorf("find finished runs: %w", err)
+	}
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	err = s.tx(ctx, func(tx *gorm.DB) error {
+		if err := tx.Where("run_id IN ?", ids).Delete(&Event{}).Error; err != nil {
+			return err
+		}
+		if err := tx.Where("run_id IN ?", ids).Delete(&ToolCall{}).Error; err != nil {
+			return err
+		}
+		return tx.Where("id IN ? AND status IN ?", ids, finished).Delete(&Run{}).Error
+	})
+	if err != nil {
+		return 0, fmt.Errorf("delete finished runs: %w", err)
+	}
+	return len(ids), nil
+}
+
+// PurgeChanges implements runs.Store.
+func (s *Store) PurgeChanges(ctx context.Context, cutoff time.Time) error {
+	if err := s.db.WithContext(ctx).Where("created_at < ?", ms(cutoff)).Delete(&RunChange{}).Error; err != nil {
+		return fmt.Errorf("delete old changes: %w", err)
+	}
+	return nil
+}
+
+// runFromRow maps a row and its tool-call rows to the domain run: pending calls while it is
+// suspended, decided calls as its decisions.
+func runFromRow(m *Run, calls []ToolCall) *runs.Run {
+	r := &runs.Run{
+		ID: m.ID, AgentID: m.AgentID, ParentRunID: m.ParentRunID, ThreadID: m.ThreadID, ResourceID: m.ResourceID,
+		Prompt: m.Prompt, RequireToolApproval: m.RequireToolApproval, Status: runs.Status(m.Status),
+		CreatedAt: m.CreatedAt.UTC(), UpdatedAt: m.UpdatedAt.UTC(), LastSeq: m.LastSeq,
+		Output: m.Output, Error: m.Error, ErrorCode: m.ErrorCode, ToolCalls: []events.ToolCall{}, Decisions: []runs.Decision{},
+		Version: m.Version, Snapshot: m.Snapshot, LeaseOwner: m.LeaseOwner, RecoveryAttempts: m.RecoveryAttempts,
+	}
+	suspended := r.Status == runs.StatusSuspended && m.SuspendedAt != nil
+	if suspended {
+		t := m.SuspendedAt.UTC()
+		r.SuspendedAt = &t
+	}
+	for _, c := range calls {
+		if c.State == ToolCallPending {
+			if suspended {
+				r.ToolCalls = append(r.ToolCalls, events.ToolCall{
+					ToolCallID: c.ToolCallID, ToolName: c.ToolName, Args: rawOrNil(c.Args),
+					RequiresApproval: c.RequiresApproval, SuspendPayload: rawOrNil(c.SuspendPayload), Interrupted: c.Interrupted,
+				})
+			}
+			continue
+		}
+		d := runs.Decision{
+			ID: c.ID, RunID: c.RunID, ToolCallID: c.ToolCallID, ToolName: c.ToolName, Kind: runs.DecisionKind(c.State),
+			DecidedBy: c.DecidedBy, Reason: c.Reason, ResumeData: rawOrNil(c.ResumeData), Args: rawOrNil(c.Args),
+		}
+		if c.DecidedAt != nil {
+			d.DecidedAt = c.DecidedAt.UTC()
+		}
+		r.Decisions = append(r.Decisions, d)
+	}
+	return r
+}
+
+func rawOrNil(s *string) json.RawMessage {
+	if s == nil {
+		return nil
+	}
+	return json.RawMessage(*s)
+}
+
+func strOrNil(b json.RawMessage) *string {
+	if b == nil {
+		return nil
+	}
+	s := string(b)
+	return &s
+}

@@ -1,0 +1,211 @@
+package gormstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+
+	"interlock/runs"
+)
+
+// InsertRun implements runs.Store.
+func (s *Store) InsertRun(ctx context.Context, n runs.NewRun) error {
+	r := n.Run
+	row := map[string]any{
+		"id": r.ID, "agent_id": r.AgentID, "parent_run_id": r.ParentRunID, "thread_id": r.ThreadID,
+		"resource_id": r.ResourceID, "prompt": r.Prompt, "require_tool_approval": r.RequireToolApproval,
+		"status": string(runs.StatusRunning), "snapshot": n.Snapshot, "created_at": ms(r.CreatedAt),
+		"updated_at": ms(r.UpdatedAt), "last_seq": int64(len(n.Events)), "lease_owner": n.Lease,
+		"lease_until": s.dbNowPlus(n.TTL), "version": 0, "recovery_attempts": 0,
+	}
+	return s.tx(ctx, func(tx *gorm.DB) error {
+		if err := tx.Model(&Run{}).Create(row).Error; err != nil {
+			return fmt.Errorf("insert run: %w", err)
+		}
+		return appendEvents(tx, r.ID, 0, r.CreatedAt, n.Events)
+	})
+}
+
+// checkpointSet is what every lease holder's write sets: the new last seq, the time, a renewed
+// lease, and the end of any count of failed recoveries (the run made progress).
+func (s *Store) checkpointSet(c runs.Checkpoint) map[string]any {
+	set := map[string]any{
+		"last_seq": c.After + int64(len(c.Events)), "updated_at": ms(c.At),
+		"lease_until": s.dbNowPlus(c.TTL), "recovery_attempts": 0, "recover_after": nil,
+	}
+	if c.Snapshot != nil {
+		set["snapshot"] = *c.Snapshot
+	}
+	return set
+}
+
+// Checkpoint implements runs.Store.
+func (s *Store) Checkpoint(ctx context.Context, c runs.Checkpoint) error {
+	return s.tx(ctx, func(tx *gorm.DB) error {
+		// The lease check comes first: it locks the run row, so every writer of a run's events
+		// queues on that row lock, in one order.
+		if err := leaseUpdate(tx, c.RunID, c.Lease, s.checkpointSet(c)); err != nil {
+			return err
+		}
+		return appendEvents(tx, c.RunID, c.After, c.At, c.Events)
+	})
+}
+
+// Suspend implements runs.Store.
+func (s *Store) Suspend(ctx context.Context, p runs.Suspension) error {
+	return s.tx(ctx, func(tx *gorm.DB) error {
+		set := s.checkpointSet(p.Checkpoint)
+		set["status"], set["suspended_at"] = runs.StatusSuspended, ms(p.At)
+		set["lease_owner"], set["lease_until"], set["version"] = nil, nil, gorm.Expr("version + 1")
+		if err := leaseUpdate(tx, p.RunID, p.Lease, set); err != nil {
+			return err
+		}
+		args := string(p.Call.Args)
+		row := ToolCall{
+			RunID: p.RunID, ToolCallID: p.Call.ToolCallID, ToolName: p.Call.ToolName, Args: &args,
+			RequiresApproval: p.Call.RequiresApproval, SuspendPayload: strOrNil(p.Call.SuspendPayload),
+			Interrupted: p.Call.Interrupted, State: ToolCallPending, CreatedAt: ms(p.At),
+		}
+		if err := tx.Create(&row).Error; err != nil {
+			return fmt.Errorf("insert pending tool call: %w", err)
+		}
+		if err := recordChange(tx, p.RunID, runs.ChangeSuspended, p.InstanceID, p.At); err != nil {
+			return err
+		}
+		return appendEvents(tx, p.RunID, p.After, p.At, p.Events)
+	})
+}
+
+// Finish implements runs.Store.
+func (s *Store) Finish(ctx context.Context, f runs.Finish) error {
+	return s.tx(ctx, func(tx *gorm.DB) error {
+		set := s.checkpointSet(f.Checkpoint)
+		set["status"], set["snapshot"], set["output"], set["error"], set["error_code"] = f.Status, nil, f.Output, f.Error, f.ErrorCode
+		set["lease_owner"], set["lease_until"], set["version"] = nil, nil, gorm.Expr("version + 1")
+		if err := leaseUpdate(tx, f.RunID, f.Lease, set); err != nil {
+			return err
+		}
+		if err := appendEvents(tx, f.RunID, f.After, f.At, f.Events); err != nil {
+			return err
+		}
+		if f.ThreadID == nil || len(f.Memory) == 0 {
+			return nil
+		}
+		msgs := make([]Message, len(f.Memory))
+		for i, m := range f.Memory {
+			msgs[i] = Message{ThreadID: *f.ThreadID, ResourceID: f.ResourceID, RunID: f.RunID, Role: string(m.Role), Content: m.Content, CreatedAt: ms(f.At)}
+		}
+		if err := tx.Create(&msgs).Error; err != nil {
+			return fmt.Errorf("store thread messages: %w", err)
+		}
+		return nil
+	})
+}
+
+// RenewLease implements runs.Store.
+func (s *Store) RenewLease(ctx context.Context, runID, lease string, ttl time.Duration) error {
+	return s.tx(ctx, func(tx *gorm.DB) error {
+		return leaseUpdate(tx, runID, lease, map[string]any{"lease_until": s.dbNowPlus(ttl)})
+	})
+}
+
+// ReleaseLease implements runs.Store.
+func (s *Store) ReleaseLease(ctx context.Context, runID, lease string) error {
+	return s.tx(ctx, func(tx *gorm.DB) error {
+		return leaseUpdate(tx, runID, lease, map[string]any{"lease_owner": nil, "lease_until": nil})
+	})
+}
+
+// Decide implements runs.Store.
+func (s *Store) Decide(ctx context.Context, d runs.DecisionWrite) error {
+	return s.tx(ctx, func(tx *gorm.DB) error {
+		res := tx.Model(&Run{}).
+			Where("id = ? AND status = ? AND version = ? AND last_seq = ?", d.RunID, runs.StatusSuspended, d.Version, d.After).
+			Updates(map[string]any{
+				"status": runs.StatusRunning, "lease_owner": d.Lease, "lease_until": s.dbNowPlus(d.TTL),
+				"version": d.Version + 1, "snapshot": d.Snapshot, "suspended_at": nil,
+				"updated_at": ms(d.At), "last_seq": d.After + int64(len(d.Events)),
+				"recovery_attempts": 0, "recover_after": nil,
+			})
+		if res.Error != nil {
+			return fmt.Errorf("decide run %s: %w", d.RunID, res.Error)
+		}
+		if res.RowsAffected == 0 {
+			return runs.ErrStale
+		}
+		set := map[string]any{"state": string(d.Kind), "decided_at": ms(d.At), "decided_by": d.DecidedBy, "reason": d.Reason}
+		if d.ResumeData != nil {
+			set["resume_data"] = string(d.ResumeData)
+		}
+		res = tx.Model(&ToolCall{}).Where("run_id = ? AND tool_call_id = ? AND state = ?", d.RunID, d.ToolCallID, ToolCallPending).Updates(set)
+		if res.Error != nil {
+			return fmt.Errorf("record decision: %w", res.Error)
+		}
+		if res.RowsAffected == 0 {
+			return runs.ErrStale
+		}
+		if err := appendEvents(tx, d.RunID, d.After, d.At, d.Events); err != nil {
+			return err
+		}
+		return recordChange(tx, d.RunID, runs.ChangeLeft, d.InstanceID, d.At)
+	})
+}
+
+// expired narrows a query to RUNNING runs whose lease has expired by the database's clock.
+func (s *Store) expired(q *gorm.DB) *gorm.DB {
+	return q.Where("status = ? AND (lease_until IS NULL OR lease_until < ?)", runs.StatusRunning, s.dbNow())
+}
+
+// ExpiredRuns implements runs.Store.
+func (s *Store) ExpiredRuns(ctx context.Context, limit int) ([]*runs.Run, error) {
+	var rows []Run
+	q := s.expired(s.db.WithContext(ctx).Model(&Run{})).Where("recover_after IS NULL OR recover_after <= ?", s.dbNow())
+	if err := q.Order("lease_until").Order("id").Limit(limit).Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("find expired leases: %w", err)
+	}
+	out := make([]*runs.Run, len(rows))
+	for i := range rows {
+		out[i] = runFromRow(&rows[i], nil)
+	}
+	return out, nil
+}
+
+// ClaimExpired implements runs.Store.
+func (s *Store) ClaimExpired(ctx context.Context, c runs.Claim) (bool, error) {
+	var claimed bool
+	err := s.tx(ctx, func(tx *gorm.DB) error {
+		res := s.expired(tx.Model(&Run{})).Where("id = ? AND version = ? AND last_seq = ?", c.RunID, c.Version, c.LastSeq).
+			Updates(map[string]any{
+				"lease_owner": c.Lease, "lease_until": s.dbNowPlus(c.TTL), "version": c.Version + 1,
+				"recovery_attempts": gorm.Expr("recovery_attempts + 1"), "recover_after": nil,
+			})
+		if res.Error != nil {
+			return fmt.Errorf("claim run %s: %w", c.RunID, res.Error)
+		}
+		claimed = res.RowsAffected == 1
+		return nil
+	})
+	return claimed, err
+}
+
+// DeferRecovery implements runs.Store.
+func (s *Store) DeferRecovery(ctx context.Context, runID string, version int64, backoff time.Duration) error {
+	return s.tx(ctx, func(tx *gorm.DB) error {
+		err := s.expired(tx.Model(&Run{})).Where("id = ? AND version = ?", runID, version).
+			Updates(map[string]any{"recovery_attempts": gorm.Expr("recovery_attempts + 1"), "recover_after": s.dbNowPlus(backoff)}).Error
+		if err != nil {
+			return fmt.Errorf("defer recovery of run %s: %w", runID, err)
+		}
+		return nil
+	})
+}
+
+// recordChange writes a suspended-set change in the caller's transaction.
+func recordChange(tx *gorm.DB, runID string, kind runs.ChangeKind, instance string, at time.Time) error {
+	if err := tx.Create(&RunChange{RunID: runID, Kind: string(kind), InstanceID: instance, CreatedAt: ms(at)}).Error; err != nil {
+		return fmt.Errorf("record change: %w", err)
+	}
+	return nil
+}
