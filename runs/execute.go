@@ -31,6 +31,7 @@ type execution struct {
 	flushErr  error       // a failed timed flush, returned by the next write
 	ctx       context.Context
 	retryText bool // the previous owner streamed text of a model call that is made again
+	ended     bool // the run suspended or finished: the lease is gone by design
 }
 
 var _ agent.Host = (*execution)(nil)
@@ -152,7 +153,12 @@ func (e *execution) renewLease(ctx context.Context, cancel context.CancelFunc) {
 		case err == nil:
 			renewed = time.Now()
 		case errors.Is(err, ErrLeaseLost):
-			e.s.cfg.Logger.Warn("run: lease lost; stopping", "run", e.run.ID)
+			e.mu.Lock()
+			ended := e.ended // the renewal raced the run's last write, which released the lease
+			e.mu.Unlock()
+			if !ended {
+				e.s.cfg.Logger.Warn("run: lease lost; stopping", "run", e.run.ID)
+			}
 			cancel()
 			return
 		case time.Since(renewed) > e.s.cfg.LeaseTTL*2/3:
@@ -367,7 +373,7 @@ func (e *execution) suspend(ctx context.Context, snap *agent.Snapshot, held *age
 	if err != nil {
 		return stored(ctx, err)
 	}
-	e.seq = seq
+	e.seq, e.ended = seq, true
 	e.text.Reset()
 	e.s.runHub.Publish(e.run.ID, struct{}{})
 	e.s.changes.Publish(changesTopic, Change{Kind: ChangeSuspended, RunID: e.run.ID})
@@ -417,6 +423,7 @@ func (e *execution) finish(ctx context.Context, f Finish, ev events.Event) error
 		return stored(ctx, err)
 	}
 	e.seq += int64(len(evs))
+	e.ended = true
 	e.text.Reset()
 	e.s.runHub.Publish(e.run.ID, struct{}{})
 	return nil

@@ -151,12 +151,16 @@ func (s *Service) WatchSuspended(ctx context.Context, f WatchFilter) (<-chan Run
 
 // watchLoop reads the run of each suspended-set change once, however many watchers this
 // instance has, and hands it to all of them.
-func (s *Service) watchLoop() {
+// It starts subscribed (New subscribes it before starting it), so no change is missed.
+func (s *Service) watchLoop(sub *events.Sub[Change]) {
 	defer s.loops.Done()
-	for s.ctx.Err() == nil {
-		sub := s.changes.Subscribe(changesTopic)
+	for {
 		s.watch(sub)
 		sub.Close()
+		if s.ctx.Err() != nil {
+			return
+		}
+		sub = s.changes.Subscribe(changesTopic)
 	}
 }
 

@@ -28,6 +28,17 @@ type fixture struct {
 
 func setup(t testing.TB, db *gorm.DB, cfg runs.Config) *fixture {
 	t.Helper()
+	return setupWith(t, db, cfg, setupOpts{})
+}
+
+// setupOpts adds agents to a fixture's registry and wraps its store (to count or fail calls).
+type setupOpts struct {
+	agents []*agent.Agent
+	wrap   func(runs.Store) runs.Store
+}
+
+func setupWith(t testing.TB, db *gorm.DB, cfg runs.Config, o setupOpts) *fixture {
+	t.Helper()
 	var executed atomic.Int64
 	counted := &agent.Agent{
 		ID: "counter-agent", Name: "Counter", Model: &llm.Demo{},
@@ -40,14 +51,18 @@ func setup(t testing.TB, db *gorm.DB, cfg runs.Config) *fixture {
 			},
 		}},
 	}
-	reg, err := agent.NewRegistry(append(agent.DemoAgents(&llm.Demo{}), counted)...)
+	reg, err := agent.NewRegistry(append(append(agent.DemoAgents(&llm.Demo{}), counted), o.agents...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	svc, err := runs.New(gormstore.New(db), reg, cfg)
+	var st runs.Store = gormstore.New(db)
+	if o.wrap != nil {
+		st = o.wrap(st)
+	}
+	svc, err := runs.New(st, reg, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -87,7 +87,7 @@ func (s *Service) recoverRun(ctx context.Context, r *Run) (bool, error) {
 
 // backoff is how long recovery of a run waits after attempt n (0-based) could not start.
 func (s *Service) backoff(n int) time.Duration {
-	d := s.cfg.RecoveryInterval << min(n, 16)
+	d := s.cfg.RecoveryBackoff << min(n, 16)
 	return min(d, maxBackoff)
 }
 

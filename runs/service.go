@@ -52,6 +52,9 @@ type Config struct {
 	// Defaults 50ms and 1024.
 	TextFlushInterval time.Duration
 	TextFlushBytes    int
+	// RecoveryBackoff is how long recovery waits before trying again a run it could not start
+	// (its agent is not served here), doubled per attempt up to 5 minutes. Default 1s.
+	RecoveryBackoff time.Duration
 	// NowFunc is the clock of the times runs and events show (lease times are the database's).
 	// Default time.Now.
 	NowFunc func() time.Time
@@ -88,6 +91,9 @@ func (c Config) WithDefaults() Config {
 	if c.RetentionInterval == 0 {
 		c.RetentionInterval = 10 * time.Minute
 	}
+	if c.RecoveryBackoff == 0 {
+		c.RecoveryBackoff = time.Second
+	}
 	if c.MaxRecoveryAttempts == 0 {
 		c.MaxRecoveryAttempts = 5
 	}
@@ -122,7 +128,7 @@ func (c Config) validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"PollInterval", c.PollInterval}, {"RecoveryInterval", c.RecoveryInterval}, {"RetentionInterval", c.RetentionInterval}, {"TextFlushInterval", c.TextFlushInterval}} {
+	}{{"PollInterval", c.PollInterval}, {"RecoveryInterval", c.RecoveryInterval}, {"RetentionInterval", c.RetentionInterval}, {"TextFlushInterval", c.TextFlushInterval}, {"RecoveryBackoff", c.RecoveryBackoff}} {
 		if d.v <= 0 {
 			return fmt.Errorf("%s must be positive, not %s", d.name, d.v)
 		}
@@ -194,7 +200,7 @@ func New(st Store, agents *agent.Registry, cfg Config) (*Service, error) {
 	}
 	s.loops.Add(2)
 	go s.notifyLoop()
-	go s.watchLoop()
+	go s.watchLoop(s.changes.Subscribe(changesTopic))
 	// Recovery: RUNNING runs whose lease expired (their instance died, or released them while
 	// shutting down) are taken over.
 	s.every(cfg.RecoveryInterval, "recovery", func(ctx context.Context) error {
