@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -331,4 +332,24 @@ func TestRecentRunsShowDecisions(t *testing.T) {
 			t.Fatalf("suspended runs in history: %d", suspended.RecentRuns.Total)
 		}
 	})
+}
+
+// TestToolCallEventsCarryArguments: a tool that needs no approval shows its arguments too.
+func TestToolCallEventsCarryArguments(t *testing.T) {
+	s := startServer(t, "sqlite:"+filepath.Join(t.TempDir(), "interlock.db"))
+	run := s.startRun(t, "what is the status of order 4", nil)
+	ws := dialWS(t, s.url, "graphql-transport-ws")
+	evs := follow(t, ws, ws.subscribe(eventsQuery, map[string]any{"runId": run.RunID}), nil)
+	var saw int
+	for _, e := range evs {
+		if e.Type == "TOOL_CALL" || e.Type == "TOOL_RESULT" {
+			saw++
+			if e.ToolCall == nil || e.ToolCall.ToolName != "lookup_order" || !strings.Contains(string(e.ToolCall.Args), `"4"`) {
+				t.Fatalf("%s event without the call's arguments: %+v", e.Type, e.ToolCall)
+			}
+		}
+	}
+	if saw != 2 {
+		t.Fatalf("saw %d TOOL_CALL/TOOL_RESULT events in %+v", saw, evs)
+	}
 }
