@@ -399,6 +399,10 @@ func (e *execution) fail(ctx context.Context, cause error) error {
 	case errors.As(cause, &steps):
 		return e.failWith(ctx, FailureSteps, steps.Error())
 	case errors.As(cause, &model):
+		var provider *llm.ProviderError
+		if errors.As(cause, &provider) && provider.Status != 0 {
+			return e.failWith(ctx, FailureModel, fmt.Sprintf("the model call failed (%s answered HTTP %d)", model.Model, provider.Status))
+		}
 		return e.failWith(ctx, FailureModel, fmt.Sprintf("the model call failed (%s)", model.Model))
 	default:
 		return e.failWith(ctx, FailureInternal, "the run stopped on an internal error")
