@@ -30,12 +30,17 @@ import (
 	"gorm.io/gorm"
 
 	"interlock/agent"
+	"interlock/config"
 	"interlock/gormstore"
 	"interlock/graph"
 	"interlock/llm"
 	"interlock/runs"
 	"interlock/web"
 )
+
+// version is the server's version, told to MCP servers; set at build time with
+// -ldflags "-X main.version=…".
+var version = "dev"
 
 // Config is the server's configuration. Each field can be set by a flag or an environment
 // variable (the flag wins); the default is given with each.
@@ -66,6 +71,9 @@ type Config struct {
 	// default 1024; 1 stores every piece as it comes).
 	TextFlushInterval time.Duration
 	TextFlushBytes    int
+	// ConfigFile is the YAML file of agents, models and tools (--config, INTERLOCK_CONFIG; see
+	// config/ and examples/interlock.yaml). Default: none, which serves the demo agent.
+	ConfigFile string
 	// ModelDelay slows every demo model answer, to watch runs step by step (--demo-delay,
 	// INTERLOCK_DEMO_DELAY). Default 0.
 	ModelDelay time.Duration
@@ -83,6 +91,7 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 	var cfg Config
 	var origins string
 	fs.StringVar(&cfg.Addr, "addr", env("INTERLOCK_ADDR", ":8080"), "listen address")
+	fs.StringVar(&cfg.ConfigFile, "config", env("INTERLOCK_CONFIG", ""), "YAML file of agents, models and tools")
 	fs.StringVar(&cfg.DB, "db", env("INTERLOCK_DB", "sqlite:interlock.db"), "database: sqlite:FILE or mysql://USER:PASS@HOST:PORT/DB")
 	perPage := fs.String("max-per-page", env("INTERLOCK_MAX_PER_PAGE", "500"), "largest perPage of suspendedRuns")
 	flushBytes := fs.String("text-flush-bytes", env("INTERLOCK_TEXT_FLUSH_BYTES", "1024"), "store streamed text once this many bytes wait")
@@ -130,6 +139,7 @@ type App struct {
 	cfg     Config
 	log     *slog.Logger
 	db      *gorm.DB
+	agents  *config.Agents
 	Service *runs.Service
 	handler http.Handler
 }
@@ -144,8 +154,14 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		closeDB(db)
 		return nil, fmt.Errorf("--db / INTERLOCK_DB: %w", err)
 	}
-	registry, err := agent.NewRegistry(agent.DemoAgents(&llm.Demo{Delay: cfg.ModelDelay})...)
+	agents, err := loadAgents(ctx, cfg)
 	if err != nil {
+		closeDB(db)
+		return nil, err
+	}
+	registry, err := agent.NewRegistry(agents.List...)
+	if err != nil {
+		agents.Close()
 		closeDB(db)
 		return nil, err
 	}
@@ -154,12 +170,26 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		TextFlushInterval: cfg.TextFlushInterval, TextFlushBytes: cfg.TextFlushBytes, Logger: log,
 	})
 	if err != nil {
+		agents.Close()
 		closeDB(db)
 		return nil, err
 	}
-	a := &App{cfg: cfg, log: log, db: db, Service: svc}
+	a := &App{cfg: cfg, log: log, db: db, agents: agents, Service: svc}
 	a.handler = a.routes()
 	return a, nil
+}
+
+// loadAgents builds the agents of the config file, or the demo agent when there is none.
+func loadAgents(ctx context.Context, cfg Config) (*config.Agents, error) {
+	demo := &llm.Demo{Delay: cfg.ModelDelay}
+	if cfg.ConfigFile == "" {
+		return &config.Agents{List: agent.DemoAgents(demo)}, nil
+	}
+	f, err := config.Load(cfg.ConfigFile)
+	if err != nil {
+		return nil, err
+	}
+	return config.Build(ctx, f, config.Options{Version: version, DemoModel: demo})
 }
 
 func (a *App) routes() http.Handler {
@@ -225,6 +255,7 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 // Close releases the database.
 func (a *App) Close() {
 	a.Service.Close()
+	a.agents.Close()
 	closeDB(a.db)
 }
 

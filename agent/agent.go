@@ -25,6 +25,8 @@ type Agent struct {
 	Tools        []*Tool
 	// SubAgents are agents this agent can delegate to (shown by the API).
 	SubAgents []*Agent
+	// RequireToolApproval holds every tool call of this agent for a person, whatever the tool.
+	RequireToolApproval bool
 	// MaxSteps bounds the model calls of one run; 0 means 10.
 	MaxSteps int
 }
@@ -56,9 +58,19 @@ func (t *Tool) ValidateResume(data json.RawMessage) error { return t.resume.Vali
 // resumed after the tool suspended, the payload it suspended with and the data the person sent.
 type Call struct {
 	llm.ToolCall
+	// Run is the run the call belongs to, for tools that tell their backend who is asking.
+	Run RunInfo
 	// SuspendPayload and ResumeData are set when the tool runs again after a resumeRun.
 	SuspendPayload json.RawMessage
 	ResumeData     json.RawMessage
+}
+
+// RunInfo identifies a run to the tools it calls.
+type RunInfo struct {
+	RunID      string
+	AgentID    string
+	ThreadID   string
+	ResourceID string
 }
 
 // Resumed reports whether this execution follows a resumeRun.
@@ -126,6 +138,13 @@ func (a *Agent) Tool(name string) *Tool {
 		}
 	}
 	return nil
+}
+
+// NeedsApproval reports whether a call of that tool waits for a person before it runs: the
+// tool asks for it, the agent does for all its tools, or the run was started asking for it.
+func (a *Agent) NeedsApproval(snap *Snapshot, tool string) bool {
+	t := a.Tool(tool)
+	return t != nil && (t.RequireApproval || a.RequireToolApproval || snap.RequireToolApproval)
 }
 
 func (a *Agent) maxSteps() int {

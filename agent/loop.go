@@ -15,6 +15,8 @@ const DeclinedMessage = "Tool call was not approved by the user"
 // Host is where the loop reports what happens. Each method that takes the snapshot must store it
 // together with the event it describes, atomically, before returning; an error stops the run.
 type Host interface {
+	// Run says which run the loop is driving; tools get it with each call.
+	Run() RunInfo
 	// TextDelta reports the next piece of assistant text.
 	TextDelta(ctx context.Context, text string) error
 	// ToolCalls reports the calls the model asked for in this step.
@@ -57,6 +59,13 @@ func (a *Agent) Run(ctx context.Context, snap *Snapshot, host Host) (Outcome, er
 			for i, tc := range resp.ToolCalls {
 				pc := PendingCall{ToolCall: tc, State: CallNew}
 				pc.Args, pc.ArgsError = usableArgs(tc.Args)
+				if t := a.Tool(tc.Name); t != nil && pc.ArgsError == "" {
+					// Checked before anyone is asked to approve: a call no person could
+					// sensibly judge goes back to the model as an error.
+					if err := t.input.Validate(pc.Args); err != nil {
+						pc.ArgsError = "invalid arguments: " + err.Error()
+					}
+				}
 				calls[i] = pc.ToolCall
 				snap.Pending = append(snap.Pending, pc)
 			}
@@ -99,7 +108,7 @@ func (a *Agent) advance(ctx context.Context, snap *Snapshot, c *PendingCall, hos
 	case CallAwaitingApproval, CallSuspended:
 		return true, nil
 	case CallNew:
-		if tool != nil && (snap.RequireToolApproval || tool.RequireApproval) {
+		if a.NeedsApproval(snap, c.Name) {
 			c.State = CallAwaitingApproval
 			return true, nil
 		}
@@ -125,7 +134,7 @@ func (a *Agent) advance(ctx context.Context, snap *Snapshot, c *PendingCall, hos
 	if err := host.ToolStarted(ctx, snap, *c); err != nil {
 		return false, err
 	}
-	result, payload, errMsg := execute(ctx, tool, c, resumeData)
+	result, payload, errMsg := execute(ctx, tool, c, host.Run(), resumeData)
 	if payload != nil {
 		c.State = CallSuspended
 		c.SuspendPayload = payload
@@ -147,16 +156,13 @@ func (a *Agent) finish(ctx context.Context, snap *Snapshot, c *PendingCall, host
 
 // execute runs a tool once. It returns the JSON result, or the suspend payload, or an error text.
 // A panic in the tool is an error result, not a crash of the server.
-func execute(ctx context.Context, tool *Tool, c *PendingCall, resumeData json.RawMessage) (result, payload json.RawMessage, errMsg string) {
-	if err := tool.input.Validate(c.Args); err != nil {
-		return nil, nil, "invalid arguments: " + err.Error()
-	}
+func execute(ctx context.Context, tool *Tool, c *PendingCall, run RunInfo, resumeData json.RawMessage) (result, payload json.RawMessage, errMsg string) {
 	defer func() {
 		if r := recover(); r != nil {
 			result, payload, errMsg = nil, nil, fmt.Sprintf("tool %s panicked: %v", tool.Name, r)
 		}
 	}()
-	call := &Call{ToolCall: c.ToolCall, SuspendPayload: c.SuspendPayload, ResumeData: resumeData}
+	call := &Call{ToolCall: c.ToolCall, Run: run, SuspendPayload: c.SuspendPayload, ResumeData: resumeData}
 	v, err := tool.ExecuteFunc(ctx, call)
 	var s *suspension
 	if errors.As(err, &s) {

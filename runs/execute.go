@@ -328,6 +328,11 @@ func (e *execution) ToolDeclined(ctx context.Context, snap *agent.Snapshot, c ag
 }
 
 // StepFinished appends STEP_FINISHED with the snapshot of the finished step.
+// Run tells tools which run calls them.
+func (e *execution) Run() agent.RunInfo {
+	return agent.RunInfo{RunID: e.run.ID, AgentID: e.run.AgentID, ThreadID: deref(e.run.ThreadID), ResourceID: deref(e.run.ResourceID)}
+}
+
 func (e *execution) StepFinished(ctx context.Context, snap *agent.Snapshot) error {
 	return e.checkpoint(ctx, snap, events.Event{Type: events.StepFinished})
 }
@@ -335,14 +340,9 @@ func (e *execution) StepFinished(ctx context.Context, snap *agent.Snapshot) erro
 func (e *execution) eventCall(snap *agent.Snapshot, c agent.PendingCall) *events.ToolCall {
 	return &events.ToolCall{
 		ToolCallID: c.ID, ToolName: c.Name, Args: c.Args,
-		RequiresApproval: e.needsApproval(snap, c) && c.State != agent.CallSuspended && c.ArgsError == "",
+		RequiresApproval: e.agent.NeedsApproval(snap, c.Name) && c.State != agent.CallSuspended && c.ArgsError == "",
 		SuspendPayload:   c.SuspendPayload, Interrupted: c.Interrupted,
 	}
-}
-
-func (e *execution) needsApproval(snap *agent.Snapshot, c agent.PendingCall) bool {
-	t := e.agent.Tool(c.Name)
-	return t != nil && (t.RequireApproval || snap.RequireToolApproval)
 }
 
 // suspend stores the run as SUSPENDED on the held call, with the call's row and the events that

@@ -1,0 +1,211 @@
+package config
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+
+	"interlock/agent"
+	"interlock/llm"
+	"interlock/tools"
+)
+
+// Options are what Build needs besides the file.
+type Options struct {
+	// Version is told to MCP servers.
+	Version string
+	// DemoModel is the model of agents with provider: demo.
+	DemoModel llm.Model
+}
+
+// Agents is what a config file builds: the agents, and the connections to close at the end.
+type Agents struct {
+	List    []*agent.Agent
+	servers []*tools.MCPServer
+}
+
+// Close ends the MCP sessions (stopping stdio servers).
+func (a *Agents) Close() {
+	for _, s := range a.servers {
+		s.Close()
+	}
+}
+
+// Build makes the agents of a checked file: models, HTTP tools, and the tools of every MCP
+// server, which it connects to and asks for its tools.
+func Build(ctx context.Context, f *File, opt Options) (*Agents, error) {
+	out := &Agents{}
+	fail := func(path, msg string) (*Agents, error) {
+		out.Close()
+		return nil, &Error{File: f.path, Problems: []string{path + ": " + msg}}
+	}
+	byName := map[string]*agent.Tool{}
+	servers := map[string]*tools.MCPServer{}
+	listed := map[string]map[string]tools.MCPTool{}
+	for i, sc := range f.MCPServers {
+		at := fmt.Sprintf("mcpServers[%d]", i)
+		cfg := tools.MCPConfig{Name: sc.Name, Command: sc.Command, URL: sc.URL, Timeout: sc.Timeout}
+		srv, err := tools.ConnectMCP(ctx, cfg, opt.Version)
+		if err != nil {
+			return fail(at, err.Error())
+		}
+		out.servers = append(out.servers, srv)
+		servers[sc.Name] = srv
+		list, err := srv.Tools(ctx)
+		if err != nil {
+			return fail(at, err.Error())
+		}
+		listed[sc.Name] = map[string]tools.MCPTool{}
+		for _, t := range list {
+			listed[sc.Name][t.Name] = t
+		}
+		for j, name := range sc.Tools {
+			if _, ok := listed[sc.Name][name]; !ok {
+				return fail(fmt.Sprintf("%s.tools[%d]", at, j), fmt.Sprintf("the server lists no tool %q", name))
+			}
+		}
+		for _, t := range list {
+			if len(sc.Tools) > 0 && !slices.Contains(sc.Tools, t.Name) {
+				continue
+			}
+			if _, dup := byName[t.Name]; dup {
+				return fail(at, fmt.Sprintf("its tool %q has the name of another server's tool; offer it under another name with tools: [{name: …, mcp: {server: %s, tool: %s}}] and leave it out of this server's tools list", t.Name, sc.Name, t.Name))
+			}
+			byName[t.Name] = &agent.Tool{
+				Name: t.Name, Description: t.Description, InputSchema: t.InputSchema,
+				RequireApproval: needsApproval(sc, t.Name), ExecuteFunc: srv.Execute(t.Name),
+			}
+		}
+	}
+	for i, tc := range f.Tools {
+		at := fmt.Sprintf("tools[%d]", i)
+		t := &agent.Tool{Name: tc.Name, Description: tc.Description, RequireApproval: tc.RequireApproval}
+		t.InputSchema, _ = schemaJSON(tc.Name, tc.InputSchema) // checked by Load
+		t.SuspendSchema, _ = schemaJSON(tc.Name, tc.SuspendSchema)
+		t.ResumeSchema, _ = schemaJSON(tc.Name, tc.ResumeSchema)
+		switch {
+		case tc.HTTP != nil:
+			headers := map[string]string{}
+			for k, v := range tc.HTTP.Headers {
+				headers[k], _ = expandEnv(v) // checked by Load
+			}
+			t.ExecuteFunc = tools.HTTPExecute(tools.HTTPConfig{URL: tc.HTTP.URL, Timeout: tc.HTTP.Timeout, Headers: headers})
+			if t.InputSchema == nil {
+				t.InputSchema = []byte(`{"type":"object"}`)
+			}
+		case tc.MCP != nil:
+			mt, ok := listed[tc.MCP.Server][tc.MCP.Tool]
+			if !ok {
+				return fail(at+".mcp.tool", fmt.Sprintf("the MCP server %s lists no tool %q", tc.MCP.Server, tc.MCP.Tool))
+			}
+			if t.Description == "" {
+				t.Description = mt.Description
+			}
+			if t.InputSchema == nil {
+				t.InputSchema = mt.InputSchema
+			}
+			t.RequireApproval = t.RequireApproval || needsApproval(f.server(tc.MCP.Server), tc.MCP.Tool)
+			t.ExecuteFunc = servers[tc.MCP.Server].Execute(tc.MCP.Tool)
+		}
+		if _, dup := byName[t.Name]; dup {
+			return fail(at+".name", fmt.Sprintf("%q is also the name of an MCP server's tool", t.Name))
+		}
+		byName[t.Name] = t
+	}
+	agents := map[string]*agent.Agent{}
+	for i, ac := range f.Agents {
+		at := fmt.Sprintf("agents[%d]", i)
+		a := &agent.Agent{
+			ID: ac.ID, Name: ac.Name, Description: ac.Description, Instructions: ac.Instructions,
+			MaxSteps: ac.MaxSteps, RequireToolApproval: ac.RequireToolApproval,
+		}
+		if a.Name == "" {
+			a.Name = a.ID
+		}
+		model, err := buildModel(ac.Model, opt)
+		if err != nil {
+			return fail(at+".model", err.Error())
+		}
+		a.Model = model
+		for j, name := range ac.Tools {
+			t, ok := byName[name]
+			if !ok {
+				return fail(fmt.Sprintf("%s.tools[%d]", at, j), fmt.Sprintf("unknown tool %q: it is not in tools and no MCP server lists it", name))
+			}
+			if a.Tool(name) != nil {
+				return fail(fmt.Sprintf("%s.tools[%d]", at, j), fmt.Sprintf("%q is listed twice", name))
+			}
+			a.Tools = append(a.Tools, t)
+		}
+		agents[a.ID] = a
+		out.List = append(out.List, a)
+	}
+	for _, ac := range f.Agents {
+		for _, sub := range ac.SubAgents {
+			agents[ac.ID].SubAgents = append(agents[ac.ID].SubAgents, agents[sub])
+		}
+	}
+	for i, ac := range f.Agents {
+		if cycle := findCycle(agents[ac.ID], nil); cycle != "" {
+			return fail(fmt.Sprintf("agents[%d].subAgents", i), "delegation goes round in a circle: "+cycle)
+		}
+	}
+	return out, nil
+}
+
+func (f *File) server(name string) MCPServer {
+	for _, s := range f.MCPServers {
+		if s.Name == name {
+			return s
+		}
+	}
+	return MCPServer{}
+}
+
+func needsApproval(s MCPServer, tool string) bool {
+	return slices.Contains(s.RequireApproval, tool) || slices.Contains(s.RequireApproval, "*")
+}
+
+// findCycle returns "a → b → a" when delegation from a comes back to an agent on the path.
+func findCycle(a *agent.Agent, path []string) string {
+	if i := slices.Index(path, a.ID); i >= 0 {
+		s := ""
+		for _, id := range append(path[i:], a.ID) {
+			if s != "" {
+				s += " → "
+			}
+			s += id
+		}
+		return s
+	}
+	for _, sub := range a.SubAgents {
+		if c := findCycle(sub, append(path, a.ID)); c != "" {
+			return c
+		}
+	}
+	return ""
+}
+
+func buildModel(m *Model, opt Options) (llm.Model, error) {
+	if m.Provider == "demo" {
+		if opt.DemoModel == nil {
+			return &llm.Demo{}, nil
+		}
+		return opt.DemoModel, nil
+	}
+	cfg := llm.OpenAIConfig{
+		BaseURL: m.BaseURL, Model: m.Name, Temperature: m.Temperature,
+		MaxTokens: m.MaxTokens, Timeout: m.Timeout,
+	}
+	if m.APIKeyEnv != "" {
+		cfg.APIKey = os.Getenv(m.APIKeyEnv)
+	}
+	if m.MaxRetries != nil {
+		cfg.MaxRetries = *m.MaxRetries
+		if cfg.MaxRetries == 0 {
+			cfg.MaxRetries = -1
+		}
+	}
+	return llm.NewOpenAI(cfg)
+}

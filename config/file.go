@@ -1,0 +1,95 @@
+// Package config reads the YAML file (--config / INTERLOCK_CONFIG) that says which agents a
+// server runs: their models, their tools (HTTP endpoints and MCP servers) and the approval
+// policy of each tool. Load checks the file without reaching anything; Build turns it into
+// agents, connecting to the MCP servers. Both answer a mistake with the file, the path inside
+// it (agents[0].model.baseURL) and what is wrong, so a server with a bad config never starts.
+package config
+
+import "time"
+
+// File is the whole config file. Keys are the interface users write: extend, never rename.
+type File struct {
+	Agents     []Agent     `yaml:"agents"`
+	Tools      []Tool      `yaml:"tools"`
+	MCPServers []MCPServer `yaml:"mcpServers"`
+
+	path string // where it was read from, for messages
+}
+
+// Agent is one agent a server runs.
+type Agent struct {
+	ID           string `yaml:"id"`
+	Name         string `yaml:"name"`
+	Description  string `yaml:"description"`
+	Instructions string `yaml:"instructions"`
+	Model        *Model `yaml:"model"`
+	// Tools are names from tools: or tools an MCP server lists.
+	Tools []string `yaml:"tools"`
+	// SubAgents are ids of other agents this one may delegate to.
+	SubAgents []string `yaml:"subAgents"`
+	// RequireToolApproval holds every tool call of this agent for a person.
+	RequireToolApproval bool `yaml:"requireToolApproval"`
+	// MaxSteps bounds the model calls of one run (default 10).
+	MaxSteps int `yaml:"maxSteps"`
+}
+
+// Model says which model an agent calls.
+type Model struct {
+	// Provider is openai (any OpenAI-compatible server) or demo (the built-in scripted model).
+	Provider string `yaml:"provider"`
+	// BaseURL is the API root, such as http://127.0.0.1:11434/v1 (default: OpenAI's).
+	BaseURL string `yaml:"baseURL"`
+	// Name is the model name the server knows.
+	Name string `yaml:"name"`
+	// APIKeyEnv names the environment variable holding the API key; the key itself is never
+	// in the file.
+	APIKeyEnv   string        `yaml:"apiKeyEnv"`
+	Temperature *float64      `yaml:"temperature"`
+	MaxTokens   int           `yaml:"maxTokens"`
+	Timeout     time.Duration `yaml:"timeout"`
+	// MaxRetries is how often a call answered 429 or 5xx is made again (default 3; 0: never).
+	MaxRetries *int `yaml:"maxRetries"`
+}
+
+// Tool is a tool agents may list: an HTTP endpoint, or an MCP server's tool under a name of
+// this file's choosing.
+type Tool struct {
+	Name        string `yaml:"name"`
+	Description string `yaml:"description"`
+	// InputSchema is the JSON Schema of the arguments (YAML or JSON syntax). MCP tools default
+	// to the schema their server lists; HTTP tools to any object.
+	InputSchema any `yaml:"inputSchema"`
+	// SuspendSchema and ResumeSchema describe, for a tool that answers {"suspend": …}, the
+	// payload a person sees and the resumeData they must send back.
+	SuspendSchema   any      `yaml:"suspendSchema"`
+	ResumeSchema    any      `yaml:"resumeSchema"`
+	RequireApproval bool     `yaml:"requireApproval"`
+	HTTP            *HTTP    `yaml:"http"`
+	MCP             *MCPTool `yaml:"mcp"`
+}
+
+// HTTP is an HTTP tool's endpoint. ${VAR} in header values is read from the environment.
+type HTTP struct {
+	URL     string            `yaml:"url"`
+	Timeout time.Duration     `yaml:"timeout"`
+	Headers map[string]string `yaml:"headers"`
+}
+
+// MCPTool names a tool of a server in mcpServers.
+type MCPTool struct {
+	Server string `yaml:"server"`
+	Tool   string `yaml:"tool"`
+}
+
+// MCPServer is an MCP server whose tools agents may use: a command speaking MCP on stdio, or a
+// streamable HTTP URL. Each tool it lists (or only those in Tools) becomes a tool of that name.
+type MCPServer struct {
+	Name    string   `yaml:"name"`
+	Command []string `yaml:"command"`
+	URL     string   `yaml:"url"`
+	// Tools, when set, are the only tools of the server offered.
+	Tools []string `yaml:"tools"`
+	// RequireApproval lists the server's tools whose calls wait for a person ("*": all).
+	RequireApproval []string      `yaml:"requireApproval"`
+	Timeout         time.Duration `yaml:"timeout"`
+}

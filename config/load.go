@@ -1,0 +1,257 @@
+package config
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"regexp"
+	"strings"
+
+	"github.com/goccy/go-yaml"
+
+	"interlock/agent"
+)
+
+// Error is everything wrong with a config file, one problem per line, each with its path.
+type Error struct {
+	File     string
+	Problems []string
+}
+
+func (e *Error) Error() string {
+	if len(e.Problems) == 1 {
+		return e.File + ": " + e.Problems[0]
+	}
+	return e.File + ":\n  " + strings.Join(e.Problems, "\n  ")
+}
+
+// Load reads and checks a config file. It reaches nothing outside the file: MCP servers are
+// contacted by Build.
+func Load(path string) (*File, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return Parse(path, raw)
+}
+
+// Parse checks a config file's contents; path only names it in errors.
+func Parse(path string, raw []byte) (*File, error) {
+	f := &File{path: path}
+	if err := yaml.UnmarshalWithOptions(raw, f, yaml.DisallowUnknownField()); err != nil {
+		return nil, &Error{File: path, Problems: []string{yamlProblem(err)}}
+	}
+	if p := f.check(); len(p) > 0 {
+		return nil, &Error{File: path, Problems: p}
+	}
+	return f, nil
+}
+
+// yamlProblem is a YAML error in one line: "line 3, column 5: …" without the source excerpt.
+func yamlProblem(err error) string {
+	var se yaml.Error
+	if errors.As(err, &se) {
+		if tok := se.GetToken(); tok != nil && tok.Position != nil {
+			return fmt.Sprintf("line %d, column %d: %s", tok.Position.Line, tok.Position.Column, se.GetMessage())
+		}
+		return se.GetMessage()
+	}
+	return strings.TrimSpace(err.Error())
+}
+
+var (
+	// toolName is what chat-completion APIs accept as a function name.
+	toolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+	agentID  = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,100}$`)
+)
+
+// check finds every problem that can be found without leaving the process.
+func (f *File) check() []string {
+	var p problems
+	if len(f.Agents) == 0 {
+		p.add("agents", "at least one agent is required")
+	}
+	servers := map[string]bool{}
+	for i, s := range f.MCPServers {
+		at := fmt.Sprintf("mcpServers[%d]", i)
+		switch {
+		case s.Name == "":
+			p.add(at+".name", "is required")
+		case servers[s.Name]:
+			p.add(at+".name", fmt.Sprintf("%q is defined twice", s.Name))
+		}
+		servers[s.Name] = true
+		switch {
+		case len(s.Command) == 0 && s.URL == "":
+			p.add(at, "a command (stdio) or a url (streamable HTTP) is required")
+		case len(s.Command) > 0 && s.URL != "":
+			p.add(at, "has both a command and a url; give one")
+		case s.URL != "":
+			p.url(at+".url", s.URL)
+		}
+		if s.Timeout < 0 {
+			p.add(at+".timeout", "must be positive")
+		}
+	}
+	tools := map[string]bool{}
+	for i, t := range f.Tools {
+		at := fmt.Sprintf("tools[%d]", i)
+		switch {
+		case !toolName.MatchString(t.Name):
+			p.add(at+".name", fmt.Sprintf("%q is not a tool name (1 to 64 letters, digits, _ or -)", t.Name))
+		case tools[t.Name]:
+			p.add(at+".name", fmt.Sprintf("%q is defined twice", t.Name))
+		}
+		tools[t.Name] = true
+		switch {
+		case t.HTTP == nil && t.MCP == nil:
+			p.add(at, "a tool needs http: {url: …} or mcp: {server: …, tool: …}")
+		case t.HTTP != nil && t.MCP != nil:
+			p.add(at, "has both http and mcp; give one")
+		case t.HTTP != nil:
+			p.url(at+".http.url", t.HTTP.URL)
+			if t.HTTP.Timeout < 0 {
+				p.add(at+".http.timeout", "must be positive")
+			}
+		case t.MCP != nil:
+			if !servers[t.MCP.Server] {
+				p.add(at+".mcp.server", fmt.Sprintf("%q is not in mcpServers", t.MCP.Server))
+			}
+			if t.MCP.Tool == "" {
+				p.add(at+".mcp.tool", "is required")
+			}
+		}
+		for _, s := range t.schemas() {
+			if _, err := schemaJSON(t.Name+"/"+s.key, s.value); err != nil {
+				p.add(at+"."+s.key, err.Error())
+			}
+		}
+		for k, v := range t.httpHeaders() {
+			if _, err := expandEnv(v); err != nil {
+				p.add(at+".http.headers."+k, err.Error())
+			}
+		}
+	}
+	ids := map[string]bool{}
+	for i, a := range f.Agents {
+		at := fmt.Sprintf("agents[%d]", i)
+		switch {
+		case !agentID.MatchString(a.ID):
+			p.add(at+".id", fmt.Sprintf("%q is not an agent id (1 to 100 letters, digits, _, . or -)", a.ID))
+		case ids[a.ID]:
+			p.add(at+".id", fmt.Sprintf("%q is defined twice", a.ID))
+		}
+		ids[a.ID] = true
+		if a.MaxSteps < 0 {
+			p.add(at+".maxSteps", "must be positive")
+		}
+		f.checkModel(&p, at+".model", a.Model)
+	}
+	for i, a := range f.Agents {
+		for j, sub := range a.SubAgents {
+			if !ids[sub] {
+				p.add(fmt.Sprintf("agents[%d].subAgents[%d]", i, j), fmt.Sprintf("%q is not an agent id in agents", sub))
+			} else if sub == a.ID {
+				p.add(fmt.Sprintf("agents[%d].subAgents[%d]", i, j), "an agent cannot delegate to itself")
+			}
+		}
+	}
+	return p.list
+}
+
+func (f *File) checkModel(p *problems, at string, m *Model) {
+	if m == nil {
+		p.add(at, "is required: {provider: openai, name: …} or {provider: demo}")
+		return
+	}
+	switch m.Provider {
+	case "demo":
+	case "openai":
+		if m.Name == "" {
+			p.add(at+".name", "is required (the model name the server knows, such as gpt-4o-mini or llama3.1)")
+		}
+		if m.BaseURL != "" {
+			p.url(at+".baseURL", m.BaseURL)
+		}
+		if m.APIKeyEnv != "" && os.Getenv(m.APIKeyEnv) == "" {
+			p.add(at+".apiKeyEnv", fmt.Sprintf("the environment variable %s is not set", m.APIKeyEnv))
+		}
+	case "":
+		p.add(at+".provider", "is required: openai or demo")
+	default:
+		p.add(at+".provider", fmt.Sprintf("%q is not a provider: use openai (any OpenAI-compatible server) or demo", m.Provider))
+	}
+	if m.Temperature != nil && (*m.Temperature < 0 || *m.Temperature > 2) {
+		p.add(at+".temperature", "must be between 0 and 2")
+	}
+	if m.MaxTokens < 0 {
+		p.add(at+".maxTokens", "must be positive")
+	}
+	if m.Timeout < 0 {
+		p.add(at+".timeout", "must be positive")
+	}
+	if m.MaxRetries != nil && *m.MaxRetries < 0 {
+		p.add(at+".maxRetries", "must be 0 or more")
+	}
+}
+
+type keyedSchema struct {
+	key   string
+	value any
+}
+
+func (t *Tool) schemas() []keyedSchema {
+	return []keyedSchema{{"inputSchema", t.InputSchema}, {"suspendSchema", t.SuspendSchema}, {"resumeSchema", t.ResumeSchema}}
+}
+
+func (t *Tool) httpHeaders() map[string]string {
+	if t.HTTP == nil {
+		return nil
+	}
+	return t.HTTP.Headers
+}
+
+// expandEnv replaces ${VAR} (and $VAR) with the variable's value; an unset variable is an
+// error, since a header like "Bearer " would fail at the first call instead of at start.
+func expandEnv(s string) (string, error) {
+	var missing []string
+	out := os.Expand(s, func(name string) string {
+		v, ok := os.LookupEnv(name)
+		if !ok {
+			missing = append(missing, name)
+		}
+		return v
+	})
+	if len(missing) > 0 {
+		return "", fmt.Errorf("the environment variable %s is not set", strings.Join(missing, ", "))
+	}
+	return out, nil
+}
+
+type problems struct{ list []string }
+
+func (p *problems) add(path, msg string) { p.list = append(p.list, path+": "+msg) }
+
+func (p *problems) url(path, s string) {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		p.add(path, fmt.Sprintf("%q is not an http(s) URL", s))
+	}
+}
+
+// schemaJSON turns a schema written in YAML into JSON and checks it compiles (nil: none).
+func schemaJSON(name string, v any) (json.RawMessage, error) {
+	if v == nil {
+		return nil, nil
+	}
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("is not a JSON Schema: %w", err)
+	}
+	if _, err := agent.CompileSchema(name, raw); err != nil {
+		return nil, fmt.Errorf("is not a valid JSON Schema: %s", strings.TrimPrefix(err.Error(), "schema "+name+": "))
+	}
+	return raw, nil
+}

@@ -1,0 +1,142 @@
+// Package tools makes agent tools out of things outside the process: an HTTP endpoint that
+// answers a JSON POST, or a tool of an MCP server. Every failure of the backend (a refused
+// connection, a non-2xx answer, a body that is not the expected JSON, a timeout) becomes a tool
+// error the model sees, never a failed run: the model can try again or tell the user.
+package tools
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"interlock/agent"
+)
+
+// HTTPConfig is an HTTP tool: each call is one POST of an HTTPRequest to URL.
+type HTTPConfig struct {
+	URL string
+	// Timeout bounds one call. Default 30 s.
+	Timeout time.Duration
+	// Headers are sent with every call (already expanded from the environment).
+	Headers map[string]string
+	// Client replaces http.DefaultClient (tests, proxies).
+	Client *http.Client
+}
+
+// HTTPRequest is the body of an HTTP tool call. ResumeData and SuspendPayload are set when the
+// tool is called again after it suspended and a person resumed the run.
+type HTTPRequest struct {
+	Args           json.RawMessage `json:"args"`
+	RunID          string          `json:"runId"`
+	ToolCallID     string          `json:"toolCallId"`
+	AgentID        string          `json:"agentId"`
+	ThreadID       string          `json:"threadId,omitempty"`
+	ResourceID     string          `json:"resourceId,omitempty"`
+	ResumeData     json.RawMessage `json:"resumeData,omitempty"`
+	SuspendPayload json.RawMessage `json:"suspendPayload,omitempty"`
+}
+
+// HTTPResponse is what the endpoint answers: a result, or a payload to suspend the run with
+// (shown to a person, whose resumeData comes back in the next call).
+type HTTPResponse struct {
+	Result  json.RawMessage `json:"result"`
+	Suspend json.RawMessage `json:"suspend"`
+}
+
+// maxHTTPAnswer bounds what is read of an answer: a tool result goes into the model's context
+// and the database, so megabytes of it are a mistake of the endpoint.
+const maxHTTPAnswer = 1 << 20
+
+// HTTPExecute returns an ExecuteFunc that calls the endpoint.
+func HTTPExecute(cfg HTTPConfig) func(ctx context.Context, c *agent.Call) (any, error) {
+	client := cfg.Client
+	if client == nil {
+		client = http.DefaultClient
+	}
+	timeout := cfg.Timeout
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	return func(ctx context.Context, c *agent.Call) (any, error) {
+		body, err := json.Marshal(HTTPRequest{
+			Args: c.Args, RunID: c.Run.RunID, ToolCallID: c.ID, AgentID: c.Run.AgentID,
+			ThreadID: c.Run.ThreadID, ResourceID: c.Run.ResourceID,
+			ResumeData: c.ResumeData, SuspendPayload: c.SuspendPayload,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("encode the request: %w", err)
+		}
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, cfg.URL, bytes.NewReader(body))
+		if err != nil {
+			return nil, fmt.Errorf("build the request: %w", err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json")
+		for k, v := range cfg.Headers {
+			req.Header.Set(k, v)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			if errors.Is(err, context.DeadlineExceeded) {
+				return nil, fmt.Errorf("the tool's endpoint did not answer within %s", timeout)
+			}
+			return nil, fmt.Errorf("the tool's endpoint could not be reached: %w", unwrapURL(err))
+		}
+		defer resp.Body.Close()
+		raw, err := io.ReadAll(io.LimitReader(resp.Body, maxHTTPAnswer+1))
+		if err != nil {
+			if errors.Is(err, context.DeadlineExceeded) {
+				return nil, fmt.Errorf("the tool's endpoint did not answer within %s", timeout)
+			}
+			return nil, fmt.Errorf("read the answer: %w", err)
+		}
+		if len(raw) > maxHTTPAnswer {
+			return nil, fmt.Errorf("the tool's answer is larger than %d bytes", maxHTTPAnswer)
+		}
+		if resp.StatusCode < 200 || resp.StatusCode > 299 {
+			return nil, fmt.Errorf("the tool's endpoint answered HTTP %d: %s", resp.StatusCode, snippet(raw))
+		}
+		var out HTTPResponse
+		if err := json.Unmarshal(raw, &out); err != nil {
+			return nil, fmt.Errorf("the tool's answer is not JSON of the form {\"result\": …} or {\"suspend\": …}: %s", snippet(raw))
+		}
+		switch {
+		case len(out.Suspend) > 0 && string(out.Suspend) != "null":
+			return nil, c.Suspend(out.Suspend)
+		case len(out.Result) > 0:
+			return out.Result, nil
+		}
+		return nil, errors.New(`the tool's answer has neither "result" nor "suspend"`)
+	}
+}
+
+// unwrapURL drops the "Post \"url\":" prefix net/http puts before the cause.
+func unwrapURL(err error) error {
+	var ue interface{ Unwrap() error }
+	if errors.As(err, &ue) {
+		if inner := ue.Unwrap(); inner != nil {
+			return inner
+		}
+	}
+	return err
+}
+
+// snippet is the start of an answer, for an error message the model can act on.
+func snippet(b []byte) string {
+	const n = 200
+	s := string(bytes.TrimSpace(b))
+	if len(s) > n {
+		s = s[:n] + "…"
+	}
+	if s == "" {
+		return "(empty)"
+	}
+	return s
+}
