@@ -102,7 +102,9 @@ func TestBuildMCPTools(t *testing.T) {
 	}
 	for _, name := range []string{"lookup_order", "cancel_order", "delete_everything"} {
 		mcp.AddTool(s, &mcp.Tool{Name: name, Description: "does " + name},
-			func(context.Context, *mcp.CallToolRequest, in) (*mcp.CallToolResult, any, error) { return nil, nil, nil })
+			func(context.Context, *mcp.CallToolRequest, in) (*mcp.CallToolResult, any, error) {
+				return nil, nil, nil
+			})
 	}
 	h := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
 	t.Cleanup(h.Close) // after the sessions close (cleanups run last first)
