@@ -176,6 +176,9 @@ func (s *Store) PurgeFinished(ctx context.Context, cutoff time.Time, limit int) 
 	if len(ids) == 0 {
 		return 0, nil
 	}
+	// Another instance may purge the same runs at once: count the rows this one deleted, not
+	// the ids it found.
+	var deleted int64
 	err = s.tx(ctx, func(tx *gorm.DB) error {
 		if err := tx.Where("run_id IN ?", ids).Delete(&Event{}).Error; err != nil {
 			return err
@@ -183,12 +186,14 @@ func (s *Store) PurgeFinished(ctx context.Context, cutoff time.Time, limit int) 
 		if err := tx.Where("run_id IN ?", ids).Delete(&ToolCall{}).Error; err != nil {
 			return err
 		}
-		return tx.Where("id IN ? AND status IN ?", ids, finished).Delete(&Run{}).Error
+		res := tx.Where("id IN ? AND status IN ?", ids, finished).Delete(&Run{})
+		deleted = res.RowsAffected
+		return res.Error
 	})
 	if err != nil {
 		return 0, fmt.Errorf("delete finished runs: %w", err)
 	}
-	return len(ids), nil
+	return int(deleted), nil
 }
 
 // PurgeChanges implements runs.Store.

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"sync"
 	"testing"
 
 	"interlock/runs"
@@ -50,6 +51,34 @@ func testPurgeFinished(t *testing.T, open Opener) {
 		_, total, err := f.s.ListRecent(f.ctx, runs.RecentParams{Statuses: []runs.Status{runs.StatusCompleted, runs.StatusFailed}, PerPage: 10})
 		if err != nil || total != 0 {
 			t.Errorf("finished runs after purging = %d, %v; want 0", total, err)
+		}
+	})
+
+	// Any number of instances purge at once: each run is deleted, and counted, by one of them.
+	each(t, open, "ConcurrentPurgesCountEachRunOnce", func(t *testing.T, f *fixture) {
+		const rounds, purgers, perRound = 10, 4, 5
+		for round := range rounds {
+			for i := range perRound {
+				f.finished(runOpts{}, at(10+i))
+			}
+			counts := make([]int, purgers)
+			errs := make([]error, purgers)
+			var wg sync.WaitGroup
+			for i := range purgers {
+				wg.Go(func() { counts[i], errs[i] = f.s.PurgeFinished(f.ctx, ms(at(100)), 100) })
+			}
+			wg.Wait()
+			sum := 0
+			for i := range purgers {
+				if errs[i] != nil {
+					t.Fatalf("round %d, purger %d: %v", round, i, errs[i])
+				}
+				sum += counts[i]
+			}
+			if sum != perRound {
+				t.Fatalf("round %d: %d concurrent purges of %d runs report %v deleted (sum %d): a run was counted by two",
+					round, purgers, perRound, counts, sum)
+			}
 		}
 	})
 
