@@ -77,6 +77,41 @@ func testCountSuspended(t *testing.T, open Opener) {
 }
 
 func testListSuspended(t *testing.T, open Opener) {
+	// Agent, thread and resource ids are compared exactly: a resource is who may see a run,
+	// and a thread is whose conversation a run continues.
+	each(t, open, "FiltersMatchIDsExactly", func(t *testing.T, f *fixture) {
+		r := f.suspended(runOpts{AgentID: "agent-a", ThreadID: ptr("thread-1"), ResourceID: ptr("user-1")})
+		for _, c := range []struct {
+			name string
+			p    runs.ListSuspendedParams
+		}{
+			{"agent with a trailing space", runs.ListSuspendedParams{AgentID: ptr("agent-a ")}},
+			{"agent in capitals", runs.ListSuspendedParams{AgentID: ptr("AGENT-A")}},
+			{"thread with a trailing space", runs.ListSuspendedParams{ThreadID: ptr("thread-1 ")}},
+			{"thread in capitals", runs.ListSuspendedParams{ThreadID: ptr("THREAD-1")}},
+			{"resource with a trailing space", runs.ListSuspendedParams{ResourceID: ptr("user-1 ")}},
+			{"resource in capitals", runs.ListSuspendedParams{ResourceID: ptr("USER-1")}},
+			{"a prefix of the resource", runs.ListSuspendedParams{ResourceID: ptr("user-")}},
+		} {
+			list, err := f.s.ListSuspended(f.ctx, c.p, 10, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, err := f.s.CountSuspended(f.ctx, c.p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(list) != 0 || n != 0 {
+				t.Errorf("%s finds %v (count %d), want nothing: ids must match exactly", c.name, runIDs(list), n)
+			}
+		}
+		list, err := f.s.ListSuspended(f.ctx, runs.ListSuspendedParams{AgentID: ptr("agent-a"), ThreadID: ptr("thread-1"), ResourceID: ptr("user-1")}, 10, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantIDs(t, "the exact ids", runIDs(list), r.ID)
+	})
+
 	each(t, open, "EveryFilterNewestFirstThenIDDescending", func(t *testing.T, f *fixture) {
 		for _, c := range f.inbox().cases() {
 			list, err := f.s.ListSuspended(f.ctx, c.p, 100, 0)
@@ -169,6 +204,25 @@ func testListRecent(t *testing.T, open Opener) {
 			}
 			for _, r := range list {
 				wantStr(t, "snapshot (only GetRun and ExpiredRuns load it)", r.Snapshot, nil)
+			}
+		}
+	})
+
+	each(t, open, "FiltersMatchIDsExactly", func(t *testing.T, f *fixture) {
+		f.finished(runOpts{AgentID: "agent-a", ThreadID: ptr("thread-1"), ResourceID: ptr("user-1")}, at(10))
+		for name, p := range map[string]runs.RecentParams{
+			"agent with a trailing space":    {AgentID: ptr("agent-a ")},
+			"thread with a trailing space":   {ThreadID: ptr("thread-1 ")},
+			"resource with a trailing space": {ResourceID: ptr("user-1 ")},
+			"resource in capitals":           {ResourceID: ptr("USER-1")},
+		} {
+			p.Statuses, p.PerPage = finished, 10
+			list, total, err := f.s.ListRecent(f.ctx, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(list) != 0 || total != 0 {
+				t.Errorf("%s finds %v (total %d), want nothing: ids must match exactly", name, runIDs(list), total)
 			}
 		}
 	})

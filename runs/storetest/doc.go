@@ -30,6 +30,9 @@
 // Rules the suite holds beyond the doc comments' words, because the run service relies on them:
 // a lease that ran out still holds until another instance claims the run (the claim compares
 // version, last seq and expiry, so a late write by the holder and a claim never both succeed); a
-// DeferRecovery whose version moved changes nothing; a write that fails leaves the run, its
-// events, calls, changes and memory as they were; InsertRun of an existing id fails.
+// DeferRecovery whose version moved, or whose run is held again, changes nothing; a write that
+// fails leaves the run, its events, calls, changes and memory as they were; InsertRun of an
+// existing id fails; agent, thread and resource ids match exactly (no case folding, no
+// trailing-space padding as MySQL's collations do); concurrent PurgeFinished calls count each
+// deleted run once.
 package storetest

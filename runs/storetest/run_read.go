@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"encoding/json"
+	"strconv"
 	"testing"
 	"time"
 
@@ -227,6 +228,21 @@ func testThreadHistory(t *testing.T, open Opener) {
 			wantMessages(t, "ThreadHistory(limit "+itoa(int64(c.limit))+")", got, c.want)
 		}
 		wantMessages(t, "unknown thread", f.history("thread-3"), nil)
+	})
+
+	// A thread is one conversation: another thread's messages never join it, however alike
+	// their ids.
+	each(t, open, "ThreadIDsMatchExactly", func(t *testing.T, f *fixture) {
+		r := f.insert(runOpts{ThreadID: ptr("thread-1")})
+		fin := finishing(r, at(10))
+		fin.ThreadID, fin.Memory = ptr("thread-1"), []llm.Message{{Role: llm.RoleUser, Content: "private"}}
+		if err := f.s.Finish(f.ctx, fin); err != nil {
+			t.Fatal(err)
+		}
+		for _, other := range []string{"thread-1 ", "THREAD-1", "thread-"} {
+			wantMessages(t, "thread "+strconv.Quote(other), f.history(other), nil)
+		}
+		wantMessages(t, "thread-1", f.history("thread-1"), fin.Memory)
 	})
 }
 
