@@ -237,6 +237,22 @@ func testDeferRecovery(t *testing.T, open Opener) {
 		}
 	})
 
+	// A deferral read the run as expired; when its holder renewed the lease since (which keeps
+	// the version), the run is not expired any more and nothing is counted.
+	each(t, open, "RunWhoseLeaseHoldsAgainChangesNothing", func(t *testing.T, f *fixture) {
+		r := f.insert(runOpts{})
+		f.expire(r)
+		read := f.get(r.ID)
+		if err := f.s.RenewLease(f.ctx, r.ID, r.Lease, hour); err != nil {
+			t.Fatal(err)
+		}
+		before := f.get(r.ID)
+		if err := f.s.DeferRecovery(f.ctx, r.ID, read.Version, hour); err != nil && !errors.Is(err, runs.ErrStale) {
+			t.Fatalf("DeferRecovery of a run held again: %v, want nil or ErrStale", err)
+		}
+		wantUnchanged(t, "DeferRecovery of a run held again", f.get(r.ID), before)
+	})
+
 	// The version makes the deferral a compare-and-set: a run claimed since it was read is
 	// neither counted nor hidden.
 	each(t, open, "StaleVersionChangesNothing", func(t *testing.T, f *fixture) {
