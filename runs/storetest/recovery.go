@@ -167,9 +167,19 @@ func testClaimExpired(t *testing.T, open Opener) {
 		}
 	})
 
-	// The late holder of an expired lease and a claimer race: exactly one of them goes on.
+	// The late holder of an expired lease writes (a checkpoint, a suspension or the outcome)
+	// while a claimer takes the run over: exactly one of them goes on.
 	each(t, open, "HolderWriteOrClaimNeverBoth", func(t *testing.T, f *fixture) {
-		const rounds = 6
+		writes := []func(r *live) error{
+			func(r *live) error {
+				return f.s.Checkpoint(f.ctx, cp(r, at(10), events.Event{Type: events.StepFinished}))
+			},
+			func(r *live) error {
+				return f.s.Suspend(f.ctx, suspension(r, approval("call-1"), at(10), "instance-1"))
+			},
+			func(r *live) error { return f.s.Finish(f.ctx, finishing(r, at(10))) },
+		}
+		const rounds = 9
 		var list []*live
 		for range rounds {
 			list = append(list, f.insert(runOpts{}))
@@ -177,13 +187,13 @@ func testClaimExpired(t *testing.T, open Opener) {
 		for _, r := range list {
 			f.expire(r)
 		}
-		for _, r := range list {
+		for i, r := range list {
 			read := f.get(r.ID)
 			var wrote error
 			var claimed bool
 			var claimErr error
 			var wg sync.WaitGroup
-			wg.Go(func() { wrote = f.s.Checkpoint(f.ctx, cp(r, at(10), events.Event{Type: events.StepFinished})) })
+			wg.Go(func() { wrote = writes[i%len(writes)](r) })
 			wg.Go(func() {
 				claimed, claimErr = f.s.ClaimExpired(f.ctx, runs.Claim{RunID: r.ID, Version: read.Version, LastSeq: read.LastSeq, Lease: "claimer", TTL: hour})
 			})
@@ -195,11 +205,13 @@ func testClaimExpired(t *testing.T, open Opener) {
 				t.Fatalf("%s: the holder's checkpoint returned %v and the claim %v: exactly one must hold", r.ID, wrote, claimed)
 			}
 			got := f.get(r.ID)
-			want := r.Lease
 			if claimed {
-				want = "claimer"
+				wantStr(t, r.ID+" lease owner", got.LeaseOwner, ptr("claimer"))
+				wantUnchanged(t, "a write that lost to a claim", got, &runs.Run{Status: runs.StatusRunning, Version: got.Version,
+					LastSeq: read.LastSeq, LeaseOwner: ptr("claimer"), Snapshot: read.Snapshot, UpdatedAt: read.UpdatedAt, RecoveryAttempts: 1})
+			} else if got.LastSeq == read.LastSeq {
+				t.Errorf("%s: the holder's write succeeded but stored nothing", r.ID)
 			}
-			wantStr(t, r.ID+" lease owner", got.LeaseOwner, &want)
 		}
 	})
 }

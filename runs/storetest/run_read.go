@@ -3,6 +3,7 @@ package storetest
 import (
 	"encoding/json"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,6 +73,19 @@ func testInsertRun(t *testing.T, open Opener) {
 		if err := f.s.RenewLease(f.ctx, held.ID, held.Lease, hour); err != nil {
 			t.Errorf("RenewLease by the inserting lease: %v", err)
 		}
+	})
+
+	// The run service accepts thread and resource ids of up to 191 characters, of any script.
+	each(t, open, "LongMultibyteIDsRoundTrip", func(t *testing.T, f *fixture) {
+		thread, resource := strings.Repeat("é", 190)+"😀", strings.Repeat("ü", 191)
+		r := f.suspended(runOpts{ThreadID: &thread, ResourceID: &resource})
+		wantStr(t, "threadId", r.ThreadID, &thread)
+		wantStr(t, "resourceId", r.ResourceID, &resource)
+		list, err := f.s.ListSuspended(f.ctx, runs.ListSuspendedParams{ThreadID: &thread, ResourceID: &resource}, 10, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantIDs(t, "ListSuspended by the long ids", runIDs(list), r.ID)
 	})
 
 	each(t, open, "ExistingIDFailsAndChangesNothing", func(t *testing.T, f *fixture) {

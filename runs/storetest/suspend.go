@@ -116,6 +116,23 @@ func testSuspend(t *testing.T, open Opener) {
 		wantLeaseLost(t, "Suspend of a finished run", f.s.Suspend(f.ctx, suspension(&old, approval("call-1"), at(13), "instance-1")))
 	})
 
+	// A suspension that fails part way (here on the seq of an event written before) leaves no
+	// trace: not the status, not the call, not the change.
+	each(t, open, "SeqWrittenBeforeFailsAndWritesNothing", func(t *testing.T, f *fixture) {
+		r := f.insert(runOpts{})
+		stale := *r
+		f.checkpoint(r, at(5), events.Event{Type: events.TextDelta, Text: "written"})
+		before := f.get(r.ID)
+		if err := f.s.Suspend(f.ctx, suspension(&stale, approval("call-1"), at(10), "instance-1")); err == nil {
+			t.Fatal("Suspend after a seq already written succeeded: the log forked")
+		}
+		wantUnchanged(t, "a failed Suspend", f.get(r.ID), before)
+		wantGapless(t, f.events(r.ID), 2)
+		if ch := f.changes(); len(ch) != 0 {
+			t.Errorf("a failed Suspend recorded changes %+v", ch)
+		}
+	})
+
 	// A resumed tool runs again and may suspend again under the same call id: the run then
 	// waits on that call again, and the earlier decision stays in the audit trail.
 	each(t, open, "CallSuspendedAgainAfterResumeWaitsAgain", func(t *testing.T, f *fixture) {
@@ -250,6 +267,23 @@ func testFinish(t *testing.T, open Opener) {
 		wantStr(t, "output", got.Output, nil)
 		wantGapless(t, f.events(r.ID), 1)
 		wantMessages(t, "thread after a lost Finish", f.history("thread-1"), nil)
+	})
+
+	each(t, open, "SeqWrittenBeforeFailsAndWritesNothing", func(t *testing.T, f *fixture) {
+		r := f.insert(runOpts{ThreadID: ptr("thread-1")})
+		stale := *r
+		f.checkpoint(r, at(5), events.Event{Type: events.TextDelta, Text: "written"})
+		before := f.get(r.ID)
+		fin := finishing(&stale, at(10))
+		fin.ThreadID, fin.Memory = ptr("thread-1"), []llm.Message{{Role: llm.RoleUser, Content: "x"}}
+		if err := f.s.Finish(f.ctx, fin); err == nil {
+			t.Fatal("Finish after a seq already written succeeded: the log forked")
+		}
+		got := f.get(r.ID)
+		wantUnchanged(t, "a failed Finish", got, before)
+		wantStr(t, "output", got.Output, nil)
+		wantGapless(t, f.events(r.ID), 2)
+		wantMessages(t, "thread after a failed Finish", f.history("thread-1"), nil)
 	})
 
 	each(t, open, "RunNotRunningIsLost", func(t *testing.T, f *fixture) {
