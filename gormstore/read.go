@@ -71,19 +71,31 @@ func withCalls(db *gorm.DB, rows []Run) ([]*runs.Run, error) {
 	return out, nil
 }
 
+// eq narrows q to rows whose column col is exactly v. MySQL's utf8mb4_bin collation pads with
+// spaces when it compares, so 'user-1' = 'user-1 ' there: comparing the lengths as well keeps
+// threads and resources that differ by trailing spaces apart, as SQLite does, while the index
+// still serves the equality.
+func (s *Store) eq(q *gorm.DB, col, v string) *gorm.DB {
+	q = q.Where(col+" = ?", v)
+	if s.mysql {
+		q = q.Where("LENGTH("+col+") = LENGTH(?)", v)
+	}
+	return q
+}
+
 // suspendedQuery builds the discovery filter of suspendedRuns.
 func (s *Store) suspendedQuery(ctx context.Context, p runs.ListSuspendedParams) *gorm.DB {
 	q := s.db.WithContext(ctx).Model(&Run{}).Where("status = ?", runs.StatusSuspended)
 	if p.AgentID != nil {
-		q = q.Where("agent_id = ?", *p.AgentID)
+		q = s.eq(q, "agent_id", *p.AgentID)
 	} else {
 		q = q.Where("parent_run_id IS NULL")
 	}
 	if p.ThreadID != nil {
-		q = q.Where("thread_id = ?", *p.ThreadID)
+		q = s.eq(q, "thread_id", *p.ThreadID)
 	}
 	if p.ResourceID != nil {
-		q = q.Where("resource_id = ?", *p.ResourceID)
+		q = s.eq(q, "resource_id", *p.ResourceID)
 	}
 	if p.FromDate != nil {
 		q = q.Where("created_at >= ?", ms(*p.FromDate))
@@ -116,13 +128,13 @@ func (s *Store) ListSuspended(ctx context.Context, p runs.ListSuspendedParams, l
 func (s *Store) ListRecent(ctx context.Context, p runs.RecentParams) ([]*runs.Run, int64, error) {
 	q := s.db.WithContext(ctx).Model(&Run{}).Where("status IN ?", p.Statuses)
 	if p.AgentID != nil {
-		q = q.Where("agent_id = ?", *p.AgentID)
+		q = s.eq(q, "agent_id", *p.AgentID)
 	}
 	if p.ThreadID != nil {
-		q = q.Where("thread_id = ?", *p.ThreadID)
+		q = s.eq(q, "thread_id", *p.ThreadID)
 	}
 	if p.ResourceID != nil {
-		q = q.Where("resource_id = ?", *p.ResourceID)
+		q = s.eq(q, "resource_id", *p.ResourceID)
 	}
 	var total int64
 	if err := q.Session(&gorm.Session{}).Count(&total).Error; err != nil {
@@ -139,7 +151,7 @@ func (s *Store) ListRecent(ctx context.Context, p runs.RecentParams) ([]*runs.Ru
 // ThreadHistory implements runs.Store.
 func (s *Store) ThreadHistory(ctx context.Context, threadID string, limit int) ([]llm.Message, error) {
 	var rows []Message
-	err := s.db.WithContext(ctx).Where("thread_id = ?", threadID).Order("id DESC").Limit(limit).Find(&rows).Error
+	err := s.eq(s.db.WithContext(ctx), "thread_id", threadID).Order("id DESC").Limit(limit).Find(&rows).Error
 	if err != nil {
 		return nil, fmt.Errorf("load thread %s: %w", threadID, err)
 	}
@@ -176,6 +188,9 @@ func (s *Store) PurgeFinished(ctx context.Context, cutoff time.Time, limit int) 
 	if len(ids) == 0 {
 		return 0, nil
 	}
+	// Another instance may purge the same runs at once: count the rows this one deleted, not
+	// the ids it found.
+	var deleted int64
 	err = s.tx(ctx, func(tx *gorm.DB) error {
 		if err := tx.Where("run_id IN ?", ids).Delete(&Event{}).Error; err != nil {
 			return err
@@ -183,12 +198,14 @@ func (s *Store) PurgeFinished(ctx context.Context, cutoff time.Time, limit int) 
 		if err := tx.Where("run_id IN ?", ids).Delete(&ToolCall{}).Error; err != nil {
 			return err
 		}
-		return tx.Where("id IN ? AND status IN ?", ids, finished).Delete(&Run{}).Error
+		res := tx.Where("id IN ? AND status IN ?", ids, finished).Delete(&Run{})
+		deleted = res.RowsAffected
+		return res.Error
 	})
 	if err != nil {
 		return 0, fmt.Errorf("delete finished runs: %w", err)
 	}
-	return len(ids), nil
+	return int(deleted), nil
 }
 
 // PurgeChanges implements runs.Store.

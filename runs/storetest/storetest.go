@@ -1,0 +1,49 @@
+package storetest
+
+import (
+	"testing"
+
+	"interlock/runs"
+)
+
+// Opener returns a new, empty store for one subtest: a fresh (or emptied) database, migrated,
+// that no other subtest uses, released by t.Cleanup. The suite calls it from parallel
+// subtests.
+type Opener func(t *testing.T) runs.Store
+
+// Run checks that the stores open returns keep every rule of the runs.Store contract: one
+// subtest per method and per rule, each on a store of its own. It uses nothing but the
+// interface, so it runs unchanged against every implementation.
+func Run(t *testing.T, open Opener) {
+	t.Helper()
+	t.Run("InsertRun", func(t *testing.T) { testInsertRun(t, open) })
+	t.Run("GetRun", func(t *testing.T) { testGetRun(t, open) })
+	t.Run("Progress", func(t *testing.T) { testProgress(t, open) })
+	t.Run("Events", func(t *testing.T) { testEvents(t, open) })
+	t.Run("ThreadHistory", func(t *testing.T) { testThreadHistory(t, open) })
+	t.Run("Checkpoint", func(t *testing.T) { testCheckpoint(t, open) })
+	t.Run("Suspend", func(t *testing.T) { testSuspend(t, open) })
+	t.Run("Finish", func(t *testing.T) { testFinish(t, open) })
+	t.Run("RenewLease", func(t *testing.T) { testRenewLease(t, open) })
+	t.Run("ReleaseLease", func(t *testing.T) { testReleaseLease(t, open) })
+	t.Run("Decide", func(t *testing.T) { testDecide(t, open) })
+	t.Run("ExpiredRuns", func(t *testing.T) { testExpiredRuns(t, open) })
+	t.Run("ClaimExpired", func(t *testing.T) { testClaimExpired(t, open) })
+	t.Run("DeferRecovery", func(t *testing.T) { testDeferRecovery(t, open) })
+	t.Run("CountSuspended", func(t *testing.T) { testCountSuspended(t, open) })
+	t.Run("ListSuspended", func(t *testing.T) { testListSuspended(t, open) })
+	t.Run("ListRecent", func(t *testing.T) { testListRecent(t, open) })
+	t.Run("Changes", func(t *testing.T) { testChanges(t, open) })
+	t.Run("PurgeFinished", func(t *testing.T) { testPurgeFinished(t, open) })
+	t.Run("PurgeChanges", func(t *testing.T) { testPurgeChanges(t, open) })
+	t.Run("Lifecycle", func(t *testing.T) { testLifecycle(t, open) })
+}
+
+// each runs fn as a parallel subtest named name, on a fixture over a fresh store.
+func each(t *testing.T, open Opener, name string, fn func(t *testing.T, f *fixture)) {
+	t.Helper()
+	t.Run(name, func(t *testing.T) {
+		t.Parallel()
+		fn(t, setup(t, open))
+	})
+}
