@@ -144,7 +144,7 @@ func (a *Agent) advance(ctx context.Context, snap *Snapshot, c *PendingCall, hos
 	if errMsg != "" {
 		return false, a.finish(ctx, snap, c, host, nil, errMsg, "Error: "+errMsg)
 	}
-	return false, a.finish(ctx, snap, c, host, result, "", string(result))
+	return false, a.finish(ctx, snap, c, host, result, "", modelText(result))
 }
 
 // finish records a call's result in the conversation and reports it.
@@ -196,6 +196,16 @@ func (a *Agent) callModel(ctx context.Context, snap *Snapshot, host Host) (llm.R
 		return llm.Response{}, &ModelError{Model: a.Model.Name(), Err: err}
 	}
 	return resp, nil
+}
+
+// modelText is a result as the model reads it: a JSON string as its text (an MCP tool's text
+// answer, say), anything else as JSON.
+func modelText(result json.RawMessage) string {
+	var s string
+	if len(result) > 0 && result[0] == '"' && json.Unmarshal(result, &s) == nil {
+		return s
+	}
+	return string(result)
 }
 
 // usableArgs returns the model's arguments as they are when they are JSON ({} when empty).

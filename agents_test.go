@@ -1,0 +1,249 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// fakeModel is a local server speaking the streamed chat-completions wire format, behaving
+// like a model that refunds: asked anything, it calls refund (its arguments split over
+// chunks); given a tool's answer, it replies with that answer as text.
+func fakeModel(t *testing.T, tool string) *httptest.Server {
+	t.Helper()
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Messages []struct {
+				Role    string `json:"role"`
+				Content any    `json:"content"`
+			} `json:"messages"`
+		}
+		json.NewDecoder(r.Body).Decode(&body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		send := func(delta string) {
+			fmt.Fprintf(w, "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":%s,\"finish_reason\":null}]}\n\n", delta)
+		}
+		last := body.Messages[len(body.Messages)-1]
+		if last.Role == "tool" {
+			content, _ := json.Marshal(fmt.Sprint("Done: ", last.Content))
+			send(`{"role":"assistant","content":` + string(content) + `}`)
+		} else {
+			send(`{"role":"assistant","tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"` + tool + `","arguments":"{\"orderId\":"}}]}`)
+			send(`{"tool_calls":[{"index":0,"function":{"arguments":"\"7\",\"amount\":5}"}}]}`)
+		}
+		io.WriteString(w, "data: [DONE]\n\n")
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// refundEndpoint is the HTTP tool's backend: it records each call.
+type refundEndpoint struct {
+	*httptest.Server
+	mu    sync.Mutex
+	calls []map[string]any
+	auth  []string
+}
+
+func newRefundEndpoint(t *testing.T) *refundEndpoint {
+	e := &refundEndpoint{}
+	e.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body map[string]any
+		json.NewDecoder(r.Body).Decode(&body)
+		e.mu.Lock()
+		e.calls = append(e.calls, body)
+		e.auth = append(e.auth, r.Header.Get("Authorization"))
+		e.mu.Unlock()
+		io.WriteString(w, `{"result": {"refundId": "rf_7"}}`)
+	}))
+	t.Cleanup(e.Close)
+	return e
+}
+
+func (e *refundEndpoint) got() ([]map[string]any, []string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]map[string]any(nil), e.calls...), append([]string(nil), e.auth...)
+}
+
+// configServer starts a server on its own config file: a billing agent on the fake model with
+// an HTTP refund tool that needs approval.
+func configServer(t *testing.T, db string) (*testServer, *refundEndpoint) {
+	t.Helper()
+	model, refunds := fakeModel(t, "refund"), newRefundEndpoint(t)
+	t.Setenv("INTERLOCK_TEST_REFUND_TOKEN", "s3cret")
+	t.Setenv("INTERLOCK_TEST_MODEL_KEY", "sk-test")
+	file := filepath.Join(t.TempDir(), "interlock.yaml")
+	os.WriteFile(file, []byte(`
+agents:
+  - id: billing
+    name: Billing assistant
+    instructions: You are a careful billing assistant.
+    model: {provider: openai, baseURL: `+model.URL+`/v1, name: test-model, apiKeyEnv: INTERLOCK_TEST_MODEL_KEY}
+    tools: [refund]
+tools:
+  - name: refund
+    description: Refund an order
+    inputSchema: {type: object, properties: {orderId: {type: string}, amount: {type: number}}, required: [orderId, amount]}
+    requireApproval: true
+    http: {url: `+refunds.URL+`/refund, timeout: 5s, headers: {Authorization: "Bearer ${INTERLOCK_TEST_REFUND_TOKEN}"}}
+`), 0o600)
+	return startServer(t, db, "--config", file), refunds
+}
+
+// TestConfiguredAgentEndToEnd: an agent from a config file, on an OpenAI-compatible model,
+// calls an HTTP tool that needs approval: approving POSTs exactly once with the run's context,
+// declining never does and the model gets the reason.
+func TestConfiguredAgentEndToEnd(t *testing.T) {
+	s, refunds := configServer(t, "sqlite:"+filepath.Join(t.TempDir(), "interlock.db"))
+	var agents struct {
+		Agents []struct {
+			ID, Model string
+			Tools     []struct{ Name string }
+		}
+	}
+	s.must(t, `{ agents { id model tools { name } } }`, nil, &agents)
+	if len(agents.Agents) != 1 || agents.Agents[0].ID != "billing" || agents.Agents[0].Model != "openai/test-model" {
+		t.Fatalf("agents %+v", agents)
+	}
+
+	start := func(thread string) apiRun {
+		var out struct{ StartRun apiRun }
+		s.must(t, `mutation($input: StartRunInput!) { startRun(input: $input) { `+runFields+` } }`,
+			map[string]any{"input": map[string]any{"agentId": "billing", "prompt": "refund order 7", "threadId": thread, "resourceId": "cust-9"}}, &out)
+		return out.StartRun
+	}
+	ws := dialWS(t, s.url, "graphql-transport-ws")
+
+	// Approve: one POST, with the run's context and the expanded header.
+	run := start("th-approve")
+	op := ws.subscribe(eventsQuery, map[string]any{"runId": run.RunID, "after": 0})
+	evs := follow(t, ws, op, isType("RUN_SUSPENDED"))
+	if calls, _ := refunds.got(); len(calls) != 0 {
+		t.Fatalf("the tool ran before approval: %v", calls)
+	}
+	s.must(t, `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": run.RunID}, &struct{}{})
+	evs = follow(t, ws, op, nil)
+	if last := evs[len(evs)-1]; last.Type != "RUN_FINISHED" || *last.Status != "COMPLETED" {
+		t.Fatalf("last event %+v", last)
+	}
+	calls, auth := refunds.got()
+	if len(calls) != 1 {
+		t.Fatalf("%d POSTs for one approved call", len(calls))
+	}
+	c := calls[0]
+	args, _ := json.Marshal(c["args"])
+	if string(args) != `{"amount":5,"orderId":"7"}` || c["runId"] != run.RunID || c["agentId"] != "billing" ||
+		c["threadId"] != "th-approve" || c["resourceId"] != "cust-9" || c["toolCallId"] != "call_1" || auth[0] != "Bearer s3cret" {
+		t.Fatalf("POST body %v, Authorization %q", c, auth[0])
+	}
+	if done := s.run(t, run.RunID); done.Output == nil || !strings.Contains(*done.Output, "rf_7") {
+		t.Fatalf("output %v", done.Output)
+	}
+
+	// Decline: no POST, no TOOL_RESULT, and the model is answered with the reason.
+	run = start("th-decline")
+	op = ws.subscribe(eventsQuery, map[string]any{"runId": run.RunID, "after": 0})
+	follow(t, ws, op, isType("RUN_SUSPENDED"))
+	s.must(t, `mutation($id: ID!) { declineToolCall(runId: $id, reason: "not without a receipt") { status } }`, map[string]any{"id": run.RunID}, &struct{}{})
+	evs = follow(t, ws, op, nil)
+	for _, e := range evs {
+		if e.Type == "TOOL_RESULT" {
+			t.Fatalf("a declined call has a TOOL_RESULT: %+v", e)
+		}
+	}
+	if calls, _ := refunds.got(); len(calls) != 1 {
+		t.Fatalf("%d POSTs after a decline, want still 1", len(calls))
+	}
+	if done := s.run(t, run.RunID); done.Status != "COMPLETED" || done.Output == nil || *done.Output != "Done: not without a receipt" {
+		t.Fatalf("declined run %+v", done)
+	}
+}
+
+// TestBadConfigStopsTheServer: a config mistake is an error at start naming the file and path.
+func TestBadConfigStopsTheServer(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "bad.yaml")
+	os.WriteFile(file, []byte("agents:\n  - id: billing\n    model: {provider: openai, name: m, baseURL: 'localhost:1'}\n"), 0o600)
+	cfg, err := parseConfig([]string{"--db", "sqlite:" + filepath.Join(t.TempDir(), "x.db"), "--config", file}, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = NewApp(t.Context(), cfg, discardLog())
+	if err == nil || !strings.Contains(err.Error(), file+`: agents[0].model.baseURL: "localhost:1" is not an http(s) URL`) {
+		t.Fatalf("error %v", err)
+	}
+}
+
+// TestConfiguredMCPToolEndToEnd: an MCP server's tool, held for approval by the server's
+// policy, runs once when approved and its result reaches the model.
+func TestConfiguredMCPToolEndToEnd(t *testing.T) {
+	var mu sync.Mutex
+	var got []map[string]any
+	srv := mcp.NewServer(&mcp.Implementation{Name: "orders", Version: "1"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "cancel_order", Description: "Cancel an order"},
+		func(_ context.Context, _ *mcp.CallToolRequest, in map[string]any) (*mcp.CallToolResult, any, error) {
+			mu.Lock()
+			got = append(got, in)
+			mu.Unlock()
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("cancelled %v", in["orderId"])}}}, nil, nil
+		})
+	h := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(h.Close)
+	model := fakeModel(t, "cancel_order")
+	file := filepath.Join(t.TempDir(), "interlock.yaml")
+	os.WriteFile(file, []byte(`
+agents:
+  - id: orders
+    model: {provider: openai, baseURL: `+model.URL+`/v1, name: test-model}
+    tools: [cancel_order]
+mcpServers:
+  - name: orders
+    url: `+h.URL+`
+    requireApproval: [cancel_order]
+`), 0o600)
+	s := startServer(t, "sqlite:"+filepath.Join(t.TempDir(), "interlock.db"), "--config", file)
+	var out struct{ StartRun apiRun }
+	s.must(t, `mutation { startRun(input: {agentId: "orders", prompt: "cancel order 7"}) { `+runFields+` } }`, nil, &out)
+	ws := dialWS(t, s.url, "graphql-transport-ws")
+	op := ws.subscribe(eventsQuery, map[string]any{"runId": out.StartRun.RunID, "after": 0})
+	evs := follow(t, ws, op, isType("RUN_SUSPENDED"))
+	mu.Lock()
+	before := len(got)
+	mu.Unlock()
+	var asked *apiToolCall
+	for _, e := range evs {
+		if e.Type == "TOOL_CALL_APPROVAL" {
+			asked = e.ToolCall
+		}
+	}
+	if before != 0 || asked == nil || asked.ToolName != "cancel_order" || !asked.RequiresApproval {
+		t.Fatalf("before approval: %d calls, approval asked for %+v", before, asked)
+	}
+	s.must(t, `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": out.StartRun.RunID}, &struct{}{})
+	follow(t, ws, op, nil)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 1 || got[0]["orderId"] != "7" {
+		t.Fatalf("MCP calls %v, want one with orderId 7", got)
+	}
+	if done := s.run(t, out.StartRun.RunID); done.Output == nil || *done.Output != "Done: cancelled 7" {
+		t.Fatalf("run %+v, output %q", done, deref(done.Output))
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "<nil>"
+	}
+	return *s
+}
