@@ -32,6 +32,7 @@ import (
 	"interlock/agent"
 	"interlock/gormstore"
 	"interlock/graph"
+	"interlock/httpguard"
 	"interlock/llm"
 	"interlock/runs"
 	"interlock/web"
@@ -162,6 +163,10 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	return a, nil
 }
 
+// maxBodyBytes is the largest request body /graphql reads (1 MiB): far more than any query or
+// resumeData a person sends, and a bound on what one request makes the server hold.
+const maxBodyBytes = 1 << 20
+
 func (a *App) routes() http.Handler {
 	gql := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: &graph.Resolver{Runs: a.Service}}))
 	gql.AddTransport(transport.SSE{})
@@ -182,7 +187,7 @@ func (a *App) routes() http.Handler {
 	gql.SetRecoverFunc(graph.Recover(a.log))
 
 	mux := http.NewServeMux()
-	mux.Handle("/graphql", http.MaxBytesHandler(gql, 1<<20))
+	mux.Handle("/graphql", httpguard.Body(gql, maxBodyBytes))
 	mux.Handle("/playground", playground.Handler("Interlock", "/graphql"))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
 	mux.Handle("/", web.Handler())
