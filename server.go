@@ -31,6 +31,7 @@ import (
 
 	"interlock/agent"
 	"interlock/gormstore"
+	"interlock/gqlguard"
 	"interlock/graph"
 	"interlock/httpguard"
 	"interlock/llm"
@@ -67,6 +68,13 @@ type Config struct {
 	// default 1024; 1 stores every piece as it comes).
 	TextFlushInterval time.Duration
 	TextFlushBytes    int
+	// MaxSubscriptionsPerConnection is how many operations may be active at once on one
+	// WebSocket; the next gets an error message (--max-subscriptions-per-connection,
+	// INTERLOCK_MAX_SUBSCRIPTIONS_PER_CONNECTION). Default 100.
+	MaxSubscriptionsPerConnection int
+	// WSInitTimeout closes (4408) a WebSocket that sends no connection_init this long after it
+	// opened (--ws-init-timeout, INTERLOCK_WS_INIT_TIMEOUT). Default 10s.
+	WSInitTimeout time.Duration
 	// ModelDelay slows every demo model answer, to watch runs step by step (--demo-delay,
 	// INTERLOCK_DEMO_DELAY). Default 0.
 	ModelDelay time.Duration
@@ -88,6 +96,8 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 	perPage := fs.String("max-per-page", env("INTERLOCK_MAX_PER_PAGE", "500"), "largest perPage of suspendedRuns")
 	flushBytes := fs.String("text-flush-bytes", env("INTERLOCK_TEXT_FLUSH_BYTES", "1024"), "store streamed text once this many bytes wait")
 	flushEvery := fs.String("text-flush-interval", env("INTERLOCK_TEXT_FLUSH_INTERVAL", "50ms"), "store streamed text at most this often")
+	maxSubs := fs.String("max-subscriptions-per-connection", env("INTERLOCK_MAX_SUBSCRIPTIONS_PER_CONNECTION", "100"), "most operations active at once on one WebSocket")
+	wsInit := fs.String("ws-init-timeout", env("INTERLOCK_WS_INIT_TIMEOUT", "10s"), "close a WebSocket that sends no connection_init within this")
 	delay := fs.String("demo-delay", env("INTERLOCK_DEMO_DELAY", "0s"), "delay before each demo model answer")
 	lease := fs.String("lease-ttl", env("INTERLOCK_LEASE_TTL", "30s"), "run lease duration")
 	shutdown := fs.String("shutdown-timeout", env("INTERLOCK_SHUTDOWN_TIMEOUT", "10s"), "graceful stop deadline")
@@ -103,6 +113,9 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 	if cfg.TextFlushBytes, err = strconv.Atoi(*flushBytes); err != nil || cfg.TextFlushBytes < 1 {
 		return cfg, fmt.Errorf("--text-flush-bytes / INTERLOCK_TEXT_FLUSH_BYTES: %q is not a positive integer", *flushBytes)
 	}
+	if cfg.MaxSubscriptionsPerConnection, err = strconv.Atoi(*maxSubs); err != nil || cfg.MaxSubscriptionsPerConnection < 1 {
+		return cfg, fmt.Errorf("--max-subscriptions-per-connection / INTERLOCK_MAX_SUBSCRIPTIONS_PER_CONNECTION: %q is not a positive integer", *maxSubs)
+	}
 	for _, d := range []struct {
 		dst       *time.Duration
 		val, name string
@@ -113,6 +126,7 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 		{&cfg.ShutdownTimeout, *shutdown, "--shutdown-timeout / INTERLOCK_SHUTDOWN_TIMEOUT", 0},
 		{&cfg.Retention, *retention, "--retention / INTERLOCK_RETENTION", time.Minute},
 		{&cfg.TextFlushInterval, *flushEvery, "--text-flush-interval / INTERLOCK_TEXT_FLUSH_INTERVAL", time.Millisecond},
+		{&cfg.WSInitTimeout, *wsInit, "--ws-init-timeout / INTERLOCK_WS_INIT_TIMEOUT", time.Millisecond},
 	} {
 		if *d.dst, err = time.ParseDuration(d.val); err != nil || *d.dst < d.min {
 			return cfg, fmt.Errorf("%s: %q is not a duration of at least %s (such as 30s or 2h)", d.name, d.val, d.min)
@@ -133,6 +147,7 @@ type App struct {
 	db      *gorm.DB
 	Service *runs.Service
 	handler http.Handler
+	ws      *gqlguard.Websocket // the WebSocket transport, which knows the operations in flight
 }
 
 // NewApp opens and migrates the database and wires the service and the routes.
@@ -170,13 +185,14 @@ const maxBodyBytes = 1 << 20
 func (a *App) routes() http.Handler {
 	gql := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: &graph.Resolver{Runs: a.Service}}))
 	gql.AddTransport(transport.SSE{})
-	gql.AddTransport(transport.Websocket{
+	a.ws = gqlguard.NewWebsocket(transport.Websocket{
 		KeepAlivePingInterval: 10 * time.Second,
 		PingPongInterval:      10 * time.Second,
 		Implementation: transport.CoderWebsocketImplementation{AcceptOptions: websocket.AcceptOptions{
 			OriginPatterns: a.cfg.AllowedOrigins,
 		}},
-	})
+	}, gqlguard.WebsocketLimits{InitTimeout: a.cfg.WSInitTimeout, MaxOperations: a.cfg.MaxSubscriptionsPerConnection})
+	gql.AddTransport(a.ws)
 	gql.AddTransport(transport.Options{})
 	gql.AddTransport(transport.GET{})
 	gql.AddTransport(transport.POST{})

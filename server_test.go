@@ -23,9 +23,10 @@ type testServer struct {
 	closeHTTP func()
 }
 
-func startServer(t testing.TB, db string) *testServer {
+// startServer serves the app over db, with any further settings as command-line args.
+func startServer(t testing.TB, db string, args ...string) *testServer {
 	t.Helper()
-	cfg, err := parseConfig([]string{"--db", db}, func(string) string { return "" })
+	cfg, err := parseConfig(append([]string{"--db", db}, args...), func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
