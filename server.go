@@ -32,7 +32,9 @@ import (
 	"interlock/agent"
 	"interlock/config"
 	"interlock/gormstore"
+	"interlock/gqlguard"
 	"interlock/graph"
+	"interlock/httpguard"
 	"interlock/llm"
 	"interlock/runs"
 	"interlock/web"
@@ -74,6 +76,13 @@ type Config struct {
 	// ConfigFile is the YAML file of agents, models and tools (--config, INTERLOCK_CONFIG; see
 	// config/ and examples/interlock.yaml). Default: none, which serves the demo agent.
 	ConfigFile string
+	// MaxSubscriptionsPerConnection is how many operations may be active at once on one
+	// WebSocket; the next gets an error message (--max-subscriptions-per-connection,
+	// INTERLOCK_MAX_SUBSCRIPTIONS_PER_CONNECTION). Default 100.
+	MaxSubscriptionsPerConnection int
+	// WSInitTimeout closes (4408) a WebSocket that sends no connection_init this long after it
+	// opened (--ws-init-timeout, INTERLOCK_WS_INIT_TIMEOUT). Default 10s.
+	WSInitTimeout time.Duration
 	// ModelDelay slows every demo model answer, to watch runs step by step (--demo-delay,
 	// INTERLOCK_DEMO_DELAY). Default 0.
 	ModelDelay time.Duration
@@ -96,6 +105,8 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 	perPage := fs.String("max-per-page", env("INTERLOCK_MAX_PER_PAGE", "500"), "largest perPage of suspendedRuns")
 	flushBytes := fs.String("text-flush-bytes", env("INTERLOCK_TEXT_FLUSH_BYTES", "1024"), "store streamed text once this many bytes wait")
 	flushEvery := fs.String("text-flush-interval", env("INTERLOCK_TEXT_FLUSH_INTERVAL", "50ms"), "store streamed text at most this often")
+	maxSubs := fs.String("max-subscriptions-per-connection", env("INTERLOCK_MAX_SUBSCRIPTIONS_PER_CONNECTION", "100"), "most operations active at once on one WebSocket")
+	wsInit := fs.String("ws-init-timeout", env("INTERLOCK_WS_INIT_TIMEOUT", "10s"), "close a WebSocket that sends no connection_init within this")
 	delay := fs.String("demo-delay", env("INTERLOCK_DEMO_DELAY", "0s"), "delay before each demo model answer")
 	lease := fs.String("lease-ttl", env("INTERLOCK_LEASE_TTL", "30s"), "run lease duration")
 	shutdown := fs.String("shutdown-timeout", env("INTERLOCK_SHUTDOWN_TIMEOUT", "10s"), "graceful stop deadline")
@@ -111,6 +122,9 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 	if cfg.TextFlushBytes, err = strconv.Atoi(*flushBytes); err != nil || cfg.TextFlushBytes < 1 {
 		return cfg, fmt.Errorf("--text-flush-bytes / INTERLOCK_TEXT_FLUSH_BYTES: %q is not a positive integer", *flushBytes)
 	}
+	if cfg.MaxSubscriptionsPerConnection, err = strconv.Atoi(*maxSubs); err != nil || cfg.MaxSubscriptionsPerConnection < 1 {
+		return cfg, fmt.Errorf("--max-subscriptions-per-connection / INTERLOCK_MAX_SUBSCRIPTIONS_PER_CONNECTION: %q is not a positive integer", *maxSubs)
+	}
 	for _, d := range []struct {
 		dst       *time.Duration
 		val, name string
@@ -121,6 +135,7 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 		{&cfg.ShutdownTimeout, *shutdown, "--shutdown-timeout / INTERLOCK_SHUTDOWN_TIMEOUT", 0},
 		{&cfg.Retention, *retention, "--retention / INTERLOCK_RETENTION", time.Minute},
 		{&cfg.TextFlushInterval, *flushEvery, "--text-flush-interval / INTERLOCK_TEXT_FLUSH_INTERVAL", time.Millisecond},
+		{&cfg.WSInitTimeout, *wsInit, "--ws-init-timeout / INTERLOCK_WS_INIT_TIMEOUT", time.Millisecond},
 	} {
 		if *d.dst, err = time.ParseDuration(d.val); err != nil || *d.dst < d.min {
 			return cfg, fmt.Errorf("%s: %q is not a duration of at least %s (such as 30s or 2h)", d.name, d.val, d.min)
@@ -142,6 +157,7 @@ type App struct {
 	agents  *config.Agents
 	Service *runs.Service
 	handler http.Handler
+	ws      *gqlguard.Websocket // the WebSocket transport, which knows the operations in flight
 }
 
 // NewApp opens and migrates the database and wires the service and the routes.
@@ -191,17 +207,21 @@ func loadAgents(ctx context.Context, cfg Config) (*config.Agents, error) {
 	}
 	return config.Build(ctx, f, config.Options{Version: version, DemoModel: demo})
 }
+// maxBodyBytes is the largest request body /graphql reads (1 MiB): far more than any query or
+// resumeData a person sends, and a bound on what one request makes the server hold.
+const maxBodyBytes = 1 << 20
 
 func (a *App) routes() http.Handler {
 	gql := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: &graph.Resolver{Runs: a.Service}}))
 	gql.AddTransport(transport.SSE{})
-	gql.AddTransport(transport.Websocket{
+	a.ws = gqlguard.NewWebsocket(transport.Websocket{
 		KeepAlivePingInterval: 10 * time.Second,
 		PingPongInterval:      10 * time.Second,
 		Implementation: transport.CoderWebsocketImplementation{AcceptOptions: websocket.AcceptOptions{
 			OriginPatterns: a.cfg.AllowedOrigins,
 		}},
-	})
+	}, gqlguard.WebsocketLimits{InitTimeout: a.cfg.WSInitTimeout, MaxOperations: a.cfg.MaxSubscriptionsPerConnection})
+	gql.AddTransport(a.ws)
 	gql.AddTransport(transport.Options{})
 	gql.AddTransport(transport.GET{})
 	gql.AddTransport(transport.POST{})
@@ -212,7 +232,7 @@ func (a *App) routes() http.Handler {
 	gql.SetRecoverFunc(graph.Recover(a.log))
 
 	mux := http.NewServeMux()
-	mux.Handle("/graphql", http.MaxBytesHandler(gql, 1<<20))
+	mux.Handle("/graphql", httpguard.Body(gql, maxBodyBytes))
 	mux.Handle("/playground", playground.Handler("Interlock", "/graphql"))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
 	mux.Handle("/", web.Handler())

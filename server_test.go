@@ -23,6 +23,7 @@ type testServer struct {
 	closeHTTP func()
 }
 
+// startServer serves the app over db, with any further settings as command-line args.
 func startServer(t testing.TB, db string, args ...string) *testServer {
 	t.Helper()
 	cfg, err := parseConfig(append([]string{"--db", db}, args...), func(string) string { return "" })
@@ -55,6 +56,7 @@ func eachDB(t *testing.T, fn func(t *testing.T, s *testServer)) {
 
 type gqlError struct {
 	Message    string         `json:"message"`
+	Path       []any          `json:"path"`
 	Extensions map[string]any `json:"extensions"`
 }
 
@@ -215,3 +217,36 @@ func httpGet(url string) (string, error) {
 }
 
 func discardLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// rawResponse is an HTTP answer from /graphql: its status, decoded GraphQL body and raw text.
+type rawResponse struct {
+	status int
+	gqlResponse
+	body string
+}
+
+// postBody sends body as it is to /graphql with the given content type.
+func (s *testServer) postBody(t testing.TB, contentType string, body []byte) rawResponse {
+	t.Helper()
+	resp, err := http.Post(s.url+"/graphql", contentType, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	out := rawResponse{status: resp.StatusCode, body: string(raw)}
+	if err := json.Unmarshal(raw, &out.gqlResponse); err != nil {
+		t.Fatalf("status %d, body is not a GraphQL response: %s", resp.StatusCode, raw)
+	}
+	return out
+}
+
+// postJSON marshals request (a map or struct) and sends it to /graphql.
+func (s *testServer) postJSON(t testing.TB, request any) rawResponse {
+	t.Helper()
+	body, err := json.Marshal(request)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.postBody(t, "application/json", body)
+}

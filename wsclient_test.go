@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -29,6 +30,17 @@ type wsMessage struct {
 
 func dialWS(t testing.TB, baseURL, protocol string) *wsClient {
 	t.Helper()
+	c := dialRawWS(t, baseURL, protocol)
+	c.send(wsMessage{Type: "connection_init", Payload: json.RawMessage(`{}`)})
+	if m := c.read(); m.Type != "connection_ack" {
+		t.Fatalf("after connection_init got %s %s", m.Type, m.Payload)
+	}
+	return c
+}
+
+// dialRawWS opens a WebSocket with the subprotocol and sends nothing.
+func dialRawWS(t testing.TB, baseURL, protocol string) *wsClient {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	url := "ws" + strings.TrimPrefix(baseURL, "http") + "/graphql"
@@ -41,11 +53,30 @@ func dialWS(t testing.TB, baseURL, protocol string) *wsClient {
 	}
 	c := &wsClient{t: t, conn: conn, protocol: protocol}
 	t.Cleanup(func() { conn.Close(websocket.StatusNormalClosure, "") })
-	c.send(wsMessage{Type: "connection_init", Payload: json.RawMessage(`{}`)})
-	if m := c.read(); m.Type != "connection_ack" {
-		t.Fatalf("after connection_init got %s %s", m.Type, m.Payload)
-	}
 	return c
+}
+
+// closed reads until the server closes the socket and returns its close status and reason;
+// the test fails if a message other than a keep-alive arrives first, or nothing within 20s.
+func (c *wsClient) closed() (websocket.StatusCode, string) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for {
+		var m wsMessage
+		err := wsjson.Read(ctx, c.conn, &m)
+		if err == nil {
+			if m.Type == "ka" || m.Type == "ping" || m.Type == "pong" {
+				continue
+			}
+			c.t.Fatalf("waiting for the close, got %s %s", m.Type, m.Payload)
+		}
+		var ce websocket.CloseError
+		if !errors.As(err, &ce) {
+			c.t.Fatalf("waiting for the close: %v", err)
+		}
+		return ce.Code, ce.Reason
+	}
 }
 
 func (c *wsClient) send(m wsMessage) {
@@ -57,11 +88,13 @@ func (c *wsClient) send(m wsMessage) {
 	}
 }
 
-// read returns the next message that is not a keep-alive, answering pings.
+// read returns the next message that is not a keep-alive, answering pings; the test fails when
+// none arrives within 20s.
 func (c *wsClient) read() wsMessage {
 	c.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
 		var m wsMessage
 		err := wsjson.Read(ctx, c.conn, &m)
 		cancel()

@@ -13,8 +13,9 @@ import (
 )
 
 // PresentError is the one place errors become GraphQL errors. Application errors (runs.Error)
-// keep their message and get their code in extensions.code; gqlgen's own parse and validation
-// errors pass as they are; anything else is logged and shown as INTERNAL with a plain message,
+// keep their message and get their code in extensions.code; errors gqlgen classified itself
+// (extensions.code already set: parse and validation errors, variables included) pass as they
+// are; anything else is logged and shown as INTERNAL with a plain message,
 // so no SQL or driver text reaches a client.
 func PresentError(log *slog.Logger) graphql.ErrorPresenterFunc {
 	return func(ctx context.Context, err error) *gqlerror.Error {
@@ -29,11 +30,15 @@ func PresentError(log *slog.Logger) graphql.ErrorPresenterFunc {
 			setCode(gqlErr, string(appErr.Code))
 			return gqlErr
 		}
+		if code, _ := gqlErr.Extensions["code"].(string); code != "" {
+			// gqlgen classified it (errcode: parse and validation errors, including those of
+			// variable coercion, which carry a path like variable.r): about the request itself,
+			// in gqlgen's words; its code also picks the HTTP status (422), so it passes as is.
+			return gqlErr
+		}
 		if gqlErr.Err == nil && len(gqlErr.Path) == 0 {
-			// Parse and validation errors from gqlgen: about the request itself, safe to show.
-			if gqlErr.Extensions == nil || gqlErr.Extensions["code"] == nil {
-				setCode(gqlErr, string(runs.CodeBadUserInput))
-			}
+			// Other errors gqlgen raised about the request before executing it: safe to show.
+			setCode(gqlErr, string(runs.CodeBadUserInput))
 			return gqlErr
 		}
 		if gqlErr.Err == nil {

@@ -1,0 +1,320 @@
+// Package gqlguard holds the limits gqlgen leaves to the application, at the GraphQL level: a
+// token bound on queries checked before validation, and the GraphQL-over-WebSocket rules
+// gqlgen's transport does not enforce (the connection_init timeout and payload, unique operation
+// ids, a cap on operations per connection). It knows nothing of the run service.
+package gqlguard
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/99designs/gqlgen/graphql/handler/transport"
+)
+
+// Close codes of the graphql-transport-ws protocol
+// (https://github.com/enisdenjo/graphql-ws/blob/master/PROTOCOL.md), used for the legacy
+// graphql-ws subprotocol too, which defines none.
+const (
+	CloseBadRequest       = 4400 // a message the protocol does not allow, such as a non-object init payload
+	CloseInitTimeout      = 4408 // no connection_init within the init timeout
+	CloseSubscriberExists = 4409 // an operation id that is already active
+	errorMessageCode      = "BAD_USER_INPUT"
+)
+
+// WebsocketLimits are the rules Websocket enforces on every connection.
+type WebsocketLimits struct {
+	// InitTimeout closes (4408) a connection that sends no connection_init this long after it
+	// opened. gqlgen's own InitTimeout closes with 1002 instead, so it is left unset.
+	InitTimeout time.Duration
+	// MaxOperations is how many operations (subscriptions, and queries sent over the socket)
+	// may be active at once on one connection; the next gets an error message for its id.
+	MaxOperations int
+}
+
+// Websocket is gqlgen's WebSocket transport with the rules it lacks: see WebsocketLimits, and
+// a connection_init whose payload is not an object is closed with 4400 (gqlgen returns from
+// its handler without closing such a socket, leaking its descriptor: github.com/99designs/gqlgen
+// transport/websocket.go init). It also counts the operations active on all connections, so a
+// shutdown can wait for their complete messages to go out (Wait).
+type Websocket struct {
+	inner  transport.Websocket
+	limits WebsocketLimits
+
+	mu      sync.Mutex
+	active  int           // operations active on every connection
+	changed chan struct{} // closed and replaced whenever active decreases
+}
+
+var _ graphql.Transport = (*Websocket)(nil)
+
+// NewWebsocket wraps inner (its Implementation included; nil means coder/websocket's defaults).
+func NewWebsocket(inner transport.Websocket, limits WebsocketLimits) *Websocket {
+	t := &Websocket{limits: limits, changed: make(chan struct{})}
+	impl := inner.Implementation
+	if impl == nil {
+		impl = transport.CoderWebsocketImplementation{}
+	}
+	inner.Implementation = guardedImplementation{inner: impl, t: t}
+	t.inner = inner
+	return t
+}
+
+// Supports reports whether r asks for a WebSocket upgrade.
+func (t *Websocket) Supports(r *http.Request) bool { return t.inner.Supports(r) }
+
+// acceptedKey carries, in the request's context, where Accept leaves the connection for Do.
+type acceptedKey struct{}
+
+// Do serves one WebSocket connection with gqlgen's transport and, once gqlgen is done with it,
+// makes sure it is closed: whatever path gqlgen returned by, no socket outlives its handler.
+func (t *Websocket) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
+	var accepted *guardedConn
+	r = r.WithContext(context.WithValue(r.Context(), acceptedKey{}, &accepted))
+	t.inner.Do(w, r, exec)
+	if accepted != nil {
+		accepted.Close()
+	}
+}
+
+// Active is how many operations are active on all connections.
+func (t *Websocket) Active() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.active
+}
+
+// Wait blocks until no operation is active on any connection (each has sent its complete or
+// error message, or its connection closed), or ctx ends.
+func (t *Websocket) Wait(ctx context.Context) error {
+	for {
+		t.mu.Lock()
+		n, changed := t.active, t.changed
+		t.mu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return fmt.Errorf("%d websocket operations still active: %w", n, ctx.Err())
+		}
+	}
+}
+
+func (t *Websocket) add(n int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.active += n
+	if n < 0 {
+		close(t.changed)
+		t.changed = make(chan struct{})
+	}
+}
+
+// guardedImplementation accepts connections with the inner implementation and wraps them.
+type guardedImplementation struct {
+	inner transport.WebsocketImplementation
+	t     *Websocket
+}
+
+func (g guardedImplementation) Accept(w http.ResponseWriter, r *http.Request, opts transport.WebsocketAcceptOptions) (transport.WebsocketConn, error) {
+	conn, err := g.inner.Accept(w, r, opts)
+	if err != nil {
+		return nil, err
+	}
+	c := &guardedConn{inner: conn, t: g.t, ops: map[string]struct{}{}}
+	if g.t.limits.InitTimeout > 0 {
+		c.initTimer = time.AfterFunc(g.t.limits.InitTimeout, func() {
+			c.closeWith(CloseInitTimeout, "Connection initialisation timeout")
+		})
+	}
+	if slot, ok := r.Context().Value(acceptedKey{}).(**guardedConn); ok {
+		*slot = c
+	}
+	return c, nil
+}
+
+// guardedConn sees every message in both directions: it checks what the client sends before
+// gqlgen reads it, and keeps the set of active operation ids.
+type guardedConn struct {
+	inner transport.WebsocketConn
+	t     *Websocket
+
+	mu        sync.Mutex
+	initTimer *time.Timer
+	initSeen  bool                // the first message arrived
+	ops       map[string]struct{} // active operation ids
+	closed    bool
+}
+
+var (
+	_ transport.WebsocketConn          = (*guardedConn)(nil)
+	_ transport.WebsocketReadLimiter   = (*guardedConn)(nil)
+	_ transport.WebsocketReadDeadliner = (*guardedConn)(nil)
+)
+
+// envelope is what every message of both subprotocols has.
+type envelope struct {
+	ID      string          `json:"id,omitempty"`
+	Type    string          `json:"type"`
+	Payload json.RawMessage `json:"payload,omitempty"`
+}
+
+// errClosedByGuard is returned to gqlgen's reader once the guard closed the connection.
+var errClosedByGuard = fmt.Errorf("closed by the websocket guard: %w", transport.ErrWebsocketClosed)
+
+// NextReader returns the client's next message that gqlgen should see. It closes the
+// connection on a non-object init payload (4400) or an id already active (4409), and answers an
+// operation over the cap with an error message itself.
+func (c *guardedConn) NextReader() (int, io.Reader, error) {
+	for {
+		typ, r, err := c.inner.NextReader()
+		if err != nil {
+			return typ, r, err
+		}
+		data, err := io.ReadAll(r)
+		if err != nil {
+			return typ, nil, err
+		}
+		c.mu.Lock()
+		first := !c.initSeen
+		c.initSeen = true
+		if first && c.initTimer != nil {
+			c.initTimer.Stop()
+		}
+		c.mu.Unlock()
+		var m envelope
+		if json.Unmarshal(data, &m) != nil {
+			return typ, bytes.NewReader(data), nil // gqlgen answers what is not JSON
+		}
+		switch m.Type {
+		case "connection_init":
+			if !isObjectOrNull(m.Payload) {
+				c.closeWith(CloseBadRequest, "connection_init payload must be an object")
+				return typ, nil, errClosedByGuard
+			}
+		case "subscribe", "start":
+			switch c.begin(m.ID) {
+			case beginDuplicate:
+				c.closeWith(CloseSubscriberExists, "Subscriber for "+m.ID+" already exists")
+				return typ, nil, errClosedByGuard
+			case beginOverCap:
+				c.refuse(m.ID, fmt.Sprintf("this connection already has %d active operations, the most allowed; complete one or open another connection", c.t.limits.MaxOperations))
+				continue
+			}
+		case "complete", "stop":
+			c.end(m.ID)
+		}
+		return typ, bytes.NewReader(data), nil
+	}
+}
+
+// WriteJSON sends v and, for the end of an operation (complete or error), forgets its id once
+// the message is out.
+func (c *guardedConn) WriteJSON(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	err = c.inner.WriteJSON(json.RawMessage(b))
+	var m envelope
+	if json.Unmarshal(b, &m) == nil && (m.Type == "complete" || m.Type == "error") {
+		c.end(m.ID)
+	}
+	return err
+}
+
+type beginResult int
+
+const (
+	begun beginResult = iota
+	beginDuplicate
+	beginOverCap
+)
+
+func (c *guardedConn) begin(id string) beginResult {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.ops[id]; ok {
+		return beginDuplicate
+	}
+	if max := c.t.limits.MaxOperations; max > 0 && len(c.ops) >= max {
+		return beginOverCap
+	}
+	if c.closed {
+		return begun // gqlgen will not run it; nothing to count
+	}
+	c.ops[id] = struct{}{}
+	c.t.add(1)
+	return begun
+}
+
+func (c *guardedConn) end(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.ops[id]; ok {
+		delete(c.ops, id)
+		c.t.add(-1)
+	}
+}
+
+// refuse sends the error message that ends operation id without running it.
+func (c *guardedConn) refuse(id, message string) {
+	payload, _ := json.Marshal([]map[string]any{{"message": message, "extensions": map[string]any{"code": errorMessageCode}}})
+	_ = c.inner.WriteJSON(envelope{ID: id, Type: "error", Payload: payload})
+}
+
+// closeWith starts the close handshake with code and reason, then closes.
+func (c *guardedConn) closeWith(code int, reason string) {
+	_ = c.inner.WriteClose(code, reason)
+	c.Close()
+}
+
+// Close closes the connection and forgets its operations. It may be called more than once.
+func (c *guardedConn) Close() error {
+	c.mu.Lock()
+	if c.initTimer != nil {
+		c.initTimer.Stop()
+	}
+	c.closed = true
+	n := len(c.ops)
+	clear(c.ops)
+	c.mu.Unlock()
+	if n > 0 {
+		c.t.add(-n)
+	}
+	return c.inner.Close()
+}
+
+func (c *guardedConn) WriteClose(code int, message string) error {
+	return c.inner.WriteClose(code, message)
+}
+
+func (c *guardedConn) Subprotocol() string { return c.inner.Subprotocol() }
+
+func (c *guardedConn) SetReadLimit(limit int64) {
+	if l, ok := c.inner.(transport.WebsocketReadLimiter); ok {
+		l.SetReadLimit(limit)
+	}
+}
+
+func (c *guardedConn) SetReadDeadline(t time.Time) error {
+	if d, ok := c.inner.(transport.WebsocketReadDeadliner); ok {
+		return d.SetReadDeadline(t)
+	}
+	return nil
+}
+
+// isObjectOrNull reports whether a present init payload is one gqlgen can decode (an object,
+// or null); an absent one is fine too.
+func isObjectOrNull(payload json.RawMessage) bool {
+	p := bytes.TrimSpace(payload)
+	return len(p) == 0 || p[0] == '{' || string(p) == "null"
+}
