@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	cdppage "github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 )
 
@@ -295,4 +298,100 @@ func TestConsole(t *testing.T) {
 		do(t, page, js(`document.querySelector('a[href="/?view=new"]').click()`),
 			until(`!document.querySelector("#conn").hidden && /unreachable|Reconnecting/.test(document.querySelector("#conn").textContent)`))
 	})
+}
+
+// strictCSP is the Content-Security-Policy the server sends with the console.
+const strictCSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self' ws: wss:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+
+// serve serves h on a new local HTTP server for the test and returns its URL.
+func serve(t *testing.T, h http.Handler) string {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
+	return srv.URL
+}
+
+// withCSP adds the strict Content-Security-Policy to every answer of h.
+func withCSP(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Security-Policy", strictCSP)
+		h.ServeHTTP(w, r)
+	})
+}
+
+// cspWatch records the CSP violations of every document the tab loads, from two sources: the
+// securitypolicyviolation events (a listener installed before the page's own scripts run) and
+// the browser's console. It returns a function giving the violations seen so far in the page.
+func cspWatch(t *testing.T, page context.Context) func() []string {
+	t.Helper()
+	var mu sync.Mutex
+	var logged []string
+	messages := chromedp.Console(page)
+	go func() {
+		for m, err := range messages {
+			if err != nil {
+				return
+			}
+			if strings.Contains(m.Text, "Content Security Policy") {
+				mu.Lock()
+				logged = append(logged, m.Text)
+				mu.Unlock()
+			}
+		}
+	}()
+	_, err := chromedp.Call(page, cdppage.AddScriptToEvaluateOnNewDocument, cdppage.AddScriptToEvaluateOnNewDocumentParams{Source: `
+		window.__csp = [];
+		document.addEventListener("securitypolicyviolation", (e) =>
+			window.__csp.push(e.violatedDirective + " " + e.blockedURI + " at " + e.sourceFile + ":" + e.lineNumber + " " + e.sample));`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func() []string {
+		t.Helper()
+		// A violation event is dispatched from a task of its own: let queued tasks run first.
+		inPage := get(t, page, chromedp.Evaluate[[]string](`new Promise((ok) => setTimeout(() => ok(window.__csp || []), 50))`, chromedp.EvalAwaitPromise))
+		mu.Lock()
+		defer mu.Unlock()
+		return append(inPage, logged...)
+	}
+}
+
+// TestConsoleUnderStrictCSP: every page of the console works under the strict policy the server
+// sends, and none makes the browser block anything (no inline script, style attribute, inline
+// handler or eval).
+func TestConsoleUnderStrictCSP(t *testing.T) {
+	ctx := browser(t)
+	s := startServer(t, "sqlite:"+filepath.Join(t.TempDir(), "csp.db"))
+	url := serve(t, withCSP(s.app.Handler()))
+	page := tab(t, ctx, false)
+	violations := cspWatch(t, page)
+	check := func(name string) {
+		t.Helper()
+		if v := violations(); len(v) > 0 {
+			t.Fatalf("%s: %d CSP violations:\n%s", name, len(v), strings.Join(v, "\n"))
+		}
+	}
+
+	s.startRun(t, "refund order 42 for 30", map[string]any{"threadId": "csp"})
+	s.startRun(t, "ask the customer for their size", map[string]any{"threadId": "csp"})
+	do(t, page, chromedp.Navigate(url+"/"), until(`document.querySelectorAll("a[data-run]").length === 2`))
+	check("inbox")
+
+	do(t, page, js(`[...document.querySelectorAll("a[data-run]")].find((a) => a.innerText.includes("ask_customer")).click()`),
+		chromedp.WaitVisible(chromedp.CSS(`.pending form input`)))
+	check("run view with a resume form")
+
+	do(t, page, chromedp.NavigateBack(), until(`document.querySelectorAll("a[data-run]").length === 2`),
+		js(`[...document.querySelectorAll("a[data-run]")].find((a) => a.innerText.includes("issue_refund")).click()`),
+		chromedp.WaitVisible(chromedp.CSS(`button.approve`)))
+	check("run view with an approval")
+	do(t, page, chromedp.Click(chromedp.CSS(`button.approve`)),
+		until(`document.querySelector("#run-status")?.textContent === "COMPLETED"`))
+	check("run view streaming the run to its end")
+
+	do(t, page, chromedp.Navigate(url+"/?view=new"), until(`!!document.querySelector("#n-agent option")`))
+	check("new run")
+
+	do(t, page, chromedp.Navigate(url+"/?view=history"), until(`document.querySelectorAll("a.row").length === 1`))
+	check("history")
 }
