@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -394,4 +396,132 @@ func TestConsoleUnderStrictCSP(t *testing.T) {
 
 	do(t, page, chromedp.Navigate(url+"/?view=history"), until(`document.querySelectorAll("a.row").length === 1`))
 	check("history")
+}
+
+// socketGate serves h, holding WebSocket handshakes back until release, and can drop every
+// WebSocket it let through (as a restarting proxy or a lost network would).
+type socketGate struct {
+	h        http.Handler
+	released chan struct{}
+	once     sync.Once
+	mu       sync.Mutex
+	conns    []net.Conn
+}
+
+func newSocketGate(h http.Handler) *socketGate {
+	return &socketGate{h: h, released: make(chan struct{})}
+}
+
+func (g *socketGate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("Upgrade") == "" {
+		g.h.ServeHTTP(w, r)
+		return
+	}
+	select {
+	case <-g.released:
+	case <-r.Context().Done():
+		return
+	}
+	g.h.ServeHTTP(&hijackRecorder{ResponseWriter: w, gate: g}, r)
+}
+
+// release lets the held handshakes, and every later one, through.
+func (g *socketGate) release() { g.once.Do(func() { close(g.released) }) }
+
+// drop closes every WebSocket connection let through so far.
+func (g *socketGate) drop() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, c := range g.conns {
+		c.Close()
+	}
+	g.conns = nil
+}
+
+// hijackRecorder notes the connections the WebSocket handshake takes over.
+type hijackRecorder struct {
+	http.ResponseWriter
+	gate *socketGate
+}
+
+func (h *hijackRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c, rw, err := http.NewResponseController(h.ResponseWriter).Hijack()
+	if err == nil {
+		h.gate.mu.Lock()
+		h.gate.conns = append(h.gate.conns, c)
+		h.gate.mu.Unlock()
+	}
+	return c, rw, err
+}
+
+// suspended starts a run and waits until it is suspended.
+func (s *testServer) suspended(t *testing.T, prompt string) apiRun {
+	t.Helper()
+	r := s.startRun(t, prompt, nil)
+	ws := dialWS(t, s.url, "graphql-transport-ws")
+	defer ws.conn.CloseNow()
+	follow(t, ws, ws.subscribe(eventsQuery, map[string]any{"runId": r.RunID}), isType("RUN_SUSPENDED"))
+	return r
+}
+
+// decisions reads the decisions recorded on a run.
+func (s *testServer) decisions(t *testing.T, runID string) []map[string]any {
+	t.Helper()
+	var out struct {
+		Run struct{ Decisions []map[string]any }
+	}
+	s.must(t, `query($id: ID!) { run(runId: $id) { decisions { kind reason resumeData } } }`, map[string]any{"id": runID}, &out)
+	return out.Run.Decisions
+}
+
+// rerendered marks the run view's current header, and then waits until the view has drawn the
+// run anew (it redraws the header and the pending form together).
+func rerendered(t *testing.T, page context.Context, trigger func()) {
+	t.Helper()
+	do(t, page, js(`document.querySelector("#run-status").dataset.old = "1"`))
+	trigger()
+	do(t, page, until(`!!document.querySelector("#run-status") && !document.querySelector("#run-status[data-old]")`))
+}
+
+// TestConsoleKeepsWhatThePersonTypes: the run view redraws when events arrive (the stream first
+// replays the run's RUN_SUSPENDED), and a reason or answer being typed survives every redraw and
+// is the one recorded with the decision.
+func TestConsoleKeepsWhatThePersonTypes(t *testing.T) {
+	ctx := browser(t)
+	s := startServer(t, "sqlite:"+filepath.Join(t.TempDir(), "typing.db"))
+
+	cases := []struct {
+		name, prompt, field, submit, kind string
+		recorded                          func(map[string]any) any
+	}{
+		{"decline reason", "refund order 11", `.pending input[type=text]`, `button.decline`, "DECLINED",
+			func(d map[string]any) any { return d["reason"] }},
+		{"resume answer", "ask the customer for their size", `#resume-call_1-answer`, `.pending button[type=submit]`, "RESUMED",
+			func(d map[string]any) any { return d["resumeData"].(map[string]any)["answer"] }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			run := s.suspended(t, c.prompt)
+			gate := newSocketGate(s.app.Handler())
+			url := serve(t, gate)
+			t.Cleanup(gate.release)
+			page := tab(t, ctx, false)
+			// The view is drawn from a query while its event stream is held back...
+			do(t, page, chromedp.Navigate(url+"/?run="+run.RunID), chromedp.WaitVisible(chromedp.CSS(c.field)),
+				chromedp.SendKeys(chromedp.CSS(c.field), "needs a "))
+			// ...so the replayed RUN_SUSPENDED redraws it while the person is typing.
+			rerendered(t, page, gate.release)
+			state := get(t, page, chromedp.Evaluate[string](fmt.Sprintf(`(() => { const f = document.querySelector(%q);
+				return JSON.stringify([f.value, document.activeElement === f]); })()`, c.field)))
+			if state != `["needs a ",true]` {
+				t.Fatalf("after a redraw the field [value, focused] is %s, want the typed text, focused", state)
+			}
+			do(t, page, chromedp.SendKeys(chromedp.CSS(c.field), "receipt"), chromedp.Click(chromedp.CSS(c.submit)),
+				until(`document.querySelector("#run-status")?.textContent === "COMPLETED"`))
+			ds := s.decisions(t, run.RunID)
+			if len(ds) != 1 || ds[0]["kind"] != c.kind || c.recorded(ds[0]) != "needs a receipt" {
+				t.Fatalf("decisions recorded %v, want one %s with %q", ds, c.kind, "needs a receipt")
+			}
+		})
+	}
 }

@@ -27,16 +27,19 @@ export function runView(main, params) {
   let textNode = null;
   let lastSeq = 0;
   let closed = false;
+  let asked = 0; // numbers the reads of the run: only the latest one draws
 
   const show = async () => {
+    const mine = ++asked;
     let run;
     try {
       run = (await request(RUN, { id })).run;
       agents ??= (await request(`{ agents { id tools { name resumeSchema } } }`)).agents;
     } catch (e) {
-      notice.replaceChildren(el("p", { class: "notice error" }, e.message));
+      if (mine === asked) notice.replaceChildren(el("p", { class: "notice error" }, e.message));
       return;
     }
+    if (mine !== asked || closed) return;
     if (!run) {
       head.replaceChildren(el("h1", {}, "No such run"), el("p", {}, "It may have been removed by retention. ", el("a", { href: "/" }, "Back to the inbox")));
       return;
@@ -50,9 +53,12 @@ export function runView(main, params) {
     const buttons = pending.querySelectorAll("button");
     buttons.forEach((b) => { b.disabled = true; });
     notice.replaceChildren();
+    asked++; // a read of the run sent before the decision must not draw its form again
+    const decided = pending.dataset.calls;
     try {
       await request(mutation, vars);
-      pending.replaceChildren();
+      // Unless the run already waits on something new (drawn meanwhile), the form is done.
+      if (pending.dataset.calls === decided) clearPending(pending);
       notice.replaceChildren(el("p", { class: "notice" }, "Decision sent. The run goes on below."));
     } catch (e) {
       buttons.forEach((b) => { b.disabled = false; });
@@ -104,11 +110,20 @@ function renderHead(head, run) {
   ].filter(Boolean));
 }
 
+// The pending calls are drawn anew only when they change (another call, or one now marked
+// interrupted), never on a mere refresh: the person may be typing a reason or an answer. When
+// they do change, what was typed in a field that is still there (same call, same field) is
+// carried over, and so is the focus.
 function renderPending(section, run, agents, decide) {
-  section.replaceChildren();
-  if (run.status !== "SUSPENDED") return;
+  const calls = run.status === "SUSPENDED" ? run.toolCalls : [];
+  const key = JSON.stringify(calls.map((c) => [c.toolCallId, c.requiresApproval, c.interrupted]));
+  if (section.dataset.calls === key) return;
+  const typed = saveFields(section);
+  clearPending(section);
+  section.dataset.calls = key;
+  if (!calls.length) return;
   section.append(el("h2", {}, "Waiting for you"));
-  for (const c of run.toolCalls) {
+  for (const c of calls) {
     const card = el("div", { class: "card pending", "data-call": c.toolCallId });
     card.append(el("p", {}, el("strong", {}, c.toolName), " ", el("span", { class: "muted" }, c.toolCallId),
       c.interrupted ? el("span", { class: "badge FAILED" }, " interrupted: its server stopped while it ran — approve to run it again") : null));
@@ -134,6 +149,29 @@ function renderPending(section, run, agents, decide) {
     }
     section.append(card);
   }
+  restoreFields(section, typed);
+}
+
+/** Empties the pending section, so that the next refresh draws it whatever it holds. */
+function clearPending(section) {
+  section.replaceChildren();
+  delete section.dataset.calls;
+}
+
+/** The values of the section's fields by id, and which one has the focus. */
+function saveFields(section) {
+  const values = new Map();
+  for (const f of section.querySelectorAll("input[id], select[id], textarea[id]")) values.set(f.id, { value: f.value, checked: f.checked });
+  const a = document.activeElement;
+  return { values, focus: a && a.id && section.contains(a) ? a.id : null };
+}
+
+function restoreFields(section, { values, focus }) {
+  for (const f of section.querySelectorAll("input[id], select[id], textarea[id]")) {
+    const v = values.get(f.id);
+    if (v) { f.value = v.value; f.checked = v.checked; }
+  }
+  if (focus) section.querySelector(`[id="${CSS.escape(focus)}"]`)?.focus();
 }
 
 function renderDecisions(section, run) {
