@@ -18,6 +18,8 @@ import (
 
 	cdppage "github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+
+	"interlock/gormstore"
 )
 
 // browser starts Debian's headless Chromium for the test, or skips (fails under CI=true) when
@@ -523,5 +525,51 @@ func TestConsoleKeepsWhatThePersonTypes(t *testing.T) {
 				t.Fatalf("decisions recorded %v, want one %s with %q", ds, c.kind, "needs a receipt")
 			}
 		})
+	}
+}
+
+// TestConsoleDropsTextOfARetriedModelCall: a run whose instance died while its model call
+// streamed text is recovered; the model call is made again after MODEL_CALL_RETRIED, and the run
+// view drops the cut-off text instead of showing it before the repeat's. Both live and replayed.
+func TestConsoleDropsTextOfARetriedModelCall(t *testing.T) {
+	ctx := browser(t)
+	s := startServer(t, "sqlite:"+filepath.Join(t.TempDir(), "retried.db"))
+	// A run executing on an instance that is gone: its model call had streamed two pieces of text
+	// (seq 2 and 3) after the snapshot (seq 1). Its lease is still valid, so nobody recovers it yet.
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	owner, snapshot := "dead-instance", `{"messages":[{"role":"user","content":"hello"}],"steps":0,"seq":1}`
+	lease := now.Add(time.Hour)
+	id := "run-cut-off"
+	db := s.app.db
+	if err := db.Create(&gormstore.Run{ID: id, AgentID: "support-agent", Prompt: "hello", Status: "RUNNING", Snapshot: &snapshot,
+		CreatedAt: now, UpdatedAt: now, LastSeq: 3, LeaseOwner: &owner, LeaseUntil: &lease}).Error; err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range [][2]string{{"RUN_STARTED", `{}`}, {"TEXT_DELTA", `{"text":"Half an answer "}`}, {"TEXT_DELTA", `{"text":"that was cut off"}`}} {
+		if err := db.Create(&gormstore.Event{RunID: id, Seq: int64(i + 1), Type: e[0], Data: e[1], CreatedAt: now}).Error; err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	live := tab(t, ctx, false)
+	do(t, live, chromedp.Navigate(s.url+"/?run="+id), until(`document.querySelector("#stream").innerText.includes("Half an answer that was cut off")`))
+	// The instance's lease runs out: recovery (this server's) takes the run over.
+	if err := db.Model(&gormstore.Run{}).Where("id = ?", id).Update("lease_until", now.Add(-time.Minute)).Error; err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.app.Service.RecoverExpired(context.Background()); err != nil || n > 1 {
+		t.Fatalf("recovered %d runs: %v", n, err)
+	}
+	replayed := tab(t, ctx, false)
+	for name, page := range map[string]context.Context{"live": live, "replayed": replayed} {
+		if name == "replayed" {
+			do(t, page, chromedp.Navigate(s.url+"/?run="+id))
+		}
+		do(t, page, until(`document.querySelector("#run-status")?.textContent === "COMPLETED"`),
+			until(`document.querySelector("#stream").innerText.includes("FINISHED")`))
+		stream := textOf(t, page, `#stream`)
+		if strings.Contains(stream, "cut off") || strings.Count(stream, "Hello! I can look up") != 1 {
+			t.Errorf("%s: the stream keeps the cut-off text or lacks the repeated answer:\n%s", name, stream)
+		}
 	}
 }

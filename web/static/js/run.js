@@ -1,6 +1,7 @@
 // Run view: what the run waits on, with Approve / Decline (with a reason) / Resume (a form from
 // the tool's resumeSchema), and the run's events streaming live. A CONFLICT (someone decided
-// first) is shown plainly and the view shows the run as it now is.
+// first) is shown plainly and the view shows the run as it now is. When a model call is made
+// again after a recovery (MODEL_CALL_RETRIED), the text it had streamed in that step is dropped.
 import { request, subscribe } from "./gql.js";
 import { el, pretty, when } from "./dom.js";
 import { schemaForm } from "./schemaform.js";
@@ -24,7 +25,8 @@ export function runView(main, params) {
   const decisions = el("section", { "aria-label": "Decisions" });
   main.append(head, notice, pending, el("h2", {}, "Live"), el("div", { class: "card" }, stream), decisions);
 
-  let textNode = null;
+  let textNode = null; // where the next TEXT_DELTA goes
+  let stepText = []; // the items holding the current step's text, dropped if its model call is made again
   let lastSeq = 0;
   let closed = false;
   let asked = 0; // numbers the reads of the run: only the latest one draws
@@ -76,11 +78,18 @@ export function runView(main, params) {
   const onEvent = (ev) => {
     lastSeq = ev.seq;
     if (ev.type === "TEXT_DELTA") {
-      if (!textNode) { textNode = el("span", { class: "text" }); stream.append(el("li", {}, el("span", { class: "kind" }, "assistant"), el("br"), textNode)); }
+      if (!textNode) {
+        textNode = el("span", { class: "text" });
+        const item = el("li", {}, el("span", { class: "kind" }, "assistant"), el("br"), textNode);
+        stepText.push(item);
+        stream.append(item);
+      }
       textNode.textContent += ev.text || "";
       return;
     }
     textNode = null;
+    if (ev.type === "MODEL_CALL_RETRIED") stepText.forEach((item) => item.remove());
+    if (["MODEL_CALL_RETRIED", "STEP_FINISHED", "RUN_STARTED", "RUN_RESUMED"].includes(ev.type)) stepText = [];
     const item = describe(ev);
     if (item) stream.append(el("li", { "data-type": ev.type }, el("span", { class: "kind" }, item.kind), el("br"), item.body));
     if (["RUN_SUSPENDED", "RUN_FINISHED", "RUN_FAILED", "RUN_RESUMED"].includes(ev.type)) show();
@@ -195,6 +204,7 @@ function describe(ev) {
     case "TOOL_CALL_DECLINED": return { kind: "declined", body: c.toolName + (ev.reason ? `: ${ev.reason}` : "") };
     case "RUN_RESUMED": return { kind: "resumed", body: "running again" };
     case "TOOL_RESULT": return { kind: ev.error ? "tool error" : "tool result", body: el("pre", {}, ev.error || pretty(ev.result)) };
+    case "MODEL_CALL_RETRIED": return { kind: "model call repeated", body: "its server stopped mid-answer; the partial text was dropped" };
     case "STEP_FINISHED": return null;
     case "RUN_FINISHED": return { kind: "finished", body: el("span", { class: "badge COMPLETED" }, "COMPLETED") };
     case "RUN_FAILED": return { kind: "failed", body: el("span", { class: "badge FAILED" }, "FAILED: " + (ev.error || "")) };
