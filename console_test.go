@@ -1,9 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,7 +16,10 @@ import (
 	"testing"
 	"time"
 
+	cdppage "github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+
+	"interlock/gormstore"
 )
 
 // browser starts Debian's headless Chromium for the test, or skips (fails under CI=true) when
@@ -295,4 +302,274 @@ func TestConsole(t *testing.T) {
 		do(t, page, js(`document.querySelector('a[href="/?view=new"]').click()`),
 			until(`!document.querySelector("#conn").hidden && /unreachable|Reconnecting/.test(document.querySelector("#conn").textContent)`))
 	})
+}
+
+// strictCSP is the Content-Security-Policy the server sends with the console.
+const strictCSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self' ws: wss:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+
+// serve serves h on a new local HTTP server for the test and returns its URL.
+func serve(t *testing.T, h http.Handler) string {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
+	return srv.URL
+}
+
+// withCSP adds the strict Content-Security-Policy to every answer of h.
+func withCSP(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Security-Policy", strictCSP)
+		h.ServeHTTP(w, r)
+	})
+}
+
+// cspWatch records the CSP violations of every document the tab loads, from two sources: the
+// securitypolicyviolation events (a listener installed before the page's own scripts run) and
+// the browser's console. It returns a function giving the violations seen so far in the page.
+func cspWatch(t *testing.T, page context.Context) func() []string {
+	t.Helper()
+	var mu sync.Mutex
+	var logged []string
+	messages := chromedp.Console(page)
+	go func() {
+		for m, err := range messages {
+			if err != nil {
+				return
+			}
+			if strings.Contains(m.Text, "Content Security Policy") {
+				mu.Lock()
+				logged = append(logged, m.Text)
+				mu.Unlock()
+			}
+		}
+	}()
+	_, err := chromedp.Call(page, cdppage.AddScriptToEvaluateOnNewDocument, cdppage.AddScriptToEvaluateOnNewDocumentParams{Source: `
+		window.__csp = [];
+		document.addEventListener("securitypolicyviolation", (e) =>
+			window.__csp.push(e.violatedDirective + " " + e.blockedURI + " at " + e.sourceFile + ":" + e.lineNumber + " " + e.sample));`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func() []string {
+		t.Helper()
+		// A violation event is dispatched from a task of its own: let queued tasks run first.
+		inPage := get(t, page, chromedp.Evaluate[[]string](`new Promise((ok) => setTimeout(() => ok(window.__csp || []), 50))`, chromedp.EvalAwaitPromise))
+		mu.Lock()
+		defer mu.Unlock()
+		return append(inPage, logged...)
+	}
+}
+
+// TestConsoleUnderStrictCSP: every page of the console works under the strict policy the server
+// sends, and none makes the browser block anything (no inline script, style attribute, inline
+// handler or eval).
+func TestConsoleUnderStrictCSP(t *testing.T) {
+	ctx := browser(t)
+	s := startServer(t, "sqlite:"+filepath.Join(t.TempDir(), "csp.db"))
+	url := serve(t, withCSP(s.app.Handler()))
+	page := tab(t, ctx, false)
+	violations := cspWatch(t, page)
+	check := func(name string) {
+		t.Helper()
+		if v := violations(); len(v) > 0 {
+			t.Fatalf("%s: %d CSP violations:\n%s", name, len(v), strings.Join(v, "\n"))
+		}
+	}
+
+	s.startRun(t, "refund order 42 for 30", map[string]any{"threadId": "csp"})
+	s.startRun(t, "ask the customer for their size", map[string]any{"threadId": "csp"})
+	do(t, page, chromedp.Navigate(url+"/"), until(`document.querySelectorAll("a[data-run]").length === 2`))
+	check("inbox")
+
+	do(t, page, js(`[...document.querySelectorAll("a[data-run]")].find((a) => a.innerText.includes("ask_customer")).click()`),
+		chromedp.WaitVisible(chromedp.CSS(`.pending form input`)))
+	check("run view with a resume form")
+
+	do(t, page, chromedp.NavigateBack(), until(`document.querySelectorAll("a[data-run]").length === 2`),
+		js(`[...document.querySelectorAll("a[data-run]")].find((a) => a.innerText.includes("issue_refund")).click()`),
+		chromedp.WaitVisible(chromedp.CSS(`button.approve`)))
+	check("run view with an approval")
+	do(t, page, chromedp.Click(chromedp.CSS(`button.approve`)),
+		until(`document.querySelector("#run-status")?.textContent === "COMPLETED"`))
+	check("run view streaming the run to its end")
+
+	do(t, page, chromedp.Navigate(url+"/?view=new"), until(`!!document.querySelector("#n-agent option")`))
+	check("new run")
+
+	do(t, page, chromedp.Navigate(url+"/?view=history"), until(`document.querySelectorAll("a.row").length === 1`))
+	check("history")
+}
+
+// socketGate serves h, holding WebSocket handshakes back until release, and can drop every
+// WebSocket it let through (as a restarting proxy or a lost network would).
+type socketGate struct {
+	h        http.Handler
+	released chan struct{}
+	once     sync.Once
+	mu       sync.Mutex
+	conns    []net.Conn
+}
+
+func newSocketGate(h http.Handler) *socketGate {
+	return &socketGate{h: h, released: make(chan struct{})}
+}
+
+func (g *socketGate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("Upgrade") == "" {
+		g.h.ServeHTTP(w, r)
+		return
+	}
+	select {
+	case <-g.released:
+	case <-r.Context().Done():
+		return
+	}
+	g.h.ServeHTTP(&hijackRecorder{ResponseWriter: w, gate: g}, r)
+}
+
+// release lets the held handshakes, and every later one, through.
+func (g *socketGate) release() { g.once.Do(func() { close(g.released) }) }
+
+// drop closes every WebSocket connection let through so far.
+func (g *socketGate) drop() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, c := range g.conns {
+		c.Close()
+	}
+	g.conns = nil
+}
+
+// hijackRecorder notes the connections the WebSocket handshake takes over.
+type hijackRecorder struct {
+	http.ResponseWriter
+	gate *socketGate
+}
+
+func (h *hijackRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c, rw, err := http.NewResponseController(h.ResponseWriter).Hijack()
+	if err == nil {
+		h.gate.mu.Lock()
+		h.gate.conns = append(h.gate.conns, c)
+		h.gate.mu.Unlock()
+	}
+	return c, rw, err
+}
+
+// suspended starts a run and waits until it is suspended.
+func (s *testServer) suspended(t *testing.T, prompt string) apiRun {
+	t.Helper()
+	r := s.startRun(t, prompt, nil)
+	ws := dialWS(t, s.url, "graphql-transport-ws")
+	defer ws.conn.CloseNow()
+	follow(t, ws, ws.subscribe(eventsQuery, map[string]any{"runId": r.RunID}), isType("RUN_SUSPENDED"))
+	return r
+}
+
+// decisions reads the decisions recorded on a run.
+func (s *testServer) decisions(t *testing.T, runID string) []map[string]any {
+	t.Helper()
+	var out struct {
+		Run struct{ Decisions []map[string]any }
+	}
+	s.must(t, `query($id: ID!) { run(runId: $id) { decisions { kind reason resumeData } } }`, map[string]any{"id": runID}, &out)
+	return out.Run.Decisions
+}
+
+// rerendered marks the run view's current header, and then waits until the view has drawn the
+// run anew (it redraws the header and the pending form together).
+func rerendered(t *testing.T, page context.Context, trigger func()) {
+	t.Helper()
+	do(t, page, js(`document.querySelector("#run-status").dataset.old = "1"`))
+	trigger()
+	do(t, page, until(`!!document.querySelector("#run-status") && !document.querySelector("#run-status[data-old]")`))
+}
+
+// TestConsoleKeepsWhatThePersonTypes: the run view redraws when events arrive (the stream first
+// replays the run's RUN_SUSPENDED), and a reason or answer being typed survives every redraw and
+// is the one recorded with the decision.
+func TestConsoleKeepsWhatThePersonTypes(t *testing.T) {
+	ctx := browser(t)
+	s := startServer(t, "sqlite:"+filepath.Join(t.TempDir(), "typing.db"))
+
+	cases := []struct {
+		name, prompt, field, submit, kind string
+		recorded                          func(map[string]any) any
+	}{
+		{"decline reason", "refund order 11", `.pending input[type=text]`, `button.decline`, "DECLINED",
+			func(d map[string]any) any { return d["reason"] }},
+		{"resume answer", "ask the customer for their size", `#resume-call_1-answer`, `.pending button[type=submit]`, "RESUMED",
+			func(d map[string]any) any { return d["resumeData"].(map[string]any)["answer"] }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			run := s.suspended(t, c.prompt)
+			gate := newSocketGate(s.app.Handler())
+			url := serve(t, gate)
+			t.Cleanup(gate.release)
+			page := tab(t, ctx, false)
+			// The view is drawn from a query while its event stream is held back...
+			do(t, page, chromedp.Navigate(url+"/?run="+run.RunID), chromedp.WaitVisible(chromedp.CSS(c.field)),
+				chromedp.SendKeys(chromedp.CSS(c.field), "needs a "))
+			// ...so the replayed RUN_SUSPENDED redraws it while the person is typing.
+			rerendered(t, page, gate.release)
+			state := get(t, page, chromedp.Evaluate[string](fmt.Sprintf(`(() => { const f = document.querySelector(%q);
+				return JSON.stringify([f.value, document.activeElement === f]); })()`, c.field)))
+			if state != `["needs a ",true]` {
+				t.Fatalf("after a redraw the field [value, focused] is %s, want the typed text, focused", state)
+			}
+			do(t, page, chromedp.SendKeys(chromedp.CSS(c.field), "receipt"), chromedp.Click(chromedp.CSS(c.submit)),
+				until(`document.querySelector("#run-status")?.textContent === "COMPLETED"`))
+			ds := s.decisions(t, run.RunID)
+			if len(ds) != 1 || ds[0]["kind"] != c.kind || c.recorded(ds[0]) != "needs a receipt" {
+				t.Fatalf("decisions recorded %v, want one %s with %q", ds, c.kind, "needs a receipt")
+			}
+		})
+	}
+}
+
+// TestConsoleDropsTextOfARetriedModelCall: a run whose instance died while its model call
+// streamed text is recovered; the model call is made again after MODEL_CALL_RETRIED, and the run
+// view drops the cut-off text instead of showing it before the repeat's. Both live and replayed.
+func TestConsoleDropsTextOfARetriedModelCall(t *testing.T) {
+	ctx := browser(t)
+	s := startServer(t, "sqlite:"+filepath.Join(t.TempDir(), "retried.db"))
+	// A run executing on an instance that is gone: its model call had streamed two pieces of text
+	// (seq 2 and 3) after the snapshot (seq 1). Its lease is still valid, so nobody recovers it yet.
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	owner, snapshot := "dead-instance", `{"messages":[{"role":"user","content":"hello"}],"steps":0,"seq":1}`
+	lease := now.Add(time.Hour)
+	id := "run-cut-off"
+	db := s.app.db
+	if err := db.Create(&gormstore.Run{ID: id, AgentID: "support-agent", Prompt: "hello", Status: "RUNNING", Snapshot: &snapshot,
+		CreatedAt: now, UpdatedAt: now, LastSeq: 3, LeaseOwner: &owner, LeaseUntil: &lease}).Error; err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range [][2]string{{"RUN_STARTED", `{}`}, {"TEXT_DELTA", `{"text":"Half an answer "}`}, {"TEXT_DELTA", `{"text":"that was cut off"}`}} {
+		if err := db.Create(&gormstore.Event{RunID: id, Seq: int64(i + 1), Type: e[0], Data: e[1], CreatedAt: now}).Error; err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	live := tab(t, ctx, false)
+	do(t, live, chromedp.Navigate(s.url+"/?run="+id), until(`document.querySelector("#stream").innerText.includes("Half an answer that was cut off")`))
+	// The instance's lease runs out: recovery (this server's) takes the run over.
+	if err := db.Model(&gormstore.Run{}).Where("id = ?", id).Update("lease_until", now.Add(-time.Minute)).Error; err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.app.Service.RecoverExpired(context.Background()); err != nil || n > 1 {
+		t.Fatalf("recovered %d runs: %v", n, err)
+	}
+	replayed := tab(t, ctx, false)
+	for name, page := range map[string]context.Context{"live": live, "replayed": replayed} {
+		if name == "replayed" {
+			do(t, page, chromedp.Navigate(s.url+"/?run="+id))
+		}
+		do(t, page, until(`document.querySelector("#run-status")?.textContent === "COMPLETED"`),
+			until(`document.querySelector("#stream").innerText.includes("FINISHED")`))
+		stream := textOf(t, page, `#stream`)
+		if strings.Contains(stream, "cut off") || strings.Count(stream, "Hello! I can look up") != 1 {
+			t.Errorf("%s: the stream keeps the cut-off text or lacks the repeated answer:\n%s", name, stream)
+		}
+	}
 }

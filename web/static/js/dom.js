@@ -1,11 +1,13 @@
 // Tiny DOM helpers: the console builds its elements with el() and never parses HTML strings, so
-// nothing a run contains can inject markup.
+// nothing a run contains can inject markup. The server sends a strict Content-Security-Policy
+// (no inline scripts, styles or handlers), so el() refuses style attributes: use a class.
 
 /** Creates an element with attributes (on* keys become listeners) and children. */
 export function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) {
     if (v === null || v === undefined || v === false) continue;
+    if (k === "style") throw new Error("style attributes are blocked by the Content-Security-Policy; use a class");
     if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
     else node.setAttribute(k, v === true ? "" : v);
   }

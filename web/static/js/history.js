@@ -18,7 +18,7 @@ export function historyView(main, params) {
       return;
     }
     const rows = r.runs.map((run) => el("li", {}, el("a", { class: "row", href: `/?run=${encodeURIComponent(run.runId)}` },
-      el("span", {}, el("span", { class: `badge ${run.status}` }, run.status), el("span", { class: "muted", style: "display:block" }, run.agentId)),
+      el("span", {}, el("span", { class: `badge ${run.status}` }, run.status), el("span", { class: "muted block" }, run.agentId)),
       el("span", {}, el("span", { class: "short" }, run.prompt), el("span", { class: "short muted" }, short(run.output || run.error, 100))),
       el("span", {}, run.decisions.length ? run.decisions.map((x) => `${x.kind.toLowerCase()} ${x.toolName}${x.reason ? ` (“${x.reason}”)` : ""}`).join(", ") : el("span", { class: "muted" }, "no decisions")),
       el("span", { class: "muted" }, when(run.updatedAt)))));

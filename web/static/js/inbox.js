@@ -82,7 +82,7 @@ function renderList(list, result, f, params) {
     return el("li", {}, el("a", { class: "row", href: `/?run=${encodeURIComponent(r.runId)}`, "data-run": r.runId },
       el("span", {}, el("span", { class: "tool" }, c.toolName || "?"), " ",
         el("span", { class: "badge SUSPENDED" }, c.requiresApproval ? (c.interrupted ? "interrupted · approve again" : "approval") : "needs input"),
-        el("span", { class: "muted", style: "display:block" }, r.agentId)),
+        el("span", { class: "muted block" }, r.agentId)),
       el("code", { title: what }, what),
       el("span", { class: "muted" }, r.threadId ? `thread ${r.threadId}` : "no thread", el("br"), r.resourceId ? `resource ${r.resourceId}` : ""),
       el("span", { "data-since": r.suspendedAt }, "waiting " + ago(r.suspendedAt))));

@@ -27,7 +27,7 @@ export function newRunView(main, params, navigate) {
     el("div", { class: "filters" },
       el("div", {}, el("label", { for: "n-thread" }, "Thread (optional)"), thread),
       el("div", {}, el("label", { for: "n-resource" }, "Resource (optional)"), resource)),
-    el("p", {}, approval, " ", el("label", { for: "n-approval", style: "display:inline" }, "Every tool call waits for approval (requireToolApproval)")),
+    el("p", {}, approval, " ", el("label", { for: "n-approval", class: "inline" }, "Every tool call waits for approval (requireToolApproval)")),
     error,
     el("div", { class: "actions" }, el("button", { type: "submit", class: "primary" }, "Start run")));
   main.append(el("h1", {}, "New run"), form);

@@ -1,6 +1,7 @@
 // Run view: what the run waits on, with Approve / Decline (with a reason) / Resume (a form from
 // the tool's resumeSchema), and the run's events streaming live. A CONFLICT (someone decided
-// first) is shown plainly and the view shows the run as it now is.
+// first) is shown plainly and the view shows the run as it now is. When a model call is made
+// again after a recovery (MODEL_CALL_RETRIED), the text it had streamed in that step is dropped.
 import { request, subscribe } from "./gql.js";
 import { el, pretty, when } from "./dom.js";
 import { schemaForm } from "./schemaform.js";
@@ -24,19 +25,23 @@ export function runView(main, params) {
   const decisions = el("section", { "aria-label": "Decisions" });
   main.append(head, notice, pending, el("h2", {}, "Live"), el("div", { class: "card" }, stream), decisions);
 
-  let textNode = null;
+  let textNode = null; // where the next TEXT_DELTA goes
+  let stepText = []; // the items holding the current step's text, dropped if its model call is made again
   let lastSeq = 0;
   let closed = false;
+  let asked = 0; // numbers the reads of the run: only the latest one draws
 
   const show = async () => {
+    const mine = ++asked;
     let run;
     try {
       run = (await request(RUN, { id })).run;
       agents ??= (await request(`{ agents { id tools { name resumeSchema } } }`)).agents;
     } catch (e) {
-      notice.replaceChildren(el("p", { class: "notice error" }, e.message));
+      if (mine === asked) notice.replaceChildren(el("p", { class: "notice error" }, e.message));
       return;
     }
+    if (mine !== asked || closed) return;
     if (!run) {
       head.replaceChildren(el("h1", {}, "No such run"), el("p", {}, "It may have been removed by retention. ", el("a", { href: "/" }, "Back to the inbox")));
       return;
@@ -50,9 +55,12 @@ export function runView(main, params) {
     const buttons = pending.querySelectorAll("button");
     buttons.forEach((b) => { b.disabled = true; });
     notice.replaceChildren();
+    asked++; // a read of the run sent before the decision must not draw its form again
+    const decided = pending.dataset.calls;
     try {
       await request(mutation, vars);
-      pending.replaceChildren();
+      // Unless the run already waits on something new (drawn meanwhile), the form is done.
+      if (pending.dataset.calls === decided) clearPending(pending);
       notice.replaceChildren(el("p", { class: "notice" }, "Decision sent. The run goes on below."));
     } catch (e) {
       buttons.forEach((b) => { b.disabled = false; });
@@ -70,11 +78,18 @@ export function runView(main, params) {
   const onEvent = (ev) => {
     lastSeq = ev.seq;
     if (ev.type === "TEXT_DELTA") {
-      if (!textNode) { textNode = el("span", { class: "text" }); stream.append(el("li", {}, el("span", { class: "kind" }, "assistant"), el("br"), textNode)); }
+      if (!textNode) {
+        textNode = el("span", { class: "text" });
+        const item = el("li", {}, el("span", { class: "kind" }, "assistant"), el("br"), textNode);
+        stepText.push(item);
+        stream.append(item);
+      }
       textNode.textContent += ev.text || "";
       return;
     }
     textNode = null;
+    if (ev.type === "MODEL_CALL_RETRIED") stepText.forEach((item) => item.remove());
+    if (["MODEL_CALL_RETRIED", "STEP_FINISHED", "RUN_STARTED", "RUN_RESUMED"].includes(ev.type)) stepText = [];
     const item = describe(ev);
     if (item) stream.append(el("li", { "data-type": ev.type }, el("span", { class: "kind" }, item.kind), el("br"), item.body));
     if (["RUN_SUSPENDED", "RUN_FINISHED", "RUN_FAILED", "RUN_RESUMED"].includes(ev.type)) show();
@@ -104,11 +119,20 @@ function renderHead(head, run) {
   ].filter(Boolean));
 }
 
+// The pending calls are drawn anew only when they change (another call, or one now marked
+// interrupted), never on a mere refresh: the person may be typing a reason or an answer. When
+// they do change, what was typed in a field that is still there (same call, same field) is
+// carried over, and so is the focus.
 function renderPending(section, run, agents, decide) {
-  section.replaceChildren();
-  if (run.status !== "SUSPENDED") return;
+  const calls = run.status === "SUSPENDED" ? run.toolCalls : [];
+  const key = JSON.stringify(calls.map((c) => [c.toolCallId, c.requiresApproval, c.interrupted]));
+  if (section.dataset.calls === key) return;
+  const typed = saveFields(section);
+  clearPending(section);
+  section.dataset.calls = key;
+  if (!calls.length) return;
   section.append(el("h2", {}, "Waiting for you"));
-  for (const c of run.toolCalls) {
+  for (const c of calls) {
     const card = el("div", { class: "card pending", "data-call": c.toolCallId });
     card.append(el("p", {}, el("strong", {}, c.toolName), " ", el("span", { class: "muted" }, c.toolCallId),
       c.interrupted ? el("span", { class: "badge FAILED" }, " interrupted: its server stopped while it ran — approve to run it again") : null));
@@ -134,6 +158,29 @@ function renderPending(section, run, agents, decide) {
     }
     section.append(card);
   }
+  restoreFields(section, typed);
+}
+
+/** Empties the pending section, so that the next refresh draws it whatever it holds. */
+function clearPending(section) {
+  section.replaceChildren();
+  delete section.dataset.calls;
+}
+
+/** The values of the section's fields by id, and which one has the focus. */
+function saveFields(section) {
+  const values = new Map();
+  for (const f of section.querySelectorAll("input[id], select[id], textarea[id]")) values.set(f.id, { value: f.value, checked: f.checked });
+  const a = document.activeElement;
+  return { values, focus: a && a.id && section.contains(a) ? a.id : null };
+}
+
+function restoreFields(section, { values, focus }) {
+  for (const f of section.querySelectorAll("input[id], select[id], textarea[id]")) {
+    const v = values.get(f.id);
+    if (v) { f.value = v.value; f.checked = v.checked; }
+  }
+  if (focus) section.querySelector(`[id="${CSS.escape(focus)}"]`)?.focus();
 }
 
 function renderDecisions(section, run) {
@@ -157,6 +204,7 @@ function describe(ev) {
     case "TOOL_CALL_DECLINED": return { kind: "declined", body: c.toolName + (ev.reason ? `: ${ev.reason}` : "") };
     case "RUN_RESUMED": return { kind: "resumed", body: "running again" };
     case "TOOL_RESULT": return { kind: ev.error ? "tool error" : "tool result", body: el("pre", {}, ev.error || pretty(ev.result)) };
+    case "MODEL_CALL_RETRIED": return { kind: "model call repeated", body: "its server stopped mid-answer; the partial text was dropped" };
     case "STEP_FINISHED": return null;
     case "RUN_FINISHED": return { kind: "finished", body: el("span", { class: "badge COMPLETED" }, "COMPLETED") };
     case "RUN_FAILED": return { kind: "failed", body: el("span", { class: "badge FAILED" }, "FAILED: " + (ev.error || "")) };
