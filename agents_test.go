@@ -247,3 +247,58 @@ func deref(s *string) string {
 	}
 	return *s
 }
+
+// TestEditAndApprove: a person approves a refund with another amount. Arguments that do not
+// match the tool's schema are refused and consume nothing; valid ones run the tool, and the
+// decision keeps both.
+func TestEditAndApprove(t *testing.T) {
+	eachDB(t, func(t *testing.T, s *testServer) {
+		run := s.startRun(t, "refund order 42 for 30", nil)
+		ws := dialWS(t, s.url, "graphql-transport-ws")
+		op := ws.subscribe(eventsQuery, map[string]any{"runId": run.RunID, "after": 0})
+		follow(t, ws, op, isType("RUN_SUSPENDED"))
+
+		const approve = `mutation($id: ID!, $args: JSON) { approveToolCall(runId: $id, args: $args) { status } }`
+		for _, bad := range []any{map[string]any{"orderId": "42", "amount": "lots"}, map[string]any{"amount": 10}, []any{1}, "x"} {
+			e := s.wantError(t, "BAD_USER_INPUT", approve, map[string]any{"id": run.RunID, "args": bad})
+			if _, isObject := bad.(map[string]any); isObject && !strings.Contains(e.Message, "args do not match the inputSchema of issue_refund") {
+				t.Fatalf("message %q", e.Message)
+			}
+			if r := s.run(t, run.RunID); r.Status != "SUSPENDED" || len(r.ToolCalls) != 1 {
+				t.Fatalf("after refused args %v the run is %+v", bad, r)
+			}
+		}
+		s.must(t, approve, map[string]any{"id": run.RunID, "args": map[string]any{"orderId": "42", "amount": 10}}, &struct{}{})
+		evs := follow(t, ws, op, nil)
+		var approved, result *apiEvent
+		for i := range evs {
+			switch evs[i].Type {
+			case "TOOL_CALL_APPROVED":
+				approved = &evs[i]
+			case "TOOL_RESULT":
+				result = &evs[i]
+			}
+		}
+		if approved == nil || string(approved.ToolCall.Args) != `{"amount":10,"orderId":"42"}` {
+			t.Fatalf("TOOL_CALL_APPROVED %+v", approved)
+		}
+		if got, _ := json.Marshal(result.Result); !strings.Contains(string(got), `"amount":10`) {
+			t.Fatalf("the tool ran with %s, want the edited amount", got)
+		}
+		var out struct {
+			Run struct {
+				Status    string
+				Decisions []struct {
+					Kind             string
+					Args, EditedArgs json.RawMessage
+				}
+			}
+		}
+		s.must(t, `query($id: ID!) { run(runId: $id) { status decisions { kind args editedArgs } } }`, map[string]any{"id": run.RunID}, &out)
+		d := out.Run.Decisions
+		if out.Run.Status != "COMPLETED" || len(d) != 1 || d[0].Kind != "APPROVED" ||
+			string(d[0].Args) != `{"amount":30,"orderId":"42"}` || string(d[0].EditedArgs) != `{"amount":10,"orderId":"42"}` {
+			t.Fatalf("run %+v", out.Run)
+		}
+	})
+}

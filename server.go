@@ -207,6 +207,7 @@ func loadAgents(ctx context.Context, cfg Config) (*config.Agents, error) {
 	}
 	return config.Build(ctx, f, config.Options{Version: version, DemoModel: demo})
 }
+
 // maxBodyBytes is the largest request body /graphql reads (1 MiB): far more than any query or
 // resumeData a person sends, and a bound on what one request makes the server hold.
 const maxBodyBytes = 1 << 20

@@ -50,6 +50,10 @@ type Tool struct {
 	input, resume *Schema
 }
 
+// ValidateInput checks arguments against the tool's input schema (any value passes when the
+// tool has none).
+func (t *Tool) ValidateInput(args json.RawMessage) error { return t.input.Validate(args) }
+
 // ValidateResume checks resumeData against the tool's resume schema (any value passes when the
 // tool has none).
 func (t *Tool) ValidateResume(data json.RawMessage) error { return t.resume.Validate(data) }

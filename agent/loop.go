@@ -147,8 +147,20 @@ func (a *Agent) advance(ctx context.Context, snap *Snapshot, c *PendingCall, hos
 	return false, a.finish(ctx, snap, c, host, result, "", modelText(result))
 }
 
+// EditedNote is how the model learns that a person changed a call's arguments before approving
+// it; the tool's answer follows it.
+const EditedNote = "A person changed the arguments of this call before approving it; the tool ran with %s instead of %s. The result:\n"
+
 // finish records a call's result in the conversation and reports it.
 func (a *Agent) finish(ctx context.Context, snap *Snapshot, c *PendingCall, host Host, result json.RawMessage, errMsg, content string) error {
+	if c.EditedFrom != nil {
+		content = fmt.Sprintf(EditedNote, c.Args, c.EditedFrom) + content
+	}
+	return a.record(ctx, snap, c, host, result, errMsg, content)
+}
+
+// record puts a call's result in the conversation and reports it.
+func (a *Agent) record(ctx context.Context, snap *Snapshot, c *PendingCall, host Host, result json.RawMessage, errMsg, content string) error {
 	c.State = CallDone
 	snap.Messages = append(snap.Messages, llm.Message{Role: llm.RoleTool, ToolCallID: c.ID, ToolName: c.Name, Content: content})
 	return host.ToolResult(ctx, snap, *c, result, errMsg)

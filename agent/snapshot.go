@@ -38,6 +38,9 @@ type PendingCall struct {
 	// ArgsError says why the model's arguments could not be used (they were not JSON): the
 	// call is answered with that error instead of being run or shown for approval.
 	ArgsError string `json:"argsError,omitempty"`
+	// EditedFrom holds the model's arguments when a person approved the call with edited ones
+	// (Args): the model is told the call ran with other arguments than it asked for.
+	EditedFrom json.RawMessage `json:"editedFrom,omitempty"`
 }
 
 // Snapshot is the whole state of a run between two steps of the loop: the conversation so far and
@@ -103,6 +106,9 @@ type Decision struct {
 	Kind       CallState // CallApproved, CallDeclined or CallResumed
 	Reason     string
 	ResumeData json.RawMessage
+	// Args, with an approval, are the arguments a person edited the call to: the tool runs
+	// with them, and the model is told of the change.
+	Args json.RawMessage
 }
 
 // Decide records a decision on the waiting call with that id, so the loop acts on it when it
@@ -120,5 +126,11 @@ func (s *Snapshot) Decide(callID string, d Decision) error {
 		c.ResumeData = d.ResumeData
 	}
 	c.Interrupted = false
+	if d.Args != nil {
+		if c.EditedFrom == nil {
+			c.EditedFrom = c.Args
+		}
+		c.Args = d.Args
+	}
 	return nil
 }

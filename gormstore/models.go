@@ -53,6 +53,7 @@ type ToolCall struct {
 	DecidedAt        *time.Time `gorm:"column:decided_at"`
 	Reason           *string    `gorm:"column:reason"`
 	ResumeData       *string    `gorm:"column:resume_data"`
+	EditedArgs       *string    `gorm:"column:edited_args"`
 }
 
 // TableName keeps the table name independent of GORM's pluralisation rules.

@@ -244,6 +244,7 @@ func runFromRow(m *Run, calls []ToolCall) *runs.Run {
 		d := runs.Decision{
 			ID: c.ID, RunID: c.RunID, ToolCallID: c.ToolCallID, ToolName: c.ToolName, Kind: runs.DecisionKind(c.State),
 			DecidedBy: c.DecidedBy, Reason: c.Reason, ResumeData: rawOrNil(c.ResumeData), Args: rawOrNil(c.Args),
+			EditedArgs: rawOrNil(c.EditedArgs),
 		}
 		if c.DecidedAt != nil {
 			d.DecidedAt = c.DecidedAt.UTC()

@@ -139,6 +139,9 @@ func (s *Store) Decide(ctx context.Context, d runs.DecisionWrite) error {
 		if d.ResumeData != nil {
 			set["resume_data"] = string(d.ResumeData)
 		}
+		if d.EditedArgs != nil {
+			set["edited_args"] = string(d.EditedArgs)
+		}
 		res = tx.Model(&ToolCall{}).Where("run_id = ? AND tool_call_id = ? AND state = ?", d.RunID, d.ToolCallID, ToolCallPending).Updates(set)
 		if res.Error != nil {
 			return fmt.Errorf("record decision: %w", res.Error)

@@ -22,7 +22,7 @@ func toRun(r *runs.Run) *model.AgentRun {
 		out.Decisions[i] = &model.Decision{
 			ID: fmt.Sprintf("%s:%s:%d", d.RunID, d.ToolCallID, d.ID), ToolCallID: d.ToolCallID, ToolName: d.ToolName,
 			Kind: model.DecisionKind(d.Kind), DecidedBy: d.DecidedBy, DecidedAt: d.DecidedAt, Reason: d.Reason,
-			ResumeData: d.ResumeData, Args: d.Args,
+			ResumeData: d.ResumeData, Args: d.Args, EditedArgs: d.EditedArgs,
 		}
 	}
 	for i := range r.ToolCalls {

@@ -81,6 +81,7 @@ type ComplexityRoot struct {
 		Args       func(childComplexity int) int
 		DecidedAt  func(childComplexity int) int
 		DecidedBy  func(childComplexity int) int
+		EditedArgs func(childComplexity int) int
 		ID         func(childComplexity int) int
 		Kind       func(childComplexity int) int
 		Reason     func(childComplexity int) int
@@ -90,7 +91,7 @@ type ComplexityRoot struct {
 	}
 
 	Mutation struct {
-		ApproveToolCall func(childComplexity int, runID string, toolCallID *string) int
+		ApproveToolCall func(childComplexity int, runID string, toolCallID *string, args json.RawMessage) int
 		DeclineToolCall func(childComplexity int, runID string, toolCallID *string, reason *string) int
 		ResumeRun       func(childComplexity int, runID string, resumeData json.RawMessage, toolCallID *string) int
 		StartRun        func(childComplexity int, input model.StartRunInput) int
@@ -150,7 +151,7 @@ type ComplexityRoot struct {
 
 type MutationResolver interface {
 	StartRun(ctx context.Context, input model.StartRunInput) (*model.AgentRun, error)
-	ApproveToolCall(ctx context.Context, runID string, toolCallID *string) (*model.AgentRun, error)
+	ApproveToolCall(ctx context.Context, runID string, toolCallID *string, args json.RawMessage) (*model.AgentRun, error)
 	DeclineToolCall(ctx context.Context, runID string, toolCallID *string, reason *string) (*model.AgentRun, error)
 	ResumeRun(ctx context.Context, runID string, resumeData json.RawMessage, toolCallID *string) (*model.AgentRun, error)
 }
@@ -385,6 +386,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Decision.DecidedBy(childComplexity), true
+	case "Decision.editedArgs":
+		if e.ComplexityRoot.Decision.EditedArgs == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Decision.EditedArgs(childComplexity), true
 	case "Decision.id":
 		if e.ComplexityRoot.Decision.ID == nil {
 			break
@@ -432,7 +439,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Mutation.ApproveToolCall(childComplexity, args["runId"].(string), args["toolCallId"].(*string)), true
+		return e.ComplexityRoot.Mutation.ApproveToolCall(childComplexity, args["runId"].(string), args["toolCallId"].(*string), args["args"].(json.RawMessage)), true
 	case "Mutation.declineToolCall":
 		if e.ComplexityRoot.Mutation.DeclineToolCall == nil {
 			break
@@ -890,6 +897,8 @@ type Decision {
   resumeData: JSON
   "The arguments of the call that was decided."
   args: JSON
+  "Addition: the arguments a person approved the call with in place of args, when they edited them."
+  editedArgs: JSON
 }
 
 "Addition: what was decided."
@@ -952,8 +961,13 @@ type Mutation {
   Errors (extensions.code): NOT_FOUND for an unknown run; CONFLICT when the run is not suspended or
   the call was already decided (exactly one of two racing decisions wins); BAD_USER_INPUT when the
   call waits for resume data rather than approval, or toolCallId is ambiguous or unknown.
+
+  Addition: with args, the call is approved with these arguments instead of the model's (edit and
+  approve). They must be a JSON object matching the tool's inputSchema, otherwise BAD_USER_INPUT
+  and the run stays suspended. The tool runs with them, the model is told a person changed them,
+  and the Decision keeps both (args and editedArgs).
   """
-  approveToolCall(runId: ID!, toolCallId: ID): AgentRun!
+  approveToolCall(runId: ID!, toolCallId: ID, args: JSON): AgentRun!
 
   "Decline a suspended tool call: the tool does not run; the model is told it was declined (with the reason) and the run goes on. Errors as approveToolCall."
   declineToolCall(runId: ID!, toolCallId: ID, reason: String): AgentRun!
@@ -1150,6 +1164,8 @@ func (ec *executionContext) childFields_Decision(ctx context.Context, field grap
 		return ec.fieldContext_Decision_resumeData(ctx, field)
 	case "args":
 		return ec.fieldContext_Decision_args(ctx, field)
+	case "editedArgs":
+		return ec.fieldContext_Decision_editedArgs(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Decision", field.Name)
 }
@@ -1357,6 +1373,14 @@ func (ec *executionContext) field_Mutation_approveToolCall_args(ctx context.Cont
 		return nil, err
 	}
 	args["toolCallId"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "args",
+		func(ctx context.Context, v any) (json.RawMessage, error) {
+			return ec.unmarshalOJSON2encodingᚋjsonᚐRawMessage(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["args"] = arg2
 	return args, nil
 }
 
@@ -2651,6 +2675,29 @@ func (ec *executionContext) fieldContext_Decision_args(_ context.Context, field 
 	return graphql.NewScalarFieldContext("Decision", field, false, false, "JSON")
 }
 
+func (ec *executionContext) _Decision_editedArgs(ctx context.Context, field graphql.CollectedField, obj *model.Decision) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Decision_editedArgs(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.EditedArgs, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v json.RawMessage) graphql.Marshaler {
+			return ec.marshalOJSON2encodingᚋjsonᚐRawMessage(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Decision_editedArgs(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Decision", field, false, false, "JSON")
+}
+
 func (ec *executionContext) _Mutation_startRun(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -2705,7 +2752,7 @@ func (ec *executionContext) _Mutation_approveToolCall(ctx context.Context, field
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Mutation().ApproveToolCall(ctx, fc.Args["runId"].(string), fc.Args["toolCallId"].(*string))
+			return ec.Resolvers.Mutation().ApproveToolCall(ctx, fc.Args["runId"].(string), fc.Args["toolCallId"].(*string), fc.Args["args"].(json.RawMessage))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.AgentRun) graphql.Marshaler {
@@ -5170,6 +5217,11 @@ func (ec *executionContext) _Decision(ctx context.Context, sel ast.SelectionSet,
 			}
 		case "args":
 			out.Values[i] = ec._Decision_args(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "editedArgs":
+			out.Values[i] = ec._Decision_editedArgs(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}

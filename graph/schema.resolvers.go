@@ -26,8 +26,15 @@ func (r *mutationResolver) StartRun(ctx context.Context, input model.StartRunInp
 }
 
 // ApproveToolCall is the resolver for the approveToolCall field.
-func (r *mutationResolver) ApproveToolCall(ctx context.Context, runID string, toolCallID *string) (*model.AgentRun, error) {
-	run, err := r.Runs.Approve(ctx, runs.DecideParams{RunID: runID, ToolCallID: toolCallID, DecidedBy: decidedBy(ctx)})
+func (r *mutationResolver) ApproveToolCall(ctx context.Context, runID string, toolCallID *string, args json.RawMessage) (*model.AgentRun, error) {
+	p := runs.DecideParams{RunID: runID, ToolCallID: toolCallID, DecidedBy: decidedBy(ctx)}
+	var run *runs.Run
+	var err error
+	if args != nil {
+		run, err = r.Runs.EditAndApprove(ctx, p, args)
+	} else {
+		run, err = r.Runs.Approve(ctx, p)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -28,6 +28,16 @@ func (s *Service) Approve(ctx context.Context, p DecideParams) (*Run, error) {
 	return s.decide(ctx, p, agent.Decision{Kind: agent.CallApproved})
 }
 
+// EditAndApprove approves the held call with arguments a person edited: they must match the
+// tool's input schema (BAD_USER_INPUT otherwise, and the run stays suspended); the tool runs with
+// them, the model is told they changed, and the decision keeps both. Errors as Approve.
+func (s *Service) EditAndApprove(ctx context.Context, p DecideParams, args json.RawMessage) (*Run, error) {
+	if len(args) == 0 || args[0] != '{' {
+		return nil, Errorf(CodeBadUserInput, "args must be a JSON object of the tool's arguments")
+	}
+	return s.decide(ctx, p, agent.Decision{Kind: agent.CallApproved, Args: args})
+}
+
 // Decline answers the held call with the reason instead of running it (or with
 // agent.DeclinedMessage when reason is empty); the run continues. Errors as Approve.
 func (s *Service) Decline(ctx context.Context, p DecideParams, reason string) (*Run, error) {
@@ -71,6 +81,15 @@ func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) 
 	if a == nil {
 		return nil, fmt.Errorf("run %s: agent %q is not served by this instance", run.ID, run.AgentID)
 	}
+	if d.Args != nil {
+		tool := a.Tool(call.ToolName)
+		if tool == nil {
+			return nil, fmt.Errorf("run %s: agent %q has no tool %q", run.ID, run.AgentID, call.ToolName)
+		}
+		if err := tool.ValidateInput(d.Args); err != nil {
+			return nil, Errorf(CodeBadUserInput, "args do not match the inputSchema of %s: %v", call.ToolName, err)
+		}
+	}
 	if d.Kind == agent.CallResumed {
 		tool := a.Tool(call.ToolName)
 		if tool == nil {
@@ -103,7 +122,7 @@ func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) 
 	w := DecisionWrite{
 		RunID: run.ID, Version: run.Version, After: run.LastSeq, ToolCallID: call.ToolCallID,
 		Kind: decisionKind[d.Kind], DecidedBy: by, Reason: emptyToNil(&d.Reason), ResumeData: d.ResumeData,
-		At: now, Snapshot: encoded, Events: evs, Lease: lease, TTL: s.cfg.LeaseTTL, InstanceID: s.cfg.InstanceID,
+		EditedArgs: d.Args, At: now, Snapshot: encoded, Events: evs, Lease: lease, TTL: s.cfg.LeaseTTL, InstanceID: s.cfg.InstanceID,
 	}
 	if err := s.store.Decide(ctx, w); err != nil {
 		if errors.Is(err, ErrStale) {
@@ -125,7 +144,7 @@ func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) 
 	} else {
 		s.cfg.Logger.Warn("decide: load decisions", "run", run.ID, "err", err)
 		out.Decisions = append(out.Decisions, Decision{RunID: run.ID, ToolCallID: call.ToolCallID, ToolName: call.ToolName,
-			Kind: w.Kind, DecidedBy: by, DecidedAt: now, Reason: w.Reason, ResumeData: d.ResumeData, Args: call.Args})
+			Kind: w.Kind, DecidedBy: by, DecidedAt: now, Reason: w.Reason, ResumeData: d.ResumeData, Args: call.Args, EditedArgs: d.Args})
 	}
 	return &out, nil
 }
@@ -175,6 +194,9 @@ func decisionEvents(call *events.ToolCall, d agent.Decision, by string) []events
 	resumed := events.Event{Type: events.RunResumed, Status: string(StatusRunning), DecidedBy: by}
 	switch d.Kind {
 	case agent.CallApproved:
+		if d.Args != nil {
+			ev.Args = d.Args // the arguments the tool will run with
+		}
 		return []events.Event{{Type: events.ToolCallApproved, ToolCall: &ev, DecidedBy: by}, resumed}
 	case agent.CallDeclined:
 		return []events.Event{{Type: events.ToolCallDeclined, ToolCall: &ev, Reason: d.Reason, DecidedBy: by}, resumed}

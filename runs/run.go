@@ -66,5 +66,7 @@ type Decision struct {
 	DecidedAt  time.Time
 	Reason     *string
 	ResumeData json.RawMessage
+	// Args are the model's arguments; EditedArgs the ones a person approved in their place.
 	Args       json.RawMessage
+	EditedArgs json.RawMessage
 }

@@ -147,6 +147,8 @@ type DecisionWrite struct {
 	DecidedBy  *string
 	Reason     *string
 	ResumeData []byte
+	// EditedArgs are the arguments a person approved the call with, when they edited them.
+	EditedArgs []byte
 	At         time.Time
 	Snapshot   string
 	Events     []events.Event

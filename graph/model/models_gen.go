@@ -83,6 +83,8 @@ type Decision struct {
 	ResumeData json.RawMessage `json:"resumeData,omitempty"`
 	// The arguments of the call that was decided.
 	Args json.RawMessage `json:"args,omitempty"`
+	// Addition: the arguments a person approved the call with in place of args, when they edited them.
+	EditedArgs json.RawMessage `json:"editedArgs,omitempty"`
 }
 
 type Mutation struct {
