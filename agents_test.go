@@ -14,6 +14,8 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"interlock/dbtest"
 )
 
 // fakeModel is a local server speaking the streamed chat-completions wire format, behaving
@@ -301,4 +303,83 @@ func TestEditAndApprove(t *testing.T) {
 			t.Fatalf("run %+v", out.Run)
 		}
 	})
+}
+
+// countingModel answers every request with the number of messages it was given.
+func countingModel(t *testing.T) *httptest.Server {
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct{ Messages []json.RawMessage }
+		json.NewDecoder(r.Body).Decode(&body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprintf(w, "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"saw %d\"},\"finish_reason\":null}]}\n\n", len(body.Messages))
+		io.WriteString(w, "data: [DONE]\n\n")
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// TestMemoryThreads: a second run of a thread is given the first one's messages (as many as
+// the agent's memory.lastMessages), and thread/threads show them — on both databases.
+func TestMemoryThreads(t *testing.T) {
+	model := countingModel(t)
+	file := filepath.Join(t.TempDir(), "interlock.yaml")
+	os.WriteFile(file, []byte(`
+agents:
+  - id: full
+    instructions: Be brief.
+    model: {provider: openai, baseURL: `+model.URL+`/v1, name: m}
+  - id: short
+    instructions: Be brief.
+    model: {provider: openai, baseURL: `+model.URL+`/v1, name: m}
+    memory: {lastMessages: 1}
+`), 0o600)
+	for _, db := range []string{"sqlite", "mysql"} {
+		t.Run(db, func(t *testing.T) {
+			url := "sqlite:" + filepath.Join(t.TempDir(), "interlock.db")
+			if db == "mysql" {
+				url = dbtest.MySQLURL(dbtest.MySQLDSN(t))
+			}
+			s := startServer(t, url, "--config", file)
+			ask := func(agent, thread, prompt string) string {
+				t.Helper()
+				var out struct{ StartRun apiRun }
+				s.must(t, `mutation($in: StartRunInput!) { startRun(input: $in) { `+runFields+` } }`,
+					map[string]any{"in": map[string]any{"agentId": agent, "prompt": prompt, "threadId": thread, "resourceId": "cust-1"}}, &out)
+				ws := dialWS(t, s.url, "graphql-transport-ws")
+				follow(t, ws, ws.subscribe(eventsQuery, map[string]any{"runId": out.StartRun.RunID, "after": 0}), nil)
+				return deref(s.run(t, out.StartRun.RunID).Output)
+			}
+			// system + prompt; then system + the first question and answer + prompt.
+			if got := []string{ask("full", "th-1", "one"), ask("full", "th-1", "two")}; got[0] != "saw 2" || got[1] != "saw 4" {
+				t.Fatalf("answers %v, want [saw 2 saw 4]", got)
+			}
+			if got := []string{ask("short", "th-2", "one"), ask("short", "th-2", "two"), ask("short", "th-3", "one")}; got[1] != "saw 3" || got[2] != "saw 2" {
+				t.Fatalf("answers with lastMessages 1: %v", got)
+			}
+			var out struct {
+				Thread struct {
+					ID, ResourceID string
+					MessageCount   int
+					Messages       []struct{ Role, Content string }
+					Last           []struct{ Content string }
+					Runs           struct{ Total int }
+				}
+				Threads struct {
+					Total   int
+					Threads []struct{ ID string }
+				}
+				None *struct{ ID string }
+			}
+			s.must(t, `{ thread(id: "th-1") { id resourceId messageCount messages { role content } last: messages(last: 1) { content } runs { total } }
+				threads(resourceId: "cust-1") { total threads { id } } none: thread(id: "th-9") { id } }`, nil, &out)
+			th := out.Thread
+			if th.ID != "th-1" || th.ResourceID != "cust-1" || th.MessageCount != 4 || len(th.Messages) != 4 || th.Messages[0].Content != "one" ||
+				th.Messages[1].Role != "assistant" || th.Messages[1].Content != "saw 2" || len(th.Last) != 1 || th.Last[0].Content != "saw 4" || th.Runs.Total != 2 {
+				t.Fatalf("thread %+v", th)
+			}
+			if out.Threads.Total != 3 || out.Threads.Threads[0].ID != "th-3" || out.None != nil {
+				t.Fatalf("threads %+v, unknown thread %+v", out.Threads, out.None)
+			}
+		})
+	}
 }

@@ -27,6 +27,9 @@ type Agent struct {
 	SubAgents []*Agent
 	// RequireToolApproval holds every tool call of this agent for a person, whatever the tool.
 	RequireToolApproval bool
+	// HistoryMessages is how many earlier messages of its thread a run is given: 0 means the
+	// server's default, negative none (the run still adds its own messages to the thread).
+	HistoryMessages int
 	// MaxSteps bounds the model calls of one run; 0 means 10.
 	MaxSteps int
 }

@@ -123,6 +123,12 @@ func Build(ctx context.Context, f *File, opt Options) (*Agents, error) {
 		if a.Name == "" {
 			a.Name = a.ID
 		}
+		if ac.Memory != nil && ac.Memory.LastMessages != nil {
+			a.HistoryMessages = *ac.Memory.LastMessages
+			if a.HistoryMessages == 0 {
+				a.HistoryMessages = -1
+			}
+		}
 		model, err := buildModel(ac.Model, opt)
 		if err != nil {
 			return fail(at+".model", err.Error())

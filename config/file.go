@@ -31,6 +31,15 @@ type Agent struct {
 	RequireToolApproval bool `yaml:"requireToolApproval"`
 	// MaxSteps bounds the model calls of one run (default 10).
 	MaxSteps int `yaml:"maxSteps"`
+	// Memory says how much of its thread a run is given.
+	Memory *Memory `yaml:"memory"`
+}
+
+// Memory is an agent's use of its memory thread.
+type Memory struct {
+	// LastMessages is how many of the thread's newest messages a run is given (0: none).
+	// Default: the server's (50).
+	LastMessages *int `yaml:"lastMessages"`
 }
 
 // Model says which model an agent calls.

@@ -144,6 +144,9 @@ func (f *File) check() []string {
 			p.add(at+".id", fmt.Sprintf("%q is defined twice", a.ID))
 		}
 		ids[a.ID] = true
+		if a.Memory != nil && a.Memory.LastMessages != nil && *a.Memory.LastMessages < 0 {
+			p.add(at+".memory.lastMessages", "must be 0 or more")
+		}
 		if a.MaxSteps < 0 {
 			p.add(at+".maxSteps", "must be positive")
 		}

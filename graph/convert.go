@@ -91,3 +91,19 @@ func nonEmpty(s string) *string {
 	}
 	return &s
 }
+
+// toThread maps a thread without its messages, which the messages field reads.
+func toThread(th *runs.Thread) *model.Thread {
+	out := &model.Thread{ID: th.ID, ResourceID: th.ResourceID, MessageCount: int(th.MessageCount)}
+	if !th.CreatedAt.IsZero() {
+		out.CreatedAt, out.UpdatedAt = &th.CreatedAt, &th.UpdatedAt
+	}
+	return out
+}
+
+func deref[T any](p *T, def T) T {
+	if p == nil {
+		return def
+	}
+	return *p
+}

@@ -32,6 +32,7 @@ type ResolverRoot interface {
 	Mutation() MutationResolver
 	Query() QueryResolver
 	Subscription() SubscriptionResolver
+	Thread() ThreadResolver
 }
 
 type DirectiveRoot struct {
@@ -103,6 +104,8 @@ type ComplexityRoot struct {
 		RecentRuns    func(childComplexity int, statuses []model.RunStatus, agentID *string, threadID *string, resourceID *string, page *int, perPage *int) int
 		Run           func(childComplexity int, runID string) int
 		SuspendedRuns func(childComplexity int, agentID *string, threadID *string, resourceID *string, fromDate *time.Time, toDate *time.Time, page *int, perPage *int) int
+		Thread        func(childComplexity int, id string) int
+		Threads       func(childComplexity int, resourceID *string, page *int, perPage *int) int
 	}
 
 	RunEvent struct {
@@ -135,6 +138,29 @@ type ComplexityRoot struct {
 		Total func(childComplexity int) int
 	}
 
+	Thread struct {
+		CreatedAt    func(childComplexity int) int
+		ID           func(childComplexity int) int
+		MessageCount func(childComplexity int) int
+		Messages     func(childComplexity int, last *int) int
+		ResourceID   func(childComplexity int) int
+		Runs         func(childComplexity int, page *int, perPage *int) int
+		UpdatedAt    func(childComplexity int) int
+	}
+
+	ThreadMessage struct {
+		Content   func(childComplexity int) int
+		CreatedAt func(childComplexity int) int
+		ID        func(childComplexity int) int
+		Role      func(childComplexity int) int
+		RunID     func(childComplexity int) int
+	}
+
+	ThreadsResult struct {
+		Threads func(childComplexity int) int
+		Total   func(childComplexity int) int
+	}
+
 	Tool struct {
 		Description      func(childComplexity int) int
 		InputSchema      func(childComplexity int) int
@@ -159,12 +185,18 @@ type QueryResolver interface {
 	SuspendedRuns(ctx context.Context, agentID *string, threadID *string, resourceID *string, fromDate *time.Time, toDate *time.Time, page *int, perPage *int) (*model.SuspendedRunsResult, error)
 	Run(ctx context.Context, runID string) (*model.AgentRun, error)
 	RecentRuns(ctx context.Context, statuses []model.RunStatus, agentID *string, threadID *string, resourceID *string, page *int, perPage *int) (*model.SuspendedRunsResult, error)
+	Thread(ctx context.Context, id string) (*model.Thread, error)
+	Threads(ctx context.Context, resourceID *string, page *int, perPage *int) (*model.ThreadsResult, error)
 	Agents(ctx context.Context) ([]*model.Agent, error)
 	Agent(ctx context.Context, id string) (*model.Agent, error)
 }
 type SubscriptionResolver interface {
 	RunEvents(ctx context.Context, runID string, after *int) (<-chan *model.RunEvent, error)
 	SuspendedRunsChanged(ctx context.Context, agentID *string, threadID *string, resourceID *string) (<-chan *model.SuspendedRunChange, error)
+}
+type ThreadResolver interface {
+	Messages(ctx context.Context, obj *model.Thread, last *int) ([]*model.ThreadMessage, error)
+	Runs(ctx context.Context, obj *model.Thread, page *int, perPage *int) (*model.SuspendedRunsResult, error)
 }
 
 // endregion ************************** generated!.gotpl **************************
@@ -525,6 +557,28 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.SuspendedRuns(childComplexity, args["agentId"].(*string), args["threadId"].(*string), args["resourceId"].(*string), args["fromDate"].(*time.Time), args["toDate"].(*time.Time), args["page"].(*int), args["perPage"].(*int)), true
+	case "Query.thread":
+		if e.ComplexityRoot.Query.Thread == nil {
+			break
+		}
+
+		args, err := ec.field_Query_thread_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Thread(childComplexity, args["id"].(string)), true
+	case "Query.threads":
+		if e.ComplexityRoot.Query.Threads == nil {
+			break
+		}
+
+		args, err := ec.field_Query_threads_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Threads(childComplexity, args["resourceId"].(*string), args["page"].(*int), args["perPage"].(*int)), true
 
 	case "RunEvent.at":
 		if e.ComplexityRoot.RunEvent.At == nil {
@@ -647,6 +701,103 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.SuspendedRunsResult.Total(childComplexity), true
+
+	case "Thread.createdAt":
+		if e.ComplexityRoot.Thread.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Thread.CreatedAt(childComplexity), true
+	case "Thread.id":
+		if e.ComplexityRoot.Thread.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Thread.ID(childComplexity), true
+	case "Thread.messageCount":
+		if e.ComplexityRoot.Thread.MessageCount == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Thread.MessageCount(childComplexity), true
+	case "Thread.messages":
+		if e.ComplexityRoot.Thread.Messages == nil {
+			break
+		}
+
+		args, err := ec.field_Thread_messages_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Thread.Messages(childComplexity, args["last"].(*int)), true
+	case "Thread.resourceId":
+		if e.ComplexityRoot.Thread.ResourceID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Thread.ResourceID(childComplexity), true
+	case "Thread.runs":
+		if e.ComplexityRoot.Thread.Runs == nil {
+			break
+		}
+
+		args, err := ec.field_Thread_runs_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Thread.Runs(childComplexity, args["page"].(*int), args["perPage"].(*int)), true
+	case "Thread.updatedAt":
+		if e.ComplexityRoot.Thread.UpdatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Thread.UpdatedAt(childComplexity), true
+
+	case "ThreadMessage.content":
+		if e.ComplexityRoot.ThreadMessage.Content == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ThreadMessage.Content(childComplexity), true
+	case "ThreadMessage.createdAt":
+		if e.ComplexityRoot.ThreadMessage.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ThreadMessage.CreatedAt(childComplexity), true
+	case "ThreadMessage.id":
+		if e.ComplexityRoot.ThreadMessage.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ThreadMessage.ID(childComplexity), true
+	case "ThreadMessage.role":
+		if e.ComplexityRoot.ThreadMessage.Role == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ThreadMessage.Role(childComplexity), true
+	case "ThreadMessage.runId":
+		if e.ComplexityRoot.ThreadMessage.RunID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ThreadMessage.RunID(childComplexity), true
+
+	case "ThreadsResult.threads":
+		if e.ComplexityRoot.ThreadsResult.Threads == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ThreadsResult.Threads(childComplexity), true
+	case "ThreadsResult.total":
+		if e.ComplexityRoot.ThreadsResult.Total == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ThreadsResult.Total(childComplexity), true
 
 	case "Tool.description":
 		if e.ComplexityRoot.Tool.Description == nil {
@@ -832,6 +983,18 @@ type Query {
   20 and is at most the server's maximum. Invalid page or perPage is BAD_USER_INPUT.
   """
   recentRuns(statuses: [RunStatus!], agentId: ID, threadId: ID, resourceId: ID, page: Int, perPage: Int): SuspendedRunsResult!
+
+  """
+  Addition: a memory thread, with its messages (oldest first; last: only the newest N) — null when
+  no run ever used that thread id.
+  """
+  thread(id: ID!): Thread
+
+  """
+  Addition: memory threads with messages, most recently active first, optionally of one resource.
+  page is zero-based (default 0); perPage defaults to 20 and is at most the server's maximum.
+  """
+  threads(resourceId: ID, page: Int, perPage: Int): ThreadsResult!
 
   "The agents this server runs."
   agents: [Agent!]!
@@ -1058,6 +1221,37 @@ enum SuspendedRunChangeKind {
   SUSPENDED
   LEFT
 }
+
+"Addition: a memory thread. Each new run of the thread is given its newest messages; each finished run adds its prompt and answer."
+type Thread {
+  id: ID!
+  resourceId: ID
+  "When its first and its newest message were written (null before its first run finished)."
+  createdAt: DateTime
+  updatedAt: DateTime
+  messageCount: Int!
+  "The thread's messages, oldest first; with last, only the newest that many."
+  messages(last: Int): [ThreadMessage!]!
+  "The thread's runs in any status, most recently updated first (pagination as recentRuns)."
+  runs(page: Int, perPage: Int): SuspendedRunsResult!
+}
+
+"Addition: one message of a memory thread."
+type ThreadMessage {
+  id: ID!
+  "The run that wrote it."
+  runId: ID!
+  "user or assistant."
+  role: String!
+  content: String!
+  createdAt: DateTime!
+}
+
+"Addition: a page of threads."
+type ThreadsResult {
+  threads: [Thread!]!
+  total: Int!
+}
 `, BuiltIn: false},
 }
 var parsedSchema = gqlparser.MustLoadSchema(sources...)
@@ -1218,6 +1412,52 @@ func (ec *executionContext) childFields_SuspendedRunsResult(ctx context.Context,
 		return ec.fieldContext_SuspendedRunsResult_total(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type SuspendedRunsResult", field.Name)
+}
+
+func (ec *executionContext) childFields_Thread(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Thread_id(ctx, field)
+	case "resourceId":
+		return ec.fieldContext_Thread_resourceId(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_Thread_createdAt(ctx, field)
+	case "updatedAt":
+		return ec.fieldContext_Thread_updatedAt(ctx, field)
+	case "messageCount":
+		return ec.fieldContext_Thread_messageCount(ctx, field)
+	case "messages":
+		return ec.fieldContext_Thread_messages(ctx, field)
+	case "runs":
+		return ec.fieldContext_Thread_runs(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Thread", field.Name)
+}
+
+func (ec *executionContext) childFields_ThreadMessage(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_ThreadMessage_id(ctx, field)
+	case "runId":
+		return ec.fieldContext_ThreadMessage_runId(ctx, field)
+	case "role":
+		return ec.fieldContext_ThreadMessage_role(ctx, field)
+	case "content":
+		return ec.fieldContext_ThreadMessage_content(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_ThreadMessage_createdAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ThreadMessage", field.Name)
+}
+
+func (ec *executionContext) childFields_ThreadsResult(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "threads":
+		return ec.fieldContext_ThreadsResult_threads(ctx, field)
+	case "total":
+		return ec.fieldContext_ThreadsResult_total(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ThreadsResult", field.Name)
 }
 
 func (ec *executionContext) childFields_Tool(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -1616,6 +1856,50 @@ func (ec *executionContext) field_Query_suspendedRuns_args(ctx context.Context, 
 	return args, nil
 }
 
+func (ec *executionContext) field_Query_thread_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_threads_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "resourceId",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOID2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["resourceId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "page",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["page"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "perPage",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["perPage"] = arg2
+	return args, nil
+}
+
 func (ec *executionContext) field_Subscription_runEvents_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -1665,6 +1949,42 @@ func (ec *executionContext) field_Subscription_suspendedRunsChanged_args(ctx con
 		return nil, err
 	}
 	args["resourceId"] = arg2
+	return args, nil
+}
+
+func (ec *executionContext) field_Thread_messages_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "last",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["last"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Thread_runs_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "page",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["page"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "perPage",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["perPage"] = arg1
 	return args, nil
 }
 
@@ -3006,6 +3326,94 @@ func (ec *executionContext) fieldContext_Query_recentRuns(ctx context.Context, f
 	return fc, nil
 }
 
+func (ec *executionContext) _Query_thread(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_thread(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Thread(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Thread) graphql.Marshaler {
+			return ec.marshalOThread2ᚖinterlockᚋgraphᚋmodelᚐThread(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Query_thread(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Thread(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_thread_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_threads(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_threads(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Threads(ctx, fc.Args["resourceId"].(*string), fc.Args["page"].(*int), fc.Args["perPage"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.ThreadsResult) graphql.Marshaler {
+			return ec.marshalNThreadsResult2ᚖinterlockᚋgraphᚋmodelᚐThreadsResult(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_threads(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ThreadsResult(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_threads_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query_agents(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -3639,6 +4047,379 @@ func (ec *executionContext) _SuspendedRunsResult_total(ctx context.Context, fiel
 }
 func (ec *executionContext) fieldContext_SuspendedRunsResult_total(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("SuspendedRunsResult", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Thread_id(ctx context.Context, field graphql.CollectedField, obj *model.Thread) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Thread_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Thread_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Thread", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Thread_resourceId(ctx context.Context, field graphql.CollectedField, obj *model.Thread) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Thread_resourceId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ResourceID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOID2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Thread_resourceId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Thread", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Thread_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.Thread) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Thread_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalODateTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Thread_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Thread", field, false, false, "DateTime")
+}
+
+func (ec *executionContext) _Thread_updatedAt(ctx context.Context, field graphql.CollectedField, obj *model.Thread) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Thread_updatedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.UpdatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalODateTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Thread_updatedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Thread", field, false, false, "DateTime")
+}
+
+func (ec *executionContext) _Thread_messageCount(ctx context.Context, field graphql.CollectedField, obj *model.Thread) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Thread_messageCount(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MessageCount, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Thread_messageCount(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Thread", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Thread_messages(ctx context.Context, field graphql.CollectedField, obj *model.Thread) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Thread_messages(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Thread().Messages(ctx, obj, fc.Args["last"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.ThreadMessage) graphql.Marshaler {
+			return ec.marshalNThreadMessage2ᚕᚖinterlockᚋgraphᚋmodelᚐThreadMessageᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Thread_messages(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Thread",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ThreadMessage(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Thread_messages_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Thread_runs(ctx context.Context, field graphql.CollectedField, obj *model.Thread) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Thread_runs(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Thread().Runs(ctx, obj, fc.Args["page"].(*int), fc.Args["perPage"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.SuspendedRunsResult) graphql.Marshaler {
+			return ec.marshalNSuspendedRunsResult2ᚖinterlockᚋgraphᚋmodelᚐSuspendedRunsResult(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Thread_runs(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Thread",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_SuspendedRunsResult(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Thread_runs_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ThreadMessage_id(ctx context.Context, field graphql.CollectedField, obj *model.ThreadMessage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ThreadMessage_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ThreadMessage_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ThreadMessage", field, false, false, "ID")
+}
+
+func (ec *executionContext) _ThreadMessage_runId(ctx context.Context, field graphql.CollectedField, obj *model.ThreadMessage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ThreadMessage_runId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RunID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ThreadMessage_runId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ThreadMessage", field, false, false, "ID")
+}
+
+func (ec *executionContext) _ThreadMessage_role(ctx context.Context, field graphql.CollectedField, obj *model.ThreadMessage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ThreadMessage_role(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Role, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ThreadMessage_role(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ThreadMessage", field, false, false, "String")
+}
+
+func (ec *executionContext) _ThreadMessage_content(ctx context.Context, field graphql.CollectedField, obj *model.ThreadMessage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ThreadMessage_content(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Content, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ThreadMessage_content(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ThreadMessage", field, false, false, "String")
+}
+
+func (ec *executionContext) _ThreadMessage_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.ThreadMessage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ThreadMessage_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNDateTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ThreadMessage_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ThreadMessage", field, false, false, "DateTime")
+}
+
+func (ec *executionContext) _ThreadsResult_threads(ctx context.Context, field graphql.CollectedField, obj *model.ThreadsResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ThreadsResult_threads(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Threads, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Thread) graphql.Marshaler {
+			return ec.marshalNThread2ᚕᚖinterlockᚋgraphᚋmodelᚐThreadᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ThreadsResult_threads(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ThreadsResult",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Thread(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ThreadsResult_total(ctx context.Context, field graphql.CollectedField, obj *model.ThreadsResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ThreadsResult_total(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Total, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ThreadsResult_total(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ThreadsResult", field, false, false, "Int")
 }
 
 func (ec *executionContext) _Tool_name(ctx context.Context, field graphql.CollectedField, obj *model.Tool) (ret graphql.Marshaler) {
@@ -5343,6 +6124,18 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_recentRuns(ctx, field)
 				})
+		case "thread":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_thread(ctx, field)
+				})
+		case "threads":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_threads(ctx, field)
+				})
 		case "agents":
 			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
 				true, true,
@@ -5552,6 +6345,162 @@ func (ec *executionContext) _SuspendedRunsResult(ctx context.Context, sel ast.Se
 			}
 		case "total":
 			out.Values[i] = ec._SuspendedRunsResult_total(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var threadImplementors = []string{"Thread"}
+
+func (ec *executionContext) _Thread(ctx context.Context, sel ast.SelectionSet, obj *model.Thread) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, threadImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Thread")
+		case "id":
+			out.Values[i] = ec._Thread_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "resourceId":
+			out.Values[i] = ec._Thread_resourceId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "createdAt":
+			out.Values[i] = ec._Thread_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "updatedAt":
+			out.Values[i] = ec._Thread_updatedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "messageCount":
+			out.Values[i] = ec._Thread_messageCount(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "messages":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Thread_messages(ctx, field, obj)
+				})
+		case "runs":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Thread_runs(ctx, field, obj)
+				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var threadMessageImplementors = []string{"ThreadMessage"}
+
+func (ec *executionContext) _ThreadMessage(ctx context.Context, sel ast.SelectionSet, obj *model.ThreadMessage) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, threadMessageImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ThreadMessage")
+		case "id":
+			out.Values[i] = ec._ThreadMessage_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "runId":
+			out.Values[i] = ec._ThreadMessage_runId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "role":
+			out.Values[i] = ec._ThreadMessage_role(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "content":
+			out.Values[i] = ec._ThreadMessage_content(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createdAt":
+			out.Values[i] = ec._ThreadMessage_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var threadsResultImplementors = []string{"ThreadsResult"}
+
+func (ec *executionContext) _ThreadsResult(ctx context.Context, sel ast.SelectionSet, obj *model.ThreadsResult) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, threadsResultImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ThreadsResult")
+		case "threads":
+			out.Values[i] = ec._ThreadsResult_threads(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "total":
+			out.Values[i] = ec._ThreadsResult_total(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -6245,6 +7194,62 @@ func (ec *executionContext) marshalNSuspendedRunsResult2ᚖinterlockᚋgraphᚋm
 	return ec._SuspendedRunsResult(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNThread2ᚕᚖinterlockᚋgraphᚋmodelᚐThreadᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Thread) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNThread2ᚖinterlockᚋgraphᚋmodelᚐThread(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNThread2ᚖinterlockᚋgraphᚋmodelᚐThread(ctx context.Context, sel ast.SelectionSet, v *model.Thread) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Thread!")
+		return graphql.Null
+	}
+	return ec._Thread(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNThreadMessage2ᚕᚖinterlockᚋgraphᚋmodelᚐThreadMessageᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.ThreadMessage) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNThreadMessage2ᚖinterlockᚋgraphᚋmodelᚐThreadMessage(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNThreadMessage2ᚖinterlockᚋgraphᚋmodelᚐThreadMessage(ctx context.Context, sel ast.SelectionSet, v *model.ThreadMessage) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "ThreadMessage!")
+		return graphql.Null
+	}
+	return ec._ThreadMessage(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNThreadsResult2ᚖinterlockᚋgraphᚋmodelᚐThreadsResult(ctx context.Context, sel ast.SelectionSet, v *model.ThreadsResult) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "ThreadsResult!")
+		return graphql.Null
+	}
+	return ec._ThreadsResult(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNTool2ᚕᚖinterlockᚋgraphᚋmodelᚐToolᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Tool) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
@@ -6602,6 +7607,13 @@ func (ec *executionContext) marshalOString2ᚖstring(ctx context.Context, sel as
 	_ = ctx
 	res := graphql.MarshalString(*v)
 	return res
+}
+
+func (ec *executionContext) marshalOThread2ᚖinterlockᚋgraphᚋmodelᚐThread(ctx context.Context, sel ast.SelectionSet, v *model.Thread) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Thread(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalO__EnumValue2ᚕgithubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚋintrospectionᚐEnumValueᚄ(ctx context.Context, sel ast.SelectionSet, v []introspection.EnumValue) graphql.Marshaler {

@@ -8,6 +8,7 @@ package graph
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"interlock/graph/model"
 	"interlock/runs"
 	"time"
@@ -106,6 +107,29 @@ func (r *queryResolver) RecentRuns(ctx context.Context, statuses []model.RunStat
 	return &model.SuspendedRunsResult{Runs: toRuns(res.Runs), Total: int(res.Total)}, nil
 }
 
+// Thread is the resolver for the thread field.
+func (r *queryResolver) Thread(ctx context.Context, id string) (*model.Thread, error) {
+	th, err := r.Runs.Thread(ctx, id, 1)
+	if err != nil || th == nil {
+		return nil, err
+	}
+	return toThread(th), nil
+}
+
+// Threads is the resolver for the threads field.
+func (r *queryResolver) Threads(ctx context.Context, resourceID *string, page *int, perPage *int) (*model.ThreadsResult, error) {
+	p := runs.ThreadsParams{ResourceID: resourceID, Page: deref(page, 0), PerPage: deref(perPage, 20)}
+	list, total, err := r.Runs.Threads(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	out := &model.ThreadsResult{Threads: make([]*model.Thread, len(list)), Total: int(total)}
+	for i, th := range list {
+		out.Threads[i] = toThread(th)
+	}
+	return out, nil
+}
+
 // Agents is the resolver for the agents field.
 func (r *queryResolver) Agents(ctx context.Context) ([]*model.Agent, error) {
 	list := r.Runs.Agents().List()
@@ -169,6 +193,28 @@ func (r *subscriptionResolver) SuspendedRunsChanged(ctx context.Context, agentID
 	return out, nil
 }
 
+// Messages is the resolver for the messages field.
+func (r *threadResolver) Messages(ctx context.Context, obj *model.Thread, last *int) ([]*model.ThreadMessage, error) {
+	th, err := r.Resolver.Runs.Thread(ctx, obj.ID, deref(last, 0))
+	if err != nil || th == nil {
+		return []*model.ThreadMessage{}, err
+	}
+	out := make([]*model.ThreadMessage, len(th.Messages))
+	for i, m := range th.Messages {
+		out[i] = &model.ThreadMessage{ID: fmt.Sprint(m.ID), RunID: m.RunID, Role: string(m.Role), Content: m.Content, CreatedAt: m.CreatedAt}
+	}
+	return out, nil
+}
+
+// Runs is the resolver for the runs field.
+func (r *threadResolver) Runs(ctx context.Context, obj *model.Thread, page *int, perPage *int) (*model.SuspendedRunsResult, error) {
+	res, err := r.Resolver.Runs.RecentRuns(ctx, runs.RecentParams{Statuses: runs.AllStatuses, ThreadID: &obj.ID, Page: deref(page, 0), PerPage: deref(perPage, 20)})
+	if err != nil {
+		return nil, err
+	}
+	return &model.SuspendedRunsResult{Runs: toRuns(res.Runs), Total: int(res.Total)}, nil
+}
+
 // Mutation returns MutationResolver implementation.
 func (r *Resolver) Mutation() MutationResolver { return &mutationResolver{r} }
 
@@ -178,8 +224,12 @@ func (r *Resolver) Query() QueryResolver { return &queryResolver{r} }
 // Subscription returns SubscriptionResolver implementation.
 func (r *Resolver) Subscription() SubscriptionResolver { return &subscriptionResolver{r} }
 
+// Thread returns ThreadResolver implementation.
+func (r *Resolver) Thread() ThreadResolver { return &threadResolver{r} }
+
 type (
 	mutationResolver     struct{ *Resolver }
 	queryResolver        struct{ *Resolver }
 	subscriptionResolver struct{ *Resolver }
+	threadResolver       struct{ *Resolver }
 )

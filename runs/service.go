@@ -303,9 +303,13 @@ func (s *Service) StartRun(ctx context.Context, p StartParams) (*Run, error) {
 		}
 	}
 	var history []llm.Message
-	if p.ThreadID != nil {
+	limit := s.cfg.HistoryMessages
+	if a.HistoryMessages != 0 {
+		limit = a.HistoryMessages
+	}
+	if p.ThreadID != nil && limit > 0 {
 		var err error
-		if history, err = s.store.ThreadHistory(ctx, *p.ThreadID, s.cfg.HistoryMessages); err != nil {
+		if history, err = s.store.ThreadHistory(ctx, *p.ThreadID, limit); err != nil {
 			return nil, err
 		}
 	}

@@ -33,4 +33,7 @@ const (
 )
 
 // Finished reports whether s is final.
+// AllStatuses lists every status, for queries about runs in any state.
+var AllStatuses = []Status{StatusRunning, StatusSuspended, StatusCompleted, StatusFailed}
+
 func (s Status) Finished() bool { return s == StatusCompleted || s == StatusFailed }

@@ -33,6 +33,12 @@ type Store interface {
 	Events(ctx context.Context, runID string, after int64, limit int) ([]events.Event, error)
 	// ThreadHistory returns the last limit messages of a memory thread, oldest first.
 	ThreadHistory(ctx context.Context, threadID string, limit int) ([]llm.Message, error)
+	// Thread returns a thread with its last `last` messages (all when 0), oldest first, or nil
+	// when it has no messages.
+	Thread(ctx context.Context, id string, last int) (*Thread, error)
+	// Threads returns a page of threads with messages, most recently active first (without
+	// their messages), and the number of all matches.
+	Threads(ctx context.Context, p ThreadsParams) ([]*Thread, int64, error)
 
 	// Checkpoint appends events of a running run, with its snapshot when not nil, and renews
 	// its lease. ErrLeaseLost when the run is not RUNNING under that lease.

@@ -142,6 +142,37 @@ type SuspendedRunsResult struct {
 	Total int `json:"total"`
 }
 
+// Addition: a memory thread. Each new run of the thread is given its newest messages; each finished run adds its prompt and answer.
+type Thread struct {
+	ID         string  `json:"id"`
+	ResourceID *string `json:"resourceId,omitempty"`
+	// When its first and its newest message were written (null before its first run finished).
+	CreatedAt    *time.Time `json:"createdAt,omitempty"`
+	UpdatedAt    *time.Time `json:"updatedAt,omitempty"`
+	MessageCount int        `json:"messageCount"`
+	// The thread's messages, oldest first; with last, only the newest that many.
+	Messages []*ThreadMessage `json:"messages"`
+	// The thread's runs in any status, most recently updated first (pagination as recentRuns).
+	Runs *SuspendedRunsResult `json:"runs"`
+}
+
+// Addition: one message of a memory thread.
+type ThreadMessage struct {
+	ID string `json:"id"`
+	// The run that wrote it.
+	RunID string `json:"runId"`
+	// user or assistant.
+	Role      string    `json:"role"`
+	Content   string    `json:"content"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+// Addition: a page of threads.
+type ThreadsResult struct {
+	Threads []*Thread `json:"threads"`
+	Total   int       `json:"total"`
+}
+
 type Tool struct {
 	Name        string  `json:"name"`
 	Description *string `json:"description,omitempty"`

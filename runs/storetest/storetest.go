@@ -21,6 +21,8 @@ func Run(t *testing.T, open Opener) {
 	t.Run("Progress", func(t *testing.T) { testProgress(t, open) })
 	t.Run("Events", func(t *testing.T) { testEvents(t, open) })
 	t.Run("ThreadHistory", func(t *testing.T) { testThreadHistory(t, open) })
+	t.Run("Thread", func(t *testing.T) { testThread(t, open) })
+	t.Run("Threads", func(t *testing.T) { testThreads(t, open) })
 	t.Run("Checkpoint", func(t *testing.T) { testCheckpoint(t, open) })
 	t.Run("Suspend", func(t *testing.T) { testSuspend(t, open) })
 	t.Run("Finish", func(t *testing.T) { testFinish(t, open) })

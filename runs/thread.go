@@ -1,0 +1,65 @@
+package runs
+
+import (
+	"context"
+	"time"
+
+	"interlock/llm"
+)
+
+// Thread is a memory thread: the messages its runs exchanged, which each new run of the thread
+// is given (the last HistoryMessages of them).
+type Thread struct {
+	ID         string
+	ResourceID *string
+	// Messages are the newest messages asked for, oldest first; MessageCount counts them all.
+	Messages     []ThreadMessage
+	MessageCount int64
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+}
+
+// ThreadMessage is one message of a thread and the run that wrote it.
+type ThreadMessage struct {
+	ID        int64
+	RunID     string
+	Role      llm.Role
+	Content   string
+	CreatedAt time.Time
+}
+
+// ThreadsParams select a page of threads, most recently active first.
+type ThreadsParams struct {
+	ResourceID *string
+	Page       int
+	PerPage    int
+}
+
+// Thread returns a thread with its last `last` messages (all when last is 0), or nil when no run
+// ever used that thread id. A thread whose first run has not finished has no messages yet.
+func (s *Service) Thread(ctx context.Context, id string, last int) (*Thread, error) {
+	if last < 0 {
+		return nil, Errorf(CodeBadUserInput, "last must be 0 or more, not %d", last)
+	}
+	th, err := s.store.Thread(ctx, id, last)
+	if err != nil || th != nil {
+		return th, err
+	}
+	_, n, err := s.store.ListRecent(ctx, RecentParams{Statuses: AllStatuses, ThreadID: &id, PerPage: 1})
+	if err != nil || n == 0 {
+		return nil, err
+	}
+	return &Thread{ID: id, Messages: []ThreadMessage{}}, nil
+}
+
+// Threads returns a page of threads with messages (without the messages), most recently active
+// first, and how many there are.
+func (s *Service) Threads(ctx context.Context, p ThreadsParams) ([]*Thread, int64, error) {
+	if p.Page < 0 {
+		return nil, 0, Errorf(CodeBadUserInput, "page must be 0 or more (pages are zero-based), not %d", p.Page)
+	}
+	if p.PerPage < 1 || p.PerPage > s.cfg.MaxPerPage {
+		return nil, 0, Errorf(CodeBadUserInput, "perPage must be between 1 and %d, not %d", s.cfg.MaxPerPage, p.PerPage)
+	}
+	return s.store.Threads(ctx, p)
+}
