@@ -527,6 +527,16 @@ func TestConsoleKeepsWhatThePersonTypes(t *testing.T) {
 			do(t, page, chromedp.SendKeys(chromedp.CSS(c.field), "rec"))
 			rerendered(t, page, gate.drop)
 			kept("needs a rec")
+			// The pending call changes (now marked interrupted): the form is drawn anew, with what
+			// was typed in it carried over.
+			if err := s.app.db.Model(&gormstore.ToolCall{}).Where("run_id = ?", run.RunID).Update("interrupted", true).Error; err != nil {
+				t.Fatal(err)
+			}
+			rerendered(t, page, gate.drop)
+			if txt := textOf(t, page, `.pending`); !strings.Contains(txt, "interrupted") {
+				t.Fatalf("the redrawn form does not say the call was interrupted: %q", txt)
+			}
+			kept("needs a rec")
 			do(t, page, chromedp.SendKeys(chromedp.CSS(c.field), "eipt"), chromedp.Click(chromedp.CSS(c.submit)),
 				until(`document.querySelector("#run-status")?.textContent === "COMPLETED"`))
 			ds := s.decisions(t, run.RunID)

@@ -128,6 +128,7 @@ class Socket {
         this.lost = false;
         for (const [id, sub] of this.subs) {
           clearTimeout(sub.timer);
+          sub.retry = 0;
           this.send(id);
           if (back) sub.handlers.resync?.();
         }
