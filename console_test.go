@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -300,7 +301,7 @@ func TestConsole(t *testing.T) {
 		do(t, page, chromedp.Navigate(s.url+"/?view=history"), until(`document.querySelectorAll("a.row").length > 0`))
 		s.closeHTTP()
 		do(t, page, js(`document.querySelector('a[href="/?view=new"]').click()`),
-			until(`!document.querySelector("#conn").hidden && /unreachable|Reconnecting/.test(document.querySelector("#conn").textContent)`))
+			until(`/unreachable|Reconnecting/.test(document.querySelector("#conn").textContent)`))
 	})
 }
 
@@ -486,8 +487,8 @@ func rerendered(t *testing.T, page context.Context, trigger func()) {
 }
 
 // TestConsoleKeepsWhatThePersonTypes: the run view redraws when events arrive (the stream first
-// replays the run's RUN_SUSPENDED), and a reason or answer being typed survives every redraw and
-// is the one recorded with the decision.
+// replays the run's RUN_SUSPENDED) and after it reconnects; a reason or answer being typed
+// survives every redraw, keeps the focus, and is the one recorded with the decision.
 func TestConsoleKeepsWhatThePersonTypes(t *testing.T) {
 	ctx := browser(t)
 	s := startServer(t, "sqlite:"+filepath.Join(t.TempDir(), "typing.db"))
@@ -511,14 +512,32 @@ func TestConsoleKeepsWhatThePersonTypes(t *testing.T) {
 			// The view is drawn from a query while its event stream is held back...
 			do(t, page, chromedp.Navigate(url+"/?run="+run.RunID), chromedp.WaitVisible(chromedp.CSS(c.field)),
 				chromedp.SendKeys(chromedp.CSS(c.field), "needs a "))
+			kept := func(typed string) {
+				t.Helper()
+				state := get(t, page, chromedp.Evaluate[string](fmt.Sprintf(`(() => { const f = document.querySelector(%q);
+					return JSON.stringify([f.value, document.activeElement === f]); })()`, c.field)))
+				if want := fmt.Sprintf(`[%q,true]`, typed); state != want {
+					t.Fatalf("after a redraw the field [value, focused] is %s, want %s", state, want)
+				}
+			}
 			// ...so the replayed RUN_SUSPENDED redraws it while the person is typing.
 			rerendered(t, page, gate.release)
-			state := get(t, page, chromedp.Evaluate[string](fmt.Sprintf(`(() => { const f = document.querySelector(%q);
-				return JSON.stringify([f.value, document.activeElement === f]); })()`, c.field)))
-			if state != `["needs a ",true]` {
-				t.Fatalf("after a redraw the field [value, focused] is %s, want the typed text, focused", state)
+			kept("needs a ")
+			// The socket drops: the view reconnects and reads the run again.
+			do(t, page, chromedp.SendKeys(chromedp.CSS(c.field), "rec"))
+			rerendered(t, page, gate.drop)
+			kept("needs a rec")
+			// The pending call changes (now marked interrupted): the form is drawn anew, with what
+			// was typed in it carried over.
+			if err := s.app.db.Model(&gormstore.ToolCall{}).Where("run_id = ?", run.RunID).Update("interrupted", true).Error; err != nil {
+				t.Fatal(err)
 			}
-			do(t, page, chromedp.SendKeys(chromedp.CSS(c.field), "receipt"), chromedp.Click(chromedp.CSS(c.submit)),
+			rerendered(t, page, gate.drop)
+			if txt := textOf(t, page, `.pending`); !strings.Contains(txt, "interrupted") {
+				t.Fatalf("the redrawn form does not say the call was interrupted: %q", txt)
+			}
+			kept("needs a rec")
+			do(t, page, chromedp.SendKeys(chromedp.CSS(c.field), "eipt"), chromedp.Click(chromedp.CSS(c.submit)),
 				until(`document.querySelector("#run-status")?.textContent === "COMPLETED"`))
 			ds := s.decisions(t, run.RunID)
 			if len(ds) != 1 || ds[0]["kind"] != c.kind || c.recorded(ds[0]) != "needs a receipt" {
@@ -570,6 +589,84 @@ func TestConsoleDropsTextOfARetriedModelCall(t *testing.T) {
 		stream := textOf(t, page, `#stream`)
 		if strings.Contains(stream, "cut off") || strings.Count(stream, "Hello! I can look up") != 1 {
 			t.Errorf("%s: the stream keeps the cut-off text or lacks the repeated answer:\n%s", name, stream)
+		}
+	}
+}
+
+// serveApp runs the real app on ln with App.Serve, as main does; stop ends it gracefully (as
+// SIGTERM would) and closes its database.
+func serveApp(t *testing.T, db string, ln net.Listener) (s *testServer, stop func()) {
+	t.Helper()
+	cfg, err := parseConfig([]string{"--db", db}, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, err := NewApp(context.Background(), cfg, discardLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- app.Serve(ctx, ln) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-served; err != nil {
+				t.Errorf("serve: %v", err)
+			}
+			app.Close()
+		})
+	}
+	t.Cleanup(stop)
+	return &testServer{url: "http://" + ln.Addr().String(), app: app, closeHTTP: stop}, stop
+}
+
+// TestConsoleFollowsARollingDeploy: the server an open console talks to stops (completing its
+// subscriptions and closing the socket) and a new one starts on the same address and database.
+// Without a reload, the inbox shows a run suspended after the restart, the run view follows its
+// run to the end, and the status line said that the console reconnected.
+func TestConsoleFollowsARollingDeploy(t *testing.T) {
+	ctx := browser(t)
+	db := "sqlite:" + filepath.Join(t.TempDir(), "deploy.db")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	first, stopFirst := serveApp(t, db, ln)
+	before := first.suspended(t, "refund order 1")
+
+	// The status line's every change is noted, so that a short-lived message is not missed.
+	const noteStatus = `window.__conn = []; new MutationObserver(() => window.__conn.push(document.querySelector("#conn").textContent))
+		.observe(document.querySelector("#conn"), { childList: true, characterData: true, subtree: true })`
+	inbox, runPage := tab(t, ctx, false), tab(t, ctx, false)
+	do(t, inbox, chromedp.Navigate(first.url+"/"), until(`document.querySelectorAll("a[data-run]").length === 1`), js(noteStatus))
+	do(t, runPage, chromedp.Navigate(first.url+"/?run="+before.RunID), chromedp.WaitVisible(chromedp.CSS(`button.approve`)), js(noteStatus))
+
+	stopFirst()
+	ln, err = net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, _ := serveApp(t, db, ln)
+	after := second.suspended(t, "refund order 2")
+	do(t, inbox, until(fmt.Sprintf(`!!document.querySelector('a[data-run=%q]') && document.querySelectorAll("a[data-run]").length === 2`, after.RunID)))
+
+	var approved map[string]apiRun
+	second.must(t, `mutation($id: ID!) { d: approveToolCall(runId: $id) { status } }`, map[string]any{"id": before.RunID}, &approved)
+	do(t, runPage, until(`document.querySelector("#run-status")?.textContent === "COMPLETED"`),
+		until(`document.querySelectorAll('#stream li[data-type="RUN_FINISHED"]').length === 1`))
+	if n := get(t, runPage, chromedp.Evaluate[int](`document.querySelectorAll('#stream li[data-type="RUN_SUSPENDED"]').length`)); n != 1 {
+		t.Errorf("the run view shows RUN_SUSPENDED %d times, want once (no event twice after resubscribing)", n)
+	}
+	for name, page := range map[string]context.Context{"inbox": inbox, "run view": runPage} {
+		said := get(t, page, chromedp.Evaluate[[]string](`window.__conn`))
+		if !slices.Contains(said, "Reconnecting…") || !slices.Contains(said, "Reconnected") {
+			t.Errorf("%s: the status line said %q, want Reconnecting… then Reconnected", name, said)
+		}
+		if live := get(t, page, chromedp.Evaluate[string](`document.querySelector("#conn").getAttribute("aria-live")`)); live != "polite" {
+			t.Errorf("%s: the status line is aria-live=%q", name, live)
 		}
 	}
 }

@@ -17,8 +17,9 @@
 //	}
 //
 // The opener is called once per subtest, and the subtests run in parallel, so a store must not
-// see another subtest's rows: give each its own database, schema or file (gormstore's tests
-// create a MySQL database per subtest, about a tenth of a second each).
+// see another subtest's rows: give each its own database, schema or file, or one of a few made
+// for the whole run and emptied when handed out (gormstore's tests do that on MySQL, where
+// creating and migrating a database per subtest is a thousand DDL statements).
 //
 // What the suite needs beyond the interface: nothing. Lease times are the database's, so it
 // never sets them: it renews a lease for a millisecond and polls ExpiredRuns until the lease

@@ -11,10 +11,14 @@ const main = document.getElementById("main");
 const conn = document.getElementById("conn");
 let cleanup = () => {};
 
+// The status line (a polite live region, empty when all is well) says when the live updates
+// are down and when they are back.
+let hideReconnected = null;
 watchStatus((state) => {
-  conn.hidden = state === "ok";
-  conn.classList.toggle("error", state === "unreachable");
-  conn.textContent = state === "reconnecting" ? "Reconnecting…" : state === "unreachable" ? "Server unreachable" : "";
+  clearTimeout(hideReconnected);
+  conn.className = `conn ${state}`;
+  conn.textContent = { reconnecting: "Reconnecting…", reconnected: "Reconnected", unreachable: "Server unreachable" }[state] || "";
+  if (state === "reconnected") hideReconnected = setTimeout(() => { conn.textContent = ""; }, 5000);
 });
 
 /** Goes to a URL of the console (same document), adding a history entry unless replace. */

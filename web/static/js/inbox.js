@@ -62,7 +62,7 @@ export function inboxView(main, params, navigate) {
   const reload = () => { clearTimeout(timer); timer = setTimeout(load, 50); };
   load();
   const unsubscribe = subscribe(CHANGES, () => ({ agentId: vars.agentId, threadId: vars.threadId, resourceId: vars.resourceId }), {
-    next: reload, error: () => {}, complete: () => {},
+    next: reload, error: () => {}, resync: load, // changes missed while the subscription was down
   });
   const tick = setInterval(() => list.querySelectorAll("[data-since]").forEach((n) => { n.textContent = "waiting " + ago(n.dataset.since); }), 15000);
   return () => { unsubscribe(); clearInterval(tick); clearTimeout(timer); };

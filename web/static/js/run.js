@@ -29,6 +29,7 @@ export function runView(main, params) {
   let stepText = []; // the items holding the current step's text, dropped if its model call is made again
   let lastSeq = 0;
   let closed = false;
+  let finished = false; // RUN_FINISHED or RUN_FAILED seen: the stream has ended for good
   let asked = 0; // numbers the reads of the run: only the latest one draws
 
   const show = async () => {
@@ -76,7 +77,9 @@ export function runView(main, params) {
   };
 
   const onEvent = (ev) => {
+    if (ev.seq <= lastSeq) return; // already shown (a subscription made again resumes after lastSeq)
     lastSeq = ev.seq;
+    if (ev.type === "RUN_FINISHED" || ev.type === "RUN_FAILED") finished = true;
     if (ev.type === "TEXT_DELTA") {
       if (!textNode) {
         textNode = el("span", { class: "text" });
@@ -99,7 +102,8 @@ export function runView(main, params) {
   const unsubscribe = subscribe(EVENTS, () => ({ runId: id, after: lastSeq }), {
     next: (d) => onEvent(d.runEvents),
     error: (e) => { if (!closed) notice.replaceChildren(el("p", { class: "notice error" }, e.message)); },
-    complete: () => {},
+    resync: show, // the events missed come with the new subscription; the run's state is read again
+    done: () => finished,
   });
   return () => { closed = true; unsubscribe(); };
 }
