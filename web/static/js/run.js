@@ -9,7 +9,7 @@ import { schemaForm } from "./schemaform.js";
 const RUN = `query Run($id: ID!) { run(runId: $id) {
   runId agentId status threadId resourceId createdAt updatedAt suspendedAt lastEventSeq output error prompt
   toolCalls { id toolCallId toolName args requiresApproval suspendPayload interrupted }
-  decisions { id toolCallId toolName kind decidedBy decidedAt reason resumeData }
+  decisions { id toolCallId toolName kind decidedBy decidedAt reason resumeData args editedArgs }
 } }`;
 const EVENTS = `subscription Events($runId: ID!, $after: Int) { runEvents(runId: $runId, after: $after) {
   seq type at text status error reason decidedBy result toolCall { toolCallId toolName args suspendPayload interrupted }
@@ -70,6 +70,7 @@ export function runView(main, params) {
         await show();
       } else if (e.code === "BAD_USER_INPUT" && form) {
         form.querySelector(".field-error").textContent = e.message;
+        form.querySelector("textarea")?.setAttribute("aria-invalid", "true");
       } else {
         notice.replaceChildren(el("p", { class: "notice error" }, e.message));
       }
@@ -148,6 +149,7 @@ function renderPending(section, run, agents, decide) {
         el("button", { class: "approve", onclick: () => decide(`mutation($id: ID!, $c: ID) { approveToolCall(runId: $id, toolCallId: $c) { status } }`, { id: run.runId, c: c.toolCallId }) }, "Approve"),
         el("div", { class: "grow" }, el("label", { for: reasonId }, "Reason for declining"), reason),
         el("button", { class: "decline", onclick: () => decide(`mutation($id: ID!, $c: ID, $r: String) { declineToolCall(runId: $id, toolCallId: $c, reason: $r) { status } }`, { id: run.runId, c: c.toolCallId, r: reason.value || null }) }, "Decline")));
+      card.append(editAndApprove(run, c, decide));
     } else {
       card.append(el("p", { class: "muted" }, "The tool asks"), el("pre", {}, pretty(c.suspendPayload)));
       const tool = agents.find((a) => a.id === run.agentId)?.tools.find((t) => t.name === c.toolName);
@@ -163,6 +165,28 @@ function renderPending(section, run, agents, decide) {
     section.append(card);
   }
   restoreFields(section, typed);
+}
+
+/** "Edit and approve": the call's arguments in an editor, approved as edited. The server checks
+ * them against the tool's schema; its refusal is shown on the field and the run stays waiting. */
+function editAndApprove(run, c, decide) {
+  const fieldId = `args-${c.toolCallId}`;
+  const errId = `${fieldId}-error`;
+  const editor = el("textarea", { id: fieldId, rows: 6, spellcheck: "false", "aria-describedby": errId });
+  editor.value = pretty(c.args);
+  const err = el("p", { class: "field-error", id: errId, role: "alert" });
+  const fail = (msg) => { err.textContent = msg; editor.setAttribute("aria-invalid", "true"); editor.focus(); };
+  const form = el("form", { novalidate: true, "aria-label": "Edit and approve", onsubmit: async (ev) => {
+    ev.preventDefault();
+    let args;
+    try { args = JSON.parse(editor.value); } catch (e) { fail(`The arguments are not valid JSON: ${e.message}`); return; }
+    if (args === null || typeof args !== "object" || Array.isArray(args)) { fail("The arguments must be a JSON object, like the model's."); return; }
+    err.textContent = "";
+    editor.removeAttribute("aria-invalid");
+    decide(`mutation($id: ID!, $c: ID, $a: JSON) { approveToolCall(runId: $id, toolCallId: $c, args: $a) { status } }`, { id: run.runId, c: c.toolCallId, a: args }, form);
+  } }, el("label", { for: fieldId }, "Arguments to run the tool with"), editor, err,
+    el("div", { class: "actions" }, el("button", { type: "submit", class: "approve" }, "Approve with these arguments")));
+  return el("details", { class: "edit" }, el("summary", {}, "Edit and approve"), form);
 }
 
 /** Empties the pending section, so that the next refresh draws it whatever it holds. */
@@ -192,7 +216,8 @@ function renderDecisions(section, run) {
   if (!run.decisions.length) return;
   section.append(el("h2", {}, "Decisions"), el("ul", { class: "card list" }, run.decisions.map((d) =>
     el("li", {}, `${d.kind.toLowerCase()} ${d.toolName} (${d.toolCallId})`, d.reason ? `: “${d.reason}”` : "",
-      d.resumeData ? ` with ${JSON.stringify(d.resumeData)}` : "", d.decidedBy ? ` by ${d.decidedBy}` : "", " — ", when(d.decidedAt)))));
+      d.resumeData ? ` with ${JSON.stringify(d.resumeData)}` : "",
+      d.editedArgs ? ` with edited arguments ${JSON.stringify(d.editedArgs)} (the model asked for ${JSON.stringify(d.args)})` : "", d.decidedBy ? ` by ${d.decidedBy}` : "", " — ", when(d.decidedAt)))));
 }
 
 function describe(ev) {
