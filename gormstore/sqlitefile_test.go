@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -174,4 +176,46 @@ func TestSQLiteWritesTimesAsTheOldEngineDid(t *testing.T) {
 	if want := []string{"new-3", "old-3", "mid-a", "new-2", "old-2", "mid-b", "mid-c"}; !slices.Equal(inRange, want) {
 		t.Errorf("created_at in [05.123, 06.000]:\n got %v\nwant %v", inRange, want)
 	}
+}
+
+// minSQLite is the oldest embedded SQLite engine accepted. The driver shipped before carried 3.41.2
+// (2023); this keeps a dependency change from quietly bringing back a years-old engine.
+const minSQLite = "3.50.0"
+
+func TestSQLiteEngineIsCurrent(t *testing.T) {
+	db, err := gormstore.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "v.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if sqlDB, err := db.DB(); err == nil {
+			sqlDB.Close()
+		}
+	})
+	var version string
+	if err := db.Raw("SELECT sqlite_version()").Scan(&version).Error; err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("embedded SQLite %s", version)
+	if versionLess(version, minSQLite) {
+		t.Errorf("embedded SQLite is %s, want at least %s", version, minSQLite)
+	}
+}
+
+// versionLess compares dotted version numbers such as 3.41.2 numerically.
+func versionLess(a, b string) bool {
+	pa, pb := strings.Split(a, "."), strings.Split(b, ".")
+	for i := 0; i < len(pa) || i < len(pb); i++ {
+		var x, y int
+		if i < len(pa) {
+			x, _ = strconv.Atoi(pa[i])
+		}
+		if i < len(pb) {
+			y, _ = strconv.Atoi(pb[i])
+		}
+		if x != y {
+			return x < y
+		}
+	}
+	return false
 }
