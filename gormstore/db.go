@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/glebarez/sqlite"
 	gomysql "github.com/go-sql-driver/mysql"
+	"github.com/libtnb/sqlite"
 	"gorm.io/driver/mysql"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
@@ -43,14 +43,20 @@ func Open(ctx context.Context, setting string) (*gorm.DB, error) {
 	}
 }
 
-// OpenSQLite opens (creating if needed) an SQLite file through the pure-Go driver, in WAL mode with
-// a busy timeout and a single connection, so that concurrent writers queue instead of failing with
-// SQLITE_BUSY. Times are written in a fixed UTC text format that sorts like the instants it holds.
+// OpenSQLite opens (creating if needed) an SQLite file through a pure-Go driver (libtnb/sqlite over
+// modernc.org/sqlite: no cgo, so `go run .` and static builds need nothing but Go), in WAL mode
+// with a busy timeout and a single connection, so that concurrent writers queue instead of failing
+// with SQLITE_BUSY.
+//
+// Times are written as UTC text, "2006-01-02 15:04:05.999999999-07:00" (`_time_format=sqlite`),
+// which sorts like the instants it holds, and read back in UTC (`_timezone=UTC`): the same text
+// and the same values as the glebarez/sqlite driver used before, so files written by older
+// versions keep sorting and filtering correctly next to new rows.
 func OpenSQLite(ctx context.Context, path string) (*gorm.DB, error) {
 	if path == "" {
 		return nil, errors.New("sqlite: the file name is empty (use sqlite:interlock.db)")
 	}
-	dsn := path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=synchronous(NORMAL)&_time_format=sqlite"
+	dsn := path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=synchronous(NORMAL)&_time_format=sqlite&_timezone=UTC"
 	db, err := gorm.Open(sqlite.Open(dsn), gormConfig())
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite file %s: %w", path, err)
