@@ -41,8 +41,8 @@ func countComparisons(doc *ast.QueryDocument, max int) int {
 type comparisons struct {
 	doc       *ast.QueryDocument
 	left      int
-	flat      map[setKey]*flatSet  // each selection set flattened once, as gqlparser caches it
-	fragPairs map[[2]string]bool   // fragment pairs already compared
+	flat      map[setKey]*flatSet // each selection set flattened once, as gqlparser caches it
+	fragPairs map[[2]string]bool  // fragment pairs already compared
 	fragments map[string]*ast.FragmentDefinition
 }
 
