@@ -19,6 +19,7 @@ func countComparisons(doc *ast.QueryDocument, max int) int {
 		flat:      map[setKey]*flatSet{},
 		fragPairs: map[[2]string]bool{},
 		fragments: map[string]*ast.FragmentDefinition{},
+		visiting:  map[string]bool{},
 	}
 	for _, f := range doc.Fragments {
 		if _, ok := c.fragments[f.Name]; !ok {
@@ -44,6 +45,7 @@ type comparisons struct {
 	flat      map[setKey]*flatSet // each selection set flattened once, as gqlparser caches it
 	fragPairs map[[2]string]bool  // fragment pairs already compared
 	fragments map[string]*ast.FragmentDefinition
+	visiting  map[string]bool // fragments being compared with fields, against cycles
 }
 
 // setKey identifies a selection set as gqlparser's cache does: by its length and first element.
@@ -152,17 +154,11 @@ func (c *comparisons) fields(a, b *ast.Field) bool {
 	return c.between(c.flatten(a.SelectionSet), c.flatten(b.SelectionSet))
 }
 
-// between counts comparing two selection sets with each other.
+// between counts comparing two sub-selections: their fields, each one's fragments against the
+// other's fields, and their fragments pairwise.
 func (c *comparisons) between(a, b *flatSet) bool {
-	for name, as := range a.fields {
-		bs := b.fields[name]
-		for _, fa := range as {
-			for _, fb := range bs {
-				if !c.spend(1) || !c.fields(fa, fb) {
-					return false
-				}
-			}
-		}
+	if !c.betweenFields(a, b) {
+		return false
 	}
 	for _, s := range b.spreads {
 		if !c.fieldsAndFragment(a, s) {
@@ -182,30 +178,72 @@ func (c *comparisons) between(a, b *flatSet) bool {
 	return true
 }
 
-// fieldsAndFragment counts comparing a set's fields with a fragment's.
-func (c *comparisons) fieldsAndFragment(f *flatSet, name string) bool {
-	frag := c.fragments[name]
-	if frag == nil || !c.spend(1) {
-		return frag == nil
+// betweenFields counts comparing the fields of a with those of b of the same response name.
+func (c *comparisons) betweenFields(a, b *flatSet) bool {
+	for name, as := range a.fields {
+		bs := b.fields[name]
+		for _, fa := range as {
+			for _, fb := range bs {
+				if !c.spend(1) || !c.fields(fa, fb) {
+					return false
+				}
+			}
+		}
 	}
-	return c.between(f, c.flatten(frag.SelectionSet))
+	return true
 }
 
-// fragmentPair counts comparing two fragments, once per pair.
+// fieldsAndFragment counts comparing a set's fields with a fragment's, and with the fragments
+// it spreads.
+func (c *comparisons) fieldsAndFragment(f *flatSet, name string) bool {
+	frag := c.fragments[name]
+	if frag == nil || c.visiting[name] {
+		return true // unknown, or a cycle: other rules report both
+	}
+	if !c.spend(1) {
+		return false
+	}
+	c.visiting[name] = true
+	defer delete(c.visiting, name)
+	g := c.flatten(frag.SelectionSet)
+	if !c.betweenFields(f, g) {
+		return false
+	}
+	for _, s := range g.spreads {
+		if !c.fieldsAndFragment(f, s) {
+			return false
+		}
+	}
+	return true
+}
+
+// fragmentPair counts comparing two fragments, and what they spread, once per pair.
 func (c *comparisons) fragmentPair(a, b string) bool {
 	if a == b {
 		return true
 	}
-	if a > b {
-		a, b = b, a
-	}
-	if c.fragPairs[[2]string{a, b}] {
+	key := [2]string{min(a, b), max(a, b)}
+	if c.fragPairs[key] {
 		return true
 	}
-	c.fragPairs[[2]string{a, b}] = true
+	c.fragPairs[key] = true
 	fa, fb := c.fragments[a], c.fragments[b]
 	if fa == nil || fb == nil {
 		return true
 	}
-	return c.between(c.flatten(fa.SelectionSet), c.flatten(fb.SelectionSet))
+	ga, gb := c.flatten(fa.SelectionSet), c.flatten(fb.SelectionSet)
+	if !c.betweenFields(ga, gb) {
+		return false
+	}
+	for _, s := range gb.spreads {
+		if !c.spend(1) || !c.fragmentPair(a, s) {
+			return false
+		}
+	}
+	for _, s := range ga.spreads {
+		if !c.spend(1) || !c.fragmentPair(s, b) {
+			return false
+		}
+	}
+	return true
 }
