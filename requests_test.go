@@ -4,6 +4,9 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql/introspection"
 )
 
 // TestVariableErrorsAreValidationErrors: a missing or mistyped variable is the client's mistake,
@@ -72,5 +75,61 @@ func TestBodyErrorsAreShort(t *testing.T) {
 	pad := strings.Repeat("x", 1<<20-200)
 	if r := s.postJSON(t, map[string]any{"query": "{ agents { id } }", "variables": map[string]any{"pad": pad}}); r.status != 200 || len(r.Errors) != 0 {
 		t.Fatalf("a body under the limit: status %d, errors %+v", r.status, r.Errors)
+	}
+}
+
+// nested repeats each of names d times inside each repeat of the one before:
+// nested([a b], 2) is "a { b b } a { b b }".
+func nested(names []string, d int) string {
+	if len(names) == 1 {
+		return strings.Repeat(names[0]+" ", d)
+	}
+	return strings.Repeat(names[0]+" { "+nested(names[1:], d)+"} ", d)
+}
+
+// TestCostlyQueriesAreRefusedBeforeValidation: a query too large, or whose validation would
+// take too long (gqlparser's check of overlapping fields is quadratic in repeated fields, and
+// multiplies with nesting), is refused at once with GRAPHQL_VALIDATION_FAILED and a message
+// naming the limit, over HTTP and WebSocket; introspection and ordinary queries pass.
+func TestCostlyQueriesAreRefusedBeforeValidation(t *testing.T) {
+	s := startServer(t, "sqlite:"+t.TempDir()+"/cost.db")
+	for _, tc := range []struct{ name, query, want string }{
+		{"100,000 repeated fields", "{ agents { " + strings.Repeat("id ", 100_000) + "} }", "the query has 100005 tokens; the limit is 10000"},
+		{"5,000 repeated fields", "{ agents { " + strings.Repeat("id ", 5_000) + "} }", "more than 100000 field comparisons"},
+		{"repeats nested", "{ " + nested([]string{"suspendedRuns", "runs", "toolCalls", "id"}, 8) + "}", "more than 100000 field comparisons"},
+		{"introspection nested", "{ " + nested([]string{"__schema", "types", "fields", "type", "name"}, 5) + "}", "more than 100000 field comparisons"},
+		{"repeated fragment spreads", "{ agents { " + strings.Repeat("...A ", 3000) + "} } fragment A on Agent { id }", "more than 100000 field comparisons"},
+		{"inline fragments", "{ agents { " + strings.Repeat("... on Agent { id } ", 1000) + "} }", "more than 100000 field comparisons"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := s.postJSONWithin(t, 10*time.Second, map[string]any{"query": tc.query})
+			if r.status != http.StatusUnprocessableEntity || r.code() != "GRAPHQL_VALIDATION_FAILED" || !strings.Contains(r.Errors[0].Message, tc.want) {
+				t.Fatalf("status %d, errors %+v; want 422 GRAPHQL_VALIDATION_FAILED with %q", r.status, r.Errors, tc.want)
+			}
+		})
+	}
+	// Over WebSocket too, as an error message for the operation.
+	ws := dialWS(t, s.url, "graphql-transport-ws")
+	id := ws.subscribe("{ agents { "+strings.Repeat("id ", 100_000)+"} }", nil)
+	if _, _, errs := ws.next(id); !strings.Contains(string(errs), "the limit is 10000") {
+		t.Fatalf("over WebSocket: %s", errs)
+	}
+
+	// What clients really send passes: introspection (gqlgen's, with and without isOneOf), a few
+	// repeats, fragments.
+	for _, q := range []string{
+		introspection.Query,
+		introspection.NewQuery(introspection.QueryOptions{OneOf: true}),
+		`{ agents { id id name ...A ... on Agent { id tools { name } } } } fragment A on Agent { id name tools { name name } }`,
+		"{ agents { " + strings.Repeat("id ", 100) + "} }",
+	} {
+		if r := s.postJSON(t, map[string]any{"query": q}); r.status != 200 || len(r.Errors) != 0 {
+			t.Fatalf("%.60s…: status %d, errors %+v", q, r.status, r.Errors)
+		}
+	}
+	// The limit is a setting.
+	small := startServer(t, "sqlite:"+t.TempDir()+"/small.db", "--max-query-tokens", "50")
+	if r := small.postJSON(t, map[string]any{"query": introspection.Query}); r.code() != "GRAPHQL_VALIDATION_FAILED" || !strings.Contains(r.Errors[0].Message, "the limit is 50") {
+		t.Fatalf("with --max-query-tokens 50: %+v", r.Errors)
 	}
 }

@@ -76,6 +76,10 @@ type Config struct {
 	// ConfigFile is the YAML file of agents, models and tools (--config, INTERLOCK_CONFIG; see
 	// config/ and examples/interlock.yaml). Default: none, which serves the demo agent.
 	ConfigFile string
+	// MaxQueryTokens is the most lexical tokens a query may have; larger ones are refused before
+	// validation (--max-query-tokens, INTERLOCK_MAX_QUERY_TOKENS). Default 10000 (a full
+	// introspection query has about 200).
+	MaxQueryTokens int
 	// MaxSubscriptionsPerConnection is how many operations may be active at once on one
 	// WebSocket; the next gets an error message (--max-subscriptions-per-connection,
 	// INTERLOCK_MAX_SUBSCRIPTIONS_PER_CONNECTION). Default 100.
@@ -105,6 +109,7 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 	perPage := fs.String("max-per-page", env("INTERLOCK_MAX_PER_PAGE", "500"), "largest perPage of suspendedRuns")
 	flushBytes := fs.String("text-flush-bytes", env("INTERLOCK_TEXT_FLUSH_BYTES", "1024"), "store streamed text once this many bytes wait")
 	flushEvery := fs.String("text-flush-interval", env("INTERLOCK_TEXT_FLUSH_INTERVAL", "50ms"), "store streamed text at most this often")
+	maxTokens := fs.String("max-query-tokens", env("INTERLOCK_MAX_QUERY_TOKENS", "10000"), "most tokens in one query")
 	maxSubs := fs.String("max-subscriptions-per-connection", env("INTERLOCK_MAX_SUBSCRIPTIONS_PER_CONNECTION", "100"), "most operations active at once on one WebSocket")
 	wsInit := fs.String("ws-init-timeout", env("INTERLOCK_WS_INIT_TIMEOUT", "10s"), "close a WebSocket that sends no connection_init within this")
 	delay := fs.String("demo-delay", env("INTERLOCK_DEMO_DELAY", "0s"), "delay before each demo model answer")
@@ -121,6 +126,9 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 	}
 	if cfg.TextFlushBytes, err = strconv.Atoi(*flushBytes); err != nil || cfg.TextFlushBytes < 1 {
 		return cfg, fmt.Errorf("--text-flush-bytes / INTERLOCK_TEXT_FLUSH_BYTES: %q is not a positive integer", *flushBytes)
+	}
+	if cfg.MaxQueryTokens, err = strconv.Atoi(*maxTokens); err != nil || cfg.MaxQueryTokens < 1 {
+		return cfg, fmt.Errorf("--max-query-tokens / INTERLOCK_MAX_QUERY_TOKENS: %q is not a positive integer", *maxTokens)
 	}
 	if cfg.MaxSubscriptionsPerConnection, err = strconv.Atoi(*maxSubs); err != nil || cfg.MaxSubscriptionsPerConnection < 1 {
 		return cfg, fmt.Errorf("--max-subscriptions-per-connection / INTERLOCK_MAX_SUBSCRIPTIONS_PER_CONNECTION: %q is not a positive integer", *maxSubs)
@@ -226,9 +234,12 @@ func (a *App) routes() http.Handler {
 	gql.AddTransport(transport.Options{})
 	gql.AddTransport(transport.GET{})
 	gql.AddTransport(transport.POST{})
-	gql.SetQueryCache(lru.New[*ast.QueryDocument](1000))
+	queries := lru.New[*ast.QueryDocument](1000)
+	gql.SetQueryCache(queries)
 	gql.Use(extension.Introspection{})
 	gql.Use(extension.AutomaticPersistedQuery{Cache: lru.New[string](100)})
+	// After APQ, so that it checks the query a hash stands for; before gqlgen's validation.
+	gql.Use(gqlguard.QueryLimit{MaxTokens: a.cfg.MaxQueryTokens, Cache: queries})
 	gql.SetErrorPresenter(graph.PresentError(a.log))
 	gql.SetRecoverFunc(graph.Recover(a.log))
 

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"interlock/dbtest"
 )
@@ -228,7 +229,23 @@ type rawResponse struct {
 // postBody sends body as it is to /graphql with the given content type.
 func (s *testServer) postBody(t testing.TB, contentType string, body []byte) rawResponse {
 	t.Helper()
-	resp, err := http.Post(s.url+"/graphql", contentType, bytes.NewReader(body))
+	return s.postBodyWith(t, http.DefaultClient, contentType, body)
+}
+
+// postJSONWithin is postJSON with the whole exchange bounded by d: a guard against a server
+// that would take minutes, not a measurement.
+func (s *testServer) postJSONWithin(t testing.TB, d time.Duration, request any) rawResponse {
+	t.Helper()
+	body, err := json.Marshal(request)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.postBodyWith(t, &http.Client{Timeout: d}, "application/json", body)
+}
+
+func (s *testServer) postBodyWith(t testing.TB, client *http.Client, contentType string, body []byte) rawResponse {
+	t.Helper()
+	resp, err := client.Post(s.url+"/graphql", contentType, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
