@@ -215,9 +215,9 @@ func (a *App) routes() http.Handler {
 
 	mux := http.NewServeMux()
 	mux.Handle("/graphql", httpguard.Body(gql, maxBodyBytes))
-	mux.Handle("/playground", playground.Handler("Interlock", "/graphql"))
+	mux.Handle("/playground", httpguard.NoFraming(playground.Handler("Interlock", "/graphql")))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
-	mux.Handle("/", web.Handler())
+	mux.Handle("/", httpguard.Console(web.Handler()))
 	return mux
 }
 
