@@ -158,8 +158,8 @@ type App struct {
 	ws      *gqlguard.Websocket // the WebSocket transport, which knows the operations in flight
 }
 
-// NewApp opens and migrates the database and wires the service and the routes.
-func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
+// openDatabase opens the database cfg.DB names and applies its migrations.
+func openDatabase(ctx context.Context, cfg Config) (*gorm.DB, error) {
 	db, err := gormstore.Open(ctx, cfg.DB)
 	if err != nil {
 		return nil, fmt.Errorf("--db / INTERLOCK_DB: %w", err)
@@ -168,12 +168,25 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		closeDB(db)
 		return nil, fmt.Errorf("--db / INTERLOCK_DB: %w", err)
 	}
+	return db, nil
+}
+
+// newRunService starts the run service (and its recovery and retention loops). It is a
+// variable so that a test can prove `interlock migrate` never starts one.
+var newRunService = runs.New
+
+// NewApp opens and migrates the database and wires the service and the routes.
+func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
+	db, err := openDatabase(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
 	registry, err := agent.NewRegistry(agent.DemoAgents(&llm.Demo{Delay: cfg.ModelDelay})...)
 	if err != nil {
 		closeDB(db)
 		return nil, err
 	}
-	svc, err := runs.New(gormstore.New(db), registry, runs.Config{
+	svc, err := newRunService(gormstore.New(db), registry, runs.Config{
 		MaxPerPage: cfg.MaxPerPage, LeaseTTL: cfg.LeaseTTL, Retention: cfg.Retention,
 		TextFlushInterval: cfg.TextFlushInterval, TextFlushBytes: cfg.TextFlushBytes, Logger: log,
 	})
@@ -285,15 +298,21 @@ func run(args []string, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	if migrateOnly {
+		// Only the schema: no run service, so no recovery or retention touches the runs.
+		db, err := openDatabase(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		closeDB(db)
+		log.Info("migrations applied")
+		return nil
+	}
 	app, err := NewApp(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
 	defer app.Close()
-	if migrateOnly {
-		log.Info("migrations applied", "db", cfg.DB)
-		return nil
-	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("--addr / INTERLOCK_ADDR: %w", err)
