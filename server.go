@@ -79,6 +79,14 @@ type Config struct {
 	// WSInitTimeout closes (4408) a WebSocket that sends no connection_init this long after it
 	// opened (--ws-init-timeout, INTERLOCK_WS_INIT_TIMEOUT). Default 10s.
 	WSInitTimeout time.Duration
+	// ReadTimeout bounds reading a whole request, body included (--read-timeout,
+	// INTERLOCK_READ_TIMEOUT); WriteTimeout bounds answering it (--write-timeout,
+	// INTERLOCK_WRITE_TIMEOUT); IdleTimeout closes a keep-alive connection idle this long
+	// (--idle-timeout, INTERLOCK_IDLE_TIMEOUT). Defaults 30s, 60s, 120s. WebSocket and SSE
+	// subscriptions are spared the first two: they last as long as they are wanted.
+	ReadTimeout  time.Duration
+	WriteTimeout time.Duration
+	IdleTimeout  time.Duration
 	// ModelDelay slows every demo model answer, to watch runs step by step (--demo-delay,
 	// INTERLOCK_DEMO_DELAY). Default 0.
 	ModelDelay time.Duration
@@ -103,6 +111,9 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 	maxTokens := fs.String("max-query-tokens", env("INTERLOCK_MAX_QUERY_TOKENS", "10000"), "most tokens in one query")
 	maxSubs := fs.String("max-subscriptions-per-connection", env("INTERLOCK_MAX_SUBSCRIPTIONS_PER_CONNECTION", "100"), "most operations active at once on one WebSocket")
 	wsInit := fs.String("ws-init-timeout", env("INTERLOCK_WS_INIT_TIMEOUT", "10s"), "close a WebSocket that sends no connection_init within this")
+	readTimeout := fs.String("read-timeout", env("INTERLOCK_READ_TIMEOUT", "30s"), "bound on reading one request")
+	writeTimeout := fs.String("write-timeout", env("INTERLOCK_WRITE_TIMEOUT", "60s"), "bound on answering one request (not subscriptions)")
+	idleTimeout := fs.String("idle-timeout", env("INTERLOCK_IDLE_TIMEOUT", "120s"), "close keep-alive connections idle this long")
 	delay := fs.String("demo-delay", env("INTERLOCK_DEMO_DELAY", "0s"), "delay before each demo model answer")
 	lease := fs.String("lease-ttl", env("INTERLOCK_LEASE_TTL", "30s"), "run lease duration")
 	shutdown := fs.String("shutdown-timeout", env("INTERLOCK_SHUTDOWN_TIMEOUT", "10s"), "graceful stop deadline")
@@ -135,6 +146,9 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 		{&cfg.Retention, *retention, "--retention / INTERLOCK_RETENTION", time.Minute},
 		{&cfg.TextFlushInterval, *flushEvery, "--text-flush-interval / INTERLOCK_TEXT_FLUSH_INTERVAL", time.Millisecond},
 		{&cfg.WSInitTimeout, *wsInit, "--ws-init-timeout / INTERLOCK_WS_INIT_TIMEOUT", time.Millisecond},
+		{&cfg.ReadTimeout, *readTimeout, "--read-timeout / INTERLOCK_READ_TIMEOUT", time.Millisecond},
+		{&cfg.WriteTimeout, *writeTimeout, "--write-timeout / INTERLOCK_WRITE_TIMEOUT", time.Millisecond},
+		{&cfg.IdleTimeout, *idleTimeout, "--idle-timeout / INTERLOCK_IDLE_TIMEOUT", time.Millisecond},
 	} {
 		if *d.dst, err = time.ParseDuration(d.val); err != nil || *d.dst < d.min {
 			return cfg, fmt.Errorf("%s: %q is not a duration of at least %s (such as 30s or 2h)", d.name, d.val, d.min)
@@ -227,7 +241,7 @@ func (a *App) routes() http.Handler {
 	gql.SetRecoverFunc(graph.Recover(a.log))
 
 	mux := http.NewServeMux()
-	mux.Handle("/graphql", httpguard.Body(gql, maxBodyBytes))
+	mux.Handle("/graphql", httpguard.SpareStreams(httpguard.Body(gql, maxBodyBytes)))
 	mux.Handle("/playground", httpguard.NoFraming(playground.Handler("Interlock", "/graphql")))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
 	mux.Handle("/", httpguard.Console(web.Handler()))
@@ -246,7 +260,10 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	defer cancelBase()
 	srv := &http.Server{
 		Handler:           a.handler,
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: min(10*time.Second, a.cfg.ReadTimeout),
+		ReadTimeout:       a.cfg.ReadTimeout,
+		WriteTimeout:      a.cfg.WriteTimeout, // SpareStreams lifts both for subscriptions
+		IdleTimeout:       a.cfg.IdleTimeout,
 		BaseContext:       func(net.Listener) context.Context { return base },
 	}
 	errc := make(chan error, 1)
@@ -261,9 +278,13 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	defer cancel()
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- srv.Shutdown(shutdownCtx) }()
-	a.Service.Shutdown(shutdownCtx)    // also completes every subscription
-	time.Sleep(100 * time.Millisecond) // let the complete messages go out
-	cancelBase()                       // Shutdown does not close WebSockets; this ends them.
+	a.Service.Shutdown(shutdownCtx) // also completes every subscription
+	// Each WebSocket operation ends with its complete message; wait until all are out before
+	// closing the sockets, or a client sees a dropped connection instead of a finished stream.
+	if err := a.ws.Wait(shutdownCtx); err != nil {
+		a.log.Warn("closing websockets before every subscription completed", "err", err)
+	}
+	cancelBase() // Shutdown does not close WebSockets; this ends them.
 	return <-httpDone
 }
 
