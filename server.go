@@ -87,6 +87,14 @@ type Config struct {
 	// WSInitTimeout closes (4408) a WebSocket that sends no connection_init this long after it
 	// opened (--ws-init-timeout, INTERLOCK_WS_INIT_TIMEOUT). Default 10s.
 	WSInitTimeout time.Duration
+	// ReadTimeout bounds reading a whole request, body included (--read-timeout,
+	// INTERLOCK_READ_TIMEOUT); WriteTimeout bounds answering it (--write-timeout,
+	// INTERLOCK_WRITE_TIMEOUT); IdleTimeout closes a keep-alive connection idle this long
+	// (--idle-timeout, INTERLOCK_IDLE_TIMEOUT). Defaults 30s, 60s, 120s. WebSocket and SSE
+	// subscriptions are spared the first two: they last as long as they are wanted.
+	ReadTimeout  time.Duration
+	WriteTimeout time.Duration
+	IdleTimeout  time.Duration
 	// ModelDelay slows every demo model answer, to watch runs step by step (--demo-delay,
 	// INTERLOCK_DEMO_DELAY). Default 0.
 	ModelDelay time.Duration
@@ -112,6 +120,9 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 	maxTokens := fs.String("max-query-tokens", env("INTERLOCK_MAX_QUERY_TOKENS", "10000"), "most tokens in one query")
 	maxSubs := fs.String("max-subscriptions-per-connection", env("INTERLOCK_MAX_SUBSCRIPTIONS_PER_CONNECTION", "100"), "most operations active at once on one WebSocket")
 	wsInit := fs.String("ws-init-timeout", env("INTERLOCK_WS_INIT_TIMEOUT", "10s"), "close a WebSocket that sends no connection_init within this")
+	readTimeout := fs.String("read-timeout", env("INTERLOCK_READ_TIMEOUT", "30s"), "bound on reading one request")
+	writeTimeout := fs.String("write-timeout", env("INTERLOCK_WRITE_TIMEOUT", "60s"), "bound on answering one request (not subscriptions)")
+	idleTimeout := fs.String("idle-timeout", env("INTERLOCK_IDLE_TIMEOUT", "120s"), "close keep-alive connections idle this long")
 	delay := fs.String("demo-delay", env("INTERLOCK_DEMO_DELAY", "0s"), "delay before each demo model answer")
 	lease := fs.String("lease-ttl", env("INTERLOCK_LEASE_TTL", "30s"), "run lease duration")
 	shutdown := fs.String("shutdown-timeout", env("INTERLOCK_SHUTDOWN_TIMEOUT", "10s"), "graceful stop deadline")
@@ -144,6 +155,9 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 		{&cfg.Retention, *retention, "--retention / INTERLOCK_RETENTION", time.Minute},
 		{&cfg.TextFlushInterval, *flushEvery, "--text-flush-interval / INTERLOCK_TEXT_FLUSH_INTERVAL", time.Millisecond},
 		{&cfg.WSInitTimeout, *wsInit, "--ws-init-timeout / INTERLOCK_WS_INIT_TIMEOUT", time.Millisecond},
+		{&cfg.ReadTimeout, *readTimeout, "--read-timeout / INTERLOCK_READ_TIMEOUT", time.Millisecond},
+		{&cfg.WriteTimeout, *writeTimeout, "--write-timeout / INTERLOCK_WRITE_TIMEOUT", time.Millisecond},
+		{&cfg.IdleTimeout, *idleTimeout, "--idle-timeout / INTERLOCK_IDLE_TIMEOUT", time.Millisecond},
 	} {
 		if *d.dst, err = time.ParseDuration(d.val); err != nil || *d.dst < d.min {
 			return cfg, fmt.Errorf("%s: %q is not a duration of at least %s (such as 30s or 2h)", d.name, d.val, d.min)
@@ -168,8 +182,8 @@ type App struct {
 	ws      *gqlguard.Websocket // the WebSocket transport, which knows the operations in flight
 }
 
-// NewApp opens and migrates the database and wires the service and the routes.
-func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
+// openDatabase opens the database cfg.DB names and applies its migrations.
+func openDatabase(ctx context.Context, cfg Config) (*gorm.DB, error) {
 	db, err := gormstore.Open(ctx, cfg.DB)
 	if err != nil {
 		return nil, fmt.Errorf("--db / INTERLOCK_DB: %w", err)
@@ -177,6 +191,19 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	if err := gormstore.Migrate(ctx, db); err != nil {
 		closeDB(db)
 		return nil, fmt.Errorf("--db / INTERLOCK_DB: %w", err)
+	}
+	return db, nil
+}
+
+// newRunService starts the run service (and its recovery and retention loops). It is a
+// variable so that a test can prove `interlock migrate` never starts one.
+var newRunService = runs.New
+
+// NewApp opens and migrates the database and wires the service and the routes.
+func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
+	db, err := openDatabase(ctx, cfg)
+	if err != nil {
+		return nil, err
 	}
 	agents, err := loadAgents(ctx, cfg)
 	if err != nil {
@@ -189,7 +216,7 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		closeDB(db)
 		return nil, err
 	}
-	svc, err := runs.New(gormstore.New(db), registry, runs.Config{
+	svc, err := newRunService(gormstore.New(db), registry, runs.Config{
 		MaxPerPage: cfg.MaxPerPage, LeaseTTL: cfg.LeaseTTL, Retention: cfg.Retention,
 		TextFlushInterval: cfg.TextFlushInterval, TextFlushBytes: cfg.TextFlushBytes, Logger: log,
 	})
@@ -244,10 +271,10 @@ func (a *App) routes() http.Handler {
 	gql.SetRecoverFunc(graph.Recover(a.log))
 
 	mux := http.NewServeMux()
-	mux.Handle("/graphql", httpguard.Body(gql, maxBodyBytes))
-	mux.Handle("/playground", playground.Handler("Interlock", "/graphql"))
+	mux.Handle("/graphql", httpguard.SpareStreams(httpguard.Body(gql, maxBodyBytes)))
+	mux.Handle("/playground", httpguard.NoFraming(playground.Handler("Interlock", "/graphql")))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
-	mux.Handle("/", web.Handler())
+	mux.Handle("/", httpguard.Console(web.Handler()))
 	return mux
 }
 
@@ -263,7 +290,10 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	defer cancelBase()
 	srv := &http.Server{
 		Handler:           a.handler,
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: min(10*time.Second, a.cfg.ReadTimeout),
+		ReadTimeout:       a.cfg.ReadTimeout,
+		WriteTimeout:      a.cfg.WriteTimeout, // SpareStreams lifts both for subscriptions
+		IdleTimeout:       a.cfg.IdleTimeout,
 		BaseContext:       func(net.Listener) context.Context { return base },
 	}
 	errc := make(chan error, 1)
@@ -278,9 +308,13 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	defer cancel()
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- srv.Shutdown(shutdownCtx) }()
-	a.Service.Shutdown(shutdownCtx)    // also completes every subscription
-	time.Sleep(100 * time.Millisecond) // let the complete messages go out
-	cancelBase()                       // Shutdown does not close WebSockets; this ends them.
+	a.Service.Shutdown(shutdownCtx) // also completes every subscription
+	// Each WebSocket operation ends with its complete message; wait until all are out before
+	// closing the sockets, or a client sees a dropped connection instead of a finished stream.
+	if err := a.ws.Wait(shutdownCtx); err != nil {
+		a.log.Warn("closing websockets before every subscription completed", "err", err)
+	}
+	cancelBase() // Shutdown does not close WebSockets; this ends them.
 	return <-httpDone
 }
 
@@ -316,15 +350,21 @@ func run(args []string, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	if migrateOnly {
+		// Only the schema: no run service, so no recovery or retention touches the runs.
+		db, err := openDatabase(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		closeDB(db)
+		log.Info("migrations applied")
+		return nil
+	}
 	app, err := NewApp(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
 	defer app.Close()
-	if migrateOnly {
-		log.Info("migrations applied", "db", cfg.DB)
-		return nil
-	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("--addr / INTERLOCK_ADDR: %w", err)

@@ -131,9 +131,11 @@ func (g guardedImplementation) Accept(w http.ResponseWriter, r *http.Request, op
 	}
 	c := &guardedConn{inner: conn, t: g.t, ops: map[string]struct{}{}}
 	if g.t.limits.InitTimeout > 0 {
+		c.mu.Lock() // the timer may fire before the assignment is done
 		c.initTimer = time.AfterFunc(g.t.limits.InitTimeout, func() {
 			c.closeWith(CloseInitTimeout, "Connection initialisation timeout")
 		})
+		c.mu.Unlock()
 	}
 	if slot, ok := r.Context().Value(acceptedKey{}).(**guardedConn); ok {
 		*slot = c

@@ -1,0 +1,36 @@
+package httpguard
+
+import "net/http"
+
+// ConsoleCSP is the console's Content-Security-Policy: its scripts, styles and images come from
+// this server only (no inline script or style), it talks to this server's GraphQL over fetch and
+// WebSocket only, and no other site may frame it (clickjacking an Approve button).
+const ConsoleCSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+	"connect-src 'self' ws: wss:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+
+// Console adds the console's security headers to every answer of next: ConsoleCSP,
+// X-Frame-Options DENY (for browsers without frame-ancestors), X-Content-Type-Options nosniff
+// and Referrer-Policy no-referrer (run ids in URLs stay on this site).
+func Console(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Security-Policy", ConsoleCSP)
+		noFraming(w.Header())
+		next.ServeHTTP(w, r)
+	})
+}
+
+// NoFraming adds the headers of Console except the Content-Security-Policy, for pages that
+// load scripts from elsewhere (GraphQL Playground loads GraphiQL from a CDN and starts it with
+// an inline script) but must not be framed either.
+func NoFraming(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		noFraming(w.Header())
+		next.ServeHTTP(w, r)
+	})
+}
+
+func noFraming(h http.Header) {
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+}
