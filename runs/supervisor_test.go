@@ -3,6 +3,7 @@ package runs_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"strings"
@@ -216,6 +217,29 @@ func TestSupervisorResumesInnerSuspension(t *testing.T) {
 		done := f.finished(t, c.chief.ID)
 		if done.Status != runs.StatusCompleted || done.Output == nil || !strings.Contains(*done.Output, `\"answer\":\"M\"`) && !strings.Contains(*done.Output, `"answer":"M"`) {
 			t.Fatalf("chief run: %s output %v", done.Status, done.Output)
+		}
+	})
+}
+
+// brokenModel fails every call, as a provider that is down.
+type brokenModel struct{}
+
+func (brokenModel) Name() string { return "broken/v1" }
+func (brokenModel) Stream(ctx context.Context, req llm.Request, onText func(string) error) (llm.Response, error) {
+	return llm.Response{}, errors.New("provider is down")
+}
+
+func TestSupervisorGetsTheFailureOfItsSubAgent(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		broken := &agent.Agent{ID: "broken.agent", Model: brokenModel{}}
+		boss := &agent.Agent{ID: "boss", Model: &llm.Demo{}, SubAgents: []*agent.Agent{broken}}
+		f := setupWith(t, db, runs.Config{}, setupOpts{agents: []*agent.Agent{broken, boss}})
+		r := f.start(t, runs.StartParams{AgentID: "boss", Prompt: "do something"})
+		done := f.finished(t, r.ID)
+		// The tool is named for the id with what tool names cannot hold replaced.
+		want := "delegate_to_broken_agent (call_1): Error: sub-agent broken.agent failed: the model call failed (broken/v1)"
+		if done.Status != runs.StatusCompleted || done.Output == nil || !strings.Contains(*done.Output, want) {
+			t.Fatalf("boss run: %s %v, want the sub-agent's failure %q", done.Status, done.Output, want)
 		}
 	})
 }
