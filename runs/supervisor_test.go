@@ -7,7 +7,9 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"gorm.io/gorm"
 
@@ -240,6 +242,71 @@ func TestSupervisorGetsTheFailureOfItsSubAgent(t *testing.T) {
 		want := "delegate_to_broken_agent (call_1): Error: sub-agent broken.agent failed: the model call failed (broken/v1)"
 		if done.Status != runs.StatusCompleted || done.Output == nil || !strings.Contains(*done.Output, want) {
 			t.Fatalf("boss run: %s %v, want the sub-agent's failure %q", done.Status, done.Output, want)
+		}
+	})
+}
+
+// TestSupervisorChainSurvivesTheLossOfAnInstance: instance a dies while the sub-agent's tool
+// executes; b recovers the sub-agent's run, which suspends on the interrupted call; that
+// surfaces on the supervisor, and approving the supervisor on b finishes both runs there.
+func TestSupervisorChainSurvivesTheLossOfAnInstance(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		var calls atomic.Int64
+		started := make(chan struct{}, 1)
+		worker := &agent.Agent{ID: "worker", Model: &llm.Demo{}, Tools: []*agent.Tool{{
+			Name: "slow_task", InputSchema: json.RawMessage(`{"type":"object"}`),
+			ExecuteFunc: func(ctx context.Context, c *agent.Call) (any, error) {
+				if calls.Add(1) == 1 {
+					started <- struct{}{}
+					<-ctx.Done() // the first execution never ends: its instance dies
+					return nil, ctx.Err()
+				}
+				return map[string]any{"slept": true}, nil
+			},
+		}}}
+		lead := &agent.Agent{ID: "lead", Model: &llm.Demo{}, SubAgents: []*agent.Agent{worker}}
+		cfg := runs.Config{LeaseTTL: time.Second, RecoveryInterval: time.Hour}
+		cfg.InstanceID = "a"
+		a := setupWith(t, db, cfg, setupOpts{agents: []*agent.Agent{worker, lead}})
+		cfg.InstanceID = "b"
+		b := setupWith(t, db, cfg, setupOpts{agents: []*agent.Agent{worker, lead}})
+
+		r := a.start(t, runs.StartParams{AgentID: "lead", Prompt: "a slow job"})
+		<-started
+		a.svc.Close() // the instance dies with the tool executing
+		ctx := context.Background()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			n, err := b.svc.RecoverExpired(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n > 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("no run was recovered within 30s")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		b.until(t, r.ID, 0, runs.StatusSuspended)
+		top, err := b.svc.ListSuspended(ctx, runs.ListSuspendedParams{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(top.Runs) != 1 || top.Runs[0].ID != r.ID || len(top.Runs[0].ToolCalls) != 1 {
+			t.Fatalf("suspendedRuns() = %+v, want the lead's run", top.Runs)
+		}
+		tc := top.Runs[0].ToolCalls[0]
+		if tc.ToolName != "slow_task" || !tc.Interrupted || !tc.RequiresApproval {
+			t.Fatalf("lead's run shows %+v, want the interrupted slow_task", tc)
+		}
+		if _, err := b.svc.Approve(ctx, runs.DecideParams{RunID: r.ID}); err != nil {
+			t.Fatal(err)
+		}
+		done := b.finished(t, r.ID)
+		if done.Status != runs.StatusCompleted || done.Output == nil || !strings.Contains(*done.Output, `"slept":true`) || calls.Load() != 2 {
+			t.Fatalf("lead run: %s %v after %d executions", done.Status, done.Output, calls.Load())
 		}
 	})
 }
