@@ -249,11 +249,12 @@ func TestAgentsQuery(t *testing.T) {
 		None  *struct{ ID string }
 	}
 	s.must(t, `{ agents { id name model tools { name requiresApproval inputSchema resumeSchema } } agent(id: "support-agent") { id } none: agent(id: "x") { id } }`, nil, &out)
-	if len(out.Agents) != 1 || out.Agents[0].ID != "support-agent" || out.Agents[0].Model != "demo/support-v1" || out.Agent == nil || out.None != nil {
+	// The demo agents, ordered by id: support-agent and the supervisor that delegates to it.
+	if len(out.Agents) != 2 || out.Agents[1].ID != "support-agent" || out.Agents[0].ID != "supervisor" || out.Agents[1].Model != "demo/support-v1" || out.Agent == nil || out.None != nil {
 		t.Fatalf("agents = %+v", out)
 	}
 	tools := map[string]bool{}
-	for _, tl := range out.Agents[0].Tools {
+	for _, tl := range out.Agents[1].Tools {
 		tools[tl.Name] = tl.RequiresApproval
 		if tl.Name == "ask_customer" && tl.ResumeSchema["required"] == nil {
 			t.Errorf("ask_customer resumeSchema = %v", tl.ResumeSchema)

@@ -32,6 +32,10 @@ type Agent struct {
 	HistoryMessages int
 	// MaxSteps bounds the model calls of one run; 0 means 10.
 	MaxSteps int
+
+	// delegates are the tools through which the model hands tasks to SubAgents, built by
+	// NewRegistry.
+	delegates []*Tool
 }
 
 // Tool is something a model can call.
@@ -49,6 +53,9 @@ type Tool struct {
 	RequireApproval bool
 	// ExecuteFunc runs the tool. It may return call.Suspend(payload) to wait for a person.
 	ExecuteFunc func(ctx context.Context, call *Call) (any, error)
+	// SubAgent is set on the tools NewRegistry adds for an agent's SubAgents: a call starts a
+	// run of this agent with the call's task, and its outcome is the call's result.
+	SubAgent *Agent
 
 	input, resume *Schema
 }
@@ -127,6 +134,19 @@ func NewRegistry(agents ...*Agent) (*Registry, error) {
 		r.byID[a.ID] = a
 		r.list = append(r.list, a)
 	}
+	for _, a := range r.list {
+		for _, sub := range a.SubAgents {
+			if r.byID[sub.ID] != sub {
+				return nil, fmt.Errorf("agent %q: sub-agent %q is not among the agents served", a.ID, sub.ID)
+			}
+		}
+		a.delegates = nil
+		d, err := delegateTools(a)
+		if err != nil {
+			return nil, err
+		}
+		a.delegates = d
+	}
 	sort.Slice(r.list, func(i, j int) bool { return r.list[i].ID < r.list[j].ID })
 	return r, nil
 }
@@ -144,7 +164,17 @@ func (a *Agent) Tool(name string) *Tool {
 			return t
 		}
 	}
+	for _, t := range a.delegates {
+		if t.Name == name {
+			return t
+		}
+	}
 	return nil
+}
+
+// AllTools returns the agent's tools followed by the tools that delegate to its sub-agents.
+func (a *Agent) AllTools() []*Tool {
+	return append(append([]*Tool{}, a.Tools...), a.delegates...)
 }
 
 // NeedsApproval reports whether a call of that tool waits for a person before it runs: the

@@ -9,17 +9,28 @@ import (
 	"interlock/llm"
 )
 
-// DemoAgents returns the built-in support-agent, which `go run .` serves and the tests use. With
+// DemoAgents returns the built-in support-agent and supervisor, which `go run .` serves and the tests use. With
 // the demo model it is deterministic (see llm.Demo).
 func DemoAgents(model llm.Model) []*Agent {
-	return []*Agent{{
+	support := &Agent{
 		ID:           "support-agent",
 		Name:         "Support agent",
 		Description:  "Answers customers: looks up orders, issues refunds (each needs approval) and asks the customer for details.",
 		Instructions: "You are a customer support agent. Use the tools to look up orders, issue refunds and ask the customer questions.",
 		Model:        model,
 		Tools:        []*Tool{lookupOrder(), issueRefund(), askCustomer(), slowTask()},
-	}}
+	}
+	// The supervisor hands every request to support-agent (delegate_to_support-agent): its
+	// refunds and questions surface as suspensions of the supervisor's run.
+	supervisor := &Agent{
+		ID:           "supervisor",
+		Name:         "Supervisor",
+		Description:  "Takes a customer's request and delegates it to the support agent.",
+		Instructions: "You are a supervisor. Delegate each customer request to the support agent and report its answer.",
+		Model:        model,
+		SubAgents:    []*Agent{support},
+	}
+	return []*Agent{support, supervisor}
 }
 
 func lookupOrder() *Tool {

@@ -38,7 +38,8 @@ type Outcome struct {
 	// Text is the final assistant text when the run completed.
 	Text string
 	// Held is the call the run waits on (nil when completed). Held.State says whether it waits
-	// for approval (CallAwaitingApproval) or for resume data (CallSuspended).
+	// for approval (CallAwaitingApproval), for resume data (CallSuspended) or for a sub-agent's
+	// run (CallDelegated).
 	Held *PendingCall
 }
 
@@ -105,8 +106,13 @@ func (a *Agent) advance(ctx context.Context, snap *Snapshot, c *PendingCall, hos
 	switch c.State {
 	case CallDone:
 		return false, nil
-	case CallAwaitingApproval, CallSuspended:
+	case CallAwaitingApproval, CallSuspended, CallDelegated:
 		return true, nil
+	case CallReturned:
+		if c.ResultError != "" {
+			return false, a.finish(ctx, snap, c, host, nil, c.ResultError, "Error: "+c.ResultError)
+		}
+		return false, a.finish(ctx, snap, c, host, c.Result, "", modelText(c.Result))
 	case CallNew:
 		if a.NeedsApproval(snap, c.Name) {
 			c.State = CallAwaitingApproval
@@ -128,6 +134,11 @@ func (a *Agent) advance(ctx context.Context, snap *Snapshot, c *PendingCall, hos
 	if tool == nil {
 		msg := fmt.Sprintf("unknown tool %q", c.Name)
 		return false, a.finish(ctx, snap, c, host, nil, msg, "Error: "+msg)
+	}
+	if tool.SubAgent != nil {
+		// The host starts the sub-agent's run; this run waits for its outcome.
+		c.State = CallDelegated
+		return true, nil
 	}
 	resumeData := c.ResumeData
 	c.State = CallExecuting
@@ -200,7 +211,7 @@ func (a *Agent) callModel(ctx context.Context, snap *Snapshot, host Host) (llm.R
 		msgs = append([]llm.Message{{Role: llm.RoleSystem, Content: a.Instructions}}, msgs...)
 	}
 	req := llm.Request{Messages: msgs}
-	for _, t := range a.Tools {
+	for _, t := range a.AllTools() {
 		req.Tools = append(req.Tools, llm.ToolDef{Name: t.Name, Description: t.Description, Parameters: t.InputSchema})
 	}
 	resp, err := a.Model.Stream(ctx, req, func(d string) error { return host.TextDelta(ctx, d) })

@@ -12,6 +12,10 @@ import (
 //	new ──(needs approval)──▶ awaiting_approval ──approve──▶ approved ──▶ executing ──▶ done
 //	 │                              └──decline──▶ declined ──────────────────────────▶ done
 //	 └──(no approval)──▶ executing ──Suspend()──▶ suspended ──resume──▶ resumed ──▶ executing
+//
+// A call of a delegate tool does not execute: once it may run (new without approval, or
+// approved) it is delegated while the sub-agent's run goes on, then returned with that run's
+// outcome, which the loop records as its result (done).
 type CallState string
 
 // The states of a call in a snapshot.
@@ -24,6 +28,8 @@ const (
 	CallSuspended        CallState = "suspended"
 	CallResumed          CallState = "resumed"
 	CallDone             CallState = "done"
+	CallDelegated        CallState = "delegated"
+	CallReturned         CallState = "returned"
 )
 
 // PendingCall is a tool call of the current step and what has happened to it.
@@ -41,6 +47,11 @@ type PendingCall struct {
 	// EditedFrom holds the model's arguments when a person approved the call with edited ones
 	// (Args): the model is told the call ran with other arguments than it asked for.
 	EditedFrom json.RawMessage `json:"editedFrom,omitempty"`
+	// ChildRunID is the sub-agent run a delegated call waits on.
+	ChildRunID string `json:"childRunId,omitempty"`
+	// Result and ResultError are the outcome of a returned call's sub-agent run.
+	Result      json.RawMessage `json:"result,omitempty"`
+	ResultError string          `json:"resultError,omitempty"`
 }
 
 // Snapshot is the whole state of a run between two steps of the loop: the conversation so far and

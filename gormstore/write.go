@@ -12,6 +12,11 @@ import (
 
 // InsertRun implements runs.Store.
 func (s *Store) InsertRun(ctx context.Context, n runs.NewRun) error {
+	return s.tx(ctx, func(tx *gorm.DB) error { return s.insertRun(tx, n) })
+}
+
+// insertRun inserts a new RUNNING run and its first events in the caller's transaction.
+func (s *Store) insertRun(tx *gorm.DB, n runs.NewRun) error {
 	r := n.Run
 	row := map[string]any{
 		"id": r.ID, "agent_id": r.AgentID, "parent_run_id": r.ParentRunID, "thread_id": r.ThreadID,
@@ -20,12 +25,10 @@ func (s *Store) InsertRun(ctx context.Context, n runs.NewRun) error {
 		"updated_at": ms(r.UpdatedAt), "last_seq": int64(len(n.Events)), "lease_owner": n.Lease,
 		"lease_until": s.dbNowPlus(n.TTL), "version": 0, "recovery_attempts": 0,
 	}
-	return s.tx(ctx, func(tx *gorm.DB) error {
-		if err := tx.Model(&Run{}).Create(row).Error; err != nil {
-			return fmt.Errorf("insert run: %w", err)
-		}
-		return appendEvents(tx, r.ID, 0, r.CreatedAt, n.Events)
-	})
+	if err := tx.Model(&Run{}).Create(row).Error; err != nil {
+		return fmt.Errorf("insert run: %w", err)
+	}
+	return appendEvents(tx, r.ID, 0, r.CreatedAt, n.Events)
 }
 
 // checkpointSet is what every lease holder's write sets: the new last seq, the time, a renewed
@@ -74,7 +77,10 @@ func (s *Store) Suspend(ctx context.Context, p runs.Suspension) error {
 		if err := recordChange(tx, p.RunID, runs.ChangeSuspended, p.InstanceID, p.At); err != nil {
 			return err
 		}
-		return appendEvents(tx, p.RunID, p.After, p.At, p.Events)
+		if err := appendEvents(tx, p.RunID, p.After, p.At, p.Events); err != nil {
+			return err
+		}
+		return suspendAncestors(tx, p)
 	})
 }
 
@@ -88,6 +94,9 @@ func (s *Store) Finish(ctx context.Context, f runs.Finish) error {
 			return err
 		}
 		if err := appendEvents(tx, f.RunID, f.After, f.At, f.Events); err != nil {
+			return err
+		}
+		if err := s.continueParent(tx, f.Parent, f.At); err != nil {
 			return err
 		}
 		if f.ThreadID == nil || len(f.Memory) == 0 {
@@ -150,6 +159,9 @@ func (s *Store) Decide(ctx context.Context, d runs.DecisionWrite) error {
 			return runs.ErrStale
 		}
 		if err := appendEvents(tx, d.RunID, d.After, d.At, d.Events); err != nil {
+			return err
+		}
+		if err := decideAncestors(tx, d, set); err != nil {
 			return err
 		}
 		return recordChange(tx, d.RunID, runs.ChangeLeft, d.InstanceID, d.At)

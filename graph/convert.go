@@ -11,7 +11,7 @@ import (
 
 func toRun(r *runs.Run) *model.AgentRun {
 	out := &model.AgentRun{
-		ID: r.ID, RunID: r.ID, AgentID: r.AgentID, Status: model.RunStatus(r.Status),
+		ID: r.ID, RunID: r.ID, AgentID: r.AgentID, Status: model.RunStatus(r.Status.Public()),
 		ThreadID: r.ThreadID, ResourceID: r.ResourceID, ParentRunID: r.ParentRunID,
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, SuspendedAt: r.SuspendedAt,
 		LastEventSeq: int(r.LastSeq), Output: r.Output, Error: r.Error, ErrorCode: r.ErrorCode,

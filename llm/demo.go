@@ -18,6 +18,7 @@ import (
 //   - "status" or "look up": lookup_order for the first number;
 //   - "slow": slow_task for the first number of seconds (default 2), to watch or crash a long step;
 //   - "count to N": the numbers 1..N (at most 5000), one TEXT_DELTA each, for long streams;
+//   - offered a delegate_to_<agent> tool (a supervisor): that tool with the prompt as the task;
 //   - anything else: a short text reply.
 //
 // Once tool results (or declines) follow the user message, it streams a final text that names
@@ -63,6 +64,8 @@ func (d *Demo) Stream(ctx context.Context, req Request, onText func(string) erro
 	lower := strings.ToLower(prompt)
 	next := countToolCalls(req.Messages)
 	switch {
+	case delegateTool(req) != "":
+		return Response{ToolCalls: []ToolCall{call(next, delegateTool(req), map[string]any{"task": prompt})}}, nil
 	case strings.Contains(lower, "slow") && offers(req, "slow_task"):
 		secs := 2.0
 		if n := numberRe.FindString(prompt); n != "" {
@@ -120,6 +123,17 @@ func offers(req Request, tool string) bool {
 		}
 	}
 	return false
+}
+
+// delegateTool is the first tool offered that delegates to a sub-agent, or "": a supervisor
+// hands the whole prompt on.
+func delegateTool(req Request) string {
+	for _, t := range req.Tools {
+		if strings.HasPrefix(t.Name, "delegate_to_") {
+			return t.Name
+		}
+	}
+	return ""
 }
 
 func hasToolResults(msgs []Message) bool {

@@ -74,6 +74,16 @@ func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) 
 	if err != nil {
 		return nil, err
 	}
+	// A supervisor's run suspended on a sub-agent's call: the decision is the inner run's.
+	target := run
+	if run, err = s.innermost(ctx, run, call.ToolCallID); err != nil {
+		return nil, err
+	}
+	if run != target {
+		if call, err = pickCall(run, nil); err != nil {
+			return nil, err
+		}
+	}
 	if err := checkKind(call, d.Kind); err != nil {
 		return nil, err
 	}
@@ -111,6 +121,10 @@ func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) 
 	}
 	by := emptyToNil(&p.DecidedBy)
 	evs := decisionEvents(call, d, p.DecidedBy)
+	ancestors, err := s.surfaceDecision(ctx, run, d, p.DecidedBy)
+	if err != nil {
+		return nil, err
+	}
 	seq := run.LastSeq + int64(len(evs))
 	snap.Seq = seq
 	encoded, err := snap.Encode()
@@ -123,6 +137,7 @@ func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) 
 		RunID: run.ID, Version: run.Version, After: run.LastSeq, ToolCallID: call.ToolCallID,
 		Kind: decisionKind[d.Kind], DecidedBy: by, Reason: emptyToNil(&d.Reason), ResumeData: d.ResumeData,
 		EditedArgs: d.Args, At: now, Snapshot: encoded, Events: evs, Lease: lease, TTL: s.cfg.LeaseTTL, InstanceID: s.cfg.InstanceID,
+		Ancestors: ancestors,
 	}
 	if err := s.store.Decide(ctx, w); err != nil {
 		if errors.Is(err, ErrStale) {
@@ -132,9 +147,16 @@ func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) 
 	}
 	s.runHub.Publish(run.ID, struct{}{})
 	s.changes.Publish(changesTopic, Change{Kind: ChangeLeft, RunID: run.ID})
+	for _, a := range ancestors {
+		s.runHub.Publish(a.RunID, struct{}{})
+		s.changes.Publish(changesTopic, Change{Kind: ChangeLeft, RunID: a.RunID})
+	}
 	run.Status, run.LeaseOwner, run.Version, run.SuspendedAt = StatusRunning, &lease, run.Version+1, nil
 	run.UpdatedAt, run.LastSeq, run.Snapshot = now, seq, nil
 	s.execute(a, run, snap)
+	if target != run {
+		return s.decidedSupervisor(ctx, target, ancestors, w, call), nil
+	}
 	// The decision is committed: a failure to read the audit trail back must not turn it into
 	// an error, so the decision is then shown as taken, without its stored id.
 	out := *run
@@ -203,4 +225,26 @@ func decisionEvents(call *events.ToolCall, d agent.Decision, by string) []events
 	default:
 		return []events.Event{resumed}
 	}
+}
+
+// decidedSupervisor is the supervisor's run a decision was taken on, as stored right after it
+// (RUNNING to clients: its sub-agent's run continues). When it cannot be read back, it is shown
+// from what was read before, with the decision on its delegate call.
+func (s *Service) decidedSupervisor(ctx context.Context, target *Run, ancestors []AncestorWrite, w DecisionWrite, inner *events.ToolCall) *Run {
+	if again, err := s.store.GetRun(context.WithoutCancel(ctx), target.ID); err == nil && again != nil {
+		again.Snapshot, again.LeaseOwner = nil, nil
+		return again
+	} else {
+		s.cfg.Logger.Warn("decide: load supervisor run", "run", target.ID, "err", err)
+	}
+	out := *target
+	out.Status, out.SuspendedAt, out.Snapshot, out.LeaseOwner, out.ToolCalls = StatusWaiting, nil, nil, nil, []events.ToolCall{}
+	for _, a := range ancestors {
+		if a.RunID == target.ID {
+			out.Version, out.LastSeq = a.Version+1, a.After+int64(len(a.Events))
+			out.Decisions = append(out.Decisions, Decision{RunID: target.ID, ToolCallID: a.ToolCallID, ToolName: inner.ToolName,
+				Kind: w.Kind, DecidedBy: w.DecidedBy, DecidedAt: w.At, Reason: w.Reason, ResumeData: w.ResumeData, Args: inner.Args, EditedArgs: w.EditedArgs})
+		}
+	}
+	return &out
 }

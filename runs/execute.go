@@ -106,6 +106,8 @@ func (e *execution) loop(ctx context.Context, snap *agent.Snapshot) {
 		out, err = e.agent.Run(ctx, snap, e)
 	}
 	switch {
+	case err == nil && out.Held != nil && out.Held.State == agent.CallDelegated:
+		err = e.delegate(ctx, snap, out.Held)
 	case err == nil && out.Held != nil:
 		err = e.suspend(ctx, snap, out.Held)
 	case err == nil:
@@ -355,6 +357,11 @@ func (e *execution) suspend(ctx context.Context, snap *agent.Snapshot, held *age
 		first.Type = events.ToolCallSuspended
 	}
 	evs := append(prelude, first, events.Event{Type: events.RunSuspended, Status: string(StatusSuspended)})
+	// The supervisors above a sub-agent's run suspend with it, showing its call.
+	ancestors, err := e.s.surfaceSuspension(ctx, &e.run, call, first.Type)
+	if err != nil {
+		return stored(ctx, err)
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.text.Len() > 0 {
@@ -368,7 +375,7 @@ func (e *execution) suspend(ctx context.Context, snap *agent.Snapshot, held *age
 	}
 	err = e.s.store.Suspend(ctx, Suspension{
 		Checkpoint: Checkpoint{RunID: e.run.ID, Lease: e.owner, TTL: e.s.cfg.LeaseTTL, After: e.seq, At: e.s.now(), Events: evs, Snapshot: &encoded},
-		Call:       call, InstanceID: e.s.cfg.InstanceID,
+		Call:       call, InstanceID: e.s.cfg.InstanceID, Ancestors: ancestors,
 	})
 	if err != nil {
 		return stored(ctx, err)
@@ -377,12 +384,21 @@ func (e *execution) suspend(ctx context.Context, snap *agent.Snapshot, held *age
 	e.text.Reset()
 	e.s.runHub.Publish(e.run.ID, struct{}{})
 	e.s.changes.Publish(changesTopic, Change{Kind: ChangeSuspended, RunID: e.run.ID})
+	for _, a := range ancestors {
+		e.s.runHub.Publish(a.RunID, struct{}{})
+		e.s.changes.Publish(changesTopic, Change{Kind: ChangeSuspended, RunID: a.RunID})
+	}
 	return nil
 }
 
 // complete stores the final text, removes the snapshot, appends RUN_FINISHED and records the
 // exchange in the run's memory thread.
 func (e *execution) complete(ctx context.Context, text string) error {
+	if e.run.ParentRunID != nil {
+		// A sub-agent's run hands its answer to its supervisor; the supervisor's exchange is
+		// what the thread remembers.
+		return e.finish(ctx, Finish{Status: StatusCompleted, Output: &text}, events.Event{Type: events.RunFinished, Status: string(StatusCompleted)})
+	}
 	return e.finish(ctx, Finish{
 		Status: StatusCompleted, Output: &text,
 		ThreadID: e.run.ThreadID, ResourceID: e.run.ResourceID,
@@ -423,8 +439,17 @@ func (e *execution) finish(ctx context.Context, f Finish, ev events.Event) error
 		evs = append([]events.Event{{Type: events.TextDelta, Text: e.text.String()}}, evs...)
 	}
 	f.Checkpoint = Checkpoint{RunID: e.run.ID, Lease: e.owner, TTL: e.s.cfg.LeaseTTL, After: e.seq, At: e.s.now(), Events: evs}
+	// A sub-agent's run continues its supervisor in the same transaction.
+	parent, start, err := e.s.handoff(ctx, &e.run, f.Output, f.Error)
+	if err != nil {
+		return stored(ctx, err)
+	}
+	f.Parent = parent
 	if err := e.s.store.Finish(ctx, f); err != nil {
 		return stored(ctx, err)
+	}
+	if start != nil {
+		defer start()
 	}
 	e.seq += int64(len(evs))
 	e.ended = true

@@ -111,6 +111,13 @@ func (s *Service) RecentRuns(ctx context.Context, p RecentParams) (*ListResult, 
 	if len(p.Statuses) == 0 {
 		p.Statuses = []Status{StatusCompleted, StatusFailed}
 	}
+	for _, st := range p.Statuses {
+		if st == StatusRunning {
+			// A supervisor waiting on its sub-agent's run is running, to clients.
+			p.Statuses = append(p.Statuses[:len(p.Statuses):len(p.Statuses)], StatusWaiting)
+			break
+		}
+	}
 	list, total, err := s.store.ListRecent(ctx, p)
 	if err != nil {
 		return nil, err

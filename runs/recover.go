@@ -101,15 +101,22 @@ func (s *Service) failUnrecoverable(ctx context.Context, r *Run, why string) err
 	}
 	s.cfg.Logger.Error("recovery: run cannot be recovered; failing it", "run", r.ID, "reason", why)
 	msg, code := "the run could not be recovered: "+why, FailureUnrecoverable
+	parent, start, err := s.handoff(ctx, r, nil, &msg)
+	if err != nil {
+		return fmt.Errorf("fail unrecoverable run %s: %w", r.ID, err)
+	}
 	err = s.store.Finish(ctx, Finish{
 		Checkpoint: Checkpoint{RunID: r.ID, Lease: lease, TTL: s.cfg.LeaseTTL, After: r.LastSeq, At: s.now(),
 			Events: []events.Event{{Type: events.RunFailed, Status: string(StatusFailed), Error: msg, ErrorCode: code}}},
-		Status: StatusFailed, Error: &msg, ErrorCode: &code,
+		Status: StatusFailed, Error: &msg, ErrorCode: &code, Parent: parent,
 	})
 	if err != nil {
 		return fmt.Errorf("fail unrecoverable run %s: %w", r.ID, err)
 	}
 	s.runHub.Publish(r.ID, struct{}{})
+	if start != nil {
+		start()
+	}
 	return nil
 }
 

@@ -14,6 +14,14 @@ package runs
 //	             └──(model error, no answer within the steps, a panic, or recovery gave up
 //	                  after MaxRecoveryAttempts)──▶ FAILED
 //
+// A supervisor's run that delegates a task is WAITING while its sub-agent's run goes on; it is
+// SUSPENDED (on the inner call) while that run, or one it delegated to, is; and RUNNING again,
+// leased by the instance that finished the sub-agent's run, with that run's outcome:
+//
+//	RUNNING ──(delegate call)──▶ WAITING ◀──(inner decision)──▶ SUSPENDED
+//	   ▲                            │       (inner suspension)
+//	   └──(sub-agent run finished)──┘
+//
 // A storage error does not fail a run: the instance gives its lease up and recovery continues
 // the run from its last checkpoint. COMPLETED and FAILED are final: the snapshot is deleted and
 // the row stays as history until retention removes it.
@@ -26,14 +34,27 @@ const (
 	StatusRunning Status = "RUNNING"
 	// StatusSuspended: the run waits for a person; its state is only in storage.
 	StatusSuspended Status = "SUSPENDED"
+	// StatusWaiting: the run waits on the run of a sub-agent it delegated to; no instance holds
+	// it, and the API shows it as RUNNING (the work goes on). Only its sub-agent run's finish
+	// continues it.
+	StatusWaiting Status = "WAITING"
 	// StatusCompleted: the model gave its final text (Run.Output).
 	StatusCompleted Status = "COMPLETED"
 	// StatusFailed: the run could not go on (Run.Error, Run.ErrorCode).
 	StatusFailed Status = "FAILED"
 )
 
-// Finished reports whether s is final.
 // AllStatuses lists every status, for queries about runs in any state.
-var AllStatuses = []Status{StatusRunning, StatusSuspended, StatusCompleted, StatusFailed}
+var AllStatuses = []Status{StatusRunning, StatusWaiting, StatusSuspended, StatusCompleted, StatusFailed}
 
+// Finished reports whether s is final.
 func (s Status) Finished() bool { return s == StatusCompleted || s == StatusFailed }
+
+// Public is the status as the API shows it: a WAITING run is RUNNING to its clients (its work
+// goes on in a sub-agent's run).
+func (s Status) Public() Status {
+	if s == StatusWaiting {
+		return StatusRunning
+	}
+	return s
+}

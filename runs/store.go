@@ -50,6 +50,10 @@ type Store interface {
 	// Finish stores a running run as COMPLETED or FAILED: outcome, final event, memory
 	// messages; the snapshot is removed and the lease released. ErrLeaseLost as Checkpoint.
 	Finish(ctx context.Context, f Finish) error
+	// Delegate stores a running run as WAITING on a delegate call (snapshot, events; the lease
+	// is released) and inserts the sub-agent's run, RUNNING and leased, with its first events,
+	// in one transaction. ErrLeaseLost as Checkpoint.
+	Delegate(ctx context.Context, d Delegation) error
 	// RenewLease extends the lease to ttl from now. ErrLeaseLost as Checkpoint.
 	RenewLease(ctx context.Context, runID, lease string, ttl time.Duration) error
 	// ReleaseLease ends the lease at once, so any instance may recover the run. ErrLeaseLost
@@ -127,6 +131,9 @@ type Suspension struct {
 	Call events.ToolCall
 	// InstanceID is recorded with the suspended-set change.
 	InstanceID string
+	// Ancestors are the WAITING supervisor runs above the run, innermost first: each becomes
+	// SUSPENDED on its delegate call, which shows Call's tool, args and payload.
+	Ancestors []AncestorWrite
 }
 
 // Finish is Checkpoint plus the outcome of a finished run.
@@ -140,6 +147,8 @@ type Finish struct {
 	ThreadID   *string
 	ResourceID *string
 	Memory     []llm.Message
+	// Parent, for a sub-agent's run, continues the supervisor's run that waits on it.
+	Parent *Handoff
 }
 
 // DecisionWrite is the compare-and-set of a decision on one pending call.
@@ -161,6 +170,9 @@ type DecisionWrite struct {
 	Lease      string
 	TTL        time.Duration
 	InstanceID string
+	// Ancestors are the SUSPENDED supervisor runs above the run, innermost first: each goes
+	// back to WAITING, its delegate call's row decided as the run's call.
+	Ancestors []AncestorWrite
 }
 
 // Claim is the compare-and-set that takes over an expired run.

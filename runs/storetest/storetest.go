@@ -29,6 +29,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("RenewLease", func(t *testing.T) { testRenewLease(t, open) })
 	t.Run("ReleaseLease", func(t *testing.T) { testReleaseLease(t, open) })
 	t.Run("Decide", func(t *testing.T) { testDecide(t, open) })
+	t.Run("Delegate", func(t *testing.T) { testDelegate(t, open) })
 	t.Run("ExpiredRuns", func(t *testing.T) { testExpiredRuns(t, open) })
 	t.Run("ClaimExpired", func(t *testing.T) { testClaimExpired(t, open) })
 	t.Run("DeferRecovery", func(t *testing.T) { testDeferRecovery(t, open) })

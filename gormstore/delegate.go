@@ -1,0 +1,109 @@
+package gormstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+
+	"interlock/runs"
+)
+
+// Delegate implements runs.Store.
+func (s *Store) Delegate(ctx context.Context, d runs.Delegation) error {
+	return s.tx(ctx, func(tx *gorm.DB) error {
+		set := s.checkpointSet(d.Checkpoint)
+		set["status"], set["lease_owner"], set["lease_until"], set["version"] = runs.StatusWaiting, nil, nil, gorm.Expr("version + 1")
+		if err := leaseUpdate(tx, d.RunID, d.Lease, set); err != nil {
+			return err
+		}
+		if err := appendEvents(tx, d.RunID, d.After, d.At, d.Events); err != nil {
+			return err
+		}
+		return s.insertRun(tx, d.Child)
+	})
+}
+
+// ancestorSet is the compare-and-set of a supervisor run above a run that suspends or is
+// decided: from status `from` at the version and last seq read, to `to`.
+func ancestorSet(tx *gorm.DB, a runs.AncestorWrite, from, to runs.Status, at time.Time) error {
+	set := map[string]any{
+		"status": to, "version": a.Version + 1, "last_seq": a.After + int64(len(a.Events)), "updated_at": ms(at), "suspended_at": nil,
+	}
+	if to == runs.StatusSuspended {
+		set["suspended_at"] = ms(at)
+	}
+	res := tx.Model(&Run{}).Where("id = ? AND status = ? AND version = ? AND last_seq = ?", a.RunID, from, a.Version, a.After).Updates(set)
+	if res.Error != nil {
+		return fmt.Errorf("update supervisor run %s: %w", a.RunID, res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return runs.ErrStale
+	}
+	return appendEvents(tx, a.RunID, a.After, at, a.Events)
+}
+
+// suspendAncestors makes the WAITING supervisors above a suspending run SUSPENDED, each on its
+// delegate call, shown as the inner call, in the suspension's transaction.
+func suspendAncestors(tx *gorm.DB, p runs.Suspension) error {
+	for _, a := range p.Ancestors {
+		if err := ancestorSet(tx, a, runs.StatusWaiting, runs.StatusSuspended, p.At); err != nil {
+			return err
+		}
+		args := string(a.Call.Args)
+		row := ToolCall{
+			RunID: a.RunID, ToolCallID: a.ToolCallID, ToolName: a.Call.ToolName, Args: &args,
+			RequiresApproval: a.Call.RequiresApproval, SuspendPayload: strOrNil(a.Call.SuspendPayload),
+			Interrupted: a.Call.Interrupted, State: ToolCallPending, CreatedAt: ms(p.At),
+		}
+		if err := tx.Create(&row).Error; err != nil {
+			return fmt.Errorf("insert pending tool call of supervisor run %s: %w", a.RunID, err)
+		}
+		if err := recordChange(tx, a.RunID, runs.ChangeSuspended, p.InstanceID, p.At); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// decideAncestors sends the SUSPENDED supervisors above a decided run back to WAITING, their
+// delegate call's row decided as the inner call, in the decision's transaction.
+func decideAncestors(tx *gorm.DB, d runs.DecisionWrite, set map[string]any) error {
+	for _, a := range d.Ancestors {
+		if err := ancestorSet(tx, a, runs.StatusSuspended, runs.StatusWaiting, d.At); err != nil {
+			return err
+		}
+		res := tx.Model(&ToolCall{}).Where("run_id = ? AND tool_call_id = ? AND state = ?", a.RunID, a.ToolCallID, ToolCallPending).Updates(set)
+		if res.Error != nil {
+			return fmt.Errorf("record decision of supervisor run %s: %w", a.RunID, res.Error)
+		}
+		if res.RowsAffected == 0 {
+			return runs.ErrStale
+		}
+		if err := recordChange(tx, a.RunID, runs.ChangeLeft, d.InstanceID, d.At); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// continueParent hands a finished sub-agent run's outcome to its WAITING supervisor, which
+// becomes RUNNING under the handoff's lease, in the finish's transaction.
+func (s *Store) continueParent(tx *gorm.DB, h *runs.Handoff, at time.Time) error {
+	if h == nil {
+		return nil
+	}
+	res := tx.Model(&Run{}).Where("id = ? AND status = ? AND version = ? AND last_seq = ?", h.RunID, runs.StatusWaiting, h.Version, h.After).
+		Updates(map[string]any{
+			"status": runs.StatusRunning, "snapshot": h.Snapshot, "lease_owner": h.Lease, "lease_until": s.dbNowPlus(h.TTL),
+			"version": h.Version + 1, "updated_at": ms(at), "recovery_attempts": 0, "recover_after": nil,
+		})
+	if res.Error != nil {
+		return fmt.Errorf("continue supervisor run %s: %w", h.RunID, res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return runs.ErrStale
+	}
+	return nil
+}

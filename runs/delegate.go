@@ -1,0 +1,287 @@
+package runs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"interlock/agent"
+	"interlock/events"
+)
+
+// Delegation is a supervisor's run starting a sub-agent's run: the supervisor's checkpoint (it
+// becomes WAITING, unleased) and the new run.
+type Delegation struct {
+	Checkpoint
+	Child NewRun
+}
+
+// AncestorWrite is the change of a supervisor run above a run that suspends or is decided,
+// made in the same transaction: compare-and-set on Version and After (its last seq), the
+// Events after it, and the supervisor's delegate call ToolCallID, shown as Call.
+type AncestorWrite struct {
+	RunID      string
+	Version    int64
+	After      int64
+	ToolCallID string
+	Call       events.ToolCall
+	Events     []events.Event
+}
+
+// Handoff continues the WAITING supervisor run of a finishing sub-agent run: compare-and-set on
+// Version and After, it becomes RUNNING under Lease with Snapshot, which holds the outcome.
+type Handoff struct {
+	RunID    string
+	Version  int64
+	After    int64
+	Snapshot string
+	Lease    string
+	TTL      time.Duration
+}
+
+// maxDepth bounds the walk of a chain of delegations (the configuration forbids cycles; this is
+// a guard against a corrupt chain).
+const maxDepth = 32
+
+// delegationNS is the namespace of sub-agent run ids.
+var delegationNS = uuid.MustParse("5b0c7a4e-1f0e-4d52-9c1a-6f3b0e8a2d71")
+
+// childRunID is the id of the run a delegate call starts, derived from the call, so that the
+// run of one call is one run whoever starts it.
+func childRunID(parentRunID, toolCallID string) string {
+	return uuid.NewSHA1(delegationNS, []byte(parentRunID+"\x00"+toolCallID)).String()
+}
+
+// delegate stores the run as WAITING on its delegate call and the sub-agent's run, RUNNING and
+// leased here, in one transaction, then executes the sub-agent's run.
+func (e *execution) delegate(ctx context.Context, snap *agent.Snapshot, held *agent.PendingCall) error {
+	tool := e.agent.Tool(held.Name)
+	if tool == nil || tool.SubAgent == nil {
+		return fmt.Errorf("run %s: %s is not a delegate tool", e.run.ID, held.Name)
+	}
+	task, err := agent.Task(held.Args)
+	if err != nil {
+		return err
+	}
+	c := snap.Delegated()
+	if c == nil || c.ID != held.ID {
+		return fmt.Errorf("run %s: call %s is not delegated", e.run.ID, held.ID)
+	}
+	c.ChildRunID = childRunID(e.run.ID, c.ID)
+	childSnap := agent.NewSnapshot(nil, task, snap.RequireToolApproval)
+	childSnap.Seq = 1
+	childEncoded, err := childSnap.Encode()
+	if err != nil {
+		return err
+	}
+	now := e.s.now()
+	lease := e.s.newLease()
+	parentID := e.run.ID
+	child := Run{
+		ID: c.ChildRunID, AgentID: tool.SubAgent.ID, ParentRunID: &parentID, ThreadID: e.run.ThreadID, ResourceID: e.run.ResourceID,
+		Prompt: task, RequireToolApproval: snap.RequireToolApproval, Status: StatusRunning,
+		CreatedAt: now, UpdatedAt: now, LastSeq: 1, LeaseOwner: &lease,
+		ToolCalls: []events.ToolCall{}, Decisions: []Decision{},
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var evs []events.Event
+	if e.text.Len() > 0 {
+		evs = append(evs, events.Event{Type: events.TextDelta, Text: e.text.String()})
+	}
+	seq := e.seq + int64(len(evs))
+	snap.Seq = seq
+	encoded, err := snap.Encode()
+	if err != nil {
+		return err
+	}
+	err = e.s.store.Delegate(ctx, Delegation{
+		Checkpoint: Checkpoint{RunID: e.run.ID, Lease: e.owner, TTL: e.s.cfg.LeaseTTL, After: e.seq, At: now, Events: evs, Snapshot: &encoded},
+		Child: NewRun{Run: child, Snapshot: childEncoded, Lease: lease, TTL: e.s.cfg.LeaseTTL,
+			Events: []events.Event{{Type: events.RunStarted, Status: string(StatusRunning)}}},
+	})
+	if err != nil {
+		return stored(ctx, err)
+	}
+	e.seq, e.ended = seq, true
+	e.text.Reset()
+	e.s.runHub.Publish(e.run.ID, struct{}{})
+	e.s.execute(tool.SubAgent, &child, childSnap)
+	return nil
+}
+
+// ancestor is a supervisor run above a run, and the id of its call that waits on the run below.
+type ancestor struct {
+	run    *Run
+	callID string
+}
+
+// ancestors walks up from run through the supervisor runs whose delegated call waits on the run
+// below, innermost first.
+func (s *Service) ancestors(ctx context.Context, run *Run) ([]ancestor, error) {
+	var out []ancestor
+	below, parent := run.ID, run.ParentRunID
+	for parent != nil {
+		if len(out) >= maxDepth {
+			return nil, fmt.Errorf("run %s: delegation chain deeper than %d", run.ID, maxDepth)
+		}
+		p, err := s.store.GetRun(ctx, *parent)
+		if err != nil {
+			return nil, fmt.Errorf("load supervisor run %s: %w", *parent, err)
+		}
+		if p == nil || p.Snapshot == nil {
+			break
+		}
+		snap, err := agent.DecodeSnapshot(*p.Snapshot)
+		if err != nil {
+			return nil, err
+		}
+		c := snap.Delegated()
+		if c == nil || c.ChildRunID != below {
+			break
+		}
+		out = append(out, ancestor{run: p, callID: c.ID})
+		below, parent = p.ID, p.ParentRunID
+	}
+	return out, nil
+}
+
+// surfaceSuspension is what the supervisors above a suspending run store with its suspension:
+// each is SUSPENDED on its delegate call, shown with the inner call's tool, args and payload.
+func (s *Service) surfaceSuspension(ctx context.Context, run *Run, inner events.ToolCall, evType events.Type) ([]AncestorWrite, error) {
+	list, err := s.ancestors(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]AncestorWrite, len(list))
+	for i, a := range list {
+		call := inner
+		call.ToolCallID = a.callID
+		out[i] = AncestorWrite{
+			RunID: a.run.ID, Version: a.run.Version, After: a.run.LastSeq, ToolCallID: a.callID, Call: call,
+			Events: []events.Event{{Type: evType, ToolCall: &call}, {Type: events.RunSuspended, Status: string(StatusSuspended)}},
+		}
+	}
+	return out, nil
+}
+
+// surfaceDecision is what the supervisors above a decided run store with the decision: each goes
+// back to WAITING, its delegate call decided the same way.
+func (s *Service) surfaceDecision(ctx context.Context, run *Run, d agent.Decision, by string) ([]AncestorWrite, error) {
+	list, err := s.ancestors(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]AncestorWrite, 0, len(list))
+	for _, a := range list {
+		if a.run.Status != StatusSuspended {
+			return nil, Errorf(CodeConflict, "supervisor run %s is %s, not SUSPENDED: it was already decided", a.run.ID, a.run.Status)
+		}
+		var call *events.ToolCall
+		for i := range a.run.ToolCalls {
+			if a.run.ToolCalls[i].ToolCallID == a.callID {
+				call = &a.run.ToolCalls[i]
+			}
+		}
+		if call == nil {
+			return nil, Errorf(CodeConflict, "supervisor run %s does not wait on %s", a.run.ID, a.callID)
+		}
+		out = append(out, AncestorWrite{
+			RunID: a.run.ID, Version: a.run.Version, After: a.run.LastSeq, ToolCallID: a.callID, Call: *call,
+			Events: decisionEvents(call, d, by),
+		})
+	}
+	return out, nil
+}
+
+// innermost follows a suspended supervisor run's delegated call down to the suspended run that
+// holds the real call, and returns it (run itself when it delegates nothing).
+func (s *Service) innermost(ctx context.Context, run *Run, callID string) (*Run, error) {
+	cur := run
+	for depth := 0; ; depth++ {
+		if cur.Snapshot == nil || depth > maxDepth {
+			return cur, nil
+		}
+		snap, err := agent.DecodeSnapshot(*cur.Snapshot)
+		if err != nil {
+			return nil, err
+		}
+		c := snap.Delegated()
+		if c == nil || (cur == run && c.ID != callID) {
+			return cur, nil
+		}
+		child, err := s.store.GetRun(ctx, c.ChildRunID)
+		if err != nil {
+			return nil, fmt.Errorf("load sub-agent run %s: %w", c.ChildRunID, err)
+		}
+		if child == nil {
+			return nil, fmt.Errorf("run %s: sub-agent run %s is missing", cur.ID, c.ChildRunID)
+		}
+		if child.Status != StatusSuspended {
+			return nil, Errorf(CodeConflict, "run %s waits on sub-agent run %s, which is %s: it was already decided", run.ID, child.ID, child.Status.Public())
+		}
+		cur = child
+	}
+}
+
+// handoff prepares, for a finishing sub-agent run, the continuation of the supervisor run that
+// waits on it: the outcome goes into the supervisor's snapshot as the delegate call's result.
+// It returns nil when the run has no waiting supervisor. start executes the supervisor here
+// once the finish is committed.
+func (s *Service) handoff(ctx context.Context, run *Run, output *string, errMsg *string) (h *Handoff, start func(), err error) {
+	if run.ParentRunID == nil {
+		return nil, nil, nil
+	}
+	p, err := s.store.GetRun(ctx, *run.ParentRunID)
+	if err != nil {
+		return nil, nil, fmt.Errorf("load supervisor run %s: %w", *run.ParentRunID, err)
+	}
+	if p == nil || p.Status != StatusWaiting || p.Snapshot == nil {
+		s.cfg.Logger.Warn("run: sub-agent run finished, but its supervisor does not wait on it", "run", run.ID, "supervisor", *run.ParentRunID)
+		return nil, nil, nil
+	}
+	snap, err := agent.DecodeSnapshot(*p.Snapshot)
+	if err != nil {
+		return nil, nil, err
+	}
+	var result json.RawMessage
+	var failure string
+	if errMsg != nil {
+		failure = fmt.Sprintf("sub-agent %s failed: %s", run.AgentID, *errMsg)
+	} else {
+		if result, err = json.Marshal(deref(output)); err != nil {
+			return nil, nil, fmt.Errorf("encode sub-agent output: %w", err)
+		}
+	}
+	if err := snap.Return(run.ID, result, failure); err != nil {
+		if errors.Is(err, agent.ErrUnknownCall) {
+			s.cfg.Logger.Warn("run: supervisor waits on another run", "run", run.ID, "supervisor", p.ID)
+			return nil, nil, nil
+		}
+		return nil, nil, err
+	}
+	snap.Seq = p.LastSeq
+	encoded, err := snap.Encode()
+	if err != nil {
+		return nil, nil, err
+	}
+	lease := s.newLease()
+	h = &Handoff{RunID: p.ID, Version: p.Version, After: p.LastSeq, Snapshot: encoded, Lease: lease, TTL: s.cfg.LeaseTTL}
+	start = func() {
+		p.Status, p.LeaseOwner, p.Version, p.Snapshot = StatusRunning, &lease, p.Version+1, nil
+		a := s.agents.Get(p.AgentID)
+		if a == nil {
+			// Another instance may serve it: let recovery find it at once.
+			if err := s.store.ReleaseLease(context.WithoutCancel(ctx), p.ID, lease); err != nil {
+				s.cfg.Logger.Warn("run: release supervisor run", "run", p.ID, "err", err)
+			}
+			return
+		}
+		s.execute(a, p, snap)
+	}
+	return h, start, nil
+}
