@@ -383,3 +383,56 @@ agents:
 		})
 	}
 }
+
+// TestConfiguredHTTPToolSuspendsAndResumes: an HTTP tool answering {"suspend": …} holds the run
+// for a person; resumeRun calls it again with the resumeData and the payload it suspended with.
+func TestConfiguredHTTPToolSuspendsAndResumes(t *testing.T) {
+	var mu sync.Mutex
+	var bodies []map[string]any
+	endpoint := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body map[string]any
+		json.NewDecoder(r.Body).Decode(&body)
+		mu.Lock()
+		bodies = append(bodies, body)
+		mu.Unlock()
+		if body["resumeData"] == nil {
+			io.WriteString(w, `{"suspend": {"question": "Which card?"}}`)
+			return
+		}
+		io.WriteString(w, `{"result": {"card": "`+fmt.Sprint(body["resumeData"].(map[string]any)["card"])+`"}}`)
+	}))
+	t.Cleanup(endpoint.Close)
+	model := fakeModel(t, "ask_card")
+	file := filepath.Join(t.TempDir(), "interlock.yaml")
+	os.WriteFile(file, []byte(`
+agents:
+  - id: billing
+    model: {provider: openai, baseURL: `+model.URL+`/v1, name: m}
+    tools: [ask_card]
+tools:
+  - name: ask_card
+    http: {url: `+endpoint.URL+`}
+    resumeSchema: {type: object, properties: {card: {type: string}}, required: [card]}
+`), 0o600)
+	s := startServer(t, "sqlite:"+filepath.Join(t.TempDir(), "interlock.db"), "--config", file)
+	var out struct{ StartRun apiRun }
+	s.must(t, `mutation { startRun(input: {agentId: "billing", prompt: "refund order 7"}) { `+runFields+` } }`, nil, &out)
+	id := out.StartRun.RunID
+	ws := dialWS(t, s.url, "graphql-transport-ws")
+	op := ws.subscribe(eventsQuery, map[string]any{"runId": id, "after": 0})
+	follow(t, ws, op, isType("RUN_SUSPENDED"))
+	if r := s.run(t, id); len(r.ToolCalls) != 1 || string(r.ToolCalls[0].SuspendPayload) != `{"question":"Which card?"}` {
+		t.Fatalf("suspended run %+v", r)
+	}
+	s.wantError(t, "BAD_USER_INPUT", `mutation($id: ID!) { resumeRun(runId: $id, resumeData: {}) { status } }`, map[string]any{"id": id})
+	s.must(t, `mutation($id: ID!) { resumeRun(runId: $id, resumeData: {card: "visa"}) { status } }`, map[string]any{"id": id}, &struct{}{})
+	follow(t, ws, op, nil)
+	if done := s.run(t, id); done.Status != "COMPLETED" || deref(done.Output) != `Done: {"card":"visa"}` {
+		t.Fatalf("run %+v, output %q", done, deref(done.Output))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(bodies) != 2 || bodies[1]["suspendPayload"].(map[string]any)["question"] != "Which card?" || bodies[1]["runId"] != id {
+		t.Fatalf("POSTs %v", bodies)
+	}
+}
