@@ -7,15 +7,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"interlock/dbtest"
 )
 
 // fakeModel is a local server speaking the streamed chat-completions wire format, behaving
@@ -85,8 +82,7 @@ func configServer(t *testing.T, db string) (*testServer, *refundEndpoint) {
 	model, refunds := fakeModel(t, "refund"), newRefundEndpoint(t)
 	t.Setenv("INTERLOCK_TEST_REFUND_TOKEN", "s3cret")
 	t.Setenv("INTERLOCK_TEST_MODEL_KEY", "sk-test")
-	file := filepath.Join(t.TempDir(), "interlock.yaml")
-	os.WriteFile(file, []byte(`
+	file := writeConfig(t, `
 agents:
   - id: billing
     name: Billing assistant
@@ -99,7 +95,7 @@ tools:
     inputSchema: {type: object, properties: {orderId: {type: string}, amount: {type: number}}, required: [orderId, amount]}
     requireApproval: true
     http: {url: `+refunds.URL+`/refund, timeout: 5s, headers: {Authorization: "Bearer ${INTERLOCK_TEST_REFUND_TOKEN}"}}
-`), 0o600)
+`)
 	return startServer(t, db, "--config", file), refunds
 }
 
@@ -174,8 +170,7 @@ func TestConfiguredAgentEndToEnd(t *testing.T) {
 
 // TestBadConfigStopsTheServer: a config mistake is an error at start naming the file and path.
 func TestBadConfigStopsTheServer(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "bad.yaml")
-	os.WriteFile(file, []byte("agents:\n  - id: billing\n    model: {provider: openai, name: m, baseURL: 'localhost:1'}\n"), 0o600)
+	file := writeConfig(t, "agents:\n  - id: billing\n    model: {provider: openai, name: m, baseURL: 'localhost:1'}\n")
 	cfg, err := parseConfig([]string{"--db", "sqlite:" + filepath.Join(t.TempDir(), "x.db"), "--config", file}, func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
@@ -202,8 +197,7 @@ func TestConfiguredMCPToolEndToEnd(t *testing.T) {
 	h := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
 	t.Cleanup(h.Close)
 	model := fakeModel(t, "cancel_order")
-	file := filepath.Join(t.TempDir(), "interlock.yaml")
-	os.WriteFile(file, []byte(`
+	file := writeConfig(t, `
 agents:
   - id: orders
     model: {provider: openai, baseURL: `+model.URL+`/v1, name: test-model}
@@ -212,7 +206,7 @@ mcpServers:
   - name: orders
     url: `+h.URL+`
     requireApproval: [cancel_order]
-`), 0o600)
+`)
 	s := startServer(t, "sqlite:"+filepath.Join(t.TempDir(), "interlock.db"), "--config", file)
 	var out struct{ StartRun apiRun }
 	s.must(t, `mutation { startRun(input: {agentId: "orders", prompt: "cancel order 7"}) { `+runFields+` } }`, nil, &out)
@@ -322,8 +316,7 @@ func countingModel(t *testing.T) *httptest.Server {
 // the agent's memory.lastMessages), and thread/threads show them — on both databases.
 func TestMemoryThreads(t *testing.T) {
 	model := countingModel(t)
-	file := filepath.Join(t.TempDir(), "interlock.yaml")
-	os.WriteFile(file, []byte(`
+	file := writeConfig(t, `
 agents:
   - id: full
     instructions: Be brief.
@@ -332,56 +325,49 @@ agents:
     instructions: Be brief.
     model: {provider: openai, baseURL: `+model.URL+`/v1, name: m}
     memory: {lastMessages: 1}
-`), 0o600)
-	for _, db := range []string{"sqlite", "mysql"} {
-		t.Run(db, func(t *testing.T) {
-			url := "sqlite:" + filepath.Join(t.TempDir(), "interlock.db")
-			if db == "mysql" {
-				url = dbtest.MySQLURL(dbtest.MySQLDSN(t))
+`)
+	eachDB(t, func(t *testing.T, s *testServer) {
+		ask := func(agent, thread, prompt string) string {
+			t.Helper()
+			var out struct{ StartRun apiRun }
+			s.must(t, `mutation($in: StartRunInput!) { startRun(input: $in) { `+runFields+` } }`,
+				map[string]any{"in": map[string]any{"agentId": agent, "prompt": prompt, "threadId": thread, "resourceId": "cust-1"}}, &out)
+			ws := dialWS(t, s.url, "graphql-transport-ws")
+			follow(t, ws, ws.subscribe(eventsQuery, map[string]any{"runId": out.StartRun.RunID, "after": 0}), nil)
+			return deref(s.run(t, out.StartRun.RunID).Output)
+		}
+		// system + prompt; then system + the first question and answer + prompt.
+		if got := []string{ask("full", "th-1", "one"), ask("full", "th-1", "two")}; got[0] != "saw 2" || got[1] != "saw 4" {
+			t.Fatalf("answers %v, want [saw 2 saw 4]", got)
+		}
+		if got := []string{ask("short", "th-2", "one"), ask("short", "th-2", "two"), ask("short", "th-3", "one")}; got[1] != "saw 3" || got[2] != "saw 2" {
+			t.Fatalf("answers with lastMessages 1: %v", got)
+		}
+		var out struct {
+			Thread struct {
+				ID, ResourceID string
+				MessageCount   int
+				Messages       []struct{ Role, Content string }
+				Last           []struct{ Content string }
+				Runs           struct{ Total int }
 			}
-			s := startServer(t, url, "--config", file)
-			ask := func(agent, thread, prompt string) string {
-				t.Helper()
-				var out struct{ StartRun apiRun }
-				s.must(t, `mutation($in: StartRunInput!) { startRun(input: $in) { `+runFields+` } }`,
-					map[string]any{"in": map[string]any{"agentId": agent, "prompt": prompt, "threadId": thread, "resourceId": "cust-1"}}, &out)
-				ws := dialWS(t, s.url, "graphql-transport-ws")
-				follow(t, ws, ws.subscribe(eventsQuery, map[string]any{"runId": out.StartRun.RunID, "after": 0}), nil)
-				return deref(s.run(t, out.StartRun.RunID).Output)
+			Threads struct {
+				Total   int
+				Threads []struct{ ID string }
 			}
-			// system + prompt; then system + the first question and answer + prompt.
-			if got := []string{ask("full", "th-1", "one"), ask("full", "th-1", "two")}; got[0] != "saw 2" || got[1] != "saw 4" {
-				t.Fatalf("answers %v, want [saw 2 saw 4]", got)
-			}
-			if got := []string{ask("short", "th-2", "one"), ask("short", "th-2", "two"), ask("short", "th-3", "one")}; got[1] != "saw 3" || got[2] != "saw 2" {
-				t.Fatalf("answers with lastMessages 1: %v", got)
-			}
-			var out struct {
-				Thread struct {
-					ID, ResourceID string
-					MessageCount   int
-					Messages       []struct{ Role, Content string }
-					Last           []struct{ Content string }
-					Runs           struct{ Total int }
-				}
-				Threads struct {
-					Total   int
-					Threads []struct{ ID string }
-				}
-				None *struct{ ID string }
-			}
-			s.must(t, `{ thread(id: "th-1") { id resourceId messageCount messages { role content } last: messages(last: 1) { content } runs { total } }
+			None *struct{ ID string }
+		}
+		s.must(t, `{ thread(id: "th-1") { id resourceId messageCount messages { role content } last: messages(last: 1) { content } runs { total } }
 				threads(resourceId: "cust-1") { total threads { id } } none: thread(id: "th-9") { id } }`, nil, &out)
-			th := out.Thread
-			if th.ID != "th-1" || th.ResourceID != "cust-1" || th.MessageCount != 4 || len(th.Messages) != 4 || th.Messages[0].Content != "one" ||
-				th.Messages[1].Role != "assistant" || th.Messages[1].Content != "saw 2" || len(th.Last) != 1 || th.Last[0].Content != "saw 4" || th.Runs.Total != 2 {
-				t.Fatalf("thread %+v", th)
-			}
-			if out.Threads.Total != 3 || out.Threads.Threads[0].ID != "th-3" || out.None != nil {
-				t.Fatalf("threads %+v, unknown thread %+v", out.Threads, out.None)
-			}
-		})
-	}
+		th := out.Thread
+		if th.ID != "th-1" || th.ResourceID != "cust-1" || th.MessageCount != 4 || len(th.Messages) != 4 || th.Messages[0].Content != "one" ||
+			th.Messages[1].Role != "assistant" || th.Messages[1].Content != "saw 2" || len(th.Last) != 1 || th.Last[0].Content != "saw 4" || th.Runs.Total != 2 {
+			t.Fatalf("thread %+v", th)
+		}
+		if out.Threads.Total != 3 || out.Threads.Threads[0].ID != "th-3" || out.None != nil {
+			t.Fatalf("threads %+v, unknown thread %+v", out.Threads, out.None)
+		}
+	}, "--config", file)
 }
 
 // TestConfiguredHTTPToolSuspendsAndResumes: an HTTP tool answering {"suspend": …} holds the run
@@ -403,8 +389,7 @@ func TestConfiguredHTTPToolSuspendsAndResumes(t *testing.T) {
 	}))
 	t.Cleanup(endpoint.Close)
 	model := fakeModel(t, "ask_card")
-	file := filepath.Join(t.TempDir(), "interlock.yaml")
-	os.WriteFile(file, []byte(`
+	file := writeConfig(t, `
 agents:
   - id: billing
     model: {provider: openai, baseURL: `+model.URL+`/v1, name: m}
@@ -413,7 +398,7 @@ tools:
   - name: ask_card
     http: {url: `+endpoint.URL+`}
     resumeSchema: {type: object, properties: {card: {type: string}}, required: [card]}
-`), 0o600)
+`)
 	s := startServer(t, "sqlite:"+filepath.Join(t.TempDir(), "interlock.db"), "--config", file)
 	var out struct{ StartRun apiRun }
 	s.must(t, `mutation { startRun(input: {agentId: "billing", prompt: "refund order 7"}) { `+runFields+` } }`, nil, &out)

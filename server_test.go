@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -45,14 +46,24 @@ func startServer(t testing.TB, db string, args ...string) *testServer {
 	return &testServer{url: srv.URL, app: app, closeHTTP: closeHTTP}
 }
 
-// eachDB runs fn against a server on SQLite and one on MySQL.
-func eachDB(t *testing.T, fn func(t *testing.T, s *testServer)) {
+// eachDB runs fn against a server on SQLite and one on MySQL, each started with args.
+func eachDB(t *testing.T, fn func(t *testing.T, s *testServer), args ...string) {
 	t.Run("sqlite", func(t *testing.T) {
-		fn(t, startServer(t, "sqlite:"+filepath.Join(t.TempDir(), "interlock.db")))
+		fn(t, startServer(t, "sqlite:"+filepath.Join(t.TempDir(), "interlock.db"), args...))
 	})
 	t.Run("mysql", func(t *testing.T) {
-		fn(t, startServer(t, dbtest.MySQLURL(dbtest.MySQLDSN(t))))
+		fn(t, startServer(t, dbtest.MySQLURL(dbtest.MySQLDSN(t)), args...))
 	})
+}
+
+// writeConfig writes a config file for the test and returns its path.
+func writeConfig(t testing.TB, yaml string) string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "interlock.yaml")
+	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return file
 }
 
 type gqlError struct {

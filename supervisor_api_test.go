@@ -1,12 +1,8 @@
 package main
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-
-	"interlock/dbtest"
 )
 
 // suspendedList is the answer of suspendedRuns with the fields the supervisor tests read.
@@ -113,8 +109,7 @@ func TestSupervisorAPIApproval(t *testing.T) {
 // runs the tool once, in billing's run.
 func TestSupervisorAPIThreeLevels(t *testing.T) {
 	refunds := newRefundEndpoint(t)
-	file := filepath.Join(t.TempDir(), "interlock.yaml")
-	os.WriteFile(file, []byte(`
+	file := writeConfig(t, `
 agents:
   - id: chief
     description: Runs the desk.
@@ -133,50 +128,43 @@ tools:
     inputSchema: {type: object, properties: {orderId: {type: string}, amount: {type: number}}, required: [orderId, amount]}
     requireApproval: true
     http: {url: `+refunds.URL+`/refund, timeout: 5s}
-`), 0o600)
-	for _, db := range []string{"sqlite", "mysql"} {
-		t.Run(db, func(t *testing.T) {
-			url := "sqlite:" + filepath.Join(t.TempDir(), "interlock.db")
-			if db == "mysql" {
-				url = dbtest.MySQLURL(dbtest.MySQLDSN(t))
-			}
-			s := startServer(t, url, "--config", file)
-			before, _ := refunds.got()
+`)
+	eachDB(t, func(t *testing.T, s *testServer) {
+		before, _ := refunds.got()
 
-			chief := s.startSuspended(t, "chief", "refund order 7 for 5")
-			top := s.suspendedOf(t, nil)
-			if top.SuspendedRuns.Total != 1 || top.SuspendedRuns.Runs[0].RunID != chief.RunID || top.SuspendedRuns.Runs[0].ToolCalls[0].ToolName != "issue_refund" {
-				t.Fatalf("suspendedRuns() = %+v, want the chief's run on issue_refund", top.SuspendedRuns)
+		chief := s.startSuspended(t, "chief", "refund order 7 for 5")
+		top := s.suspendedOf(t, nil)
+		if top.SuspendedRuns.Total != 1 || top.SuspendedRuns.Runs[0].RunID != chief.RunID || top.SuspendedRuns.Runs[0].ToolCalls[0].ToolName != "issue_refund" {
+			t.Fatalf("suspendedRuns() = %+v, want the chief's run on issue_refund", top.SuspendedRuns)
+		}
+		billing := s.suspendedOf(t, "billing")
+		if billing.SuspendedRuns.Total != 1 {
+			t.Fatalf("suspendedRuns(billing) = %+v", billing.SuspendedRuns)
+		}
+		s.must(t, `mutation($id: ID!) { declineToolCall(runId: $id, reason: "needs a receipt") { status } }`, map[string]any{"id": chief.RunID}, &struct{}{})
+		done := s.finish(t, chief.RunID)
+		inner := s.run(t, billing.SuspendedRuns.Runs[0].RunID)
+		for _, r := range []*apiRun{done, inner} {
+			if r.Status != "COMPLETED" || !strings.Contains(deref(r.Output), "issue_refund (call_1): needs a receipt") {
+				t.Fatalf("run %s: %s %q, want the reason in the answer", r.RunID, r.Status, deref(r.Output))
 			}
-			billing := s.suspendedOf(t, "billing")
-			if billing.SuspendedRuns.Total != 1 {
-				t.Fatalf("suspendedRuns(billing) = %+v", billing.SuspendedRuns)
-			}
-			s.must(t, `mutation($id: ID!) { declineToolCall(runId: $id, reason: "needs a receipt") { status } }`, map[string]any{"id": chief.RunID}, &struct{}{})
-			done := s.finish(t, chief.RunID)
-			inner := s.run(t, billing.SuspendedRuns.Runs[0].RunID)
-			for _, r := range []*apiRun{done, inner} {
-				if r.Status != "COMPLETED" || !strings.Contains(deref(r.Output), "issue_refund (call_1): needs a receipt") {
-					t.Fatalf("run %s: %s %q, want the reason in the answer", r.RunID, r.Status, deref(r.Output))
-				}
-			}
-			if after, _ := refunds.got(); len(after) != len(before) {
-				t.Fatalf("a declined refund reached the endpoint: %v", after[len(before):])
-			}
+		}
+		if after, _ := refunds.got(); len(after) != len(before) {
+			t.Fatalf("a declined refund reached the endpoint: %v", after[len(before):])
+		}
 
-			chief = s.startSuspended(t, "chief", "refund order 8 for 5")
-			s.must(t, `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": chief.RunID}, &struct{}{})
-			done = s.finish(t, chief.RunID)
-			if done.Status != "COMPLETED" || !strings.Contains(deref(done.Output), "rf_7") {
-				t.Fatalf("approved chain: %s %q", done.Status, deref(done.Output))
-			}
-			after, _ := refunds.got()
-			if len(after) != len(before)+1 || after[len(after)-1]["agentId"] != "billing" {
-				t.Fatalf("refund calls = %v, want one from billing's run", after[len(before):])
-			}
-			if got := s.suspendedOf(t, nil); got.SuspendedRuns.Total != 0 {
-				t.Fatalf("suspended after both chains finished: %+v", got.SuspendedRuns)
-			}
-		})
-	}
+		chief = s.startSuspended(t, "chief", "refund order 8 for 5")
+		s.must(t, `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": chief.RunID}, &struct{}{})
+		done = s.finish(t, chief.RunID)
+		if done.Status != "COMPLETED" || !strings.Contains(deref(done.Output), "rf_7") {
+			t.Fatalf("approved chain: %s %q", done.Status, deref(done.Output))
+		}
+		after, _ := refunds.got()
+		if len(after) != len(before)+1 || after[len(after)-1]["agentId"] != "billing" {
+			t.Fatalf("refund calls = %v, want one from billing's run", after[len(before):])
+		}
+		if got := s.suspendedOf(t, nil); got.SuspendedRuns.Total != 0 {
+			t.Fatalf("suspended after both chains finished: %+v", got.SuspendedRuns)
+		}
+	}, "--config", file)
 }
