@@ -53,6 +53,9 @@ type Tool struct {
 	RequireApproval bool
 	// ExecuteFunc runs the tool. It may return call.Suspend(payload) to wait for a person.
 	ExecuteFunc func(ctx context.Context, call *Call) (any, error)
+	// ApproverRoles, when set, are the only roles (besides admin) whose holders may approve or
+	// decline this tool's calls: a refund tool decided only by the refunds team.
+	ApproverRoles []string
 	// SubAgent is set on the tools NewRegistry adds for an agent's SubAgents: a call starts a
 	// run of this agent with the call's task, and its outcome is the call's result.
 	SubAgent *Agent

@@ -75,6 +75,8 @@ type Tool struct {
 	RequireApproval bool     `yaml:"requireApproval"`
 	HTTP            *HTTP    `yaml:"http"`
 	MCP             *MCPTool `yaml:"mcp"`
+	// ApproverRoles are the only roles (besides admin) that may decide the tool's calls.
+	ApproverRoles []string `yaml:"approverRoles"`
 }
 
 // HTTP is an HTTP tool's endpoint. ${VAR} in header values is read from the environment.
@@ -101,4 +103,6 @@ type MCPServer struct {
 	// RequireApproval lists the server's tools whose calls wait for a person ("*": all).
 	RequireApproval []string      `yaml:"requireApproval"`
 	Timeout         time.Duration `yaml:"timeout"`
+	// ApproverRoles are the only roles (besides admin) that may decide its tools' calls.
+	ApproverRoles []string `yaml:"approverRoles"`
 }

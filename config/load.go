@@ -128,6 +128,11 @@ func (f *File) check() []string {
 				p.add(at+"."+s.key, err.Error())
 			}
 		}
+		for j, r := range t.ApproverRoles {
+			if strings.TrimSpace(r) == "" {
+				p.add(fmt.Sprintf("%s.approverRoles[%d]", at, j), "must name a role")
+			}
+		}
 		for k, v := range t.httpHeaders() {
 			if _, err := expandEnv(v); err != nil {
 				p.add(at+".http.headers."+k, err.Error())

@@ -14,6 +14,7 @@ type Run struct {
 	ParentRunID         *string    `gorm:"column:parent_run_id"`
 	ThreadID            *string    `gorm:"column:thread_id"`
 	ResourceID          *string    `gorm:"column:resource_id"`
+	StartedBy           *string    `gorm:"column:started_by"`
 	Prompt              string     `gorm:"column:prompt"`
 	RequireToolApproval bool       `gorm:"column:require_tool_approval"`
 	Status              string     `gorm:"column:status"`

@@ -37,11 +37,11 @@ func (s *Store) Progress(ctx context.Context, ids []string) (map[string]runs.Pro
 		return out, nil
 	}
 	var rows []Run
-	if err := s.db.WithContext(ctx).Select("id", "last_seq", "status").Where("id IN ?", ids).Find(&rows).Error; err != nil {
+	if err := s.db.WithContext(ctx).Select("id", "last_seq", "status", "resource_id").Where("id IN ?", ids).Find(&rows).Error; err != nil {
 		return nil, fmt.Errorf("read run progress: %w", err)
 	}
 	for _, r := range rows {
-		out[r.ID] = runs.Progress{LastSeq: r.LastSeq, Status: runs.Status(r.Status)}
+		out[r.ID] = runs.Progress{LastSeq: r.LastSeq, Status: runs.Status(r.Status), ResourceID: r.ResourceID}
 	}
 	return out, nil
 }
@@ -83,6 +83,22 @@ func (s *Store) eq(q *gorm.DB, col, v string) *gorm.DB {
 	return q
 }
 
+// in narrows q, when values is not nil, to rows whose column col is exactly one of them (none
+// when it is empty). On MySQL the comparison is repeated on the bytes, which do not pad, for
+// the reason given at eq; the plain IN keeps the index usable.
+func (s *Store) in(q *gorm.DB, col string, values []string) *gorm.DB {
+	switch {
+	case values == nil:
+		return q
+	case len(values) == 0:
+		return q.Where("1 = 0")
+	case s.mysql:
+		return q.Where(col+" IN ? AND CAST("+col+" AS BINARY) IN ?", values, values)
+	default:
+		return q.Where(col+" IN ?", values)
+	}
+}
+
 // suspendedQuery builds the discovery filter of suspendedRuns.
 func (s *Store) suspendedQuery(ctx context.Context, p runs.ListSuspendedParams) *gorm.DB {
 	q := s.db.WithContext(ctx).Model(&Run{}).Where("status = ?", runs.StatusSuspended)
@@ -97,6 +113,7 @@ func (s *Store) suspendedQuery(ctx context.Context, p runs.ListSuspendedParams) 
 	if p.ResourceID != nil {
 		q = s.eq(q, "resource_id", *p.ResourceID)
 	}
+	q = s.in(q, "resource_id", p.Resources)
 	if p.FromDate != nil {
 		q = q.Where("created_at >= ?", ms(*p.FromDate))
 	}
@@ -136,6 +153,7 @@ func (s *Store) ListRecent(ctx context.Context, p runs.RecentParams) ([]*runs.Ru
 	if p.ResourceID != nil {
 		q = s.eq(q, "resource_id", *p.ResourceID)
 	}
+	q = s.in(q, "resource_id", p.Resources)
 	var total int64
 	if err := q.Session(&gorm.Session{}).Count(&total).Error; err != nil {
 		return nil, 0, fmt.Errorf("count runs: %w", err)
@@ -221,7 +239,7 @@ func (s *Store) PurgeChanges(ctx context.Context, cutoff time.Time) error {
 func runFromRow(m *Run, calls []ToolCall) *runs.Run {
 	r := &runs.Run{
 		ID: m.ID, AgentID: m.AgentID, ParentRunID: m.ParentRunID, ThreadID: m.ThreadID, ResourceID: m.ResourceID,
-		Prompt: m.Prompt, RequireToolApproval: m.RequireToolApproval, Status: runs.Status(m.Status),
+		StartedBy: m.StartedBy, Prompt: m.Prompt, RequireToolApproval: m.RequireToolApproval, Status: runs.Status(m.Status),
 		CreatedAt: m.CreatedAt.UTC(), UpdatedAt: m.UpdatedAt.UTC(), LastSeq: m.LastSeq,
 		Output: m.Output, Error: m.Error, ErrorCode: m.ErrorCode, ToolCalls: []events.ToolCall{}, Decisions: []runs.Decision{},
 		Version: m.Version, Snapshot: m.Snapshot, LeaseOwner: m.LeaseOwner, RecoveryAttempts: m.RecoveryAttempts,

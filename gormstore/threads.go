@@ -56,6 +56,7 @@ func (s *Store) Threads(ctx context.Context, p runs.ThreadsParams) ([]*runs.Thre
 	if p.ResourceID != nil {
 		q = s.eq(q, "resource_id", *p.ResourceID)
 	}
+	q = s.in(q, "resource_id", p.Resources)
 	var total int64
 	if err := q.Session(&gorm.Session{}).Distinct("thread_id").Count(&total).Error; err != nil {
 		return nil, 0, fmt.Errorf("count threads: %w", err)

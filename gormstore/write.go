@@ -20,7 +20,7 @@ func (s *Store) insertRun(tx *gorm.DB, n runs.NewRun) error {
 	r := n.Run
 	row := map[string]any{
 		"id": r.ID, "agent_id": r.AgentID, "parent_run_id": r.ParentRunID, "thread_id": r.ThreadID,
-		"resource_id": r.ResourceID, "prompt": r.Prompt, "require_tool_approval": r.RequireToolApproval,
+		"resource_id": r.ResourceID, "started_by": r.StartedBy, "prompt": r.Prompt, "require_tool_approval": r.RequireToolApproval,
 		"status": string(runs.StatusRunning), "snapshot": n.Snapshot, "created_at": ms(r.CreatedAt),
 		"updated_at": ms(r.UpdatedAt), "last_seq": int64(len(n.Events)), "lease_owner": n.Lease,
 		"lease_until": s.dbNowPlus(n.TTL), "version": 0, "recovery_attempts": 0,

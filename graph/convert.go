@@ -12,7 +12,7 @@ import (
 func toRun(r *runs.Run) *model.AgentRun {
 	out := &model.AgentRun{
 		ID: r.ID, RunID: r.ID, AgentID: r.AgentID, Status: model.RunStatus(r.Status.Public()),
-		ThreadID: r.ThreadID, ResourceID: r.ResourceID, ParentRunID: r.ParentRunID,
+		ThreadID: r.ThreadID, ResourceID: r.ResourceID, ParentRunID: r.ParentRunID, StartedBy: r.StartedBy,
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, SuspendedAt: r.SuspendedAt,
 		LastEventSeq: int(r.LastSeq), Output: r.Output, Error: r.Error, ErrorCode: r.ErrorCode,
 		ToolCalls: make([]*model.AgentRunToolCall, len(r.ToolCalls)),

@@ -61,6 +61,7 @@ type ComplexityRoot struct {
 		Prompt       func(childComplexity int) int
 		ResourceID   func(childComplexity int) int
 		RunID        func(childComplexity int) int
+		StartedBy    func(childComplexity int) int
 		Status       func(childComplexity int) int
 		SuspendedAt  func(childComplexity int) int
 		ThreadID     func(childComplexity int) int
@@ -326,6 +327,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AgentRun.RunID(childComplexity), true
+	case "AgentRun.startedBy":
+		if e.ComplexityRoot.AgentRun.StartedBy == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentRun.StartedBy(childComplexity), true
 	case "AgentRun.status":
 		if e.ComplexityRoot.AgentRun.Status == nil {
 			break
@@ -1023,6 +1030,8 @@ type AgentRun {
   status: RunStatus!
   threadId: ID
   resourceId: ID
+  "Addition: the subject of the principal who started the run (a sub-agent's run: its supervisor's); null when authentication was off."
+  startedBy: String
   "The supervisor run that started this sub-agent run, if any."
   parentRunId: ID
   createdAt: DateTime!
@@ -1292,6 +1301,8 @@ func (ec *executionContext) childFields_AgentRun(ctx context.Context, field grap
 		return ec.fieldContext_AgentRun_threadId(ctx, field)
 	case "resourceId":
 		return ec.fieldContext_AgentRun_resourceId(ctx, field)
+	case "startedBy":
+		return ec.fieldContext_AgentRun_startedBy(ctx, field)
 	case "parentRunId":
 		return ec.fieldContext_AgentRun_parentRunId(ctx, field)
 	case "createdAt":
@@ -2354,6 +2365,29 @@ func (ec *executionContext) _AgentRun_resourceId(ctx context.Context, field grap
 }
 func (ec *executionContext) fieldContext_AgentRun_resourceId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AgentRun", field, false, false, "ID")
+}
+
+func (ec *executionContext) _AgentRun_startedBy(ctx context.Context, field graphql.CollectedField, obj *model.AgentRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentRun_startedBy(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.StartedBy, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AgentRun_startedBy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentRun", field, false, false, "String")
 }
 
 func (ec *executionContext) _AgentRun_parentRunId(ctx context.Context, field graphql.CollectedField, obj *model.AgentRun) (ret graphql.Marshaler) {
@@ -5807,6 +5841,11 @@ func (ec *executionContext) _AgentRun(ctx context.Context, sel ast.SelectionSet,
 			}
 		case "resourceId":
 			out.Values[i] = ec._AgentRun_resourceId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "startedBy":
+			out.Values[i] = ec._AgentRun_startedBy(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}

@@ -132,6 +132,9 @@ func (r *queryResolver) Threads(ctx context.Context, resourceID *string, page *i
 
 // Agents is the resolver for the agents field.
 func (r *queryResolver) Agents(ctx context.Context) ([]*model.Agent, error) {
+	if err := runs.Authorize(ctx); err != nil {
+		return nil, err
+	}
 	list := r.Runs.Agents().List()
 	out := make([]*model.Agent, len(list))
 	for i, a := range list {
@@ -142,6 +145,9 @@ func (r *queryResolver) Agents(ctx context.Context) ([]*model.Agent, error) {
 
 // Agent is the resolver for the agent field.
 func (r *queryResolver) Agent(ctx context.Context, id string) (*model.Agent, error) {
+	if err := runs.Authorize(ctx); err != nil {
+		return nil, err
+	}
 	a := r.Runs.Agents().Get(id)
 	if a == nil {
 		return nil, nil

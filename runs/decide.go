@@ -60,12 +60,18 @@ func (s *Service) Resume(ctx context.Context, p DecideParams, resumeData json.Ra
 // appended, in one transaction. When anything moved since the read, someone else decided
 // first: CONFLICT. Only after the commit does it tell subscribers and continue the run.
 func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) (*Run, error) {
+	if err := require(ctx, RoleViewer, "deciding a tool call"); err != nil {
+		return nil, err
+	}
+	if pr := PrincipalFrom(ctx); pr != nil {
+		p.DecidedBy = pr.Subject // who decides is who authenticated, whatever the caller says
+	}
 	run, err := s.store.GetRun(ctx, p.RunID)
 	if err != nil {
 		return nil, err
 	}
-	if run == nil {
-		return nil, Errorf(CodeNotFound, "no run with id %q", p.RunID)
+	if run == nil || !visible(ctx, run.ResourceID) {
+		return nil, notFound(p.RunID)
 	}
 	if run.Status != StatusSuspended {
 		return nil, Errorf(CodeConflict, "run %s is %s, not SUSPENDED: it was already decided or has not suspended", run.ID, run.Status)
@@ -90,6 +96,9 @@ func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) 
 	a := s.agents.Get(run.AgentID)
 	if a == nil {
 		return nil, fmt.Errorf("run %s: agent %q is not served by this instance", run.ID, run.AgentID)
+	}
+	if err := s.authorizeDecision(ctx, target, run, call.ToolName, a.Tool(call.ToolName), d); err != nil {
+		return nil, err
 	}
 	if d.Args != nil {
 		tool := a.Tool(call.ToolName)

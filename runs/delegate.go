@@ -82,7 +82,7 @@ func (e *execution) delegate(ctx context.Context, snap *agent.Snapshot, held *ag
 	lease := e.s.newLease()
 	parentID := e.run.ID
 	child := Run{
-		ID: c.ChildRunID, AgentID: tool.SubAgent.ID, ParentRunID: &parentID, ThreadID: e.run.ThreadID, ResourceID: e.run.ResourceID,
+		ID: c.ChildRunID, AgentID: tool.SubAgent.ID, ParentRunID: &parentID, ThreadID: e.run.ThreadID, ResourceID: e.run.ResourceID, StartedBy: e.run.StartedBy,
 		Prompt: task, RequireToolApproval: snap.RequireToolApproval, Status: StatusRunning,
 		CreatedAt: now, UpdatedAt: now, LastSeq: 1, LeaseOwner: &lease,
 		ToolCalls: []events.ToolCall{}, Decisions: []Decision{},

@@ -19,16 +19,19 @@ const followBatch = 500
 // here, from the instance's notify loop for events stored elsewhere). So a slow reader never
 // loses an event.
 func (s *Service) Follow(ctx context.Context, runID string, after int64) (<-chan events.Event, error) {
+	if err := require(ctx, RoleViewer, "following runs"); err != nil {
+		return nil, err
+	}
 	if after < 0 {
 		return nil, Errorf(CodeBadUserInput, "after must be 0 or more, not %d", after)
 	}
 	sub := s.runHub.Subscribe(runID)
 	progress, err := s.store.Progress(ctx, []string{runID})
 	p, found := progress[runID]
-	if err != nil || !found {
+	if err != nil || !found || !visible(ctx, p.ResourceID) {
 		sub.Close()
 		if err == nil {
-			err = Errorf(CodeNotFound, "no run with id %q", runID)
+			err = notFound(runID)
 		}
 		return nil, err
 	}
@@ -118,6 +121,10 @@ type RunChange struct {
 // that match f, until ctx ends. A watcher that falls far behind is ended (its channel closes);
 // it subscribes again and lists the suspended runs to catch up.
 func (s *Service) WatchSuspended(ctx context.Context, f WatchFilter) (<-chan RunChange, error) {
+	if err := require(ctx, RoleViewer, "watching runs"); err != nil {
+		return nil, err
+	}
+	principal := PrincipalFrom(ctx)
 	sub := s.watched.Subscribe(changesTopic)
 	ctx, cancel := s.streamContext(ctx)
 	out := make(chan RunChange)
@@ -136,7 +143,7 @@ func (s *Service) WatchSuspended(ctx context.Context, f WatchFilter) (<-chan Run
 					return
 				}
 			}
-			if !f.matches(ch.Run) {
+			if !f.matches(ch.Run) || (principal != nil && !principal.Sees(ch.Run.ResourceID)) {
 				continue
 			}
 			select {

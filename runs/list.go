@@ -17,6 +17,9 @@ type ListSuspendedParams struct {
 	// Page (zero-based) and PerPage paginate only when both are given.
 	Page    *int
 	PerPage *int
+	// Resources, when not nil, admit only runs of these resources (none when empty): the
+	// scope of the principal asking.
+	Resources []string
 }
 
 // RecentParams filter and page RecentRuns.
@@ -25,8 +28,10 @@ type RecentParams struct {
 	AgentID    *string
 	ThreadID   *string
 	ResourceID *string
-	Page       int
-	PerPage    int
+	// Resources as in ListSuspendedParams.
+	Resources []string
+	Page      int
+	PerPage   int
 }
 
 // ListResult is a page of suspended runs and the number of all matches.
@@ -40,6 +45,9 @@ type ListResult struct {
 // Errors: BAD_USER_INPUT for page < 0, perPage < 1 or above the maximum, fromDate after toDate,
 // or an unpaginated request matching more runs than the server returns at once.
 func (s *Service) ListSuspended(ctx context.Context, p ListSuspendedParams) (*ListResult, error) {
+	if err := require(ctx, RoleViewer, "listing runs"); err != nil {
+		return nil, err
+	}
 	if p.Page != nil && *p.Page < 0 {
 		return nil, Errorf(CodeBadUserInput, "page must be 0 or more (pages are zero-based), not %d", *p.Page)
 	}
@@ -57,6 +65,10 @@ func (s *Service) ListSuspended(ctx context.Context, p ListSuspendedParams) (*Li
 	if p.ToDate != nil {
 		to := ms(*p.ToDate)
 		p.ToDate = &to
+	}
+	var none bool
+	if p.Resources, none = scope(ctx, p.ResourceID); none {
+		return &ListResult{Runs: []*Run{}, Total: 0}, nil
 	}
 	total, err := s.store.CountSuspended(ctx, p)
 	if err != nil {
@@ -102,6 +114,9 @@ func ceilMs(t time.Time) time.Time {
 // updated first, with their decisions: the history a console shows.
 // Errors: BAD_USER_INPUT for page < 0 or perPage outside 1..MaxPerPage.
 func (s *Service) RecentRuns(ctx context.Context, p RecentParams) (*ListResult, error) {
+	if err := require(ctx, RoleViewer, "listing runs"); err != nil {
+		return nil, err
+	}
 	if p.Page < 0 {
 		return nil, Errorf(CodeBadUserInput, "page must be 0 or more (pages are zero-based), not %d", p.Page)
 	}
@@ -117,6 +132,10 @@ func (s *Service) RecentRuns(ctx context.Context, p RecentParams) (*ListResult, 
 			p.Statuses = append(p.Statuses[:len(p.Statuses):len(p.Statuses)], StatusWaiting)
 			break
 		}
+	}
+	var none bool
+	if p.Resources, none = scope(ctx, p.ResourceID); none {
+		return &ListResult{Runs: []*Run{}, Total: 0}, nil
 	}
 	list, total, err := s.store.ListRecent(ctx, p)
 	if err != nil {

@@ -15,6 +15,9 @@ type Run struct {
 	ParentRunID *string
 	ThreadID    *string
 	ResourceID  *string
+	// StartedBy is the subject of the principal who started the run (a sub-agent's run: its
+	// supervisor's), nil when authentication was off; separation of duties checks it.
+	StartedBy *string
 	// Prompt is the user message the run started with.
 	Prompt              string
 	RequireToolApproval bool

@@ -58,6 +58,8 @@ type Config struct {
 	// NowFunc is the clock of the times runs and events show (lease times are the database's).
 	// Default time.Now.
 	NowFunc func() time.Time
+	// SeparationOfDuties forbids the principal who started a run to approve its tool calls.
+	SeparationOfDuties bool
 	// Logger receives internal errors. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -289,6 +291,9 @@ const maxIDLength = 191
 // Errors: NOT_FOUND for an unknown agent; BAD_USER_INPUT for an empty prompt or a threadId or
 // resourceId longer than 191 characters.
 func (s *Service) StartRun(ctx context.Context, p StartParams) (*Run, error) {
+	if err := require(ctx, RoleOperator, "starting a run"); err != nil {
+		return nil, err
+	}
 	a := s.agents.Get(p.AgentID)
 	if a == nil {
 		return nil, Errorf(CodeNotFound, "no agent with id %q", p.AgentID)
@@ -297,6 +302,9 @@ func (s *Service) StartRun(ctx context.Context, p StartParams) (*Run, error) {
 		return nil, Errorf(CodeBadUserInput, "prompt must not be empty")
 	}
 	p.ThreadID, p.ResourceID = emptyToNil(p.ThreadID), emptyToNil(p.ResourceID)
+	if err := authorizeStart(ctx, p.ResourceID); err != nil {
+		return nil, err
+	}
 	for name, v := range map[string]*string{"threadId": p.ThreadID, "resourceId": p.ResourceID} {
 		if v != nil && utf8.RuneCountInString(*v) > maxIDLength {
 			return nil, Errorf(CodeBadUserInput, "%s is %d characters long; at most %d are allowed", name, utf8.RuneCountInString(*v), maxIDLength)
@@ -326,7 +334,7 @@ func (s *Service) StartRun(ctx context.Context, p StartParams) (*Run, error) {
 	now := s.now()
 	lease := s.newLease()
 	r := Run{
-		ID: id.String(), AgentID: a.ID, ThreadID: p.ThreadID, ResourceID: p.ResourceID,
+		ID: id.String(), AgentID: a.ID, ThreadID: p.ThreadID, ResourceID: p.ResourceID, StartedBy: startedBy(ctx),
 		Prompt: p.Prompt, RequireToolApproval: p.RequireToolApproval, Status: StatusRunning,
 		CreatedAt: now, UpdatedAt: now, LastSeq: 1, LeaseOwner: &lease,
 		ToolCalls: []events.ToolCall{}, Decisions: []Decision{},
@@ -344,16 +352,28 @@ func (s *Service) StartRun(ctx context.Context, p StartParams) (*Run, error) {
 	return &out, nil
 }
 
-// Get returns a run in any status. Errors: NOT_FOUND when there is no such run.
+// Get returns a run in any status. Errors: NOT_FOUND when there is no such run, or the
+// principal may not see it.
 func (s *Service) Get(ctx context.Context, runID string) (*Run, error) {
+	if err := require(ctx, RoleViewer, "reading runs"); err != nil {
+		return nil, err
+	}
 	r, err := s.store.GetRun(ctx, runID)
 	if err != nil {
 		return nil, err
 	}
-	if r == nil {
-		return nil, Errorf(CodeNotFound, "no run with id %q", runID)
+	if r == nil || !visible(ctx, r.ResourceID) {
+		return nil, notFound(runID)
 	}
 	return r, nil
+}
+
+// startedBy is the subject of the principal of ctx, nil when there is none.
+func startedBy(ctx context.Context) *string {
+	if p := PrincipalFrom(ctx); p != nil {
+		return &p.Subject
+	}
+	return nil
 }
 
 func emptyToNil(s *string) *string {

@@ -188,6 +188,8 @@ type Claim struct {
 type Progress struct {
 	LastSeq int64
 	Status  Status
+	// ResourceID is the run's resource, which decides who may follow it.
+	ResourceID *string
 }
 
 // ChangeRecord is a stored suspended-set change.

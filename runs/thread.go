@@ -31,21 +31,33 @@ type ThreadMessage struct {
 // ThreadsParams select a page of threads, most recently active first.
 type ThreadsParams struct {
 	ResourceID *string
-	Page       int
-	PerPage    int
+	// Resources as in ListSuspendedParams.
+	Resources []string
+	Page      int
+	PerPage   int
 }
 
 // Thread returns a thread with its last `last` messages (all when last is 0), or nil when no run
 // ever used that thread id. A thread whose first run has not finished has no messages yet.
 func (s *Service) Thread(ctx context.Context, id string, last int) (*Thread, error) {
+	if err := require(ctx, RoleViewer, "reading threads"); err != nil {
+		return nil, err
+	}
 	if last < 0 {
 		return nil, Errorf(CodeBadUserInput, "last must be 0 or more, not %d", last)
 	}
 	th, err := s.store.Thread(ctx, id, last)
 	if err != nil || th != nil {
+		if th != nil && !visible(ctx, th.ResourceID) {
+			return nil, nil
+		}
 		return th, err
 	}
-	_, n, err := s.store.ListRecent(ctx, RecentParams{Statuses: AllStatuses, ThreadID: &id, PerPage: 1})
+	resources, none := scope(ctx, nil)
+	if none {
+		return nil, nil
+	}
+	_, n, err := s.store.ListRecent(ctx, RecentParams{Statuses: AllStatuses, ThreadID: &id, Resources: resources, PerPage: 1})
 	if err != nil || n == 0 {
 		return nil, err
 	}
@@ -55,11 +67,18 @@ func (s *Service) Thread(ctx context.Context, id string, last int) (*Thread, err
 // Threads returns a page of threads with messages (without the messages), most recently active
 // first, and how many there are.
 func (s *Service) Threads(ctx context.Context, p ThreadsParams) ([]*Thread, int64, error) {
+	if err := require(ctx, RoleViewer, "listing threads"); err != nil {
+		return nil, 0, err
+	}
 	if p.Page < 0 {
 		return nil, 0, Errorf(CodeBadUserInput, "page must be 0 or more (pages are zero-based), not %d", p.Page)
 	}
 	if p.PerPage < 1 || p.PerPage > s.cfg.MaxPerPage {
 		return nil, 0, Errorf(CodeBadUserInput, "perPage must be between 1 and %d, not %d", s.cfg.MaxPerPage, p.PerPage)
+	}
+	var none bool
+	if p.Resources, none = scope(ctx, p.ResourceID); none {
+		return []*Thread{}, 0, nil
 	}
 	return s.store.Threads(ctx, p)
 }

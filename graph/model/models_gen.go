@@ -31,6 +31,8 @@ type AgentRun struct {
 	Status     RunStatus `json:"status"`
 	ThreadID   *string   `json:"threadId,omitempty"`
 	ResourceID *string   `json:"resourceId,omitempty"`
+	// Addition: the subject of the principal who started the run (a sub-agent's run: its supervisor's); null when authentication was off.
+	StartedBy *string `json:"startedBy,omitempty"`
 	// The supervisor run that started this sub-agent run, if any.
 	ParentRunID *string   `json:"parentRunId,omitempty"`
 	CreatedAt   time.Time `json:"createdAt"`

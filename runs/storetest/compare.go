@@ -28,6 +28,9 @@ func wantStr(t *testing.T, what string, got, want *string) {
 	}
 }
 
+// sameStr reports whether a and b are both nil or point to equal strings.
+func sameStr(a, b *string) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
+
 func show(s *string) string {
 	if s == nil {
 		return "nil"

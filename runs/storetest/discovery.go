@@ -51,6 +51,12 @@ func (b inbox) cases() []filterCase {
 		{"agent, thread and resource", runs.ListSuspendedParams{AgentID: ptr("a"), ThreadID: ptr("t1"), ResourceID: ptr("r1")}, []string{b.s1}},
 		{"an unknown thread", runs.ListSuspendedParams{ThreadID: ptr("nope")}, nil},
 		{"an unknown agent", runs.ListSuspendedParams{AgentID: ptr("nope")}, nil},
+		// A principal's scope: never a run of another resource, nor one without a resource.
+		{"scope r1 and r2", runs.ListSuspendedParams{Resources: []string{"r1", "r2"}}, []string{b.s3, b.s2, b.s1}},
+		{"scope r2", runs.ListSuspendedParams{Resources: []string{"r2"}}, []string{b.s3}},
+		{"an empty scope", runs.ListSuspendedParams{Resources: []string{}}, nil},
+		{"scope r1, resource r2", runs.ListSuspendedParams{ResourceID: ptr("r2"), Resources: []string{"r1"}}, nil},
+		{"scope r1, agent a, thread t1", runs.ListSuspendedParams{AgentID: ptr("a"), ThreadID: ptr("t1"), Resources: []string{"r1"}}, []string{b.s1}},
 	}
 }
 
@@ -92,6 +98,8 @@ func testListSuspended(t *testing.T, open Opener) {
 			{"resource with a trailing space", runs.ListSuspendedParams{ResourceID: ptr("user-1 ")}},
 			{"resource in capitals", runs.ListSuspendedParams{ResourceID: ptr("USER-1")}},
 			{"a prefix of the resource", runs.ListSuspendedParams{ResourceID: ptr("user-")}},
+			{"a scope with a trailing space", runs.ListSuspendedParams{Resources: []string{"user-1 "}}},
+			{"a scope in capitals", runs.ListSuspendedParams{Resources: []string{"USER-1", "other"}}},
 		} {
 			list, err := f.s.ListSuspended(f.ctx, c.p, 10, 0)
 			if err != nil {
@@ -193,6 +201,10 @@ func testListRecent(t *testing.T, open Opener) {
 			{"thread t1", runs.RecentParams{Statuses: finished, ThreadID: ptr("t1"), PerPage: 100}, []string{h.c3, h.c1}},
 			{"resource r1", runs.RecentParams{Statuses: finished, ResourceID: ptr("r1"), PerPage: 100}, []string{h.c2, h.c1}},
 			{"agent a, thread t1, resource r1", runs.RecentParams{Statuses: finished, AgentID: ptr("a"), ThreadID: ptr("t1"), ResourceID: ptr("r1"), PerPage: 100}, []string{h.c1}},
+			{"scope r2", runs.RecentParams{Statuses: finished, Resources: []string{"r2"}, PerPage: 100}, []string{h.c3}},
+			{"scope r1, r2: not runs without a resource", runs.RecentParams{Statuses: finished, Resources: []string{"r1", "r2"}, PerPage: 100}, []string{h.c3, h.c2, h.c1}},
+			{"scope r1 with a trailing space", runs.RecentParams{Statuses: finished, Resources: []string{"r1 "}, PerPage: 100}, nil},
+			{"an empty scope", runs.RecentParams{Statuses: finished, Resources: []string{}, PerPage: 100}, nil},
 		} {
 			list, total, err := f.s.ListRecent(f.ctx, c.p)
 			if err != nil {

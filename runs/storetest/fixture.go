@@ -59,6 +59,7 @@ type runOpts struct {
 	ParentRunID         *string
 	ThreadID            *string
 	ResourceID          *string
+	StartedBy           *string
 	Prompt              string
 	RequireToolApproval bool
 	CreatedAt           time.Time
@@ -99,7 +100,7 @@ func (f *fixture) insert(o runOpts) *live {
 	}
 	r := runs.Run{
 		ID: id(o.N), AgentID: o.AgentID, ParentRunID: o.ParentRunID, ThreadID: o.ThreadID,
-		ResourceID: o.ResourceID, Prompt: o.Prompt, RequireToolApproval: o.RequireToolApproval,
+		ResourceID: o.ResourceID, StartedBy: o.StartedBy, Prompt: o.Prompt, RequireToolApproval: o.RequireToolApproval,
 		Status: runs.StatusRunning, CreatedAt: o.CreatedAt, UpdatedAt: o.CreatedAt,
 		LastSeq: int64(len(o.Events)), LeaseOwner: &o.Lease,
 	}

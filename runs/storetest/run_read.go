@@ -22,9 +22,10 @@ func testInsertRun(t *testing.T, open Opener) {
 		r := f.insert(runOpts{
 			N: 1, AgentID: "sub-agent", ParentRunID: ptr(id(9)), ThreadID: ptr("thread-1"), ResourceID: ptr("user-1"),
 			Prompt: "refund order 42", RequireToolApproval: true, CreatedAt: created, Lease: "lease-a",
-			Snapshot: `{"messages":[]}`, Events: evs,
+			Snapshot: `{"messages":[]}`, Events: evs, StartedBy: ptr("alice"),
 		})
 		got := f.get(r.ID)
+		wantStr(t, "startedBy", got.StartedBy, ptr("alice"))
 		if got.ID != id(1) || got.AgentID != "sub-agent" || got.Prompt != "refund order 42" || !got.RequireToolApproval {
 			t.Errorf("stored run = %+v", got)
 		}
@@ -134,7 +135,7 @@ func testProgress(t *testing.T, open Opener) {
 	each(t, open, "LastSeqAndStatusOfTheRunsThatExist", func(t *testing.T, f *fixture) {
 		running := f.insert(runOpts{})
 		f.checkpoint(running, at(5), events.Event{Type: events.TextDelta, Text: "a"}, events.Event{Type: events.TextDelta, Text: "b"})
-		suspended := f.suspended(runOpts{})
+		suspended := f.suspended(runOpts{ResourceID: ptr("user-1")})
 		done := f.finished(runOpts{}, at(9))
 		got, err := f.s.Progress(f.ctx, []string{running.ID, suspended.ID, done.ID, id(99)})
 		if err != nil {
@@ -142,14 +143,14 @@ func testProgress(t *testing.T, open Opener) {
 		}
 		want := map[string]runs.Progress{
 			running.ID:   {LastSeq: 3, Status: runs.StatusRunning},
-			suspended.ID: {LastSeq: suspended.LastSeq, Status: runs.StatusSuspended},
+			suspended.ID: {LastSeq: suspended.LastSeq, Status: runs.StatusSuspended, ResourceID: ptr("user-1")},
 			done.ID:      {LastSeq: 2, Status: runs.StatusCompleted},
 		}
 		if len(got) != len(want) {
 			t.Errorf("Progress = %v, want %v (no entry for an unknown run)", got, want)
 		}
 		for k, w := range want {
-			if got[k] != w {
+			if g := got[k]; g.LastSeq != w.LastSeq || g.Status != w.Status || !sameStr(g.ResourceID, w.ResourceID) {
 				t.Errorf("Progress[%s] = %+v, want %+v", k, got[k], w)
 			}
 		}

@@ -79,6 +79,9 @@ func testThreads(t *testing.T, open Opener) {
 			{runs.ThreadsParams{ResourceID: ptr("user-1"), PerPage: 1, Page: 1}, []string{"thread-b"}, 2},
 			{runs.ThreadsParams{ResourceID: ptr("user-1 "), PerPage: 10}, nil, 0},
 			{runs.ThreadsParams{PerPage: 2, Page: 5}, nil, 4},
+			{runs.ThreadsParams{Resources: []string{"user-2", "user-1"}, PerPage: 10}, []string{"thread-a", "thread-c", "thread-b"}, 3},
+			{runs.ThreadsParams{Resources: []string{"user-1 "}, PerPage: 10}, nil, 0},
+			{runs.ThreadsParams{Resources: []string{}, PerPage: 10}, nil, 0},
 		} {
 			list, total, err := f.s.Threads(f.ctx, c.p)
 			if err != nil {

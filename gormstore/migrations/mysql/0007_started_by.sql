@@ -1,0 +1,1 @@
+ALTER TABLE agent_runs ADD COLUMN started_by VARCHAR(191) NULL

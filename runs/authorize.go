@@ -1,0 +1,107 @@
+package runs
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"interlock/agent"
+)
+
+// The authorization rules. Every entry point of the service checks the principal of its context
+// (PrincipalFrom) here: the role an operation needs, and the resources a scoped principal may
+// reach. A run outside a principal's scope does not exist for it: reads leave it out or answer
+// NOT_FOUND, never FORBIDDEN, so that a principal learns nothing about other resources' runs.
+
+// require answers FORBIDDEN unless the principal of ctx holds role. what names the operation.
+func require(ctx context.Context, role Role, what string) error {
+	p := PrincipalFrom(ctx)
+	if p == nil || p.Has(role) {
+		return nil
+	}
+	return Errorf(CodeForbidden, "%s needs the %s role; %s has %s", what, role, p.Subject, roleList(p.Roles))
+}
+
+// Authorize answers FORBIDDEN unless the principal of ctx may read: for the entry points whose
+// data is not a run's (the agents and their tools).
+func Authorize(ctx context.Context) error { return require(ctx, RoleViewer, "reading") }
+
+// scope narrows a listing to the principal's resources. requested is the resourceId filter the
+// client gave. It returns the resources to admit (nil: any) and whether nothing can match.
+func scope(ctx context.Context, requested *string) (resources []string, none bool) {
+	p := PrincipalFrom(ctx)
+	if p == nil || p.Resources == nil {
+		return nil, false
+	}
+	if requested != nil {
+		return nil, !p.Sees(requested) // the filter itself already narrows to one resource
+	}
+	return p.Resources, len(p.Resources) == 0
+}
+
+// visible reports whether the principal of ctx may see runs of the resource.
+func visible(ctx context.Context, resourceID *string) bool {
+	p := PrincipalFrom(ctx)
+	return p == nil || p.Sees(resourceID)
+}
+
+// notFound is the answer about a run that does not exist, or that the principal may not see.
+func notFound(runID string) error { return Errorf(CodeNotFound, "no run with id %q", runID) }
+
+// authorizeStart checks that the principal may start a run of the resource.
+func authorizeStart(ctx context.Context, resourceID *string) error {
+	if err := require(ctx, RoleOperator, "starting a run"); err != nil {
+		return err
+	}
+	p := PrincipalFrom(ctx)
+	if p == nil || p.Sees(resourceID) {
+		return nil
+	}
+	if resourceID == nil {
+		return Errorf(CodeForbidden, "%s may start runs only of its resources (%s): pass resourceId", p.Subject, strings.Join(p.Resources, ", "))
+	}
+	return Errorf(CodeForbidden, "%s may not start runs of resource %q, only of %s", p.Subject, *resourceID, strings.Join(p.Resources, ", "))
+}
+
+// authorizeDecision checks that the principal may take decision d on call (of tool, nil when the
+// agent no longer has it) of run, which top is the run the decision was addressed to (a
+// supervisor's, or run itself). Visibility was checked on top when it was read.
+func (s *Service) authorizeDecision(ctx context.Context, top, run *Run, toolName string, tool *agent.Tool, d agent.Decision) error {
+	p := PrincipalFrom(ctx)
+	if p == nil {
+		return nil
+	}
+	if tool != nil && len(tool.ApproverRoles) > 0 {
+		roles := make([]Role, len(tool.ApproverRoles))
+		for i, r := range tool.ApproverRoles {
+			roles[i] = Role(r)
+		}
+		if !p.Has(RoleAdmin) && !p.HasAny(roles) {
+			return Errorf(CodeForbidden, "only %s may decide %s calls; %s has %s", roleList(roles), toolName, p.Subject, roleList(p.Roles))
+		}
+	} else if err := require(ctx, RoleApprover, "deciding a tool call"); err != nil {
+		return err
+	}
+	if s.cfg.SeparationOfDuties && d.Kind == agent.CallApproved {
+		for _, r := range []*Run{top, run} {
+			if r.StartedBy != nil && *r.StartedBy == p.Subject {
+				return Errorf(CodeForbidden, "%s started run %s: with separation of duties someone else must approve its tool calls (you may still decline them)", p.Subject, top.ID)
+			}
+		}
+	}
+	return nil
+}
+
+func roleList(roles []Role) string {
+	if len(roles) == 0 {
+		return "no role"
+	}
+	names := make([]string, len(roles))
+	for i, r := range roles {
+		names[i] = string(r)
+	}
+	if len(names) == 1 {
+		return "role " + names[0]
+	}
+	return fmt.Sprintf("roles %s", strings.Join(names, ", "))
+}
