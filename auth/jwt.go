@@ -167,7 +167,9 @@ func (v *jwtVerifier) explain(tok *jwt.Token, claims jwt.MapClaims, err error) *
 			return e("token signing algorithm is not accepted")
 		}
 		return e("token signature is invalid")
-	case errors.Is(err, jwkset.ErrKeyNotFound):
+	case errors.Is(err, jwkset.ErrKeyNotFound) || errors.Is(err, keyfunc.ErrKeyfunc):
+		// No key of that kid (even after a refresh, or with refreshes rate-limited), or
+		// none for the token's alg.
 		return e("token is signed by an unknown key")
 	case errors.Is(err, jwt.ErrTokenUnverifiable):
 		if tok != nil && tok.Method == nil {
