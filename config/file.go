@@ -5,13 +5,20 @@
 // it (agents[0].model.baseURL) and what is wrong, so a server with a bad config never starts.
 package config
 
-import "time"
+import (
+	"time"
+
+	"interlock/auth"
+)
 
 // File is the whole config file. Keys are the interface users write: extend, never rename.
 type File struct {
 	Agents     []Agent     `yaml:"agents"`
 	Tools      []Tool      `yaml:"tools"`
 	MCPServers []MCPServer `yaml:"mcpServers"`
+	// Auth says who may use the server (tokens, JWTs). Default: none, and the server makes
+	// one admin token of its own at start.
+	Auth *auth.Config `yaml:"auth"`
 
 	path string // where it was read from, for messages
 }

@@ -166,6 +166,9 @@ func (f *File) check() []string {
 			}
 		}
 	}
+	if f.Auth != nil {
+		p.list = append(p.list, f.Auth.Problems("auth")...)
+	}
 	return p.list
 }
 

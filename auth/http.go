@@ -1,0 +1,93 @@
+package auth
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+
+	"interlock/runs"
+)
+
+// Middleware authenticates each request's Authorization header and serves it acting for the
+// principal (runs.WithPrincipal). A request that fails is answered 401 with a GraphQL error
+// whose extensions.code is UNAUTHENTICATED and a WWW-Authenticate challenge (RFC 6750).
+//
+// A WebSocket upgrade without an Authorization header goes through unauthenticated: browsers
+// cannot set headers on a WebSocket, so it authenticates in its connection_init payload
+// (FromInitPayload). An upgrade that does carry the header is authenticated like any request.
+func Middleware(a *Authenticator, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		header := r.Header.Get("Authorization")
+		if header == "" && isWebSocket(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		p, err := a.Authenticate(r.Context(), header)
+		if err != nil {
+			Unauthorized(w, err)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(runs.WithPrincipal(r.Context(), p)))
+	})
+}
+
+func isWebSocket(r *http.Request) bool {
+	for _, v := range r.Header.Values("Upgrade") {
+		for tok := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(tok), "websocket") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Unauthorized writes the 401 answer to a request that failed authentication with err; an
+// error that is not an *Error is shown as "unauthenticated", its text withheld.
+func Unauthorized(w http.ResponseWriter, err error) {
+	msg, missing := "unauthenticated", false
+	var ae *Error
+	if errors.As(err, &ae) {
+		msg, missing = ae.Message, ae.Missing
+	}
+	challenge := `Bearer realm="interlock"`
+	if !missing {
+		challenge += `, error="invalid_token"`
+	}
+	type extensions struct {
+		Code string `json:"code"`
+	}
+	type gqlError struct {
+		Message    string     `json:"message"`
+		Extensions extensions `json:"extensions"`
+	}
+	body, _ := json.Marshal(struct {
+		Errors []gqlError `json:"errors"`
+		Data   any        `json:"data"`
+	}{Errors: []gqlError{{Message: msg, Extensions: extensions{Code: "UNAUTHENTICATED"}}}})
+	h := w.Header()
+	h.Set("WWW-Authenticate", challenge)
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusUnauthorized)
+	_, _ = w.Write(body)
+}
+
+// FromInitPayload authenticates a WebSocket's connection_init payload, whose "authorization"
+// (or "Authorization") is a string like the header: "Bearer <token>". Failures are *Error.
+func (a *Authenticator) FromInitPayload(ctx context.Context, payload map[string]any) (*runs.Principal, error) {
+	v, ok := payload["authorization"]
+	if !ok {
+		v, ok = payload["Authorization"]
+	}
+	if !ok || v == nil {
+		return nil, &Error{Message: msgMissing, Missing: true}
+	}
+	s, ok := v.(string)
+	if !ok {
+		return nil, fail(`malformed authorization in connection_init: expected "Bearer <token>"`)
+	}
+	return a.Authenticate(ctx, s)
+}
