@@ -597,7 +597,7 @@ func TestConsoleDropsTextOfARetriedModelCall(t *testing.T) {
 // SIGTERM would) and closes its database.
 func serveApp(t *testing.T, db string, ln net.Listener) (s *testServer, stop func()) {
 	t.Helper()
-	cfg, err := parseConfig([]string{"--db", db}, func(string) string { return "" })
+	cfg, err := parseConfig([]string{"--auth=off", "--db", db}, func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}

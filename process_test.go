@@ -64,7 +64,7 @@ func startProc(t testing.TB, db string, args ...string) *proc {
 	t.Helper()
 	port := freePort(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	cmd := exec.Command(binary(t), append([]string{"--addr", addr, "--db", db}, args...)...)
+	cmd := exec.Command(binary(t), append([]string{"--auth=off", "--addr", addr, "--db", db}, args...)...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {

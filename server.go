@@ -30,6 +30,7 @@ import (
 	"gorm.io/gorm"
 
 	"interlock/agent"
+	"interlock/auth"
 	"interlock/config"
 	"interlock/gormstore"
 	"interlock/gqlguard"
@@ -95,6 +96,11 @@ type Config struct {
 	ReadTimeout  time.Duration
 	WriteTimeout time.Duration
 	IdleTimeout  time.Duration
+	// Auth turns authentication on or off (--auth, INTERLOCK_AUTH: on or off). Default on: the
+	// config file's auth section says who may do what, and without one the server makes a
+	// random admin token at start and prints a console link carrying it. Off serves everyone
+	// as an unrestricted principal, with a warning at start.
+	Auth bool
 	// ModelDelay slows every demo model answer, to watch runs step by step (--demo-delay,
 	// INTERLOCK_DEMO_DELAY). Default 0.
 	ModelDelay time.Duration
@@ -127,11 +133,19 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 	lease := fs.String("lease-ttl", env("INTERLOCK_LEASE_TTL", "30s"), "run lease duration")
 	shutdown := fs.String("shutdown-timeout", env("INTERLOCK_SHUTDOWN_TIMEOUT", "10s"), "graceful stop deadline")
 	retention := fs.String("retention", env("INTERLOCK_RETENTION", "168h"), "how long finished runs are kept")
+	authMode := fs.String("auth", env("INTERLOCK_AUTH", "on"), "authentication: on or off")
 	fs.StringVar(&origins, "allowed-origins", env("INTERLOCK_ALLOWED_ORIGINS", ""), "extra WebSocket origins, comma-separated")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
 	var err error
+	switch *authMode {
+	case "on":
+		cfg.Auth = true
+	case "off":
+	default:
+		return cfg, fmt.Errorf("--auth / INTERLOCK_AUTH: %q is neither on nor off", *authMode)
+	}
 	if cfg.MaxPerPage, err = strconv.Atoi(*perPage); err != nil || cfg.MaxPerPage < 1 {
 		return cfg, fmt.Errorf("--max-per-page / INTERLOCK_MAX_PER_PAGE: %q is not a positive integer", *perPage)
 	}
@@ -180,6 +194,11 @@ type App struct {
 	Service *runs.Service
 	handler http.Handler
 	ws      *gqlguard.Websocket // the WebSocket transport, which knows the operations in flight
+	// authn authenticates every API request; nil when authentication is off.
+	authn *auth.Authenticator
+	// AdminToken is the admin token made at start when authentication is on and the config
+	// file has no auth section; empty otherwise.
+	AdminToken string
 }
 
 // openDatabase opens the database cfg.DB names and applies its migrations.
@@ -200,45 +219,68 @@ func openDatabase(ctx context.Context, cfg Config) (*gorm.DB, error) {
 var newRunService = runs.New
 
 // NewApp opens and migrates the database and wires the service and the routes.
-func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
-	db, err := openDatabase(ctx, cfg)
+func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (app *App, err error) {
+	a := &App{cfg: cfg, log: log}
+	defer func() {
+		if err != nil {
+			a.Close()
+		}
+	}()
+	var file *config.File
+	if cfg.ConfigFile != "" {
+		if file, err = config.Load(cfg.ConfigFile); err != nil {
+			return nil, err
+		}
+	}
+	if a.db, err = openDatabase(ctx, cfg); err != nil {
+		return nil, err
+	}
+	if err = a.authenticate(ctx, file); err != nil {
+		return nil, err
+	}
+	if a.agents, err = loadAgents(ctx, cfg, file); err != nil {
+		return nil, err
+	}
+	registry, err := agent.NewRegistry(a.agents.List...)
 	if err != nil {
 		return nil, err
 	}
-	agents, err := loadAgents(ctx, cfg)
-	if err != nil {
-		closeDB(db)
-		return nil, err
-	}
-	registry, err := agent.NewRegistry(agents.List...)
-	if err != nil {
-		agents.Close()
-		closeDB(db)
-		return nil, err
-	}
-	svc, err := newRunService(gormstore.New(db), registry, runs.Config{
+	a.Service, err = newRunService(gormstore.New(a.db), registry, runs.Config{
 		MaxPerPage: cfg.MaxPerPage, LeaseTTL: cfg.LeaseTTL, Retention: cfg.Retention,
 		TextFlushInterval: cfg.TextFlushInterval, TextFlushBytes: cfg.TextFlushBytes, Logger: log,
+		SeparationOfDuties: a.authn != nil && file != nil && file.Auth != nil && file.Auth.SeparationOfDuties,
 	})
 	if err != nil {
-		agents.Close()
-		closeDB(db)
 		return nil, err
 	}
-	a := &App{cfg: cfg, log: log, db: db, agents: agents, Service: svc}
 	a.handler = a.routes()
 	return a, nil
 }
 
-// loadAgents builds the agents of the config file, or the demo agent when there is none.
-func loadAgents(ctx context.Context, cfg Config) (*config.Agents, error) {
-	demo := &llm.Demo{Delay: cfg.ModelDelay}
-	if cfg.ConfigFile == "" {
-		return &config.Agents{List: agent.DemoAgents(demo)}, nil
+// authenticate sets up authentication: off, the config file's auth section, or, without one,
+// an admin token made now.
+func (a *App) authenticate(ctx context.Context, file *config.File) error {
+	switch {
+	case !a.cfg.Auth:
+		a.log.Warn("authentication is off (--auth=off / INTERLOCK_AUTH=off): anyone who reaches the server can see and decide every run")
+	case file != nil && file.Auth != nil:
+		authn, err := auth.New(ctx, file.Auth, auth.Options{Logger: a.log})
+		if err != nil {
+			return fmt.Errorf("%s: %w", a.cfg.ConfigFile, err)
+		}
+		a.authn = authn
+	default:
+		a.AdminToken, a.authn = auth.Generated()
 	}
-	f, err := config.Load(cfg.ConfigFile)
-	if err != nil {
-		return nil, err
+	return nil
+}
+
+// loadAgents builds the agents of the config file, or the demo agents when it has none (a file
+// with only an auth section, say) or there is no file.
+func loadAgents(ctx context.Context, cfg Config, f *config.File) (*config.Agents, error) {
+	demo := &llm.Demo{Delay: cfg.ModelDelay}
+	if f == nil || len(f.Agents) == 0 {
+		return &config.Agents{List: agent.DemoAgents(demo)}, nil
 	}
 	return config.Build(ctx, f, config.Options{Version: version, DemoModel: demo})
 }
@@ -253,6 +295,7 @@ func (a *App) routes() http.Handler {
 	a.ws = gqlguard.NewWebsocket(transport.Websocket{
 		KeepAlivePingInterval: 10 * time.Second,
 		PingPongInterval:      10 * time.Second,
+		InitFunc:              a.authenticateSocket,
 		Implementation: transport.CoderWebsocketImplementation{AcceptOptions: websocket.AcceptOptions{
 			OriginPatterns: a.cfg.AllowedOrigins,
 		}},
@@ -270,12 +313,38 @@ func (a *App) routes() http.Handler {
 	gql.SetErrorPresenter(graph.PresentError(a.log))
 	gql.SetRecoverFunc(graph.Recover(a.log))
 
+	var api http.Handler = httpguard.SpareStreams(httpguard.Body(gql, maxBodyBytes))
+	if a.authn != nil {
+		api = auth.Middleware(a.authn, api)
+	}
 	mux := http.NewServeMux()
-	mux.Handle("/graphql", httpguard.SpareStreams(httpguard.Body(gql, maxBodyBytes)))
+	mux.Handle("/graphql", api)
 	mux.Handle("/playground", httpguard.NoFraming(playground.Handler("Interlock", "/graphql")))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
 	mux.Handle("/", httpguard.Console(web.Handler()))
 	return mux
+}
+
+// closeUnauthenticated closes a WebSocket whose connection_init carries no valid credentials.
+const closeUnauthenticated = 4401
+
+// authenticateSocket authenticates a WebSocket by the "authorization" of its connection_init
+// payload (browsers cannot set headers on a WebSocket), or by the Authorization header its
+// upgrade carried; without either it is closed with 4401.
+func (a *App) authenticateSocket(ctx context.Context, payload transport.InitPayload) (context.Context, *transport.InitPayload, error) {
+	if a.authn == nil {
+		return ctx, nil, nil
+	}
+	p, err := a.authn.FromInitPayload(ctx, payload)
+	var authErr *auth.Error
+	if errors.As(err, &authErr) && authErr.Missing && runs.PrincipalFrom(ctx) != nil {
+		return ctx, nil, nil // authenticated by the upgrade's header
+	}
+	if err != nil {
+		ctx = transport.WithWebsocketCloseCode(ctx, closeUnauthenticated)
+		return transport.AppendCloseReason(ctx, "unauthenticated"), nil, err
+	}
+	return runs.WithPrincipal(ctx, p), nil, nil
 }
 
 // Handler is the HTTP handler of every route.
@@ -320,15 +389,36 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 
 // Close releases the database.
 func (a *App) Close() {
-	a.Service.Close()
-	a.agents.Close()
-	closeDB(a.db)
+	if a.Service != nil {
+		a.Service.Close()
+	}
+	if a.agents != nil {
+		a.agents.Close()
+	}
+	if a.authn != nil {
+		a.authn.Close()
+	}
+	if a.db != nil {
+		closeDB(a.db)
+	}
 }
 
 func closeDB(db *gorm.DB) {
 	if sqlDB, err := db.DB(); err == nil {
 		sqlDB.Close()
 	}
+}
+
+// consoleURL is the console's address for a listener: localhost for a wildcard address.
+func consoleURL(addr net.Addr) string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return "http://" + addr.String()
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, port)
 }
 
 func main() {
@@ -370,6 +460,10 @@ func run(args []string, log *slog.Logger) error {
 		return fmt.Errorf("--addr / INTERLOCK_ADDR: %w", err)
 	}
 	log.Info("interlock listening", "addr", ln.Addr().String(), "graphql", "/graphql", "playground", "/playground", "console", "/")
+	if app.AdminToken != "" {
+		// Printed once, not logged: the way in for whoever started the server.
+		fmt.Fprintf(os.Stderr, "\nNo auth section in the config: this start made an admin token. Open the console with it:\n\n    %s/#token=%s\n\nSend it as \"Authorization: Bearer <token>\" from other clients. It changes at every start;\nconfigure auth.tokens in --config for lasting tokens and for several instances.\n\n", consoleURL(ln.Addr()), app.AdminToken)
+	}
 	if err := app.Serve(ctx, ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}

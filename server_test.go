@@ -28,7 +28,8 @@ type testServer struct {
 // startServer serves the app over db, with any further settings as command-line args.
 func startServer(t testing.TB, db string, args ...string) *testServer {
 	t.Helper()
-	cfg, err := parseConfig(append([]string{"--db", db}, args...), func(string) string { return "" })
+	// Authentication is off unless a test turns it on: a later --auth in args wins.
+	cfg, err := parseConfig(append([]string{"--auth=off", "--db", db}, args...), func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ import (
 // Serve as SIGTERM does and returns its error.
 func serveOnPort(t *testing.T, args ...string) (s *testServer, stop func() error) {
 	t.Helper()
-	cfg, err := parseConfig(append([]string{"--db", "sqlite:" + t.TempDir() + "/serve.db"}, args...), func(string) string { return "" })
+	cfg, err := parseConfig(append([]string{"--auth=off", "--db", "sqlite:" + t.TempDir() + "/serve.db"}, args...), func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}

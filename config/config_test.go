@@ -34,7 +34,7 @@ func TestConfigErrorsNameThePath(t *testing.T) {
 	}{
 		{"bad YAML", "agents:\n  - id: a\n   model: [", []string{"bad.yaml: line "}},
 		{"unknown key", "agents:\n  - id: a\n    modle: {provider: demo}\n", []string{"line 3", "unknown field \"modle\""}},
-		{"no agents", "tools: []\n", []string{"agents: at least one agent is required"}},
+		{"tools but no agents", "tools: [{name: t, http: {url: 'http://127.0.0.1:1/t'}}]\n", []string{"agents: at least one agent is required to use tools"}},
 		{"missing model", "agents:\n  - id: a\n", []string{"agents[0].model: is required"}},
 		{"missing model name", "agents:\n  - id: a\n    model: {provider: openai}\n", []string{"agents[0].model.name: is required"}},
 		{"bad base URL", "agents:\n  - id: a\n    model: {provider: openai, name: m, baseURL: 'localhost:11434'}\n", []string{`agents[0].model.baseURL: "localhost:11434" is not an http(s) URL`}},

@@ -70,8 +70,8 @@ var (
 // check finds every problem that can be found without leaving the process.
 func (f *File) check() []string {
 	var p problems
-	if len(f.Agents) == 0 {
-		p.add("agents", "at least one agent is required")
+	if len(f.Agents) == 0 && (len(f.Tools) > 0 || len(f.MCPServers) > 0) {
+		p.add("agents", "at least one agent is required to use tools (a file without agents serves the built-in demo agents)")
 	}
 	servers := map[string]bool{}
 	for i, s := range f.MCPServers {
