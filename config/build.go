@@ -74,13 +74,13 @@ func Build(ctx context.Context, f *File, opt Options) (*Agents, error) {
 			}
 			byName[t.Name] = &agent.Tool{
 				Name: t.Name, Description: t.Description, InputSchema: t.InputSchema,
-				RequireApproval: needsApproval(sc, t.Name), ExecuteFunc: srv.Execute(t.Name),
+				RequireApproval: needsApproval(sc, t.Name), ApprovalTimeout: sc.ApprovalTimeout, ExecuteFunc: srv.Execute(t.Name),
 			}
 		}
 	}
 	for i, tc := range f.Tools {
 		at := fmt.Sprintf("tools[%d]", i)
-		t := &agent.Tool{Name: tc.Name, Description: tc.Description, RequireApproval: tc.RequireApproval}
+		t := &agent.Tool{Name: tc.Name, Description: tc.Description, RequireApproval: tc.RequireApproval, ApprovalTimeout: tc.ApprovalTimeout}
 		t.InputSchema, _ = schemaJSON(tc.Name, tc.InputSchema) // checked by Load
 		t.SuspendSchema, _ = schemaJSON(tc.Name, tc.SuspendSchema)
 		t.ResumeSchema, _ = schemaJSON(tc.Name, tc.ResumeSchema)
@@ -106,6 +106,9 @@ func Build(ctx context.Context, f *File, opt Options) (*Agents, error) {
 				t.InputSchema = mt.InputSchema
 			}
 			t.RequireApproval = t.RequireApproval || needsApproval(f.server(tc.MCP.Server), tc.MCP.Tool)
+			if t.ApprovalTimeout == 0 {
+				t.ApprovalTimeout = f.server(tc.MCP.Server).ApprovalTimeout
+			}
 			t.ExecuteFunc = servers[tc.MCP.Server].Execute(tc.MCP.Tool)
 		}
 		if _, dup := byName[t.Name]; dup {
