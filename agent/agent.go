@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
 
 	"interlock/llm"
 )
@@ -51,6 +52,12 @@ type Tool struct {
 	ResumeSchema  json.RawMessage
 	// RequireApproval holds every call of this tool for a person's approval before it runs.
 	RequireApproval bool
+	// ApprovalTimeout is how long a call of this tool waits for a person: held for approval
+	// (RequireApproval, or the agent's or the run's requireToolApproval) or suspended for
+	// resume data — a person who never answers is the same problem either way. When it passes
+	// the call is resolved as expired: the tool does not run and the model is told the request
+	// timed out (ExpiredMessage). 0: it waits for as long as it takes.
+	ApprovalTimeout time.Duration
 	// ExecuteFunc runs the tool. It may return call.Suspend(payload) to wait for a person.
 	ExecuteFunc func(ctx context.Context, call *Call) (any, error)
 	// ApproverRoles, when set, are the only roles (besides admin) whose holders may approve or

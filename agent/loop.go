@@ -5,12 +5,41 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	"interlock/llm"
 )
 
 // DeclinedMessage is what the model is told when a call is declined without a reason.
 const DeclinedMessage = "Tool call was not approved by the user"
+
+// ExpiredMessage is what the model is told when nobody decided on a call of tool within its
+// approval timeout (after; 0 when unknown): the request timed out, which is not a person's
+// refusal. approval tells a call held for approval from one that waited for input (suspend()).
+func ExpiredMessage(tool string, after time.Duration, approval bool) string {
+	what := "The approval request for " + tool
+	if !approval {
+		what = "The request for input of " + tool
+	}
+	within := ""
+	if after > 0 {
+		within = " after " + shortDuration(after)
+	}
+	return fmt.Sprintf("%s timed out%s without a decision; the tool was not run.", what, within)
+}
+
+// shortDuration writes 30m for 30m0s and 1h for 1h0m0s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
 
 // Host is where the loop reports what happens. Each method that takes the snapshot must store it
 // together with the event it describes, atomically, before returning; an error stops the run.
@@ -118,10 +147,13 @@ func (a *Agent) advance(ctx context.Context, snap *Snapshot, c *PendingCall, hos
 			c.State = CallAwaitingApproval
 			return true, nil
 		}
-	case CallDeclined:
+	case CallDeclined, CallExpired:
 		reason := c.Reason
-		if reason == "" {
+		if reason == "" && c.State == CallDeclined {
 			reason = DeclinedMessage
+		}
+		if reason == "" {
+			reason = ExpiredMessage(c.Name, 0, true)
 		}
 		c.State = CallDone
 		snap.Messages = append(snap.Messages, llm.Message{Role: llm.RoleTool, ToolCallID: c.ID, ToolName: c.Name, Content: reason})

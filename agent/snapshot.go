@@ -10,8 +10,10 @@ import (
 // CallState is where a tool call of the current step stands.
 //
 //	new ──(needs approval)──▶ awaiting_approval ──approve──▶ approved ──▶ executing ──▶ done
-//	 │                              └──decline──▶ declined ──────────────────────────▶ done
+//	 │                              ├──decline──▶ declined ──────────────────────────▶ done
+//	 │                              └──timeout──▶ expired ───────────────────────────▶ done
 //	 └──(no approval)──▶ executing ──Suspend()──▶ suspended ──resume──▶ resumed ──▶ executing
+//	                                                  └──timeout──▶ expired ──▶ done
 //
 // A call of a delegate tool does not execute: once it may run (new without approval, or
 // approved) it is delegated while the sub-agent's run goes on, then returned with that run's
@@ -24,12 +26,15 @@ const (
 	CallAwaitingApproval CallState = "awaiting_approval"
 	CallApproved         CallState = "approved"
 	CallDeclined         CallState = "declined"
-	CallExecuting        CallState = "executing"
-	CallSuspended        CallState = "suspended"
-	CallResumed          CallState = "resumed"
-	CallDone             CallState = "done"
-	CallDelegated        CallState = "delegated"
-	CallReturned         CallState = "returned"
+	// CallExpired: nobody decided before the tool's ApprovalTimeout passed; like a decline, the
+	// tool does not run, and the model is given Reason (see ExpiredMessage).
+	CallExpired   CallState = "expired"
+	CallExecuting CallState = "executing"
+	CallSuspended CallState = "suspended"
+	CallResumed   CallState = "resumed"
+	CallDone      CallState = "done"
+	CallDelegated CallState = "delegated"
+	CallReturned  CallState = "returned"
 )
 
 // PendingCall is a tool call of the current step and what has happened to it.
@@ -114,7 +119,7 @@ func (s *Snapshot) Executing() *PendingCall {
 
 // Decision is what a person decided about the call a run waits on.
 type Decision struct {
-	Kind       CallState // CallApproved, CallDeclined or CallResumed
+	Kind       CallState // CallApproved, CallDeclined, CallResumed, or CallExpired (by the server)
 	Reason     string
 	ResumeData json.RawMessage
 	// Args, with an approval, are the arguments a person edited the call to: the tool runs

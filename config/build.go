@@ -74,13 +74,15 @@ func Build(ctx context.Context, f *File, opt Options) (*Agents, error) {
 			}
 			byName[t.Name] = &agent.Tool{
 				Name: t.Name, Description: t.Description, InputSchema: t.InputSchema,
-				RequireApproval: needsApproval(sc, t.Name), ExecuteFunc: srv.Execute(t.Name), ApproverRoles: sc.ApproverRoles,
+				RequireApproval: needsApproval(sc, t.Name), ApprovalTimeout: sc.ApprovalTimeout, ExecuteFunc: srv.Execute(t.Name),
+				ApproverRoles: sc.ApproverRoles,
 			}
 		}
 	}
 	for i, tc := range f.Tools {
 		at := fmt.Sprintf("tools[%d]", i)
-		t := &agent.Tool{Name: tc.Name, Description: tc.Description, RequireApproval: tc.RequireApproval, ApproverRoles: tc.ApproverRoles}
+		t := &agent.Tool{Name: tc.Name, Description: tc.Description, RequireApproval: tc.RequireApproval,
+			ApprovalTimeout: tc.ApprovalTimeout, ApproverRoles: tc.ApproverRoles}
 		t.InputSchema, _ = schemaJSON(tc.Name, tc.InputSchema) // checked by Load
 		t.SuspendSchema, _ = schemaJSON(tc.Name, tc.SuspendSchema)
 		t.ResumeSchema, _ = schemaJSON(tc.Name, tc.ResumeSchema)
@@ -108,6 +110,9 @@ func Build(ctx context.Context, f *File, opt Options) (*Agents, error) {
 			t.RequireApproval = t.RequireApproval || needsApproval(f.server(tc.MCP.Server), tc.MCP.Tool)
 			if len(t.ApproverRoles) == 0 {
 				t.ApproverRoles = f.server(tc.MCP.Server).ApproverRoles
+			}
+			if t.ApprovalTimeout == 0 {
+				t.ApprovalTimeout = f.server(tc.MCP.Server).ApprovalTimeout
 			}
 			t.ExecuteFunc = servers[tc.MCP.Server].Execute(tc.MCP.Tool)
 		}

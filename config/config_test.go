@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -47,6 +48,9 @@ func TestConfigErrorsNameThePath(t *testing.T) {
 		{"unset header variable", agentOK + "tools:\n  - name: t\n    http: {url: 'http://x/', headers: {Authorization: 'Bearer ${INTERLOCK_TEST_UNSET_TOKEN}'}}\n", []string{"tools[0].http.headers.Authorization: the environment variable INTERLOCK_TEST_UNSET_TOKEN is not set"}},
 		{"unknown sub-agent", "agents:\n  - id: a\n    model: {provider: demo}\n    subAgents: [b]\n", []string{`agents[0].subAgents[0]: "b" is not an agent id`}},
 		{"duplicate agent", agentOK + "  - id: a\n    model: {provider: demo}\n", []string{`agents[1].id: "a" is defined twice`}},
+		{"short approval timeout", agentOK + "tools:\n  - name: t\n    http: {url: 'http://x/'}\n    approvalTimeout: 10ms\n", []string{"tools[0].approvalTimeout: 10ms is too short"}},
+		{"negative approval timeout", agentOK + "tools:\n  - name: t\n    http: {url: 'http://x/'}\n    approvalTimeout: -5m\n", []string{"tools[0].approvalTimeout: -5m0s is too short"}},
+		{"bad MCP approval timeout", agentOK + "mcpServers:\n  - name: s\n    url: 'http://x/'\n    approvalTimeout: 1ms\n", []string{"mcpServers[0].approvalTimeout: 1ms is too short"}},
 		{"several problems", "agents:\n  - id: a\n  - id: b\n    model: {provider: x}\n", []string{"agents[0].model: is required", "agents[1].model.provider"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -116,11 +120,13 @@ agents:
 tools:
   - name: lookup
     mcp: {server: orders, tool: lookup_order}
+    approvalTimeout: 5m
 mcpServers:
   - name: orders
     url: `+h.URL+`
     tools: [lookup_order, cancel_order]
     requireApproval: [cancel_order]
+    approvalTimeout: 30m
 `)
 	if err != nil {
 		t.Fatal(err)
@@ -136,6 +142,9 @@ mcpServers:
 	if !cancel.RequireApproval {
 		t.Fatal("cancel_order does not need approval")
 	}
+	if cancel.ApprovalTimeout != 30*time.Minute || lookup.ApprovalTimeout != 5*time.Minute {
+		t.Fatalf("approval timeouts: cancel_order %s (want the server's 30m), lookup %s (want its own 5m)", cancel.ApprovalTimeout, lookup.ApprovalTimeout)
+	}
 	_, err = build(t, "agents:\n  - id: a\n    model: {provider: demo}\n    tools: [delete_everything]\nmcpServers:\n  - name: orders\n    url: "+h.URL+"\n    tools: [lookup_order]\n")
 	if err == nil || !strings.Contains(err.Error(), `agents[0].tools[0]: unknown tool "delete_everything"`) {
 		t.Fatalf("a tool left out of the server's list: %v", err)
@@ -143,5 +152,16 @@ mcpServers:
 	_, err = build(t, "agents:\n  - id: a\n    model: {provider: demo}\nmcpServers:\n  - name: orders\n    url: "+h.URL+"\n    tools: [refund]\n")
 	if err == nil || !strings.Contains(err.Error(), `mcpServers[0].tools[0]: the server lists no tool "refund"`) {
 		t.Fatalf("error %v", err)
+	}
+}
+
+// TestBuildHTTPToolApprovalTimeout: approvalTimeout on an HTTP tool reaches the agent's tool.
+func TestBuildHTTPToolApprovalTimeout(t *testing.T) {
+	a, err := build(t, "agents:\n  - id: a\n    model: {provider: demo}\n    tools: [refund]\ntools:\n  - name: refund\n    requireApproval: true\n    approvalTimeout: 30m\n    http: {url: 'http://127.0.0.1:1/'}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := a.List[0].Tool("refund").ApprovalTimeout; got != 30*time.Minute {
+		t.Fatalf("approval timeout %s, want 30m", got)
 	}
 }

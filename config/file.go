@@ -77,11 +77,16 @@ type Tool struct {
 	InputSchema any `yaml:"inputSchema"`
 	// SuspendSchema and ResumeSchema describe, for a tool that answers {"suspend": …}, the
 	// payload a person sees and the resumeData they must send back.
-	SuspendSchema   any      `yaml:"suspendSchema"`
-	ResumeSchema    any      `yaml:"resumeSchema"`
-	RequireApproval bool     `yaml:"requireApproval"`
-	HTTP            *HTTP    `yaml:"http"`
-	MCP             *MCPTool `yaml:"mcp"`
+	SuspendSchema   any  `yaml:"suspendSchema"`
+	ResumeSchema    any  `yaml:"resumeSchema"`
+	RequireApproval bool `yaml:"requireApproval"`
+	// ApprovalTimeout (such as 30m) is how long a call of this tool waits for a person — for
+	// approval, or for resume data after it suspended — before it expires: the tool does not
+	// run and the model is told the request timed out. At least 1s; default: no limit. An MCP
+	// tool without one takes its server's.
+	ApprovalTimeout time.Duration `yaml:"approvalTimeout"`
+	HTTP            *HTTP         `yaml:"http"`
+	MCP             *MCPTool      `yaml:"mcp"`
 	// ApproverRoles are the only roles (besides admin) that may decide the tool's calls.
 	ApproverRoles []string `yaml:"approverRoles"`
 }
@@ -108,7 +113,9 @@ type MCPServer struct {
 	// Tools, when set, are the only tools of the server offered.
 	Tools []string `yaml:"tools"`
 	// RequireApproval lists the server's tools whose calls wait for a person ("*": all).
-	RequireApproval []string      `yaml:"requireApproval"`
+	RequireApproval []string `yaml:"requireApproval"`
+	// ApprovalTimeout is the approvalTimeout of the server's tools (see Tool.ApprovalTimeout).
+	ApprovalTimeout time.Duration `yaml:"approvalTimeout"`
 	Timeout         time.Duration `yaml:"timeout"`
 	// ApproverRoles are the only roles (besides admin) that may decide its tools' calls.
 	ApproverRoles []string `yaml:"approverRoles"`

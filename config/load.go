@@ -8,6 +8,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/goccy/go-yaml"
 
@@ -94,6 +95,7 @@ func (f *File) check() []string {
 		if s.Timeout < 0 {
 			p.add(at+".timeout", "must be positive")
 		}
+		p.approvalTimeout(at+".approvalTimeout", s.ApprovalTimeout)
 	}
 	tools := map[string]bool{}
 	for i, t := range f.Tools {
@@ -123,6 +125,7 @@ func (f *File) check() []string {
 				p.add(at+".mcp.tool", "is required")
 			}
 		}
+		p.approvalTimeout(at+".approvalTimeout", t.ApprovalTimeout)
 		for _, s := range t.schemas() {
 			if _, err := schemaJSON(t.Name+"/"+s.key, s.value); err != nil {
 				p.add(at+"."+s.key, err.Error())
@@ -244,6 +247,13 @@ func expandEnv(s string) (string, error) {
 type problems struct{ list []string }
 
 func (p *problems) add(path, msg string) { p.list = append(p.list, path+": "+msg) }
+
+// approvalTimeout checks an approvalTimeout: absent (0), or at least a second.
+func (p *problems) approvalTimeout(path string, d time.Duration) {
+	if d != 0 && d < time.Second {
+		p.add(path, fmt.Sprintf("%s is too short: give at least 1s (such as 30m), or leave it out for no limit", d))
+	}
+}
 
 func (p *problems) url(path, s string) {
 	u, err := url.Parse(s)

@@ -26,11 +26,14 @@ const (
 	RunSuspended        Type = "RUN_SUSPENDED"
 	ToolCallApproved    Type = "TOOL_CALL_APPROVED"
 	ToolCallDeclined    Type = "TOOL_CALL_DECLINED"
-	RunResumed          Type = "RUN_RESUMED"
-	ToolResult          Type = "TOOL_RESULT"
-	StepFinished        Type = "STEP_FINISHED"
-	RunFinished         Type = "RUN_FINISHED"
-	RunFailed           Type = "RUN_FAILED"
+	// ToolCallExpired: nobody decided on the call before its tool's approvalTimeout passed; the
+	// tool did not run, and the model is told the request timed out (Reason says what it is told).
+	ToolCallExpired Type = "TOOL_CALL_EXPIRED"
+	RunResumed      Type = "RUN_RESUMED"
+	ToolResult      Type = "TOOL_RESULT"
+	StepFinished    Type = "STEP_FINISHED"
+	RunFinished     Type = "RUN_FINISHED"
+	RunFailed       Type = "RUN_FAILED"
 )
 
 // Terminal reports whether t ends a run's stream.
@@ -63,4 +66,7 @@ type ToolCall struct {
 	RequiresApproval bool            `json:"requiresApproval"`
 	SuspendPayload   json.RawMessage `json:"suspendPayload,omitempty"`
 	Interrupted      bool            `json:"interrupted,omitempty"`
+	// ExpiresAt is when a waiting call expires without a decision (its tool's approvalTimeout
+	// after it began to wait); nil when it waits for as long as it takes.
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
 }

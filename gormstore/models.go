@@ -37,7 +37,7 @@ type Run struct {
 func (Run) TableName() string { return "agent_runs" }
 
 // ToolCall is one row of run_tool_calls: a tool call a run suspended on, and what was decided
-// about it. Rows are never rewritten except to record the decision, so the table doubles as the
+// about it (or that it expired). Rows are never rewritten except to record the decision, so the table doubles as the
 // audit trail of who approved, declined or resumed what.
 type ToolCall struct {
 	ID               int64      `gorm:"column:id;primaryKey;autoIncrement"`
@@ -55,6 +55,9 @@ type ToolCall struct {
 	Reason           *string    `gorm:"column:reason"`
 	ResumeData       *string    `gorm:"column:resume_data"`
 	EditedArgs       *string    `gorm:"column:edited_args"`
+	// ExpiresAt is when a pending call expires without a decision (nil: never); the expiry
+	// loop finds due calls on (state, expires_at).
+	ExpiresAt *time.Time `gorm:"column:expires_at"`
 }
 
 // TableName keeps the table name independent of GORM's pluralisation rules.
@@ -66,6 +69,7 @@ const (
 	ToolCallApproved = "APPROVED"
 	ToolCallDeclined = "DECLINED"
 	ToolCallResumed  = "RESUMED"
+	ToolCallExpired  = "EXPIRED"
 )
 
 // Event is one row of run_events, the source of truth of a run's stream: (run_id, seq) is the

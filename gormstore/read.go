@@ -255,6 +255,7 @@ func runFromRow(m *Run, calls []ToolCall) *runs.Run {
 				r.ToolCalls = append(r.ToolCalls, events.ToolCall{
 					ToolCallID: c.ToolCallID, ToolName: c.ToolName, Args: rawOrNil(c.Args),
 					RequiresApproval: c.RequiresApproval, SuspendPayload: rawOrNil(c.SuspendPayload), Interrupted: c.Interrupted,
+					ExpiresAt: msOrNil(c.ExpiresAt),
 				})
 			}
 			continue

@@ -79,3 +79,11 @@ func leaseUpdate(tx *gorm.DB, runID, lease string, set map[string]any) error {
 }
 
 func ms(t time.Time) time.Time { return t.UTC().Truncate(time.Millisecond) }
+
+func msOrNil(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	v := ms(*t)
+	return &v
+}

@@ -69,7 +69,7 @@ func (s *Store) Suspend(ctx context.Context, p runs.Suspension) error {
 		row := ToolCall{
 			RunID: p.RunID, ToolCallID: p.Call.ToolCallID, ToolName: p.Call.ToolName, Args: &args,
 			RequiresApproval: p.Call.RequiresApproval, SuspendPayload: strOrNil(p.Call.SuspendPayload),
-			Interrupted: p.Call.Interrupted, State: ToolCallPending, CreatedAt: ms(p.At),
+			Interrupted: p.Call.Interrupted, State: ToolCallPending, CreatedAt: ms(p.At), ExpiresAt: msOrNil(p.Call.ExpiresAt),
 		}
 		if err := tx.Create(&row).Error; err != nil {
 			return fmt.Errorf("insert pending tool call: %w", err)
@@ -151,7 +151,15 @@ func (s *Store) Decide(ctx context.Context, d runs.DecisionWrite) error {
 		if d.EditedArgs != nil {
 			set["edited_args"] = string(d.EditedArgs)
 		}
-		res = tx.Model(&ToolCall{}).Where("run_id = ? AND tool_call_id = ? AND state = ?", d.RunID, d.ToolCallID, ToolCallPending).Updates(set)
+		call := tx.Model(&ToolCall{}).Where("run_id = ? AND tool_call_id = ? AND state = ?", d.RunID, d.ToolCallID, ToolCallPending)
+		// The deadline decides between a person and the expiry: a person's decision until the
+		// call expires, an expiry from then on.
+		if d.Kind == runs.DecisionExpired {
+			call = call.Where("expires_at IS NOT NULL AND expires_at <= ?", ms(d.At))
+		} else {
+			call = call.Where("(expires_at IS NULL OR expires_at > ?)", ms(d.At))
+		}
+		res = call.Updates(set)
 		if res.Error != nil {
 			return fmt.Errorf("record decision: %w", res.Error)
 		}
@@ -166,6 +174,26 @@ func (s *Store) Decide(ctx context.Context, d runs.DecisionWrite) error {
 		}
 		return recordChange(tx, d.RunID, runs.ChangeLeft, d.InstanceID, d.At)
 	})
+}
+
+// DueExpiries implements runs.Store.
+func (s *Store) DueExpiries(ctx context.Context, now time.Time, limit int) ([]runs.DueCall, error) {
+	var rows []ToolCall
+	err := s.db.WithContext(ctx).Model(&ToolCall{}).
+		Select("run_tool_calls.run_id", "run_tool_calls.tool_call_id", "run_tool_calls.expires_at").
+		Joins("JOIN agent_runs ON agent_runs.id = run_tool_calls.run_id").
+		Where("run_tool_calls.state = ? AND run_tool_calls.expires_at <= ? AND agent_runs.status = ?", ToolCallPending, ms(now), runs.StatusSuspended).
+		Order("run_tool_calls.expires_at").Order("run_tool_calls.id").Limit(limit).Find(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("find due tool calls: %w", err)
+	}
+	out := make([]runs.DueCall, 0, len(rows))
+	for _, r := range rows {
+		if r.ExpiresAt != nil {
+			out = append(out, runs.DueCall{RunID: r.RunID, ToolCallID: r.ToolCallID, ExpiresAt: r.ExpiresAt.UTC()})
+		}
+	}
+	return out, nil
 }
 
 // expired narrows a query to RUNNING runs whose lease has expired by the database's clock.

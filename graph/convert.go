@@ -2,6 +2,7 @@ package graph
 
 import (
 	"fmt"
+	"time"
 
 	"interlock/agent"
 	"interlock/events"
@@ -47,7 +48,7 @@ func toToolCall(runID string, c *events.ToolCall) *model.AgentRunToolCall {
 	out := &model.AgentRunToolCall{
 		ID: runID + ":" + c.ToolCallID, ToolCallID: &c.ToolCallID, ToolName: &c.ToolName,
 		RequiresApproval: c.RequiresApproval, SuspendPayload: c.SuspendPayload, Interrupted: c.Interrupted,
-		Args: c.Args,
+		Args: c.Args, ExpiresAt: c.ExpiresAt,
 	}
 	return out
 }
@@ -77,6 +78,10 @@ func toAgent(a *agent.Agent) *model.Agent {
 		out.Tools[i] = &model.Tool{
 			Name: t.Name, Description: nonEmpty(t.Description), RequiresApproval: t.RequireApproval,
 			InputSchema: t.InputSchema, SuspendSchema: t.SuspendSchema, ResumeSchema: t.ResumeSchema,
+		}
+		if t.ApprovalTimeout > 0 {
+			secs := int(t.ApprovalTimeout.Round(time.Second) / time.Second)
+			out.Tools[i].ApprovalTimeoutSeconds = &secs
 		}
 	}
 	for i, s := range a.SubAgents {

@@ -71,6 +71,7 @@ type ComplexityRoot struct {
 
 	AgentRunToolCall struct {
 		Args             func(childComplexity int) int
+		ExpiresAt        func(childComplexity int) int
 		ID               func(childComplexity int) int
 		Interrupted      func(childComplexity int) int
 		RequiresApproval func(childComplexity int) int
@@ -163,12 +164,13 @@ type ComplexityRoot struct {
 	}
 
 	Tool struct {
-		Description      func(childComplexity int) int
-		InputSchema      func(childComplexity int) int
-		Name             func(childComplexity int) int
-		RequiresApproval func(childComplexity int) int
-		ResumeSchema     func(childComplexity int) int
-		SuspendSchema    func(childComplexity int) int
+		ApprovalTimeoutSeconds func(childComplexity int) int
+		Description            func(childComplexity int) int
+		InputSchema            func(childComplexity int) int
+		Name                   func(childComplexity int) int
+		RequiresApproval       func(childComplexity int) int
+		ResumeSchema           func(childComplexity int) int
+		SuspendSchema          func(childComplexity int) int
 	}
 }
 
@@ -370,6 +372,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AgentRunToolCall.Args(childComplexity), true
+	case "AgentRunToolCall.expiresAt":
+		if e.ComplexityRoot.AgentRunToolCall.ExpiresAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentRunToolCall.ExpiresAt(childComplexity), true
 	case "AgentRunToolCall.id":
 		if e.ComplexityRoot.AgentRunToolCall.ID == nil {
 			break
@@ -806,6 +814,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.ThreadsResult.Total(childComplexity), true
 
+	case "Tool.approvalTimeoutSeconds":
+		if e.ComplexityRoot.Tool.ApprovalTimeoutSeconds == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Tool.ApprovalTimeoutSeconds(childComplexity), true
 	case "Tool.description":
 		if e.ComplexityRoot.Tool.Description == nil {
 			break
@@ -1054,7 +1068,7 @@ type AgentRun {
   decisions: [Decision!]!
 }
 
-"Addition: a decision a person took on a tool call."
+"Addition: a decision a person took on a tool call (or, with kind EXPIRED, the server took when nobody did in time)."
 type Decision {
   "Unique across runs and decisions."
   id: ID!
@@ -1063,7 +1077,7 @@ type Decision {
   kind: DecisionKind!
   decidedBy: String
   decidedAt: DateTime!
-  "The reason given with a decline."
+  "The reason given with a decline; with EXPIRED, what the model was told."
   reason: String
   "The data a resume was sent with."
   resumeData: JSON
@@ -1078,6 +1092,8 @@ enum DecisionKind {
   APPROVED
   DECLINED
   RESUMED
+  "Addition: nobody decided before the call's expiresAt (its tool's approvalTimeout): the tool did not run and the model was told the request timed out. decidedBy is null."
+  EXPIRED
 }
 
 type AgentRunToolCall {
@@ -1093,6 +1109,14 @@ type AgentRunToolCall {
   suspendPayload: JSON
   "Addition: true when the call was executing while its server instance died, so its outcome is unknown; it waits for approval again."
   interrupted: Boolean!
+  """
+  Addition: when this waiting call expires without a decision — its tool's approvalTimeout after
+  the run suspended on it (the same instant on a supervisor's run showing a sub-agent's call).
+  Then it is resolved as EXPIRED (TOOL_CALL_EXPIRED): the tool does not run, the model is told the
+  request timed out, and a later approve, decline or resume is CONFLICT. Null when it waits for as
+  long as it takes.
+  """
+  expiresAt: DateTime
 }
 
 type Agent {
@@ -1117,6 +1141,8 @@ type Tool {
   suspendSchema: JSON
   "JSON Schema that resumeRun's resumeData must satisfy, if the tool can suspend."
   resumeSchema: JSON
+  "Addition: how many seconds a call of this tool waits for approval or resume data before it expires (approvalTimeout); null: no limit."
+  approvalTimeoutSeconds: Int
 }
 
 type Mutation {
@@ -1186,7 +1212,7 @@ type RunEvent {
   at: DateTime!
   "TEXT_DELTA: the next piece of assistant text."
   text: String
-  "TOOL_CALL, TOOL_CALL_APPROVAL, TOOL_CALL_SUSPENDED, TOOL_CALL_APPROVED, TOOL_CALL_DECLINED, TOOL_RESULT: the call concerned."
+  "TOOL_CALL, TOOL_CALL_APPROVAL, TOOL_CALL_SUSPENDED, TOOL_CALL_APPROVED, TOOL_CALL_DECLINED, TOOL_RESULT: the call concerned. Addition: TOOL_CALL_EXPIRED too."
   toolCall: AgentRunToolCall
   "TOOL_RESULT: what the tool returned."
   result: JSON
@@ -1196,7 +1222,7 @@ type RunEvent {
   error: String
   "Addition: RUN_FAILED: the kind of failure, as AgentRun.errorCode."
   errorCode: String
-  "TOOL_CALL_DECLINED: the reason given; TOOL_CALL_APPROVED / DECLINED / RUN_RESUMED: who decided, when known."
+  "TOOL_CALL_DECLINED: the reason given; TOOL_CALL_APPROVED / DECLINED / RUN_RESUMED: who decided, when known. Addition: TOOL_CALL_EXPIRED: what the model was told."
   reason: String
   decidedBy: String
 }
@@ -1214,6 +1240,8 @@ enum RunEventType {
   RUN_SUSPENDED
   TOOL_CALL_APPROVED
   TOOL_CALL_DECLINED
+  "Addition: nobody decided on the call before its expiresAt: the tool does not run, the model is told the request timed out (reason says what it was told), and the run goes on (RUN_RESUMED follows). The decision is recorded with kind EXPIRED."
+  TOOL_CALL_EXPIRED
   RUN_RESUMED
   TOOL_RESULT
   STEP_FINISHED
@@ -1345,6 +1373,8 @@ func (ec *executionContext) childFields_AgentRunToolCall(ctx context.Context, fi
 		return ec.fieldContext_AgentRunToolCall_suspendPayload(ctx, field)
 	case "interrupted":
 		return ec.fieldContext_AgentRunToolCall_interrupted(ctx, field)
+	case "expiresAt":
+		return ec.fieldContext_AgentRunToolCall_expiresAt(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type AgentRunToolCall", field.Name)
 }
@@ -1485,6 +1515,8 @@ func (ec *executionContext) childFields_Tool(ctx context.Context, field graphql.
 		return ec.fieldContext_Tool_suspendSchema(ctx, field)
 	case "resumeSchema":
 		return ec.fieldContext_Tool_resumeSchema(ctx, field)
+	case "approvalTimeoutSeconds":
+		return ec.fieldContext_Tool_approvalTimeoutSeconds(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Tool", field.Name)
 }
@@ -2820,6 +2852,29 @@ func (ec *executionContext) _AgentRunToolCall_interrupted(ctx context.Context, f
 }
 func (ec *executionContext) fieldContext_AgentRunToolCall_interrupted(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AgentRunToolCall", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _AgentRunToolCall_expiresAt(ctx context.Context, field graphql.CollectedField, obj *model.AgentRunToolCall) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentRunToolCall_expiresAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ExpiresAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalODateTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AgentRunToolCall_expiresAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentRunToolCall", field, false, false, "DateTime")
 }
 
 func (ec *executionContext) _Decision_id(ctx context.Context, field graphql.CollectedField, obj *model.Decision) (ret graphql.Marshaler) {
@@ -4594,6 +4649,29 @@ func (ec *executionContext) fieldContext_Tool_resumeSchema(_ context.Context, fi
 	return graphql.NewScalarFieldContext("Tool", field, false, false, "JSON")
 }
 
+func (ec *executionContext) _Tool_approvalTimeoutSeconds(ctx context.Context, field graphql.CollectedField, obj *model.Tool) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Tool_approvalTimeoutSeconds(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ApprovalTimeoutSeconds, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Tool_approvalTimeoutSeconds(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Tool", field, false, false, "Int")
+}
+
 func (ec *executionContext) ___Directive_name(ctx context.Context, field graphql.CollectedField, obj *introspection.Directive) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -5967,6 +6045,11 @@ func (ec *executionContext) _AgentRunToolCall(ctx context.Context, sel ast.Selec
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "expiresAt":
+			out.Values[i] = ec._AgentRunToolCall_expiresAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -6598,6 +6681,11 @@ func (ec *executionContext) _Tool(ctx context.Context, sel ast.SelectionSet, obj
 			}
 		case "resumeSchema":
 			out.Values[i] = ec._Tool_resumeSchema(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "approvalTimeoutSeconds":
+			out.Values[i] = ec._Tool_approvalTimeoutSeconds(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}

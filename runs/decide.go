@@ -22,7 +22,8 @@ type DecideParams struct {
 // Approve lets the held tool call run; the run continues on this instance. It returns the run as
 // stored right after the decision (RUNNING).
 // Errors: NOT_FOUND for an unknown run; CONFLICT when the run is not suspended or the call was
-// already decided (of racing decisions exactly one wins); BAD_USER_INPUT when the call waits for
+// already decided (of racing decisions exactly one wins), or expired (its tool's approvalTimeout
+// passed: the message says so); BAD_USER_INPUT when the call waits for
 // resume data, or the toolCallId is ambiguous or unknown.
 func (s *Service) Approve(ctx context.Context, p DecideParams) (*Run, error) {
 	return s.decide(ctx, p, agent.Decision{Kind: agent.CallApproved})
@@ -74,6 +75,9 @@ func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) 
 		return nil, notFound(p.RunID)
 	}
 	if run.Status != StatusSuspended {
+		if err := expiredConflict(run, p.ToolCallID); err != nil {
+			return nil, err
+		}
 		return nil, Errorf(CodeConflict, "run %s is %s, not SUSPENDED: it was already decided or has not suspended", run.ID, run.Status)
 	}
 	call, err := pickCall(run, p.ToolCallID)
@@ -89,6 +93,9 @@ func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) 
 		if call, err = pickCall(run, nil); err != nil {
 			return nil, err
 		}
+	}
+	if err := s.refuseExpired(ctx, run, call); err != nil {
+		return nil, err
 	}
 	if err := checkKind(call, d.Kind); err != nil {
 		return nil, err
@@ -150,6 +157,9 @@ func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) 
 	}
 	if err := s.store.Decide(ctx, w); err != nil {
 		if errors.Is(err, ErrStale) {
+			if err := pastDeadline(run, call, now); err != nil {
+				return nil, err
+			}
 			return nil, Errorf(CodeConflict, "run %s was decided by someone else first", run.ID)
 		}
 		return nil, err
@@ -182,6 +192,7 @@ func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) 
 
 var decisionKind = map[agent.CallState]DecisionKind{
 	agent.CallApproved: DecisionApproved, agent.CallDeclined: DecisionDeclined, agent.CallResumed: DecisionResumed,
+	agent.CallExpired: DecisionExpired,
 }
 
 // pickCall finds the pending call a decision is about.
@@ -204,6 +215,9 @@ func pickCall(run *Run, toolCallID *string) (*events.ToolCall, error) {
 	}
 	for _, d := range run.Decisions {
 		if d.ToolCallID == *toolCallID {
+			if d.Kind == DecisionExpired {
+				return nil, expiredAt(run.ID, d.ToolCallID, d.DecidedAt)
+			}
 			return nil, Errorf(CodeConflict, "tool call %s of run %s was already decided", *toolCallID, run.ID)
 		}
 	}
@@ -231,6 +245,8 @@ func decisionEvents(call *events.ToolCall, d agent.Decision, by string) []events
 		return []events.Event{{Type: events.ToolCallApproved, ToolCall: &ev, DecidedBy: by}, resumed}
 	case agent.CallDeclined:
 		return []events.Event{{Type: events.ToolCallDeclined, ToolCall: &ev, Reason: d.Reason, DecidedBy: by}, resumed}
+	case agent.CallExpired:
+		return []events.Event{{Type: events.ToolCallExpired, ToolCall: &ev, Reason: d.Reason}, resumed}
 	default:
 		return []events.Event{resumed}
 	}

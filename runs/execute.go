@@ -348,10 +348,16 @@ func (e *execution) eventCall(snap *agent.Snapshot, c agent.PendingCall) *events
 }
 
 // suspend stores the run as SUSPENDED on the held call, with the call's row and the events that
-// announce it, in one transaction, and only then tells anyone. The lease is released.
+// announce it, in one transaction, and only then tells anyone. The lease is released. A call of a
+// tool with an ApprovalTimeout gets its deadline (ExpiresAt), counted from now.
 func (e *execution) suspend(ctx context.Context, snap *agent.Snapshot, held *agent.PendingCall, prelude ...events.Event) error {
 	approval := held.State == agent.CallAwaitingApproval
+	now := e.s.now()
 	call := events.ToolCall{ToolCallID: held.ID, ToolName: held.Name, Args: held.Args, RequiresApproval: approval, SuspendPayload: held.SuspendPayload, Interrupted: held.Interrupted}
+	if t := e.agent.Tool(held.Name); t != nil && t.ApprovalTimeout > 0 {
+		deadline := ms(now.Add(t.ApprovalTimeout))
+		call.ExpiresAt = &deadline
+	}
 	first := events.Event{Type: events.ToolCallApproval, ToolCall: &call}
 	if !approval {
 		first.Type = events.ToolCallSuspended
@@ -374,7 +380,7 @@ func (e *execution) suspend(ctx context.Context, snap *agent.Snapshot, held *age
 		return err
 	}
 	err = e.s.store.Suspend(ctx, Suspension{
-		Checkpoint: Checkpoint{RunID: e.run.ID, Lease: e.owner, TTL: e.s.cfg.LeaseTTL, After: e.seq, At: e.s.now(), Events: evs, Snapshot: &encoded},
+		Checkpoint: Checkpoint{RunID: e.run.ID, Lease: e.owner, TTL: e.s.cfg.LeaseTTL, After: e.seq, At: now, Events: evs, Snapshot: &encoded},
 		Call:       call, InstanceID: e.s.cfg.InstanceID, Ancestors: ancestors,
 	})
 	if err != nil {

@@ -55,6 +55,10 @@ const (
 	DecisionApproved DecisionKind = "APPROVED"
 	DecisionDeclined DecisionKind = "DECLINED"
 	DecisionResumed  DecisionKind = "RESUMED"
+	// DecisionExpired is taken by the server, not a person (DecidedBy is nil): nobody decided
+	// before the call's ExpiresAt, so the tool did not run and the model was told the request
+	// timed out.
+	DecisionExpired DecisionKind = "EXPIRED"
 )
 
 // Decision is a decision taken on one tool call: the audit trail of a run.

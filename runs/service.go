@@ -39,6 +39,9 @@ type Config struct {
 	// RecoveryInterval is how often this instance looks for runs whose lease expired, to recover
 	// them. Default 1s.
 	RecoveryInterval time.Duration
+	// ExpiryInterval is how often this instance looks for waiting calls whose approvalTimeout
+	// has passed, to resolve them as EXPIRED. Default 1s.
+	ExpiryInterval time.Duration
 	// Retention is how long finished runs and their events are kept. Default 7 days.
 	Retention time.Duration
 	// RetentionInterval is how often the retention job runs. Default 10 minutes.
@@ -87,6 +90,9 @@ func (c Config) WithDefaults() Config {
 	if c.RecoveryInterval == 0 {
 		c.RecoveryInterval = time.Second
 	}
+	if c.ExpiryInterval == 0 {
+		c.ExpiryInterval = time.Second
+	}
 	if c.Retention == 0 {
 		c.Retention = 7 * 24 * time.Hour
 	}
@@ -130,7 +136,7 @@ func (c Config) validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"PollInterval", c.PollInterval}, {"RecoveryInterval", c.RecoveryInterval}, {"RetentionInterval", c.RetentionInterval}, {"TextFlushInterval", c.TextFlushInterval}, {"RecoveryBackoff", c.RecoveryBackoff}} {
+	}{{"PollInterval", c.PollInterval}, {"RecoveryInterval", c.RecoveryInterval}, {"ExpiryInterval", c.ExpiryInterval}, {"RetentionInterval", c.RetentionInterval}, {"TextFlushInterval", c.TextFlushInterval}, {"RecoveryBackoff", c.RecoveryBackoff}} {
 		if d.v <= 0 {
 			return fmt.Errorf("%s must be positive, not %s", d.name, d.v)
 		}
@@ -188,7 +194,7 @@ func (s *Service) stopStarting() {
 }
 
 // New returns a service over a store and starts its background loops (notify, watch,
-// recovery, retention); Close stops them.
+// recovery, expiry, retention); Close stops them.
 func New(st Store, agents *agent.Registry, cfg Config) (*Service, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
@@ -210,6 +216,15 @@ func New(st Store, agents *agent.Registry, cfg Config) (*Service, error) {
 			return nil
 		}
 		_, err := s.RecoverExpired(ctx)
+		return err
+	})
+	// Expiry: waiting calls whose approvalTimeout passed are resolved as EXPIRED, each with the
+	// decision's compare-and-set, so of several instances exactly one expires a call.
+	s.every(cfg.ExpiryInterval, "expiry", func(ctx context.Context) error {
+		if s.draining.Load() {
+			return nil
+		}
+		_, err := s.ExpireDue(ctx)
 		return err
 	})
 	// Retention: any number of instances may run it at once; each batch deletes by id, and

@@ -17,7 +17,8 @@ import (
 //
 // Lease times are the database's: implementations compute "ttl from now" and "expired" with the
 // database's clock, so instances whose clocks disagree still agree on who holds a run. Every
-// other time (created, updated, decided, event times) is given by the caller.
+// other time (created, updated, decided, event times, and a waiting call's ExpiresAt and the
+// "now" it is compared with) is given by the caller.
 //
 // gormstore implements it for SQLite and MySQL; runs/storetest is the conformance suite every
 // implementation must pass unchanged.
@@ -63,8 +64,14 @@ type Store interface {
 	// Decide is the compare-and-set of a decision: the run moves from SUSPENDED at d.Version
 	// to RUNNING under a new lease, the call's row from PENDING to decided, with the new
 	// snapshot, the events and a suspended-set change. ErrStale when the run or the call moved
-	// since it was read.
+	// since it was read, and when the call's deadline decides against it: a person's decision
+	// on a call whose ExpiresAt is at or before d.At, or a DecisionExpired before its ExpiresAt
+	// (or on a call without one).
 	Decide(ctx context.Context, d DecisionWrite) error
+	// DueExpiries returns up to limit pending calls of SUSPENDED runs whose ExpiresAt is at or
+	// before now, earliest first (then in the order they were stored). A supervisor run's
+	// delegate call that shows a sub-agent's call is listed too, with the same ExpiresAt.
+	DueExpiries(ctx context.Context, now time.Time, limit int) ([]DueCall, error)
 
 	// ExpiredRuns returns up to limit RUNNING runs whose lease has expired and whose recovery
 	// is not deferred, oldest lease first, with their snapshots.
@@ -128,6 +135,7 @@ type Checkpoint struct {
 // Suspension is Checkpoint plus the call the run now waits on.
 type Suspension struct {
 	Checkpoint
+	// Call is stored with its ExpiresAt, when it has one (so are the Ancestors' calls).
 	Call events.ToolCall
 	// InstanceID is recorded with the suspended-set change.
 	InstanceID string
@@ -173,6 +181,13 @@ type DecisionWrite struct {
 	// Ancestors are the SUSPENDED supervisor runs above the run, innermost first: each goes
 	// back to WAITING, its delegate call's row decided as the run's call.
 	Ancestors []AncestorWrite
+}
+
+// DueCall is a waiting call whose deadline has passed.
+type DueCall struct {
+	RunID      string
+	ToolCallID string
+	ExpiresAt  time.Time
 }
 
 // Claim is the compare-and-set that takes over an expired run.

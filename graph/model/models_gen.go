@@ -68,9 +68,15 @@ type AgentRunToolCall struct {
 	SuspendPayload json.RawMessage `json:"suspendPayload,omitempty"`
 	// Addition: true when the call was executing while its server instance died, so its outcome is unknown; it waits for approval again.
 	Interrupted bool `json:"interrupted"`
+	// Addition: when this waiting call expires without a decision — its tool's approvalTimeout after
+	// the run suspended on it (the same instant on a supervisor's run showing a sub-agent's call).
+	// Then it is resolved as EXPIRED (TOOL_CALL_EXPIRED): the tool does not run, the model is told the
+	// request timed out, and a later approve, decline or resume is CONFLICT. Null when it waits for as
+	// long as it takes.
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
 }
 
-// Addition: a decision a person took on a tool call.
+// Addition: a decision a person took on a tool call (or, with kind EXPIRED, the server took when nobody did in time).
 type Decision struct {
 	// Unique across runs and decisions.
 	ID         string       `json:"id"`
@@ -79,7 +85,7 @@ type Decision struct {
 	Kind       DecisionKind `json:"kind"`
 	DecidedBy  *string      `json:"decidedBy,omitempty"`
 	DecidedAt  time.Time    `json:"decidedAt"`
-	// The reason given with a decline.
+	// The reason given with a decline; with EXPIRED, what the model was told.
 	Reason *string `json:"reason,omitempty"`
 	// The data a resume was sent with.
 	ResumeData json.RawMessage `json:"resumeData,omitempty"`
@@ -103,7 +109,7 @@ type RunEvent struct {
 	At   time.Time    `json:"at"`
 	// TEXT_DELTA: the next piece of assistant text.
 	Text *string `json:"text,omitempty"`
-	// TOOL_CALL, TOOL_CALL_APPROVAL, TOOL_CALL_SUSPENDED, TOOL_CALL_APPROVED, TOOL_CALL_DECLINED, TOOL_RESULT: the call concerned.
+	// TOOL_CALL, TOOL_CALL_APPROVAL, TOOL_CALL_SUSPENDED, TOOL_CALL_APPROVED, TOOL_CALL_DECLINED, TOOL_RESULT: the call concerned. Addition: TOOL_CALL_EXPIRED too.
 	ToolCall *AgentRunToolCall `json:"toolCall,omitempty"`
 	// TOOL_RESULT: what the tool returned.
 	Result json.RawMessage `json:"result,omitempty"`
@@ -113,7 +119,7 @@ type RunEvent struct {
 	Error *string `json:"error,omitempty"`
 	// Addition: RUN_FAILED: the kind of failure, as AgentRun.errorCode.
 	ErrorCode *string `json:"errorCode,omitempty"`
-	// TOOL_CALL_DECLINED: the reason given; TOOL_CALL_APPROVED / DECLINED / RUN_RESUMED: who decided, when known.
+	// TOOL_CALL_DECLINED: the reason given; TOOL_CALL_APPROVED / DECLINED / RUN_RESUMED: who decided, when known. Addition: TOOL_CALL_EXPIRED: what the model was told.
 	Reason    *string `json:"reason,omitempty"`
 	DecidedBy *string `json:"decidedBy,omitempty"`
 }
@@ -186,6 +192,8 @@ type Tool struct {
 	SuspendSchema json.RawMessage `json:"suspendSchema,omitempty"`
 	// JSON Schema that resumeRun's resumeData must satisfy, if the tool can suspend.
 	ResumeSchema json.RawMessage `json:"resumeSchema,omitempty"`
+	// Addition: how many seconds a call of this tool waits for approval or resume data before it expires (approvalTimeout); null: no limit.
+	ApprovalTimeoutSeconds *int `json:"approvalTimeoutSeconds,omitempty"`
 }
 
 // Addition: what was decided.
@@ -195,17 +203,20 @@ const (
 	DecisionKindApproved DecisionKind = "APPROVED"
 	DecisionKindDeclined DecisionKind = "DECLINED"
 	DecisionKindResumed  DecisionKind = "RESUMED"
+	// Addition: nobody decided before the call's expiresAt (its tool's approvalTimeout): the tool did not run and the model was told the request timed out. decidedBy is null.
+	DecisionKindExpired DecisionKind = "EXPIRED"
 )
 
 var AllDecisionKind = []DecisionKind{
 	DecisionKindApproved,
 	DecisionKindDeclined,
 	DecisionKindResumed,
+	DecisionKindExpired,
 }
 
 func (e DecisionKind) IsValid() bool {
 	switch e {
-	case DecisionKindApproved, DecisionKindDeclined, DecisionKindResumed:
+	case DecisionKindApproved, DecisionKindDeclined, DecisionKindResumed, DecisionKindExpired:
 		return true
 	}
 	return false
@@ -261,11 +272,13 @@ const (
 	RunEventTypeRunSuspended        RunEventType = "RUN_SUSPENDED"
 	RunEventTypeToolCallApproved    RunEventType = "TOOL_CALL_APPROVED"
 	RunEventTypeToolCallDeclined    RunEventType = "TOOL_CALL_DECLINED"
-	RunEventTypeRunResumed          RunEventType = "RUN_RESUMED"
-	RunEventTypeToolResult          RunEventType = "TOOL_RESULT"
-	RunEventTypeStepFinished        RunEventType = "STEP_FINISHED"
-	RunEventTypeRunFinished         RunEventType = "RUN_FINISHED"
-	RunEventTypeRunFailed           RunEventType = "RUN_FAILED"
+	// Addition: nobody decided on the call before its expiresAt: the tool does not run, the model is told the request timed out (reason says what it was told), and the run goes on (RUN_RESUMED follows). The decision is recorded with kind EXPIRED.
+	RunEventTypeToolCallExpired RunEventType = "TOOL_CALL_EXPIRED"
+	RunEventTypeRunResumed      RunEventType = "RUN_RESUMED"
+	RunEventTypeToolResult      RunEventType = "TOOL_RESULT"
+	RunEventTypeStepFinished    RunEventType = "STEP_FINISHED"
+	RunEventTypeRunFinished     RunEventType = "RUN_FINISHED"
+	RunEventTypeRunFailed       RunEventType = "RUN_FAILED"
 )
 
 var AllRunEventType = []RunEventType{
@@ -279,6 +292,7 @@ var AllRunEventType = []RunEventType{
 	RunEventTypeRunSuspended,
 	RunEventTypeToolCallApproved,
 	RunEventTypeToolCallDeclined,
+	RunEventTypeToolCallExpired,
 	RunEventTypeRunResumed,
 	RunEventTypeToolResult,
 	RunEventTypeStepFinished,
@@ -288,7 +302,7 @@ var AllRunEventType = []RunEventType{
 
 func (e RunEventType) IsValid() bool {
 	switch e {
-	case RunEventTypeRunStarted, RunEventTypeTextDelta, RunEventTypeModelCallRetried, RunEventTypeToolCall, RunEventTypeToolCallApproval, RunEventTypeToolCallSuspended, RunEventTypeToolCallInterrupted, RunEventTypeRunSuspended, RunEventTypeToolCallApproved, RunEventTypeToolCallDeclined, RunEventTypeRunResumed, RunEventTypeToolResult, RunEventTypeStepFinished, RunEventTypeRunFinished, RunEventTypeRunFailed:
+	case RunEventTypeRunStarted, RunEventTypeTextDelta, RunEventTypeModelCallRetried, RunEventTypeToolCall, RunEventTypeToolCallApproval, RunEventTypeToolCallSuspended, RunEventTypeToolCallInterrupted, RunEventTypeRunSuspended, RunEventTypeToolCallApproved, RunEventTypeToolCallDeclined, RunEventTypeToolCallExpired, RunEventTypeRunResumed, RunEventTypeToolResult, RunEventTypeStepFinished, RunEventTypeRunFinished, RunEventTypeRunFailed:
 		return true
 	}
 	return false

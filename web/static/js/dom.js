@@ -36,5 +36,15 @@ export function ago(iso) {
   return `${Math.floor(s / 86400)} d`;
 }
 
+/** "expires in 12 min", or "expired": how long until a waiting call's deadline. */
+export function expiresIn(iso) {
+  const s = (Date.parse(iso) - Date.now()) / 1000;
+  if (s <= 0) return "expired";
+  if (s < 60) return `expires in ${Math.ceil(s)} s`;
+  if (s < 3600) return `expires in ${Math.ceil(s / 60)} min`;
+  if (s < 86400) return `expires in ${Math.round(s / 3600)} h`;
+  return `expires in ${Math.round(s / 86400)} d`;
+}
+
 /** A local, readable date and time. */
 export function when(iso) { return iso ? new Date(iso).toLocaleString() : ""; }

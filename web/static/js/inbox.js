@@ -1,13 +1,13 @@
 // Inbox: the live list of suspended runs, with filters and pagination in the URL. New
 // suspensions and decided runs appear and disappear without a reload (suspendedRunsChanged).
 import { request, subscribe } from "./gql.js";
-import { el, short, ago } from "./dom.js";
+import { el, short, ago, expiresIn, when } from "./dom.js";
 
 const LIST = `query Inbox($agentId: ID, $threadId: ID, $resourceId: ID, $fromDate: DateTime, $toDate: DateTime, $page: Int, $perPage: Int) {
   suspendedRuns(agentId: $agentId, threadId: $threadId, resourceId: $resourceId, fromDate: $fromDate, toDate: $toDate, page: $page, perPage: $perPage) {
     total
     runs { id runId agentId threadId resourceId createdAt suspendedAt
-      toolCalls { id toolCallId toolName args requiresApproval suspendPayload interrupted } }
+      toolCalls { id toolCallId toolName args requiresApproval suspendPayload interrupted expiresAt } }
   }
 }`;
 const CHANGES = `subscription Changes($agentId: ID, $threadId: ID, $resourceId: ID) {
@@ -64,7 +64,10 @@ export function inboxView(main, params, navigate) {
   const unsubscribe = subscribe(CHANGES, () => ({ agentId: vars.agentId, threadId: vars.threadId, resourceId: vars.resourceId }), {
     next: reload, error: () => {}, resync: load, // changes missed while the subscription was down
   });
-  const tick = setInterval(() => list.querySelectorAll("[data-since]").forEach((n) => { n.textContent = "waiting " + ago(n.dataset.since); }), 15000);
+  const tick = setInterval(() => {
+    list.querySelectorAll("[data-since]").forEach((n) => { n.textContent = "waiting " + ago(n.dataset.since); });
+    list.querySelectorAll("[data-expires]").forEach((n) => { n.textContent = expiresIn(n.dataset.expires); });
+  }, 15000);
   return () => { unsubscribe(); clearInterval(tick); clearTimeout(timer); };
 }
 
@@ -85,7 +88,8 @@ function renderList(list, result, f, params) {
         el("span", { class: "muted block" }, r.agentId)),
       el("code", { title: what }, what),
       el("span", { class: "muted" }, r.threadId ? `thread ${r.threadId}` : "no thread", el("br"), r.resourceId ? `resource ${r.resourceId}` : ""),
-      el("span", { "data-since": r.suspendedAt }, "waiting " + ago(r.suspendedAt))));
+      el("span", {}, el("span", { "data-since": r.suspendedAt }, "waiting " + ago(r.suspendedAt)),
+        c.expiresAt ? el("span", { class: "muted block expires", "data-expires": c.expiresAt, title: when(c.expiresAt) }, expiresIn(c.expiresAt)) : null)));
   });
   const first = f.page * f.perPage;
   const pageURL = (p) => { const q = new URLSearchParams(params); q.set("page", p); return "/?" + q; };

@@ -3,12 +3,12 @@
 // first) is shown plainly and the view shows the run as it now is. When a model call is made
 // again after a recovery (MODEL_CALL_RETRIED), the text it had streamed in that step is dropped.
 import { request, subscribe } from "./gql.js";
-import { el, pretty, when } from "./dom.js";
+import { el, pretty, when, expiresIn } from "./dom.js";
 import { schemaForm } from "./schemaform.js";
 
 const RUN = `query Run($id: ID!) { run(runId: $id) {
   runId agentId status threadId resourceId createdAt updatedAt suspendedAt lastEventSeq output error prompt
-  toolCalls { id toolCallId toolName args requiresApproval suspendPayload interrupted }
+  toolCalls { id toolCallId toolName args requiresApproval suspendPayload interrupted expiresAt }
   decisions { id toolCallId toolName kind decidedBy decidedAt reason resumeData args editedArgs }
 } }`;
 const EVENTS = `subscription Events($runId: ID!, $after: Int) { runEvents(runId: $runId, after: $after) {
@@ -130,7 +130,7 @@ function renderHead(head, run) {
 // carried over, and so is the focus.
 function renderPending(section, run, agents, decide) {
   const calls = run.status === "SUSPENDED" ? run.toolCalls : [];
-  const key = JSON.stringify(calls.map((c) => [c.toolCallId, c.requiresApproval, c.interrupted]));
+  const key = JSON.stringify(calls.map((c) => [c.toolCallId, c.requiresApproval, c.interrupted, c.expiresAt]));
   if (section.dataset.calls === key) return;
   const typed = saveFields(section);
   clearPending(section);
@@ -140,7 +140,8 @@ function renderPending(section, run, agents, decide) {
   for (const c of calls) {
     const card = el("div", { class: "card pending", "data-call": c.toolCallId });
     card.append(el("p", {}, el("strong", {}, c.toolName), " ", el("span", { class: "muted" }, c.toolCallId),
-      c.interrupted ? el("span", { class: "badge FAILED" }, " interrupted: its server stopped while it ran — approve to run it again") : null));
+      c.interrupted ? el("span", { class: "badge FAILED" }, " interrupted: its server stopped while it ran — approve to run it again") : null,
+      c.expiresAt ? el("span", { class: "muted expires", title: when(c.expiresAt) }, ` ${expiresIn(c.expiresAt)} (at ${when(c.expiresAt)}); then the model is told the request timed out`) : null));
     if (c.requiresApproval) {
       card.append(el("p", { class: "muted" }, "Arguments"), el("pre", {}, pretty(c.args)));
       const reasonId = `reason-${c.toolCallId}`;
@@ -231,6 +232,7 @@ function describe(ev) {
     case "RUN_SUSPENDED": return { kind: "suspended", body: "waiting for a person" };
     case "TOOL_CALL_APPROVED": return { kind: "approved", body: c.toolName + (ev.decidedBy ? ` by ${ev.decidedBy}` : "") };
     case "TOOL_CALL_DECLINED": return { kind: "declined", body: c.toolName + (ev.reason ? `: ${ev.reason}` : "") };
+    case "TOOL_CALL_EXPIRED": return { kind: "expired", body: c.toolName + (ev.reason ? `: ${ev.reason}` : "") };
     case "RUN_RESUMED": return { kind: "resumed", body: "running again" };
     case "TOOL_RESULT": return { kind: ev.error ? "tool error" : "tool result", body: el("pre", {}, ev.error || pretty(ev.result)) };
     case "MODEL_CALL_RETRIED": return { kind: "model call repeated", body: "its server stopped mid-answer; the partial text was dropped" };

@@ -1,0 +1,179 @@
+package runs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"interlock/agent"
+	"interlock/events"
+)
+
+// expiryBatch is how many due calls one pass of the expiry loop reads.
+const expiryBatch = 100
+
+// ExpireDue resolves as EXPIRED the waiting calls whose deadline (their tool's approvalTimeout
+// after they began to wait) has passed by this instance's clock, and continues their runs here,
+// as after a decline: the tool does not run, and the model is told the request timed out (not
+// that a person declined). Each expiry is the decision's compare-and-set, so of several instances
+// (or an expiry and a person's decision) exactly one wins; the others change nothing. A run whose
+// agent this instance does not serve is left to an instance that does. It returns how many calls
+// it expired.
+func (s *Service) ExpireDue(ctx context.Context) (int, error) {
+	list, err := s.store.DueExpiries(ctx, s.now(), expiryBatch)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	var errs []error
+	for _, due := range list {
+		ok, err := s.expireDue(ctx, due)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("expire tool call %s of run %s: %w", due.ToolCallID, due.RunID, err))
+		}
+		if ok {
+			n++
+		}
+	}
+	return n, errors.Join(errs...)
+}
+
+// expireDue expires one due call, unless it moved since it was listed.
+func (s *Service) expireDue(ctx context.Context, due DueCall) (bool, error) {
+	run, err := s.store.GetRun(ctx, due.RunID)
+	if err != nil || run == nil || run.Status != StatusSuspended || run.Snapshot == nil {
+		return false, err
+	}
+	call := waitingCall(run, due.ToolCallID)
+	if call == nil {
+		return false, nil
+	}
+	snap, err := agent.DecodeSnapshot(*run.Snapshot)
+	if err != nil {
+		return false, err
+	}
+	if c := snap.Delegated(); c != nil && c.ID == call.ToolCallID {
+		// A supervisor's delegate call showing its sub-agent's call: the sub-agent's run holds
+		// the call (its row is due as well), and expiring it resolves this one with it.
+		return false, nil
+	}
+	return s.expire(ctx, run, call, snap)
+}
+
+// expire stores the expiry of run's waiting call as a decision of kind EXPIRED, taken by nobody,
+// with TOOL_CALL_EXPIRED and RUN_RESUMED (on the supervisors above too), and continues the run
+// here. It reports false, without error, when the deadline has not passed, the agent is not
+// served here, or someone else decided or expired the call first.
+func (s *Service) expire(ctx context.Context, run *Run, call *events.ToolCall, snap *agent.Snapshot) (bool, error) {
+	now := s.now()
+	if call.ExpiresAt == nil || now.Before(*call.ExpiresAt) {
+		return false, nil
+	}
+	a := s.agents.Get(run.AgentID)
+	if a == nil {
+		return false, nil
+	}
+	var after time.Duration
+	if run.SuspendedAt != nil {
+		after = call.ExpiresAt.Sub(*run.SuspendedAt) // the timeout it waited with
+	}
+	msg := agent.ExpiredMessage(call.ToolName, after, call.RequiresApproval)
+	d := agent.Decision{Kind: agent.CallExpired, Reason: msg}
+	if err := snap.Decide(call.ToolCallID, d); err != nil {
+		return false, fmt.Errorf("run %s: snapshot does not wait on %s: %w", run.ID, call.ToolCallID, err)
+	}
+	evs := decisionEvents(call, d, "")
+	ancestors, err := s.surfaceDecision(ctx, run, d, "")
+	if err != nil {
+		if ErrorCode(err) == CodeConflict {
+			return false, nil // a supervisor moved: the run is being decided
+		}
+		return false, err
+	}
+	seq := run.LastSeq + int64(len(evs))
+	snap.Seq = seq
+	encoded, err := snap.Encode()
+	if err != nil {
+		return false, err
+	}
+	lease := s.newLease()
+	w := DecisionWrite{
+		RunID: run.ID, Version: run.Version, After: run.LastSeq, ToolCallID: call.ToolCallID,
+		Kind: DecisionExpired, Reason: &msg, At: now, Snapshot: encoded, Events: evs,
+		Lease: lease, TTL: s.cfg.LeaseTTL, InstanceID: s.cfg.InstanceID, Ancestors: ancestors,
+	}
+	if err := s.store.Decide(ctx, w); err != nil {
+		if errors.Is(err, ErrStale) {
+			return false, nil // another instance expired it, or a person decided in time
+		}
+		return false, err
+	}
+	s.cfg.Logger.Info("tool call expired", "run", run.ID, "tool_call", call.ToolCallID, "tool", call.ToolName, "expires_at", *call.ExpiresAt)
+	s.runHub.Publish(run.ID, struct{}{})
+	s.changes.Publish(changesTopic, Change{Kind: ChangeLeft, RunID: run.ID})
+	for _, a := range ancestors {
+		s.runHub.Publish(a.RunID, struct{}{})
+		s.changes.Publish(changesTopic, Change{Kind: ChangeLeft, RunID: a.RunID})
+	}
+	run.Status, run.LeaseOwner, run.Version, run.SuspendedAt = StatusRunning, &lease, run.Version+1, nil
+	run.UpdatedAt, run.LastSeq, run.Snapshot = now, seq, nil
+	s.execute(a, run, snap)
+	return true, nil
+}
+
+// refuseExpired is decide's check of the call's deadline: once it has passed nobody may decide
+// the call any more. The call is expired at once, when the loop has not done it yet, and the
+// answer is CONFLICT saying it expired.
+func (s *Service) refuseExpired(ctx context.Context, run *Run, call *events.ToolCall) error {
+	err := pastDeadline(run, call, s.now())
+	if err == nil || run.Snapshot == nil {
+		return err
+	}
+	ctx = context.WithoutCancel(ctx)
+	if snap, derr := agent.DecodeSnapshot(*run.Snapshot); derr == nil {
+		if _, xerr := s.expire(ctx, run, call, snap); xerr != nil {
+			s.cfg.Logger.Warn("decide: expire a call past its deadline", "run", run.ID, "tool_call", call.ToolCallID, "err", xerr)
+		}
+	}
+	return err
+}
+
+// pastDeadline is the CONFLICT of a decision on a call whose deadline is at or before now.
+func pastDeadline(run *Run, call *events.ToolCall, now time.Time) error {
+	if call.ExpiresAt == nil || now.Before(*call.ExpiresAt) {
+		return nil
+	}
+	return expiredAt(run.ID, call.ToolCallID, *call.ExpiresAt)
+}
+
+// expiredConflict words the CONFLICT of a decision on a run that moved on because its call
+// expired: the named call's decision, or without a name the run's last one, is EXPIRED.
+func expiredConflict(run *Run, toolCallID *string) error {
+	for i := len(run.Decisions) - 1; i >= 0; i-- {
+		d := run.Decisions[i]
+		if toolCallID != nil && *toolCallID != "" && d.ToolCallID != *toolCallID {
+			continue
+		}
+		if d.Kind == DecisionExpired {
+			return expiredAt(run.ID, d.ToolCallID, d.DecidedAt)
+		}
+		return nil
+	}
+	return nil
+}
+
+func expiredAt(runID, callID string, at time.Time) error {
+	return Errorf(CodeConflict, "tool call %s of run %s expired at %s without a decision: it can no longer be approved, declined or resumed",
+		callID, runID, at.UTC().Format("2006-01-02T15:04:05.000Z"))
+}
+
+// waitingCall is the run's pending call of that id, or nil.
+func waitingCall(run *Run, callID string) *events.ToolCall {
+	for i := range run.ToolCalls {
+		if run.ToolCalls[i].ToolCallID == callID {
+			return &run.ToolCalls[i]
+		}
+	}
+	return nil
+}
