@@ -373,7 +373,7 @@ func TestParseRate(t *testing.T) {
 		t.Errorf("--mutation-burst 0: %v", err)
 	}
 	cfg, err := parseConfig(nil, func(string) string { return "" })
-	if err != nil || cfg.MutationRate != 20 || cfg.MutationBurst != 40 || cfg.MaxQueryDepth != 15 || cfg.MaxQueryComplexity != 10000 || !cfg.Introspection || cfg.CORSOrigins != nil {
+	if err != nil || cfg.MutationRate != 20 || cfg.MutationBurst != 100 || cfg.MaxQueryDepth != 15 || cfg.MaxQueryComplexity != 10000 || !cfg.Introspection || cfg.CORSOrigins != nil {
 		t.Errorf("defaults: %+v, %v", cfg, err)
 	}
 }

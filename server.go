@@ -116,7 +116,9 @@ type Config struct {
 	// MutationRate is how many mutations a second each principal (or client IP, without
 	// authentication) may run, with bursts of MutationBurst (--mutation-rate,
 	// INTERLOCK_MUTATION_RATE: a number, or N/s, N/m, N/h; --mutation-burst,
-	// INTERLOCK_MUTATION_BURST). Defaults 20/s and 40; a rate of 0 turns the limit off.
+	// INTERLOCK_MUTATION_BURST). Defaults 20/s and 100 (a script deciding a batch of calls at
+	// once, or every user behind one NAT address with authentication off); a rate of 0 turns the
+	// limit off.
 	MutationRate  float64
 	MutationBurst int
 }
@@ -154,7 +156,7 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 	corsOrigins := fs.String("cors-origins", env("INTERLOCK_CORS_ORIGINS", ""), "origins allowed to call /graphql cross-origin, comma-separated")
 	introspect := fs.String("introspection", env("INTERLOCK_INTROSPECTION", "true"), "serve schema introspection")
 	mutationRate := fs.String("mutation-rate", env("INTERLOCK_MUTATION_RATE", "20/s"), "mutations per second of each principal or client IP (0: no limit)")
-	mutationBurst := fs.String("mutation-burst", env("INTERLOCK_MUTATION_BURST", "40"), "mutations each principal or client IP may send at once")
+	mutationBurst := fs.String("mutation-burst", env("INTERLOCK_MUTATION_BURST", "100"), "mutations each principal or client IP may send at once")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
