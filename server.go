@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -104,6 +105,28 @@ type Config struct {
 	// ModelDelay slows every demo model answer, to watch runs step by step (--demo-delay,
 	// INTERLOCK_DEMO_DELAY). Default 0.
 	ModelDelay time.Duration
+	// MaxQueryDepth is how deep an operation's fields may nest (--max-query-depth,
+	// INTERLOCK_MAX_QUERY_DEPTH). Default 15 (introspection queries are 13–14 deep; the console's, 4).
+	MaxQueryDepth int
+	// MaxQueryComplexity bounds an operation's cost: each field 1 plus what it selects, times the
+	// page size for fields with perPage or last, 20 when not given (--max-query-complexity,
+	// INTERLOCK_MAX_QUERY_COMPLEXITY). Default 10000 (a console page of 500 runs costs about 8000).
+	MaxQueryComplexity int
+	// CORSOrigins are the exact origins (https://console.example.com) whose pages may call
+	// /graphql cross-origin, without cookies (--cors-origins, INTERLOCK_CORS_ORIGINS,
+	// comma-separated; "*" is refused). Default: none, no cross-origin calls.
+	CORSOrigins []string
+	// Introspection serves __schema and __type (--introspection, INTERLOCK_INTROSPECTION).
+	// Default true.
+	Introspection bool
+	// MutationRate is how many mutations a second each principal (or client IP, without
+	// authentication) may run, with bursts of MutationBurst (--mutation-rate,
+	// INTERLOCK_MUTATION_RATE: a number, or N/s, N/m, N/h; --mutation-burst,
+	// INTERLOCK_MUTATION_BURST). Defaults 20/s and 100 (a script deciding a batch of calls at
+	// once, or every user behind one NAT address with authentication off); a rate of 0 turns the
+	// limit off.
+	MutationRate  float64
+	MutationBurst int
 }
 
 func parseConfig(args []string, getenv func(string) string) (Config, error) {
@@ -135,6 +158,12 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 	retention := fs.String("retention", env("INTERLOCK_RETENTION", "168h"), "how long finished runs are kept")
 	authMode := fs.String("auth", env("INTERLOCK_AUTH", "on"), "authentication: on or off")
 	fs.StringVar(&origins, "allowed-origins", env("INTERLOCK_ALLOWED_ORIGINS", ""), "extra WebSocket origins, comma-separated")
+	maxDepth := fs.String("max-query-depth", env("INTERLOCK_MAX_QUERY_DEPTH", "15"), "deepest field nesting of one operation")
+	maxComplexity := fs.String("max-query-complexity", env("INTERLOCK_MAX_QUERY_COMPLEXITY", "10000"), "highest complexity of one operation")
+	corsOrigins := fs.String("cors-origins", env("INTERLOCK_CORS_ORIGINS", ""), "origins allowed to call /graphql cross-origin, comma-separated")
+	introspect := fs.String("introspection", env("INTERLOCK_INTROSPECTION", "true"), "serve schema introspection")
+	mutationRate := fs.String("mutation-rate", env("INTERLOCK_MUTATION_RATE", "20/s"), "mutations per second of each principal or client IP (0: no limit)")
+	mutationBurst := fs.String("mutation-burst", env("INTERLOCK_MUTATION_BURST", "100"), "mutations each principal or client IP may send at once")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -157,6 +186,32 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 	}
 	if cfg.MaxSubscriptionsPerConnection, err = strconv.Atoi(*maxSubs); err != nil || cfg.MaxSubscriptionsPerConnection < 1 {
 		return cfg, fmt.Errorf("--max-subscriptions-per-connection / INTERLOCK_MAX_SUBSCRIPTIONS_PER_CONNECTION: %q is not a positive integer", *maxSubs)
+	}
+	for _, n := range []struct {
+		dst       *int
+		val, name string
+	}{
+		{&cfg.MaxQueryDepth, *maxDepth, "--max-query-depth / INTERLOCK_MAX_QUERY_DEPTH"},
+		{&cfg.MaxQueryComplexity, *maxComplexity, "--max-query-complexity / INTERLOCK_MAX_QUERY_COMPLEXITY"},
+		{&cfg.MutationBurst, *mutationBurst, "--mutation-burst / INTERLOCK_MUTATION_BURST"},
+	} {
+		if *n.dst, err = strconv.Atoi(n.val); err != nil || *n.dst < 1 {
+			return cfg, fmt.Errorf("%s: %q is not a positive integer", n.name, n.val)
+		}
+	}
+	if cfg.Introspection, err = strconv.ParseBool(*introspect); err != nil {
+		return cfg, fmt.Errorf("--introspection / INTERLOCK_INTROSPECTION: %q is not true or false", *introspect)
+	}
+	if cfg.MutationRate, err = parseRate(*mutationRate); err != nil {
+		return cfg, fmt.Errorf("--mutation-rate / INTERLOCK_MUTATION_RATE: %w", err)
+	}
+	for _, o := range strings.Split(*corsOrigins, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			if err := httpguard.CheckOrigin(o); err != nil {
+				return cfg, fmt.Errorf("--cors-origins / INTERLOCK_CORS_ORIGINS: %w", err)
+			}
+			cfg.CORSOrigins = append(cfg.CORSOrigins, o)
+		}
 	}
 	for _, d := range []struct {
 		dst       *time.Duration
@@ -183,6 +238,20 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 		}
 	}
 	return cfg, nil
+}
+
+// parseRate reads a rate per second: "20", "20/s", "600/m" or "1000/h"; 0 is no limit.
+func parseRate(v string) (float64, error) {
+	num, unit, slash := strings.Cut(strings.TrimSpace(v), "/")
+	if !slash {
+		unit = "s"
+	}
+	per := map[string]float64{"s": 1, "m": 60, "h": 3600}[unit]
+	n, err := strconv.ParseFloat(num, 64)
+	if err != nil || per == 0 || n < 0 || math.IsInf(n, 0) {
+		return 0, fmt.Errorf("%q is not a rate such as 20/s, 600/m or 0 (no limit)", v)
+	}
+	return n / per, nil
 }
 
 // App is a running Interlock: database, run service and HTTP handler.
@@ -306,19 +375,35 @@ func (a *App) routes() http.Handler {
 	gql.AddTransport(transport.POST{})
 	queries := lru.New[*ast.QueryDocument](1000)
 	gql.SetQueryCache(queries)
-	gql.Use(extension.Introspection{})
+	if a.cfg.Introspection {
+		gql.Use(extension.Introspection{})
+	} else {
+		gql.Use(gqlguard.NoIntrospection{})
+	}
 	gql.Use(extension.AutomaticPersistedQuery{Cache: lru.New[string](100)})
 	// After APQ, so that it checks the query a hash stands for; before gqlgen's validation.
 	gql.Use(gqlguard.QueryLimit{MaxTokens: a.cfg.MaxQueryTokens, Cache: queries})
+	// After validation, before execution; the rate last, so that a refused query costs no token.
+	gql.Use(gqlguard.DepthLimit{Max: a.cfg.MaxQueryDepth})
+	gql.Use(&gqlguard.ComplexityLimit{Max: a.cfg.MaxQueryComplexity, PageSizeArgs: []string{"perPage", "last"}, DefaultPageSize: 20})
+	if a.cfg.MutationRate > 0 {
+		gql.Use(gqlguard.NewMutationRate(a.cfg.MutationRate, a.cfg.MutationBurst, func(ctx context.Context) string {
+			if p := runs.PrincipalFrom(ctx); p != nil {
+				return "principal:" + p.Subject
+			}
+			return "" // no authentication: the client IP
+		}, 0))
+	}
 	gql.SetErrorPresenter(graph.PresentError(a.log))
 	gql.SetRecoverFunc(graph.Recover(a.log))
 
-	var api http.Handler = httpguard.SpareStreams(httpguard.Body(gql, maxBodyBytes))
+	var api http.Handler = gqlguard.Middleware(httpguard.SpareStreams(httpguard.Body(gql, maxBodyBytes)))
 	if a.authn != nil {
 		api = auth.Middleware(a.authn, api)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/graphql", api)
+	// CORS outermost, so that preflights and refusals (401, 413, 429) carry its headers.
+	mux.Handle("/graphql", httpguard.CORS(api, a.cfg.CORSOrigins))
 	mux.Handle("/playground", httpguard.NoFraming(playground.Handler("Interlock", "/graphql")))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
 	mux.Handle("/", httpguard.Console(web.Handler()))
