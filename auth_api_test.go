@@ -406,6 +406,11 @@ func TestScopedPrincipalAttacksAnotherResource(t *testing.T) {
 				}
 			}
 		}
+		var me struct{ Me struct{ Resources []string } }
+		s.mustAs(t, portal, `{ me { resources } }`, nil, &me)
+		if len(me.Me.Resources) != 1 || me.Me.Resources[0] != "r2" {
+			t.Errorf("me as portal: %+v", me)
+		}
 		var one struct {
 			Run    *apiRun
 			Thread *struct{ ID string }
@@ -521,6 +526,24 @@ tools:
     http: {url: %s/refund}
 `, sha256Hex(tokenOf("alice")), sha256Hex(tokenOf("rita")), sha256Hex(tokenOf("root")), refunds.URL))
 	s := startServer(t, "sqlite:"+t.TempDir()+"/interlock.db", "--auth=on", "--config", file)
+	var who struct {
+		Me struct {
+			Subject   string
+			Roles     []string
+			Resources []string
+		}
+		Agents []struct {
+			Tools []struct {
+				Name          string
+				ApproverRoles []string
+			}
+		}
+	}
+	s.mustAs(t, tokenOf("rita"), `{ me { subject roles resources } agents { tools { name approverRoles } } }`, nil, &who)
+	if who.Me.Subject != "rita" || len(who.Me.Roles) != 1 || who.Me.Roles[0] != "refunds" || who.Me.Resources != nil ||
+		len(who.Agents) != 1 || who.Agents[0].Tools[0].ApproverRoles[0] != "refunds" {
+		t.Fatalf("me and the tool's approver roles: %+v", who)
+	}
 	r := s.suspendAs(t, tokenOf("root"), "refund order 8 for 5", nil)
 	const approve = `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`
 	if got := s.postAs(t, tokenOf("alice"), approve, map[string]any{"id": r.ID}); got.code != "FORBIDDEN" || !strings.Contains(got.msg, "refunds") {

@@ -2,7 +2,6 @@ package auth
 
 import (
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -54,6 +53,9 @@ func (t *Token) UnmarshalYAML(unmarshal func(any) error) error {
 	return nil
 }
 
+// badRole stands for a role: value that is neither a name nor a list of names.
+const badRole runs.Role = "\x00"
+
 // Roles is a list of roles that YAML may also write as a single name (`role: approver`).
 type Roles []runs.Role
 
@@ -66,7 +68,10 @@ func (r *Roles) UnmarshalYAML(unmarshal func(any) error) error {
 	}
 	var list []string
 	if err := unmarshal(&list); err != nil {
-		return errors.New("must be a role name or a list of role names")
+		// Reported by Problems, where the path is known: a non-empty list holding one empty
+		// name, so that it cannot pass for a role.
+		*r = Roles{badRole}
+		return nil
 	}
 	out := make(Roles, len(list))
 	for i, s := range list {
@@ -142,6 +147,10 @@ func (c *Config) Problems(at string) []string {
 			add(ti+".role", "at least one role is required (viewer, operator, approver, admin or a custom role)")
 		}
 		for j, r := range t.Role {
+			if r == badRole {
+				add(ti+".role", "must be a role name or a list of role names")
+				break
+			}
 			if strings.TrimSpace(string(r)) == "" {
 				add(fmt.Sprintf("%s.role[%d]", ti, j), "is empty")
 			} else if strings.TrimSpace(string(r)) != string(r) {

@@ -10,7 +10,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"interlock/auth"
 	"interlock/config"
+	"interlock/runs"
 )
 
 func TestExampleConfigIsValid(t *testing.T) {
@@ -163,5 +165,129 @@ func TestBuildHTTPToolApprovalTimeout(t *testing.T) {
 	}
 	if got := a.List[0].Tool("refund").ApprovalTimeout; got != 30*time.Minute {
 		t.Fatalf("approval timeout %s, want 30m", got)
+	}
+}
+
+const authAgent = "agents:\n  - id: a\n    model: {provider: demo}\n"
+
+// sha256Of is the SHA-256 of "test" (printf test | sha256sum).
+const sha256Of = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+
+// TestAuthSection: the documented auth: example reads back field by field, and its tokens
+// authenticate.
+func TestAuthSection(t *testing.T) {
+	t.Parallel()
+	f, err := config.Parse("auth.yaml", []byte(authAgent+`
+auth:
+  tokens:
+    - {subject: alice, role: approver, sha256: "`+sha256Of+`"}
+    - {subject: portal, role: viewer, sha256: "`+strings.Repeat("ab", 32)+`", resources: [customer-1, customer-2]}
+    - {subject: bob, role: [approver, refunds], sha256: "`+strings.Repeat("CD", 32)+`"}
+    - {subject: kiosk, role: viewer, sha256: "`+strings.Repeat("ef", 32)+`", resources: []}
+  jwt:
+    jwksURL: https://idp.example.com/.well-known/jwks.json
+    issuer: https://idp.example.com/
+    audience: interlock
+    claims: {subject: sub, roles: roles, resources: tenants}
+  separationOfDuties: true
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := f.Auth
+	if a == nil || len(a.Tokens) != 4 || !a.SeparationOfDuties {
+		t.Fatalf("read %+v", a)
+	}
+	alice, portal, bob, kiosk := a.Tokens[0], a.Tokens[1], a.Tokens[2], a.Tokens[3]
+	if alice.Subject != "alice" || len(alice.Role) != 1 || alice.Role[0] != runs.RoleApprover || alice.SHA256 != sha256Of || alice.Resources != nil {
+		t.Fatalf("alice %+v", alice)
+	}
+	if len(portal.Resources) != 2 || portal.Resources[1] != "customer-2" {
+		t.Fatalf("portal %+v", portal)
+	}
+	if len(bob.Role) != 2 || bob.Role[0] != runs.RoleApprover || bob.Role[1] != "refunds" {
+		t.Fatalf("bob %+v", bob)
+	}
+	if kiosk.Resources == nil || len(kiosk.Resources) != 0 {
+		t.Fatalf("kiosk resources %#v, want empty (none visible), not nil (all)", kiosk.Resources)
+	}
+	j := a.JWT
+	if j == nil || j.JWKSURL != "https://idp.example.com/.well-known/jwks.json" || j.Issuer != "https://idp.example.com/" ||
+		j.Audience != "interlock" || j.Claims != (auth.Claims{Subject: "sub", Roles: "roles", Resources: "tenants"}) {
+		t.Fatalf("jwt %+v", j)
+	}
+
+	// The tokens as read authenticate (the JWKS is left out: nothing serves it here).
+	tokensOnly := *a
+	tokensOnly.JWT = nil
+	authn, err := auth.New(context.Background(), &tokensOnly, auth.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer authn.Close()
+	p, err := authn.Authenticate(context.Background(), "Bearer test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Subject != "alice" || !p.Has(runs.RoleApprover) || p.Resources != nil {
+		t.Fatalf("principal %+v", p)
+	}
+
+	f, err = config.Parse("auth.yaml", []byte(authAgent+"auth:\n  jwt: {hs256SecretEnv: JWT_SECRET, issuer: i, audience: a}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Auth.JWT.HS256SecretEnv != "JWT_SECRET" || f.Auth.JWT.Claims.WithDefaults() != (auth.Claims{Subject: "sub", Roles: "roles"}) {
+		t.Fatalf("jwt %+v", f.Auth.JWT)
+	}
+	if f, err := config.Parse("auth.yaml", []byte(authAgent)); err != nil || f.Auth != nil {
+		t.Fatalf("no auth section: %+v, %v", f, err)
+	}
+}
+
+// TestAuthProblems: each mistake in auth: is reported with its path and why.
+func TestAuthProblems(t *testing.T) {
+	t.Parallel()
+	tok := func(fields string) string { return "auth:\n  tokens:\n    - {" + fields + "}\n" }
+	good := `subject: alice, role: approver, sha256: "` + sha256Of + `"`
+	jwt := func(fields string) string { return "auth:\n  jwt: {" + fields + "}\n" }
+	for _, tc := range []struct {
+		name, yaml string
+		want       []string
+	}{
+		{"empty section", "auth: {separationOfDuties: true}\n", []string{"auth: needs tokens or jwt, or nobody can sign in"}},
+		{"token in clear", tok(`subject: alice, role: approver, sha256: "test"`), []string{"auth.tokens[0].sha256: must be the SHA-256 of the token in hex (64 characters), never the token itself"}},
+		{"digest not hex", tok(`subject: alice, role: approver, sha256: "` + strings.Repeat("zz", 32) + `"`), []string{"auth.tokens[0].sha256: must be the SHA-256 of the token in hex"}},
+		{"no digest", tok(`subject: alice, role: approver`), []string{"auth.tokens[0].sha256: must be the SHA-256"}},
+		{"no subject", tok(`role: approver, sha256: "` + sha256Of + `"`), []string{"auth.tokens[0].subject: is required"}},
+		{"subject twice", tok(good) + `    - {subject: alice, role: viewer, sha256: "` + strings.Repeat("ab", 32) + `"}` + "\n", []string{`auth.tokens[1].subject: "alice" is already the subject of tokens[0]`}},
+		{"same token twice", tok(good) + `    - {subject: bob, role: viewer, sha256: "` + strings.ToUpper(sha256Of) + `"}` + "\n", []string{"auth.tokens[1].sha256: is the same token as tokens[0]"}},
+		{"no role", tok(`subject: alice, sha256: "` + sha256Of + `"`), []string{"auth.tokens[0].role: at least one role is required"}},
+		{"empty role list", tok(`subject: alice, role: [], sha256: "` + sha256Of + `"`), []string{"auth.tokens[0].role: at least one role is required"}},
+		{"empty role", tok(`subject: alice, role: [approver, ""], sha256: "` + sha256Of + `"`), []string{"auth.tokens[0].role[1]: is empty"}},
+		{"role not a name", tok(`subject: alice, role: {admin: true}, sha256: "` + sha256Of + `"`), []string{"auth.tokens[0].role: must be a role name or a list of role names"}},
+		{"resources without value", "auth:\n  tokens:\n    - subject: alice\n      role: viewer\n      sha256: " + sha256Of + "\n      resources:\n", []string{"auth.tokens[0].resources: has no value: write [] for no resource, or leave the key out for every resource"}},
+		{"empty resource", tok(good + `, resources: [""]`), []string{"auth.tokens[0].resources[0]: is empty"}},
+		{"unknown token key", tok(good + `, token: test`), []string{`unknown field "token"`}},
+		{"jwt without keys", jwt("issuer: i, audience: a"), []string{"auth.jwt: needs jwksURL (the identity provider's key set) or hs256SecretEnv (a shared secret)"}},
+		{"jwt with both keys", jwt("jwksURL: 'https://idp/jwks', hs256SecretEnv: S, issuer: i, audience: a"), []string{"auth.jwt: has both jwksURL and hs256SecretEnv; give one"}},
+		{"jwks not http", jwt("jwksURL: 'file:///etc/jwks.json', issuer: i, audience: a"), []string{`auth.jwt.jwksURL: "file:///etc/jwks.json" is not an http(s) URL`}},
+		{"no issuer", jwt("jwksURL: 'https://idp/jwks', audience: a"), []string{"auth.jwt.issuer: is required: without it tokens from any issuer"}},
+		{"no audience", jwt("jwksURL: 'https://idp/jwks', issuer: i"), []string{"auth.jwt.audience: is required: without it tokens the issuer made for other applications"}},
+		{"unknown jwt key", jwt("jwksURL: 'https://idp/jwks', issuer: i, audience: a, audiences: [b]"), []string{`unknown field "audiences"`}},
+		{"unknown claim key", jwt("jwksURL: 'https://idp/jwks', issuer: i, audience: a, claims: {groups: g}"), []string{`unknown field "groups"`}},
+		{"several", tok(`subject: "", role: [], sha256: x`), []string{"auth.tokens[0].subject", "auth.tokens[0].role", "auth.tokens[0].sha256"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := config.Parse("bad.yaml", []byte(authAgent+tc.yaml))
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Fatalf("%q does not say %q", err, w)
+				}
+			}
+		})
 	}
 }

@@ -78,6 +78,7 @@ func toAgent(a *agent.Agent) *model.Agent {
 		out.Tools[i] = &model.Tool{
 			Name: t.Name, Description: nonEmpty(t.Description), RequiresApproval: t.RequireApproval,
 			InputSchema: t.InputSchema, SuspendSchema: t.SuspendSchema, ResumeSchema: t.ResumeSchema,
+			ApproverRoles: append([]string{}, t.ApproverRoles...),
 		}
 		if t.ApprovalTimeout > 0 {
 			secs := int(t.ApprovalTimeout.Round(time.Second) / time.Second)

@@ -100,9 +100,16 @@ type ComplexityRoot struct {
 		StartRun        func(childComplexity int, input model.StartRunInput) int
 	}
 
+	Principal struct {
+		Resources func(childComplexity int) int
+		Roles     func(childComplexity int) int
+		Subject   func(childComplexity int) int
+	}
+
 	Query struct {
 		Agent         func(childComplexity int, id string) int
 		Agents        func(childComplexity int) int
+		Me            func(childComplexity int) int
 		RecentRuns    func(childComplexity int, statuses []model.RunStatus, agentID *string, threadID *string, resourceID *string, page *int, perPage *int) int
 		Run           func(childComplexity int, runID string) int
 		SuspendedRuns func(childComplexity int, agentID *string, threadID *string, resourceID *string, fromDate *time.Time, toDate *time.Time, page *int, perPage *int) int
@@ -165,6 +172,7 @@ type ComplexityRoot struct {
 
 	Tool struct {
 		ApprovalTimeoutSeconds func(childComplexity int) int
+		ApproverRoles          func(childComplexity int) int
 		Description            func(childComplexity int) int
 		InputSchema            func(childComplexity int) int
 		Name                   func(childComplexity int) int
@@ -185,6 +193,7 @@ type MutationResolver interface {
 	ResumeRun(ctx context.Context, runID string, resumeData json.RawMessage, toolCallID *string) (*model.AgentRun, error)
 }
 type QueryResolver interface {
+	Me(ctx context.Context) (*model.Principal, error)
 	SuspendedRuns(ctx context.Context, agentID *string, threadID *string, resourceID *string, fromDate *time.Time, toDate *time.Time, page *int, perPage *int) (*model.SuspendedRunsResult, error)
 	Run(ctx context.Context, runID string) (*model.AgentRun, error)
 	RecentRuns(ctx context.Context, statuses []model.RunStatus, agentID *string, threadID *string, resourceID *string, page *int, perPage *int) (*model.SuspendedRunsResult, error)
@@ -521,6 +530,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Mutation.StartRun(childComplexity, args["input"].(model.StartRunInput)), true
 
+	case "Principal.resources":
+		if e.ComplexityRoot.Principal.Resources == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Principal.Resources(childComplexity), true
+	case "Principal.roles":
+		if e.ComplexityRoot.Principal.Roles == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Principal.Roles(childComplexity), true
+	case "Principal.subject":
+		if e.ComplexityRoot.Principal.Subject == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Principal.Subject(childComplexity), true
+
 	case "Query.agent":
 		if e.ComplexityRoot.Query.Agent == nil {
 			break
@@ -539,6 +567,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Query.Agents(childComplexity), true
 
+	case "Query.me":
+		if e.ComplexityRoot.Query.Me == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Query.Me(childComplexity), true
 	case "Query.recentRuns":
 		if e.ComplexityRoot.Query.RecentRuns == nil {
 			break
@@ -820,6 +854,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Tool.ApprovalTimeoutSeconds(childComplexity), true
+	case "Tool.approverRoles":
+		if e.ComplexityRoot.Tool.ApproverRoles == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Tool.ApproverRoles(childComplexity), true
 	case "Tool.description":
 		if e.ComplexityRoot.Tool.Description == nil {
 			break
@@ -970,6 +1010,9 @@ scalar DateTime
 scalar JSON
 
 type Query {
+  "Addition: who the request's token stands for; null when authentication is off."
+  me: Principal
+
   """
   Suspended runs: runs waiting for a tool-call approval, or for resume data after a tool called suspend().
   Discovery reads storage, not memory, so it works after a restart and across server instances.
@@ -1143,6 +1186,8 @@ type Tool {
   resumeSchema: JSON
   "Addition: how many seconds a call of this tool waits for approval or resume data before it expires (approvalTimeout); null: no limit."
   approvalTimeoutSeconds: Int
+  "Addition: the only roles (besides admin) that may approve or decline this tool's calls; empty: any approver."
+  approverRoles: [String!]!
 }
 
 type Mutation {
@@ -1289,6 +1334,16 @@ type ThreadsResult {
   threads: [Thread!]!
   total: Int!
 }
+
+"Addition: who a token stands for, as the server checks it."
+type Principal {
+  "Recorded as startedBy and decidedBy."
+  subject: String!
+  "viewer, operator, approver, admin, or custom roles named by tools' approverRoles."
+  roles: [String!]!
+  "The only resources whose runs this principal sees; null: all."
+  resources: [ID!]
+}
 `, BuiltIn: false},
 }
 var parsedSchema = gqlparser.MustLoadSchema(sources...)
@@ -1405,6 +1460,18 @@ func (ec *executionContext) childFields_Decision(ctx context.Context, field grap
 	return nil, fmt.Errorf("no field named %q was found under type Decision", field.Name)
 }
 
+func (ec *executionContext) childFields_Principal(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "subject":
+		return ec.fieldContext_Principal_subject(ctx, field)
+	case "roles":
+		return ec.fieldContext_Principal_roles(ctx, field)
+	case "resources":
+		return ec.fieldContext_Principal_resources(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Principal", field.Name)
+}
+
 func (ec *executionContext) childFields_RunEvent(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "runId":
@@ -1517,6 +1584,8 @@ func (ec *executionContext) childFields_Tool(ctx context.Context, field graphql.
 		return ec.fieldContext_Tool_resumeSchema(ctx, field)
 	case "approvalTimeoutSeconds":
 		return ec.fieldContext_Tool_approvalTimeoutSeconds(ctx, field)
+	case "approverRoles":
+		return ec.fieldContext_Tool_approverRoles(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Tool", field.Name)
 }
@@ -3283,6 +3352,107 @@ func (ec *executionContext) fieldContext_Mutation_resumeRun(ctx context.Context,
 	return fc, nil
 }
 
+func (ec *executionContext) _Principal_subject(ctx context.Context, field graphql.CollectedField, obj *model.Principal) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Principal_subject(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Subject, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Principal_subject(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Principal", field, false, false, "String")
+}
+
+func (ec *executionContext) _Principal_roles(ctx context.Context, field graphql.CollectedField, obj *model.Principal) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Principal_roles(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Roles, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Principal_roles(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Principal", field, false, false, "String")
+}
+
+func (ec *executionContext) _Principal_resources(ctx context.Context, field graphql.CollectedField, obj *model.Principal) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Principal_resources(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Resources, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalOID2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Principal_resources(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Principal", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Query_me(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_me(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Query().Me(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Principal) graphql.Marshaler {
+			return ec.marshalOPrincipal2ᚖinterlockᚋgraphᚋmodelᚐPrincipal(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Query_me(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Principal(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query_suspendedRuns(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -4670,6 +4840,29 @@ func (ec *executionContext) _Tool_approvalTimeoutSeconds(ctx context.Context, fi
 }
 func (ec *executionContext) fieldContext_Tool_approvalTimeoutSeconds(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Tool", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Tool_approverRoles(ctx context.Context, field graphql.CollectedField, obj *model.Tool) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Tool_approverRoles(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ApproverRoles, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Tool_approverRoles(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Tool", field, false, false, "String")
 }
 
 func (ec *executionContext) ___Directive_name(ctx context.Context, field graphql.CollectedField, obj *introspection.Directive) (ret graphql.Marshaler) {
@@ -6209,6 +6402,49 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 	return out
 }
 
+var principalImplementors = []string{"Principal"}
+
+func (ec *executionContext) _Principal(ctx context.Context, sel ast.SelectionSet, obj *model.Principal) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, principalImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Principal")
+		case "subject":
+			out.Values[i] = ec._Principal_subject(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "roles":
+			out.Values[i] = ec._Principal_roles(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "resources":
+			out.Values[i] = ec._Principal_resources(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var queryImplementors = []string{"Query"}
 
 func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) graphql.Marshaler {
@@ -6228,6 +6464,12 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 		switch field.Name {
 		case "__typename":
 			out.Values[i] = graphql.MarshalString("Query")
+		case "me":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_me(ctx, field)
+				})
 		case "suspendedRuns":
 			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
 				true, true,
@@ -6687,6 +6929,11 @@ func (ec *executionContext) _Tool(ctx context.Context, sel ast.SelectionSet, obj
 		case "approvalTimeoutSeconds":
 			out.Values[i] = ec._Tool_approvalTimeoutSeconds(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "approverRoles":
+			out.Values[i] = ec._Tool_approverRoles(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		default:
@@ -7295,6 +7542,35 @@ func (ec *executionContext) marshalNString2string(ctx context.Context, sel ast.S
 	return res
 }
 
+func (ec *executionContext) unmarshalNString2ᚕstringᚄ(ctx context.Context, v any) ([]string, error) {
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]string, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNString2string(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalNString2ᚕstringᚄ(ctx context.Context, sel ast.SelectionSet, v []string) graphql.Marshaler {
+	ret := make(graphql.Array, len(v))
+	for i := range v {
+		ret[i] = ec.marshalNString2string(ctx, sel, v[i])
+	}
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
 func (ec *executionContext) marshalNSuspendedRunChange2ᚖinterlockᚋgraphᚋmodelᚐSuspendedRunChange(ctx context.Context, sel ast.SelectionSet, v *model.SuspendedRunChange) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "SuspendedRunChange!")
@@ -7612,6 +7888,41 @@ func (ec *executionContext) marshalODateTime2ᚖtimeᚐTime(ctx context.Context,
 	return res
 }
 
+func (ec *executionContext) unmarshalOID2ᚕstringᚄ(ctx context.Context, v any) ([]string, error) {
+	if v == nil {
+		return nil, nil
+	}
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]string, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNID2string(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalOID2ᚕstringᚄ(ctx context.Context, sel ast.SelectionSet, v []string) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	ret := make(graphql.Array, len(v))
+	for i := range v {
+		ret[i] = ec.marshalNID2string(ctx, sel, v[i])
+	}
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
 func (ec *executionContext) unmarshalOID2ᚖstring(ctx context.Context, v any) (*string, error) {
 	if v == nil {
 		return nil, nil
@@ -7664,6 +7975,13 @@ func (ec *executionContext) marshalOJSON2encodingᚋjsonᚐRawMessage(ctx contex
 	_ = ctx
 	res := model.MarshalJSON(v)
 	return res
+}
+
+func (ec *executionContext) marshalOPrincipal2ᚖinterlockᚋgraphᚋmodelᚐPrincipal(ctx context.Context, sel ast.SelectionSet, v *model.Principal) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Principal(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalORunStatus2ᚕinterlockᚋgraphᚋmodelᚐRunStatusᚄ(ctx context.Context, v any) ([]model.RunStatus, error) {

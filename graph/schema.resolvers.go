@@ -64,6 +64,19 @@ func (r *mutationResolver) ResumeRun(ctx context.Context, runID string, resumeDa
 	return toRun(run), nil
 }
 
+// Me is the resolver for the me field.
+func (r *queryResolver) Me(ctx context.Context) (*model.Principal, error) {
+	p := runs.PrincipalFrom(ctx)
+	if p == nil {
+		return nil, nil
+	}
+	out := &model.Principal{Subject: p.Subject, Roles: make([]string, len(p.Roles)), Resources: p.Resources}
+	for i, role := range p.Roles {
+		out.Roles[i] = string(role)
+	}
+	return out, nil
+}
+
 // SuspendedRuns is the resolver for the suspendedRuns field.
 func (r *queryResolver) SuspendedRuns(ctx context.Context, agentID *string, threadID *string, resourceID *string, fromDate *time.Time, toDate *time.Time, page *int, perPage *int) (*model.SuspendedRunsResult, error) {
 	res, err := r.Runs.ListSuspended(ctx, runs.ListSuspendedParams{

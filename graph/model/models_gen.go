@@ -98,6 +98,16 @@ type Decision struct {
 type Mutation struct {
 }
 
+// Addition: who a token stands for, as the server checks it.
+type Principal struct {
+	// Recorded as startedBy and decidedBy.
+	Subject string `json:"subject"`
+	// viewer, operator, approver, admin, or custom roles named by tools' approverRoles.
+	Roles []string `json:"roles"`
+	// The only resources whose runs this principal sees; null: all.
+	Resources []string `json:"resources,omitempty"`
+}
+
 type Query struct {
 }
 
@@ -194,6 +204,8 @@ type Tool struct {
 	ResumeSchema json.RawMessage `json:"resumeSchema,omitempty"`
 	// Addition: how many seconds a call of this tool waits for approval or resume data before it expires (approvalTimeout); null: no limit.
 	ApprovalTimeoutSeconds *int `json:"approvalTimeoutSeconds,omitempty"`
+	// Addition: the only roles (besides admin) that may approve or decline this tool's calls; empty: any approver.
+	ApproverRoles []string `json:"approverRoles"`
 }
 
 // Addition: what was decided.
