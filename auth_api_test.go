@@ -16,6 +16,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/coder/websocket/wsjson"
+	"github.com/golang-jwt/jwt/v5"
 
 	"interlock/dbtest"
 )
@@ -206,7 +207,7 @@ func transports(s *testServer) map[string]func(t testing.TB, token, query string
 	}
 }
 
-// suspendAs starts a run as admin and waits for it to suspend.
+// suspendAs starts a run with the token and waits for it to suspend.
 func (s *testServer) suspendAs(t testing.TB, token, prompt string, extra map[string]any) apiRun {
 	t.Helper()
 	input := map[string]any{"agentId": "support-agent", "prompt": prompt}
@@ -218,7 +219,7 @@ func (s *testServer) suspendAs(t testing.TB, token, prompt string, extra map[str
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		var got struct{ Run *apiRun }
-		s.mustAs(t, tokenOf("root"), `query($id: ID!) { run(runId: $id) { `+runFields+` } }`, map[string]any{"id": out.StartRun.ID}, &got)
+		s.mustAs(t, token, `query($id: ID!) { run(runId: $id) { `+runFields+` } }`, map[string]any{"id": out.StartRun.ID}, &got)
 		if got.Run.Status == "SUSPENDED" {
 			return *got.Run
 		}
@@ -556,4 +557,70 @@ tools:
 		t.Fatalf("the tool ran %d times before anyone allowed approved", len(calls))
 	}
 	s.mustAs(t, tokenOf("rita"), approve, map[string]any{"id": r.ID}, nil)
+}
+
+// TestJWTPrincipalsOverTheAPI: a server trusting HS256 JWTs scopes a token to the resources of
+// its claim, and a WebSocket lasts no longer than its token.
+func TestJWTPrincipalsOverTheAPI(t *testing.T) {
+	const secret = "a-shared-secret-of-at-least-32-bytes!"
+	t.Setenv("INTERLOCK_TEST_JWT", secret)
+	file := writeConfig(t, `
+auth:
+  jwt: {hs256SecretEnv: INTERLOCK_TEST_JWT, issuer: https://idp.test/, audience: interlock, claims: {resources: tenants}}
+`)
+	s := startServer(t, "sqlite:"+t.TempDir()+"/interlock.db", "--auth=on", "--config", file)
+	sign := func(claims jwt.MapClaims) string {
+		base := jwt.MapClaims{"iss": "https://idp.test/", "aud": "interlock", "exp": time.Now().Add(time.Hour).Unix()}
+		for k, v := range claims {
+			base[k] = v
+		}
+		tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, base).SignedString([]byte(secret))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	admin := sign(jwt.MapClaims{"sub": "ada", "roles": []string{"admin"}, "tenants": []string{"t1", "t2"}})
+	r := s.suspendAs(t, admin, "refund order 1 for 5", map[string]any{"resourceId": "t2"})
+	viewer := sign(jwt.MapClaims{"sub": "vic", "roles": "viewer", "tenants": "t1"})
+	var out struct{ SuspendedRuns struct{ Total int } }
+	s.mustAs(t, viewer, `{ suspendedRuns { total } }`, nil, &out)
+	if out.SuspendedRuns.Total != 0 {
+		t.Errorf("a t1 viewer sees %d runs of t2", out.SuspendedRuns.Total)
+	}
+	s.mustAs(t, admin, `{ suspendedRuns { total } }`, nil, &out)
+	if out.SuspendedRuns.Total != 1 {
+		t.Errorf("a t1, t2 admin sees %d runs, want 1", out.SuspendedRuns.Total)
+	}
+	if got := s.postAs(t, sign(jwt.MapClaims{"sub": "eve", "roles": "admin", "aud": "other"}), `{ me { subject } }`, nil); got.status != http.StatusUnauthorized || got.code != "UNAUTHENTICATED" {
+		t.Errorf("a token for another audience: %d %s", got.status, got.code)
+	}
+	if got := s.postAs(t, sign(jwt.MapClaims{"sub": "eve", "roles": "admin", "exp": time.Now().Add(-time.Hour).Unix()}), `{ me { subject } }`, nil); got.status != http.StatusUnauthorized || !strings.Contains(got.msg, "expired") {
+		t.Errorf("an expired token: %d %s %q", got.status, got.code, got.msg)
+	}
+
+	short := sign(jwt.MapClaims{"sub": "ada", "roles": "admin", "tenants": "t2", "exp": time.Now().Add(2 * time.Second).Unix()})
+	c := dialAs(t, s.url, "graphql-transport-ws", short)
+	op := c.subscribe(`subscription($id: ID!) { runEvents(runId: $id) { seq } }`, map[string]any{"id": r.ID})
+	for {
+		if _, done, errs := c.next(op); done || errs != nil {
+			t.Fatalf("the stream ended before the token expired: %s", errs)
+		}
+		if r.LastEventSeq--; r.LastEventSeq == 0 {
+			break // every stored event came; the stream now waits
+		}
+	}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for {
+		var m wsMessage
+		if err := wsjson.Read(ctx, c.conn, &m); err != nil {
+			if websocket.CloseStatus(err) == -1 {
+				t.Fatalf("the socket of an expired token: %v, want it closed", err)
+			}
+			break
+		}
+	}
+	t.Logf("closed %s after the stream went idle", time.Since(start).Round(time.Millisecond))
 }

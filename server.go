@@ -429,6 +429,13 @@ func (a *App) authenticateSocket(ctx context.Context, payload transport.InitPayl
 		ctx = transport.WithWebsocketCloseCode(ctx, closeUnauthenticated)
 		return transport.AppendCloseReason(ctx, "unauthenticated"), nil, err
 	}
+	if !p.Expires.IsZero() {
+		// The socket lasts no longer than its token: it closes when the token expires, and the
+		// client must reconnect with a fresh one.
+		expiring, cancel := context.WithDeadline(ctx, p.Expires)
+		context.AfterFunc(ctx, cancel)
+		ctx = transport.AppendCloseReason(expiring, "the token expired")
+	}
 	return runs.WithPrincipal(ctx, p), nil, nil
 }
 

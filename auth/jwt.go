@@ -106,6 +106,9 @@ func (v *jwtVerifier) verify(ctx context.Context, raw string) (*runs.Principal, 
 		return nil, v.explain(tok, claims, err)
 	}
 	p := &runs.Principal{}
+	if exp, err := claims.GetExpirationTime(); err == nil && exp != nil {
+		p.Expires = exp.Time
+	}
 	if sub, ok := claims[v.claims.Subject].(string); ok && sub != "" {
 		p.Subject = sub
 	} else {

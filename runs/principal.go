@@ -3,6 +3,7 @@ package runs
 import (
 	"context"
 	"slices"
+	"time"
 )
 
 // Role names what a principal may do. The four built-in roles are ordered, each including the
@@ -36,6 +37,9 @@ type Principal struct {
 	// Resources, when not nil, are the only resources whose runs the principal may see, start
 	// or decide; runs of any other resource, and runs without one, do not exist for it.
 	Resources []string
+	// Expires is when the credentials the principal was established by stop being valid (a
+	// JWT's exp); zero for tokens that do not expire. A WebSocket ends then.
+	Expires time.Time
 }
 
 // Has reports whether the principal holds role r, directly or through a higher built-in role.
