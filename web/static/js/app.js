@@ -1,7 +1,10 @@
 // The console's router: the view and its filters live in the URL (?view=…, ?run=…), so links
 // can be shared and the back button works. Each view renders into <main> and returns a cleanup
-// function that ends its subscriptions and timers.
-import { watchStatus } from "./gql.js";
+// function that ends its subscriptions and timers. When the server asks for an access token it
+// was not given (or refuses the one it was), the view gives way to a token prompt; once a token
+// is entered the view is drawn again.
+import { watchStatus, watchAuth, token, setToken, forgetToken } from "./gql.js";
+import { el } from "./dom.js";
 import { inboxView } from "./inbox.js";
 import { runView } from "./run.js";
 import { newRunView } from "./newrun.js";
@@ -9,7 +12,9 @@ import { historyView } from "./history.js";
 
 const main = document.getElementById("main");
 const conn = document.getElementById("conn");
+const signOut = document.getElementById("signout");
 let cleanup = () => {};
+let prompting = null; // the token prompt, while it is shown
 
 // The status line (a polite live region, empty when all is well) says when the live updates
 // are down and when they are back.
@@ -30,7 +35,10 @@ export function navigate(url, { replace = false } = {}) {
 
 function route() {
   cleanup();
+  cleanup = () => {};
+  prompting = null;
   main.replaceChildren();
+  signOut.hidden = !token();
   const params = new URLSearchParams(location.search);
   const view = params.get("run") ? "run" : params.get("view") || "inbox";
   for (const a of document.querySelectorAll("[data-nav]")) {
@@ -51,4 +59,54 @@ document.addEventListener("click", (ev) => {
   navigate(url.pathname + url.search);
 });
 window.addEventListener("popstate", route);
+
+// The token prompt. Shown in place of the view; a refusal said in it (an alert), the field
+// emptied and focused so the person can try again.
+function askForToken({ refused }) {
+  signOut.hidden = !token();
+  if (prompting) {
+    if (refused) prompting.refused();
+    return;
+  }
+  cleanup();
+  cleanup = () => {};
+  const input = el("input", { type: "password", id: "access-token", name: "token", autocomplete: "off", spellcheck: "false",
+    required: true, "aria-describedby": "token-help" });
+  const error = el("p", { id: "token-error", class: "field-error", role: "alert" });
+  const form = el("form", { class: "card signin", "aria-labelledby": "signin-title", onsubmit: (ev) => {
+    ev.preventDefault();
+    const t = input.value.trim();
+    if (!t) {
+      error.textContent = "Enter the access token.";
+      input.setAttribute("aria-invalid", "true");
+      input.focus();
+      return;
+    }
+    input.value = "";
+    setToken(t);
+    route(); // the view again, now with the token
+  } },
+    el("p", { id: "token-help" }, "This server needs an access token. The server printed a link carrying one when it started; or ask your administrator."),
+    el("label", { for: "access-token" }, "Access token"), input, error,
+    el("div", { class: "actions" }, el("button", { type: "submit", class: "primary" }, "Sign in")));
+  main.replaceChildren(el("h1", { id: "signin-title" }, "Sign in"), form);
+  prompting = {
+    refused() {
+      error.textContent = "The token was refused: it may be mistyped, revoked, or from an earlier start of the server. Enter it again or ask for a new one.";
+      input.setAttribute("aria-invalid", "true");
+      input.setAttribute("aria-describedby", "token-error token-help");
+      input.focus();
+    },
+  };
+  if (refused) prompting.refused();
+  else input.focus();
+}
+watchAuth(askForToken);
+
+signOut.addEventListener("click", () => {
+  forgetToken();
+  route(); // the view again, without the token: a server that needs one asks for it
+  signOut.hidden = true;
+});
+
 route();

@@ -4,10 +4,71 @@
 // deploy, or the subscriber fell behind), the client subscribes again after a backoff, asking
 // each subscription for fresh variables (so runEvents resumes after the last seq it saw) and
 // telling it to resync (re-read what it may have missed).
+//
+// Authentication: a server that asks for it gets "Authorization: Bearer <token>" on every request
+// and {"authorization": "Bearer <token>"} in every connection_init. The token comes from the link
+// the server prints (/#token=…), taken out of the address at once and kept in localStorage, or
+// from the token prompt. It never goes back into a URL and is never logged.
 
 /** An error from the API: message and extensions.code. */
 export class APIError extends Error {
   constructor(message, code) { super(message); this.code = code; }
+}
+
+const TOKEN_KEY = "interlock.token";
+let memoryToken = null; // when localStorage is unavailable (a locked-down browser)
+
+/** The access token in use, or null. */
+export function token() {
+  try { return localStorage.getItem(TOKEN_KEY); } catch { return memoryToken; }
+}
+
+function storeToken(t) {
+  memoryToken = t || null;
+  try {
+    if (t) localStorage.setItem(TOKEN_KEY, t);
+    else localStorage.removeItem(TOKEN_KEY);
+  } catch { /* memoryToken holds it */ }
+}
+
+/** Keeps t as the access token and opens the live updates again with it. */
+export function setToken(t) {
+  storeToken(t.trim());
+  socket.restart();
+}
+
+/** Forgets the access token (signing out) and opens the live updates again without it. */
+export function forgetToken() {
+  storeToken(null);
+  socket.restart();
+}
+
+// A link carrying the token (/#token=…): keep the token, and take it out of the address (and so
+// out of the history) before anything else runs. Whatever else the fragment holds stays.
+{
+  const frag = new URLSearchParams(location.hash.slice(1));
+  if (frag.has("token")) {
+    const t = frag.get("token");
+    if (t) storeToken(t);
+    frag.delete("token");
+    const rest = frag.toString();
+    history.replaceState(history.state, "", location.pathname + location.search + (rest ? "#" + rest : ""));
+  }
+}
+
+let onAuth = () => {};
+/**
+ * Registers the callback told when the server wants a token it was not given: fn({ refused })
+ * where refused says a token was sent and turned down (it is forgotten then).
+ */
+export function watchAuth(fn) { onAuth = fn; }
+
+// The server turned down a request made with sent (null: none). Unless the token has changed
+// since (someone signed in meanwhile), the token is forgotten and the callback told.
+function unauthenticated(sent) {
+  if (sent !== token()) return;
+  if (sent) storeToken(null);
+  onAuth({ refused: !!sent });
 }
 
 let status = "ok";
@@ -37,10 +98,13 @@ function backoff(n) {
 /** Runs a query or mutation; resolves with data, rejects with an APIError. */
 export async function request(query, variables = {}) {
   let resp;
+  const sent = token();
+  const headers = { "Content-Type": "application/json", "Accept": "application/json" };
+  if (sent) headers.Authorization = `Bearer ${sent}`;
   try {
     resp = await fetch("/graphql", {
       method: "POST",
-      headers: { "Content-Type": "application/json", "Accept": "application/json" },
+      headers,
       body: JSON.stringify({ query, variables }),
     });
   } catch {
@@ -49,13 +113,19 @@ export async function request(query, variables = {}) {
   }
   let body;
   try { body = await resp.json(); } catch {
+    if (resp.status === 401) {
+      unauthenticated(sent);
+      throw new APIError("This server needs an access token.", "UNAUTHENTICATED");
+    }
     setStatus("unreachable");
     throw new APIError(`The server answered ${resp.status} without a GraphQL response.`, "UNREACHABLE");
   }
   if (status === "unreachable") setStatus(socket.lost ? "reconnecting" : "ok");
   if (body.errors && body.errors.length) {
     const e = body.errors[0];
-    throw new APIError(e.message, (e.extensions && e.extensions.code) || "INTERNAL");
+    const code = (e.extensions && e.extensions.code) || (resp.status === 401 ? "UNAUTHENTICATED" : "INTERNAL");
+    if (code === "UNAUTHENTICATED") unauthenticated(sent);
+    throw new APIError(e.message, code);
   }
   return body.data;
 }
@@ -93,13 +163,22 @@ class Socket {
     if (this.ws) return;
     const url = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/graphql";
     const ws = new WebSocket(url, "graphql-transport-ws");
+    const sent = token();
     this.ws = ws;
-    ws.onopen = () => ws.send(JSON.stringify({ type: "connection_init", payload: {} }));
+    ws.onopen = () => ws.send(JSON.stringify({ type: "connection_init", payload: sent ? { authorization: `Bearer ${sent}` } : {} }));
     ws.onmessage = (ev) => this.receive(JSON.parse(ev.data));
-    ws.onclose = () => {
+    ws.onclose = (ev) => {
       this.ws = null;
       this.open = false;
       for (const s of this.subs.values()) { s.active = false; clearTimeout(s.timer); }
+      if (ev.code === 4401) {
+        // Unauthenticated: no point in trying again with the same token. setToken (the prompt)
+        // connects again; so does the next subscription of a view drawn after it.
+        this.lost = false;
+        if (status === "reconnecting") setStatus("ok");
+        unauthenticated(sent);
+        return;
+      }
       if (this.subs.size === 0) {
         // Nothing to follow: connect again when something subscribes.
         this.lost = false;
@@ -110,6 +189,21 @@ class Socket {
       setStatus("reconnecting");
       setTimeout(() => this.connect(), backoff(this.retry++));
     };
+  }
+
+  /** Closes the socket, if any, and connects again at once (with the token now in use). */
+  restart() {
+    const ws = this.ws;
+    if (ws) {
+      ws.onclose = null;
+      ws.onmessage = null;
+      ws.close(1000, "token changed");
+      this.ws = null;
+      this.open = false;
+      this.lost = false;
+      for (const s of this.subs.values()) { s.active = false; clearTimeout(s.timer); }
+    }
+    if (this.subs.size) this.connect();
   }
 
   send(id) {

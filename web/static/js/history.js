@@ -1,9 +1,9 @@
-// History: recent finished runs with their outcome and the decisions taken.
+// History: recent finished runs with their outcome and the decisions taken (and by whom).
 import { request } from "./gql.js";
 import { el, short, when } from "./dom.js";
 
 const RECENT = `query History($page: Int, $perPage: Int) { recentRuns(page: $page, perPage: $perPage) {
-  total runs { runId agentId status prompt output error updatedAt decisions { kind toolName reason } }
+  total runs { runId agentId status prompt output error updatedAt decisions { kind toolName reason decidedBy decidedAt } }
 } }`;
 
 export function historyView(main, params) {
@@ -20,7 +20,7 @@ export function historyView(main, params) {
     const rows = r.runs.map((run) => el("li", {}, el("a", { class: "row", href: `/?run=${encodeURIComponent(run.runId)}` },
       el("span", {}, el("span", { class: `badge ${run.status}` }, run.status), el("span", { class: "muted block" }, run.agentId)),
       el("span", {}, el("span", { class: "short" }, run.prompt), el("span", { class: "short muted" }, short(run.output || run.error, 100))),
-      el("span", {}, run.decisions.length ? run.decisions.map((x) => `${x.kind.toLowerCase()} ${x.toolName}${x.reason ? ` (“${x.reason}”)` : ""}`).join(", ") : el("span", { class: "muted" }, "no decisions")),
+      el("span", {}, run.decisions.length ? run.decisions.map((x) => `${x.kind.toLowerCase()} ${x.toolName}${x.decidedBy ? ` by ${x.decidedBy}` : ""}${x.reason ? ` (“${x.reason}”)` : ""}`).join(", ") : el("span", { class: "muted" }, "no decisions")),
       el("span", { class: "muted" }, when(run.updatedAt)))));
     list.replaceChildren(
       el("nav", { class: "pager", "aria-label": "Pages" },

@@ -1,13 +1,14 @@
 // Run view: what the run waits on, with Approve / Decline (with a reason) / Resume (a form from
 // the tool's resumeSchema), and the run's events streaming live. A CONFLICT (someone decided
-// first) is shown plainly and the view shows the run as it now is. When a model call is made
+// first) is shown plainly and the view shows the run as it now is; a FORBIDDEN (this person may
+// not take that decision) is said next to the buttons, with what was typed kept. When a model call is made
 // again after a recovery (MODEL_CALL_RETRIED), the text it had streamed in that step is dropped.
 import { request, subscribe } from "./gql.js";
 import { el, pretty, when, expiresIn } from "./dom.js";
 import { schemaForm } from "./schemaform.js";
 
 const RUN = `query Run($id: ID!) { run(runId: $id) {
-  runId agentId status threadId resourceId createdAt updatedAt suspendedAt lastEventSeq output error prompt
+  runId agentId status threadId resourceId startedBy createdAt updatedAt suspendedAt lastEventSeq output error prompt
   toolCalls { id toolCallId toolName args requiresApproval suspendPayload interrupted expiresAt }
   decisions { id toolCallId toolName kind decidedBy decidedAt reason resumeData args editedArgs }
 } }`;
@@ -52,10 +53,14 @@ export function runView(main, params) {
     renderDecisions(decisions, run);
   };
 
-  const decide = async (mutation, vars, form) => {
+  // card: the pending call's card; form: the form decided from, if any (its .field-error is
+  // where its refusals go).
+  const decide = async (mutation, vars, card, form) => {
     const buttons = pending.querySelectorAll("button");
     buttons.forEach((b) => { b.disabled = true; });
     notice.replaceChildren();
+    const refusal = card.querySelector(".decision-error");
+    refusal.textContent = "";
     asked++; // a read of the run sent before the decision must not draw its form again
     const decided = pending.dataset.calls;
     try {
@@ -68,6 +73,10 @@ export function runView(main, params) {
       if (e.code === "CONFLICT") {
         notice.replaceChildren(el("p", { class: "notice warn" }, "Someone else decided first: ", e.message, ". This is the run as it is now."));
         await show();
+      } else if (e.code === "FORBIDDEN") {
+        // The server's message says who may decide and why; nothing typed is lost.
+        const where = form ? form.querySelector(".field-error") : refusal;
+        where.textContent = `Not allowed: ${e.message}`;
       } else if (e.code === "BAD_USER_INPUT" && form) {
         form.querySelector(".field-error").textContent = e.message;
         form.querySelector("textarea")?.setAttribute("aria-invalid", "true");
@@ -117,6 +126,7 @@ function renderHead(head, run) {
       run.threadId ? el("span", {}, "thread ", run.threadId) : null,
       run.resourceId ? el("span", {}, "resource ", run.resourceId) : null,
       el("span", {}, "started ", when(run.createdAt)),
+      run.startedBy ? el("span", { id: "run-started-by" }, "Started by ", el("strong", {}, run.startedBy)) : null,
       el("span", { class: "short" }, run.runId)),
     el("div", { class: "card" }, el("span", { class: "kind muted" }, "prompt"), el("p", {}, run.prompt)),
     run.status === "COMPLETED" && run.output ? el("div", { class: "card", id: "run-output" }, el("span", { class: "kind muted" }, "final answer"), el("p", {}, run.output)) : null,
@@ -147,10 +157,11 @@ function renderPending(section, run, agents, decide) {
       const reasonId = `reason-${c.toolCallId}`;
       const reason = el("input", { type: "text", id: reasonId, placeholder: "optional, the model sees it" });
       card.append(el("div", { class: "actions" },
-        el("button", { class: "approve", onclick: () => decide(`mutation($id: ID!, $c: ID) { approveToolCall(runId: $id, toolCallId: $c) { status } }`, { id: run.runId, c: c.toolCallId }) }, "Approve"),
+        el("button", { class: "approve", onclick: () => decide(`mutation($id: ID!, $c: ID) { approveToolCall(runId: $id, toolCallId: $c) { status } }`, { id: run.runId, c: c.toolCallId }, card) }, "Approve"),
         el("div", { class: "grow" }, el("label", { for: reasonId }, "Reason for declining"), reason),
-        el("button", { class: "decline", onclick: () => decide(`mutation($id: ID!, $c: ID, $r: String) { declineToolCall(runId: $id, toolCallId: $c, reason: $r) { status } }`, { id: run.runId, c: c.toolCallId, r: reason.value || null }) }, "Decline")));
-      card.append(editAndApprove(run, c, decide));
+        el("button", { class: "decline", onclick: () => decide(`mutation($id: ID!, $c: ID, $r: String) { declineToolCall(runId: $id, toolCallId: $c, reason: $r) { status } }`, { id: run.runId, c: c.toolCallId, r: reason.value || null }, card) }, "Decline")),
+        el("p", { class: "field-error decision-error", role: "alert" }));
+      card.append(editAndApprove(run, c, (m, v, form) => decide(m, v, card, form)));
     } else {
       card.append(el("p", { class: "muted" }, "The tool asks"), el("pre", {}, pretty(c.suspendPayload)));
       const tool = agents.find((a) => a.id === run.agentId)?.tools.find((t) => t.name === c.toolName);
@@ -159,9 +170,9 @@ function renderPending(section, run, agents, decide) {
         ev.preventDefault();
         let data;
         try { data = sf.value(); } catch (e) { form.querySelector(".field-error").textContent = e.message; return; }
-        decide(`mutation($id: ID!, $c: ID, $d: JSON!) { resumeRun(runId: $id, toolCallId: $c, resumeData: $d) { status } }`, { id: run.runId, c: c.toolCallId, d: data }, form);
+        decide(`mutation($id: ID!, $c: ID, $d: JSON!) { resumeRun(runId: $id, toolCallId: $c, resumeData: $d) { status } }`, { id: run.runId, c: c.toolCallId, d: data }, card, form);
       } }, sf.node, el("p", { class: "field-error", role: "alert" }), el("div", { class: "actions" }, el("button", { type: "submit", class: "primary" }, "Resume")));
-      card.append(form);
+      card.append(form, el("p", { class: "field-error decision-error", role: "alert" }));
     }
     section.append(card);
   }
@@ -218,7 +229,7 @@ function renderDecisions(section, run) {
   section.append(el("h2", {}, "Decisions"), el("ul", { class: "card list" }, run.decisions.map((d) =>
     el("li", {}, `${d.kind.toLowerCase()} ${d.toolName} (${d.toolCallId})`, d.reason ? `: “${d.reason}”` : "",
       d.resumeData ? ` with ${JSON.stringify(d.resumeData)}` : "",
-      d.editedArgs ? ` with edited arguments ${JSON.stringify(d.editedArgs)} (the model asked for ${JSON.stringify(d.args)})` : "", d.decidedBy ? ` by ${d.decidedBy}` : "", " — ", when(d.decidedAt)))));
+      d.editedArgs ? ` with edited arguments ${JSON.stringify(d.editedArgs)} (the model asked for ${JSON.stringify(d.args)})` : "", " — ", el("span", { class: "decided" }, d.decidedBy ? `by ${d.decidedBy}, ` : "", el("time", { datetime: d.decidedAt }, when(d.decidedAt)))))));
 }
 
 function describe(ev) {
@@ -231,9 +242,9 @@ function describe(ev) {
     case "TOOL_CALL_INTERRUPTED": return { kind: "interrupted", body: ev.reason };
     case "RUN_SUSPENDED": return { kind: "suspended", body: "waiting for a person" };
     case "TOOL_CALL_APPROVED": return { kind: "approved", body: c.toolName + (ev.decidedBy ? ` by ${ev.decidedBy}` : "") };
-    case "TOOL_CALL_DECLINED": return { kind: "declined", body: c.toolName + (ev.reason ? `: ${ev.reason}` : "") };
+    case "TOOL_CALL_DECLINED": return { kind: "declined", body: c.toolName + (ev.decidedBy ? ` by ${ev.decidedBy}` : "") + (ev.reason ? `: ${ev.reason}` : "") };
     case "TOOL_CALL_EXPIRED": return { kind: "expired", body: c.toolName + (ev.reason ? `: ${ev.reason}` : "") };
-    case "RUN_RESUMED": return { kind: "resumed", body: "running again" };
+    case "RUN_RESUMED": return { kind: "resumed", body: "running again" + (ev.decidedBy ? ` (decided by ${ev.decidedBy})` : "") };
     case "TOOL_RESULT": return { kind: ev.error ? "tool error" : "tool result", body: el("pre", {}, ev.error || pretty(ev.result)) };
     case "MODEL_CALL_RETRIED": return { kind: "model call repeated", body: "its server stopped mid-answer; the partial text was dropped" };
     case "STEP_FINISHED": return null;
