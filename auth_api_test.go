@@ -9,8 +9,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -623,4 +626,51 @@ auth:
 		}
 	}
 	t.Logf("closed %s after the stream went idle", time.Since(start).Round(time.Millisecond))
+}
+
+// TestTokensNeverLogged: whatever the requests, good tokens, refused tokens and the generated
+// admin token never reach the server's log.
+func TestTokensNeverLogged(t *testing.T) {
+	var logs syncBuffer
+	cfg, err := parseConfig([]string{"--auth=on", "--db", "sqlite:" + t.TempDir() + "/interlock.db"}, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, err := NewApp(context.Background(), cfg, slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(app.Handler())
+	t.Cleanup(func() { srv.Close(); app.Close() })
+	s := &testServer{url: srv.URL, app: app}
+	r := s.suspendAs(t, app.AdminToken, "refund order 1 for 5", nil)
+	s.postAs(t, "wrong-"+app.AdminToken, `{ suspendedRuns { total } }`, nil)
+	s.postAs(t, app.AdminToken, `mutation($id: ID!) { resumeRun(runId: $id, resumeData: {}) { status } }`, map[string]any{"id": r.ID})
+	s.postAs(t, app.AdminToken, `{ nosuchfield }`, nil)
+	c := dialRawWS(t, s.url, "graphql-transport-ws")
+	c.send(wsMessage{Type: "connection_init", Payload: json.RawMessage(`{"authorization":"Bearer refused-` + app.AdminToken + `"}`)})
+	c.closed()
+	s.mustAs(t, app.AdminToken, `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": r.ID}, nil)
+	app.Service.Wait()
+	if strings.Contains(logs.String(), app.AdminToken) {
+		t.Fatalf("the log holds the token:\n%s", logs.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger's concurrent writes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
