@@ -154,6 +154,16 @@ func (s *Store) ListRecent(ctx context.Context, p runs.RecentParams) ([]*runs.Ru
 		q = s.eq(q, "resource_id", *p.ResourceID)
 	}
 	q = s.in(q, "resource_id", p.Resources)
+	if p.Decision != nil || p.DecidedBy != nil {
+		sub := s.db.Model(&ToolCall{}).Select("1").Where("run_tool_calls.run_id = agent_runs.id AND run_tool_calls.state <> ?", ToolCallPending)
+		if p.Decision != nil {
+			sub = sub.Where("run_tool_calls.state = ?", string(*p.Decision))
+		}
+		if p.DecidedBy != nil {
+			sub = s.eq(sub, "run_tool_calls.decided_by", *p.DecidedBy)
+		}
+		q = q.Where("EXISTS (?)", sub)
+	}
 	var total int64
 	if err := q.Session(&gorm.Session{}).Count(&total).Error; err != nil {
 		return nil, 0, fmt.Errorf("count runs: %w", err)

@@ -110,7 +110,7 @@ type ComplexityRoot struct {
 		Agent         func(childComplexity int, id string) int
 		Agents        func(childComplexity int) int
 		Me            func(childComplexity int) int
-		RecentRuns    func(childComplexity int, statuses []model.RunStatus, agentID *string, threadID *string, resourceID *string, page *int, perPage *int) int
+		RecentRuns    func(childComplexity int, statuses []model.RunStatus, agentID *string, threadID *string, resourceID *string, page *int, perPage *int, decision *model.DecisionKind, decidedBy *string) int
 		Run           func(childComplexity int, runID string) int
 		SuspendedRuns func(childComplexity int, agentID *string, threadID *string, resourceID *string, fromDate *time.Time, toDate *time.Time, page *int, perPage *int) int
 		Thread        func(childComplexity int, id string) int
@@ -196,7 +196,7 @@ type QueryResolver interface {
 	Me(ctx context.Context) (*model.Principal, error)
 	SuspendedRuns(ctx context.Context, agentID *string, threadID *string, resourceID *string, fromDate *time.Time, toDate *time.Time, page *int, perPage *int) (*model.SuspendedRunsResult, error)
 	Run(ctx context.Context, runID string) (*model.AgentRun, error)
-	RecentRuns(ctx context.Context, statuses []model.RunStatus, agentID *string, threadID *string, resourceID *string, page *int, perPage *int) (*model.SuspendedRunsResult, error)
+	RecentRuns(ctx context.Context, statuses []model.RunStatus, agentID *string, threadID *string, resourceID *string, page *int, perPage *int, decision *model.DecisionKind, decidedBy *string) (*model.SuspendedRunsResult, error)
 	Thread(ctx context.Context, id string) (*model.Thread, error)
 	Threads(ctx context.Context, resourceID *string, page *int, perPage *int) (*model.ThreadsResult, error)
 	Agents(ctx context.Context) ([]*model.Agent, error)
@@ -583,7 +583,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Query.RecentRuns(childComplexity, args["statuses"].([]model.RunStatus), args["agentId"].(*string), args["threadId"].(*string), args["resourceId"].(*string), args["page"].(*int), args["perPage"].(*int)), true
+		return e.ComplexityRoot.Query.RecentRuns(childComplexity, args["statuses"].([]model.RunStatus), args["agentId"].(*string), args["threadId"].(*string), args["resourceId"].(*string), args["page"].(*int), args["perPage"].(*int), args["decision"].(*model.DecisionKind), args["decidedBy"].(*string)), true
 	case "Query.run":
 		if e.ComplexityRoot.Query.Run == nil {
 			break
@@ -1044,9 +1044,11 @@ type Query {
   """
   Addition: runs in the given statuses (default COMPLETED and FAILED), most recently updated first,
   with their decisions — the console's history. page is zero-based (default 0); perPage defaults to
-  20 and is at most the server's maximum. Invalid page or perPage is BAD_USER_INPUT.
+  20 and is at most the server's maximum. Invalid page or perPage is BAD_USER_INPUT. decision and
+  decidedBy (Addition) keep runs with a decision of that kind and/or by that subject (both: one
+  decision with both).
   """
-  recentRuns(statuses: [RunStatus!], agentId: ID, threadId: ID, resourceId: ID, page: Int, perPage: Int): SuspendedRunsResult!
+  recentRuns(statuses: [RunStatus!], agentId: ID, threadId: ID, resourceId: ID, page: Int, perPage: Int, decision: DecisionKind, decidedBy: String): SuspendedRunsResult!
 
   """
   Addition: a memory thread, with its messages (oldest first; last: only the newest N) — null when
@@ -1889,6 +1891,22 @@ func (ec *executionContext) field_Query_recentRuns_args(ctx context.Context, raw
 		return nil, err
 	}
 	args["perPage"] = arg5
+	arg6, err := graphql.ProcessArgField(ctx, rawArgs, "decision",
+		func(ctx context.Context, v any) (*model.DecisionKind, error) {
+			return ec.unmarshalODecisionKind2ᚖinterlockᚋgraphᚋmodelᚐDecisionKind(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["decision"] = arg6
+	arg7, err := graphql.ProcessArgField(ctx, rawArgs, "decidedBy",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["decidedBy"] = arg7
 	return args, nil
 }
 
@@ -3551,7 +3569,7 @@ func (ec *executionContext) _Query_recentRuns(ctx context.Context, field graphql
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Query().RecentRuns(ctx, fc.Args["statuses"].([]model.RunStatus), fc.Args["agentId"].(*string), fc.Args["threadId"].(*string), fc.Args["resourceId"].(*string), fc.Args["page"].(*int), fc.Args["perPage"].(*int))
+			return ec.Resolvers.Query().RecentRuns(ctx, fc.Args["statuses"].([]model.RunStatus), fc.Args["agentId"].(*string), fc.Args["threadId"].(*string), fc.Args["resourceId"].(*string), fc.Args["page"].(*int), fc.Args["perPage"].(*int), fc.Args["decision"].(*model.DecisionKind), fc.Args["decidedBy"].(*string))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.SuspendedRunsResult) graphql.Marshaler {
@@ -7886,6 +7904,22 @@ func (ec *executionContext) marshalODateTime2ᚖtimeᚐTime(ctx context.Context,
 	_ = ctx
 	res := model.MarshalDateTime(*v)
 	return res
+}
+
+func (ec *executionContext) unmarshalODecisionKind2ᚖinterlockᚋgraphᚋmodelᚐDecisionKind(ctx context.Context, v any) (*model.DecisionKind, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(model.DecisionKind)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalODecisionKind2ᚖinterlockᚋgraphᚋmodelᚐDecisionKind(ctx context.Context, sel ast.SelectionSet, v *model.DecisionKind) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
 }
 
 func (ec *executionContext) unmarshalOID2ᚕstringᚄ(ctx context.Context, v any) ([]string, error) {

@@ -102,8 +102,12 @@ func (r *queryResolver) Run(ctx context.Context, runID string) (*model.AgentRun,
 }
 
 // RecentRuns is the resolver for the recentRuns field.
-func (r *queryResolver) RecentRuns(ctx context.Context, statuses []model.RunStatus, agentID *string, threadID *string, resourceID *string, page *int, perPage *int) (*model.SuspendedRunsResult, error) {
-	p := runs.RecentParams{AgentID: agentID, ThreadID: threadID, ResourceID: resourceID, PerPage: 20}
+func (r *queryResolver) RecentRuns(ctx context.Context, statuses []model.RunStatus, agentID *string, threadID *string, resourceID *string, page *int, perPage *int, decision *model.DecisionKind, decidedBy *string) (*model.SuspendedRunsResult, error) {
+	p := runs.RecentParams{AgentID: agentID, ThreadID: threadID, ResourceID: resourceID, DecidedBy: decidedBy, PerPage: 20}
+	if decision != nil {
+		kind := runs.DecisionKind(*decision)
+		p.Decision = &kind
+	}
 	if page != nil {
 		p.Page = *page
 	}

@@ -30,6 +30,10 @@ type RecentParams struct {
 	ResourceID *string
 	// Resources as in ListSuspendedParams.
 	Resources []string
+	// Decision and DecidedBy keep runs with a decision of that kind and/or taken by that
+	// subject (both given: one decision with both): the history of who decided what.
+	Decision  *DecisionKind
+	DecidedBy *string
 	Page      int
 	PerPage   int
 }

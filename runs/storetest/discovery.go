@@ -177,7 +177,9 @@ func testListRecent(t *testing.T, open Opener) {
 		c3 := f.finished(runOpts{N: 2, AgentID: "b", ThreadID: ptr("t1"), ResourceID: ptr("r2")}, at(12)) // same updatedAt as c2
 		c1 := f.finished(runOpts{N: 3, AgentID: "a", ThreadID: ptr("t1"), ResourceID: ptr("r1")}, at(10))
 		run := f.suspended(runOpts{N: 4, AgentID: "a"})
-		c4 := f.decide(run, decision(run, runs.DecisionDeclined, "lease-2", at(8)))
+		declined := decision(run, runs.DecisionDeclined, "lease-2", at(8))
+		declined.DecidedBy = ptr("alice")
+		c4 := f.decide(run, declined)
 		f.finish(c4, at(11))
 		s := f.suspended(runOpts{N: 5, CreatedAt: at(5)})
 		r := f.insert(runOpts{N: 6, CreatedAt: at(6)})
@@ -205,6 +207,12 @@ func testListRecent(t *testing.T, open Opener) {
 			{"scope r1, r2: not runs without a resource", runs.RecentParams{Statuses: finished, Resources: []string{"r1", "r2"}, PerPage: 100}, []string{h.c3, h.c2, h.c1}},
 			{"scope r1 with a trailing space", runs.RecentParams{Statuses: finished, Resources: []string{"r1 "}, PerPage: 100}, nil},
 			{"an empty scope", runs.RecentParams{Statuses: finished, Resources: []string{}, PerPage: 100}, nil},
+			{"declined", runs.RecentParams{Statuses: finished, Decision: ptr(runs.DecisionDeclined), PerPage: 100}, []string{h.c4}},
+			{"approved: none", runs.RecentParams{Statuses: finished, Decision: ptr(runs.DecisionApproved), PerPage: 100}, nil},
+			{"decided by alice", runs.RecentParams{Statuses: finished, DecidedBy: ptr("alice"), PerPage: 100}, []string{h.c4}},
+			{"decided by alice, padded", runs.RecentParams{Statuses: finished, DecidedBy: ptr("alice "), PerPage: 100}, nil},
+			{"declined by bob: none", runs.RecentParams{Statuses: finished, Decision: ptr(runs.DecisionDeclined), DecidedBy: ptr("bob"), PerPage: 100}, nil},
+			{"declined by alice", runs.RecentParams{Statuses: finished, Decision: ptr(runs.DecisionDeclined), DecidedBy: ptr("alice"), PerPage: 100}, []string{h.c4}},
 		} {
 			list, total, err := f.s.ListRecent(f.ctx, c.p)
 			if err != nil {
