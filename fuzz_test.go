@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 )
@@ -18,7 +19,7 @@ func fuzzServer(f *testing.F) *testServer {
 }
 
 // suspendedRun starts a run with prompt and waits until it is suspended.
-func suspendedRun(f *testing.F, s *testServer, prompt string) string {
+func suspendedRun(f testing.TB, s *testServer, prompt string) string {
 	f.Helper()
 	r := s.startRun(f, prompt, nil)
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
@@ -33,7 +34,7 @@ func suspendedRun(f *testing.F, s *testServer, prompt string) string {
 // fuzzPost sends query with variables as raw JSON text (what the fuzzer made, valid or not)
 // and fails on what must never happen: a 5xx, an answer that is not a GraphQL response, an
 // INTERNAL error. Errors about the input, and a decision refused as CONFLICT, are fine.
-func fuzzPost(t *testing.T, s *testServer, query, variables string) {
+func fuzzPost(t *testing.T, s *testServer, query, variables string) gqlResponse {
 	t.Helper()
 	q, _ := json.Marshal(query)
 	body := []byte(`{"query": ` + string(q) + `, "variables": ` + variables + `}`)
@@ -54,6 +55,31 @@ func fuzzPost(t *testing.T, s *testServer, query, variables string) {
 		if e.Extensions["code"] == "INTERNAL" || e.Extensions["code"] == nil {
 			t.Fatalf("variables %q: error %+v", variables, e)
 		}
+	}
+	return r
+}
+
+// waiting holds the run a decision fuzzer decides: when an input is accepted (the run goes on),
+// another run is suspended in its place, so every later input meets a waiting call and its
+// checks, not a CONFLICT.
+type waiting struct {
+	s      *testServer
+	prompt string
+	mu     sync.Mutex
+	id     string
+}
+
+func newWaiting(f *testing.F, s *testServer, prompt string) *waiting {
+	return &waiting{s: s, prompt: prompt, id: suspendedRun(f, s, prompt)}
+}
+
+// decide sends the mutation for the current run with vars(id) and replaces the run when the
+// decision was taken.
+func (w *waiting) decide(t *testing.T, query string, vars func(id string) string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if r := fuzzPost(t, w.s, query, vars(w.id)); len(r.Errors) == 0 {
+		w.id = suspendedRun(t, w.s, w.prompt)
 	}
 }
 
@@ -91,32 +117,32 @@ func FuzzSuspendedRunsArgs(f *testing.F) {
 	f.Fuzz(func(t *testing.T, variables string) { fuzzPost(t, s, q, variables) })
 }
 
-// FuzzResumeData: any resumeData for a run waiting for resume data. One may resume it; the
-// rest are refused (BAD_USER_INPUT, CONFLICT).
+// FuzzResumeData: any resumeData for a run waiting for resume data; an accepted one resumes it
+// and the next input meets a new waiting run.
 func FuzzResumeData(f *testing.F) {
 	s := fuzzServer(f)
-	id := suspendedRun(f, s, "ask the customer which size they want")
+	w := newWaiting(f, s, "ask the customer which size they want")
 	for _, seed := range []string{`{}`, `{"answer": 42}`, `{"answer": "size M"}`, `null`, `[]`, `"x"`, `1e400`,
 		`{"answer": {"nested": [[[[[[]]]]]]}}`, `{"answer": "\u0000\ud800"}`, `{"__proto__": {"answer": 1}}`, `true`, `-0`} {
 		f.Add(seed)
 	}
 	const q = `mutation($id: ID!, $d: JSON!) { resumeRun(runId: $id, resumeData: $d) { status toolCalls { id } } }`
 	f.Fuzz(func(t *testing.T, data string) {
-		fuzzPost(t, s, q, `{"id": `+rawJSON(id)+`, "d": `+data+`}`)
+		w.decide(t, q, func(id string) string { return `{"id": ` + rawJSON(id) + `, "d": ` + data + `}` })
 	})
 }
 
-// FuzzApproveArgs: any edited arguments for a call waiting for approval. One may approve it;
-// the rest are refused (BAD_USER_INPUT, CONFLICT).
+// FuzzApproveArgs: any edited arguments for a call waiting for approval; accepted ones approve
+// it and the next input meets a new waiting run.
 func FuzzApproveArgs(f *testing.F) {
 	s := fuzzServer(f)
-	id := suspendedRun(f, s, "refund order 42 for 30")
+	w := newWaiting(f, s, "refund order 42 for 30")
 	for _, seed := range []string{`{}`, `{"orderId": "42", "amount": 30}`, `{"orderId": 42, "amount": "30"}`, `{"amount": -1e308}`,
 		`null`, `[]`, `"args"`, `{"orderId": "42", "amount": 30, "extra": {"a": [1, 2, {"b": null}]}}`, `{"amount": 1e400}`, `{"": ""}`} {
 		f.Add(seed)
 	}
 	const q = `mutation($id: ID!, $a: JSON) { approveToolCall(runId: $id, args: $a) { status } }`
 	f.Fuzz(func(t *testing.T, args string) {
-		fuzzPost(t, s, q, `{"id": `+rawJSON(id)+`, "a": `+args+`}`)
+		w.decide(t, q, func(id string) string { return `{"id": ` + rawJSON(id) + `, "a": ` + args + `}` })
 	})
 }
