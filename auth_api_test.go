@@ -613,13 +613,53 @@ auth:
 			break // every stored event came; the stream now waits
 		}
 	}
+	waitClosed(t, c)
+
+	// The same, with the token in the upgrade's header, and over SSE.
+	short = sign(jwt.MapClaims{"sub": "ada", "roles": "admin", "tenants": "t2", "exp": time.Now().Add(2 * time.Second).Unix()})
+	dctx, dcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer dcancel()
+	conn, _, err := websocket.Dial(dctx, "ws"+strings.TrimPrefix(s.url, "http")+"/graphql", &websocket.DialOptions{
+		Subprotocols: []string{"graphql-transport-ws"}, HTTPHeader: http.Header{"Authorization": {"Bearer " + short}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := &wsClient{t: t, conn: conn, protocol: "graphql-transport-ws"}
+	hc.send(wsMessage{Type: "connection_init", Payload: json.RawMessage(`{}`)})
+	if m := hc.read(); m.Type != "connection_ack" {
+		t.Fatalf("header-authenticated socket: %s", m.Type)
+	}
+	hc.subscribe(`subscription { suspendedRunsChanged { kind } }`, nil)
+	waitClosed(t, hc)
+	body, _ := json.Marshal(map[string]any{"query": `subscription { suspendedRunsChanged { kind } }`})
+	sctx, scancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer scancel()
+	req, _ := http.NewRequestWithContext(sctx, "POST", s.url+"/graphql", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+short)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body) // returns when the server ends the stream
+	resp.Body.Close()
+	if sctx.Err() != nil {
+		t.Fatal("the SSE stream of an expired token went on")
+	}
+}
+
+// waitClosed reads until the server closes the socket; it fails the test after 20s.
+func waitClosed(t *testing.T, c *wsClient) {
+	t.Helper()
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for {
 		var m wsMessage
 		if err := wsjson.Read(ctx, c.conn, &m); err != nil {
-			if websocket.CloseStatus(err) == -1 {
+			if websocket.CloseStatus(err) == -1 && ctx.Err() != nil {
 				t.Fatalf("the socket of an expired token: %v, want it closed", err)
 			}
 			break
@@ -673,4 +713,52 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// TestThreadsOfOtherResourcesStayTheirs: a thread id is scoped to its resource. A principal of
+// r2 giving the thread id of an r1 conversation starts a thread of its own: it reads none of
+// r1's messages and adds none to them, and r1's thread is unchanged.
+func TestThreadsOfOtherResourcesStayTheirs(t *testing.T) {
+	eachAuthDB(t, "", func(t *testing.T, s *testServer) {
+		root, portal := tokenOf("root"), tokenOf("portal")
+		finish := func(token, prompt, resource string) {
+			var out struct{ StartRun apiRun }
+			s.mustAs(t, token, `mutation($i: StartRunInput!) { startRun(input: $i) { `+runFields+` } }`,
+				map[string]any{"i": map[string]any{"agentId": "support-agent", "prompt": prompt, "threadId": "shared-id", "resourceId": resource}}, &out)
+			for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				var got struct{ Run apiRun }
+				s.mustAs(t, token, `query($id: ID!) { run(runId: $id) { status } }`, map[string]any{"id": out.StartRun.ID}, &got)
+				if got.Run.Status == "COMPLETED" {
+					return
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("run %s is %s", out.StartRun.ID, got.Run.Status)
+				}
+			}
+		}
+		finish(root, "hello, my secret is PINEAPPLE", "r1")
+		finish(portal, "hello from r2", "r2")
+		type thread struct {
+			Thread *struct {
+				ResourceID string
+				Messages   []struct{ Content string }
+			}
+		}
+		var mine, theirs thread
+		s.mustAs(t, portal, `{ thread(id: "shared-id") { resourceId messages { content } } }`, nil, &mine)
+		if mine.Thread == nil || mine.Thread.ResourceID != "r2" || len(mine.Thread.Messages) != 2 || strings.Contains(fmt.Sprint(mine.Thread.Messages), "PINEAPPLE") {
+			t.Fatalf("portal's thread: %+v, want its own two messages only", mine.Thread)
+		}
+		// An unscoped admin sees every message under the id, r1's conversation first and whole.
+		s.mustAs(t, root, `{ thread(id: "shared-id") { messages { content } } }`, nil, &theirs)
+		if m := theirs.Thread.Messages; len(m) != 4 || m[0].Content != "hello, my secret is PINEAPPLE" || m[2].Content != "hello from r2" {
+			t.Fatalf("all the messages under the id: %+v", m)
+		}
+		if got := s.postAs(t, portal, `{ thread(id: "shared-id") { messages(last: 0) { content } } }`, nil); got.code != "BAD_USER_INPUT" {
+			t.Errorf("messages(last: 0): %q, want BAD_USER_INPUT", got.code)
+		}
+		if got := s.postAs(t, portal, `{ threads(perPage: 500) { threads { messages { content } } } }`, nil); got.code != "COMPLEXITY_LIMIT_EXCEEDED" {
+			t.Errorf("every message of 500 threads: %q, want COMPLEXITY_LIMIT_EXCEEDED", got.code)
+		}
+	})
 }

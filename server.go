@@ -385,7 +385,8 @@ func (a *App) routes() http.Handler {
 	gql.Use(gqlguard.QueryLimit{MaxTokens: a.cfg.MaxQueryTokens, Cache: queries})
 	// After validation, before execution; the rate last, so that a refused query costs no token.
 	gql.Use(gqlguard.DepthLimit{Max: a.cfg.MaxQueryDepth})
-	gql.Use(&gqlguard.ComplexityLimit{Max: a.cfg.MaxQueryComplexity, PageSizeArgs: []string{"perPage", "last"}, DefaultPageSize: 20})
+	gql.Use(&gqlguard.ComplexityLimit{Max: a.cfg.MaxQueryComplexity, PageSizeArgs: []string{"perPage", "last"}, DefaultPageSize: 20,
+		PageSizeDefaults: map[string]int{"last": a.cfg.MaxPerPage}})
 	if a.cfg.MutationRate > 0 {
 		gql.Use(gqlguard.NewMutationRate(a.cfg.MutationRate, a.cfg.MutationBurst, func(ctx context.Context) string {
 			if p := runs.PrincipalFrom(ctx); p != nil {

@@ -29,7 +29,15 @@ func Middleware(a *Authenticator, next http.Handler) http.Handler {
 			Unauthorized(w, err)
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(runs.WithPrincipal(r.Context(), p)))
+		ctx := r.Context()
+		if !p.Expires.IsZero() {
+			// A stream (SSE, or a WebSocket authenticated by its upgrade's header) lasts no
+			// longer than its token.
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, p.Expires)
+			defer cancel()
+		}
+		next.ServeHTTP(w, r.WithContext(runs.WithPrincipal(ctx, p)))
 	})
 }
 

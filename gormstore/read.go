@@ -177,9 +177,15 @@ func (s *Store) ListRecent(ctx context.Context, p runs.RecentParams) ([]*runs.Ru
 }
 
 // ThreadHistory implements runs.Store.
-func (s *Store) ThreadHistory(ctx context.Context, threadID string, limit int) ([]llm.Message, error) {
+func (s *Store) ThreadHistory(ctx context.Context, resourceID *string, threadID string, limit int) ([]llm.Message, error) {
 	var rows []Message
-	err := s.eq(s.db.WithContext(ctx), "thread_id", threadID).Order("id DESC").Limit(limit).Find(&rows).Error
+	q := s.eq(s.db.WithContext(ctx), "thread_id", threadID)
+	if resourceID != nil {
+		q = s.eq(q, "resource_id", *resourceID)
+	} else {
+		q = q.Where("resource_id IS NULL")
+	}
+	err := q.Order("id DESC").Limit(limit).Find(&rows).Error
 	if err != nil {
 		return nil, fmt.Errorf("load thread %s: %w", threadID, err)
 	}

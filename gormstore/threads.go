@@ -21,9 +21,9 @@ type threadRow struct {
 }
 
 // Thread implements runs.Store.
-func (s *Store) Thread(ctx context.Context, id string, last int) (*runs.Thread, error) {
+func (s *Store) Thread(ctx context.Context, id string, resources []string, last int) (*runs.Thread, error) {
 	var sum []threadRow
-	err := s.eq(s.db.WithContext(ctx).Model(&Message{}), "thread_id", id).
+	err := s.in(s.eq(s.db.WithContext(ctx).Model(&Message{}), "thread_id", id), "resource_id", resources).
 		Select("thread_id, MAX(resource_id) AS resource_id, COUNT(*) AS n, MIN(id) AS first, MAX(id) AS last").
 		Group("thread_id").Scan(&sum).Error
 	if err != nil {
@@ -32,7 +32,7 @@ func (s *Store) Thread(ctx context.Context, id string, last int) (*runs.Thread, 
 	if len(sum) == 0 {
 		return nil, nil
 	}
-	q := s.eq(s.db.WithContext(ctx), "thread_id", id).Order("id DESC")
+	q := s.in(s.eq(s.db.WithContext(ctx), "thread_id", id), "resource_id", resources).Order("id DESC")
 	if last > 0 {
 		q = q.Limit(last)
 	}

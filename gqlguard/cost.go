@@ -129,6 +129,9 @@ type ComplexityLimit struct {
 	Max             int
 	PageSizeArgs    []string
 	DefaultPageSize int
+	// PageSizeDefaults are the page sizes of arguments whose default is not DefaultPageSize
+	// (Thread.messages' last: the server's maximum).
+	PageSizeDefaults map[string]int
 
 	es graphql.ExecutableSchema
 }
@@ -203,6 +206,9 @@ func (w complexityWalker) field(f *ast.Field) int {
 			continue
 		}
 		size := w.c.DefaultPageSize
+		if d, ok := w.c.PageSizeDefaults[name]; ok {
+			size = d
+		}
 		if v, ok := args[name]; ok && v != nil {
 			size = pageSize(v)
 		}

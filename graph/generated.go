@@ -1314,7 +1314,7 @@ type Thread {
   createdAt: DateTime
   updatedAt: DateTime
   messageCount: Int!
-  "The thread's messages, oldest first; with last, only the newest that many."
+  "The thread's messages, oldest first: the newest ` + "`" + `last` + "`" + ` of them (1 to the server's maximum perPage, 500 by default; without last, that maximum)."
   messages(last: Int): [ThreadMessage!]!
   "The thread's runs in any status, most recently updated first (pagination as recentRuns)."
   runs(page: Int, perPage: Int): SuspendedRunsResult!

@@ -218,6 +218,9 @@ func (r *subscriptionResolver) SuspendedRunsChanged(ctx context.Context, agentID
 
 // Messages is the resolver for the messages field.
 func (r *threadResolver) Messages(ctx context.Context, obj *model.Thread, last *int) ([]*model.ThreadMessage, error) {
+	if last != nil && *last == 0 {
+		return nil, runs.Errorf(runs.CodeBadUserInput, "last must be 1 or more, not 0")
+	}
 	th, err := r.Resolver.Runs.Thread(ctx, obj.ID, deref(last, 0))
 	if err != nil || th == nil {
 		return []*model.ThreadMessage{}, err

@@ -26,6 +26,23 @@ func require(ctx context.Context, role Role, what string) error {
 // data is not a run's (the agents and their tools).
 func Authorize(ctx context.Context) error { return require(ctx, RoleViewer, "reading") }
 
+// mayDecide answers FORBIDDEN unless the principal of ctx may decide some tool calls: an
+// approver, or the holder of a custom role (which tools' approverRoles may name). It is checked
+// before anything about the run is read, so that a principal who may not decide learns nothing
+// from trying, and changes nothing.
+func mayDecide(ctx context.Context) error {
+	p := PrincipalFrom(ctx)
+	if p == nil || p.Has(RoleApprover) {
+		return nil
+	}
+	for _, r := range p.Roles {
+		if _, builtin := rank[r]; !builtin {
+			return nil
+		}
+	}
+	return Errorf(CodeForbidden, "deciding a tool call needs the approver role; %s has %s", p.Subject, roleList(p.Roles))
+}
+
 // scope narrows a listing to the principal's resources. requested is the resourceId filter the
 // client gave. It returns the resources to admit (nil: any) and whether nothing can match.
 func scope(ctx context.Context, requested *string) (resources []string, none bool) {

@@ -61,7 +61,7 @@ func (s *Service) Resume(ctx context.Context, p DecideParams, resumeData json.Ra
 // appended, in one transaction. When anything moved since the read, someone else decided
 // first: CONFLICT. Only after the commit does it tell subscribers and continue the run.
 func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) (*Run, error) {
-	if err := require(ctx, RoleViewer, "deciding a tool call"); err != nil {
+	if err := mayDecide(ctx); err != nil {
 		return nil, err
 	}
 	if pr := PrincipalFrom(ctx); pr != nil {
@@ -94,17 +94,17 @@ func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) 
 			return nil, err
 		}
 	}
-	if err := s.refuseExpired(ctx, run, call); err != nil {
-		return nil, err
-	}
-	if err := checkKind(call, d.Kind); err != nil {
-		return nil, err
-	}
 	a := s.agents.Get(run.AgentID)
 	if a == nil {
 		return nil, fmt.Errorf("run %s: agent %q is not served by this instance", run.ID, run.AgentID)
 	}
 	if err := s.authorizeDecision(ctx, target, run, call.ToolName, a.Tool(call.ToolName), d); err != nil {
+		return nil, err
+	}
+	if err := s.refuseExpired(ctx, run, call); err != nil {
+		return nil, err
+	}
+	if err := checkKind(call, d.Kind); err != nil {
 		return nil, err
 	}
 	if d.Args != nil {

@@ -332,7 +332,7 @@ func (s *Service) StartRun(ctx context.Context, p StartParams) (*Run, error) {
 	}
 	if p.ThreadID != nil && limit > 0 {
 		var err error
-		if history, err = s.store.ThreadHistory(ctx, *p.ThreadID, limit); err != nil {
+		if history, err = s.store.ThreadHistory(ctx, p.ResourceID, *p.ThreadID, limit); err != nil {
 			return nil, err
 		}
 	}

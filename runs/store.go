@@ -32,11 +32,13 @@ type Store interface {
 	Progress(ctx context.Context, ids []string) (map[string]Progress, error)
 	// Events returns up to limit events of a run with seq > after, in seq order.
 	Events(ctx context.Context, runID string, after int64, limit int) ([]events.Event, error)
-	// ThreadHistory returns the last limit messages of a memory thread, oldest first.
-	ThreadHistory(ctx context.Context, threadID string, limit int) ([]llm.Message, error)
+	// ThreadHistory returns the last limit messages of a memory thread of a resource (nil:
+	// messages without one), oldest first. A thread id is scoped to its resource: runs of
+	// different resources never share memory, whatever thread id they give.
+	ThreadHistory(ctx context.Context, resourceID *string, threadID string, limit int) ([]llm.Message, error)
 	// Thread returns a thread with its last `last` messages (all when 0), oldest first, or nil
-	// when it has no messages.
-	Thread(ctx context.Context, id string, last int) (*Thread, error)
+	// when it has no messages; only messages of the resources given count, when not nil.
+	Thread(ctx context.Context, id string, resources []string, last int) (*Thread, error)
 	// Threads returns a page of threads with messages, most recently active first (without
 	// their messages), and the number of all matches.
 	Threads(ctx context.Context, p ThreadsParams) ([]*Thread, int64, error)

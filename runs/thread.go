@@ -37,25 +37,26 @@ type ThreadsParams struct {
 	PerPage   int
 }
 
-// Thread returns a thread with its last `last` messages (all when last is 0), or nil when no run
-// ever used that thread id. A thread whose first run has not finished has no messages yet.
+// Thread returns a thread with its last `last` messages (the newest MaxPerPage when last is 0;
+// more is BAD_USER_INPUT, so one request cannot load a whole long thread), or nil when no run
+// ever used that thread id in a resource the principal sees. A thread whose first run has not finished has no messages yet.
 func (s *Service) Thread(ctx context.Context, id string, last int) (*Thread, error) {
 	if err := require(ctx, RoleViewer, "reading threads"); err != nil {
 		return nil, err
 	}
-	if last < 0 {
-		return nil, Errorf(CodeBadUserInput, "last must be 0 or more, not %d", last)
-	}
-	th, err := s.store.Thread(ctx, id, last)
-	if err != nil || th != nil {
-		if th != nil && !visible(ctx, th.ResourceID) {
-			return nil, nil
-		}
-		return th, err
+	switch {
+	case last == 0:
+		last = s.cfg.MaxPerPage
+	case last < 0 || last > s.cfg.MaxPerPage:
+		return nil, Errorf(CodeBadUserInput, "last must be between 1 and %d, not %d", s.cfg.MaxPerPage, last)
 	}
 	resources, none := scope(ctx, nil)
 	if none {
 		return nil, nil
+	}
+	th, err := s.store.Thread(ctx, id, resources, last)
+	if err != nil || th != nil {
+		return th, err
 	}
 	_, n, err := s.store.ListRecent(ctx, RecentParams{Statuses: AllStatuses, ThreadID: &id, Resources: resources, PerPage: 1})
 	if err != nil || n == 0 {

@@ -168,7 +168,7 @@ type Thread struct {
 	CreatedAt    *time.Time `json:"createdAt,omitempty"`
 	UpdatedAt    *time.Time `json:"updatedAt,omitempty"`
 	MessageCount int        `json:"messageCount"`
-	// The thread's messages, oldest first; with last, only the newest that many.
+	// The thread's messages, oldest first: the newest `last` of them (1 to the server's maximum perPage, 500 by default; without last, that maximum).
 	Messages []*ThreadMessage `json:"messages"`
 	// The thread's runs in any status, most recently updated first (pagination as recentRuns).
 	Runs *SuspendedRunsResult `json:"runs"`

@@ -333,10 +333,10 @@ func (f *fixture) changes() []runs.ChangeRecord {
 	return list
 }
 
-// history returns the last 1000 messages of a thread.
-func (f *fixture) history(threadID string) []llm.Message {
+// history returns the last 1000 messages of a thread of a resource.
+func (f *fixture) history(resourceID *string, threadID string) []llm.Message {
 	f.t.Helper()
-	msgs, err := f.s.ThreadHistory(f.ctx, threadID, 1000)
+	msgs, err := f.s.ThreadHistory(f.ctx, resourceID, threadID, 1000)
 	if err != nil {
 		f.t.Fatalf("ThreadHistory %s: %v", threadID, err)
 	}

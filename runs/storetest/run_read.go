@@ -236,13 +236,34 @@ func testThreadHistory(t *testing.T, open Opener) {
 			limit int
 			want  []llm.Message
 		}{{100, all}, {6, all}, {4, all[2:]}, {1, all[5:]}} {
-			got, err := f.s.ThreadHistory(f.ctx, "thread-1", c.limit)
+			got, err := f.s.ThreadHistory(f.ctx, ptr("user-1"), "thread-1", c.limit)
 			if err != nil {
 				t.Fatal(err)
 			}
 			wantMessages(t, "ThreadHistory(limit "+itoa(int64(c.limit))+")", got, c.want)
 		}
-		wantMessages(t, "unknown thread", f.history("thread-3"), nil)
+		wantMessages(t, "unknown thread", f.history(ptr("user-1"), "thread-3"), nil)
+	})
+
+	// A thread id is scoped to its resource: another resource's run giving the same thread id
+	// neither reads nor joins its memory, and neither does a run without a resource.
+	each(t, open, "ThreadsOfOneIDInOtherResourcesAreOthers", func(t *testing.T, f *fixture) {
+		f.finishInThread("thread-1", ptr("user-1"), 10)
+		f.finishInThread("thread-1", ptr("user-2"), 20)
+		f.finishInThread("thread-1", nil, 30)
+		for _, c := range []struct {
+			resource *string
+			want     string
+		}{{ptr("user-1"), "question 10"}, {ptr("user-2"), "question 20"}, {nil, "question 30"}, {ptr("user-3"), ""}} {
+			got := f.history(c.resource, "thread-1")
+			if c.want == "" {
+				wantMessages(t, "thread-1 of user-3", got, nil)
+				continue
+			}
+			if len(got) != 2 || got[0].Content != c.want {
+				t.Errorf("thread-1 of %s: %+v, want only %q and its answer", show(c.resource), got, c.want)
+			}
+		}
 	})
 
 	// A thread is one conversation: another thread's messages never join it, however alike
@@ -255,9 +276,9 @@ func testThreadHistory(t *testing.T, open Opener) {
 			t.Fatal(err)
 		}
 		for _, other := range []string{"thread-1 ", "THREAD-1", "thread-"} {
-			wantMessages(t, "thread "+strconv.Quote(other), f.history(other), nil)
+			wantMessages(t, "thread "+strconv.Quote(other), f.history(nil, other), nil)
 		}
-		wantMessages(t, "thread-1", f.history("thread-1"), fin.Memory)
+		wantMessages(t, "thread-1", f.history(nil, "thread-1"), fin.Memory)
 	})
 }
 

@@ -230,7 +230,7 @@ func testFinish(t *testing.T, open Opener) {
 		if err := f.s.Finish(f.ctx, fin); err != nil {
 			t.Fatal(err)
 		}
-		wantMessages(t, "thread-1", f.history("thread-1"), fin.Memory)
+		wantMessages(t, "thread-1", f.history(ptr("user-1"), "thread-1"), fin.Memory)
 	})
 
 	each(t, open, "MemoryIgnoredWithoutAThread", func(t *testing.T, f *fixture) {
@@ -266,7 +266,7 @@ func testFinish(t *testing.T, open Opener) {
 		wantUnchanged(t, "a lost Finish", got, before)
 		wantStr(t, "output", got.Output, nil)
 		wantGapless(t, f.events(r.ID), 1)
-		wantMessages(t, "thread after a lost Finish", f.history("thread-1"), nil)
+		wantMessages(t, "thread after a lost Finish", f.history(nil, "thread-1"), nil)
 	})
 
 	each(t, open, "SeqWrittenBeforeFailsAndWritesNothing", func(t *testing.T, f *fixture) {
@@ -283,7 +283,7 @@ func testFinish(t *testing.T, open Opener) {
 		wantUnchanged(t, "a failed Finish", got, before)
 		wantStr(t, "output", got.Output, nil)
 		wantGapless(t, f.events(r.ID), 2)
-		wantMessages(t, "thread after a failed Finish", f.history("thread-1"), nil)
+		wantMessages(t, "thread after a failed Finish", f.history(nil, "thread-1"), nil)
 	})
 
 	each(t, open, "RunNotRunningIsLost", func(t *testing.T, f *fixture) {

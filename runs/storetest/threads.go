@@ -21,11 +21,28 @@ func (f *fixture) finishInThread(thread string, resource *string, n int) *live {
 }
 
 func testThread(t *testing.T, open Opener) {
+	each(t, open, "OnlyTheMessagesOfTheResourcesGiven", func(t *testing.T, f *fixture) {
+		f.finishInThread("thread-1", ptr("user-1"), 10)
+		f.finishInThread("thread-1", ptr("user-2"), 20)
+		th, err := f.s.Thread(f.ctx, "thread-1", []string{"user-2"}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if th == nil || th.MessageCount != 2 || th.Messages[0].Content != "question 20" || th.ResourceID == nil || *th.ResourceID != "user-2" {
+			t.Fatalf("thread-1 in user-2's scope: %+v", th)
+		}
+		for _, scope := range [][]string{{"user-3"}, {}, {"user-2 "}} {
+			if th, err := f.s.Thread(f.ctx, "thread-1", scope, 0); err != nil || th != nil {
+				t.Errorf("thread-1 in scope %q: %+v, %v; want nil", scope, th, err)
+			}
+		}
+	})
+
 	each(t, open, "MessagesOldestFirstWithCountTimesAndRuns", func(t *testing.T, f *fixture) {
 		a := f.finishInThread("thread-1", ptr("user-1"), 10)
 		b := f.finishInThread("thread-1", ptr("user-1"), 20)
 		f.finishInThread("thread-2", ptr("user-1"), 30)
-		th, err := f.s.Thread(f.ctx, "thread-1", 0)
+		th, err := f.s.Thread(f.ctx, "thread-1", nil, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -43,7 +60,7 @@ func testThread(t *testing.T, open Opener) {
 				t.Fatalf("message %d: %+v, want %+v", i, m, want[i])
 			}
 		}
-		th, err = f.s.Thread(f.ctx, "thread-1", 3)
+		th, err = f.s.Thread(f.ctx, "thread-1", nil, 3)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -54,7 +71,7 @@ func testThread(t *testing.T, open Opener) {
 	each(t, open, "UnknownThreadIsNil", func(t *testing.T, f *fixture) {
 		f.finishInThread("thread-1", nil, 10)
 		for _, id := range []string{"thread-9", "thread-1 ", "THREAD-1"} {
-			th, err := f.s.Thread(f.ctx, id, 0)
+			th, err := f.s.Thread(f.ctx, id, nil, 0)
 			if err != nil || th != nil {
 				t.Fatalf("Thread(%q) = %+v, %v; want nil", id, th, err)
 			}
