@@ -438,7 +438,7 @@ function valueView(v, depth) {
   if (depth >= 4) return el("code", { class: "v-compact" }, JSON.stringify(v));
   if (Array.isArray(v)) {
     if (!v.length) return el("span", { class: "v-null" }, "(empty list)");
-    if (v.every((x) => x === null || typeof x !== "object")) return el("span", { class: "v-list" }, v.map((x, i) => [i ? ", " : "", valueView(x, depth + 1)]));
+    if (v.every((x) => x === null || typeof x !== "object")) return el("span", { class: "v-list" }, v.flatMap((x, i) => [i ? ", " : "", valueView(x, depth + 1)]));
     return el("ol", { class: "v-items" }, v.map((x) => el("li", {}, valueView(x, depth + 1))));
   }
   const keys = Object.keys(v);
