@@ -148,7 +148,8 @@ func TestConsole(t *testing.T) {
 			t.Fatalf("inbox row: %q", row)
 		}
 		screenshot(t, inbox, "inbox.png")
-		do(t, inbox, chromedp.Click(chromedp.CSS(`a[data-run]`)), chromedp.WaitVisible(chromedp.CSS(`button.approve`)))
+		do(t, inbox, chromedp.Click(chromedp.CSS(`a[data-run]`)), chromedp.WaitVisible(chromedp.CSS(`button.approve`)),
+			chromedp.Click(chromedp.CSS(`.pending button.raw-toggle`))) // the raw JSON behind the arguments table
 		if args := textOf(t, inbox, `.pending pre`); !strings.Contains(args, `"amount": 30`) {
 			t.Fatalf("arguments shown: %q", args)
 		}

@@ -1,11 +1,21 @@
 // Run view: what the run waits on, with Approve / Decline (with a reason) / Resume (a form from
-// the tool's resumeSchema), and the run's events streaming live. A CONFLICT (someone decided
-// first) is shown plainly and the view shows the run as it now is; a FORBIDDEN (this person may
-// not take that decision) is said next to the buttons, with what was typed kept. When a model call is made
-// again after a recovery (MODEL_CALL_RETRIED), the text it had streamed in that step is dropped.
+// the tool's resumeSchema), and the run's events streaming live, grouped by step.
+//
+// A pending call is shown so that it can be judged without opening anything: the tool's
+// description, what the agent said before asking (its streamed text, as safe Markdown), the
+// arguments as a table (the raw JSON a click away), and the thread's earlier messages when the
+// run has a thread. Every decision says who took it and when.
+//
+// A CONFLICT (someone decided first), or a call that stops waiting while the person looks at it,
+// is said with who decided and when; what the person had typed and can no longer send is shown
+// to copy. A FORBIDDEN (this person may not take that decision) is said next to the buttons, with
+// what was typed kept. When a model call is made again after a recovery (MODEL_CALL_RETRIED), the
+// text it had streamed in that step is dropped. After a decision succeeds the document gets an
+// "interlock:decided" event ({detail: {runId, toolCallId}}).
 import { request, subscribe } from "./gql.js";
 import { el, pretty, when, expiresIn } from "./dom.js";
 import { schemaForm } from "./schemaform.js";
+import { markdown } from "./markdown.js";
 
 const RUN = `query Run($id: ID!) { run(runId: $id) {
   runId agentId status threadId resourceId startedBy createdAt updatedAt suspendedAt lastEventSeq output error prompt
@@ -13,34 +23,58 @@ const RUN = `query Run($id: ID!) { run(runId: $id) {
   decisions { id toolCallId toolName kind decidedBy decidedAt reason resumeData args editedArgs }
 } }`;
 const EVENTS = `subscription Events($runId: ID!, $after: Int) { runEvents(runId: $runId, after: $after) {
-  seq type at text status error reason decidedBy result toolCall { toolCallId toolName args suspendPayload interrupted }
-} }`;
+  seq type at text status error reason decidedBy result toolCall { toolCallId toolName args suspendPayload interrupted } } }`;
+const AGENTS = `{ agents { id tools { name description resumeSchema approverRoles } } }`;
+const THREAD = `query Thread($id: ID!, $last: Int) { thread(id: $id) { id messageCount messages(last: $last) { id runId role content createdAt } } }`;
+const THREAD_LAST = 50;
 
 export function runView(main, params) {
   const id = params.get("run");
   let agents = null;
+  let lastRun = null; // the run as last drawn
+  let threadAsked = false;
   const head = el("div", {});
+  const thread = el("div", { class: "thread-box" });
+  const summary = el("div", {});
   const notice = el("div", { role: "alert" });
+  const lost = el("div", { class: "lost-box" }); // typed text a decision elsewhere made unsendable
   const pending = el("section", { "aria-label": "Waiting for a decision" });
-  const stream = el("ol", { class: "stream", "aria-live": "polite", id: "stream" });
+  const stream = el("ol", { class: "stream timeline", "aria-live": "polite", id: "stream" });
   const decisions = el("section", { "aria-label": "Decisions" });
-  main.append(head, notice, pending, el("h2", {}, "Live"), el("div", { class: "card" }, stream), decisions);
+  main.append(head, thread, summary, notice, lost, pending, el("h2", {}, "Live"), el("div", { class: "card" }, stream), decisions);
+
+  const ctx = {
+    said: new Map(), // toolCallId → what the agent said in the model call that asked for it
+    mine: new Set(), // calls decided (or being decided, or refused as raced) from this page
+    lostCall: null,
+  };
 
   let textNode = null; // where the next TEXT_DELTA goes
+  let textRaw = ""; // its text so far
+  let modelText = ""; // the text of the current model call
   let stepText = []; // the items holding the current step's text, dropped if its model call is made again
+  let step = null; // { list, tools } of the step being shown
+  let steps = 0;
+  let stepDone = true; // STEP_FINISHED seen: the next event starts a new step
   let lastSeq = 0;
   let closed = false;
   let finished = false; // RUN_FINISHED or RUN_FAILED seen: the stream has ended for good
   let asked = 0; // numbers the reads of the run: only the latest one draws
+  let sentFor = null; // the call the "Decision sent" notice is about
+
+  const say = (kind, ...children) => {
+    notice.replaceChildren(el("p", { class: `notice ${kind}` }, ...children));
+    delete notice.dataset.sent;
+  };
 
   const show = async () => {
     const mine = ++asked;
     let run;
     try {
       run = (await request(RUN, { id })).run;
-      agents ??= (await request(`{ agents { id tools { name resumeSchema } } }`)).agents;
+      agents ??= (await request(AGENTS)).agents;
     } catch (e) {
-      if (mine === asked) notice.replaceChildren(el("p", { class: "notice error" }, e.message));
+      if (mine === asked) say("error", e.message);
       return;
     }
     if (mine !== asked || closed) return;
@@ -48,42 +82,111 @@ export function runView(main, params) {
       head.replaceChildren(el("h1", {}, "No such run"), el("p", {}, "It may have been removed by retention. ", el("a", { href: "/" }, "Back to the inbox")));
       return;
     }
-    renderHead(head, run);
-    renderPending(pending, run, agents, decide);
+    lastRun = run;
+    renderHead(head, summary, run);
+    renderPending(pending, run, agents, decide, ctx);
     renderDecisions(decisions, run);
+    // A "Decision sent" notice is stale once the next call waits or the run has ended.
+    if (notice.dataset.sent && sentFor) {
+      if (run.status === "COMPLETED" || run.status === "FAILED") {
+        notice.replaceChildren(el("p", { class: "notice" }, `Decision sent. The run has finished (${run.status}).`));
+        notice.dataset.sent = "ended";
+      } else if (run.status === "SUSPENDED" && !run.toolCalls.some((c) => c.toolCallId === sentFor)) {
+        notice.replaceChildren();
+        delete notice.dataset.sent;
+        sentFor = null;
+      }
+    }
+    if (run.threadId && !threadAsked) {
+      threadAsked = true;
+      renderThread(thread, run).catch(() => { threadAsked = false; });
+    }
   };
 
-  // card: the pending call's card; form: the form decided from, if any (its .field-error is
+  /** Shows what a person typed for a call and can no longer send, with a Copy button. */
+  function lostCall(c, typed, run, raced = false) {
+    const d = lastDecision(run, c.toolCallId);
+    const what = d ? decisionSentence(d) : [`This request is no longer waiting: the run is now ${run.status}.`];
+    const call = `${c.toolName} (${c.toolCallId})`;
+    if (d?.kind === "EXPIRED") say(raced || typed ? "warn" : "", `Too late for ${call}: `, ...what);
+    else if (raced || typed) say("warn", "Someone else decided first: ", ...what, " This is the run as it is now.");
+    else say("", `${call} was decided elsewhere: `, ...what);
+    if (typed) lost.prepend(lostText(c, typed));
+  }
+  ctx.lostCall = lostCall;
+
+  // card: the pending call's card; form: the form decided from, if any (its .form-error is
   // where its refusals go).
   const decide = async (mutation, vars, card, form) => {
     const buttons = pending.querySelectorAll("button");
+    const callId = card.dataset.call;
+    const call = pending._calls?.find((c) => c.toolCallId === callId);
+    const typed = typedIn(card, call);
     buttons.forEach((b) => { b.disabled = true; });
     notice.replaceChildren();
+    delete notice.dataset.sent;
     const refusal = card.querySelector(".decision-error");
     refusal.textContent = "";
     asked++; // a read of the run sent before the decision must not draw its form again
     const decided = pending.dataset.calls;
+    ctx.mine.add(callId);
     try {
       await request(mutation, vars);
       // Unless the run already waits on something new (drawn meanwhile), the form is done.
       if (pending.dataset.calls === decided) clearPending(pending);
-      notice.replaceChildren(el("p", { class: "notice" }, "Decision sent. The run goes on below."));
+      const now = lastRun;
+      if (now && (now.status === "COMPLETED" || now.status === "FAILED")) {
+        notice.replaceChildren(el("p", { class: "notice" }, `Decision sent. The run has finished (${now.status}).`));
+        notice.dataset.sent = "ended";
+      } else if (!(now && now.status === "SUSPENDED" && !now.toolCalls.some((c) => c.toolCallId === callId))) {
+        notice.replaceChildren(el("p", { class: "notice" }, "Decision sent. The run goes on below."));
+        notice.dataset.sent = "1";
+      }
+      sentFor = callId;
+      document.dispatchEvent(new CustomEvent("interlock:decided", { detail: { runId: id, toolCallId: callId } }));
     } catch (e) {
+      if (e.code !== "CONFLICT") ctx.mine.delete(callId); // a raced call is said once, here
       buttons.forEach((b) => { b.disabled = false; });
       if (e.code === "CONFLICT") {
-        notice.replaceChildren(el("p", { class: "notice warn" }, "Someone else decided first: ", e.message, ". This is the run as it is now."));
+        // Who took the decision, and when: read the run as it is now.
+        let run = null;
+        try { run = (await request(RUN, { id })).run; } catch { /* said below */ }
+        if (run && call) lostCall(call, typed, run, true);
+        else say("warn", "Someone else decided first: ", e.message, ". This is the run as it is now.");
         await show();
       } else if (e.code === "FORBIDDEN") {
         // The server's message says who may decide and why; nothing typed is lost.
-        const where = form ? form.querySelector(".field-error") : refusal;
+        const where = form ? form.querySelector(".form-error") : refusal;
         where.textContent = `Not allowed: ${e.message}`;
       } else if (e.code === "BAD_USER_INPUT" && form) {
-        form.querySelector(".field-error").textContent = e.message;
+        form.querySelector(".form-error").textContent = e.message;
         form.querySelector("textarea")?.setAttribute("aria-invalid", "true");
       } else {
-        notice.replaceChildren(el("p", { class: "notice error" }, e.message));
+        say("error", e.message);
       }
     }
+  };
+
+  const newStep = (at) => {
+    steps++;
+    const tools = el("span", { class: "step-tools muted" });
+    const list = el("ol", { class: "step-events" });
+    const heading = el("h3", { class: "step-title" }, `Step ${steps}`, " ", stamp(at), tools);
+    stream.append(el("li", { class: "step", "data-step": steps }, heading, list));
+    step = { list, tools, names: [] };
+    stepDone = false;
+  };
+
+  const append = (item, at) => {
+    if (stepDone || !step) newStep(at);
+    step.list.append(item);
+  };
+
+  // The text streamed so far becomes Markdown once it is complete (the next event).
+  const closeText = () => {
+    if (textNode && textRaw) textNode.replaceChildren(markdown(textRaw));
+    textNode = null;
+    textRaw = "";
   };
 
   const onEvent = (ev) => {
@@ -92,68 +195,187 @@ export function runView(main, params) {
     if (ev.type === "RUN_FINISHED" || ev.type === "RUN_FAILED") finished = true;
     if (ev.type === "TEXT_DELTA") {
       if (!textNode) {
-        textNode = el("span", { class: "text" });
-        const item = el("li", {}, el("span", { class: "kind" }, "assistant"), el("br"), textNode);
+        textNode = el("div", { class: "text" });
+        const item = el("li", { "data-type": "TEXT_DELTA" }, el("span", { class: "kind" }, "assistant"), " ", stamp(ev.at), textNode);
         stepText.push(item);
-        stream.append(item);
+        append(item, ev.at);
       }
-      textNode.textContent += ev.text || "";
+      textRaw += ev.text || "";
+      modelText += ev.text || "";
+      textNode.textContent = textRaw;
       return;
     }
-    textNode = null;
+    closeText();
+    const c = ev.toolCall;
+    if (c && ["TOOL_CALL", "TOOL_CALL_APPROVAL", "TOOL_CALL_SUSPENDED"].includes(ev.type) && modelText.trim() && !ctx.said.has(c.toolCallId)) {
+      ctx.said.set(c.toolCallId, modelText);
+      fillSaid(pending, c.toolCallId, ctx);
+    }
     if (ev.type === "MODEL_CALL_RETRIED") stepText.forEach((item) => item.remove());
-    if (["MODEL_CALL_RETRIED", "STEP_FINISHED", "RUN_STARTED", "RUN_RESUMED"].includes(ev.type)) stepText = [];
+    if (["MODEL_CALL_RETRIED", "STEP_FINISHED", "RUN_STARTED", "RUN_RESUMED"].includes(ev.type)) { stepText = []; modelText = ""; }
     const item = describe(ev);
-    if (item) stream.append(el("li", { "data-type": ev.type }, el("span", { class: "kind" }, item.kind), el("br"), item.body));
+    if (item) append(el("li", { "data-type": ev.type }, el("span", { class: "kind" }, item.kind), " ", stamp(ev.at), el("div", { class: "body" }, item.body)), ev.at);
+    if (ev.type === "TOOL_CALL" && step) { // the step's heading names the tools it called
+      step.names.push(c.toolName);
+      step.tools.textContent = ` · ${step.names.join(", ")}`;
+    }
+    if (ev.type === "STEP_FINISHED") stepDone = true;
     if (["RUN_SUSPENDED", "RUN_FINISHED", "RUN_FAILED", "RUN_RESUMED"].includes(ev.type)) show();
   };
 
   show();
   const unsubscribe = subscribe(EVENTS, () => ({ runId: id, after: lastSeq }), {
     next: (d) => onEvent(d.runEvents),
-    error: (e) => { if (!closed) notice.replaceChildren(el("p", { class: "notice error" }, e.message)); },
+    error: (e) => { if (!closed) say("error", e.message); },
     resync: show, // the events missed come with the new subscription; the run's state is read again
     done: () => finished,
   });
   return () => { closed = true; unsubscribe(); };
 }
 
-function renderHead(head, run) {
+/** A local time (the date too when not today), with the full date and time in its title. */
+export function stamp(iso) {
+  if (!iso) return null;
+  const d = new Date(iso);
+  const today = new Date().toDateString() === d.toDateString();
+  const text = today ? d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" })
+    : d.toLocaleString([], { day: "numeric", month: "short", hour: "2-digit", minute: "2-digit", second: "2-digit" });
+  return el("time", { datetime: iso, title: d.toLocaleString([], { dateStyle: "full", timeStyle: "long" }) }, text);
+}
+
+/** The newest decision on a call of the run, or undefined. */
+function lastDecision(run, toolCallId) {
+  return run.decisions.filter((d) => d.toolCallId === toolCallId).at(-1);
+}
+
+/** "alice approved this at 10:02:13." — who decided, what and when, as nodes ("This was
+ * approved at …" when nobody is named: authentication was off). */
+function decisionSentence(d) {
+  const at = stamp(d.decidedAt);
+  if (d.kind === "EXPIRED") return ["This request expired at ", at, " without a decision."];
+  const verb = { APPROVED: "approved", DECLINED: "declined", RESUMED: "answered" }[d.kind] || "decided";
+  const did = d.decidedBy ? `${d.decidedBy} ${verb} this` : `This was ${verb}`;
+  const how = d.kind === "APPROVED" && d.editedArgs ? " with edited arguments" : "";
+  return [`${did}${how} at `, at, d.kind === "DECLINED" && d.reason ? `: “${d.reason}”.` : "."];
+}
+
+/** What was typed in a call's card that would be lost, as one text ("" when nothing was). */
+function typedIn(card, c) {
+  if (!card || !c) return "";
+  const parts = [];
+  const reason = card.querySelector(`[id="reason-${CSS.escape(c.toolCallId)}"]`);
+  if (reason && reason.value.trim()) parts.push(["Reason for declining", reason.value]);
+  const editor = card.querySelector(`[id="args-${CSS.escape(c.toolCallId)}"]`);
+  if (editor && editor.value.trim() && editor.value !== pretty(c.args)) {
+    let same = false;
+    try { same = JSON.stringify(JSON.parse(editor.value)) === JSON.stringify(c.args); } catch { /* edited */ }
+    if (!same) parts.push(["Edited arguments", editor.value]);
+  }
+  for (const f of card.querySelectorAll(`form[aria-label="Resume"] input, form[aria-label="Resume"] select, form[aria-label="Resume"] textarea`)) {
+    if (f.type === "checkbox") continue;
+    const label = f.labels?.[0]?.firstChild?.textContent || f.name || f.id;
+    if (f.tagName === "SELECT") { if (f.value !== "") parts.push([label, f.selectedOptions[0]?.textContent || ""]); continue; }
+    if (f.tagName === "TEXTAREA" && f.value.trim() === "{}") continue;
+    if (f.value.trim()) parts.push([label, f.value]);
+  }
+  if (!parts.length) return "";
+  if (parts.length === 1) return parts[0][1];
+  return parts.map(([k, v]) => `${k}: ${v}`).join("\n");
+}
+
+let lostSeq = 0;
+/** The notice holding text that could not be sent: read-only, with Copy and Dismiss. */
+function lostText(c, text) {
+  const areaId = `lost-${++lostSeq}`;
+  const area = el("textarea", { id: areaId, readonly: true, rows: Math.min(8, text.split("\n").length + 1), class: "lost-text" });
+  area.value = text;
+  const status = el("span", { class: "muted copy-status", role: "status" });
+  const box = el("div", { class: "notice warn lost", "data-call": c.toolCallId },
+    el("label", { for: areaId }, `What you typed for ${c.toolName} (${c.toolCallId}) was not sent:`), area,
+    el("div", { class: "actions" },
+      el("button", { type: "button", class: "copy", onclick: async () => {
+        try {
+          await navigator.clipboard.writeText(text);
+          status.textContent = "Copied.";
+        } catch {
+          area.focus();
+          area.select();
+          status.textContent = "Selected: press Ctrl+C (⌘C) to copy.";
+        }
+      } }, "Copy"),
+      el("button", { type: "button", class: "dismiss", onclick: () => box.remove() }, "Dismiss"), status));
+  return box;
+}
+
+function renderHead(head, summary, run) {
   head.replaceChildren(...[
     el("h1", {}, "Run ", el("span", { class: `badge ${run.status}`, id: "run-status" }, run.status)),
     el("div", { class: "meta" },
       el("span", {}, "agent ", el("strong", {}, run.agentId)),
       run.threadId ? el("span", {}, "thread ", run.threadId) : null,
       run.resourceId ? el("span", {}, "resource ", run.resourceId) : null,
-      el("span", {}, "started ", when(run.createdAt)),
+      el("span", {}, "started ", stamp(run.createdAt)),
       run.startedBy ? el("span", { id: "run-started-by" }, "Started by ", el("strong", {}, run.startedBy)) : null,
       el("span", { class: "short" }, run.runId)),
-    el("div", { class: "card" }, el("span", { class: "kind muted" }, "prompt"), el("p", {}, run.prompt)),
-    run.status === "COMPLETED" && run.output ? el("div", { class: "card", id: "run-output" }, el("span", { class: "kind muted" }, "final answer"), el("p", {}, run.output)) : null,
+  ].filter(Boolean));
+  summary.replaceChildren(...[
+    el("div", { class: "card" }, el("span", { class: "kind muted" }, "prompt"), el("p", { class: "plain-text" }, run.prompt)),
+    run.status === "COMPLETED" && run.output ? el("div", { class: "card", id: "run-output" }, el("span", { class: "kind muted" }, "final answer"), markdown(run.output)) : null,
     run.status === "FAILED" ? el("p", { class: "notice error" }, "Failed: ", run.error) : null,
   ].filter(Boolean));
+}
+
+/** The thread's messages from before this run, collapsed: "Earlier in this thread (N)". */
+async function renderThread(box, run) {
+  const t = (await request(THREAD, { id: run.threadId, last: THREAD_LAST })).thread;
+  if (!t) return;
+  const started = Date.parse(run.createdAt);
+  const earlier = t.messages.filter((m) => m.runId !== run.runId && Date.parse(m.createdAt) <= started);
+  if (!earlier.length) { box.replaceChildren(); return; }
+  const more = t.messageCount > t.messages.length ? el("p", { class: "muted" }, `The newest ${t.messages.length} of the thread's ${t.messageCount} messages.`) : null;
+  box.replaceChildren(el("details", { class: "thread card", id: "thread-earlier" },
+    el("summary", {}, `Earlier in this thread (${earlier.length})`),
+    more,
+    el("ol", { class: "thread-messages" }, earlier.map((m) =>
+      el("li", { class: `msg ${m.role === "user" ? "user" : "assistant"}` },
+        el("span", { class: "kind muted" }, m.role), " ", stamp(m.createdAt),
+        m.runId !== run.runId ? el("a", { class: "muted msg-run", href: `/?run=${encodeURIComponent(m.runId)}` }, " run") : null,
+        markdown(m.content))))));
 }
 
 // The pending calls are drawn anew only when they change (another call, or one now marked
 // interrupted), never on a mere refresh: the person may be typing a reason or an answer. When
 // they do change, what was typed in a field that is still there (same call, same field) is
-// carried over, and so is the focus.
-function renderPending(section, run, agents, decide) {
+// carried over, and so is the focus. A call that stops waiting without this page deciding it is
+// said so (who decided, when), with what was typed for it to copy.
+function renderPending(section, run, agents, decide, ctx) {
   const calls = run.status === "SUSPENDED" ? run.toolCalls : [];
   const key = JSON.stringify(calls.map((c) => [c.toolCallId, c.requiresApproval, c.interrupted, c.expiresAt]));
   if (section.dataset.calls === key) return;
+  const before = section._calls || [];
+  for (const old of before) {
+    if (calls.some((c) => c.toolCallId === old.toolCallId) || ctx.mine.has(old.toolCallId)) continue;
+    const card = section.querySelector(`[data-call="${CSS.escape(old.toolCallId)}"]`);
+    ctx.lostCall(old, typedIn(card, old), run);
+  }
   const typed = saveFields(section);
   clearPending(section);
   section.dataset.calls = key;
+  section._calls = calls;
   if (!calls.length) return;
   section.append(el("h2", {}, "Waiting for you"));
   for (const c of calls) {
     const card = el("div", { class: "card pending", "data-call": c.toolCallId });
-    card.append(el("p", {}, el("strong", {}, c.toolName), " ", el("span", { class: "muted" }, c.toolCallId),
+    const tool = findTool(agents, run.agentId, c.toolName);
+    card.append(el("p", { class: "call-head" }, el("strong", {}, c.toolName), " ", el("span", { class: "muted" }, c.toolCallId),
       c.interrupted ? el("span", { class: "badge FAILED" }, " interrupted: its server stopped while it ran — approve to run it again") : null,
       c.expiresAt ? el("span", { class: "muted expires", title: when(c.expiresAt) }, ` ${expiresIn(c.expiresAt)} (at ${when(c.expiresAt)}); then the model is told the request timed out`) : null));
+    if (tool?.description) card.append(el("p", { class: "tool-description" }, tool.description));
+    if (tool?.approverRoles?.length) card.append(el("p", { class: "muted approver-roles" }, `May be decided by: ${tool.approverRoles.join(", ")} (or an admin)`));
+    card.append(el("div", { class: "said-slot" }));
+    fillSaid(card, c.toolCallId, ctx);
     if (c.requiresApproval) {
-      card.append(el("p", { class: "muted" }, "Arguments"), el("pre", {}, pretty(c.args)));
+      card.append(el("p", { class: "muted label" }, "Arguments"), argsView(c.args, `raw-${c.toolCallId}`));
       const reasonId = `reason-${c.toolCallId}`;
       const reason = el("input", { type: "text", id: reasonId, placeholder: "optional, the model sees it" });
       card.append(el("div", { class: "actions" },
@@ -163,20 +385,66 @@ function renderPending(section, run, agents, decide) {
         el("p", { class: "field-error decision-error", role: "alert" }));
       card.append(editAndApprove(run, c, (m, v, form) => decide(m, v, card, form)));
     } else {
-      card.append(el("p", { class: "muted" }, "The tool asks"), el("pre", {}, pretty(c.suspendPayload)));
-      const tool = agents.find((a) => a.id === run.agentId)?.tools.find((t) => t.name === c.toolName);
+      card.append(el("p", { class: "muted label" }, "The tool asks"), argsView(c.suspendPayload, `raw-${c.toolCallId}`));
       const sf = schemaForm(tool?.resumeSchema, `resume-${c.toolCallId}`);
       const form = el("form", { novalidate: true, "aria-label": "Resume", onsubmit: (ev) => {
         ev.preventDefault();
+        const formError = form.querySelector(".form-error");
+        formError.textContent = "";
+        if (!sf.check()) return;
         let data;
-        try { data = sf.value(); } catch (e) { form.querySelector(".field-error").textContent = e.message; return; }
+        try { data = sf.value(); } catch (e) { formError.textContent = e.message; return; }
         decide(`mutation($id: ID!, $c: ID, $d: JSON!) { resumeRun(runId: $id, toolCallId: $c, resumeData: $d) { status } }`, { id: run.runId, c: c.toolCallId, d: data }, card, form);
-      } }, sf.node, el("p", { class: "field-error", role: "alert" }), el("div", { class: "actions" }, el("button", { type: "submit", class: "primary" }, "Resume")));
+      } }, sf.node, el("p", { class: "field-error form-error", role: "alert" }), el("div", { class: "actions" }, el("button", { type: "submit", class: "primary" }, "Resume")));
       card.append(form, el("p", { class: "field-error decision-error", role: "alert" }));
     }
     section.append(card);
   }
   restoreFields(section, typed);
+}
+
+/** The tool by name: the run's agent's first, then any agent's (a supervisor shows a sub-agent's call). */
+function findTool(agents, agentId, name) {
+  const own = agents?.find((a) => a.id === agentId)?.tools.find((t) => t.name === name);
+  return own || agents?.flatMap((a) => a.tools).find((t) => t.name === name);
+}
+
+/** Fills a pending card's "The agent said" from what the run streamed before asking. */
+function fillSaid(root, toolCallId, ctx) {
+  const card = root.matches?.(`[data-call]`) ? root : root.querySelector(`[data-call="${CSS.escape(toolCallId)}"]`);
+  const slot = card?.querySelector(".said-slot");
+  const text = ctx.said.get(toolCallId);
+  if (!slot || !text || slot.childElementCount) return;
+  slot.append(el("section", { class: "said", "aria-label": "The agent said" }, el("p", { class: "muted label" }, "The agent said"), markdown(text)));
+}
+
+/** A JSON value as a readable table (key | value, nested objects indented), the raw JSON behind a
+ * disclosure button. */
+export function argsView(value, rawId) {
+  const raw = el("pre", { id: rawId, class: "raw-json", hidden: true }, pretty(value));
+  const toggle = el("button", { type: "button", class: "raw-toggle", "aria-expanded": "false", "aria-controls": rawId, onclick: () => {
+    const open = toggle.getAttribute("aria-expanded") !== "true";
+    toggle.setAttribute("aria-expanded", String(open));
+    toggle.textContent = open ? "Hide raw JSON" : "Show raw JSON";
+    raw.hidden = !open;
+  } }, "Show raw JSON");
+  return el("div", { class: "args" }, valueView(value, 0), el("div", { class: "raw-actions" }, toggle), raw);
+}
+
+function valueView(v, depth) {
+  if (v === null || v === undefined) return el("span", { class: "v-null" }, "none");
+  if (typeof v === "string") return v === "" ? el("span", { class: "v-null" }, "(empty text)") : el("span", { class: "v-str" }, v);
+  if (typeof v !== "object") return el("code", { class: "v-scalar" }, String(v));
+  if (depth >= 4) return el("code", { class: "v-compact" }, JSON.stringify(v));
+  if (Array.isArray(v)) {
+    if (!v.length) return el("span", { class: "v-null" }, "(empty list)");
+    if (v.every((x) => x === null || typeof x !== "object")) return el("span", { class: "v-list" }, v.flatMap((x, i) => [i ? ", " : "", valueView(x, depth + 1)]));
+    return el("ol", { class: "v-items" }, v.map((x) => el("li", {}, valueView(x, depth + 1))));
+  }
+  const keys = Object.keys(v);
+  if (!keys.length) return el("span", { class: "v-null" }, "(nothing)");
+  return el("table", { class: depth ? "args-table nested" : "args-table" }, el("tbody", {}, keys.map((k) =>
+    el("tr", {}, el("th", { scope: "row" }, k), el("td", {}, valueView(v[k], depth + 1))))));
 }
 
 /** "Edit and approve": the call's arguments in an editor, approved as edited. The server checks
@@ -186,7 +454,7 @@ function editAndApprove(run, c, decide) {
   const errId = `${fieldId}-error`;
   const editor = el("textarea", { id: fieldId, rows: 6, spellcheck: "false", "aria-describedby": errId });
   editor.value = pretty(c.args);
-  const err = el("p", { class: "field-error", id: errId, role: "alert" });
+  const err = el("p", { class: "field-error form-error", id: errId, role: "alert" });
   const fail = (msg) => { err.textContent = msg; editor.setAttribute("aria-invalid", "true"); editor.focus(); };
   const form = el("form", { novalidate: true, "aria-label": "Edit and approve", onsubmit: async (ev) => {
     ev.preventDefault();
@@ -223,13 +491,32 @@ function restoreFields(section, { values, focus }) {
   if (focus) section.querySelector(`[id="${CSS.escape(focus)}"]`)?.focus();
 }
 
+/** The audit trail: who decided what, and when; an expiry says nobody did. */
 function renderDecisions(section, run) {
   section.replaceChildren();
   if (!run.decisions.length) return;
-  section.append(el("h2", {}, "Decisions"), el("ul", { class: "card list" }, run.decisions.map((d) =>
-    el("li", {}, `${d.kind.toLowerCase()} ${d.toolName} (${d.toolCallId})`, d.reason ? `: “${d.reason}”` : "",
+  section.append(el("h2", {}, "Decisions"), el("ul", { class: "card list decisions-list" }, run.decisions.map((d) => {
+    const at = stamp(d.decidedAt);
+    const who = d.decidedBy ? ` by ${d.decidedBy}` : "";
+    const lead = {
+      APPROVED: [`Approved${who} at `, at],
+      DECLINED: [`Declined${who} at `, at],
+      RESUMED: [`Resumed${who} at `, at],
+      EXPIRED: ["Expired at ", at, " without a decision"],
+    }[d.kind] || [`${d.kind.toLowerCase()}${who} at `, at];
+    return el("li", { class: `decision ${d.kind}`, "data-kind": d.kind },
+      el("span", { class: "decided" }, ...lead), " — ", el("strong", {}, d.toolName), " ", el("span", { class: "muted" }, `(${d.toolCallId})`),
+      d.kind === "DECLINED" ? (d.reason ? `: “${d.reason}”` : ": no reason given") : "",
+      d.kind === "EXPIRED" && d.reason ? el("span", { class: "muted" }, `; the model was told: ${d.reason}`) : "",
       d.resumeData ? ` with ${JSON.stringify(d.resumeData)}` : "",
-      d.editedArgs ? ` with edited arguments ${JSON.stringify(d.editedArgs)} (the model asked for ${JSON.stringify(d.args)})` : "", " — ", el("span", { class: "decided" }, d.decidedBy ? `by ${d.decidedBy}, ` : "", el("time", { datetime: d.decidedAt }, when(d.decidedAt)))))));
+      d.editedArgs ? ` with edited arguments ${JSON.stringify(d.editedArgs)} (the model asked for ${JSON.stringify(d.args)})` : "");
+  })));
+}
+
+/** A tool's result: text as text (a string "a\nb" is two lines), anything else as JSON. */
+function resultView(v) {
+  if (typeof v === "string") return el("div", { class: "result-text" }, v);
+  return el("pre", {}, pretty(v));
 }
 
 function describe(ev) {
@@ -243,9 +530,9 @@ function describe(ev) {
     case "RUN_SUSPENDED": return { kind: "suspended", body: "waiting for a person" };
     case "TOOL_CALL_APPROVED": return { kind: "approved", body: c.toolName + (ev.decidedBy ? ` by ${ev.decidedBy}` : "") };
     case "TOOL_CALL_DECLINED": return { kind: "declined", body: c.toolName + (ev.decidedBy ? ` by ${ev.decidedBy}` : "") + (ev.reason ? `: ${ev.reason}` : "") };
-    case "TOOL_CALL_EXPIRED": return { kind: "expired", body: c.toolName + (ev.reason ? `: ${ev.reason}` : "") };
+    case "TOOL_CALL_EXPIRED": return { kind: "expired", body: `${c.toolName}: expired without a decision` + (ev.reason ? `; the model was told: ${ev.reason}` : "") };
     case "RUN_RESUMED": return { kind: "resumed", body: "running again" + (ev.decidedBy ? ` (decided by ${ev.decidedBy})` : "") };
-    case "TOOL_RESULT": return { kind: ev.error ? "tool error" : "tool result", body: el("pre", {}, ev.error || pretty(ev.result)) };
+    case "TOOL_RESULT": return { kind: ev.error ? "tool error" : "tool result", body: [el("span", { class: "muted" }, c ? `${c.toolName} ` : ""), ev.error ? el("div", { class: "result-text error" }, ev.error) : resultView(ev.result)] };
     case "MODEL_CALL_RETRIED": return { kind: "model call repeated", body: "its server stopped mid-answer; the partial text was dropped" };
     case "STEP_FINISHED": return null;
     case "RUN_FINISHED": return { kind: "finished", body: el("span", { class: "badge COMPLETED" }, "COMPLETED") };
