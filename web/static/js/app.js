@@ -13,6 +13,7 @@ import { historyView } from "./history.js";
 const main = document.getElementById("main");
 const conn = document.getElementById("conn");
 const signOut = document.getElementById("signout");
+const themeSelect = document.getElementById("theme");
 let cleanup = () => {};
 let prompting = null; // the token prompt, while it is shown
 
@@ -25,6 +26,22 @@ watchStatus((state) => {
   conn.textContent = { reconnecting: "Reconnecting…", reconnected: "Reconnected", unreachable: "Server unreachable" }[state] || "";
   if (state === "reconnected") hideReconnected = setTimeout(() => { conn.textContent = ""; }, 5000);
 });
+
+// The Theme select in the header: System (follow prefers-color-scheme), Light or Dark, kept in
+// localStorage. theme.js (a classic script in <head>) applied the kept choice before the first
+// paint and applies every change.
+const THEME_KEY = "interlock.theme";
+themeSelect.value = document.documentElement.dataset.themePref || "system";
+themeSelect.addEventListener("change", () => {
+  const pref = themeSelect.value;
+  try {
+    if (pref === "system") localStorage.removeItem(THEME_KEY);
+    else localStorage.setItem(THEME_KEY, pref);
+  } catch { /* kept for this page only */ }
+  document.documentElement.dataset.themePref = pref;
+  document.dispatchEvent(new Event("interlock:theme"));
+});
+document.addEventListener("interlock:theme-pref", () => { themeSelect.value = document.documentElement.dataset.themePref; });
 
 /** Goes to a URL of the console (same document), adding a history entry unless replace. */
 export function navigate(url, { replace = false } = {}) {

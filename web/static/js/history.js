@@ -1,32 +1,129 @@
-// History: recent finished runs with their outcome and the decisions taken (and by whom).
+// History: recent runs with their outcome and the decisions taken (what, by whom, when), filtered
+// by status, agent, outcome (the kind of a decision) and decider, with pagination; the filters
+// live in the URL (?view=history&status=…&agent=…&decision=…&decidedBy=…&page=…).
 import { request } from "./gql.js";
-import { el, short, when } from "./dom.js";
+import { el, when } from "./dom.js";
 
-const RECENT = `query History($page: Int, $perPage: Int) { recentRuns(page: $page, perPage: $perPage) {
-  total runs { runId agentId status prompt output error updatedAt decisions { kind toolName reason decidedBy decidedAt } }
-} }`;
+const RECENT = `query History($statuses: [RunStatus!], $agentId: ID, $decision: DecisionKind, $decidedBy: String, $page: Int, $perPage: Int) {
+  recentRuns(statuses: $statuses, agentId: $agentId, decision: $decision, decidedBy: $decidedBy, page: $page, perPage: $perPage) {
+    total runs { runId agentId status prompt output error updatedAt decisions { kind toolName reason decidedBy decidedAt } }
+  }
+}`;
 
-export function historyView(main, params) {
-  const page = Math.max(0, Number(params.get("page")) || 0);
-  const perPage = 20;
-  const list = el("div", {});
-  main.append(el("h1", {}, "History"), list);
-  request(RECENT, { page, perPage }).then((d) => {
-    const r = d.recentRuns;
-    if (!r.total) {
-      list.replaceChildren(el("div", { class: "card empty" }, el("p", {}, "No finished runs yet."), el("a", { href: "/?view=new" }, "Start a run")));
-      return;
-    }
-    const rows = r.runs.map((run) => el("li", {}, el("a", { class: "row", href: `/?run=${encodeURIComponent(run.runId)}` },
-      el("span", {}, el("span", { class: `badge ${run.status}` }, run.status), el("span", { class: "muted block" }, run.agentId)),
-      el("span", {}, el("span", { class: "short" }, run.prompt), el("span", { class: "short muted" }, short(run.output || run.error, 100))),
-      el("span", {}, run.decisions.length ? run.decisions.map((x) => `${x.kind.toLowerCase()} ${x.toolName}${x.decidedBy ? ` by ${x.decidedBy}` : ""}${x.reason ? ` (“${x.reason}”)` : ""}`).join(", ") : el("span", { class: "muted" }, "no decisions")),
-      el("span", { class: "muted" }, when(run.updatedAt)))));
-    list.replaceChildren(
-      el("nav", { class: "pager", "aria-label": "Pages" },
-        el("span", {}, `${page * perPage + 1}–${page * perPage + r.runs.length} of ${r.total}`),
-        page > 0 ? el("a", { href: `/?view=history&page=${page - 1}` }, "← Newer") : null,
-        (page + 1) * perPage < r.total ? el("a", { href: `/?view=history&page=${page + 1}` }, "Older →") : null),
-      el("ul", { class: "list" }, rows));
-  }).catch((e) => list.replaceChildren(el("p", { class: "notice error", role: "alert" }, e.message)));
+// The status choices: "" is the server's default (finished: completed or failed).
+const STATUSES = [["", "Finished"], ["COMPLETED", "Completed"], ["FAILED", "Failed"],
+  ["SUSPENDED", "Waiting (suspended)"], ["RUNNING", "Running"], ["ANY", "Any status"]];
+const ALL_STATUSES = ["RUNNING", "SUSPENDED", "COMPLETED", "FAILED"];
+const DECISIONS = [["", "Any outcome"], ["APPROVED", "Approved"], ["DECLINED", "Declined"], ["RESUMED", "Resumed (answered)"],
+  ["EXPIRED", "Expired (nobody decided in time)"]];
+const PER_PAGE = 20;
+
+/** The history's filters as the URL has them; values the API would refuse are dropped. */
+function filters(params) {
+  const status = (params.get("status") || "").toUpperCase();
+  const decision = (params.get("decision") || "").toUpperCase();
+  return {
+    status: STATUSES.some(([v]) => v === status) ? status : "",
+    agent: params.get("agent") || "",
+    decision: DECISIONS.some(([v]) => v === decision) ? decision : "",
+    decidedBy: (params.get("decidedBy") || "").trim(),
+    page: Math.max(0, Math.floor(Number(params.get("page"))) || 0),
+    perPage: Math.min(100, Math.max(1, Math.floor(Number(params.get("perPage"))) || PER_PAGE)),
+  };
 }
+
+/** The URL of the history with the filters f. */
+function historyURL(f) {
+  const q = new URLSearchParams({ view: "history" });
+  for (const k of ["status", "agent", "decision", "decidedBy"]) if (f[k]) q.set(k, f[k]);
+  if (f.page) q.set("page", f.page);
+  if (f.perPage !== PER_PAGE) q.set("perPage", f.perPage);
+  return "/?" + q;
+}
+
+export function historyView(main, params, navigate) {
+  const f = filters(params);
+  const filtered = !!(f.status || f.agent || f.decision || f.decidedBy);
+  const list = el("div", { id: "history-list" });
+  const agentSelect = el("select", { id: "h-agent", name: "agent" }, el("option", { value: "" }, "All agents"),
+    f.agent ? el("option", { value: f.agent, selected: true }, f.agent) : null);
+  const select = (id, name, label, choices, value) => el("div", {}, el("label", { for: id }, label),
+    el("select", { id, name }, choices.map(([v, text]) => el("option", { value: v, selected: v === value }, text))));
+  const form = el("form", { class: "card hfilters", "aria-label": "History filters", onsubmit: (ev) => {
+    ev.preventDefault();
+    const d = new FormData(form);
+    navigate(historyURL({ status: d.get("status"), agent: d.get("agent"), decision: d.get("decision"),
+      decidedBy: String(d.get("decidedBy") || "").trim(), page: 0, perPage: f.perPage }));
+  } },
+    select("h-status", "status", "Status", STATUSES, f.status),
+    el("div", {}, el("label", { for: "h-agent" }, "Agent"), agentSelect),
+    select("h-decision", "decision", "Outcome", DECISIONS, f.decision),
+    el("div", {}, el("label", { for: "h-decidedby" }, "Decided by"),
+      el("input", { id: "h-decidedby", name: "decidedBy", type: "text", value: f.decidedBy, autocomplete: "off", spellcheck: "false" })),
+    el("div", { class: "buttons" }, el("button", { type: "submit", class: "primary" }, "Apply"),
+      filtered ? el("a", { href: "/?view=history" }, "Clear filters") : null));
+  main.append(el("h1", {}, "History"), form, list);
+
+  request(`{ agents { id name } }`).then((d) => {
+    agentSelect.replaceChildren(el("option", { value: "" }, "All agents"),
+      ...d.agents.map((a) => el("option", { value: a.id, selected: a.id === f.agent }, `${a.name} (${a.id})`)));
+    if (f.agent && !d.agents.some((a) => a.id === f.agent)) agentSelect.append(el("option", { value: f.agent, selected: true }, f.agent));
+  }).catch(() => {});
+
+  const vars = {
+    statuses: f.status === "ANY" ? ALL_STATUSES : f.status ? [f.status] : null,
+    agentId: f.agent || null, decision: f.decision || null, decidedBy: f.decidedBy || null,
+    page: f.page, perPage: f.perPage,
+  };
+  request(RECENT, vars).then((d) => render(list, d.recentRuns, f, filtered))
+    .catch((e) => list.replaceChildren(el("p", { class: "notice error", role: "alert" }, e.message)));
+}
+
+function render(list, r, f, filtered) {
+  if (!r.total) {
+    list.replaceChildren(filtered
+      ? el("div", { class: "card empty", id: "history-empty" }, el("p", {}, el("strong", {}, "No runs match these filters.")),
+        el("p", { class: "muted" }, describeFilters(f)), el("p", {}, el("a", { href: "/?view=history" }, "Clear the filters")))
+      : el("div", { class: "card empty", id: "history-empty" }, el("p", {}, el("strong", {}, "No finished runs yet.")),
+        el("p", { class: "muted" }, "Runs appear here once they complete or fail, with who decided what."),
+        el("p", {}, el("a", { href: "/?view=new" }, "Start a run"))));
+    return;
+  }
+  const first = f.page * f.perPage;
+  const pager = el("nav", { class: "pager", "aria-label": "Pages" },
+    el("span", {}, r.runs.length ? `${first + 1}–${first + r.runs.length} of ${r.total}` : `none on this page, ${r.total} in all`),
+    f.page > 0 ? el("a", { href: historyURL({ ...f, page: Math.min(f.page - 1, Math.ceil(r.total / f.perPage) - 1) }), rel: "prev" }, "← Newer") : null,
+    first + r.runs.length < r.total ? el("a", { href: historyURL({ ...f, page: f.page + 1 }), rel: "next" }, "Older →") : null);
+  list.replaceChildren(pager, el("ul", { class: "list history" }, r.runs.map(row)));
+}
+
+/** One run: its status and agent, prompt and outcome, its decisions, when it last changed. */
+function row(run) {
+  return el("li", {}, el("a", { class: "row", href: `/?run=${encodeURIComponent(run.runId)}` },
+    el("span", {}, el("span", { class: `badge ${run.status}` }, run.status), el("span", { class: "muted block" }, run.agentId)),
+    el("span", {}, el("span", { class: "block prompt" }, run.prompt),
+      run.output || run.error ? el("span", { class: "block muted" }, cut(String(run.output || run.error), 140)) : null),
+    run.decisions.length
+      ? el("ul", { class: "decisions", "aria-label": "Decisions" }, run.decisions.map(decision))
+      : el("span", { class: "muted" }, "no decisions"),
+    el("span", { class: "muted" }, "updated ", el("time", { datetime: run.updatedAt }, when(run.updatedAt)))));
+}
+
+/** "approved issue_refund by alice, 3/4/2025, 10:02:11 (“reason”)". */
+function decision(x) {
+  return el("li", {}, el("span", { class: `badge ${x.kind}` }, x.kind.toLowerCase()), " ", x.toolName,
+    x.decidedBy ? [" by ", el("strong", {}, x.decidedBy)] : x.kind === "EXPIRED" ? " (nobody decided in time)" : null,
+    x.decidedAt ? [", ", el("time", { datetime: x.decidedAt, class: "muted" }, when(x.decidedAt))] : null,
+    x.reason ? ` (“${x.reason}”)` : null);
+}
+
+function describeFilters(f) {
+  const parts = [];
+  if (f.status) parts.push(`status ${STATUSES.find(([v]) => v === f.status)[1].toLowerCase()}`);
+  if (f.agent) parts.push(`agent ${f.agent}`);
+  if (f.decision) parts.push(`outcome ${f.decision.toLowerCase()}`);
+  if (f.decidedBy) parts.push(`decided by ${f.decidedBy}`);
+  return `Filters: ${parts.join(" · ")}.`;
+}
+
+function cut(s, n) { return s.length > n ? s.slice(0, n - 1) + "…" : s; }
