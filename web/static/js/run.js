@@ -68,6 +68,7 @@ export function runView(main, params) {
       // Unless the run already waits on something new (drawn meanwhile), the form is done.
       if (pending.dataset.calls === decided) clearPending(pending);
       notice.replaceChildren(el("p", { class: "notice" }, "Decision sent. The run goes on below."));
+      document.dispatchEvent(new CustomEvent("interlock:decided", { detail: { runId: id } })); // keys.js moves on to the next waiting run
     } catch (e) {
       buttons.forEach((b) => { b.disabled = false; });
       if (e.code === "CONFLICT") {
