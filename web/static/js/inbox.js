@@ -135,6 +135,8 @@ function agoAt(iso, now) {
  * two of the server's pages of n (⌊start/n⌋ and ⌊(end−1)/n⌋), read together and reversed. The
  * total comes first (the last known one, else a read of one run); if a run arrived or left
  * between the reads (the answers' totals differ from it) everything is read again.
+ * "Oldest waiting" is by createdAt, the only order the server pages by: for a run that waited
+ * before and waits again, its start, not its latest suspension, places it.
  */
 async function readPage(vars, sort, knownTotal) {
   if (sort === "newest") return (await request(LIST, vars)).suspendedRuns;

@@ -76,10 +76,7 @@ export function selectRow(row) {
     if (r === row) r.setAttribute("aria-current", "true");
     else r.removeAttribute("aria-current");
   }
-  if (row) {
-    row.focus();
-    focusRowLater(row.dataset.run, rows().indexOf(row));
-  }
+  row?.focus();
 }
 
 function moveSelection(step) {
@@ -279,8 +276,12 @@ let lastFocused = null;
 let wantPendingFocus = 0; // when set (a time), the run view's first control takes the focus once drawn
 document.addEventListener("focusin", (ev) => { lastFocused = ev.target; });
 // A row opened from the keyboard or by a click: the run view, once drawn, focuses its first control.
+// Coming back (the back button), the inbox focuses that row again.
 document.addEventListener("click", (ev) => {
-  if (ev.target instanceof Element && ev.target.closest("#inbox-list a.row[data-run]")) wantPendingFocus = Date.now();
+  const row = ev.target instanceof Element && ev.target.closest("#inbox-list a.row[data-run]");
+  if (!row) return;
+  wantPendingFocus = Date.now();
+  focusRowLater(row.dataset.run, rows().indexOf(row));
 }, true);
 
 function rescue() {
