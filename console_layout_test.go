@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/emulation"
+	cdppage "github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 )
 
@@ -188,4 +189,146 @@ func TestConsoleLayoutAndAccessibility(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestConsoleHistoryFilters: the history filters by status, agent, outcome and decider, keeps
+// them in the URL (the back button restores them), pages through what matches, shows who decided
+// what and when on every row, and says when a filter matches nothing (not "no runs yet").
+func TestConsoleHistoryFilters(t *testing.T) {
+	ctx := browser(t)
+	s := authServer(t, "sqlite:"+filepath.Join(t.TempDir(), "history.db"), "")
+	root := tokenOf("root")
+	page := tab(t, ctx, true)
+	rows := `document.querySelectorAll("#history-list a.row")`
+	do(t, page, chromedp.Navigate(s.url+"/?view=history#token="+root), until(`!!document.querySelector("#history-empty")`))
+	if body := bodyText(t, page); !strings.Contains(body, "No finished runs yet") || strings.Contains(body, "match") {
+		t.Fatalf("an empty history says:\n%s", body)
+	}
+
+	approved := s.suspendAs(t, root, "refund order 1 for 30", nil)
+	s.decideAs(t, tokenOf("alice"), approveAs, map[string]any{"id": approved.RunID})
+	declined := s.suspendAs(t, root, "refund order 2 for 30", nil)
+	s.decideAs(t, tokenOf("bob"), declineAs, map[string]any{"id": declined.RunID, "r": "no receipt"})
+	resumed := s.suspendAs(t, root, "ask the customer for their shoe size", nil)
+	s.decideAs(t, tokenOf("alice"), resumeAs, map[string]any{"id": resumed.RunID, "d": map[string]any{"answer": "43"}})
+	waiting := s.suspendAs(t, root, "refund order 3 for 30", nil)
+
+	rowOf := func(runID string) string {
+		t.Helper()
+		return get(t, page, chromedp.Evaluate[string](fmt.Sprintf(`document.querySelector('#history-list a.row[href="/?run=%s"]')?.innerText || ""`, runID)))
+	}
+	do(t, page, chromedp.Navigate(s.url+"/?view=history"), until(rows+`.length === 3`))
+	for id, want := range map[string]string{approved.RunID: "approved issue_refund by alice", declined.RunID: "declined issue_refund by bob",
+		resumed.RunID: "resumed ask_customer by alice"} {
+		if row := rowOf(id); !strings.Contains(row, want) || !strings.Contains(row, "COMPLETED") {
+			t.Errorf("history row of %s: %q, want %q", id, row, want)
+		}
+	}
+	if n := get(t, page, chromedp.Evaluate[int](`document.querySelectorAll("#history-list .decisions time[datetime]").length`)); n != 3 {
+		t.Errorf("%d decisions say when they were taken, want 3", n)
+	}
+
+	t.Run("the form puts the filters in the URL", func(t *testing.T) {
+		do(t, page, js(`document.querySelector("#h-decision").value = "DECLINED"`),
+			chromedp.Click(chromedp.CSS(`form.hfilters button[type=submit]`)),
+			until(`location.search === "?view=history&decision=DECLINED"`), until(rows+`.length === 1`))
+		if row := rowOf(declined.RunID); !strings.Contains(row, "bob") || !strings.Contains(row, "no receipt") {
+			t.Fatalf("declined row %q", row)
+		}
+		do(t, page, chromedp.SendKeys(chromedp.CSS(`#h-decidedby`), "alice"), js(`document.querySelector("#h-decision").value = ""`),
+			chromedp.Click(chromedp.CSS(`form.hfilters button[type=submit]`)),
+			until(`location.search === "?view=history&decidedBy=alice"`), until(rows+`.length === 2`))
+		// Back: the earlier filter, in the results and in the form.
+		do(t, page, chromedp.NavigateBack(), until(`location.search === "?view=history&decision=DECLINED"`),
+			until(rows+`.length === 1 && document.querySelector("#h-decision").value === "DECLINED" && document.querySelector("#h-decidedby").value === ""`))
+	})
+
+	t.Run("each filter from the URL", func(t *testing.T) {
+		for q, want := range map[string][]string{
+			"decidedBy=alice":                      {approved.RunID, resumed.RunID},
+			"decision=RESUMED":                     {resumed.RunID},
+			"decision=APPROVED&decidedBy=alice":    {approved.RunID},
+			"status=SUSPENDED":                     {waiting.RunID},
+			"status=ANY":                           {approved.RunID, declined.RunID, resumed.RunID, waiting.RunID},
+			"agent=support-agent&status=COMPLETED": {approved.RunID, declined.RunID, resumed.RunID},
+		} {
+			do(t, page, chromedp.Navigate(s.url+"/?view=history&"+q), until(rows+fmt.Sprintf(`.length === %d`, len(want))))
+			for _, id := range want {
+				if rowOf(id) == "" {
+					t.Errorf("?%s lacks run %s", q, id)
+				}
+			}
+		}
+		do(t, page, chromedp.Navigate(s.url+"/?view=history&agent=support-agent&decision=APPROVED&decidedBy=bob&status=COMPLETED"),
+			until(`!!document.querySelector("#history-empty")`))
+		form := get(t, page, chromedp.Evaluate[string](`["h-status", "h-agent", "h-decision", "h-decidedby"].map((id) => document.getElementById(id).value).join("|")`))
+		if form != "COMPLETED|support-agent|APPROVED|bob" {
+			t.Errorf("the form shows %q, want the URL's filters", form)
+		}
+		if body := bodyText(t, page); !strings.Contains(body, "No runs match these filters") || strings.Contains(body, "No finished runs yet") {
+			t.Errorf("a filter with no match says:\n%s", body)
+		}
+	})
+
+	t.Run("pages keep the filters", func(t *testing.T) {
+		do(t, page, chromedp.Navigate(s.url+"/?view=history&agent=support-agent&perPage=1"), until(rows+`.length === 1`))
+		if pager := textOf(t, page, `nav.pager`); !strings.Contains(pager, "1–1 of 3") || strings.Contains(pager, "Newer") {
+			t.Fatalf("pager %q", pager)
+		}
+		do(t, page, chromedp.Click(chromedp.CSS(`nav.pager a[rel=next]`)),
+			until(`location.search === "?view=history&agent=support-agent&page=1&perPage=1"`), until(`document.querySelector("nav.pager")?.innerText.includes("2–2 of 3")`),
+			chromedp.Click(chromedp.CSS(`nav.pager a[rel=next]`)), until(`document.querySelector("nav.pager")?.innerText.includes("3–3 of 3")`))
+		if pager := textOf(t, page, `nav.pager`); strings.Contains(pager, "Older") {
+			t.Fatalf("the last page offers older runs: %q", pager)
+		}
+		do(t, page, chromedp.NavigateBack(), until(`document.querySelector("nav.pager")?.innerText.includes("2–2 of 3")`))
+	})
+}
+
+// TestConsoleTheme: the theme follows the system's prefers-color-scheme, live; the Theme select
+// in the header overrides it (Light, Dark) and is remembered across reloads, applied before the
+// page's body exists (no flash of the other theme); System goes back to following the system.
+func TestConsoleTheme(t *testing.T) {
+	ctx := browser(t)
+	s := startServer(t, "sqlite:"+filepath.Join(t.TempDir(), "theme.db"))
+	page := tab(t, ctx, true)
+	if _, err := chromedp.Call(page, cdppage.AddScriptToEvaluateOnNewDocument, cdppage.AddScriptToEvaluateOnNewDocumentParams{Source: `
+		window.__themeAtBody = "no body seen";
+		new MutationObserver((_, o) => { if (document.body) { window.__themeAtBody = document.documentElement.dataset.theme || ""; o.disconnect(); } })
+			.observe(document, { childList: true, subtree: true });`}); err != nil {
+		t.Fatal(err)
+	}
+	state := func() string {
+		t.Helper()
+		return get(t, page, chromedp.Evaluate[string](`[document.documentElement.dataset.theme, document.querySelector("#theme").value,
+			localStorage.getItem("interlock.theme"), getComputedStyle(document.body).backgroundColor, window.__themeAtBody].join("|")`))
+	}
+	choose := func(v string) {
+		t.Helper()
+		do(t, page, js(`(() => { const s = document.querySelector("#theme"); s.value = "`+v+`"; s.dispatchEvent(new Event("change")); })()`))
+	}
+	const light, dark = "rgb(246, 247, 249)", "rgb(17, 20, 24)"
+	want := func(step, w string) {
+		t.Helper()
+		if got := state(); got != w {
+			t.Errorf("%s: [theme|select|stored|background|theme when <body> appeared] is %s, want %s", step, got, w)
+		}
+	}
+
+	colorScheme(t, page, "light")
+	do(t, page, chromedp.Navigate(s.url+"/"), until(`document.body.innerText.includes("Nothing waits")`))
+	want("a light system", "light|system||"+light+"|light")
+	colorScheme(t, page, "dark")
+	do(t, page, until(`document.documentElement.dataset.theme === "dark"`))
+	want("the system turns dark", "dark|system||"+dark+"|light")
+	choose("light")
+	want("Light chosen on a dark system", "light|light|light|"+light+"|light")
+	do(t, page, chromedp.Reload(), until(`document.body.innerText.includes("Nothing waits")`))
+	want("Light, reloaded", "light|light|light|"+light+"|light")
+	choose("system")
+	want("System chosen", "dark|system||"+dark+"|light")
+	colorScheme(t, page, "light")
+	choose("dark")
+	do(t, page, chromedp.Navigate(s.url+"/?view=history"), until(`!!document.querySelector("#history-empty")`))
+	want("Dark chosen on a light system, another page", "dark|dark|dark|"+dark+"|dark")
 }
