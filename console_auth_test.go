@@ -13,26 +13,6 @@ import (
 	"github.com/chromedp/chromedp"
 )
 
-// suspendWith starts a run with the token and waits, reading it with the same token, until it
-// is suspended.
-func (s *testServer) suspendWith(t *testing.T, token, prompt string) apiRun {
-	t.Helper()
-	var out struct{ StartRun apiRun }
-	s.mustAs(t, token, `mutation($input: StartRunInput!) { startRun(input: $input) { `+runFields+` } }`,
-		map[string]any{"input": map[string]any{"agentId": "support-agent", "prompt": prompt}}, &out)
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		var got struct{ Run *apiRun }
-		s.mustAs(t, token, `query($id: ID!) { run(runId: $id) { `+runFields+` } }`, map[string]any{"id": out.StartRun.ID}, &got)
-		if got.Run.Status == "SUSPENDED" {
-			return *got.Run
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("run %s did not suspend", out.StartRun.ID)
-	return apiRun{}
-}
-
 // consoleLog records every message the tab's pages write to the browser console, so that a
 // test can check the token never appears in one.
 func consoleLog(t *testing.T, page context.Context) func() string {
@@ -94,7 +74,7 @@ func TestConsoleWithAuthentication(t *testing.T) {
 	}
 
 	t.Run("the console link signs in; the token leaves the address; approve is recorded as admin", func(t *testing.T) {
-		run := s.suspendWith(t, admin, "refund order 42 for 30")
+		run := s.suspendAs(t, admin, "refund order 42 for 30", nil)
 		page := tab(t, ctx, true)
 		logged := consoleLog(t, page)
 		do(t, page, chromedp.Navigate(s.url+"/#token="+admin), until(`document.querySelectorAll("a[data-run]").length === 1`))
@@ -127,7 +107,7 @@ func TestConsoleWithAuthentication(t *testing.T) {
 	})
 
 	t.Run("without a token the console asks for one; a wrong one is refused; sign out forgets it", func(t *testing.T) {
-		s.suspendWith(t, admin, "refund order 43 for 30")
+		s.suspendAs(t, admin, "refund order 43 for 30", nil)
 		url := serve(t, withCSP(s.app.Handler())) // and under the strict policy the server sends
 		page := tab(t, ctx, true)
 		logged := consoleLog(t, page)
@@ -201,7 +181,7 @@ func TestConsoleWithAuthentication(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
-		run := s.suspendWith(t, admin, "refund order 44 for 30")
+		run := s.suspendAs(t, admin, "refund order 44 for 30", nil)
 		do(t, page, until(fmt.Sprintf(`!!document.querySelector('a[data-run=%q]')`, run.RunID)))
 		inits := get(t, page, chromedp.Evaluate[[]bool](`window.__inits`))
 		if len(inits) == 0 || strings.Contains(fmt.Sprint(inits), "false") {

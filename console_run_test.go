@@ -281,7 +281,7 @@ func TestConsoleRunAccountability(t *testing.T) {
 	t.Run("the admin token: who decided, when", func(t *testing.T) {
 		s := startServer(t, "sqlite:"+filepath.Join(t.TempDir(), "who.db"), "--auth=on")
 		admin := s.app.AdminToken
-		run := s.suspendWith(t, admin, "refund order 42 for 30")
+		run := s.suspendAs(t, admin, "refund order 42 for 30", nil)
 		page := tab(t, ctx, true)
 		do(t, page, chromedp.Navigate(s.url+"/#token="+admin), until(`document.querySelectorAll("a[data-run]").length === 1`),
 			chromedp.Navigate(s.url+"/?run="+run.RunID), chromedp.WaitVisible(chromedp.CSS(`button.approve`)),
