@@ -68,7 +68,8 @@ type Outcome struct {
 	Text string
 	// Held is the call the run waits on (nil when completed). Held.State says whether it waits
 	// for approval (CallAwaitingApproval), for resume data (CallSuspended) or for a sub-agent's
-	// run (CallDelegated).
+	// run (CallDelegated). When it waits for approval, the step's later calls that need one wait
+	// with it (Snapshot.WaitingCalls lists them all).
 	Held *PendingCall
 }
 
@@ -114,6 +115,9 @@ func (a *Agent) Run(ctx context.Context, snap *Snapshot, host Host) (Outcome, er
 				return Outcome{}, err
 			}
 			if held {
+				if snap.Pending[i].State == CallAwaitingApproval {
+					a.holdApprovals(snap, i+1)
+				}
 				c := snap.Pending[i]
 				return Outcome{Held: &c}, nil
 			}
@@ -122,6 +126,18 @@ func (a *Agent) Run(ctx context.Context, snap *Snapshot, host Host) (Outcome, er
 		snap.Steps++
 		if err := host.StepFinished(ctx, snap); err != nil {
 			return Outcome{}, err
+		}
+	}
+}
+
+// holdApprovals marks the calls of the step from index from on that need approval as awaiting it,
+// so that a person sees every approval a step asks for at once rather than one after the other.
+// The calls still run in the model's order, once every approval is decided.
+func (a *Agent) holdApprovals(snap *Snapshot, from int) {
+	for i := from; i < len(snap.Pending); i++ {
+		c := &snap.Pending[i]
+		if c.State == CallNew && c.ArgsError == "" && a.NeedsApproval(snap, c.Name) {
+			c.State = CallAwaitingApproval
 		}
 	}
 }

@@ -95,15 +95,34 @@ func (s *Snapshot) Encode() (string, error) {
 	return string(b), nil
 }
 
-// Waiting returns the call the run is held on (awaiting approval or suspended), or nil.
+// Waiting returns the call the run is held on (awaiting approval or suspended), or nil: the
+// first of them when several wait.
 func (s *Snapshot) Waiting() *PendingCall {
+	if w := s.waiting(); len(w) > 0 {
+		return w[0]
+	}
+	return nil
+}
+
+// WaitingCalls returns every call of the step that waits for a person, in the model's order:
+// a run whose step asked for several calls that need approval waits on all of them at once.
+func (s *Snapshot) WaitingCalls() []PendingCall {
+	var out []PendingCall
+	for _, c := range s.waiting() {
+		out = append(out, *c)
+	}
+	return out
+}
+
+func (s *Snapshot) waiting() []*PendingCall {
+	var out []*PendingCall
 	for i := range s.Pending {
 		switch s.Pending[i].State {
 		case CallAwaitingApproval, CallSuspended:
-			return &s.Pending[i]
+			out = append(out, &s.Pending[i])
 		}
 	}
-	return nil
+	return out
 }
 
 // Executing returns the call that was executing when the snapshot was stored, or nil. Found in a
@@ -128,11 +147,16 @@ type Decision struct {
 }
 
 // Decide records a decision on the waiting call with that id, so the loop acts on it when it
-// continues. The caller has checked that the decision fits the call (approve/decline only an
+// continues (once no other call of the step waits). The caller has checked that the decision fits the call (approve/decline only an
 // approval, resume only a suspension).
 func (s *Snapshot) Decide(callID string, d Decision) error {
-	c := s.Waiting()
-	if c == nil || c.ID != callID {
+	var c *PendingCall
+	for _, w := range s.waiting() {
+		if w.ID == callID {
+			c = w
+		}
+	}
+	if c == nil {
 		return ErrUnknownCall
 	}
 	c.State = d.Kind

@@ -51,12 +51,7 @@ func suspendAncestors(tx *gorm.DB, p runs.Suspension) error {
 		if err := ancestorSet(tx, a, runs.StatusWaiting, runs.StatusSuspended, p.At); err != nil {
 			return err
 		}
-		args := string(a.Call.Args)
-		row := ToolCall{
-			RunID: a.RunID, ToolCallID: a.ToolCallID, ToolName: a.Call.ToolName, Args: &args,
-			RequiresApproval: a.Call.RequiresApproval, SuspendPayload: strOrNil(a.Call.SuspendPayload),
-			Interrupted: a.Call.Interrupted, State: ToolCallPending, CreatedAt: ms(p.At), ExpiresAt: msOrNil(a.Call.ExpiresAt),
-		}
+		row := pendingRow(a.RunID, a.ToolCallID, a.Call, p.At)
 		if err := tx.Create(&row).Error; err != nil {
 			return fmt.Errorf("insert pending tool call of supervisor run %s: %w", a.RunID, err)
 		}

@@ -7,6 +7,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"interlock/events"
 	"interlock/runs"
 )
 
@@ -65,14 +66,15 @@ func (s *Store) Suspend(ctx context.Context, p runs.Suspension) error {
 		if err := leaseUpdate(tx, p.RunID, p.Lease, set); err != nil {
 			return err
 		}
-		args := string(p.Call.Args)
-		row := ToolCall{
-			RunID: p.RunID, ToolCallID: p.Call.ToolCallID, ToolName: p.Call.ToolName, Args: &args,
-			RequiresApproval: p.Call.RequiresApproval, SuspendPayload: strOrNil(p.Call.SuspendPayload),
-			Interrupted: p.Call.Interrupted, State: ToolCallPending, CreatedAt: ms(p.At), ExpiresAt: msOrNil(p.Call.ExpiresAt),
+		if len(p.Calls) == 0 {
+			return fmt.Errorf("suspend run %s: no call to wait on", p.RunID)
 		}
-		if err := tx.Create(&row).Error; err != nil {
-			return fmt.Errorf("insert pending tool call: %w", err)
+		rows := make([]ToolCall, len(p.Calls))
+		for i, c := range p.Calls {
+			rows[i] = pendingRow(p.RunID, c.ToolCallID, c, p.At)
+		}
+		if err := tx.Create(&rows).Error; err != nil {
+			return fmt.Errorf("insert pending tool calls: %w", err)
 		}
 		if err := recordChange(tx, p.RunID, runs.ChangeSuspended, p.InstanceID, p.At); err != nil {
 			return err
@@ -82,6 +84,17 @@ func (s *Store) Suspend(ctx context.Context, p runs.Suspension) error {
 		}
 		return suspendAncestors(tx, p)
 	})
+}
+
+// pendingRow is the row of a call a run waits on, stored under id (a supervisor's delegate call
+// shows its sub-agent's call under its own id).
+func pendingRow(runID, id string, c events.ToolCall, at time.Time) ToolCall {
+	args := string(c.Args)
+	return ToolCall{
+		RunID: runID, ToolCallID: id, ToolName: c.ToolName, Args: &args,
+		RequiresApproval: c.RequiresApproval, SuspendPayload: strOrNil(c.SuspendPayload),
+		Interrupted: c.Interrupted, State: ToolCallPending, CreatedAt: ms(at), ExpiresAt: msOrNil(c.ExpiresAt),
+	}
 }
 
 // Finish implements runs.Store.
@@ -130,14 +143,17 @@ func (s *Store) ReleaseLease(ctx context.Context, runID, lease string) error {
 // Decide implements runs.Store.
 func (s *Store) Decide(ctx context.Context, d runs.DecisionWrite) error {
 	return s.tx(ctx, func(tx *gorm.DB) error {
+		run := map[string]any{
+			"version": d.Version + 1, "snapshot": d.Snapshot,
+			"updated_at": ms(d.At), "last_seq": d.After + int64(len(d.Events)),
+		}
+		if !d.Hold {
+			run["status"], run["lease_owner"], run["lease_until"] = runs.StatusRunning, d.Lease, s.dbNowPlus(d.TTL)
+			run["suspended_at"], run["recovery_attempts"], run["recover_after"] = nil, 0, nil
+		}
 		res := tx.Model(&Run{}).
 			Where("id = ? AND status = ? AND version = ? AND last_seq = ?", d.RunID, runs.StatusSuspended, d.Version, d.After).
-			Updates(map[string]any{
-				"status": runs.StatusRunning, "lease_owner": d.Lease, "lease_until": s.dbNowPlus(d.TTL),
-				"version": d.Version + 1, "snapshot": d.Snapshot, "suspended_at": nil,
-				"updated_at": ms(d.At), "last_seq": d.After + int64(len(d.Events)),
-				"recovery_attempts": 0, "recover_after": nil,
-			})
+			Updates(run)
 		if res.Error != nil {
 			return fmt.Errorf("decide run %s: %w", d.RunID, res.Error)
 		}
@@ -171,6 +187,10 @@ func (s *Store) Decide(ctx context.Context, d runs.DecisionWrite) error {
 		}
 		if err := decideAncestors(tx, d, set); err != nil {
 			return err
+		}
+		if d.Hold {
+			// Still in the suspended set, with one call fewer: watchers are sent it again.
+			return recordChange(tx, d.RunID, runs.ChangeSuspended, d.InstanceID, d.At)
 		}
 		return recordChange(tx, d.RunID, runs.ChangeLeft, d.InstanceID, d.At)
 	})

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"interlock/agent"
 	"interlock/events"
@@ -132,62 +133,78 @@ func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) 
 	if err != nil {
 		return nil, err
 	}
-	if err := snap.Decide(call.ToolCallID, d); err != nil {
-		return nil, fmt.Errorf("run %s: snapshot does not wait on %s: %w", run.ID, call.ToolCallID, err)
-	}
-	by := emptyToNil(&p.DecidedBy)
-	evs := decisionEvents(call, d, p.DecidedBy)
-	ancestors, err := s.surfaceDecision(ctx, run, d, p.DecidedBy)
+	w, err := s.commitDecision(ctx, a, run, call, snap, d, p.DecidedBy)
 	if err != nil {
-		return nil, err
-	}
-	seq := run.LastSeq + int64(len(evs))
-	snap.Seq = seq
-	encoded, err := snap.Encode()
-	if err != nil {
-		return nil, err
-	}
-	now := s.now()
-	lease := s.newLease()
-	w := DecisionWrite{
-		RunID: run.ID, Version: run.Version, After: run.LastSeq, ToolCallID: call.ToolCallID,
-		Kind: decisionKind[d.Kind], DecidedBy: by, Reason: emptyToNil(&d.Reason), ResumeData: d.ResumeData,
-		EditedArgs: d.Args, At: now, Snapshot: encoded, Events: evs, Lease: lease, TTL: s.cfg.LeaseTTL, InstanceID: s.cfg.InstanceID,
-		Ancestors: ancestors,
-	}
-	if err := s.store.Decide(ctx, w); err != nil {
 		if errors.Is(err, ErrStale) {
-			if err := pastDeadline(run, call, now); err != nil {
+			if err := pastDeadline(run, call, w.At); err != nil {
 				return nil, err
 			}
 			return nil, Errorf(CodeConflict, "run %s was decided by someone else first", run.ID)
 		}
 		return nil, err
 	}
-	s.runHub.Publish(run.ID, struct{}{})
-	s.changes.Publish(changesTopic, Change{Kind: ChangeLeft, RunID: run.ID})
-	for _, a := range ancestors {
-		s.runHub.Publish(a.RunID, struct{}{})
-		s.changes.Publish(changesTopic, Change{Kind: ChangeLeft, RunID: a.RunID})
-	}
-	run.Status, run.LeaseOwner, run.Version, run.SuspendedAt = StatusRunning, &lease, run.Version+1, nil
-	run.UpdatedAt, run.LastSeq, run.Snapshot = now, seq, nil
-	s.execute(a, run, snap)
 	if target != run {
-		return s.decidedSupervisor(ctx, target, ancestors, w, call), nil
+		return s.decidedSupervisor(ctx, target, w.Ancestors, w, call), nil
 	}
 	// The decision is committed: a failure to read the audit trail back must not turn it into
 	// an error, so the decision is then shown as taken, without its stored id.
 	out := *run
-	out.ToolCalls, out.LeaseOwner = []events.ToolCall{}, nil
+	out.LeaseOwner = nil
 	if again, err := s.store.GetRun(context.WithoutCancel(ctx), run.ID); err == nil && again != nil {
 		out.Decisions = again.Decisions
 	} else {
 		s.cfg.Logger.Warn("decide: load decisions", "run", run.ID, "err", err)
 		out.Decisions = append(out.Decisions, Decision{RunID: run.ID, ToolCallID: call.ToolCallID, ToolName: call.ToolName,
-			Kind: w.Kind, DecidedBy: by, DecidedAt: now, Reason: w.Reason, ResumeData: d.ResumeData, Args: call.Args, EditedArgs: d.Args})
+			Kind: w.Kind, DecidedBy: w.DecidedBy, DecidedAt: w.At, Reason: w.Reason, ResumeData: d.ResumeData, Args: call.Args, EditedArgs: d.Args})
 	}
 	return &out, nil
+}
+
+// commitDecision stores decision d, taken by by (empty: by nobody, an expiry), on run's waiting
+// call with the store's compare-and-set, and only then tells subscribers. When it was the last
+// call of the step waiting, the run continues here, leased to this instance; otherwise it stays
+// SUSPENDED on the others. run is updated to what was stored (without its snapshot). The write
+// is returned, with At set, also when the store found the run changed (ErrStale).
+func (s *Service) commitDecision(ctx context.Context, a *agent.Agent, run *Run, call *events.ToolCall, snap *agent.Snapshot, d agent.Decision, by string) (DecisionWrite, error) {
+	w := DecisionWrite{RunID: run.ID, Version: run.Version, After: run.LastSeq, ToolCallID: call.ToolCallID,
+		Kind: decisionKind[d.Kind], DecidedBy: emptyToNil(&by), Reason: emptyToNil(&d.Reason), ResumeData: d.ResumeData,
+		EditedArgs: d.Args, At: s.now(), InstanceID: s.cfg.InstanceID, Hold: len(run.ToolCalls) > 1}
+	if err := snap.Decide(call.ToolCallID, d); err != nil {
+		return w, fmt.Errorf("run %s: snapshot does not wait on %s: %w", run.ID, call.ToolCallID, err)
+	}
+	w.Events = decisionEvents(call, d, by, w.Hold)
+	var err error
+	if w.Ancestors, err = s.surfaceDecision(ctx, run, d, by); err != nil {
+		return w, err
+	}
+	seq := run.LastSeq + int64(len(w.Events))
+	snap.Seq = seq
+	if w.Snapshot, err = snap.Encode(); err != nil {
+		return w, err
+	}
+	if !w.Hold {
+		w.Lease, w.TTL = s.newLease(), s.cfg.LeaseTTL
+	}
+	if err := s.store.Decide(ctx, w); err != nil {
+		return w, err
+	}
+	s.runHub.Publish(run.ID, struct{}{})
+	run.Version, run.UpdatedAt, run.LastSeq, run.Snapshot = run.Version+1, w.At, seq, nil
+	if w.Hold {
+		// Still waiting, on the other calls: watchers of the suspended set get the run again.
+		s.changes.Publish(changesTopic, Change{Kind: ChangeSuspended, RunID: run.ID})
+		run.ToolCalls = slices.DeleteFunc(slices.Clone(run.ToolCalls), func(c events.ToolCall) bool { return c.ToolCallID == call.ToolCallID })
+		return w, nil
+	}
+	s.changes.Publish(changesTopic, Change{Kind: ChangeLeft, RunID: run.ID})
+	for _, anc := range w.Ancestors {
+		s.runHub.Publish(anc.RunID, struct{}{})
+		s.changes.Publish(changesTopic, Change{Kind: ChangeLeft, RunID: anc.RunID})
+	}
+	lease := w.Lease
+	run.Status, run.LeaseOwner, run.SuspendedAt, run.ToolCalls = StatusRunning, &lease, nil, []events.ToolCall{}
+	s.execute(a, run, snap)
+	return w, nil
 }
 
 var decisionKind = map[agent.CallState]DecisionKind{
@@ -234,22 +251,27 @@ func checkKind(call *events.ToolCall, kind agent.CallState) error {
 	return nil
 }
 
-func decisionEvents(call *events.ToolCall, d agent.Decision, by string) []events.Event {
+// decisionEvents are the events of a decision on call: what was decided, then RUN_RESUMED, but
+// not while the run holds on other calls (hold). A resume has no event of its own: its
+// RUN_RESUMED says who resumed (and a run that waits on input waits on nothing else).
+func decisionEvents(call *events.ToolCall, d agent.Decision, by string, hold bool) []events.Event {
 	ev := *call
-	resumed := events.Event{Type: events.RunResumed, Status: string(StatusRunning), DecidedBy: by}
+	var out []events.Event
 	switch d.Kind {
 	case agent.CallApproved:
 		if d.Args != nil {
 			ev.Args = d.Args // the arguments the tool will run with
 		}
-		return []events.Event{{Type: events.ToolCallApproved, ToolCall: &ev, DecidedBy: by}, resumed}
+		out = []events.Event{{Type: events.ToolCallApproved, ToolCall: &ev, DecidedBy: by}}
 	case agent.CallDeclined:
-		return []events.Event{{Type: events.ToolCallDeclined, ToolCall: &ev, Reason: d.Reason, DecidedBy: by}, resumed}
+		out = []events.Event{{Type: events.ToolCallDeclined, ToolCall: &ev, Reason: d.Reason, DecidedBy: by}}
 	case agent.CallExpired:
-		return []events.Event{{Type: events.ToolCallExpired, ToolCall: &ev, Reason: d.Reason}, resumed}
-	default:
-		return []events.Event{resumed}
+		out = []events.Event{{Type: events.ToolCallExpired, ToolCall: &ev, Reason: d.Reason}}
 	}
+	if hold {
+		return out
+	}
+	return append(out, events.Event{Type: events.RunResumed, Status: string(StatusRunning), DecidedBy: by})
 }
 
 // decidedSupervisor is the supervisor's run a decision was taken on, as stored right after it

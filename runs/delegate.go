@@ -192,7 +192,7 @@ func (s *Service) surfaceDecision(ctx context.Context, run *Run, d agent.Decisio
 		}
 		out = append(out, AncestorWrite{
 			RunID: a.run.ID, Version: a.run.Version, After: a.run.LastSeq, ToolCallID: a.callID, Call: *call,
-			Events: decisionEvents(call, d, by),
+			Events: decisionEvents(call, d, by, false),
 		})
 	}
 	return out, nil

@@ -347,24 +347,31 @@ func (e *execution) eventCall(snap *agent.Snapshot, c agent.PendingCall) *events
 	}
 }
 
-// suspend stores the run as SUSPENDED on the held call, with the call's row and the events that
-// announce it, in one transaction, and only then tells anyone. The lease is released. A call of a
+// suspend stores the run as SUSPENDED on the held call (and the step's other calls that wait
+// for approval), with their rows and the events that announce them, in one transaction, and
+// only then tells anyone. The lease is released. A call of a
 // tool with an ApprovalTimeout gets its deadline (ExpiresAt), counted from now.
 func (e *execution) suspend(ctx context.Context, snap *agent.Snapshot, held *agent.PendingCall, prelude ...events.Event) error {
-	approval := held.State == agent.CallAwaitingApproval
 	now := e.s.now()
-	call := events.ToolCall{ToolCallID: held.ID, ToolName: held.Name, Args: held.Args, RequiresApproval: approval, SuspendPayload: held.SuspendPayload, Interrupted: held.Interrupted}
-	if t := e.agent.Tool(held.Name); t != nil && t.ApprovalTimeout > 0 {
-		deadline := ms(now.Add(t.ApprovalTimeout))
-		call.ExpiresAt = &deadline
+	// A run waits on every call of the step that waits for a person; a sub-agent's run on one
+	// at a time, because its supervisor's delegate call shows one.
+	waiting := []agent.PendingCall{*held}
+	if e.run.ParentRunID == nil {
+		waiting = snap.WaitingCalls()
 	}
-	first := events.Event{Type: events.ToolCallApproval, ToolCall: &call}
-	if !approval {
-		first.Type = events.ToolCallSuspended
+	calls := make([]events.ToolCall, len(waiting))
+	evs := prelude
+	for i, w := range waiting {
+		calls[i] = e.waitingCall(w, now)
+		ev := events.Event{Type: events.ToolCallApproval, ToolCall: &calls[i]}
+		if !calls[i].RequiresApproval {
+			ev.Type = events.ToolCallSuspended
+		}
+		evs = append(evs, ev)
 	}
-	evs := append(prelude, first, events.Event{Type: events.RunSuspended, Status: string(StatusSuspended)})
+	evs = append(evs, events.Event{Type: events.RunSuspended, Status: string(StatusSuspended)})
 	// The supervisors above a sub-agent's run suspend with it, showing its call.
-	ancestors, err := e.s.surfaceSuspension(ctx, &e.run, call, first.Type)
+	ancestors, err := e.s.surfaceSuspension(ctx, &e.run, calls[0], evs[len(prelude)].Type)
 	if err != nil {
 		return stored(ctx, err)
 	}
@@ -381,7 +388,7 @@ func (e *execution) suspend(ctx context.Context, snap *agent.Snapshot, held *age
 	}
 	err = e.s.store.Suspend(ctx, Suspension{
 		Checkpoint: Checkpoint{RunID: e.run.ID, Lease: e.owner, TTL: e.s.cfg.LeaseTTL, After: e.seq, At: now, Events: evs, Snapshot: &encoded},
-		Call:       call, InstanceID: e.s.cfg.InstanceID, Ancestors: ancestors,
+		Calls:      calls, InstanceID: e.s.cfg.InstanceID, Ancestors: ancestors,
 	})
 	if err != nil {
 		return stored(ctx, err)
@@ -395,6 +402,18 @@ func (e *execution) suspend(ctx context.Context, snap *agent.Snapshot, held *age
 		e.s.changes.Publish(changesTopic, Change{Kind: ChangeSuspended, RunID: a.RunID})
 	}
 	return nil
+}
+
+// waitingCall is how a call that waits for a person is stored and shown, with its deadline when
+// its tool has an approval timeout.
+func (e *execution) waitingCall(c agent.PendingCall, now time.Time) events.ToolCall {
+	call := events.ToolCall{ToolCallID: c.ID, ToolName: c.Name, Args: c.Args, RequiresApproval: c.State == agent.CallAwaitingApproval,
+		SuspendPayload: c.SuspendPayload, Interrupted: c.Interrupted}
+	if t := e.agent.Tool(c.Name); t != nil && t.ApprovalTimeout > 0 {
+		deadline := ms(now.Add(t.ApprovalTimeout))
+		call.ExpiresAt = &deadline
+	}
+	return call
 }
 
 // complete stores the final text, removes the snapshot, appends RUN_FINISHED and records the

@@ -63,7 +63,7 @@ func (s *Service) expireDue(ctx context.Context, due DueCall) (bool, error) {
 
 // expire stores the expiry of run's waiting call as a decision of kind EXPIRED, taken by nobody,
 // with TOOL_CALL_EXPIRED and RUN_RESUMED (on the supervisors above too), and continues the run
-// here. It reports false, without error, when the deadline has not passed, the agent is not
+// here (unless other calls of its step still wait). It reports false, without error, when the deadline has not passed, the agent is not
 // served here, or someone else decided or expired the call first.
 func (s *Service) expire(ctx context.Context, run *Run, call *events.ToolCall, snap *agent.Snapshot) (bool, error) {
 	now := s.now()
@@ -79,46 +79,14 @@ func (s *Service) expire(ctx context.Context, run *Run, call *events.ToolCall, s
 		after = call.ExpiresAt.Sub(*run.SuspendedAt) // the timeout it waited with
 	}
 	msg := agent.ExpiredMessage(call.ToolName, after, call.RequiresApproval)
-	d := agent.Decision{Kind: agent.CallExpired, Reason: msg}
-	if err := snap.Decide(call.ToolCallID, d); err != nil {
-		return false, fmt.Errorf("run %s: snapshot does not wait on %s: %w", run.ID, call.ToolCallID, err)
-	}
-	evs := decisionEvents(call, d, "")
-	ancestors, err := s.surfaceDecision(ctx, run, d, "")
-	if err != nil {
-		if ErrorCode(err) == CodeConflict {
-			return false, nil // a supervisor moved: the run is being decided
-		}
-		return false, err
-	}
-	seq := run.LastSeq + int64(len(evs))
-	snap.Seq = seq
-	encoded, err := snap.Encode()
-	if err != nil {
-		return false, err
-	}
-	lease := s.newLease()
-	w := DecisionWrite{
-		RunID: run.ID, Version: run.Version, After: run.LastSeq, ToolCallID: call.ToolCallID,
-		Kind: DecisionExpired, Reason: &msg, At: now, Snapshot: encoded, Events: evs,
-		Lease: lease, TTL: s.cfg.LeaseTTL, InstanceID: s.cfg.InstanceID, Ancestors: ancestors,
-	}
-	if err := s.store.Decide(ctx, w); err != nil {
-		if errors.Is(err, ErrStale) {
-			return false, nil // another instance expired it, or a person decided in time
+	if _, err := s.commitDecision(ctx, a, run, call, snap, agent.Decision{Kind: agent.CallExpired, Reason: msg}, ""); err != nil {
+		if errors.Is(err, ErrStale) || ErrorCode(err) == CodeConflict {
+			// Another instance expired it, a person decided in time, or a supervisor moved.
+			return false, nil
 		}
 		return false, err
 	}
 	s.cfg.Logger.Info("tool call expired", "run", run.ID, "tool_call", call.ToolCallID, "tool", call.ToolName, "expires_at", *call.ExpiresAt)
-	s.runHub.Publish(run.ID, struct{}{})
-	s.changes.Publish(changesTopic, Change{Kind: ChangeLeft, RunID: run.ID})
-	for _, a := range ancestors {
-		s.runHub.Publish(a.RunID, struct{}{})
-		s.changes.Publish(changesTopic, Change{Kind: ChangeLeft, RunID: a.RunID})
-	}
-	run.Status, run.LeaseOwner, run.Version, run.SuspendedAt = StatusRunning, &lease, run.Version+1, nil
-	run.UpdatedAt, run.LastSeq, run.Snapshot = now, seq, nil
-	s.execute(a, run, snap)
 	return true, nil
 }
 

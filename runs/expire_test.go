@@ -198,3 +198,37 @@ func TestTwoServicesExpireOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestExpiryOfOneOfSeveralCalls: of a run waiting on two approvals, the one nobody decided
+// expires and the run goes on with the other's decision; when neither is decided, the first
+// expiry keeps the run waiting on the second and the second resumes it.
+func TestExpiryOfOneOfSeveralCalls(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		clock := &testClock{}
+		f := expirySetup(t, db, clock, 10*time.Millisecond)
+		ctx := context.Background()
+		one := f.suspended(t, runs.StartParams{AgentID: "expiring-agent", Prompt: "refund orders 7 and 8"})
+		both := f.suspended(t, runs.StartParams{AgentID: "expiring-agent", Prompt: "refund orders 5 and 6"})
+		if len(one.ToolCalls) != 2 || one.ToolCalls[1].ExpiresAt == nil {
+			t.Fatalf("pending calls %+v, want two with expiresAt", one.ToolCalls)
+		}
+		first := one.ToolCalls[0].ToolCallID
+		if _, err := f.svc.Approve(ctx, runs.DecideParams{RunID: one.ID, ToolCallID: &first}); err != nil {
+			t.Fatal(err)
+		}
+		clock.advance(31 * time.Minute)
+		done := f.finished(t, one.ID)
+		if done.Status != runs.StatusCompleted || !strings.Contains(show(done.Output), "rf_7") || !strings.Contains(show(done.Output), "timed out") {
+			t.Fatalf("run with one call approved: %s, output %q", done.Status, show(done.Output))
+		}
+		if len(done.Decisions) != 2 || done.Decisions[0].Kind != runs.DecisionApproved || done.Decisions[1].Kind != runs.DecisionExpired {
+			t.Fatalf("decisions = %+v, want approved then expired", done.Decisions)
+		}
+		done = f.finished(t, both.ID)
+		evs := allEvents(t, f, both.ID)
+		if done.Status != runs.StatusCompleted || countType(evs, events.ToolCallExpired) != 2 || countType(evs, events.RunResumed) != 1 || countType(evs, events.ToolResult) != 0 {
+			t.Fatalf("run with neither decided: %s, events %s; want two expiries, one resume, no result", done.Status, typesOf(evs))
+		}
+		checkGapless(t, f, both.ID, done.LastSeq)
+	})
+}

@@ -137,39 +137,93 @@ func TestResumeValidatesAgainstResumeSchema(t *testing.T) {
 	})
 }
 
-func TestSeveralApprovalsAreTakenOneAtATime(t *testing.T) {
+// TestSeveralApprovalsWaitTogether: a step that asks for two calls needing approval suspends on
+// both at once; deciding one keeps the run SUSPENDED on the other, nothing runs yet, and the last
+// decision resumes the run, which then runs the calls in the model's order.
+func TestSeveralApprovalsWaitTogether(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := setup(t, db, runs.Config{})
 		ctx := context.Background()
 		r := f.suspended(t, runs.StartParams{Prompt: "refund orders 7 and 8"})
-		if len(r.ToolCalls) != 1 || !strings.Contains(string(r.ToolCalls[0].Args), `"7"`) {
-			t.Fatalf("first suspension: %+v", r.ToolCalls)
+		if len(r.ToolCalls) != 2 || !strings.Contains(string(r.ToolCalls[0].Args), `"7"`) || !strings.Contains(string(r.ToolCalls[1].Args), `"8"`) {
+			t.Fatalf("suspension: %+v, want calls for 7 and 8", r.ToolCalls)
 		}
+		evs := allEvents(t, f, r.ID)
+		if n := countType(evs, events.ToolCallApproval); n != 2 || countType(evs, events.RunSuspended) != 1 {
+			t.Fatalf("events %s: want two TOOL_CALL_APPROVAL and one RUN_SUSPENDED", typesOf(evs))
+		}
+		// Two calls wait: a decision must say which.
+		_, err := f.svc.Approve(ctx, runs.DecideParams{RunID: r.ID})
+		wantCode(t, err, runs.CodeBadUserInput)
+
 		first := r.ToolCalls[0].ToolCallID
-		if _, err := f.svc.Approve(ctx, runs.DecideParams{RunID: r.ID, ToolCallID: &first}); err != nil {
+		got, err := f.svc.Approve(ctx, runs.DecideParams{RunID: r.ID, ToolCallID: &first, DecidedBy: "alice"})
+		if err != nil {
 			t.Fatal(err)
 		}
-		f.until(t, r.ID, r.LastSeq+2, runs.StatusSuspended)
+		if got.Status != runs.StatusSuspended || len(got.ToolCalls) != 1 || got.ToolCalls[0].ToolCallID == first || len(got.Decisions) != 1 {
+			t.Fatalf("after the first approval: %s, pending %+v, decisions %+v; want SUSPENDED on the second", got.Status, got.ToolCalls, got.Decisions)
+		}
 		f.svc.Wait()
-		r2, _ := f.svc.Get(ctx, r.ID)
-		if r2.Status != runs.StatusSuspended || len(r2.ToolCalls) != 1 || !strings.Contains(string(r2.ToolCalls[0].Args), `"8"`) {
-			t.Fatalf("second suspension: %s %+v", r2.Status, r2.ToolCalls)
+		held, _ := f.svc.Get(ctx, r.ID)
+		if held.Status != runs.StatusSuspended || !held.SuspendedAt.Equal(*r.SuspendedAt) || len(held.ToolCalls) != 1 {
+			t.Fatalf("held run: %s, suspendedAt %v (was %v), pending %+v", held.Status, held.SuspendedAt, r.SuspendedAt, held.ToolCalls)
 		}
-		if !r2.SuspendedAt.After(*r.SuspendedAt) && !r2.SuspendedAt.Equal(*r.SuspendedAt) || !r2.CreatedAt.Equal(r.CreatedAt) {
-			t.Fatalf("suspendedAt/createdAt: %v→%v, %v→%v", r.SuspendedAt, r2.SuspendedAt, r.CreatedAt, r2.CreatedAt)
+		evs = allEvents(t, f, r.ID)
+		if countType(evs, events.ToolCallApproved) != 1 || countType(evs, events.RunResumed) != 0 || countType(evs, events.ToolResult) != 0 {
+			t.Fatalf("events after the first approval %s: want it approved, not resumed, nothing run", typesOf(evs))
 		}
+		n, err := f.svc.ListSuspended(ctx, runs.ListSuspendedParams{})
+		if err != nil || n.Total != 1 || len(n.Runs[0].ToolCalls) != 1 {
+			t.Fatalf("suspendedRuns after the first approval: %+v, %v", n, err)
+		}
+
 		// The first call is decided: naming it again is a conflict.
-		_, err := f.svc.Approve(ctx, runs.DecideParams{RunID: r.ID, ToolCallID: &first})
+		_, err = f.svc.Approve(ctx, runs.DecideParams{RunID: r.ID, ToolCallID: &first})
 		wantCode(t, err, runs.CodeConflict)
 		if _, err := f.svc.Decline(ctx, runs.DecideParams{RunID: r.ID}, "only one refund per day"); err != nil {
 			t.Fatal(err)
 		}
 		done := f.finished(t, r.ID)
-		if !strings.Contains(*done.Output, "rf_7") || !strings.Contains(*done.Output, "only one refund per day") {
-			t.Fatalf("output %q", *done.Output)
+		if !strings.Contains(*done.Output, "rf_7") || !strings.Contains(*done.Output, "only one refund per day") || len(done.Decisions) != 2 {
+			t.Fatalf("output %q, decisions %+v", *done.Output, done.Decisions)
 		}
 		checkGapless(t, f, r.ID, done.LastSeq)
 	})
+}
+
+// TestSubAgentApprovalsSurfaceOneAtATime: a supervisor's delegate call shows one call of its
+// sub-agent, so a sub-agent's run with two approvals waits on them in turn.
+func TestSubAgentApprovalsSurfaceOneAtATime(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		f := setup(t, db, runs.Config{})
+		ctx := context.Background()
+		r := f.suspended(t, runs.StartParams{AgentID: "supervisor", Prompt: "refund orders 7 and 8"})
+		for _, order := range []string{`"7"`, `"8"`} {
+			if len(r.ToolCalls) != 1 || !strings.Contains(string(r.ToolCalls[0].Args), order) {
+				t.Fatalf("supervisor waits on %+v, want the refund of order %s alone", r.ToolCalls, order)
+			}
+			if _, err := f.svc.Approve(ctx, runs.DecideParams{RunID: r.ID}); err != nil {
+				t.Fatal(err)
+			}
+			if order == `"7"` {
+				f.until(t, r.ID, r.LastSeq, runs.StatusSuspended)
+				r, _ = f.svc.Get(ctx, r.ID)
+			}
+		}
+		done := f.finished(t, r.ID)
+		if done.Status != runs.StatusCompleted || !strings.Contains(*done.Output, "rf_7") || !strings.Contains(*done.Output, "rf_8") {
+			t.Fatalf("supervisor: %s, output %v", done.Status, show(done.Output))
+		}
+	})
+}
+
+func typesOf(evs []events.Event) string {
+	var b strings.Builder
+	for _, ev := range evs {
+		b.WriteString(string(ev.Type) + " ")
+	}
+	return b.String()
 }
 
 func TestDecisionErrors(t *testing.T) {

@@ -46,9 +46,9 @@ type Store interface {
 	// Checkpoint appends events of a running run, with its snapshot when not nil, and renews
 	// its lease. ErrLeaseLost when the run is not RUNNING under that lease.
 	Checkpoint(ctx context.Context, c Checkpoint) error
-	// Suspend stores a running run as SUSPENDED on one call: status, snapshot, the pending
-	// call's row, the events, a suspended-set change; the lease is released. ErrLeaseLost as
-	// Checkpoint.
+	// Suspend stores a running run as SUSPENDED on its waiting calls: status, snapshot, a
+	// pending row per call, the events, a suspended-set change; the lease is released.
+	// ErrLeaseLost as Checkpoint.
 	Suspend(ctx context.Context, s Suspension) error
 	// Finish stores a running run as COMPLETED or FAILED: outcome, final event, memory
 	// messages; the snapshot is removed and the lease released. ErrLeaseLost as Checkpoint.
@@ -64,8 +64,9 @@ type Store interface {
 	ReleaseLease(ctx context.Context, runID, lease string) error
 
 	// Decide is the compare-and-set of a decision: the run moves from SUSPENDED at d.Version
-	// to RUNNING under a new lease, the call's row from PENDING to decided, with the new
-	// snapshot, the events and a suspended-set change. ErrStale when the run or the call moved
+	// to RUNNING under a new lease (or, with d.Hold, stays SUSPENDED at the next version), the
+	// call's row from PENDING to decided, with the new snapshot, the events and a
+	// suspended-set change. ErrStale when the run or the call moved
 	// since it was read, and when the call's deadline decides against it: a person's decision
 	// on a call whose ExpiresAt is at or before d.At, or a DecisionExpired before its ExpiresAt
 	// (or on a call without one).
@@ -134,15 +135,16 @@ type Checkpoint struct {
 	Snapshot *string
 }
 
-// Suspension is Checkpoint plus the call the run now waits on.
+// Suspension is Checkpoint plus the calls the run now waits on.
 type Suspension struct {
 	Checkpoint
-	// Call is stored with its ExpiresAt, when it has one (so are the Ancestors' calls).
-	Call events.ToolCall
+	// Calls are stored with their ExpiresAt, when they have one (so are the Ancestors' calls).
+	// A run with Ancestors (a sub-agent's) waits on one call at a time.
+	Calls []events.ToolCall
 	// InstanceID is recorded with the suspended-set change.
 	InstanceID string
 	// Ancestors are the WAITING supervisor runs above the run, innermost first: each becomes
-	// SUSPENDED on its delegate call, which shows Call's tool, args and payload.
+	// SUSPENDED on its delegate call, which shows the call's tool, args and payload.
 	Ancestors []AncestorWrite
 }
 
@@ -174,6 +176,9 @@ type DecisionWrite struct {
 	ResumeData []byte
 	// EditedArgs are the arguments a person approved the call with, when they edited them.
 	EditedArgs []byte
+	// Hold keeps the run SUSPENDED, without a lease, because other calls of its step still
+	// wait: the decision is recorded and the run continues once the last of them is decided.
+	Hold       bool
 	At         time.Time
 	Snapshot   string
 	Events     []events.Event

@@ -143,7 +143,7 @@ func suspension(r *live, c events.ToolCall, when time.Time, instance string) run
 	snap := fmt.Sprintf(`{"waitsOn":%q}`, c.ToolCallID)
 	ck := cp(r, when, suspendEvents(c)...)
 	ck.Snapshot = &snap
-	return runs.Suspension{Checkpoint: ck, Call: c, InstanceID: instance}
+	return runs.Suspension{Checkpoint: ck, Calls: []events.ToolCall{c}, InstanceID: instance}
 }
 
 // suspend stores r as suspended on c and returns the run as stored.
