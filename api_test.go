@@ -171,21 +171,44 @@ func TestResumeEndToEnd(t *testing.T) {
 	})
 }
 
-func TestTwoRefundsSuspendInTurn(t *testing.T) {
+// TestTwoRefundsWaitTogether: two refunds asked for in one step wait together; over the API the
+// first approval answers SUSPENDED with the other call still waiting, the suspended set sends the
+// run as CHANGED with one call, and the second approval resumes it.
+func TestTwoRefundsWaitTogether(t *testing.T) {
 	eachDB(t, func(t *testing.T, s *testServer) {
 		run := s.startRun(t, "refund orders 7 and 8", nil)
 		ws := dialWS(t, s.url, "graphql-transport-ws")
 		op := ws.subscribe(eventsQuery, map[string]any{"runId": run.RunID})
-		for _, order := range []string{`"7"`, `"8"`} {
-			evs := follow(t, ws, op, isType("RUN_SUSPENDED"))
-			r := s.run(t, run.RunID)
-			if len(r.ToolCalls) != 1 || !strings.Contains(string(r.ToolCalls[0].Args), order) || !strings.Contains(string(r.ToolCalls[0].Args), `"amount":10`) {
-				t.Fatalf("waiting on %+v, want order %s (events %d)", r.ToolCalls, order, len(evs))
-			}
-			var out struct{ ApproveToolCall apiRun }
-			s.must(t, `mutation($id: ID!, $c: ID) { approveToolCall(runId: $id, toolCallId: $c) { status } }`, map[string]any{"id": run.RunID, "c": r.ToolCalls[0].ToolCallID}, &out)
+		evs := follow(t, ws, op, isType("RUN_SUSPENDED"))
+		r := s.run(t, run.RunID)
+		if len(r.ToolCalls) != 2 || !strings.Contains(string(r.ToolCalls[0].Args), `"7"`) || !strings.Contains(string(r.ToolCalls[1].Args), `"8"`) {
+			t.Fatalf("waiting on %+v, want orders 7 and 8", r.ToolCalls)
 		}
-		evs := follow(t, ws, op, nil)
+		cws := dialWS(t, s.url, "graphql-transport-ws")
+		changes := cws.subscribe(`subscription { suspendedRunsChanged { kind run { id status toolCalls { toolCallId } } } }`, nil)
+		time.Sleep(200 * time.Millisecond) // the subscription is active before the run changes
+		approve := `mutation($id: ID!, $c: ID) { approveToolCall(runId: $id, toolCallId: $c) { status toolCalls { toolCallId } decisions { toolCallId kind } } }`
+		var out struct {
+			ApproveToolCall struct {
+				Status    string
+				ToolCalls []struct{ ToolCallID string }
+				Decisions []struct{ ToolCallID, Kind string }
+			}
+		}
+		s.must(t, approve, map[string]any{"id": run.RunID, "c": r.ToolCalls[0].ToolCallID}, &out)
+		if a := out.ApproveToolCall; a.Status != "SUSPENDED" || len(a.ToolCalls) != 1 || a.ToolCalls[0].ToolCallID != r.ToolCalls[1].ToolCallID || len(a.Decisions) != 1 {
+			t.Fatalf("first approval answered %+v, want SUSPENDED on the second call with one decision", a)
+		}
+		data, _, errs := cws.next(changes)
+		if !strings.Contains(string(data), `"kind":"CHANGED"`) || !strings.Contains(string(data), r.ToolCalls[1].ToolCallID) || strings.Contains(string(data), `"`+r.ToolCalls[0].ToolCallID+`"`) {
+			t.Fatalf("suspended set after the first approval: %s %s; want the run again with the second call only", data, errs)
+		}
+		s.must(t, approve, map[string]any{"id": run.RunID, "c": r.ToolCalls[1].ToolCallID}, &out)
+		if out.ApproveToolCall.Status != "RUNNING" {
+			t.Fatalf("second approval answered %+v, want RUNNING", out.ApproveToolCall)
+		}
+		evs = append(evs, follow(t, ws, op, nil)...)
+		checkSeqs(t, evs)
 		if final := text(evs); !strings.Contains(final, "rf_7") || !strings.Contains(final, "rf_8") {
 			t.Fatalf("final text %q", final)
 		}

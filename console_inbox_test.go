@@ -295,29 +295,20 @@ func TestConsoleInboxBulk(t *testing.T) {
 	}
 }
 
-// TestConsoleInboxSeveralCalls: a run waiting on several calls says "2 calls" and its row
-// approves them all, one mutation per call in order. The server holds one call per run at a
-// time today, so the page's fetch is wrapped: the inbox is shown a second waiting call, and the
-// mutation for it is answered in the page (the first goes to the server).
+// TestConsoleInboxSeveralCalls: a run whose step asked for two refunds waits on both; its row
+// says "2 calls" and approves them all, one mutation per call in order, and the run completes.
 func TestConsoleInboxSeveralCalls(t *testing.T) {
 	ctx := browser(t)
 	s := startServer(t, "sqlite:"+filepath.Join(t.TempDir(), "calls.db"))
-	id := s.suspended(t, "refund order 31 for 5").RunID
+	id := s.suspended(t, "refund orders 31 and 32 for 5").RunID
 	page := tab(t, ctx, false)
 	if _, err := chromedp.Call(page, cdppage.AddScriptToEvaluateOnNewDocument, cdppage.AddScriptToEvaluateOnNewDocumentParams{Source: `
 		window.__approved = [];
 		const realFetch = window.fetch;
 		window.fetch = async (url, init) => {
 			const body = init && init.body ? JSON.parse(init.body) : {};
-			if (body.query && body.query.includes("approveToolCall")) {
-				window.__approved.push(body.variables.c);
-				if (body.variables.c === "call_2") return new Response(JSON.stringify({ data: { approveToolCall: { status: "RUNNING" } } }), { headers: { "Content-Type": "application/json" } });
-			}
-			const resp = await realFetch(url, init);
-			if (!body.query || !body.query.includes("suspendedRuns")) return resp;
-			const data = await resp.json();
-			for (const r of data.data.suspendedRuns.runs) r.toolCalls.push({ ...r.toolCalls[0], id: r.runId + ":call_2", toolCallId: "call_2" });
-			return new Response(JSON.stringify(data), { headers: { "Content-Type": "application/json" } });
+			if (body.query && body.query.includes("approveToolCall")) window.__approved.push(body.variables.c);
+			return realFetch(url, init);
 		};`}); err != nil {
 		t.Fatal(err)
 	}
@@ -330,6 +321,9 @@ func TestConsoleInboxSeveralCalls(t *testing.T) {
 		t.Fatalf("mutations sent for the calls %v, want call_1 then call_2", got)
 	}
 	s.waitStatus(t, id, "COMPLETED")
+	if ds := s.decisions(t, id); len(ds) != 2 || ds[0]["kind"] != "APPROVED" || ds[1]["kind"] != "APPROVED" {
+		t.Fatalf("decisions: %v, want both calls approved", ds)
+	}
 }
 
 // TestConsoleInboxTriage: the count in the tab's title, live; oldest / newest first across

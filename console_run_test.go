@@ -351,16 +351,21 @@ func TestConsoleRunAccountability(t *testing.T) {
 	})
 }
 
-// TestConsoleRunClearsAStaleNotice: after approving the first of two calls, "Decision sent" goes
-// once the second call waits; after the last, it says the run has finished.
+// TestConsoleRunClearsAStaleNotice: a supervisor's run shows its sub-agent's two refunds one
+// after the other, under the same delegate call id; after approving the first, "Decision sent"
+// goes once the second waits; after the last, it says the run has finished.
 func TestConsoleRunClearsAStaleNotice(t *testing.T) {
 	ctx := browser(t)
 	s := startServer(t, "sqlite:"+filepath.Join(t.TempDir(), "stale.db"))
-	run := s.suspended(t, "refund orders 7 and 8")
+	run := s.startRun(t, "refund orders 7 and 8", map[string]any{"agentId": "supervisor"})
+	s.waitStatus(t, run.RunID, "SUSPENDED")
 	page := tab(t, ctx, false)
-	do(t, page, chromedp.Navigate(s.url+"/?run="+run.RunID), chromedp.WaitVisible(chromedp.CSS(`.pending[data-call="call_1"] button.approve`)),
-		chromedp.Click(chromedp.CSS(`button.approve`)),
-		chromedp.WaitVisible(chromedp.CSS(`.pending[data-call="call_2"] button.approve`)))
+	order := func(n string) string {
+		return `/"orderId":\s*"` + n + `"/.test(document.querySelector(".pending pre.raw-json")?.textContent || "")`
+	}
+	do(t, page, chromedp.Navigate(s.url+"/?run="+run.RunID), chromedp.WaitVisible(chromedp.CSS(`.pending button.approve`)),
+		until(order("7")), chromedp.Click(chromedp.CSS(`button.approve`)),
+		until(`!!document.querySelector(".pending button.approve:not(:disabled)") && `+order("8")))
 	// Give a late answer to the first approval the time to (wrongly) say it was sent.
 	do(t, page, js(`new Promise((ok) => setTimeout(ok, 300))`))
 	if body := bodyText(t, page); strings.Contains(body, "Decision sent") {
@@ -371,6 +376,32 @@ func TestConsoleRunClearsAStaleNotice(t *testing.T) {
 		until(`document.body.innerText.includes("Decision sent. The run has finished")`))
 	if body := bodyText(t, page); strings.Contains(body, "goes on below") {
 		t.Fatalf("a finished run still says it goes on:\n%s", body)
+	}
+}
+
+// TestConsoleRunSeveralCalls: a run waiting on two approvals shows both; approving the first
+// from the keyboard keeps the view on the run, says one more call waits, and focuses the second
+// call's Approve; approving that one resumes the run.
+func TestConsoleRunSeveralCalls(t *testing.T) {
+	ctx := browser(t)
+	s := startServer(t, "sqlite:"+filepath.Join(t.TempDir(), "calls.db"))
+	run := s.suspended(t, "refund orders 7 and 8")
+	page := tab(t, ctx, false)
+	do(t, page, chromedp.Navigate(s.url+"/?run="+run.RunID),
+		chromedp.WaitVisible(chromedp.CSS(`.pending[data-call="call_2"] button.approve`)),
+		chromedp.Focus(chromedp.CSS(`.pending[data-call="call_1"] button.approve`)), key("a"),
+		until(`!document.querySelector('.pending[data-call="call_1"]') && document.activeElement?.matches('.pending[data-call="call_2"] button.approve')`),
+		until(`document.body.innerText.includes("1 more call waits for you")`))
+	if r := s.run(t, run.RunID); r.Status != "SUSPENDED" || len(r.ToolCalls) != 1 || r.ToolCalls[0].ToolCallID != "call_2" {
+		t.Fatalf("after the first approval the run is %s waiting on %+v", r.Status, r.ToolCalls)
+	}
+	if loc := get(t, page, chromedp.Evaluate[string](`location.search`)); loc != "?run="+run.RunID {
+		t.Fatalf("the view moved to %q while the run still waits", loc)
+	}
+	do(t, page, key("a"))
+	s.waitStatus(t, run.RunID, "COMPLETED")
+	if ds := s.decisions(t, run.RunID); len(ds) != 2 {
+		t.Fatalf("decisions: %v, want two", ds)
 	}
 }
 

@@ -189,8 +189,8 @@ func (s *Store) Decide(ctx context.Context, d runs.DecisionWrite) error {
 			return err
 		}
 		if d.Hold {
-			// Still in the suspended set, with one call fewer: watchers are sent it again.
-			return recordChange(tx, d.RunID, runs.ChangeSuspended, d.InstanceID, d.At)
+			// Still in the suspended set, with one call fewer.
+			return recordChange(tx, d.RunID, runs.ChangeChanged, d.InstanceID, d.At)
 		}
 		return recordChange(tx, d.RunID, runs.ChangeLeft, d.InstanceID, d.At)
 	})

@@ -1304,6 +1304,8 @@ type SuspendedRunChange {
 enum SuspendedRunChangeKind {
   SUSPENDED
   LEFT
+  "Addition: the run stays suspended with fewer calls waiting: one of several was decided (or expired) while the others wait."
+  CHANGED
 }
 
 "Addition: a memory thread. Each new run of the thread is given its newest messages; each finished run adds its prompt and answer."

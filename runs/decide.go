@@ -191,8 +191,8 @@ func (s *Service) commitDecision(ctx context.Context, a *agent.Agent, run *Run, 
 	s.runHub.Publish(run.ID, struct{}{})
 	run.Version, run.UpdatedAt, run.LastSeq, run.Snapshot = run.Version+1, w.At, seq, nil
 	if w.Hold {
-		// Still waiting, on the other calls: watchers of the suspended set get the run again.
-		s.changes.Publish(changesTopic, Change{Kind: ChangeSuspended, RunID: run.ID})
+		// Still waiting, on the other calls: watchers of the suspended set get the changed run.
+		s.changes.Publish(changesTopic, Change{Kind: ChangeChanged, RunID: run.ID})
 		run.ToolCalls = slices.DeleteFunc(slices.Clone(run.ToolCalls), func(c events.ToolCall) bool { return c.ToolCallID == call.ToolCallID })
 		return w, nil
 	}

@@ -196,7 +196,7 @@ func (s *Service) watch(sub *events.Sub[Change]) {
 			}
 			continue
 		}
-		if ch.Kind == ChangeSuspended && run.Status != StatusSuspended {
+		if ch.Kind != ChangeLeft && run.Status != StatusSuspended {
 			continue // a suspension already decided is not news; its LEFT follows
 		}
 		run.Snapshot, run.LeaseOwner = nil, nil

@@ -147,19 +147,22 @@ func (c Config) validate() error {
 	return nil
 }
 
-// Change is an entry or exit of the set of suspended runs.
+// Change is an entry or exit of the set of suspended runs, or a change of a run in it.
 type Change struct {
 	Kind  ChangeKind
 	RunID string
 }
 
-// ChangeKind says whether a run entered or left the suspended set.
+// ChangeKind says whether a run entered or left the suspended set, or changed in it.
 type ChangeKind string
 
 // The kinds of change.
 const (
 	ChangeSuspended ChangeKind = "SUSPENDED"
 	ChangeLeft      ChangeKind = "LEFT"
+	// ChangeChanged: a run stays in the set with fewer calls waiting (one of its calls was
+	// decided while others wait).
+	ChangeChanged ChangeKind = "CHANGED"
 )
 
 // Service is the run service. Create it with New; call Close to wait for executing runs.

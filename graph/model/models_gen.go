@@ -419,16 +419,19 @@ type SuspendedRunChangeKind string
 const (
 	SuspendedRunChangeKindSuspended SuspendedRunChangeKind = "SUSPENDED"
 	SuspendedRunChangeKindLeft      SuspendedRunChangeKind = "LEFT"
+	// Addition: the run stays suspended with fewer calls waiting: one of several was decided (or expired) while the others wait.
+	SuspendedRunChangeKindChanged SuspendedRunChangeKind = "CHANGED"
 )
 
 var AllSuspendedRunChangeKind = []SuspendedRunChangeKind{
 	SuspendedRunChangeKindSuspended,
 	SuspendedRunChangeKindLeft,
+	SuspendedRunChangeKindChanged,
 }
 
 func (e SuspendedRunChangeKind) IsValid() bool {
 	switch e {
-	case SuspendedRunChangeKindSuspended, SuspendedRunChangeKindLeft:
+	case SuspendedRunChangeKindSuspended, SuspendedRunChangeKindLeft, SuspendedRunChangeKindChanged:
 		return true
 	}
 	return false

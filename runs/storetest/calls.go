@@ -101,8 +101,8 @@ func testSeveralCalls(t *testing.T, open Opener) {
 			t.Error("a held run, which has no lease, is listed as expired")
 		}
 		changes := f.changes()
-		if len(changes) != before+1 || changes[len(changes)-1].Kind != runs.ChangeSuspended {
-			t.Errorf("changes after a held decision: %+v; want one SUSPENDED more (the run is still in the set, changed)", changes[before:])
+		if len(changes) != before+1 || changes[len(changes)-1].Kind != runs.ChangeChanged {
+			t.Errorf("changes after a held decision: %+v; want one CHANGED more (the run is still in the set, changed)", changes[before:])
 		}
 		n, err := f.s.CountSuspended(f.ctx, runs.ListSuspendedParams{})
 		if err != nil || n != 1 {

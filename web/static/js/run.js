@@ -60,7 +60,7 @@ export function runView(main, params) {
   let closed = false;
   let finished = false; // RUN_FINISHED or RUN_FAILED seen: the stream has ended for good
   let asked = 0; // numbers the reads of the run: only the latest one draws
-  let sentFor = null; // the call the "Decision sent" notice is about
+  let sentFor = null; // the call (and suspension) the "Decision sent" notice is about
 
   const say = (kind, ...children) => {
     notice.replaceChildren(el("p", { class: `notice ${kind}` }, ...children));
@@ -91,7 +91,7 @@ export function runView(main, params) {
       if (run.status === "COMPLETED" || run.status === "FAILED") {
         notice.replaceChildren(el("p", { class: "notice" }, `Decision sent. The run has finished (${run.status}).`));
         notice.dataset.sent = "ended";
-      } else if (run.status === "SUSPENDED" && !run.toolCalls.some((c) => c.toolCallId === sentFor)) {
+      } else if (run.status === "SUSPENDED" && !waitsOn(run, sentFor)) {
         notice.replaceChildren();
         delete notice.dataset.sent;
         sentFor = null;
@@ -129,20 +129,31 @@ export function runView(main, params) {
     refusal.textContent = "";
     asked++; // a read of the run sent before the decision must not draw its form again
     const decided = pending.dataset.calls;
+    const sent = { callId, since: lastRun?.suspendedAt }; // this suspension's call, not a later one of the same id
     ctx.mine.add(callId);
     try {
-      await request(mutation, vars);
+      const answer = Object.values(await request(mutation, vars))[0];
+      const others = answer?.status === "SUSPENDED" ? answer.toolCalls || [] : [];
+      if (others.length) {
+        // One of several calls: the run still waits on the others, so this view stays, drawn
+        // again without the decided call, its next call's first control focused.
+        const verb = mutation.includes("declineToolCall") ? "Declined" : "Approved";
+        await show();
+        say("", `${verb} ${call?.toolName || "the call"} (${callId}). ${others.length} more ${others.length === 1 ? "call waits" : "calls wait"} for you; the run goes on once all are decided.`);
+        pending.querySelector(".pending .actions > button.approve:not(:disabled), .pending :is(input, select, textarea)")?.focus();
+        return;
+      }
       // Unless the run already waits on something new (drawn meanwhile), the form is done.
       if (pending.dataset.calls === decided) clearPending(pending);
       const now = lastRun;
       if (now && (now.status === "COMPLETED" || now.status === "FAILED")) {
         notice.replaceChildren(el("p", { class: "notice" }, `Decision sent. The run has finished (${now.status}).`));
         notice.dataset.sent = "ended";
-      } else if (!(now && now.status === "SUSPENDED" && !now.toolCalls.some((c) => c.toolCallId === callId))) {
+      } else if (!(now && now.status === "SUSPENDED" && !waitsOn(now, sent))) {
         notice.replaceChildren(el("p", { class: "notice" }, "Decision sent. The run goes on below."));
         notice.dataset.sent = "1";
       }
-      sentFor = callId;
+      sentFor = sent;
       document.dispatchEvent(new CustomEvent("interlock:decided", { detail: { runId: id, toolCallId: callId } }));
     } catch (e) {
       if (e.code !== "CONFLICT") ctx.mine.delete(callId); // a raced call is said once, here
@@ -350,7 +361,9 @@ async function renderThread(box, run) {
 // said so (who decided, when), with what was typed for it to copy.
 function renderPending(section, run, agents, decide, ctx) {
   const calls = run.status === "SUSPENDED" ? run.toolCalls : [];
-  const key = JSON.stringify(calls.map((c) => [c.toolCallId, c.requiresApproval, c.interrupted, c.expiresAt]));
+  // A supervisor waits again on its delegate call, under the same id, for its sub-agent's next
+  // call: the suspension's time tells the two apart.
+  const key = JSON.stringify([run.suspendedAt, calls.map((c) => [c.toolCallId, c.requiresApproval, c.interrupted, c.expiresAt])]);
   if (section.dataset.calls === key) return;
   const before = section._calls || [];
   for (const old of before) {
@@ -379,9 +392,9 @@ function renderPending(section, run, agents, decide, ctx) {
       const reasonId = `reason-${c.toolCallId}`;
       const reason = el("input", { type: "text", id: reasonId, placeholder: "optional, the model sees it" });
       card.append(el("div", { class: "actions" },
-        el("button", { class: "approve", onclick: () => decide(`mutation($id: ID!, $c: ID) { approveToolCall(runId: $id, toolCallId: $c) { status } }`, { id: run.runId, c: c.toolCallId }, card) }, "Approve"),
+        el("button", { class: "approve", onclick: () => decide(`mutation($id: ID!, $c: ID) { approveToolCall(runId: $id, toolCallId: $c) { status toolCalls { toolCallId } } }`, { id: run.runId, c: c.toolCallId }, card) }, "Approve"),
         el("div", { class: "grow" }, el("label", { for: reasonId }, "Reason for declining"), reason),
-        el("button", { class: "decline", onclick: () => decide(`mutation($id: ID!, $c: ID, $r: String) { declineToolCall(runId: $id, toolCallId: $c, reason: $r) { status } }`, { id: run.runId, c: c.toolCallId, r: reason.value || null }, card) }, "Decline")),
+        el("button", { class: "decline", onclick: () => decide(`mutation($id: ID!, $c: ID, $r: String) { declineToolCall(runId: $id, toolCallId: $c, reason: $r) { status toolCalls { toolCallId } } }`, { id: run.runId, c: c.toolCallId, r: reason.value || null }, card) }, "Decline")),
         el("p", { class: "field-error decision-error", role: "alert" }));
       card.append(editAndApprove(run, c, (m, v, form) => decide(m, v, card, form)));
     } else {
@@ -463,13 +476,18 @@ function editAndApprove(run, c, decide) {
     if (args === null || typeof args !== "object" || Array.isArray(args)) { fail("The arguments must be a JSON object, like the model's."); return; }
     err.textContent = "";
     editor.removeAttribute("aria-invalid");
-    decide(`mutation($id: ID!, $c: ID, $a: JSON) { approveToolCall(runId: $id, toolCallId: $c, args: $a) { status } }`, { id: run.runId, c: c.toolCallId, a: args }, form);
+    decide(`mutation($id: ID!, $c: ID, $a: JSON) { approveToolCall(runId: $id, toolCallId: $c, args: $a) { status toolCalls { toolCallId } } }`, { id: run.runId, c: c.toolCallId, a: args }, form);
   } }, el("label", { for: fieldId }, "Arguments to run the tool with"), editor, err,
     el("div", { class: "actions" }, el("button", { type: "submit", class: "approve" }, "Approve with these arguments")));
   return el("details", { class: "edit" }, el("summary", {}, "Edit and approve"), form);
 }
 
 /** Empties the pending section, so that the next refresh draws it whatever it holds. */
+/** Whether the run still waits on the call of sent ({callId, since}) in the same suspension. */
+function waitsOn(run, sent) {
+  return run.toolCalls.some((c) => c.toolCallId === sent.callId) && run.suspendedAt === sent.since;
+}
+
 function clearPending(section) {
   section.replaceChildren();
   delete section.dataset.calls;
