@@ -138,11 +138,12 @@ func (d *Dispatcher) attempt(ctx context.Context, dl Delivery) {
 	} else if err := d.post(ctx, r, dl); err == nil {
 		o.Delivered = true
 	} else {
-		if ctx.Err() != nil {
-			return // shutting down: the lease runs out and the row is tried again
-		}
 		o.Error = err.Error()
-		if attempt < d.cfg.MaxAttempts {
+		switch {
+		case ctx.Err() != nil:
+			// Shutting down: the row is due again at once, for this or another instance.
+			o.Error, o.RetryAfter = "interrupted: the instance was stopping", time.Millisecond
+		case attempt < d.cfg.MaxAttempts:
 			o.RetryAfter = d.backoff(attempt)
 		}
 	}
@@ -214,4 +215,21 @@ func (d *Dispatcher) post(ctx context.Context, r receiver, dl Delivery) error {
 		return fmt.Errorf("receiver answered HTTP %d", resp.StatusCode)
 	}
 	return nil
+}
+
+// Start runs a dispatcher over store for cfg in the background, until the returned stop is
+// called; stop waits for the attempts in flight. An error names what in the environment is
+// missing.
+func Start(store Store, cfg Config, o Options) (stop func(), err error) {
+	d, err := NewDispatcher(store, cfg, o)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		d.Run(ctx)
+	}()
+	return func() { cancel(); <-done }, nil
 }
