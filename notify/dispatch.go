@@ -41,13 +41,13 @@ type Dispatcher struct {
 	log       *slog.Logger
 	owner     string
 	now       func() time.Time
+	slots     chan struct{} // one per attempt in flight
+	inFlight  sync.WaitGroup
 }
 
-// batch is how many deliveries one claim takes, and workers how many are POSTed at once.
-const (
-	batch   = 32
-	workers = 4
-)
+// workers is how many deliveries one instance POSTs at once. A receiver that hangs holds a
+// worker for at most the timeout; the others go on claiming.
+const workers = 8
 
 // NewDispatcher checks the webhooks' environment variables and returns a dispatcher over store;
 // it enables the outbox of store for cfg's webhooks. cfg is taken WithDefaults.
@@ -57,7 +57,7 @@ func NewDispatcher(store Store, cfg Config, o Options) (*Dispatcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Dispatcher{store: store, cfg: cfg, receivers: recv, client: o.Client, log: o.Logger, owner: o.Owner, now: o.Now}
+	d := &Dispatcher{store: store, cfg: cfg, receivers: recv, client: o.Client, log: o.Logger, owner: o.Owner, now: o.Now, slots: make(chan struct{}, workers)}
 	if d.client == nil {
 		d.client = &http.Client{Timeout: cfg.Timeout}
 	}
@@ -76,24 +76,25 @@ func NewDispatcher(store Store, cfg Config, o Options) (*Dispatcher, error) {
 	return d, nil
 }
 
-// lease is how long a claim holds its rows: every POST of the batch ends within the timeout.
+// lease is how long a claim holds a row: its POST ends within the timeout.
 func (d *Dispatcher) lease() time.Duration { return 2*d.cfg.Timeout + 30*time.Second }
 
-// Run delivers until ctx ends, claiming due rows every poll interval (at once again while
-// claims come back full).
+// Run delivers until ctx ends, claiming due rows for its free workers every poll interval (at
+// once again while claims fill them), then waits for the attempts in flight.
 func (d *Dispatcher) Run(ctx context.Context) {
+	defer d.inFlight.Wait()
 	tick := time.NewTicker(d.cfg.PollInterval)
 	defer tick.Stop()
-	lastPurge := time.Time{}
+	var lastPurge time.Time
 	for {
-		n := d.Once(ctx)
+		full := d.Once(ctx)
 		if time.Since(lastPurge) > time.Hour {
 			lastPurge = time.Now()
 			if _, err := d.store.PurgeDeliveries(ctx, time.Now().Add(-d.cfg.Retention), 1000); err != nil && ctx.Err() == nil {
 				d.log.Warn("notifications: purge delivered", "err", err)
 			}
 		}
-		if n == batch {
+		if full && ctx.Err() == nil {
 			continue
 		}
 		select {
@@ -104,28 +105,30 @@ func (d *Dispatcher) Run(ctx context.Context) {
 	}
 }
 
-// Once claims one batch of due deliveries and attempts each; it returns how many it claimed.
-func (d *Dispatcher) Once(ctx context.Context) int {
-	list, err := d.store.ClaimDeliveries(ctx, d.owner, d.lease(), batch)
+// Once claims as many due deliveries as there are free workers and starts an attempt of each;
+// it reports whether it claimed all it asked for (more may be due).
+func (d *Dispatcher) Once(ctx context.Context) bool {
+	free := cap(d.slots) - len(d.slots)
+	if free == 0 {
+		return false
+	}
+	list, err := d.store.ClaimDeliveries(ctx, d.owner, d.lease(), free)
 	if err != nil {
 		if ctx.Err() == nil {
 			d.log.Warn("notifications: claim deliveries", "err", err)
 		}
-		return 0
+		return false
 	}
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, workers)
 	for _, dl := range list {
-		wg.Add(1)
-		sem <- struct{}{}
+		d.slots <- struct{}{}
+		d.inFlight.Add(1)
 		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
+			defer d.inFlight.Done()
+			defer func() { <-d.slots }()
 			d.attempt(ctx, dl)
 		}()
 	}
-	wg.Wait()
-	return len(list)
+	return len(list) == free
 }
 
 // attempt POSTs one claimed delivery and records the outcome.
@@ -225,6 +228,11 @@ func Start(store Store, cfg Config, o Options) (stop func(), err error) {
 	if err != nil {
 		return nil, err
 	}
+	names := make([]string, len(d.cfg.Webhooks))
+	for i, w := range d.cfg.Webhooks {
+		names[i] = w.Name + " (" + w.Format + ")"
+	}
+	d.log.Info("notifications on", "webhooks", names, "owner", d.owner)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
