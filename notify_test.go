@@ -135,10 +135,11 @@ func approve(t *testing.T, s *testServer, runID string) {
 
 const notifySecret = "whsec-test-0123456789"
 
-// notifyConfig is a config file with one signed json webhook to url (and more YAML after).
-func notifyConfig(t *testing.T, url, extra string) string {
+// notifyConfig is a config file with one signed json webhook to url, more keys of the section
+// in section and more webhooks in hooks.
+func notifyConfig(t *testing.T, url, section, hooks string) string {
 	return writeConfig(t, fmt.Sprintf(`notifications:
-  consoleURL: https://console.example/interlock/
+%s  consoleURL: https://console.example/interlock/
   retryBackoff: 20ms
   maxBackoff: 100ms
   pollInterval: 20ms
@@ -146,7 +147,7 @@ func notifyConfig(t *testing.T, url, extra string) string {
     - name: ops
       url: %s
       secretEnv: INTERLOCK_TEST_WEBHOOK_SECRET
-%s`, url, extra))
+%s`, section, url, hooks))
 }
 
 // TestWebhookRetriedSignedAndSlack: a receiver that fails twice then succeeds gets the
@@ -156,7 +157,7 @@ func TestWebhookRetriedSignedAndSlack(t *testing.T) {
 	t.Setenv("INTERLOCK_TEST_WEBHOOK_SECRET", notifySecret)
 	flaky, slack := newReceiver(t, 500, 503), newReceiver(t)
 	t.Setenv("INTERLOCK_TEST_SLACK_URL", slack.URL+"/services/T000/B000/XXXX")
-	file := notifyConfig(t, flaky.URL, `    - name: chat
+	file := notifyConfig(t, flaky.URL, "", `    - name: chat
       urlEnv: INTERLOCK_TEST_SLACK_URL
       format: slack
       events: [approval_requested]
@@ -239,7 +240,7 @@ func TestWebhookDeliveredOnceAcrossARestart(t *testing.T) {
 		down[i] = http.StatusServiceUnavailable
 	}
 	r := newReceiver(t, down...)
-	file := notifyConfig(t, r.URL, "")
+	file := notifyConfig(t, r.URL, "", "")
 	db := "sqlite:" + filepath.Join(t.TempDir(), "restart.db")
 	first := startProc(t, db, "--config", file)
 	run := first.startRun(t, "refund order 4 for 5", nil)
@@ -272,7 +273,7 @@ func TestWebhookDeliveredOnceAcrossARestart(t *testing.T) {
 func TestTwoInstancesDeliverEachEventOnce(t *testing.T) {
 	t.Setenv("INTERLOCK_TEST_WEBHOOK_SECRET", notifySecret)
 	r := newReceiver(t)
-	file := notifyConfig(t, r.URL, "")
+	file := notifyConfig(t, r.URL, "", "")
 	a, b := twoInstances(t, "--config", file)
 	const n = 8
 	var ids []string
@@ -339,5 +340,32 @@ func TestDeadReceiverDoesNotDelayRuns(t *testing.T) {
 				t.Fatalf("deliveries after the run finished = %+v, %v; want both PENDING", list, err)
 			}
 		})
+	}
+}
+
+// TestWebhookGivenUpAfterMaxAttempts: a receiver that always fails gets maxAttempts requests,
+// then the delivery is FAILED with the last error, and no more requests come.
+func TestWebhookGivenUpAfterMaxAttempts(t *testing.T) {
+	t.Setenv("INTERLOCK_TEST_WEBHOOK_SECRET", notifySecret)
+	r := newReceiver(t, 500, 500, 500, 500, 500, 500)
+	file := notifyConfig(t, r.URL, "  maxAttempts: 3\n", "")
+	s := startServer(t, "sqlite:"+filepath.Join(t.TempDir(), "giveup.db"), "--config", file)
+	run := s.startRun(t, "refund order 6 for 5", nil)
+	waitSuspended(t, s.url, run.RunID)
+	store := gormstore.New(s.app.db)
+	eventually(t, func() bool {
+		list, _ := store.Deliveries(t.Context(), run.RunID)
+		return len(list) == 1 && list[0].State == notify.StateFailed
+	}, func() string { list, _ := store.Deliveries(t.Context(), run.RunID); return fmt.Sprintf("deliveries %+v", list) })
+	list, _ := store.Deliveries(t.Context(), run.RunID)
+	if list[0].Attempts != 3 || list[0].LastError != "receiver answered HTTP 500" {
+		t.Errorf("given up after %d attempts with %q; want 3, HTTP 500", list[0].Attempts, list[0].LastError)
+	}
+	// One more claim finds nothing to send: the FAILED row is never claimed again.
+	if again, err := store.ClaimDeliveries(t.Context(), "test", time.Hour, 10); err != nil || len(again) != 0 {
+		t.Errorf("claim after giving up = %d, %v", len(again), err)
+	}
+	if n := len(r.got()); n != 3 {
+		t.Errorf("receiver got %d requests, want 3", n)
 	}
 }
