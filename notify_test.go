@@ -356,7 +356,10 @@ func TestWebhookGivenUpAfterMaxAttempts(t *testing.T) {
 	eventually(t, func() bool {
 		list, _ := store.Deliveries(t.Context(), run.RunID)
 		return len(list) == 1 && list[0].State == notify.StateFailed
-	}, func() string { list, _ := store.Deliveries(t.Context(), run.RunID); return fmt.Sprintf("deliveries %+v", list) })
+	}, func() string {
+		list, _ := store.Deliveries(t.Context(), run.RunID)
+		return fmt.Sprintf("deliveries %+v", list)
+	})
 	list, _ := store.Deliveries(t.Context(), run.RunID)
 	if list[0].Attempts != 3 || list[0].LastError != "receiver answered HTTP 500" {
 		t.Errorf("given up after %d attempts with %q; want 3, HTTP 500", list[0].Attempts, list[0].LastError)
