@@ -38,6 +38,7 @@ import (
 	"interlock/graph"
 	"interlock/httpguard"
 	"interlock/llm"
+	"interlock/notify"
 	"interlock/runs"
 	"interlock/web"
 )
@@ -268,6 +269,8 @@ type App struct {
 	// AdminToken is the admin token made at start when authentication is on and the config
 	// file has no auth section; empty otherwise.
 	AdminToken string
+	// stopNotify stops the webhook dispatcher (nil: no notifications configured).
+	stopNotify func()
 }
 
 // openDatabase opens the database cfg.DB names and applies its migrations.
@@ -313,6 +316,12 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (app *App, err er
 	registry, err := agent.NewRegistry(a.agents.List...)
 	if err != nil {
 		return nil, err
+	}
+	// Before the run service starts, so that no event it writes misses the outbox.
+	if file != nil && file.Notifications != nil {
+		if a.stopNotify, err = notify.Start(gormstore.New(a.db), *file.Notifications, notify.Options{Getenv: os.Getenv, Logger: log}); err != nil {
+			return nil, fmt.Errorf("%s: %w", cfg.ConfigFile, err)
+		}
 	}
 	a.Service, err = newRunService(gormstore.New(a.db), registry, runs.Config{
 		MaxPerPage: cfg.MaxPerPage, LeaseTTL: cfg.LeaseTTL, Retention: cfg.Retention,
@@ -482,6 +491,9 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 
 // Close releases the database.
 func (a *App) Close() {
+	if a.stopNotify != nil {
+		a.stopNotify()
+	}
 	if a.Service != nil {
 		a.Service.Close()
 	}

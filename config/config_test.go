@@ -25,6 +25,9 @@ func TestExampleConfigIsValid(t *testing.T) {
 	if len(f.Agents) != 2 || f.Agents[0].Model.BaseURL != "http://127.0.0.1:11434/v1" || f.Tools[0].HTTP.Timeout.String() != "10s" {
 		t.Fatalf("read %+v", f.Agents[0])
 	}
+	if n := f.Notifications; n == nil || len(n.Webhooks) != 2 || n.Webhooks[1].Format != "slack" || n.Webhooks[1].URLEnv != "SLACK_WEBHOOK_URL" {
+		t.Fatalf("notifications read as %+v", n)
+	}
 }
 
 // TestConfigErrorsNameThePath: each mistake is reported with the file, where in it, and what
@@ -37,6 +40,7 @@ func TestConfigErrorsNameThePath(t *testing.T) {
 	}{
 		{"bad YAML", "agents:\n  - id: a\n   model: [", []string{"bad.yaml: line "}},
 		{"unknown key", "agents:\n  - id: a\n    modle: {provider: demo}\n", []string{"line 3", "unknown field \"modle\""}},
+		{"notification webhook without a secret", "notifications:\n  webhooks: [{url: 'https://hooks.example/x', format: json}]\n", []string{"notifications.webhooks[0].secretEnv: is required for the json format"}},
 		{"tools but no agents", "tools: [{name: t, http: {url: 'http://127.0.0.1:1/t'}}]\n", []string{"agents: at least one agent is required to use tools"}},
 		{"missing model", "agents:\n  - id: a\n", []string{"agents[0].model: is required"}},
 		{"missing model name", "agents:\n  - id: a\n    model: {provider: openai}\n", []string{"agents[0].model.name: is required"}},

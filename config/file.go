@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"interlock/auth"
+	"interlock/notify"
 )
 
 // File is the whole config file. Keys are the interface users write: extend, never rename.
@@ -19,6 +20,9 @@ type File struct {
 	// Auth says who may use the server (tokens, JWTs). Default: none, and the server makes
 	// one admin token of its own at start.
 	Auth *auth.Config `yaml:"auth"`
+	// Notifications are the webhooks told when a call waits for a person, is decided or
+	// expires. Default: none.
+	Notifications *notify.Config `yaml:"notifications"`
 
 	path string // where it was read from, for messages
 }

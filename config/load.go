@@ -172,6 +172,9 @@ func (f *File) check() []string {
 	if f.Auth != nil {
 		p.list = append(p.list, f.Auth.Problems("auth")...)
 	}
+	if f.Notifications != nil {
+		p.list = append(p.list, f.Notifications.Problems("notifications")...)
+	}
 	return p.list
 }
 

@@ -29,7 +29,8 @@ func appendEvents(tx *gorm.DB, runID string, last int64, at time.Time, evs []eve
 	if err := tx.Create(&rows).Error; err != nil {
 		return fmt.Errorf("append events of run %s: %w", runID, err)
 	}
-	return nil
+	// The outbox rows of what these events announce commit with them (notify).
+	return writeOutbox(tx, runID, last, at, evs)
 }
 
 // Events implements runs.Store.

@@ -44,6 +44,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("PurgeFinished", func(t *testing.T) { testPurgeFinished(t, open) })
 	t.Run("PurgeChanges", func(t *testing.T) { testPurgeChanges(t, open) })
 	t.Run("Lifecycle", func(t *testing.T) { testLifecycle(t, open) })
+	t.Run("Outbox", func(t *testing.T) { testOutbox(t, open) }) // notify's outbox (outbox.go)
 }
 
 // each runs fn as a parallel subtest named name, on a fixture over a fresh store.

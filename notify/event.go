@@ -1,0 +1,157 @@
+// Package notify tells people outside Interlock that a run needs them: when a tool call waits for
+// approval or input, when it is decided and when it expires, it POSTs a signed event to the
+// webhooks of the config file's notifications section. Events are written to an outbox in the
+// transaction that stores what they announce (see Store), and a Dispatcher delivers them
+// asynchronously with retries, so a slow or dead receiver never slows a run, and nothing is lost
+// across restarts or repeated by a second instance.
+package notify
+
+import (
+	"fmt"
+	"net/url"
+	"time"
+
+	"interlock/events"
+)
+
+// Kind is what an event announces; it is also the name a webhook's events list uses.
+type Kind string
+
+// The kinds of events delivered.
+const (
+	// ApprovalRequested: a tool call waits for a person (approval, or the input its tool's
+	// suspend() asked for).
+	ApprovalRequested Kind = "approval_requested"
+	// Decided: a person approved (maybe with edited arguments), declined or resumed a call.
+	Decided Kind = "decided"
+	// Expired: nobody decided before the tool's approvalTimeout passed.
+	Expired Kind = "expired"
+)
+
+// Kinds lists every kind, the default of a webhook's events.
+var Kinds = []Kind{ApprovalRequested, Decided, Expired}
+
+// Decisions, in Event.Decision.
+const (
+	DecisionApproved     = "approved"
+	DecisionEditApproved = "edit_approved"
+	DecisionDeclined     = "declined"
+	DecisionResumed      = "resumed"
+)
+
+// Event is the JSON body of a delivery in the json format. Its ID is the same on every attempt
+// and every webhook, so receivers deduplicate on it (delivery is at least once).
+type Event struct {
+	ID        string    `json:"id"`
+	Type      Kind      `json:"type"`
+	CreatedAt time.Time `json:"createdAt"`
+	Run       Run       `json:"run"`
+	// ToolCall is the call waited on or decided.
+	ToolCall *events.ToolCall `json:"toolCall,omitempty"`
+	// WaitsFor is approval or input, on approval_requested.
+	WaitsFor string `json:"waitsFor,omitempty"`
+	// Decision is approved, edit_approved, declined or resumed, on decided.
+	Decision  string `json:"decision,omitempty"`
+	DecidedBy string `json:"decidedBy,omitempty"`
+	Reason    string `json:"reason,omitempty"`
+	// URL is the run in the console, when notifications.consoleURL is set.
+	URL string `json:"url,omitempty"`
+}
+
+// Run is the run an event is about.
+type Run struct {
+	ID         string  `json:"id"`
+	AgentID    string  `json:"agentId"`
+	ThreadID   *string `json:"threadId,omitempty"`
+	ResourceID *string `json:"resourceId,omitempty"`
+}
+
+// EventID is the stable id of the event announced by the run event at seq: a run's seq never
+// repeats, so neither does the id.
+func EventID(runID string, seq int64) string { return fmt.Sprintf("evt_%s_%d", runID, seq) }
+
+// Call is what the store knows of the decided call when it announces a decision.
+type Call struct {
+	// Edited: approved with arguments a person changed.
+	Edited bool
+	// Resumed is the call resumed with data, when the lookup was for one (RUN_RESUMED alone
+	// announces a resume).
+	Resumed *events.ToolCall
+}
+
+// FromRunEvents picks, from events appended to a run after seq `after`, those that announce
+// something to notify, as Events without URL. lookup is asked about a decided call (by its id;
+// "" for the call a RUN_RESUMED resumed) only when a batch holds a decision: the store reads the
+// tool call row in the caller's transaction.
+func FromRunEvents(run Run, after int64, at time.Time, evs []events.Event, lookup func(toolCallID string) (Call, error)) ([]Event, error) {
+	var out []Event
+	decided := false
+	for i, ev := range evs {
+		e := Event{ID: EventID(run.ID, after+int64(i)+1), CreatedAt: at.UTC().Truncate(time.Millisecond), Run: run, ToolCall: ev.ToolCall, Reason: ev.Reason, DecidedBy: ev.DecidedBy}
+		switch ev.Type {
+		case events.ToolCallApproval, events.ToolCallSuspended:
+			e.Type, e.WaitsFor = ApprovalRequested, "approval"
+			if ev.Type == events.ToolCallSuspended {
+				e.WaitsFor = "input"
+			}
+		case events.ToolCallApproved:
+			decided = true
+			id := ""
+			if ev.ToolCall != nil {
+				id = ev.ToolCall.ToolCallID
+			}
+			c, err := lookup(id)
+			if err != nil {
+				return nil, err
+			}
+			e.Type, e.Decision = Decided, DecisionApproved
+			if c.Edited {
+				e.Decision = DecisionEditApproved
+			}
+		case events.ToolCallDeclined:
+			decided = true
+			e.Type, e.Decision = Decided, DecisionDeclined
+		case events.ToolCallExpired:
+			decided = true
+			e.Type = Expired
+		case events.RunResumed:
+			// A RUN_RESUMED after a call's own decision event repeats it; alone, it is a resume.
+			if decided || ev.DecidedBy == "" {
+				continue
+			}
+			c, err := lookup("")
+			if err != nil {
+				return nil, err
+			}
+			if c.Resumed == nil {
+				continue
+			}
+			e.Type, e.Decision, e.ToolCall = Decided, DecisionResumed, c.Resumed
+		default:
+			continue
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// RunURL is the run's page in the console at base ("" when base is "").
+func RunURL(base, runID string) string {
+	if base == "" {
+		return ""
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		return ""
+	}
+	u.Path = stripSlash(u.Path) + "/"
+	u.RawQuery = url.Values{"run": {runID}}.Encode()
+	return u.String()
+}
+
+func stripSlash(p string) string {
+	for len(p) > 0 && p[len(p)-1] == '/' {
+		p = p[:len(p)-1]
+	}
+	return p
+}
