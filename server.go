@@ -36,8 +36,7 @@ import (
 )
 
 // version is the server's version, told to MCP servers and printed by `interlock version`; set at
-// build time with
-// -ldflags "-X main.version=…".
+// build time with -ldflags "-X main.version=…" (the Dockerfile's VERSION build argument).
 var version = "dev"
 
 // Config is the server's configuration. Each field can be set by a flag or an environment
