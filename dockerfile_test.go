@@ -179,7 +179,7 @@ func dockerBuildCommand(t *testing.T) []string {
 				continue
 			}
 			for _, part := range strings.Split(strings.Join(withoutFlags(in.args), " "), "&&") {
-				words := strings.Fields(part)
+				words := shellWords(part)
 				if i := slices.Index(words, "go"); i >= 0 && i+1 < len(words) && words[i+1] == "build" {
 					if !slices.Contains(words[:i], "CGO_ENABLED=0") {
 						t.Fatalf("the Dockerfile builds with %q: want CGO_ENABLED=0 for a static binary", part)
@@ -193,8 +193,44 @@ func dockerBuildCommand(t *testing.T) []string {
 	return nil
 }
 
-// TestDockerBuildCommandMakesAStaticBinary runs the Dockerfile's own build command here and checks
-// that the binary needs no dynamic loader or shared library, as a distroless static base requires.
+// shellWords splits a shell command into words as sh would for the simple commands of a
+// Dockerfile: on blanks, with '…' and "…" quoting (no escapes or expansions).
+func shellWords(s string) []string {
+	var words []string
+	var cur strings.Builder
+	inWord := false
+	var quote rune
+	for _, r := range s {
+		switch {
+		case quote != 0 && r == quote:
+			quote = 0
+		case quote != 0:
+			cur.WriteRune(r)
+		case r == '"' || r == '\'':
+			quote, inWord = r, true
+		case r == ' ' || r == '\t':
+			if inWord {
+				words = append(words, cur.String())
+				cur.Reset()
+				inWord = false
+			}
+		default:
+			cur.WriteRune(r)
+			inWord = true
+		}
+	}
+	if inWord {
+		words = append(words, cur.String())
+	}
+	return words
+}
+
+// testVersion is the VERSION build argument the tests build with.
+const testVersion = "9.8.7-test"
+
+// TestDockerBuildCommandMakesAStaticBinary runs the Dockerfile's own build command here (with
+// VERSION=9.8.7-test) and checks that the binary needs no dynamic loader or shared library, as
+// a distroless static base requires, and that `interlock version` prints the build argument.
 func TestDockerBuildCommandMakesAStaticBinary(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the server")
@@ -204,7 +240,7 @@ func TestDockerBuildCommandMakesAStaticBinary(t *testing.T) {
 	var env []string
 	var args []string
 	for i := 0; i < len(words); i++ {
-		w := words[i]
+		w := strings.ReplaceAll(words[i], "${VERSION}", testVersion)
 		switch {
 		case len(args) == 0 && strings.Contains(w, "=") && w != "go":
 			env = append(env, w)
@@ -232,6 +268,59 @@ func TestDockerBuildCommandMakesAStaticBinary(t *testing.T) {
 	}
 	if libs, err := f.ImportedLibraries(); err != nil || len(libs) > 0 {
 		t.Errorf("the binary links shared libraries %v (%v)", libs, err)
+	}
+	v, err := exec.Command(out, "version").Output()
+	if err != nil || !strings.HasPrefix(string(v), "interlock "+testVersion+" (go") {
+		t.Errorf("interlock version = %q, %v; want the VERSION build argument %s", v, err, testVersion)
+	}
+}
+
+// TestDockerImageChecksItsHealthAndKnowsItsVersion: the build stage takes a VERSION argument
+// and links it into main.version; the final stage has a HEALTHCHECK that runs the image's own
+// binary (distroless has no shell or curl) with the healthcheck command, in exec form.
+func TestDockerImageChecksItsHealthAndKnowsItsVersion(t *testing.T) {
+	stages := dockerStages(t, "Dockerfile")
+	var buildArgs []string
+	for _, in := range stages[0] {
+		if in.cmd == "ARG" {
+			name, _, _ := strings.Cut(in.args, "=")
+			buildArgs = append(buildArgs, name)
+		}
+	}
+	if !slices.Contains(buildArgs, "VERSION") {
+		t.Errorf("the build stage declares ARG %v; want ARG VERSION", buildArgs)
+	}
+	words := dockerBuildCommand(t)
+	i := slices.Index(words, "-ldflags")
+	if i < 0 || i+1 >= len(words) || !strings.Contains(" "+words[i+1]+" ", " -X main.version=${VERSION} ") {
+		t.Errorf("the build command %q does not set -ldflags \"-X main.version=${VERSION}\"", strings.Join(words, " "))
+	}
+
+	final := stages[len(stages)-1]
+	var entrypoint, check []string
+	for _, in := range final {
+		switch in.cmd {
+		case "ENTRYPOINT":
+			if err := json.Unmarshal([]byte(in.args), &entrypoint); err != nil {
+				t.Fatalf("ENTRYPOINT %s: want the exec form: %v", in.args, err)
+			}
+		case "HEALTHCHECK":
+			rest := withoutFlags(in.args)
+			if len(rest) < 2 || rest[0] != "CMD" {
+				t.Fatalf("HEALTHCHECK %s: want CMD [...]", in.args)
+			}
+			if err := json.Unmarshal([]byte(strings.Join(rest[1:], " ")), &check); err != nil {
+				t.Fatalf("HEALTHCHECK %s: want the exec form (there is no shell): %v", in.args, err)
+			}
+			for _, opt := range []string{"interval", "timeout", "retries"} {
+				if flagOf(in.args, opt) == "" {
+					t.Errorf("HEALTHCHECK sets no --%s", opt)
+				}
+			}
+		}
+	}
+	if len(entrypoint) == 0 || !slices.Equal(check, []string{entrypoint[0], "healthcheck"}) {
+		t.Errorf("HEALTHCHECK CMD %q; want [%q \"healthcheck\"], the ENTRYPOINT's binary", check, entrypoint)
 	}
 }
 
@@ -293,6 +382,7 @@ func TestDockerIgnoreKeepsTheContextSmallButComplete(t *testing.T) {
 	for _, p := range []string{
 		".git", "interlock.db", "data/interlock.db-wal", "gormstore/testdata/old.db",
 		"node_modules", "web/node_modules/x/index.js", "runs/runs.test", "cover.out", "tmp/x",
+		".env", "deploy/nginx.conf",
 	} {
 		if !dockerIgnored(patterns, p) {
 			t.Errorf(".dockerignore lets %s into the build context", p)

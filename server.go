@@ -7,18 +7,11 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"net"
 	"net/http"
-	"os"
-	"os/signal"
-	"strconv"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql/handler"
@@ -43,8 +36,8 @@ import (
 	"interlock/web"
 )
 
-// version is the server's version, told to MCP servers; set at build time with
-// -ldflags "-X main.version=…".
+// version is the server's version, told to MCP servers and printed by `interlock version`; set at
+// build time with -ldflags "-X main.version=…" (the Dockerfile's VERSION build argument).
 var version = "dev"
 
 // Config is the server's configuration. Each field can be set by a flag or an environment
@@ -128,131 +121,6 @@ type Config struct {
 	// limit off.
 	MutationRate  float64
 	MutationBurst int
-}
-
-func parseConfig(args []string, getenv func(string) string) (Config, error) {
-	env := func(name, def string) string {
-		if v := getenv(name); v != "" {
-			return v
-		}
-		return def
-	}
-	fs := flag.NewFlagSet("interlock", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	var cfg Config
-	var origins string
-	fs.StringVar(&cfg.Addr, "addr", env("INTERLOCK_ADDR", ":8080"), "listen address")
-	fs.StringVar(&cfg.ConfigFile, "config", env("INTERLOCK_CONFIG", ""), "YAML file of agents, models and tools")
-	fs.StringVar(&cfg.DB, "db", env("INTERLOCK_DB", "sqlite:interlock.db"), "database: sqlite:FILE or mysql://USER:PASS@HOST:PORT/DB")
-	perPage := fs.String("max-per-page", env("INTERLOCK_MAX_PER_PAGE", "500"), "largest perPage of suspendedRuns")
-	flushBytes := fs.String("text-flush-bytes", env("INTERLOCK_TEXT_FLUSH_BYTES", "1024"), "store streamed text once this many bytes wait")
-	flushEvery := fs.String("text-flush-interval", env("INTERLOCK_TEXT_FLUSH_INTERVAL", "50ms"), "store streamed text at most this often")
-	maxTokens := fs.String("max-query-tokens", env("INTERLOCK_MAX_QUERY_TOKENS", "10000"), "most tokens in one query")
-	maxSubs := fs.String("max-subscriptions-per-connection", env("INTERLOCK_MAX_SUBSCRIPTIONS_PER_CONNECTION", "100"), "most operations active at once on one WebSocket")
-	wsInit := fs.String("ws-init-timeout", env("INTERLOCK_WS_INIT_TIMEOUT", "10s"), "close a WebSocket that sends no connection_init within this")
-	readTimeout := fs.String("read-timeout", env("INTERLOCK_READ_TIMEOUT", "30s"), "bound on reading one request")
-	writeTimeout := fs.String("write-timeout", env("INTERLOCK_WRITE_TIMEOUT", "60s"), "bound on answering one request (not subscriptions)")
-	idleTimeout := fs.String("idle-timeout", env("INTERLOCK_IDLE_TIMEOUT", "120s"), "close keep-alive connections idle this long")
-	delay := fs.String("demo-delay", env("INTERLOCK_DEMO_DELAY", "0s"), "delay before each demo model answer")
-	lease := fs.String("lease-ttl", env("INTERLOCK_LEASE_TTL", "30s"), "run lease duration")
-	shutdown := fs.String("shutdown-timeout", env("INTERLOCK_SHUTDOWN_TIMEOUT", "10s"), "graceful stop deadline")
-	retention := fs.String("retention", env("INTERLOCK_RETENTION", "168h"), "how long finished runs are kept")
-	authMode := fs.String("auth", env("INTERLOCK_AUTH", "on"), "authentication: on or off")
-	fs.StringVar(&origins, "allowed-origins", env("INTERLOCK_ALLOWED_ORIGINS", ""), "extra WebSocket origins, comma-separated")
-	maxDepth := fs.String("max-query-depth", env("INTERLOCK_MAX_QUERY_DEPTH", "15"), "deepest field nesting of one operation")
-	maxComplexity := fs.String("max-query-complexity", env("INTERLOCK_MAX_QUERY_COMPLEXITY", "10000"), "highest complexity of one operation")
-	corsOrigins := fs.String("cors-origins", env("INTERLOCK_CORS_ORIGINS", ""), "origins allowed to call /graphql cross-origin, comma-separated")
-	introspect := fs.String("introspection", env("INTERLOCK_INTROSPECTION", "true"), "serve schema introspection")
-	mutationRate := fs.String("mutation-rate", env("INTERLOCK_MUTATION_RATE", "20/s"), "mutations per second of each principal or client IP (0: no limit)")
-	mutationBurst := fs.String("mutation-burst", env("INTERLOCK_MUTATION_BURST", "100"), "mutations each principal or client IP may send at once")
-	if err := fs.Parse(args); err != nil {
-		return cfg, err
-	}
-	var err error
-	switch *authMode {
-	case "on":
-		cfg.Auth = true
-	case "off":
-	default:
-		return cfg, fmt.Errorf("--auth / INTERLOCK_AUTH: %q is neither on nor off", *authMode)
-	}
-	if cfg.MaxPerPage, err = strconv.Atoi(*perPage); err != nil || cfg.MaxPerPage < 1 {
-		return cfg, fmt.Errorf("--max-per-page / INTERLOCK_MAX_PER_PAGE: %q is not a positive integer", *perPage)
-	}
-	if cfg.TextFlushBytes, err = strconv.Atoi(*flushBytes); err != nil || cfg.TextFlushBytes < 1 {
-		return cfg, fmt.Errorf("--text-flush-bytes / INTERLOCK_TEXT_FLUSH_BYTES: %q is not a positive integer", *flushBytes)
-	}
-	if cfg.MaxQueryTokens, err = strconv.Atoi(*maxTokens); err != nil || cfg.MaxQueryTokens < 1 {
-		return cfg, fmt.Errorf("--max-query-tokens / INTERLOCK_MAX_QUERY_TOKENS: %q is not a positive integer", *maxTokens)
-	}
-	if cfg.MaxSubscriptionsPerConnection, err = strconv.Atoi(*maxSubs); err != nil || cfg.MaxSubscriptionsPerConnection < 1 {
-		return cfg, fmt.Errorf("--max-subscriptions-per-connection / INTERLOCK_MAX_SUBSCRIPTIONS_PER_CONNECTION: %q is not a positive integer", *maxSubs)
-	}
-	for _, n := range []struct {
-		dst       *int
-		val, name string
-	}{
-		{&cfg.MaxQueryDepth, *maxDepth, "--max-query-depth / INTERLOCK_MAX_QUERY_DEPTH"},
-		{&cfg.MaxQueryComplexity, *maxComplexity, "--max-query-complexity / INTERLOCK_MAX_QUERY_COMPLEXITY"},
-		{&cfg.MutationBurst, *mutationBurst, "--mutation-burst / INTERLOCK_MUTATION_BURST"},
-	} {
-		if *n.dst, err = strconv.Atoi(n.val); err != nil || *n.dst < 1 {
-			return cfg, fmt.Errorf("%s: %q is not a positive integer", n.name, n.val)
-		}
-	}
-	if cfg.Introspection, err = strconv.ParseBool(*introspect); err != nil {
-		return cfg, fmt.Errorf("--introspection / INTERLOCK_INTROSPECTION: %q is not true or false", *introspect)
-	}
-	if cfg.MutationRate, err = parseRate(*mutationRate); err != nil {
-		return cfg, fmt.Errorf("--mutation-rate / INTERLOCK_MUTATION_RATE: %w", err)
-	}
-	for _, o := range strings.Split(*corsOrigins, ",") {
-		if o = strings.TrimSpace(o); o != "" {
-			if err := httpguard.CheckOrigin(o); err != nil {
-				return cfg, fmt.Errorf("--cors-origins / INTERLOCK_CORS_ORIGINS: %w", err)
-			}
-			cfg.CORSOrigins = append(cfg.CORSOrigins, o)
-		}
-	}
-	for _, d := range []struct {
-		dst       *time.Duration
-		val, name string
-		min       time.Duration
-	}{
-		{&cfg.ModelDelay, *delay, "--demo-delay / INTERLOCK_DEMO_DELAY", 0},
-		{&cfg.LeaseTTL, *lease, "--lease-ttl / INTERLOCK_LEASE_TTL", time.Second},
-		{&cfg.ShutdownTimeout, *shutdown, "--shutdown-timeout / INTERLOCK_SHUTDOWN_TIMEOUT", 0},
-		{&cfg.Retention, *retention, "--retention / INTERLOCK_RETENTION", time.Minute},
-		{&cfg.TextFlushInterval, *flushEvery, "--text-flush-interval / INTERLOCK_TEXT_FLUSH_INTERVAL", time.Millisecond},
-		{&cfg.WSInitTimeout, *wsInit, "--ws-init-timeout / INTERLOCK_WS_INIT_TIMEOUT", time.Millisecond},
-		{&cfg.ReadTimeout, *readTimeout, "--read-timeout / INTERLOCK_READ_TIMEOUT", time.Millisecond},
-		{&cfg.WriteTimeout, *writeTimeout, "--write-timeout / INTERLOCK_WRITE_TIMEOUT", time.Millisecond},
-		{&cfg.IdleTimeout, *idleTimeout, "--idle-timeout / INTERLOCK_IDLE_TIMEOUT", time.Millisecond},
-	} {
-		if *d.dst, err = time.ParseDuration(d.val); err != nil || *d.dst < d.min {
-			return cfg, fmt.Errorf("%s: %q is not a duration of at least %s (such as 30s or 2h)", d.name, d.val, d.min)
-		}
-	}
-	for _, o := range strings.Split(origins, ",") {
-		if o = strings.TrimSpace(o); o != "" {
-			cfg.AllowedOrigins = append(cfg.AllowedOrigins, o)
-		}
-	}
-	return cfg, nil
-}
-
-// parseRate reads a rate per second: "20", "20/s", "600/m" or "1000/h"; 0 is no limit.
-func parseRate(v string) (float64, error) {
-	num, unit, slash := strings.Cut(strings.TrimSpace(v), "/")
-	if !slash {
-		unit = "s"
-	}
-	per := map[string]float64{"s": 1, "m": 60, "h": 3600}[unit]
-	n, err := strconv.ParseFloat(num, 64)
-	if err != nil || per == 0 || n < 0 || math.IsInf(n, 0) {
-		return 0, fmt.Errorf("%q is not a rate such as 20/s, 600/m or 0 (no limit)", v)
-	}
-	return n / per, nil
 }
 
 // App is a running Interlock: database, run service and HTTP handler.
@@ -524,53 +392,4 @@ func consoleURL(addr net.Addr) string {
 		host = "localhost"
 	}
 	return "http://" + net.JoinHostPort(host, port)
-}
-
-func main() {
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	if err := run(os.Args[1:], log); err != nil {
-		fmt.Fprintln(os.Stderr, "interlock:", err)
-		os.Exit(1)
-	}
-}
-
-func run(args []string, log *slog.Logger) error {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	migrateOnly := len(args) > 0 && args[0] == "migrate"
-	if migrateOnly {
-		args = args[1:]
-	}
-	cfg, err := parseConfig(args, os.Getenv)
-	if err != nil {
-		return err
-	}
-	if migrateOnly {
-		// Only the schema: no run service, so no recovery or retention touches the runs.
-		db, err := openDatabase(ctx, cfg)
-		if err != nil {
-			return err
-		}
-		closeDB(db)
-		log.Info("migrations applied")
-		return nil
-	}
-	app, err := NewApp(ctx, cfg, log)
-	if err != nil {
-		return err
-	}
-	defer app.Close()
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("--addr / INTERLOCK_ADDR: %w", err)
-	}
-	log.Info("interlock listening", "addr", ln.Addr().String(), "graphql", "/graphql", "playground", "/playground", "console", "/")
-	if app.AdminToken != "" {
-		// Printed once, not logged: the way in for whoever started the server.
-		fmt.Fprintf(os.Stderr, "\nNo auth section in the config: this start made an admin token. Open the console with it:\n\n    %s/#token=%s\n\nSend it as \"Authorization: Bearer <token>\" from other clients. It changes at every start;\nconfigure auth.tokens in --config for lasting tokens and for several instances.\n\n", consoleURL(ln.Addr()), app.AdminToken)
-	}
-	if err := app.Serve(ctx, ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
 }
