@@ -39,6 +39,7 @@ import (
 	"interlock/httpguard"
 	"interlock/llm"
 	"interlock/runs"
+	"interlock/tracing"
 	"interlock/web"
 )
 
@@ -268,6 +269,8 @@ type App struct {
 	// AdminToken is the admin token made at start when authentication is on and the config
 	// file has no auth section; empty otherwise.
 	AdminToken string
+	// tracing exports spans over OTLP; nil (off) unless an OTEL_EXPORTER_OTLP_*ENDPOINT is set.
+	tracing *tracing.Tracing
 }
 
 // openDatabase opens the database cfg.DB names and applies its migrations.
@@ -301,8 +304,16 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (app *App, err er
 			return nil, err
 		}
 	}
+	if a.tracing, err = tracing.Start(ctx, version); err != nil {
+		return nil, err
+	}
 	if a.db, err = openDatabase(ctx, cfg); err != nil {
 		return nil, err
+	}
+	if p := a.tracing.GORM(); p != nil {
+		if err = a.db.Use(p); err != nil {
+			return nil, err
+		}
 	}
 	if err = a.authenticate(ctx, file); err != nil {
 		return nil, err
@@ -310,6 +321,7 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (app *App, err er
 	if a.agents, err = loadAgents(ctx, cfg, file); err != nil {
 		return nil, err
 	}
+	a.tracing.Agents(a.agents.List)
 	registry, err := agent.NewRegistry(a.agents.List...)
 	if err != nil {
 		return nil, err
@@ -318,6 +330,7 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (app *App, err er
 		MaxPerPage: cfg.MaxPerPage, LeaseTTL: cfg.LeaseTTL, Retention: cfg.Retention,
 		TextFlushInterval: cfg.TextFlushInterval, TextFlushBytes: cfg.TextFlushBytes, Logger: log,
 		SeparationOfDuties: a.authn != nil && file != nil && file.Auth != nil && file.Auth.SeparationOfDuties,
+		Tracer:             a.tracing.Runs(),
 	})
 	if err != nil {
 		return nil, err
@@ -373,6 +386,9 @@ func (a *App) routes() http.Handler {
 	gql.AddTransport(transport.Options{})
 	gql.AddTransport(transport.GET{})
 	gql.AddTransport(transport.POST{})
+	if ext := a.tracing.GraphQL(); ext != nil {
+		gql.Use(ext) // first, so that the operation's span holds everything after it
+	}
 	queries := lru.New[*ast.QueryDocument](1000)
 	gql.SetQueryCache(queries)
 	if a.cfg.Introspection {
@@ -404,7 +420,7 @@ func (a *App) routes() http.Handler {
 	}
 	mux := http.NewServeMux()
 	// CORS outermost, so that preflights and refusals (401, 413, 429) carry its headers.
-	mux.Handle("/graphql", httpguard.CORS(api, a.cfg.CORSOrigins))
+	mux.Handle("/graphql", a.tracing.HTTP(httpguard.CORS(api, a.cfg.CORSOrigins), "graphql"))
 	mux.Handle("/playground", httpguard.NoFraming(playground.Handler("Interlock", "/graphql")))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
 	mux.Handle("/", httpguard.Console(web.Handler()))
@@ -490,6 +506,14 @@ func (a *App) Close() {
 	}
 	if a.authn != nil {
 		a.authn.Close()
+	}
+	if a.tracing != nil {
+		// Last but the database: every span is over once the service has stopped.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := a.tracing.Shutdown(ctx); err != nil {
+			a.log.Warn("tracing: spans not exported", "err", err)
+		}
+		cancel()
 	}
 	if a.db != nil {
 		closeDB(a.db)

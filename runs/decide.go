@@ -172,6 +172,7 @@ func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) 
 	}
 	run.Status, run.LeaseOwner, run.Version, run.SuspendedAt = StatusRunning, &lease, run.Version+1, nil
 	run.UpdatedAt, run.LastSeq, run.Snapshot = now, seq, nil
+	s.traceCause(ctx, lease, CauseDecision) // tracing (trace.go): the execution links to this request
 	s.execute(a, run, snap)
 	if target != run {
 		return s.decidedSupervisor(ctx, target, ancestors, w, call), nil
