@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/hex"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -14,6 +16,7 @@ import (
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -93,7 +96,16 @@ func (c *otlpCollector) export(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	c.add(&req)
+	out, _ := proto.Marshal(&collectortrace.ExportTraceServiceResponse{})
+	w.Header().Set("Content-Type", "application/x-protobuf")
+	io.Copy(w, bytes.NewReader(out))
+}
+
+// add keeps the spans of one export.
+func (c *otlpCollector) add(req *collectortrace.ExportTraceServiceRequest) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.requests++
 	for _, rs := range req.ResourceSpans {
 		res := map[string]string{}
@@ -106,10 +118,33 @@ func (c *otlpCollector) export(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	c.mu.Unlock()
-	out, _ := proto.Marshal(&collectortrace.ExportTraceServiceResponse{})
-	w.Header().Set("Content-Type", "application/x-protobuf")
-	io.Copy(w, bytes.NewReader(out))
+}
+
+// startGRPCCollector is the collector over OTLP/gRPC: a real gRPC server on localhost serving
+// the OTLP trace service. Its url is the endpoint to give the exporter.
+func startGRPCCollector(t testing.TB) *otlpCollector {
+	t.Helper()
+	c := &otlpCollector{}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	collectortrace.RegisterTraceServiceServer(srv, grpcTraces{c: c})
+	go srv.Serve(ln)
+	t.Cleanup(srv.Stop)
+	c.url = "http://" + ln.Addr().String()
+	return c
+}
+
+type grpcTraces struct {
+	collectortrace.UnimplementedTraceServiceServer
+	c *otlpCollector
+}
+
+func (g grpcTraces) Export(_ context.Context, req *collectortrace.ExportTraceServiceRequest) (*collectortrace.ExportTraceServiceResponse, error) {
+	g.c.add(req)
+	return &collectortrace.ExportTraceServiceResponse{}, nil
 }
 
 // received returns the spans received so far and how many exports brought them.

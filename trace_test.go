@@ -321,3 +321,40 @@ func TestTracingOffWithoutEndpoint(t *testing.T) {
 		}
 	})
 }
+
+// TestTracingFlushedOnShutdown: a real server process, over either protocol, exports the spans
+// still batched when it stops on SIGTERM (the batch delay is far longer than the test), the
+// execution's included.
+func TestTracingFlushedOnShutdown(t *testing.T) {
+	for _, protocol := range []string{"http/protobuf", "grpc"} {
+		t.Run(strings.ReplaceAll(protocol, "/", "-"), func(t *testing.T) {
+			c := startCollector(t)
+			if protocol == "grpc" {
+				c = startGRPCCollector(t)
+			}
+			t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
+			t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", c.url+map[string]string{"http/protobuf": "/v1/traces"}[protocol])
+			t.Setenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", protocol)
+			t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "600000")
+			t.Setenv("OTEL_SERVICE_NAME", "interlock-"+strings.ReplaceAll(protocol, "/", "-"))
+			p := startProc(t, "sqlite:"+filepath.Join(t.TempDir(), "interlock.db"))
+			run := p.suspendAs(t, "", "refund order 9 for 4", nil)
+			if spans, _ := c.received(); len(spans) != 0 {
+				t.Fatalf("%d spans exported before the batch delay or shutdown", len(spans))
+			}
+			p.cmd.Process.Signal(syscallSIGTERM)
+			if err := <-p.done; err != nil {
+				t.Fatalf("server exit: %v", err)
+			}
+			p.done <- nil // for the cleanup
+			spans, _ := c.received()
+			exec := spanSet(spans).named("execute_run support-agent", "interlock.run.id", run.ID, "interlock.execution.end", "suspended")
+			if len(exec) != 1 || len(spanSet(spans).named("mutation")) == 0 {
+				t.Fatalf("after shutdown the collector has %d spans, %d of the run's execution", len(spans), len(exec))
+			}
+			if got := exec[0].resource["service.name"]; got != "interlock-"+strings.ReplaceAll(protocol, "/", "-") {
+				t.Errorf("service.name %q: OTEL_SERVICE_NAME not honoured", got)
+			}
+		})
+	}
+}
