@@ -34,6 +34,7 @@ import (
 	"interlock/llm"
 	"interlock/notify"
 	"interlock/runs"
+	"interlock/tracing"
 	"interlock/web"
 )
 
@@ -140,6 +141,8 @@ type App struct {
 	AdminToken string
 	// stopNotify stops the webhook dispatcher (nil: no notifications configured).
 	stopNotify func()
+	// tracing exports spans over OTLP; nil (off) unless an OTEL_EXPORTER_OTLP_*ENDPOINT is set.
+	tracing *tracing.Tracing
 }
 
 // openDatabase opens the database cfg.DB names and applies its migrations.
@@ -173,8 +176,16 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (app *App, err er
 			return nil, err
 		}
 	}
+	if a.tracing, err = tracing.Start(ctx, version); err != nil {
+		return nil, err
+	}
 	if a.db, err = openDatabase(ctx, cfg); err != nil {
 		return nil, err
+	}
+	if p := a.tracing.GORM(); p != nil {
+		if err = a.db.Use(p); err != nil {
+			return nil, err
+		}
 	}
 	if err = a.authenticate(ctx, file); err != nil {
 		return nil, err
@@ -182,6 +193,7 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (app *App, err er
 	if a.agents, err = loadAgents(ctx, cfg, file); err != nil {
 		return nil, err
 	}
+	a.tracing.Agents(a.agents.List)
 	registry, err := agent.NewRegistry(a.agents.List...)
 	if err != nil {
 		return nil, err
@@ -196,6 +208,7 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (app *App, err er
 		MaxPerPage: cfg.MaxPerPage, LeaseTTL: cfg.LeaseTTL, Retention: cfg.Retention,
 		TextFlushInterval: cfg.TextFlushInterval, TextFlushBytes: cfg.TextFlushBytes, Logger: log,
 		SeparationOfDuties: a.authn != nil && file != nil && file.Auth != nil && file.Auth.SeparationOfDuties,
+		Tracer:             a.tracing.Runs(),
 	})
 	if err != nil {
 		return nil, err
@@ -251,6 +264,9 @@ func (a *App) routes() http.Handler {
 	gql.AddTransport(transport.Options{})
 	gql.AddTransport(transport.GET{})
 	gql.AddTransport(transport.POST{})
+	if ext := a.tracing.GraphQL(); ext != nil {
+		gql.Use(ext) // first, so that the operation's span holds everything after it
+	}
 	queries := lru.New[*ast.QueryDocument](1000)
 	gql.SetQueryCache(queries)
 	if a.cfg.Introspection {
@@ -282,7 +298,7 @@ func (a *App) routes() http.Handler {
 	}
 	mux := http.NewServeMux()
 	// CORS outermost, so that preflights and refusals (401, 413, 429) carry its headers.
-	mux.Handle("/graphql", httpguard.CORS(api, a.cfg.CORSOrigins))
+	mux.Handle("/graphql", a.tracing.HTTP(httpguard.CORS(api, a.cfg.CORSOrigins), "graphql"))
 	mux.Handle("/playground", httpguard.NoFraming(playground.Handler("Interlock", "/graphql")))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
 	mux.Handle("/", httpguard.Console(web.Handler()))
@@ -371,6 +387,14 @@ func (a *App) Close() {
 	}
 	if a.authn != nil {
 		a.authn.Close()
+	}
+	if a.tracing != nil {
+		// Last but the database: every span is over once the service has stopped.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := a.tracing.Shutdown(ctx); err != nil {
+			a.log.Warn("tracing: spans not exported", "err", err)
+		}
+		cancel()
 	}
 	if a.db != nil {
 		closeDB(a.db)

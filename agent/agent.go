@@ -108,6 +108,10 @@ type suspension struct{ payload any }
 
 func (s *suspension) Error() string { return "tool suspended" }
 
+// IsSuspension reports whether err is a tool's Suspend, not a failure: for code that wraps
+// ExecuteFunc (tracing) and must tell the two apart.
+func IsSuspension(err error) bool { return errors.As(err, new(*suspension)) }
+
 // Registry is the set of agents a server runs, with their schemas compiled once.
 type Registry struct {
 	byID map[string]*Agent

@@ -133,7 +133,7 @@ func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) 
 	if err != nil {
 		return nil, err
 	}
-	w, err := s.commitDecision(ctx, a, run, call, snap, d, p.DecidedBy)
+	w, err := s.commitDecision(ctx, a, run, call, snap, d, p.DecidedBy, CauseDecision)
 	if err != nil {
 		if errors.Is(err, ErrStale) {
 			if err := pastDeadline(run, call, w.At); err != nil {
@@ -163,9 +163,9 @@ func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) 
 // commitDecision stores decision d, taken by by (empty: by nobody, an expiry), on run's waiting
 // call with the store's compare-and-set, and only then tells subscribers. When it was the last
 // call of the step waiting, the run continues here, leased to this instance; otherwise it stays
-// SUSPENDED on the others. run is updated to what was stored (without its snapshot). The write
+// SUSPENDED on the others. cause says, to tracing, why the run executes again. run is updated to what was stored (without its snapshot). The write
 // is returned, with At set, also when the store found the run changed (ErrStale).
-func (s *Service) commitDecision(ctx context.Context, a *agent.Agent, run *Run, call *events.ToolCall, snap *agent.Snapshot, d agent.Decision, by string) (DecisionWrite, error) {
+func (s *Service) commitDecision(ctx context.Context, a *agent.Agent, run *Run, call *events.ToolCall, snap *agent.Snapshot, d agent.Decision, by string, cause Cause) (DecisionWrite, error) {
 	w := DecisionWrite{RunID: run.ID, Version: run.Version, After: run.LastSeq, ToolCallID: call.ToolCallID,
 		Kind: decisionKind[d.Kind], DecidedBy: emptyToNil(&by), Reason: emptyToNil(&d.Reason), ResumeData: d.ResumeData,
 		EditedArgs: d.Args, At: s.now(), InstanceID: s.cfg.InstanceID, Hold: len(run.ToolCalls) > 1}
@@ -203,6 +203,7 @@ func (s *Service) commitDecision(ctx context.Context, a *agent.Agent, run *Run, 
 	}
 	lease := w.Lease
 	run.Status, run.LeaseOwner, run.SuspendedAt, run.ToolCalls = StatusRunning, &lease, nil, []events.ToolCall{}
+	s.traceCause(ctx, lease, cause) // tracing (trace.go): the execution links to what caused it
 	s.execute(a, run, snap)
 	return w, nil
 }

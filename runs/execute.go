@@ -65,6 +65,8 @@ func (s *Service) execute(a *agent.Agent, r *Run, snap *agent.Snapshot) {
 		defer s.wg.Done()
 		ctx, cancel := context.WithCancel(s.ctx)
 		defer cancel()
+		ctx, endTrace := s.traceExecution(ctx, e, snap) // tracing (trace.go): this stretch's span
+		defer endTrace()
 		e.ctx = ctx
 		renewed := make(chan struct{})
 		go func() { defer close(renewed); e.renewLease(ctx, cancel) }()

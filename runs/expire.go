@@ -79,7 +79,7 @@ func (s *Service) expire(ctx context.Context, run *Run, call *events.ToolCall, s
 		after = call.ExpiresAt.Sub(*run.SuspendedAt) // the timeout it waited with
 	}
 	msg := agent.ExpiredMessage(call.ToolName, after, call.RequiresApproval)
-	if _, err := s.commitDecision(ctx, a, run, call, snap, agent.Decision{Kind: agent.CallExpired, Reason: msg}, ""); err != nil {
+	if _, err := s.commitDecision(ctx, a, run, call, snap, agent.Decision{Kind: agent.CallExpired, Reason: msg}, "", CauseExpiry); err != nil {
 		if errors.Is(err, ErrStale) || ErrorCode(err) == CodeConflict {
 			// Another instance expired it, a person decided in time, or a supervisor moved.
 			return false, nil

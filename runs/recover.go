@@ -81,6 +81,7 @@ func (s *Service) recoverRun(ctx context.Context, r *Run) (bool, error) {
 	}
 	s.cfg.Logger.Info("recovering run", "run", r.ID, "previous_owner", deref(r.LeaseOwner), "attempt", r.RecoveryAttempts+1)
 	r.LeaseOwner, r.Version = &lease, r.Version+1
+	s.traceCause(ctx, lease, CauseRecovery)
 	s.execute(a, r, snap)
 	return true, nil
 }

@@ -65,6 +65,8 @@ type Config struct {
 	SeparationOfDuties bool
 	// Logger receives internal errors. Default slog.Default().
 	Logger *slog.Logger
+	// Tracer, when set, is told of every execution, to trace it. Default nil: no tracing.
+	Tracer Tracer
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -182,6 +184,7 @@ type Service struct {
 	mu       sync.Mutex     // guards closing against wg.Add
 	closing  bool           // set by Shutdown and Close: no new execution starts here
 	leases   atomic.Int64   // numbers this instance's lease tokens
+	causes   sync.Map       // lease token → cause, for the execution about to start (trace.go)
 }
 
 // newLease returns a fresh lease token: the instance id and a number, so that even two claims by
@@ -364,6 +367,7 @@ func (s *Service) StartRun(ctx context.Context, p StartParams) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.traceCause(ctx, lease, CauseStart)
 	s.execute(a, &r, snap)
 	out := r
 	out.LeaseOwner = nil
