@@ -25,7 +25,6 @@ import (
 	"github.com/99designs/gqlgen/graphql/handler/extension"
 	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
-	"github.com/99designs/gqlgen/graphql/playground"
 	"github.com/coder/websocket"
 	"github.com/vektah/gqlparser/v2/ast"
 	"gorm.io/gorm"
@@ -38,6 +37,7 @@ import (
 	"interlock/graph"
 	"interlock/httpguard"
 	"interlock/llm"
+	"interlock/playground"
 	"interlock/runs"
 	"interlock/web"
 )
@@ -405,7 +405,10 @@ func (a *App) routes() http.Handler {
 	mux := http.NewServeMux()
 	// CORS outermost, so that preflights and refusals (401, 413, 429) carry its headers.
 	mux.Handle("/graphql", httpguard.CORS(api, a.cfg.CORSOrigins))
-	mux.Handle("/playground", httpguard.NoFraming(playground.Handler("Interlock", "/graphql")))
+	// GraphiQL with its files embedded (playground/): the page, and its files under /playground/.
+	graphiql := httpguard.NoFraming(playground.Handler())
+	mux.Handle("/playground", graphiql)
+	mux.Handle("/playground/", graphiql)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
 	mux.Handle("/", httpguard.Console(web.Handler()))
 	return mux
