@@ -88,8 +88,8 @@ func runApolloExample(t *testing.T, node, db string) {
 	waiting := s.suspendAs(t, token, "refund order 7 for 5", nil)
 
 	// A token the server does not know: the example says so and exits non-zero.
-	if out, err := apolloExample(t, node, s.url, "not-"+token); err == nil || !bytes.Contains(out, []byte("apollo example: FAIL: ")) || !bytes.Contains(out, []byte("401")) {
-		t.Fatalf("the example with a bad token: %v\n%s\nwant a non-zero exit naming the 401", err, out)
+	if out, err := apolloExample(t, node, s.url, "not-"+token); err == nil || !bytes.Contains(out, []byte("apollo example: FAIL: ")) || !bytes.Contains(out, []byte("4401")) {
+		t.Fatalf("the example with a bad token: %v\n%s\nwant a non-zero exit naming the WebSocket's 4401", err, out)
 	}
 
 	out, err := apolloExample(t, node, s.url, token)

@@ -1,6 +1,6 @@
 // The Interlock demo flow from a real Apollo Client, as a front end would run it: queries and
 // mutations over HTTP, subscriptions over graphql-ws (the token in connection_init), one
-// normalized cache. It lists the suspended runs, watches the suspended set, starts
+// normalized cache. It watches the suspended set, lists the suspended runs, starts
 // "refund order 42 for 30" on support-agent, sees it suspend, approves it, streams its events to
 // the end, and checks that the cache entry AgentRun:<id> became COMPLETED from the stream alone
 // (no HTTP request after the approval).
@@ -51,8 +51,9 @@ const httpLink = new HttpLink({
 globalThis.WebSocket ??= WebSocket;
 
 let socketError;
+const wsURL = `${base.replace(/^http/, "ws")}/graphql`;
 const wsClient = createClient({
-  url: `${base.replace(/^http/, "ws")}/graphql`,
+  url: wsURL,
   webSocketImpl: WebSocket, // browsers have one; Node 20 needs the ws package
   connectionParams: token ? { authorization: `Bearer ${token}` } : {},
   retryAttempts: 0, // a front end keeps the default (retry); here a failure is an answer
@@ -212,11 +213,11 @@ function stream(name, options) {
   };
   const sub = client.subscribe(options).subscribe({
     next: (result) => {
-      if (result.error) fail(`${name}: ${result.error.message}`);
+      if (result.error) fail(`${name} over ${wsURL}: ${result.error.message}${socketError ? ` (${socketError})` : ""}`);
       items.push(result.data);
       settle();
     },
-    error: (err) => fail(`${name}: ${err?.message ?? err}${socketError ? ` (${socketError})` : ""}`),
+    error: (err) => fail(`${name} over ${wsURL}: ${err?.message ?? err}${socketError ? ` (${socketError})` : ""}`),
     complete: () => {
       done = true;
       settle();
@@ -259,7 +260,14 @@ function connected() {
 // --- The flow.
 
 async function main() {
-  // 1. The approval inbox, into the normalized cache.
+  // 1. Watch the suspended set over graphql-ws, before listing it, so that no change falls
+  // between the list and the watch. It tells the inbox which runs came and went; a run's state
+  // in the cache comes from its own stream (step 3), which is in order.
+  const isConnected = connected();
+  const changes = stream("suspendedRunsChanged", { query: SUSPENDED_CHANGED, variables: { agentId }, fetchPolicy: "no-cache" });
+  await isConnected;
+
+  // 2. The approval inbox, into the normalized cache.
   const listed = await client.query({ query: SUSPENDED_RUNS, variables: { agentId } });
   const inbox = listed.data.suspendedRuns;
   log(`${inbox.total} suspended run(s) of ${agentId}`);
@@ -270,12 +278,6 @@ async function main() {
   const toolIds = agents.data.agents.flatMap((a) => a.tools.map((t) => t.id));
   check(new Set(toolIds).size === toolIds.length, `tool ids are not unique across agents: ${toolIds.join(", ")}`);
   check(client.cache.extract()[`Tool:${agentId}/issue_refund`], `the cache has no Tool:${agentId}/issue_refund`);
-
-  // 2. Watch the suspended set over graphql-ws. It tells the inbox which runs came and went;
-  // a run's state in the cache comes from its own stream (step 3), which is in order.
-  const isConnected = connected();
-  const changes = stream("suspendedRunsChanged", { query: SUSPENDED_CHANGED, variables: { agentId }, fetchPolicy: "no-cache" });
-  await isConnected;
 
   // 3. Start the run and follow it from its first event: it suspends on the refund, which
   // needs approval. Mutation answers come over HTTP and can land after the stream told of a
@@ -355,5 +357,5 @@ async function main() {
 
 main().then(
   () => process.exit(0),
-  (err) => fail(`${err?.message ?? err}${socketError ? ` (${socketError})` : ""}`),
+  (err) => fail(`${err?.message ?? err} (server ${base})${socketError ? ` (${socketError})` : ""}`),
 );
