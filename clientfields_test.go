@@ -130,8 +130,11 @@ func TestRunEventsCarryTheRunOverSSE(t *testing.T) {
 		}
 		return ev.Run.Status
 	})
+	// Selected through a fragment, the run is there too.
+	const viaFragment = `subscription($runId: ID!) { runEvents(runId: $runId) { ...E } }
+	fragment E on RunEvent { seq type status run { id status output lastEventSeq toolCalls { id toolCallId } } again: run { id } }`
 	var replay []eventWithRun
-	for _, d := range sse(t, ctx, s.url, eventsWithRun, map[string]any{"runId": run.RunID, "after": 0}, nil) {
+	for _, d := range sse(t, ctx, s.url, viaFragment, map[string]any{"runId": run.RunID}, nil) {
 		replay = append(replay, decodeEventWithRun(t, d))
 	}
 	checkEventRuns(t, run.RunID, replay, func(eventWithRun) string { return "COMPLETED" })

@@ -134,6 +134,11 @@ func TestPlaygroundWorksOffline(t *testing.T) {
 	runInGraphiQL(t, page, `{ suspendedRuns { total } }`, "UNAUTHENTICATED")
 
 	do(t, page, js(editor("Headers")+`.setValue('{"Authorization": "Bearer `+tokenOf("root")+`"}')`))
+	// With the token, GraphiQL's introspection query passes (auth and the depth limit): the
+	// documentation explorer lists the schema's root types.
+	do(t, page, chromedp.Click(chromedp.CSS(`[aria-label="Re-fetch GraphQL schema"]`)),
+		js(`[...document.querySelectorAll("button[aria-label$='Documentation Explorer']")].forEach((b) => b.click())`),
+		until(`(document.querySelector(".graphiql-doc-explorer") || {innerText: ""}).innerText.includes("Subscription")`))
 	out := runInGraphiQL(t, page, `{ suspendedRuns { total runs { id status } } }`, run.ID)
 	if !strings.Contains(out, `"total": 1`) || !strings.Contains(out, `"SUSPENDED"`) {
 		t.Errorf("the query's result: %s", out)
