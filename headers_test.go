@@ -10,11 +10,12 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"interlock/httpguard"
+	"interlock/playground"
 )
 
 // TestConsoleSecurityHeaders: the console and its files carry the CSP and the anti-framing
-// headers; the Playground keeps working without the CSP (it loads GraphiQL from a CDN) but may
-// not be framed either.
+// headers; the Playground carries its own CSP (its GraphiQL is embedded, with inline styles) and
+// may not be framed either.
 func TestConsoleSecurityHeaders(t *testing.T) {
 	s := startServer(t, "sqlite:"+t.TempDir()+"/headers.db")
 	want := map[string]string{
@@ -43,7 +44,7 @@ func TestConsoleSecurityHeaders(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != 200 || resp.Header.Get("Content-Security-Policy") != "" || resp.Header.Get("X-Frame-Options") != "DENY" {
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Security-Policy") != playground.CSP || resp.Header.Get("X-Frame-Options") != "DENY" {
 		t.Fatalf("/playground: status %d, CSP %q, X-Frame-Options %q", resp.StatusCode, resp.Header.Get("Content-Security-Policy"), resp.Header.Get("X-Frame-Options"))
 	}
 	if body, _ := httpGet(s.url + "/playground"); !strings.Contains(body, "/graphql") {

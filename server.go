@@ -19,7 +19,6 @@ import (
 	"github.com/99designs/gqlgen/graphql/handler/extension"
 	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
-	"github.com/99designs/gqlgen/graphql/playground"
 	"github.com/coder/websocket"
 	"github.com/vektah/gqlparser/v2/ast"
 	"gorm.io/gorm"
@@ -33,6 +32,7 @@ import (
 	"interlock/httpguard"
 	"interlock/llm"
 	"interlock/notify"
+	"interlock/playground"
 	"interlock/runs"
 	"interlock/tracing"
 	"interlock/web"
@@ -299,7 +299,10 @@ func (a *App) routes() http.Handler {
 	mux := http.NewServeMux()
 	// CORS outermost, so that preflights and refusals (401, 413, 429) carry its headers.
 	mux.Handle("/graphql", a.tracing.HTTP(httpguard.CORS(api, a.cfg.CORSOrigins), "graphql"))
-	mux.Handle("/playground", httpguard.NoFraming(playground.Handler("Interlock", "/graphql")))
+	// GraphiQL with its files embedded (playground/): the page, and its files under /playground/.
+	graphiql := httpguard.NoFraming(playground.Handler())
+	mux.Handle("/playground", graphiql)
+	mux.Handle("/playground/", graphiql)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
 	mux.Handle("/", httpguard.Console(web.Handler()))
 	return mux

@@ -76,7 +76,7 @@ func toAgent(a *agent.Agent) *model.Agent {
 	}
 	for i, t := range a.Tools {
 		out.Tools[i] = &model.Tool{
-			Name: t.Name, Description: nonEmpty(t.Description), RequiresApproval: t.RequireApproval,
+			ID: toolID(a.ID, t.Name), Name: t.Name, Description: nonEmpty(t.Description), RequiresApproval: t.RequireApproval,
 			InputSchema: t.InputSchema, SuspendSchema: t.SuspendSchema, ResumeSchema: t.ResumeSchema,
 			ApproverRoles: append([]string{}, t.ApproverRoles...),
 		}
@@ -90,6 +90,10 @@ func toAgent(a *agent.Agent) *model.Agent {
 	}
 	return out
 }
+
+// toolID is Tool.id: the agent's id and the tool's name, unique across agents (ids and tool
+// names are unique within theirs) so a client cache keeps each agent's tools apart.
+func toolID(agentID, name string) string { return agentID + "/" + name }
 
 func nonEmpty(s string) *string {
 	if s == "" {

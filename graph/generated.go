@@ -124,6 +124,7 @@ type ComplexityRoot struct {
 		ErrorCode func(childComplexity int) int
 		Reason    func(childComplexity int) int
 		Result    func(childComplexity int) int
+		Run       func(childComplexity int) int
 		RunID     func(childComplexity int) int
 		Seq       func(childComplexity int) int
 		Status    func(childComplexity int) int
@@ -174,6 +175,7 @@ type ComplexityRoot struct {
 		ApprovalTimeoutSeconds func(childComplexity int) int
 		ApproverRoles          func(childComplexity int) int
 		Description            func(childComplexity int) int
+		ID                     func(childComplexity int) int
 		InputSchema            func(childComplexity int) int
 		Name                   func(childComplexity int) int
 		RequiresApproval       func(childComplexity int) int
@@ -665,6 +667,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.RunEvent.Result(childComplexity), true
+	case "RunEvent.run":
+		if e.ComplexityRoot.RunEvent.Run == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunEvent.Run(childComplexity), true
 	case "RunEvent.runId":
 		if e.ComplexityRoot.RunEvent.RunID == nil {
 			break
@@ -866,6 +874,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Tool.Description(childComplexity), true
+	case "Tool.id":
+		if e.ComplexityRoot.Tool.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Tool.ID(childComplexity), true
 	case "Tool.inputSchema":
 		if e.ComplexityRoot.Tool.InputSchema == nil {
 			break
@@ -1176,6 +1190,8 @@ type Agent {
 }
 
 type Tool {
+  "Addition: unique across agents and stable across restarts, for client caches: <agentId>/<name>."
+  id: ID!
   name: String!
   description: String
   "Every call of this tool waits for approval before it runs."
@@ -1272,6 +1288,14 @@ type RunEvent {
   "TOOL_CALL_DECLINED: the reason given; TOOL_CALL_APPROVED / DECLINED / RUN_RESUMED: who decided, when known. Addition: TOOL_CALL_EXPIRED: what the model was told."
   reason: String
   decidedBy: String
+  """
+  Addition: RUN_STARTED, RUN_SUSPENDED, RUN_RESUMED, RUN_FINISHED, RUN_FAILED: the run as stored
+  when the event is delivered (read once per such event, and only when selected), so that a client
+  cache keyed by AgentRun id (Apollo's AgentRun:<id>) sees the run's status, output and tool calls
+  change from the stream without a refetch. An event replayed with after: carries the run as it is
+  now, not as it was then. Null on other events, and when the run is no longer stored.
+  """
+  run: AgentRun
 }
 
 enum RunEventType {
@@ -1502,6 +1526,8 @@ func (ec *executionContext) childFields_RunEvent(ctx context.Context, field grap
 		return ec.fieldContext_RunEvent_reason(ctx, field)
 	case "decidedBy":
 		return ec.fieldContext_RunEvent_decidedBy(ctx, field)
+	case "run":
+		return ec.fieldContext_RunEvent_run(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type RunEvent", field.Name)
 }
@@ -1574,6 +1600,8 @@ func (ec *executionContext) childFields_ThreadsResult(ctx context.Context, field
 
 func (ec *executionContext) childFields_Tool(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
+	case "id":
+		return ec.fieldContext_Tool_id(ctx, field)
 	case "name":
 		return ec.fieldContext_Tool_name(ctx, field)
 	case "description":
@@ -4130,6 +4158,38 @@ func (ec *executionContext) fieldContext_RunEvent_decidedBy(_ context.Context, f
 	return graphql.NewScalarFieldContext("RunEvent", field, false, false, "String")
 }
 
+func (ec *executionContext) _RunEvent_run(ctx context.Context, field graphql.CollectedField, obj *model.RunEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunEvent_run(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Run, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AgentRun) graphql.Marshaler {
+			return ec.marshalOAgentRun2ᚖinterlockᚋgraphᚋmodelᚐAgentRun(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_RunEvent_run(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "RunEvent",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AgentRun(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Subscription_runEvents(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
 	return graphql.ResolveFieldStream(
 		ctx,
@@ -4699,6 +4759,29 @@ func (ec *executionContext) _ThreadsResult_total(ctx context.Context, field grap
 }
 func (ec *executionContext) fieldContext_ThreadsResult_total(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("ThreadsResult", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Tool_id(ctx context.Context, field graphql.CollectedField, obj *model.Tool) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Tool_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Tool_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Tool", field, false, false, "ID")
 }
 
 func (ec *executionContext) _Tool_name(ctx context.Context, field graphql.CollectedField, obj *model.Tool) (ret graphql.Marshaler) {
@@ -6634,6 +6717,11 @@ func (ec *executionContext) _RunEvent(ctx context.Context, sel ast.SelectionSet,
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
+		case "run":
+			out.Values[i] = ec._RunEvent_run(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -6916,6 +7004,11 @@ func (ec *executionContext) _Tool(ctx context.Context, sel ast.SelectionSet, obj
 		switch field.Name {
 		case "__typename":
 			out.Values[i] = graphql.MarshalString("Tool")
+		case "id":
+			out.Values[i] = ec._Tool_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "name":
 			out.Values[i] = ec._Tool_name(ctx, field, obj)
 			if out.Values[i] == graphql.Null {

@@ -182,12 +182,17 @@ func (r *subscriptionResolver) RunEvents(ctx context.Context, runID string, afte
 	if err != nil {
 		return nil, err
 	}
+	wantRun := selectsRun(ctx)
 	out := make(chan *model.RunEvent)
 	go func() {
 		defer close(out)
 		for ev := range in {
+			next := toEvent(ev)
+			if wantRun && withRun(ctx, r.Runs, next) != nil {
+				return // as a failed read of the events: the client reconnects with after: its last seq
+			}
 			select {
-			case out <- toEvent(ev):
+			case out <- next:
 			case <-ctx.Done():
 				return
 			}

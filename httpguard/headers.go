@@ -19,9 +19,9 @@ func Console(next http.Handler) http.Handler {
 	})
 }
 
-// NoFraming adds the headers of Console except the Content-Security-Policy, for pages that
-// load scripts from elsewhere (GraphQL Playground loads GraphiQL from a CDN and starts it with
-// an inline script) but must not be framed either.
+// NoFraming adds the headers of Console except the Content-Security-Policy, for pages that set
+// a policy of their own (the Playground: GraphiQL needs inline styles) but must not be framed
+// either.
 func NoFraming(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		noFraming(w.Header())

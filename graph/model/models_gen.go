@@ -132,6 +132,12 @@ type RunEvent struct {
 	// TOOL_CALL_DECLINED: the reason given; TOOL_CALL_APPROVED / DECLINED / RUN_RESUMED: who decided, when known. Addition: TOOL_CALL_EXPIRED: what the model was told.
 	Reason    *string `json:"reason,omitempty"`
 	DecidedBy *string `json:"decidedBy,omitempty"`
+	// Addition: RUN_STARTED, RUN_SUSPENDED, RUN_RESUMED, RUN_FINISHED, RUN_FAILED: the run as stored
+	// when the event is delivered (read once per such event, and only when selected), so that a client
+	// cache keyed by AgentRun id (Apollo's AgentRun:<id>) sees the run's status, output and tool calls
+	// change from the stream without a refetch. An event replayed with after: carries the run as it is
+	// now, not as it was then. Null on other events, and when the run is no longer stored.
+	Run *AgentRun `json:"run,omitempty"`
 }
 
 type StartRunInput struct {
@@ -192,6 +198,8 @@ type ThreadsResult struct {
 }
 
 type Tool struct {
+	// Addition: unique across agents and stable across restarts, for client caches: <agentId>/<name>.
+	ID          string  `json:"id"`
 	Name        string  `json:"name"`
 	Description *string `json:"description,omitempty"`
 	// Every call of this tool waits for approval before it runs.

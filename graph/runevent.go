@@ -1,0 +1,40 @@
+package graph
+
+import (
+	"context"
+	"strings"
+
+	"github.com/99designs/gqlgen/graphql"
+
+	"interlock/graph/model"
+	"interlock/runs"
+)
+
+// selectsRun reports whether the runEvents subscription of ctx selects RunEvent.run, so that
+// the stream reads runs only for clients that asked for them.
+func selectsRun(ctx context.Context) bool {
+	for _, name := range graphql.CollectAllFields(ctx) {
+		if name == "run" {
+			return true
+		}
+	}
+	return false
+}
+
+// withRun sets ev.Run on RUN_* events: the run as stored now, read once per event through the
+// run service, whose scoping is the one that let the caller follow the stream. A run no longer
+// stored (retention removed it) leaves Run null; any other failure is returned.
+func withRun(ctx context.Context, svc *runs.Service, ev *model.RunEvent) error {
+	if !strings.HasPrefix(string(ev.Type), "RUN_") {
+		return nil
+	}
+	run, err := svc.Get(ctx, ev.RunID)
+	if runs.ErrorCode(err) == runs.CodeNotFound {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	ev.Run = toRun(run)
+	return nil
+}
