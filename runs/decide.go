@@ -164,6 +164,7 @@ func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) 
 		}
 		return nil, err
 	}
+	s.decided(w.Kind, run.SuspendedAt, now) // metrics (observe hook)
 	s.runHub.Publish(run.ID, struct{}{})
 	s.changes.Publish(changesTopic, Change{Kind: ChangeLeft, RunID: run.ID})
 	for _, a := range ancestors {

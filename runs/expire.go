@@ -109,6 +109,7 @@ func (s *Service) expire(ctx context.Context, run *Run, call *events.ToolCall, s
 		}
 		return false, err
 	}
+	s.decided(w.Kind, run.SuspendedAt, now) // metrics (observe hook)
 	s.cfg.Logger.Info("tool call expired", "run", run.ID, "tool_call", call.ToolCallID, "tool", call.ToolName, "expires_at", *call.ExpiresAt)
 	s.runHub.Publish(run.ID, struct{}{})
 	s.changes.Publish(changesTopic, Change{Kind: ChangeLeft, RunID: run.ID})

@@ -65,6 +65,8 @@ type Config struct {
 	SeparationOfDuties bool
 	// Logger receives internal errors. Default slog.Default().
 	Logger *slog.Logger
+	// Metrics is told of decisions, for the server's metrics. Default: none.
+	Metrics Metrics
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -116,6 +118,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Metrics == nil {
+		c.Metrics = noMetrics{}
 	}
 	return c
 }
