@@ -36,8 +36,10 @@ import (
 	"interlock/gormstore"
 	"interlock/gqlguard"
 	"interlock/graph"
+	"interlock/health"
 	"interlock/httpguard"
 	"interlock/llm"
+	"interlock/observe"
 	"interlock/runs"
 	"interlock/web"
 )
@@ -127,6 +129,18 @@ type Config struct {
 	// limit off.
 	MutationRate  float64
 	MutationBurst int
+	// LogFormat is how the log is written (--log-format, INTERLOCK_LOG_FORMAT): json, text, or
+	// auto (text on a terminal, JSON otherwise). Default auto. LogLevel is the least level
+	// logged (--log-level, INTERLOCK_LOG_LEVEL: debug, info, warn, error). Default info.
+	LogFormat string
+	LogLevel  slog.Level
+	// MetricsAddr, when set, serves /metrics on this address only, off the API's port
+	// (--metrics-addr, INTERLOCK_METRICS_ADDR). Default: /metrics on the API's port.
+	MetricsAddr string
+	// DrainDelay is how long a stopping server keeps serving with /readyz at 503 before it
+	// stops accepting connections, for load balancers to notice (--drain-delay,
+	// INTERLOCK_DRAIN_DELAY). Default 0s.
+	DrainDelay time.Duration
 }
 
 func parseConfig(args []string, getenv func(string) string) (Config, error) {
@@ -164,10 +178,20 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 	introspect := fs.String("introspection", env("INTERLOCK_INTROSPECTION", "true"), "serve schema introspection")
 	mutationRate := fs.String("mutation-rate", env("INTERLOCK_MUTATION_RATE", "20/s"), "mutations per second of each principal or client IP (0: no limit)")
 	mutationBurst := fs.String("mutation-burst", env("INTERLOCK_MUTATION_BURST", "100"), "mutations each principal or client IP may send at once")
+	fs.StringVar(&cfg.LogFormat, "log-format", env("INTERLOCK_LOG_FORMAT", observe.LogAuto), "log format: auto, json or text")
+	logLevel := fs.String("log-level", env("INTERLOCK_LOG_LEVEL", "info"), "least level logged: debug, info, warn or error")
+	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", env("INTERLOCK_METRICS_ADDR", ""), "serve /metrics on this address instead of the API's")
+	drainDelay := fs.String("drain-delay", env("INTERLOCK_DRAIN_DELAY", "0s"), "keep serving this long with /readyz at 503 when stopping")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
 	var err error
+	if err := observe.CheckLogFormat(cfg.LogFormat); err != nil {
+		return cfg, fmt.Errorf("--log-format / INTERLOCK_LOG_FORMAT: %w", err)
+	}
+	if cfg.LogLevel, err = observe.ParseLogLevel(*logLevel); err != nil {
+		return cfg, fmt.Errorf("--log-level / INTERLOCK_LOG_LEVEL: %w", err)
+	}
 	switch *authMode {
 	case "on":
 		cfg.Auth = true
@@ -227,6 +251,7 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 		{&cfg.ReadTimeout, *readTimeout, "--read-timeout / INTERLOCK_READ_TIMEOUT", time.Millisecond},
 		{&cfg.WriteTimeout, *writeTimeout, "--write-timeout / INTERLOCK_WRITE_TIMEOUT", time.Millisecond},
 		{&cfg.IdleTimeout, *idleTimeout, "--idle-timeout / INTERLOCK_IDLE_TIMEOUT", time.Millisecond},
+		{&cfg.DrainDelay, *drainDelay, "--drain-delay / INTERLOCK_DRAIN_DELAY", 0},
 	} {
 		if *d.dst, err = time.ParseDuration(d.val); err != nil || *d.dst < d.min {
 			return cfg, fmt.Errorf("%s: %q is not a duration of at least %s (such as 30s or 2h)", d.name, d.val, d.min)
@@ -268,6 +293,8 @@ type App struct {
 	// AdminToken is the admin token made at start when authentication is on and the config
 	// file has no auth section; empty otherwise.
 	AdminToken string
+	metrics    *observe.Metrics
+	health     *health.Checker
 }
 
 // openDatabase opens the database cfg.DB names and applies its migrations.
@@ -310,16 +337,22 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (app *App, err er
 	if a.agents, err = loadAgents(ctx, cfg, file); err != nil {
 		return nil, err
 	}
+	a.metrics = observe.NewMetrics()
+	a.metrics.Agents(a.agents.List)
 	registry, err := agent.NewRegistry(a.agents.List...)
 	if err != nil {
 		return nil, err
 	}
-	a.Service, err = newRunService(gormstore.New(a.db), registry, runs.Config{
+	a.Service, err = newRunService(a.metrics.Store(gormstore.New(a.db)), registry, runs.Config{
 		MaxPerPage: cfg.MaxPerPage, LeaseTTL: cfg.LeaseTTL, Retention: cfg.Retention,
 		TextFlushInterval: cfg.TextFlushInterval, TextFlushBytes: cfg.TextFlushBytes, Logger: log,
 		SeparationOfDuties: a.authn != nil && file != nil && file.Auth != nil && file.Auth.SeparationOfDuties,
+		Metrics:            a.metrics,
 	})
 	if err != nil {
+		return nil, err
+	}
+	if err = a.observe(); err != nil {
 		return nil, err
 	}
 	a.handler = a.routes()
@@ -360,6 +393,7 @@ const maxBodyBytes = 1 << 20
 
 func (a *App) routes() http.Handler {
 	gql := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: &graph.Resolver{Runs: a.Service}}))
+	gql.Use(observe.Operations{Log: a.log, Metrics: a.metrics}) // first: it sees every answer
 	gql.AddTransport(transport.SSE{})
 	a.ws = gqlguard.NewWebsocket(transport.Websocket{
 		KeepAlivePingInterval: 10 * time.Second,
@@ -395,7 +429,8 @@ func (a *App) routes() http.Handler {
 			return "" // no authentication: the client IP
 		}, 0))
 	}
-	gql.SetErrorPresenter(graph.PresentError(a.log))
+	// The operation-aware error log takes over graph's own log of internal errors.
+	gql.SetErrorPresenter(observe.PresentError(a.log, graph.PresentError(slog.New(slog.DiscardHandler))))
 	gql.SetRecoverFunc(graph.Recover(a.log))
 
 	var api http.Handler = gqlguard.Middleware(httpguard.SpareStreams(httpguard.Body(gql, maxBodyBytes)))
@@ -404,9 +439,13 @@ func (a *App) routes() http.Handler {
 	}
 	mux := http.NewServeMux()
 	// CORS outermost, so that preflights and refusals (401, 413, 429) carry its headers.
-	mux.Handle("/graphql", httpguard.CORS(api, a.cfg.CORSOrigins))
+	mux.Handle("/graphql", observe.HTTP(a.log, httpguard.CORS(api, a.cfg.CORSOrigins)))
 	mux.Handle("/playground", httpguard.NoFraming(playground.Handler("Interlock", "/graphql")))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
+	mux.HandleFunc("/healthz", a.health.Healthz)
+	mux.HandleFunc("/readyz", a.health.Readyz)
+	if a.cfg.MetricsAddr == "" {
+		mux.Handle("/metrics", a.metrics.Handler())
+	}
 	mux.Handle("/", httpguard.Console(web.Handler()))
 	return mux
 }
@@ -460,11 +499,17 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	stopMetrics, err := a.serveMetrics()
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	select {
 	case err := <-errc:
 		return err
 	case <-ctx.Done():
 	}
+	a.drain()
 	a.log.Info("shutting down", "timeout", a.cfg.ShutdownTimeout)
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownTimeout)
 	defer cancel()
@@ -515,8 +560,7 @@ func consoleURL(addr net.Addr) string {
 }
 
 func main() {
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	if err := run(os.Args[1:], log); err != nil {
+	if err := run(os.Args[1:], nil); err != nil {
 		fmt.Fprintln(os.Stderr, "interlock:", err)
 		os.Exit(1)
 	}
@@ -532,6 +576,10 @@ func run(args []string, log *slog.Logger) error {
 	cfg, err := parseConfig(args, os.Getenv)
 	if err != nil {
 		return err
+	}
+	if log == nil { // the process's own log, as configured
+		log = observe.NewLogger(os.Stderr, cfg.LogFormat, cfg.LogLevel)
+		slog.SetDefault(log)
 	}
 	if migrateOnly {
 		// Only the schema: no run service, so no recovery or retention touches the runs.

@@ -11,13 +11,14 @@ import (
 // schema_migrations does not record (all of them when the table is missing), for a readiness
 // check: an instance whose schema is behind its code must not take traffic.
 func PendingMigrations(ctx context.Context, db *gorm.DB) ([]string, error) {
+	db = db.WithContext(ctx)
 	list, err := migrationsFor(db.Dialector.Name())
 	if err != nil {
 		return nil, err
 	}
 	var versions []int
 	if db.Migrator().HasTable(&schemaMigration{}) {
-		if err := db.WithContext(ctx).Model(&schemaMigration{}).Pluck("version", &versions).Error; err != nil {
+		if err := db.Model(&schemaMigration{}).Pluck("version", &versions).Error; err != nil {
 			return nil, fmt.Errorf("read schema_migrations: %w", err)
 		}
 	}
