@@ -15,6 +15,7 @@ import (
 // presenter a logger that discards, or each internal error is logged twice.
 func PresentError(log *slog.Logger, present graphql.ErrorPresenterFunc) graphql.ErrorPresenterFunc {
 	return func(ctx context.Context, err error) *gqlerror.Error {
+		detail := err.Error() // before present, which may rewrite the error in place
 		out := present(ctx, err)
 		if code, _ := out.Extensions["code"].(string); code != "INTERNAL" || errors.Is(err, context.Canceled) {
 			return out
@@ -37,7 +38,7 @@ func PresentError(log *slog.Logger, present graphql.ErrorPresenterFunc) graphql.
 		}
 		log.LogAttrs(ctx, slog.LevelError, "graphql: internal error",
 			slog.String("operation", name), slog.String("type", typ),
-			slog.String("path", out.Path.String()), slog.String("err", err.Error()))
+			slog.String("path", out.Path.String()), slog.String("err", detail))
 		return out
 	}
 }
