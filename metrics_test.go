@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -168,4 +170,68 @@ func TestMetricsFollowTheDemoFlow(t *testing.T) {
 			t.Errorf("pool metrics: open %v, max %v", after.value(t, "interlock_db_open_connections"), after.value(t, "interlock_db_max_open_connections"))
 		}
 	})
+}
+
+// TestOperationNamesAreBounded: however many names clients make up, the metrics keep at most
+// 200 of them as labels (the rest are "other"); names of refused requests never take a label,
+// and anonymous operations are "anonymous".
+func TestOperationNamesAreBounded(t *testing.T) {
+	s := startServer(t, "sqlite:"+t.TempDir()+"/interlock.db")
+	for i := range 230 {
+		s.post(t, fmt.Sprintf(`query Op%d { agents { id } }`, i), nil)
+	}
+	resp, err := http.Post(s.url+"/graphql", "application/json", strings.NewReader(`{"query":"query Bogus1 { nosuchfield }","operationName":"Bogus1"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	s.post(t, `{ agents { id } }`, nil)
+	sc := s.scrape(t)
+	names := map[string]bool{}
+	for _, m := range sc["interlock_graphql_operations_total"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "operation" {
+				names[l.GetValue()] = true
+			}
+		}
+	}
+	if len(names) > 202 || !names["Op0"] || !names["Op199"] || names["Op200"] || !names["other"] || !names["anonymous"] || names["Bogus1"] {
+		t.Fatalf("%d operation labels: %v", len(names), names)
+	}
+	if got := sc.value(t, "interlock_graphql_operations_total", "operation=other", "type=query", "outcome=ok"); got != 30 {
+		t.Fatalf("other = %v, want the 30 names past the bound", got)
+	}
+	if got := sc.value(t, "interlock_graphql_operations_total", "operation=other", "outcome=GRAPHQL_VALIDATION_FAILED"); got != 1 {
+		t.Fatalf("the refused Bogus1 counted %v times as other", got)
+	}
+}
+
+// TestMetricsAddr: with --metrics-addr, /metrics is served there and not on the API's port.
+func TestMetricsAddr(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	s, _ := serveOnPort(t, "--metrics-addr", addr)
+	resp, err := http.Get(s.url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode == http.StatusOK {
+		t.Fatal("/metrics is still served on the API's port")
+	}
+	var sc scrape
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if r, err := http.Get("http://" + addr + "/metrics"); err == nil {
+			r.Body.Close()
+			sc = scrapeURL(t, "http://"+addr+"/metrics")
+			break
+		}
+	}
+	if sc["interlock_runs"] == nil || sc["go_goroutines"] == nil {
+		t.Fatalf("--metrics-addr serves %d families", len(sc))
+	}
 }
