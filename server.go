@@ -497,13 +497,13 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 		IdleTimeout:       a.cfg.IdleTimeout,
 		BaseContext:       func(net.Listener) context.Context { return base },
 	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
 	stopMetrics, err := a.serveMetrics()
 	if err != nil {
 		return err
 	}
 	defer stopMetrics()
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
 	select {
 	case err := <-errc:
 		return err
