@@ -88,7 +88,8 @@ func TestRequestLogLines(t *testing.T) {
 	t.Cleanup(model.Close)
 	t.Setenv("INTERLOCK_TEST_MODEL_KEY", apiKey)
 	keyed := jsonLogApp(t, &logs, "--auth=off", "--config", writeConfig(t, "agents:\n  - id: keyed\n    model: {provider: openai, name: m, baseURL: '"+model.URL+"', apiKeyEnv: INTERLOCK_TEST_MODEL_KEY, maxRetries: 0}\n"))
-	keyed.must(t, `mutation { startRun(input: {agentId: "keyed", prompt: "hi"}) { runId } }`, nil, &struct{}{})
+	var started struct{ StartRun apiRun }
+	keyed.must(t, `mutation Begin { startRun(input: {agentId: "keyed", prompt: "hi"}) { runId } }`, nil, &started)
 	keyed.app.Service.Wait()
 
 	text := logs.String()
@@ -125,7 +126,10 @@ func TestRequestLogLines(t *testing.T) {
 	if findLine(lines, map[string]any{"msg": "graphql", "operation": "Refused"}) != nil {
 		t.Error("a request refused before GraphQL has an operation line")
 	}
-	if l := findLine(lines, map[string]any{"msg": "run failed"}); l == nil || l["run"] == nil {
+	if l := findLine(lines, map[string]any{"msg": "graphql", "operation": "Begin"}); l == nil || l["run"] != started.StartRun.RunID {
+		t.Errorf("the startRun line does not name the run it made: %v", l)
+	}
+	if l := findLine(lines, map[string]any{"msg": "run failed"}); l == nil || l["run"] != started.StartRun.RunID {
 		t.Errorf("the failed run's line has no run id: %v", l)
 	}
 }

@@ -92,6 +92,9 @@ func TestMetricsFollowTheDemoFlow(t *testing.T) {
 				t.Errorf("%s has no useful HELP text: %q", name, fam.GetHelp())
 			}
 		}
+		if got := before.value(t, "interlock_build_info", "version="+version); got != 1 {
+			t.Errorf("interlock_build_info{version=%q} = %v", version, got)
+		}
 		if got := before.value(t, "interlock_runs_stats_up"); got != 1 {
 			t.Fatalf("interlock_runs_stats_up = %v before the flow", got)
 		}

@@ -337,7 +337,7 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (app *App, err er
 	if a.agents, err = loadAgents(ctx, cfg, file); err != nil {
 		return nil, err
 	}
-	a.metrics = observe.NewMetrics()
+	a.metrics = observe.NewMetrics(version)
 	a.metrics.Agents(a.agents.List)
 	registry, err := agent.NewRegistry(a.agents.List...)
 	if err != nil {

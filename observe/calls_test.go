@@ -14,7 +14,7 @@ import (
 // TestToolCallsCountFailuresNotSuspensions: an error and a panic count as failures of the
 // tool; a suspend() and a success do not; every execution is timed.
 func TestToolCallsCountFailuresNotSuspensions(t *testing.T) {
-	m := NewMetrics()
+	m := NewMetrics("test")
 	tools := map[string]*agent.Tool{}
 	for name, exec := range map[string]func(context.Context, *agent.Call) (any, error){
 		"ok":     func(context.Context, *agent.Call) (any, error) { return "done", nil },
@@ -54,7 +54,7 @@ func TestToolCallsCountFailuresNotSuspensions(t *testing.T) {
 // TestModelCallsCountFailuresNotCancellations: a model error is counted; a call cancelled
 // with its context (shutdown, lost lease) is not.
 func TestModelCallsCountFailuresNotCancellations(t *testing.T) {
-	m := NewMetrics()
+	m := NewMetrics("test")
 	model := &timedModel{Model: failingModel{}, m: m}
 	model.Stream(t.Context(), llm.Request{}, nil)
 	ctx, cancel := context.WithCancel(t.Context())

@@ -2,6 +2,7 @@ package observe
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"slices"
 	"sync"
@@ -64,6 +65,9 @@ func (o Operations) InterceptOperation(ctx context.Context, next graphql.Operati
 			resp := h(ctx)
 			if resp != nil {
 				op.add(resp.Errors)
+				if op.runID == "" && op.typ == string(ast.Mutation) {
+					op.runID = answeredRun(resp.Data) // startRun: the run it made
+				}
 			}
 			op.end()
 			return resp
@@ -158,6 +162,29 @@ func runArgument(op *ast.OperationDefinition, vars map[string]any) string {
 			return ""
 		}
 		found = id
+	}
+	return found
+}
+
+// answeredRun is the runId the top-level fields of an answer show, when they all show the
+// same one.
+func answeredRun(data json.RawMessage) string {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(data, &fields) != nil {
+		return ""
+	}
+	found := ""
+	for _, raw := range fields {
+		var v struct {
+			RunID string `json:"runId"`
+		}
+		if json.Unmarshal(raw, &v) != nil || v.RunID == "" {
+			continue
+		}
+		if found != "" && found != v.RunID {
+			return ""
+		}
+		found = v.RunID
 	}
 	return found
 }

@@ -47,8 +47,8 @@ var waitBuckets = []float64{1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 1
 
 // NewMetrics makes the metrics on a new registry (never the global one, so that two servers
 // in one process, as in tests, do not share counters), with the Go runtime and process
-// collectors.
-func NewMetrics() *Metrics {
+// collectors and interlock_build_info for the version given.
+func NewMetrics(version string) *Metrics {
 	m := &Metrics{
 		reg:   prometheus.NewRegistry(),
 		names: newNameSet(maxOperationNames),
@@ -93,7 +93,14 @@ func NewMetrics() *Metrics {
 			Help: "Tool executions that returned an error or panicked (a suspend() is not an error), by tool.",
 		}, []string{"tool"}),
 	}
+	build := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "interlock_build_info",
+		Help:        "Always 1; its version label is the server's version (set at build time).",
+		ConstLabels: prometheus.Labels{"version": version},
+	})
+	build.Set(1)
 	m.reg.MustRegister(
+		build,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.operations, m.operationDuration, m.subscriptions, m.decisionWait, m.eventsWritten,
