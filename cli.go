@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"interlock/gormstore"
+	"interlock/observe"
 )
 
 // Exit codes of the interlock command.
@@ -51,8 +52,7 @@ func (e *usageError) Unwrap() error { return e.err }
 var errPending = errors.New("migrations are pending: run `interlock migrate up` (the server also applies them at start)")
 
 func main() {
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	os.Exit(exitCode(run(os.Args[1:], log), os.Stderr))
+	os.Exit(exitCode(run(os.Args[1:], nil), os.Stderr))
 }
 
 // exitCode prints err, when there is one, and returns the process's exit code.
@@ -105,6 +105,10 @@ func run(args []string, log *slog.Logger) error {
 			err = &usageError{err: err} // a bad value: the message names the flag and its variable
 		}
 		return err
+	}
+	if log == nil { // the process's own log, as configured
+		log = observe.NewLogger(os.Stderr, cfg.LogFormat, cfg.LogLevel)
+		slog.SetDefault(log)
 	}
 	switch command {
 	case "migrate up":

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"interlock/httpguard"
+	"interlock/observe"
 )
 
 // parseConfig reads the server's settings from the command line's flags, each defaulting to
@@ -84,8 +85,18 @@ func defineFlags(getenv func(string) string) (s *flagSet, finish func() (Config,
 	introspect := s.str("introspection", "INTERLOCK_INTROSPECTION", "true", "serve schema introspection")
 	mutationRate := s.str("mutation-rate", "INTERLOCK_MUTATION_RATE", "20/s", "mutations per second of each principal or client IP (0: no limit)")
 	mutationBurst := s.str("mutation-burst", "INTERLOCK_MUTATION_BURST", "100", "mutations each principal or client IP may send at once")
+	s.strVar(&cfg.LogFormat, "log-format", "INTERLOCK_LOG_FORMAT", observe.LogAuto, "log format: auto, json or text")
+	logLevel := s.str("log-level", "INTERLOCK_LOG_LEVEL", "info", "least level logged: debug, info, warn or error")
+	s.strVar(&cfg.MetricsAddr, "metrics-addr", "INTERLOCK_METRICS_ADDR", "", "serve /metrics on this address instead of the API's")
+	drainDelay := s.str("drain-delay", "INTERLOCK_DRAIN_DELAY", "0s", "keep serving this long with /readyz at 503 when stopping")
 	return s, func() (Config, error) {
 		var err error
+		if err := observe.CheckLogFormat(cfg.LogFormat); err != nil {
+			return Config{}, fmt.Errorf("--log-format / INTERLOCK_LOG_FORMAT: %w", err)
+		}
+		if cfg.LogLevel, err = observe.ParseLogLevel(*logLevel); err != nil {
+			return Config{}, fmt.Errorf("--log-level / INTERLOCK_LOG_LEVEL: %w", err)
+		}
 		switch *authMode {
 		case "on":
 			cfg.Auth = true
@@ -145,6 +156,7 @@ func defineFlags(getenv func(string) string) (s *flagSet, finish func() (Config,
 			{&cfg.ReadTimeout, *readTimeout, "--read-timeout / INTERLOCK_READ_TIMEOUT", time.Millisecond},
 			{&cfg.WriteTimeout, *writeTimeout, "--write-timeout / INTERLOCK_WRITE_TIMEOUT", time.Millisecond},
 			{&cfg.IdleTimeout, *idleTimeout, "--idle-timeout / INTERLOCK_IDLE_TIMEOUT", time.Millisecond},
+			{&cfg.DrainDelay, *drainDelay, "--drain-delay / INTERLOCK_DRAIN_DELAY", 0},
 		} {
 			if *d.dst, err = time.ParseDuration(d.val); err != nil || *d.dst < d.min {
 				return Config{}, fmt.Errorf("%s: %q is not a duration of at least %s (such as 30s or 2h)", d.name, d.val, d.min)

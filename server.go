@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -29,9 +28,11 @@ import (
 	"interlock/gormstore"
 	"interlock/gqlguard"
 	"interlock/graph"
+	"interlock/health"
 	"interlock/httpguard"
 	"interlock/llm"
 	"interlock/notify"
+	"interlock/observe"
 	"interlock/playground"
 	"interlock/runs"
 	"interlock/tracing"
@@ -123,6 +124,18 @@ type Config struct {
 	// limit off.
 	MutationRate  float64
 	MutationBurst int
+	// LogFormat is how the log is written (--log-format, INTERLOCK_LOG_FORMAT): json, text, or
+	// auto (text on a terminal, JSON otherwise). Default auto. LogLevel is the least level
+	// logged (--log-level, INTERLOCK_LOG_LEVEL: debug, info, warn, error). Default info.
+	LogFormat string
+	LogLevel  slog.Level
+	// MetricsAddr, when set, serves /metrics on this address only, off the API's port
+	// (--metrics-addr, INTERLOCK_METRICS_ADDR). Default: /metrics on the API's port.
+	MetricsAddr string
+	// DrainDelay is how long a stopping server keeps serving with /readyz at 503 before it
+	// stops accepting connections, for load balancers to notice (--drain-delay,
+	// INTERLOCK_DRAIN_DELAY). Default 0s.
+	DrainDelay time.Duration
 }
 
 // App is a running Interlock: database, run service and HTTP handler.
@@ -143,6 +156,8 @@ type App struct {
 	stopNotify func()
 	// tracing exports spans over OTLP; nil (off) unless an OTEL_EXPORTER_OTLP_*ENDPOINT is set.
 	tracing *tracing.Tracing
+	metrics *observe.Metrics
+	health  *health.Checker
 }
 
 // openDatabase opens the database cfg.DB names and applies its migrations.
@@ -194,6 +209,8 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (app *App, err er
 		return nil, err
 	}
 	a.tracing.Agents(a.agents.List)
+	a.metrics = observe.NewMetrics(version)
+	a.metrics.Agents(a.agents.List)
 	registry, err := agent.NewRegistry(a.agents.List...)
 	if err != nil {
 		return nil, err
@@ -204,13 +221,17 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (app *App, err er
 			return nil, fmt.Errorf("%s: %w", cfg.ConfigFile, err)
 		}
 	}
-	a.Service, err = newRunService(gormstore.New(a.db), registry, runs.Config{
+	a.Service, err = newRunService(a.metrics.Store(gormstore.New(a.db)), registry, runs.Config{
 		MaxPerPage: cfg.MaxPerPage, LeaseTTL: cfg.LeaseTTL, Retention: cfg.Retention,
 		TextFlushInterval: cfg.TextFlushInterval, TextFlushBytes: cfg.TextFlushBytes, Logger: log,
 		SeparationOfDuties: a.authn != nil && file != nil && file.Auth != nil && file.Auth.SeparationOfDuties,
 		Tracer:             a.tracing.Runs(),
+		Metrics:            a.metrics,
 	})
 	if err != nil {
+		return nil, err
+	}
+	if err = a.observe(); err != nil {
 		return nil, err
 	}
 	a.handler = a.routes()
@@ -251,6 +272,7 @@ const maxBodyBytes = 1 << 20
 
 func (a *App) routes() http.Handler {
 	gql := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: &graph.Resolver{Runs: a.Service}}))
+	gql.Use(observe.Operations{Log: a.log, Metrics: a.metrics}) // first: it sees every answer
 	gql.AddTransport(transport.SSE{})
 	a.ws = gqlguard.NewWebsocket(transport.Websocket{
 		KeepAlivePingInterval: 10 * time.Second,
@@ -289,7 +311,8 @@ func (a *App) routes() http.Handler {
 			return "" // no authentication: the client IP
 		}, 0))
 	}
-	gql.SetErrorPresenter(graph.PresentError(a.log))
+	// The operation-aware error log takes over graph's own log of internal errors.
+	gql.SetErrorPresenter(observe.PresentError(a.log, graph.PresentError(slog.New(slog.DiscardHandler))))
 	gql.SetRecoverFunc(graph.Recover(a.log))
 
 	var api http.Handler = gqlguard.Middleware(httpguard.SpareStreams(httpguard.Body(gql, maxBodyBytes)))
@@ -298,12 +321,16 @@ func (a *App) routes() http.Handler {
 	}
 	mux := http.NewServeMux()
 	// CORS outermost, so that preflights and refusals (401, 413, 429) carry its headers.
-	mux.Handle("/graphql", a.tracing.HTTP(httpguard.CORS(api, a.cfg.CORSOrigins), "graphql"))
+	mux.Handle("/graphql", a.tracing.HTTP(observe.HTTP(a.log, httpguard.CORS(api, a.cfg.CORSOrigins)), "graphql"))
 	// GraphiQL with its files embedded (playground/): the page, and its files under /playground/.
 	graphiql := httpguard.NoFraming(playground.Handler())
 	mux.Handle("/playground", graphiql)
 	mux.Handle("/playground/", graphiql)
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
+	mux.HandleFunc("/healthz", a.health.Healthz)
+	mux.HandleFunc("/readyz", a.health.Readyz)
+	if a.cfg.MetricsAddr == "" {
+		mux.Handle("/metrics", a.metrics.Handler())
+	}
 	mux.Handle("/", httpguard.Console(web.Handler()))
 	return mux
 }
@@ -355,6 +382,11 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 		IdleTimeout:       a.cfg.IdleTimeout,
 		BaseContext:       func(net.Listener) context.Context { return base },
 	}
+	stopMetrics, err := a.serveMetrics()
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -362,6 +394,7 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 		return err
 	case <-ctx.Done():
 	}
+	a.drain()
 	a.log.Info("shutting down", "timeout", a.cfg.ShutdownTimeout)
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownTimeout)
 	defer cancel()

@@ -188,6 +188,7 @@ func (s *Service) commitDecision(ctx context.Context, a *agent.Agent, run *Run, 
 	if err := s.store.Decide(ctx, w); err != nil {
 		return w, err
 	}
+	s.decided(w.Kind, run.SuspendedAt, w.At) // metrics (observe hook)
 	s.runHub.Publish(run.ID, struct{}{})
 	run.Version, run.UpdatedAt, run.LastSeq, run.Snapshot = run.Version+1, w.At, seq, nil
 	if w.Hold {

@@ -67,6 +67,8 @@ type Config struct {
 	Logger *slog.Logger
 	// Tracer, when set, is told of every execution, to trace it. Default nil: no tracing.
 	Tracer Tracer
+	// Metrics is told of decisions, for the server's metrics. Default: none.
+	Metrics Metrics
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -118,6 +120,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Metrics == nil {
+		c.Metrics = noMetrics{}
 	}
 	return c
 }

@@ -104,6 +104,9 @@ type Store interface {
 	PurgeFinished(ctx context.Context, cutoff time.Time, limit int) (int, error)
 	// PurgeChanges deletes suspended-set changes recorded before cutoff.
 	PurgeChanges(ctx context.Context, cutoff time.Time) error
+
+	// CountByStatus counts the runs in each status (statuses without runs may be missing).
+	CountByStatus(ctx context.Context) (map[Status]int64, error)
 }
 
 // ErrLeaseLost means a write that must be made by the run's lease holder found another owner

@@ -1,0 +1,44 @@
+package observe
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+)
+
+// PresentError wraps the error presenter: every error it shows as INTERNAL (not a
+// cancellation) is logged at error level with the operation it happened in (name and type),
+// the field's path and the error itself, which the client never sees. Give the wrapped
+// presenter a logger that discards, or each internal error is logged twice.
+func PresentError(log *slog.Logger, present graphql.ErrorPresenterFunc) graphql.ErrorPresenterFunc {
+	return func(ctx context.Context, err error) *gqlerror.Error {
+		detail := err.Error() // before present, which may rewrite the error in place
+		out := present(ctx, err)
+		if code, _ := out.Extensions["code"].(string); code != "INTERNAL" || errors.Is(err, context.Canceled) {
+			return out
+		}
+		name, typ := "anonymous", "unknown"
+		if graphql.HasOperationContext(ctx) {
+			oc := graphql.GetOperationContext(ctx)
+			if oc.OperationName != "" {
+				name = oc.OperationName
+			}
+			if oc.Operation != nil {
+				typ = string(oc.Operation.Operation)
+				if oc.Operation.Name != "" {
+					name = oc.Operation.Name
+				}
+			}
+		}
+		if len(name) > maxLoggedName {
+			name = name[:maxLoggedName] + "…"
+		}
+		log.LogAttrs(ctx, slog.LevelError, "graphql: internal error",
+			slog.String("operation", name), slog.String("type", typ),
+			slog.String("path", out.Path.String()), slog.String("err", detail))
+		return out
+	}
+}
