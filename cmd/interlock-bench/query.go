@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"io"
+	"reflect"
 	"sort"
 	"strings"
 	"sync"
@@ -205,7 +206,11 @@ func inline(s statement) string {
 			}
 			lit = strings.Join(q, ",")
 		default:
-			lit = fmt.Sprint(x)
+			if rv := reflect.ValueOf(v); rv.Kind() == reflect.String {
+				lit = "'" + rv.String() + "'"
+			} else {
+				lit = fmt.Sprint(x)
+			}
 		}
 		out = strings.Replace(out, "?", lit, 1)
 	}
