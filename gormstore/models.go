@@ -115,4 +115,6 @@ type RunChange struct {
 func (RunChange) TableName() string { return "run_changes" }
 
 // All lists every model, for the test that compares the migrated schema with the models.
-func All() []any { return []any{&Run{}, &ToolCall{}, &Event{}, &Message{}, &RunChange{}} }
+func All() []any {
+	return []any{&Run{}, &ToolCall{}, &Event{}, &Message{}, &RunChange{}, &SuspendedCount{}}
+}

@@ -123,8 +123,12 @@ func (s *Store) suspendedQuery(ctx context.Context, p runs.ListSuspendedParams) 
 	return q
 }
 
-// CountSuspended implements runs.Store.
+// CountSuspended implements runs.Store. The inbox and one agent's runs are counted by
+// suspended_counts (counts.go); narrower filters by their index.
 func (s *Store) CountSuspended(ctx context.Context, p runs.ListSuspendedParams) (int64, error) {
+	if countable(p) {
+		return s.maintainedCount(ctx, p)
+	}
 	var total int64
 	if err := s.suspendedQuery(ctx, p).Count(&total).Error; err != nil {
 		return 0, fmt.Errorf("count suspended runs: %w", err)

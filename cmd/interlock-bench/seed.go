@@ -220,6 +220,11 @@ func seed(ctx context.Context, db *gorm.DB, p seedParams, progress io.Writer) er
 			fmt.Fprintf(progress, "seed: %d/%d runs (%d written, %d already there), %.0f runs/s, eta %s\n", to, p.Runs, written, skipped, rate, eta)
 		}
 	}
+	// The bulk path writes around the store, so the maintained counts are rebuilt from the
+	// rows (every time: a seed that was interrupted may have written chunks since).
+	if err := gormstore.RecountSuspended(ctx, db); err != nil {
+		return err
+	}
 	fmt.Fprintf(progress, "seed: done, %d runs written and %d already there in %s\n", written, skipped, time.Since(start).Round(time.Millisecond))
 	if db.Dialector.Name() == gormstore.DialectMySQL && written > 0 {
 		// Fresh statistics, so the optimizer sees the table as it now is.

@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"sync"
 	"testing"
 	"time"
 
+	"interlock/events"
 	"interlock/runs"
 )
 
@@ -131,6 +133,102 @@ func testPages(t *testing.T, open Opener) {
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("run %s of a deep page reads\n%+v\nwant (GetRun)\n%+v", got.ID, got, want)
 			}
+		}
+	})
+}
+
+// wantCounts checks CountSuspended of the inbox and of each agent against the runs listed.
+func wantCounts(t *testing.T, f *fixture, when string, agents ...string) {
+	t.Helper()
+	for _, p := range append([]runs.ListSuspendedParams{{}}, func() []runs.ListSuspendedParams {
+		var ps []runs.ListSuspendedParams
+		for _, a := range agents {
+			ps = append(ps, runs.ListSuspendedParams{AgentID: ptr(a)})
+		}
+		return ps
+	}()...) {
+		list, err := f.s.ListSuspended(f.ctx, p, 1000, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := f.s.CountSuspended(f.ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != int64(len(list)) {
+			t.Errorf("%s: CountSuspended(agent %s) = %d, but %d runs are listed", when, show(p.AgentID), n, len(list))
+		}
+	}
+}
+
+// testCounts checks that CountSuspended follows every way into and out of the suspended set:
+// suspensions, decisions of each kind, a run suspending again, a supervisor surfacing its
+// sub-agent's call and taking it back, writes that fail, and concurrent decisions.
+func testCounts(t *testing.T, open Opener) {
+	each(t, open, "FollowSuspensionsAndDecisions", func(t *testing.T, f *fixture) {
+		wantCounts(t, f, "empty", "a")
+		var suspended []*runs.Run
+		for i := 0; i < 6; i++ {
+			suspended = append(suspended, f.suspended(runOpts{AgentID: []string{"a", "b"}[i%2]}))
+		}
+		wantCounts(t, f, "six suspended", "a", "b", "c")
+		r := f.decide(suspended[0], decision(suspended[0], runs.DecisionApproved, "lease-x", at(50)))
+		f.decide(suspended[1], decision(suspended[1], runs.DecisionDeclined, "lease-y", at(50)))
+		wantCounts(t, f, "two decided", "a", "b")
+		f.suspend(r, approval("call-2"), at(51), "instance-1")
+		wantCounts(t, f, "one suspended again", "a", "b")
+		// A decision that loses its compare-and-set changes nothing.
+		if err := f.s.Decide(f.ctx, decision(suspended[1], runs.DecisionApproved, "lease-z", at(52))); err == nil {
+			t.Fatal("a stale decision was accepted")
+		}
+		wantCounts(t, f, "a stale decision", "a", "b")
+	})
+
+	each(t, open, "FollowASupervisor", func(t *testing.T, f *fixture) {
+		parent, child := f.delegated()
+		call := approval("inner-1")
+		s := suspension(child, call, at(30), "instance-1")
+		s.Ancestors = []runs.AncestorWrite{surfaced(parent, call)}
+		if err := f.s.Suspend(f.ctx, s); err != nil {
+			t.Fatal(err)
+		}
+		wantCounts(t, f, "surfaced", "boss", "helper")
+		n, err := f.s.CountSuspended(f.ctx, runs.ListSuspendedParams{})
+		if err != nil || n != 1 {
+			t.Fatalf("inbox count = %d, %v; want 1 (the supervisor, not its sub-agent's run)", n, err)
+		}
+		p := f.get(parent.ID)
+		c := f.get(child.ID)
+		d := decision(c, runs.DecisionApproved, "new-lease", at(40))
+		pc := p.ToolCalls[0]
+		d.Ancestors = []runs.AncestorWrite{{RunID: p.ID, Version: p.Version, After: p.LastSeq, ToolCallID: pc.ToolCallID, Call: pc,
+			Events: []events.Event{{Type: events.ToolCallApproved, ToolCall: &pc}, {Type: events.RunResumed, Status: string(runs.StatusRunning)}}}}
+		if err := f.s.Decide(f.ctx, d); err != nil {
+			t.Fatal(err)
+		}
+		wantCounts(t, f, "decided", "boss", "helper")
+	})
+
+	each(t, open, "ConcurrentDecisionsCountOnce", func(t *testing.T, f *fixture) {
+		var list []*runs.Run
+		for i := 0; i < 8; i++ {
+			list = append(list, f.suspended(runOpts{AgentID: "a"}))
+		}
+		var wg sync.WaitGroup
+		for _, r := range list {
+			for k := 0; k < 2; k++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					f.s.Decide(f.ctx, decision(r, runs.DecisionApproved, fmt.Sprintf("lease-%s-%d", r.ID, k), at(60)))
+				}()
+			}
+		}
+		wg.Wait()
+		wantCounts(t, f, "after racing decisions", "a")
+		n, err := f.s.CountSuspended(f.ctx, runs.ListSuspendedParams{AgentID: ptr("a")})
+		if err != nil || n != 0 {
+			t.Fatalf("count after every run was decided = %d, %v; want 0", n, err)
 		}
 	})
 }
