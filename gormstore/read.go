@@ -144,8 +144,22 @@ func (s *Store) CountSuspended(ctx context.Context, p runs.ListSuspendedParams) 
 // created_at, id), skipping offset entries without reading a single row, and only the limit
 // rows of the page are then read in full. A plain OFFSET would read every skipped row (page
 // 1,000 of 50 reads 50,050).
+//
+// For the inbox and one agent's runs, a deep page also starts in the right day: the maintained
+// counts by day (counts.go) say how many runs the newer days hold, and the walk starts at the
+// end of the day holding the page's first run.
 func (s *Store) ListSuspended(ctx context.Context, p runs.ListSuspendedParams, limit, offset int) ([]*runs.Run, error) {
-	page := s.suspendedQuery(ctx, p).Select("id").Order("created_at DESC, id DESC").Limit(limit).Offset(offset)
+	q := s.suspendedQuery(ctx, p)
+	if offset > 0 && countable(p) {
+		before, skipped, ok, err := s.seek(ctx, p, offset)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			q, offset = q.Where("created_at < ?", before), offset-skipped
+		}
+	}
+	page := q.Select("id").Order("created_at DESC, id DESC").Limit(limit).Offset(offset)
 	var rows []Run
 	err := s.db.WithContext(ctx).Model(&Run{}).Omit("snapshot").
 		Joins("JOIN (?) AS page ON page.id = agent_runs.id", page).

@@ -21,8 +21,11 @@ type pagedRun struct {
 	parent           bool
 }
 
+// inHours is t0 plus n hours.
+func inHours(n int) time.Time { return t0.Add(time.Duration(n) * time.Hour) }
+
 // pagingSet stores 60 suspended top-level runs whose creation times come in threes (equal
-// times, ids in another order), over two agents, three threads and two resources, plus a
+// times, ids in another order) seven hours apart, over six days, over two agents, three threads and two resources, plus a
 // sub-agent's suspended inner run and runs that are not suspended; it returns the suspended
 // runs.
 func (f *fixture) pagingSet() []pagedRun {
@@ -31,14 +34,14 @@ func (f *fixture) pagingSet() []pagedRun {
 	for k := 0; k < 60; k++ {
 		r := pagedRun{
 			id: id(1 + k*37%97), agent: []string{"a", "b"}[k%2], thread: fmt.Sprintf("t%d", k%3),
-			resource: fmt.Sprintf("r%d", k%4/2), created: ms(at(100 + k/3)),
+			resource: fmt.Sprintf("r%d", k%4/2), created: ms(inHours(k / 3 * 7)),
 		}
 		f.suspended(runOpts{N: 1 + k*37%97, AgentID: r.agent, ThreadID: ptr(r.thread), ResourceID: ptr(r.resource), CreatedAt: r.created})
 		out = append(out, r)
 	}
 	parent := out[10]
-	f.suspended(runOpts{N: 200, AgentID: "sub", ParentRunID: ptr(parent.id), ThreadID: ptr("t0"), ResourceID: ptr("r0"), CreatedAt: at(150)})
-	out = append(out, pagedRun{id: id(200), agent: "sub", thread: "t0", resource: "r0", created: ms(at(150)), parent: true})
+	f.suspended(runOpts{N: 200, AgentID: "sub", ParentRunID: ptr(parent.id), ThreadID: ptr("t0"), ResourceID: ptr("r0"), CreatedAt: inHours(50)})
+	out = append(out, pagedRun{id: id(200), agent: "sub", thread: "t0", resource: "r0", created: ms(inHours(50)), parent: true})
 	f.insert(runOpts{N: 201, AgentID: "a", ThreadID: ptr("t0"), ResourceID: ptr("r0"), CreatedAt: at(120)})
 	f.finished(runOpts{N: 202, AgentID: "a", ThreadID: ptr("t0"), ResourceID: ptr("r0"), CreatedAt: at(121)}, at(122))
 	return out
@@ -70,7 +73,7 @@ func matching(set []pagedRun, keep func(pagedRun) bool) []string {
 // pages of any size put together are the whole answer in order, each run once, and each run
 // of a page is read in full.
 func testPages(t *testing.T, open Opener) {
-	from, to := ms(at(105)), ms(at(112))
+	from, to := ms(inHours(30)), ms(inHours(90))
 	cases := []struct {
 		name string
 		p    runs.ListSuspendedParams
