@@ -58,6 +58,7 @@ type options struct {
 	DB, Server, JSON              string
 	Iterations, Samples, Subs     int
 	Decisions, Concurrency, PerWS int
+	DeepPage                      int
 	Explain                       bool
 	Duration                      time.Duration
 	commands                      []string
@@ -79,6 +80,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.Chunk, "chunk", 2000, "runs written per transaction")
 	fs.StringVar(&o.Server, "server", "", "the interlock binary to measure (default: go build the repository's)")
 	fs.IntVar(&o.Iterations, "iterations", 300, "measured iterations per query shape (after a tenth as many to warm up)")
+	fs.IntVar(&o.DeepPage, "deep-page", 1000, "the deep page of the inbox that query measures (of 50 runs)")
 	fs.BoolVar(&o.Explain, "explain", false, "print the EXPLAIN of each shape's statements")
 	fs.StringVar(&o.JSON, "json", "", "also write the results as JSON to this file")
 	fs.DurationVar(&o.Duration, "duration", 20*time.Second, "how long create keeps starting runs")
@@ -99,7 +101,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		name string
 		v    int
 	}{{"--runs", o.Runs}, {"--threads", o.Threads}, {"--resources", o.Resources}, {"--agents", o.Agents}, {"--days", o.Days}, {"--chunk", o.Chunk},
-		{"--iterations", o.Iterations}, {"--samples", o.Samples}, {"--subs", o.Subs}, {"--subs-per-socket", o.PerWS}, {"--decisions", o.Decisions}, {"--concurrency", o.Concurrency}} {
+		{"--iterations", o.Iterations}, {"--deep-page", o.DeepPage}, {"--samples", o.Samples}, {"--subs", o.Subs}, {"--subs-per-socket", o.PerWS}, {"--decisions", o.Decisions}, {"--concurrency", o.Concurrency}} {
 		if c.v < 1 {
 			return nil, fmt.Errorf("%s must be at least 1, not %d", c.name, c.v)
 		}
@@ -248,7 +250,7 @@ func (b *bench) queries(ctx context.Context) ([]shapeResult, error) {
 		return nil, err
 	}
 	defer srv.Stop()
-	rs, err := measureQueries(ctx, b.db, srv.URL, b.o.seedParams, b.o.Iterations, b.o.Explain, b.log)
+	rs, err := measureQueries(ctx, b.db, srv.URL, b.o.seedParams, b.o.DeepPage, b.o.Iterations, b.o.Explain, b.log)
 	if err != nil {
 		return nil, err
 	}

@@ -26,16 +26,16 @@ type shape struct {
 }
 
 // shapes are the measured queries over a data set of p: one agent; one agent and thread; one
-// agent, resource and week; the whole inbox (every top-level run) at page 0 and page 1,000 of
-// 50; and a small unpaginated answer (one agent's runs of one thread).
-func shapes(p seedParams) []shape {
+// agent, resource and week; the whole inbox (every top-level run) at page 0 and a deep page
+// (default 1,000) of 50; and a small unpaginated answer (one agent's runs of one thread).
+func shapes(p seedParams, deep int) []shape {
 	week := p.End.Add(-7 * 24 * time.Hour)
 	return []shape{
 		{"agent, page 0 of 50", map[string]any{"agentId": agentID(0), "page": 0, "perPage": 50}},
 		{"agent + thread, page 0 of 50", map[string]any{"agentId": agentID(0), "threadId": "thread-7", "page": 0, "perPage": 50}},
 		{"agent + resource + 7 days, page 0 of 50", map[string]any{"agentId": agentID(0), "resourceId": "resource-7", "fromDate": week.Format(time.RFC3339Nano), "toDate": p.End.Format(time.RFC3339Nano), "page": 0, "perPage": 50}},
 		{"inbox, page 0 of 50", map[string]any{"page": 0, "perPage": 50}},
-		{"inbox, page 1000 of 50", map[string]any{"page": 1000, "perPage": 50}},
+		{fmt.Sprintf("inbox, page %d of 50", deep), map[string]any{"page": deep, "perPage": 50}},
 		{"agent + thread, unpaginated", map[string]any{"agentId": agentID(0), "threadId": "thread-7"}},
 	}
 }
@@ -88,12 +88,17 @@ type recorder struct {
 	stmts []statement
 }
 
+// install records on db's queries (Find, Count) and row reads (Scan, Pluck).
 func (r *recorder) install(db *gorm.DB) error {
-	return db.Callback().Query().After("gorm:query").Register("bench:record", func(tx *gorm.DB) {
+	record := func(tx *gorm.DB) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		r.stmts = append(r.stmts, statement{SQL: tx.Statement.SQL.String(), Vars: append([]any(nil), tx.Statement.Vars...)})
-	})
+	}
+	if err := db.Callback().Query().After("gorm:query").Register("bench:record", record); err != nil {
+		return err
+	}
+	return db.Callback().Row().After("gorm:row").Register("bench:record", record)
 }
 
 func (r *recorder) take() []statement {
@@ -230,13 +235,14 @@ type shapeResult struct {
 
 // measureQueries times each shape over HTTP against srv and, alternately in the same loop, the
 // store's own statements for it straight on the database (the floor).
-func measureQueries(ctx context.Context, db *gorm.DB, srv string, p seedParams, iterations int, withExplain bool, log io.Writer) ([]shapeResult, error) {
+func measureQueries(ctx context.Context, db *gorm.DB, srv string, p seedParams, deep, iterations int, withExplain bool, log io.Writer) ([]shapeResult, error) {
 	rec := &recorder{}
 	capture := db.Session(&gorm.Session{NewDB: true})
 	if err := rec.install(capture); err != nil {
 		return nil, err
 	}
 	defer capture.Callback().Query().Remove("bench:record")
+	defer capture.Callback().Row().Remove("bench:record")
 	st := gormstore.New(capture)
 	conn, err := db.DB()
 	if err != nil {
@@ -244,7 +250,7 @@ func measureQueries(ctx context.Context, db *gorm.DB, srv string, p seedParams, 
 	}
 	client := newGQLClient(srv)
 	var out []shapeResult
-	for _, sh := range shapes(p) {
+	for _, sh := range shapes(p, deep) {
 		stmts, total, err := storeStatements(ctx, st, rec, sh)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", sh.Name, err)
