@@ -91,6 +91,9 @@ type recorder struct {
 // install records on db's queries (Find, Count) and row reads (Scan, Pluck).
 func (r *recorder) install(db *gorm.DB) error {
 	record := func(tx *gorm.DB) {
+		if tx.DryRun {
+			return // a subquery being built into its statement, not run on its own
+		}
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		r.stmts = append(r.stmts, statement{SQL: tx.Statement.SQL.String(), Vars: append([]any(nil), tx.Statement.Vars...)})
