@@ -40,7 +40,7 @@ func countsByDay(t *testing.T, db *gorm.DB) map[string]int64 {
 // TestRecountSuspendedAgreesWithTheStore suspends runs created on either side of UTC
 // midnights (given in another zone) through the store, decides some, and checks that
 // RecountSuspended — the SQL the migration also runs — puts every run in the day the store
-// counted it in.
+// counted it in; retention drops the counts that came back to zero and changes no sum.
 func TestRecountSuspendedAgreesWithTheStore(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		ctx := context.Background()
@@ -75,6 +75,22 @@ func TestRecountSuspendedAgreesWithTheStore(t *testing.T) {
 			}
 		}
 		kept := countsByDay(t, db)
+		// Counts that came back to zero are dropped by retention; the others stay.
+		var zeros int64
+		db.Model(&gormstore.SuspendedCount{}).Where("n = 0").Count(&zeros)
+		if zeros == 0 {
+			t.Fatal("no count came back to zero; the retention check tests nothing")
+		}
+		if err := st.PurgeChanges(ctx, midnight.Add(72*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		db.Model(&gormstore.SuspendedCount{}).Where("n = 0").Count(&zeros)
+		if zeros != 0 {
+			t.Errorf("%d zero counts left after PurgeChanges", zeros)
+		}
+		if got := countsByDay(t, db); !reflect.DeepEqual(got, kept) {
+			t.Fatalf("after PurgeChanges the counts are %v, want %v", got, kept)
+		}
 		if len(kept) < 4 {
 			t.Fatalf("the store's counts fall on %d agent-days (%v), want at least 4", len(kept), kept)
 		}
@@ -83,6 +99,11 @@ func TestRecountSuspendedAgreesWithTheStore(t *testing.T) {
 		}
 		if got := countsByDay(t, db); !reflect.DeepEqual(got, kept) {
 			t.Fatalf("recounted %v, the store kept %v", got, kept)
+		}
+
+		n, err := st.CountSuspended(ctx, runs.ListSuspendedParams{})
+		if err != nil || n != int64(len(suspended)-2) {
+			t.Fatalf("CountSuspended = %d, %v; want %d", n, err, len(suspended)-2)
 		}
 	})
 }

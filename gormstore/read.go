@@ -272,9 +272,15 @@ func (s *Store) PurgeFinished(ctx context.Context, cutoff time.Time, limit int) 
 }
 
 // PurgeChanges implements runs.Store.
+// It also drops the suspended counts of past days that have come back to zero (every run
+// of that agent and day decided), which would otherwise pile up, one set per day, under every
+// sum: a zero row counts nothing, and a suspension on it later makes it anew.
 func (s *Store) PurgeChanges(ctx context.Context, cutoff time.Time) error {
 	if err := s.db.WithContext(ctx).Where("created_at < ?", ms(cutoff)).Delete(&RunChange{}).Error; err != nil {
 		return fmt.Errorf("delete old changes: %w", err)
+	}
+	if err := s.db.WithContext(ctx).Where("n = 0 AND day < ?", dayOf(cutoff)).Delete(&SuspendedCount{}).Error; err != nil {
+		return fmt.Errorf("delete spent suspended counts: %w", err)
 	}
 	return nil
 }
