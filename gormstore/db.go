@@ -84,6 +84,9 @@ func OpenMySQL(ctx context.Context, dsn string) (*gorm.DB, error) {
 	// Affected rows are matched rows, as on SQLite: a compare-and-set whose SET happens to equal
 	// what is stored (a lease renewed within the same millisecond) still proves it matched.
 	cfg.ClientFoundRows = true
+	// Arguments are put into the statement by the driver (the connection is utf8mb4, for which
+	// that is safe), so a statement is one round trip instead of three (prepare, execute, close).
+	cfg.InterpolateParams = true
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 5 * time.Second
 	}

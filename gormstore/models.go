@@ -116,5 +116,5 @@ func (RunChange) TableName() string { return "run_changes" }
 
 // All lists every model, for the test that compares the migrated schema with the models.
 func All() []any {
-	return []any{&Run{}, &ToolCall{}, &Event{}, &Message{}, &RunChange{}, &Notification{}}
+	return []any{&Run{}, &ToolCall{}, &Event{}, &Message{}, &RunChange{}, &Notification{}, &SuspendedCount{}}
 }

@@ -270,5 +270,5 @@ func recordChange(tx *gorm.DB, runID string, kind runs.ChangeKind, instance stri
 	if err := tx.Create(&RunChange{RunID: runID, Kind: string(kind), InstanceID: instance, CreatedAt: ms(at)}).Error; err != nil {
 		return fmt.Errorf("record change: %w", err)
 	}
-	return nil
+	return countChange(tx, runID, kind) // perf: the maintained count of suspendedRuns' total (counts.go)
 }

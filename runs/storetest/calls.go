@@ -104,9 +104,15 @@ func testSeveralCalls(t *testing.T, open Opener) {
 		if len(changes) != before+1 || changes[len(changes)-1].Kind != runs.ChangeChanged {
 			t.Errorf("changes after a held decision: %+v; want one CHANGED more (the run is still in the set, changed)", changes[before:])
 		}
-		n, err := f.s.CountSuspended(f.ctx, runs.ListSuspendedParams{})
-		if err != nil || n != 1 {
-			t.Errorf("CountSuspended = %d, %v; want 1", n, err)
+		for _, p := range []runs.ListSuspendedParams{{}, {AgentID: ptr(run.AgentID)}, {ThreadID: ptr("none")}} {
+			n, err := f.s.CountSuspended(f.ctx, p)
+			want := int64(1)
+			if p.ThreadID != nil {
+				want = 0
+			}
+			if err != nil || n != want {
+				t.Errorf("CountSuspended(%+v) = %d, %v; want %d: a held decision leaves the run counted once", p, n, err, want)
+			}
 		}
 
 		// The decision as read before is stale now, for either call.

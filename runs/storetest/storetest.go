@@ -39,6 +39,8 @@ func Run(t *testing.T, open Opener) {
 	t.Run("DeferRecovery", func(t *testing.T) { testDeferRecovery(t, open) })
 	t.Run("CountSuspended", func(t *testing.T) { testCountSuspended(t, open) })
 	t.Run("ListSuspended", func(t *testing.T) { testListSuspended(t, open) })
+	t.Run("Pages", func(t *testing.T) { testPages(t, open) })   // perf: pages.go
+	t.Run("Counts", func(t *testing.T) { testCounts(t, open) }) // perf: pages.go
 	t.Run("ListRecent", func(t *testing.T) { testListRecent(t, open) })
 	t.Run("Changes", func(t *testing.T) { testChanges(t, open) })
 	t.Run("PurgeFinished", func(t *testing.T) { testPurgeFinished(t, open) })
