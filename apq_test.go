@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/url"
 	"path/filepath"
@@ -37,13 +36,7 @@ func (s *testServer) apq(t *testing.T, query, hash string, get bool) gqlResponse
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	var out gqlResponse
-	if err := json.Unmarshal(raw, &out); err != nil {
-		t.Fatalf("status %d, body %s", resp.StatusCode, raw)
-	}
-	return out
+	return decodeGQL(t, resp)
 }
 
 // TestAutomaticPersistedQueries: Apollo's APQ protocol. A hash the server has not seen is

@@ -94,9 +94,15 @@ func (s *testServer) post(t testing.TB, query string, vars map[string]any) gqlRe
 	if err != nil {
 		t.Fatal(err)
 	}
+	return decodeGQL(t, resp)
+}
+
+// decodeGQL reads and closes a GraphQL answer over HTTP; a body that is not one fails the test.
+func decodeGQL(t testing.TB, resp *http.Response) gqlResponse {
+	t.Helper()
 	defer resp.Body.Close()
-	var out gqlResponse
 	raw, _ := io.ReadAll(resp.Body)
+	var out gqlResponse
 	if err := json.Unmarshal(raw, &out); err != nil {
 		t.Fatalf("status %d, body %s", resp.StatusCode, raw)
 	}

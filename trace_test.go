@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
-	"io"
 	"net/http"
 	"path/filepath"
 	"runtime"
@@ -29,12 +28,7 @@ func (s *testServer) postTraced(t testing.TB, traceparent, query string, vars ma
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	var out gqlResponse
-	if err := json.Unmarshal(raw, &out); err != nil {
-		t.Fatalf("status %d, body %s", resp.StatusCode, raw)
-	}
+	out := decodeGQL(t, resp)
 	if v != nil {
 		if len(out.Errors) > 0 {
 			t.Fatalf("errors %+v", out.Errors)

@@ -18,40 +18,32 @@ import (
 //
 //	go test ./runs -run '^$' -bench SuspendedRuns -benchtime 200x
 func BenchmarkSuspendedRuns(b *testing.B) {
-	for _, dialect := range []struct {
-		name string
-		open func(testing.TB) *gorm.DB
-	}{{"sqlite", dbtest.SQLite}, {"mysql", dbtest.MySQL}} {
-		b.Run(dialect.name, func(b *testing.B) {
-			db := dialect.open(b)
-			seedMany(b, db, 100_000)
-			f := setup(b, db, runs.Config{})
-			from, to := base.Add(20*time.Hour), base.Add(60*time.Hour)
-			for _, q := range []struct {
-				name string
-				p    runs.ListSuspendedParams
-			}{
-				{"inbox/page0", runs.ListSuspendedParams{Page: ptr(0), PerPage: ptr(50)}},
-				{"inbox/page100", runs.ListSuspendedParams{Page: ptr(100), PerPage: ptr(50)}},
-				{"agent/page2", runs.ListSuspendedParams{AgentID: ptr("agent-7"), Page: ptr(2), PerPage: ptr(50)}},
-				{"thread", runs.ListSuspendedParams{ThreadID: ptr("thread-42")}},
-				{"resource+dates/page0", runs.ListSuspendedParams{ResourceID: ptr("user-3"), FromDate: &from, ToDate: &to, Page: ptr(0), PerPage: ptr(20)}},
-				{"agent+thread+resource", runs.ListSuspendedParams{AgentID: ptr("agent-2"), ThreadID: ptr("thread-2"), ResourceID: ptr("user-2")}},
-			} {
-				b.Run(q.name, func(b *testing.B) {
-					var total int64
-					for b.Loop() {
-						res, err := f.svc.ListSuspended(context.Background(), q.p)
-						if err != nil {
-							b.Fatal(err)
-						}
-						total = res.Total
+	onSeeded(b, func(b *testing.B, f *fixture) {
+		from, to := base.Add(20*time.Hour), base.Add(60*time.Hour)
+		for _, q := range []struct {
+			name string
+			p    runs.ListSuspendedParams
+		}{
+			{"inbox/page0", runs.ListSuspendedParams{Page: ptr(0), PerPage: ptr(50)}},
+			{"inbox/page100", runs.ListSuspendedParams{Page: ptr(100), PerPage: ptr(50)}},
+			{"agent/page2", runs.ListSuspendedParams{AgentID: ptr("agent-7"), Page: ptr(2), PerPage: ptr(50)}},
+			{"thread", runs.ListSuspendedParams{ThreadID: ptr("thread-42")}},
+			{"resource+dates/page0", runs.ListSuspendedParams{ResourceID: ptr("user-3"), FromDate: &from, ToDate: &to, Page: ptr(0), PerPage: ptr(20)}},
+			{"agent+thread+resource", runs.ListSuspendedParams{AgentID: ptr("agent-2"), ThreadID: ptr("thread-2"), ResourceID: ptr("user-2")}},
+		} {
+			b.Run(q.name, func(b *testing.B) {
+				var total int64
+				for b.Loop() {
+					res, err := f.svc.ListSuspended(context.Background(), q.p)
+					if err != nil {
+						b.Fatal(err)
 					}
-					b.ReportMetric(float64(total), "matches")
-				})
-			}
-		})
-	}
+					total = res.Total
+				}
+				b.ReportMetric(float64(total), "matches")
+			})
+		}
+	})
 }
 
 // seedMany stores n runs, every tenth one suspended, one minute apart; the suspended ones are
@@ -90,5 +82,20 @@ func seedMany(b *testing.B, db *gorm.DB, n int) {
 		var plan []map[string]any
 		db.Raw("EXPLAIN SELECT * FROM agent_runs WHERE status = 'SUSPENDED' AND parent_run_id IS NULL AND thread_id = 'thread-42' ORDER BY created_at DESC, id DESC").Scan(&plan)
 		b.Logf("plan: %v", plan)
+	}
+}
+
+// onSeeded runs fn as a sub-benchmark on each dialect, over a service whose database holds
+// seedMany's 100,000 runs (10% suspended).
+func onSeeded(b *testing.B, fn func(b *testing.B, f *fixture)) {
+	for _, dialect := range []struct {
+		name string
+		open func(testing.TB) *gorm.DB
+	}{{"sqlite", dbtest.SQLite}, {"mysql", dbtest.MySQL}} {
+		b.Run(dialect.name, func(b *testing.B) {
+			db := dialect.open(b)
+			seedMany(b, db, 100_000)
+			fn(b, setup(b, db, runs.Config{}))
+		})
 	}
 }

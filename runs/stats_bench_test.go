@@ -4,9 +4,6 @@ import (
 	"context"
 	"testing"
 
-	"gorm.io/gorm"
-
-	"interlock/dbtest"
 	"interlock/runs"
 )
 
@@ -15,24 +12,16 @@ import (
 //
 //	go test ./runs -run '^$' -bench Stats -benchtime 50x
 func BenchmarkStats(b *testing.B) {
-	for _, dialect := range []struct {
-		name string
-		open func(testing.TB) *gorm.DB
-	}{{"sqlite", dbtest.SQLite}, {"mysql", dbtest.MySQL}} {
-		b.Run(dialect.name, func(b *testing.B) {
-			db := dialect.open(b)
-			seedMany(b, db, 100_000)
-			f := setup(b, db, runs.Config{})
-			var st runs.RunStats
-			for b.Loop() {
-				var err error
-				if st, err = f.svc.Stats(context.Background()); err != nil {
-					b.Fatal(err)
-				}
+	onSeeded(b, func(b *testing.B, f *fixture) {
+		var st runs.RunStats
+		for b.Loop() {
+			var err error
+			if st, err = f.svc.Stats(context.Background()); err != nil {
+				b.Fatal(err)
 			}
-			if st.ByStatus[runs.StatusCompleted] != 90_000 || st.Suspended != 10_000 {
-				b.Fatalf("stats %+v", st)
-			}
-		})
-	}
+		}
+		if st.ByStatus[runs.StatusCompleted] != 90_000 || st.Suspended != 10_000 {
+			b.Fatalf("stats %+v", st)
+		}
+	})
 }
