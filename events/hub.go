@@ -16,9 +16,10 @@ type Hub[T any] struct {
 	coalesce bool
 }
 
-// Sub is one subscription. Read C; call Close when done.
+// Sub is one subscription. Read C (or, from SubscribeFunc, be called); call Close when done.
 type Sub[T any] struct {
 	C      chan T
+	fn     func() // instead of C: called on each value (SubscribeFunc)
 	hub    *Hub[T]
 	topic  string
 	closed bool
@@ -36,13 +37,23 @@ func NewHub[T any](buffer int) *Hub[T] {
 
 // Subscribe starts a subscription to topic.
 func (h *Hub[T]) Subscribe(topic string) *Sub[T] {
-	s := &Sub[T]{C: make(chan T, h.buffer), hub: h, topic: topic}
+	return h.add(&Sub[T]{C: make(chan T, h.buffer), hub: h, topic: topic})
+}
+
+// SubscribeFunc starts a subscription to topic that calls fn on each value published, instead
+// of holding it in a channel, so that a subscriber needs no goroutine to wait for it. fn is
+// called with the hub locked, by the publisher: it must return at once, and not call the hub.
+func (h *Hub[T]) SubscribeFunc(topic string, fn func()) *Sub[T] {
+	return h.add(&Sub[T]{fn: fn, hub: h, topic: topic})
+}
+
+func (h *Hub[T]) add(s *Sub[T]) *Sub[T] {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.subs[topic] == nil {
-		h.subs[topic] = map[*Sub[T]]struct{}{}
+	if h.subs[s.topic] == nil {
+		h.subs[s.topic] = map[*Sub[T]]struct{}{}
 	}
-	h.subs[topic][s] = struct{}{}
+	h.subs[s.topic][s] = struct{}{}
 	return s
 }
 
@@ -51,6 +62,10 @@ func (h *Hub[T]) Publish(topic string, v T) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for s := range h.subs[topic] {
+		if s.fn != nil {
+			s.fn()
+			continue
+		}
 		select {
 		case s.C <- v:
 		default:
@@ -80,7 +95,9 @@ func (h *Hub[T]) removeLocked(s *Sub[T]) {
 		return
 	}
 	s.closed = true
-	close(s.C)
+	if s.C != nil {
+		close(s.C)
+	}
 	delete(h.subs[s.topic], s)
 	if len(h.subs[s.topic]) == 0 {
 		delete(h.subs, s.topic)

@@ -15,22 +15,24 @@ import (
 // caller's transaction, so they commit with the state they describe. The (run_id, seq) primary
 // key makes a second writer of the same seq fail instead of forking the log.
 func appendEvents(tx *gorm.DB, runID string, last int64, at time.Time, evs []events.Event) error {
-	if len(evs) == 0 {
-		return nil
+	var rows groupRows
+	if err := rows.addEvents(runID, last, at, evs); err != nil {
+		return err
 	}
+	return rows.insert(tx)
+}
+
+// eventRows encodes evs as the rows after seq last of run runID.
+func eventRows(runID string, last int64, at time.Time, evs []events.Event) ([]Event, error) {
 	rows := make([]Event, len(evs))
 	for i, ev := range evs {
 		data, err := json.Marshal(ev)
 		if err != nil {
-			return fmt.Errorf("encode %s event: %w", ev.Type, err)
+			return nil, fmt.Errorf("encode %s event: %w", ev.Type, err)
 		}
 		rows[i] = Event{RunID: runID, Seq: last + int64(i) + 1, Type: string(ev.Type), Data: string(data), CreatedAt: ms(at)}
 	}
-	if err := tx.Create(&rows).Error; err != nil {
-		return fmt.Errorf("append events of run %s: %w", runID, err)
-	}
-	// The outbox rows of what these events announce commit with them (notify).
-	return writeOutbox(tx, runID, last, at, evs)
+	return rows, nil
 }
 
 // Events implements runs.Store.

@@ -57,11 +57,11 @@ func withCalls(db *gorm.DB, rows []Run) ([]*runs.Run, error) {
 	for i := range rows {
 		ids[i] = rows[i].ID
 	}
-	var calls []ToolCall
+	calls := make([]ToolCall, 0, len(rows)) // most runs have one call
 	if err := db.Where("run_id IN ?", ids).Order("id").Find(&calls).Error; err != nil {
 		return nil, fmt.Errorf("load tool calls: %w", err)
 	}
-	byRun := map[string][]ToolCall{}
+	byRun := make(map[string][]ToolCall, len(rows))
 	for _, c := range calls {
 		byRun[c.RunID] = append(byRun[c.RunID], c)
 	}
@@ -160,7 +160,7 @@ func (s *Store) ListSuspended(ctx context.Context, p runs.ListSuspendedParams, l
 		}
 	}
 	page := q.Select("id").Order("created_at DESC, id DESC").Limit(limit).Offset(offset)
-	var rows []Run
+	rows := make([]Run, 0, min(limit, 1000)) // GORM appends to it without growing it
 	err := s.db.WithContext(ctx).Model(&Run{}).Omit("snapshot").
 		Joins("JOIN (?) AS page ON page.id = agent_runs.id", page).
 		Order("agent_runs.created_at DESC, agent_runs.id DESC").Find(&rows).Error

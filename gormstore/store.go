@@ -19,13 +19,21 @@ import (
 type Store struct {
 	db    *gorm.DB
 	mysql bool
+	group *groupCommit // shares transactions between concurrent run writes (groupcommit.go)
 }
 
 var _ runs.Store = (*Store)(nil)
 
 // New returns the store over a database opened by Open and migrated by Migrate.
 func New(db *gorm.DB) *Store {
-	return &Store{db: db, mysql: db.Dialector.Name() == DialectMySQL}
+	s := &Store{db: db, mysql: db.Dialector.Name() == DialectMySQL}
+	// SQLite has one writer connection: a second grouped transaction would only wait for it.
+	inflight := 1
+	if s.mysql {
+		inflight = 4
+	}
+	s.group = newGroupCommit(s, inflight)
+	return s
 }
 
 // DB is the database, for tests that craft rows the service would never write.

@@ -13,23 +13,29 @@ import (
 
 // InsertRun implements runs.Store.
 func (s *Store) InsertRun(ctx context.Context, n runs.NewRun) error {
-	return s.tx(ctx, func(tx *gorm.DB) error { return s.insertRun(tx, n) })
+	return s.group.do(ctx, func(_ *gorm.DB, rows *groupRows) error { return s.addRun(rows, n) })
 }
 
 // insertRun inserts a new RUNNING run and its first events in the caller's transaction.
 func (s *Store) insertRun(tx *gorm.DB, n runs.NewRun) error {
+	var rows groupRows
+	if err := s.addRun(&rows, n); err != nil {
+		return err
+	}
+	return rows.insert(tx)
+}
+
+// addRun adds the row of a new RUNNING run and its first events to rows.
+func (s *Store) addRun(rows *groupRows, n runs.NewRun) error {
 	r := n.Run
-	row := map[string]any{
+	rows.runs = append(rows.runs, map[string]any{
 		"id": r.ID, "agent_id": r.AgentID, "parent_run_id": r.ParentRunID, "thread_id": r.ThreadID,
 		"resource_id": r.ResourceID, "started_by": r.StartedBy, "prompt": r.Prompt, "require_tool_approval": r.RequireToolApproval,
 		"status": string(runs.StatusRunning), "snapshot": n.Snapshot, "created_at": ms(r.CreatedAt),
 		"updated_at": ms(r.UpdatedAt), "last_seq": int64(len(n.Events)), "lease_owner": n.Lease,
 		"lease_until": s.dbNowPlus(n.TTL), "version": 0, "recovery_attempts": 0,
-	}
-	if err := tx.Model(&Run{}).Create(row).Error; err != nil {
-		return fmt.Errorf("insert run: %w", err)
-	}
-	return appendEvents(tx, r.ID, 0, r.CreatedAt, n.Events)
+	})
+	return rows.addEvents(r.ID, 0, r.CreatedAt, n.Events)
 }
 
 // checkpointSet is what every lease holder's write sets: the new last seq, the time, a renewed
@@ -47,13 +53,13 @@ func (s *Store) checkpointSet(c runs.Checkpoint) map[string]any {
 
 // Checkpoint implements runs.Store.
 func (s *Store) Checkpoint(ctx context.Context, c runs.Checkpoint) error {
-	return s.tx(ctx, func(tx *gorm.DB) error {
+	return s.group.do(ctx, func(tx *gorm.DB, rows *groupRows) error {
 		// The lease check comes first: it locks the run row, so every writer of a run's events
 		// queues on that row lock, in one order.
 		if err := leaseUpdate(tx, c.RunID, c.Lease, s.checkpointSet(c)); err != nil {
 			return err
 		}
-		return appendEvents(tx, c.RunID, c.After, c.At, c.Events)
+		return rows.addEvents(c.RunID, c.After, c.At, c.Events)
 	})
 }
 
@@ -99,14 +105,14 @@ func pendingRow(runID, id string, c events.ToolCall, at time.Time) ToolCall {
 
 // Finish implements runs.Store.
 func (s *Store) Finish(ctx context.Context, f runs.Finish) error {
-	return s.tx(ctx, func(tx *gorm.DB) error {
+	write := func(tx *gorm.DB, rows *groupRows) error {
 		set := s.checkpointSet(f.Checkpoint)
 		set["status"], set["snapshot"], set["output"], set["error"], set["error_code"] = f.Status, nil, f.Output, f.Error, f.ErrorCode
 		set["lease_owner"], set["lease_until"], set["version"] = nil, nil, gorm.Expr("version + 1")
 		if err := leaseUpdate(tx, f.RunID, f.Lease, set); err != nil {
 			return err
 		}
-		if err := appendEvents(tx, f.RunID, f.After, f.At, f.Events); err != nil {
+		if err := rows.addEvents(f.RunID, f.After, f.At, f.Events); err != nil {
 			return err
 		}
 		if err := s.continueParent(tx, f.Parent, f.At); err != nil {
@@ -123,7 +129,13 @@ func (s *Store) Finish(ctx context.Context, f runs.Finish) error {
 			return fmt.Errorf("store thread messages: %w", err)
 		}
 		return nil
-	})
+	}
+	if f.Parent != nil {
+		// A sub-agent's finish continues its supervisor, whose events it appends: alone, so
+		// that two children of one supervisor never meet in one transaction.
+		return s.alone(ctx, write)
+	}
+	return s.group.do(ctx, write)
 }
 
 // RenewLease implements runs.Store.

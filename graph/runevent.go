@@ -6,6 +6,7 @@ import (
 
 	"github.com/99designs/gqlgen/graphql"
 
+	"interlock/events"
 	"interlock/graph/model"
 	"interlock/runs"
 )
@@ -37,4 +38,20 @@ func withRun(ctx context.Context, svc *runs.Service, ev *model.RunEvent) error {
 	}
 	ev.Run = toRun(run)
 	return nil
+}
+
+// followEvents streams a run's events as RunEvents, each with its run when the subscription
+// selects it. A failed read of the run ends the stream, as a failed read of the events does:
+// the client reconnects with after: its last seq.
+func followEvents(ctx context.Context, svc *runs.Service, runID string, after int64) (<-chan *model.RunEvent, error) {
+	wantRun := selectsRun(ctx)
+	return runs.FollowAs(svc, ctx, runID, after, func(ctx context.Context, ev events.Event) (*model.RunEvent, error) {
+		next := toEvent(ev)
+		if wantRun {
+			if err := withRun(ctx, svc, next); err != nil {
+				return nil, err
+			}
+		}
+		return next, nil
+	})
 }

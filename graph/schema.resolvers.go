@@ -178,27 +178,7 @@ func (r *subscriptionResolver) RunEvents(ctx context.Context, runID string, afte
 	if after != nil {
 		from = *after
 	}
-	in, err := r.Runs.Follow(ctx, runID, int64(from))
-	if err != nil {
-		return nil, err
-	}
-	wantRun := selectsRun(ctx)
-	out := make(chan *model.RunEvent)
-	go func() {
-		defer close(out)
-		for ev := range in {
-			next := toEvent(ev)
-			if wantRun && withRun(ctx, r.Runs, next) != nil {
-				return // as a failed read of the events: the client reconnects with after: its last seq
-			}
-			select {
-			case out <- next:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	return out, nil
+	return followEvents(ctx, r.Runs, runID, int64(from))
 }
 
 // SuspendedRunsChanged is the resolver for the suspendedRunsChanged field.

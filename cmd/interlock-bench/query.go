@@ -273,11 +273,10 @@ func measureQueries(ctx context.Context, db *gorm.DB, srv string, p seedParams, 
 					Runs  []struct{ RunID string }
 				}
 			}
-			t0 := time.Now()
-			if err := client.do(ctx, suspendedQuery, sh.Vars, &resp); err != nil {
+			dh, err := client.timed(ctx, suspendedQuery, sh.Vars, &resp)
+			if err != nil {
 				return nil, fmt.Errorf("%s over HTTP: %w", sh.Name, err)
 			}
-			dh := time.Since(t0)
 			if resp.SuspendedRuns.Total != total {
 				return nil, fmt.Errorf("%s: the server's total %d differs from the store's %d", sh.Name, resp.SuspendedRuns.Total, total)
 			}

@@ -1,0 +1,105 @@
+package gormstore_test
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"gorm.io/gorm"
+
+	"interlock/dbtest"
+	"interlock/events"
+	"interlock/gormstore"
+	"interlock/runs"
+)
+
+// TestGroupCommitSharesOneTransaction holds the group committer busy while three checkpoints
+// of three runs queue, then lets it commit them: their events go in one INSERT, and a lost
+// lease among them sends each write to a transaction of its own, with its own answer.
+func TestGroupCommitSharesOneTransaction(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		s := gormstore.New(db)
+		ctx := t.Context()
+		var mu sync.Mutex
+		inserts := 0 // INSERT statements into run_events
+		err := db.Callback().Create().After("gorm:create").Register("test:count", func(tx *gorm.DB) {
+			if tx.Statement.Table == "run_events" {
+				mu.Lock()
+				inserts++
+				mu.Unlock()
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now().UTC()
+		for i := range 3 {
+			lease := fmt.Sprintf("lease-%d", i)
+			r := runs.Run{ID: fmt.Sprintf("run-%d", i), AgentID: "agent", Prompt: "p", Status: runs.StatusRunning, CreatedAt: now, UpdatedAt: now, LastSeq: 1, LeaseOwner: &lease}
+			if err := s.InsertRun(ctx, runs.NewRun{Run: r, Snapshot: `{}`, Lease: lease, TTL: time.Hour, Events: []events.Event{{Type: events.RunStarted}}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// round writes one checkpoint of each run at once, with lease of run i as leases(i), and
+		// returns their errors and the INSERTs into run_events they made.
+		round := func(after int64, leases func(i int) string) ([]error, int) {
+			commit := s.HoldGroup()
+			mu.Lock()
+			inserts = 0
+			mu.Unlock()
+			errs := make([]error, 3)
+			var wg sync.WaitGroup
+			for i := range 3 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					c := runs.Checkpoint{RunID: fmt.Sprintf("run-%d", i), Lease: leases(i), TTL: time.Hour, After: after, At: now, Events: []events.Event{{Type: events.StepFinished}}}
+					errs[i] = s.Checkpoint(ctx, c)
+				}()
+			}
+			commit(3)
+			wg.Wait()
+			mu.Lock()
+			defer mu.Unlock()
+			return errs, inserts
+		}
+		own := func(i int) string { return fmt.Sprintf("lease-%d", i) }
+
+		errs, n := round(1, own)
+		if err := errors.Join(errs...); err != nil {
+			t.Fatalf("grouped checkpoints: %v", err)
+		}
+		if n != 1 {
+			t.Errorf("three grouped checkpoints made %d INSERTs into run_events, want 1", n)
+		}
+
+		errs, n = round(2, func(i int) string {
+			if i == 1 {
+				return "someone-else"
+			}
+			return own(i)
+		})
+		if errs[0] != nil || errs[2] != nil || !errors.Is(errs[1], runs.ErrLeaseLost) {
+			t.Fatalf("grouped checkpoints with one lost lease: %v; want nil, lease lost, nil", errs)
+		}
+		if n != 2 {
+			// The group's INSERT never ran (the lost lease came first), then one each alone.
+			t.Errorf("a group with a lost lease made %d INSERTs into run_events, want 2 (one per write alone)", n)
+		}
+		for i, want := range []int64{3, 2, 3} {
+			var last int64
+			if err := db.Model(&gormstore.Run{}).Where("id = ?", fmt.Sprintf("run-%d", i)).Pluck("last_seq", &last).Error; err != nil {
+				t.Fatal(err)
+			}
+			var count int64
+			if err := db.Model(&gormstore.Event{}).Where("run_id = ?", fmt.Sprintf("run-%d", i)).Count(&count).Error; err != nil {
+				t.Fatal(err)
+			}
+			if last != want || count != want {
+				t.Errorf("run-%d: last seq %d and %d events, want %d of each", i, last, count, want)
+			}
+		}
+	})
+}
