@@ -2,7 +2,9 @@ package gormstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -20,9 +22,9 @@ import (
 //
 // A write waits only while the transactions allowed at once are busy (inflight; one on SQLite,
 // whose single writer connection would make more queue anyway): alone, it commits at once. When
-// a grouped transaction fails for any reason (a lost lease, a deadlock past its retries), it is
-// rolled back whole and every write in it is made again alone, so each caller gets exactly the
-// answer it would have had without the grouping.
+// a grouped transaction fails before its COMMIT (a lost lease, a deadlock past its retries), it
+// is rolled back whole and every caller makes its write again alone, at the same time as the
+// others, so each gets exactly the answer it would have had without the grouping.
 type groupCommit struct {
 	s        *Store
 	inflight int
@@ -37,16 +39,22 @@ type groupWrite struct {
 	ctx   context.Context
 	write func(tx *gorm.DB, rows *groupRows) error
 	done  chan error
+	taken bool // by a committer, under groupCommit.mu: the answer will come on done
 }
 
 // maxGroup bounds the writes of one transaction, so that its statement stays a sensible size.
 const maxGroup = 64
 
+// errAlone answers the writes of a group that failed before its COMMIT: each caller makes its
+// write again alone, in its own goroutine and with its own context.
+var errAlone = errors.New("the group's transaction failed: write alone")
+
 func newGroupCommit(s *Store, inflight int) *groupCommit {
 	return &groupCommit{s: s, inflight: inflight}
 }
 
-// do makes write, with writes of other callers when they come at the same moment.
+// do makes write, with writes of other callers when they come at the same moment. A caller
+// whose ctx ends while its write still waits in the queue leaves at once with ctx.Err().
 func (g *groupCommit) do(ctx context.Context, write func(tx *gorm.DB, rows *groupRows) error) error {
 	w := &groupWrite{ctx: ctx, write: write, done: make(chan error, 1)}
 	g.mu.Lock()
@@ -56,7 +64,23 @@ func (g *groupCommit) do(ctx context.Context, write func(tx *gorm.DB, rows *grou
 		go g.commitQueued()
 	}
 	g.mu.Unlock()
-	return <-w.done
+	var err error
+	select {
+	case err = <-w.done:
+	case <-ctx.Done():
+		g.mu.Lock()
+		if !w.taken {
+			g.queue = slices.DeleteFunc(g.queue, func(q *groupWrite) bool { return q == w })
+			g.mu.Unlock()
+			return ctx.Err()
+		}
+		g.mu.Unlock()
+		err = <-w.done
+	}
+	if errors.Is(err, errAlone) {
+		return g.s.alone(ctx, write)
+	}
+	return err
 }
 
 // commitQueued commits what waits, a group at a time, until nothing does.
@@ -70,13 +94,19 @@ func (g *groupCommit) commitQueued() {
 			return
 		}
 		group := g.queue[:n:n]
+		for _, w := range group {
+			w.taken = true
+		}
 		g.queue = append([]*groupWrite(nil), g.queue[n:]...)
 		g.mu.Unlock()
 		g.commit(group)
 	}
 }
 
-// commit makes the writes of group in one transaction or, when that fails, each alone.
+// commit makes the writes of group in one transaction. When that fails before its COMMIT, it
+// was rolled back whole, and each caller makes its write again alone (errAlone). When the
+// COMMIT itself fails, the database may have committed it: every caller gets that error, as a
+// write of its own would.
 func (g *groupCommit) commit(group []*groupWrite) {
 	live := group[:0]
 	for _, w := range group {
@@ -86,28 +116,39 @@ func (g *groupCommit) commit(group []*groupWrite) {
 		}
 		live = append(live, w)
 	}
-	if len(live) > 1 {
-		// No caller's cancellation may roll back the others' writes.
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(live[0].ctx), 30*time.Second)
-		err := g.s.tx(ctx, func(tx *gorm.DB) error {
-			var rows groupRows
-			for _, w := range live {
-				if err := w.write(tx, &rows); err != nil {
-					return err
-				}
+	switch len(live) {
+	case 0:
+		return
+	case 1:
+		live[0].done <- g.s.alone(live[0].ctx, live[0].write)
+		return
+	}
+	// No caller's cancellation may roll back the others' writes.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(live[0].ctx), 30*time.Second)
+	defer cancel()
+	committing := false
+	err := g.s.tx(ctx, func(tx *gorm.DB) error {
+		committing = false
+		var rows groupRows
+		for _, w := range live {
+			if err := w.write(tx, &rows); err != nil {
+				return err
 			}
-			return rows.insert(tx)
-		})
-		cancel()
-		if err == nil {
-			for _, w := range live {
-				w.done <- nil
-			}
-			return
 		}
+		if err := rows.insert(tx); err != nil {
+			return err
+		}
+		committing = true
+		return nil
+	})
+	if err == nil || committing {
+		for _, w := range live {
+			w.done <- err
+		}
+		return
 	}
 	for _, w := range live {
-		w.done <- g.s.alone(w.ctx, w.write)
+		w.done <- errAlone
 	}
 }
 
@@ -155,12 +196,12 @@ func (r *groupRows) addEvents(runID string, last int64, at time.Time, evs []even
 func (r *groupRows) insert(tx *gorm.DB) error {
 	if len(r.runs) > 0 {
 		if err := tx.Model(&Run{}).Create(r.runs).Error; err != nil {
-			return fmt.Errorf("insert %d runs: %w", len(r.runs), err)
+			return fmt.Errorf("insert %s: %w", r.whose(func(i int) string { return r.runs[i]["id"].(string) }, len(r.runs)), err)
 		}
 	}
 	if len(r.events) > 0 {
 		if err := tx.Create(&r.events).Error; err != nil {
-			return fmt.Errorf("append %d events: %w", len(r.events), err)
+			return fmt.Errorf("append events of %s: %w", r.whose(func(i int) string { return r.events[i].RunID }, len(r.events)), err)
 		}
 	}
 	for _, a := range r.outbox {
@@ -169,4 +210,17 @@ func (r *groupRows) insert(tx *gorm.DB) error {
 		}
 	}
 	return nil
+}
+
+// whose names the run of n rows (id(i) is the run of row i) in an error: "run ID" when they
+// are all of one run, else how many runs.
+func (r *groupRows) whose(id func(i int) string, n int) string {
+	seen := map[string]bool{}
+	for i := range n {
+		seen[id(i)] = true
+	}
+	if len(seen) == 1 {
+		return "run " + id(0)
+	}
+	return fmt.Sprintf("%d runs", len(seen))
 }

@@ -1,6 +1,7 @@
 package gormstore_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -42,24 +43,34 @@ func TestGroupCommitSharesOneTransaction(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		// round writes one checkpoint of each run at once, with lease of run i as leases(i), and
+		// round writes one checkpoint of each run at once, with lease of run i as leases(i); when
+		// cancel is a run's number, its caller gives up while its write waits in the queue. It
 		// returns their errors and the INSERTs into run_events they made.
-		round := func(after int64, leases func(i int) string) ([]error, int) {
-			commit := s.HoldGroup()
+		round := func(after int64, leases func(i int) string, cancel int) ([]error, int) {
+			hold := s.HoldGroup(t)
 			mu.Lock()
 			inserts = 0
 			mu.Unlock()
 			errs := make([]error, 3)
+			stop := make([]context.CancelFunc, 3)
 			var wg sync.WaitGroup
 			for i := range 3 {
+				var wctx context.Context
+				wctx, stop[i] = context.WithCancel(ctx)
+				defer stop[i]()
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
 					c := runs.Checkpoint{RunID: fmt.Sprintf("run-%d", i), Lease: leases(i), TTL: time.Hour, After: after, At: now, Events: []events.Event{{Type: events.StepFinished}}}
-					errs[i] = s.Checkpoint(ctx, c)
+					errs[i] = s.Checkpoint(wctx, c)
 				}()
 			}
-			commit(3)
+			hold.WaitQueued(3)
+			if cancel >= 0 {
+				stop[cancel]()
+				hold.WaitQueued(2) // it left the queue
+			}
+			hold.Commit()
 			wg.Wait()
 			mu.Lock()
 			defer mu.Unlock()
@@ -67,7 +78,7 @@ func TestGroupCommitSharesOneTransaction(t *testing.T) {
 		}
 		own := func(i int) string { return fmt.Sprintf("lease-%d", i) }
 
-		errs, n := round(1, own)
+		errs, n := round(1, own, -1)
 		if err := errors.Join(errs...); err != nil {
 			t.Fatalf("grouped checkpoints: %v", err)
 		}
@@ -80,7 +91,7 @@ func TestGroupCommitSharesOneTransaction(t *testing.T) {
 				return "someone-else"
 			}
 			return own(i)
-		})
+		}, -1)
 		if errs[0] != nil || errs[2] != nil || !errors.Is(errs[1], runs.ErrLeaseLost) {
 			t.Fatalf("grouped checkpoints with one lost lease: %v; want nil, lease lost, nil", errs)
 		}
@@ -88,7 +99,16 @@ func TestGroupCommitSharesOneTransaction(t *testing.T) {
 			// The group's INSERT never ran (the lost lease came first), then one each alone.
 			t.Errorf("a group with a lost lease made %d INSERTs into run_events, want 2 (one per write alone)", n)
 		}
-		for i, want := range []int64{3, 2, 3} {
+		// A caller that gives up while its write waits leaves with its context's error, and
+		// only the others are written, together (run-1's write would be refused anyway).
+		errs, n = round(3, own, 1)
+		if errs[0] != nil || errs[2] != nil || !errors.Is(errs[1], context.Canceled) {
+			t.Fatalf("grouped checkpoints, the second given up while queued: %v; want nil, context canceled, nil", errs)
+		}
+		if n != 1 {
+			t.Errorf("a group of two after one gave up made %d INSERTs into run_events, want 1", n)
+		}
+		for i, want := range []int64{4, 2, 4} {
 			var last int64
 			if err := db.Model(&gormstore.Run{}).Where("id = ?", fmt.Sprintf("run-%d", i)).Pluck("last_seq", &last).Error; err != nil {
 				t.Fatal(err)

@@ -131,8 +131,9 @@ func (s *Store) Finish(ctx context.Context, f runs.Finish) error {
 		return nil
 	}
 	if f.Parent != nil {
-		// A sub-agent's finish continues its supervisor, whose events it appends: alone, so
-		// that two children of one supervisor never meet in one transaction.
+		// A sub-agent's finish continues its WAITING supervisor, whose row it checks and
+		// updates: alone, so that a stale handoff fails this write only, and two children of
+		// one supervisor never meet in one transaction.
 		return s.alone(ctx, write)
 	}
 	return s.group.do(ctx, write)

@@ -30,7 +30,7 @@ func TestIdleStreamsHoldNoGoroutine(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for ev := range ch {
+			for ev := range within(t, ch) {
 				if ev.Seq == r.LastSeq {
 					break
 				}
@@ -45,7 +45,7 @@ func TestIdleStreamsHoldNoGoroutine(t *testing.T) {
 		for i, ch := range streams {
 			seq := r.LastSeq
 			var last events.Type
-			for ev := range ch {
+			for ev := range within(t, ch) {
 				if ev.Seq != seq+1 {
 					t.Fatalf("stream %d: seq %d after %d", i, ev.Seq, seq)
 				}
@@ -60,16 +60,19 @@ func TestIdleStreamsHoldNoGoroutine(t *testing.T) {
 }
 
 // TestCancelledIdleStreamCloses ends a stream that waits on a suspended run by cancelling its
-// context: its channel closes, and the run has no follower left.
+// context: its channel closes, and the run has no follower left. The notify loop polls once an
+// hour, so nothing but the cancellation wakes the stream.
 func TestCancelledIdleStreamCloses(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
-		f := setup(t, db, runs.Config{})
+		f := setup(t, db, runs.Config{PollInterval: time.Hour})
 		r := f.suspended(t, runs.StartParams{Prompt: "refund order 1"})
+		f.svc.Wait()
 		ctx, cancel := context.WithCancel(t.Context())
 		ch, err := f.svc.Follow(ctx, r.ID, r.LastSeq)
 		if err != nil {
 			t.Fatal(err)
 		}
+		waitStreamGoroutines(t, "a stream with nothing to send", 0)
 		cancel()
 		select {
 		case ev, ok := <-ch:
@@ -85,6 +88,22 @@ func TestCancelledIdleStreamCloses(t *testing.T) {
 			}
 		}
 	})
+}
+
+// within yields the events of ch until it closes, failing the test when one takes over 20s.
+func within(t *testing.T, ch <-chan events.Event) func(yield func(events.Event) bool) {
+	return func(yield func(events.Event) bool) {
+		for {
+			select {
+			case ev, ok := <-ch:
+				if !ok || !yield(ev) {
+					return
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatal("no event and no end of the stream within 20s")
+			}
+		}
+	}
 }
 
 // waitStreamGoroutines waits up to 5s for at most max goroutines to be running Follow streams
