@@ -90,17 +90,12 @@ func (s *testServer) postAs(t testing.TB, token, query string, vars map[string]a
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	var r struct {
-		Data   json.RawMessage
-		Errors json.RawMessage
+	r := decodeGQL(t, resp)
+	var msg string
+	if len(r.Errors) > 0 {
+		msg = r.Errors[0].Message
 	}
-	if err := json.Unmarshal(raw, &r); err != nil {
-		t.Fatalf("status %d, body %s", resp.StatusCode, raw)
-	}
-	code, msg := firstError(r.Errors)
-	return result{status: resp.StatusCode, data: r.Data, code: code, msg: msg}
+	return result{status: resp.StatusCode, data: r.Data, code: r.code(), msg: msg}
 }
 
 // mustAs is postAs that must succeed, decoding the data into v.

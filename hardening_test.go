@@ -303,13 +303,7 @@ func postAs(t *testing.T, client *http.Client, base, who, query string) (*http.R
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	var out gqlResponse
-	raw, _ := io.ReadAll(resp.Body)
-	if err := json.Unmarshal(raw, &out); err != nil {
-		t.Fatalf("status %d, body %s", resp.StatusCode, raw)
-	}
-	return resp, out
+	return resp, decodeGQL(t, resp)
 }
 
 const cheapMutation = `mutation { declineToolCall(runId: "no-such-run") { status } }`
