@@ -57,8 +57,8 @@ func withCalls(db *gorm.DB, rows []Run) ([]*runs.Run, error) {
 	for i := range rows {
 		ids[i] = rows[i].ID
 	}
-	calls := make([]ToolCall, 0, len(rows)) // most runs have one call
-	if err := db.Where("run_id IN ?", ids).Order("id").Find(&calls).Error; err != nil {
+	calls, err := scanCalls(db.Model(&ToolCall{}).Where("run_id IN ?", ids).Order("id"), len(rows)) // most runs have one call
+	if err != nil {
 		return nil, fmt.Errorf("load tool calls: %w", err)
 	}
 	byRun := make(map[string][]ToolCall, len(rows))
@@ -160,10 +160,9 @@ func (s *Store) ListSuspended(ctx context.Context, p runs.ListSuspendedParams, l
 		}
 	}
 	page := q.Select("id").Order("created_at DESC, id DESC").Limit(limit).Offset(offset)
-	rows := make([]Run, 0, min(limit, 1000)) // GORM appends to it without growing it
-	err := s.db.WithContext(ctx).Model(&Run{}).Omit("snapshot").
+	rows, err := scanPageRuns(s.db.WithContext(ctx).Model(&Run{}).
 		Joins("JOIN (?) AS page ON page.id = agent_runs.id", page).
-		Order("agent_runs.created_at DESC, agent_runs.id DESC").Find(&rows).Error
+		Order("agent_runs.created_at DESC, agent_runs.id DESC"), limit)
 	if err != nil {
 		return nil, fmt.Errorf("list suspended runs: %w", err)
 	}
