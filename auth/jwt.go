@@ -70,8 +70,11 @@ func newJWTVerifier(ctx context.Context, c *JWT, opts Options) (*jwtVerifier, er
 			HTTPTimeout:               jwksTimeout,
 			NoErrorReturnFirstHTTPReq: &fetchOnStart,
 			RefreshUnknownKID:         rate.NewLimiter(rate.Every(unknownKIDEvery), 1),
-			// Fail at once rather than hold a request while the limiter refills.
-			RateLimitWaitMax: time.Millisecond,
+			// jwkset gives the refresh of an unknown kid one deadline for both the wait for the
+			// limiter and the fetch, so it must leave the fetch its time. A wait that would end
+			// past it fails at once (rate.Limiter does not wait beyond a deadline): only a token
+			// arriving in the last jwksTimeout before the limiter refills is held, at most that.
+			RateLimitWaitMax: jwksTimeout,
 			RefreshErrorHandlerFunc: func(u string) func(context.Context, error) {
 				return func(ctx context.Context, err error) {
 					logger.WarnContext(ctx, "auth: cannot refresh the JWKS", "url", u, "error", err)

@@ -73,6 +73,7 @@ type idp struct {
 	srv     *httptest.Server
 	jwks    atomic.Pointer[[]byte]
 	fetches atomic.Int32
+	delay   atomic.Int64 // each answer waits this long (a provider across a network)
 }
 
 func newIDP(t *testing.T, keys ...key) *idp {
@@ -81,6 +82,7 @@ func newIDP(t *testing.T, keys ...key) *idp {
 	i.serve(t, keys...)
 	i.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		i.fetches.Add(1)
+		time.Sleep(time.Duration(i.delay.Load()))
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(*i.jwks.Load())
 	}))
@@ -217,7 +219,8 @@ func tamper(t *testing.T, token string) string {
 }
 
 // TestJWKSRotation: once the identity provider publishes a new key, tokens signed with it
-// verify without restarting the authenticator, and the withdrawn key no longer does.
+// verify without restarting the authenticator, and the withdrawn key no longer does — also
+// when the provider takes a while to answer (the refresh once had a 1 ms deadline).
 func TestJWKSRotation(t *testing.T) {
 	t.Parallel()
 	a, b := ecKey(t, "key-a"), ecKey(t, "key-b")
@@ -231,6 +234,7 @@ func TestJWKSRotation(t *testing.T) {
 	}
 
 	i.serve(t, b)
+	i.delay.Store(int64(50 * time.Millisecond))
 	p, err := authn.Authenticate(context.Background(), "Bearer "+b.sign(t, claims(nil)))
 	if err != nil {
 		t.Fatalf("a token signed with the new key: %v", err)
@@ -243,6 +247,9 @@ func TestJWKSRotation(t *testing.T) {
 	}
 	_, err = authn.Authenticate(context.Background(), "Bearer "+a.sign(t, claims(nil)))
 	authError(t, err, "token is signed by an unknown key", "")
+	if n := i.fetches.Load(); n != 2 {
+		t.Fatalf("%d fetches of the JWKS after a withdrawn key's token, want still 2 (refreshes are limited to one a minute)", n)
+	}
 }
 
 func TestJWKSUnreachable(t *testing.T) {
