@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -370,5 +371,69 @@ func TestWebhookGivenUpAfterMaxAttempts(t *testing.T) {
 	}
 	if n := len(r.got()); n != 3 {
 		t.Errorf("receiver got %d requests, want 3", n)
+	}
+}
+
+// TestWebhookOnExpiry: a call nobody approves within its approvalTimeout is announced to the
+// webhook as expired — once, after its approval request, signed like every event — and no
+// decision is announced, because nobody decided.
+func TestWebhookOnExpiry(t *testing.T) {
+	t.Setenv("INTERLOCK_TEST_WEBHOOK_SECRET", notifySecret)
+	t.Setenv("INTERLOCK_TEST_MODEL_KEY", "sk-test")
+	rcv, model, refunds := newReceiver(t), fakeModel(t, "refund"), newRefundEndpoint(t)
+	file := writeConfig(t, `
+agents:
+  - id: billing
+    model: {provider: openai, baseURL: `+model.URL+`/v1, name: test-model, apiKeyEnv: INTERLOCK_TEST_MODEL_KEY}
+    tools: [refund]
+tools:
+  - name: refund
+    inputSchema: {type: object, properties: {orderId: {type: string}, amount: {type: number}}, required: [orderId, amount]}
+    requireApproval: true
+    approvalTimeout: 1s
+    http: {url: `+refunds.URL+`/refund, timeout: 5s}
+notifications:
+  consoleURL: https://console.example/interlock/
+  retryBackoff: 20ms
+  maxBackoff: 100ms
+  pollInterval: 20ms
+  webhooks:
+    - name: ops
+      url: `+rcv.URL+`
+      secretEnv: INTERLOCK_TEST_WEBHOOK_SECRET
+`)
+	s := startServer(t, "sqlite:"+filepath.Join(t.TempDir(), "n.db"), "--config", file)
+	run := s.startRun(t, "refund order 7", map[string]any{"agentId": "billing"})
+	s.waitStatus(t, run.RunID, "COMPLETED")
+	types := func() []notify.Kind {
+		var out []notify.Kind
+		for _, h := range rcv.got() {
+			var e notify.Event
+			json.Unmarshal(h.body, &e)
+			out = append(out, e.Type)
+		}
+		return out
+	}
+	eventually(t, func() bool { return slices.Contains(types(), notify.Expired) }, func() string {
+		return fmt.Sprintf("events delivered %v, want one expired", types())
+	})
+	time.Sleep(200 * time.Millisecond) // ten poll intervals: anything more would have come
+	if got := types(); !slices.Equal(got, []notify.Kind{notify.ApprovalRequested, notify.Expired}) {
+		t.Fatalf("events delivered %v, want approval_requested then expired, once each", got)
+	}
+	h := rcv.got()[1]
+	if err := verifyInterlockSignature([]byte(notifySecret), h.header.Get(notify.SignatureHeader), h.body, time.Now()); err != nil {
+		t.Errorf("expired event: %v", err)
+	}
+	var e notify.Event
+	if err := json.Unmarshal(h.body, &e); err != nil {
+		t.Fatal(err)
+	}
+	if e.Run.ID != run.RunID || e.ToolCall == nil || e.ToolCall.ToolName != "refund" || e.DecidedBy != "" ||
+		e.URL != "https://console.example/interlock/?run="+run.RunID {
+		t.Errorf("expired event = %s", h.body)
+	}
+	if calls, _ := refunds.got(); len(calls) != 0 {
+		t.Fatalf("the refund endpoint was called %d times", len(calls))
 	}
 }

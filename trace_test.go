@@ -352,3 +352,29 @@ func TestTracingFlushedOnShutdown(t *testing.T) {
 		})
 	}
 }
+
+// TestTracingOfAnExpiry: the execution that an approval timeout resumes is a root span with the
+// cause "expiry", and it ends with the run finished (the model told the request timed out).
+func TestTracingOfAnExpiry(t *testing.T) {
+	c := startCollector(t)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", c.url)
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
+	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+	t.Setenv("OTEL_TRACES_SAMPLER", "always_on")
+	file, _ := expiryConfig(t, "1s")
+	s := startServer(t, "sqlite:"+filepath.Join(t.TempDir(), "interlock.db"), "--config", file)
+	run := s.startRun(t, "refund order 7", map[string]any{"agentId": "billing"})
+	s.waitStatus(t, run.RunID, "COMPLETED")
+	s.app.Service.Wait()
+	spans := waitSpans(t, s, c, func(ss spanSet) bool {
+		return len(ss.named("execute_run billing", "interlock.run.id", run.RunID, "interlock.execution.cause", "expiry")) == 1
+	})
+	resumed := spans.named("execute_run billing", "interlock.run.id", run.RunID, "interlock.execution.cause", "expiry").one(t, "execution after the expiry")
+	if len(resumed.ParentSpanId) != 0 || resumed.attr("interlock.execution.end") != "finished" {
+		t.Errorf("the execution after the expiry: parent %q, end %q; want a root that finished the run", resumed.parentID(), resumed.attr("interlock.execution.end"))
+	}
+	first := spans.named("execute_run billing", "interlock.run.id", run.RunID, "interlock.execution.cause", "start").one(t, "execution after startRun")
+	if first.attr("interlock.execution.end") != "suspended" {
+		t.Errorf("the first execution ended %q, want suspended", first.attr("interlock.execution.end"))
+	}
+}
