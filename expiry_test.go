@@ -9,8 +9,8 @@ import (
 )
 
 // expiryConfig is a config file whose billing agent, on the fake model, calls an HTTP refund
-// tool that needs approval within timeout.
-func expiryConfig(t *testing.T, timeout string) (file string, refunds *refundEndpoint) {
+// tool that needs approval within timeout; more is appended (further top-level sections).
+func expiryConfig(t *testing.T, timeout string, more ...string) (file string, refunds *refundEndpoint) {
 	t.Helper()
 	model, refunds := fakeModel(t, "refund"), newRefundEndpoint(t)
 	t.Setenv("INTERLOCK_TEST_MODEL_KEY", "sk-test")
@@ -25,7 +25,7 @@ tools:
     requireApproval: true
     approvalTimeout: `+timeout+`
     http: {url: `+refunds.URL+`/refund, timeout: 5s}
-`), refunds
+`+strings.Join(more, "")), refunds
 }
 
 type expiryRun struct {

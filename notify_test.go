@@ -139,7 +139,12 @@ const notifySecret = "whsec-test-0123456789"
 // notifyConfig is a config file with one signed json webhook to url, more keys of the section
 // in section and more webhooks in hooks.
 func notifyConfig(t *testing.T, url, section, hooks string) string {
-	return writeConfig(t, fmt.Sprintf(`notifications:
+	return writeConfig(t, notifySection(url, section, hooks))
+}
+
+// notifySection is the notifications section of notifyConfig.
+func notifySection(url, section, hooks string) string {
+	return fmt.Sprintf(`notifications:
 %s  consoleURL: https://console.example/interlock/
   retryBackoff: 20ms
   maxBackoff: 100ms
@@ -148,7 +153,7 @@ func notifyConfig(t *testing.T, url, section, hooks string) string {
     - name: ops
       url: %s
       secretEnv: INTERLOCK_TEST_WEBHOOK_SECRET
-%s`, section, url, hooks))
+%s`, section, url, hooks)
 }
 
 // TestWebhookRetriedSignedAndSlack: a receiver that fails twice then succeeds gets the
@@ -379,29 +384,8 @@ func TestWebhookGivenUpAfterMaxAttempts(t *testing.T) {
 // decision is announced, because nobody decided.
 func TestWebhookOnExpiry(t *testing.T) {
 	t.Setenv("INTERLOCK_TEST_WEBHOOK_SECRET", notifySecret)
-	t.Setenv("INTERLOCK_TEST_MODEL_KEY", "sk-test")
-	rcv, model, refunds := newReceiver(t), fakeModel(t, "refund"), newRefundEndpoint(t)
-	file := writeConfig(t, `
-agents:
-  - id: billing
-    model: {provider: openai, baseURL: `+model.URL+`/v1, name: test-model, apiKeyEnv: INTERLOCK_TEST_MODEL_KEY}
-    tools: [refund]
-tools:
-  - name: refund
-    inputSchema: {type: object, properties: {orderId: {type: string}, amount: {type: number}}, required: [orderId, amount]}
-    requireApproval: true
-    approvalTimeout: 1s
-    http: {url: `+refunds.URL+`/refund, timeout: 5s}
-notifications:
-  consoleURL: https://console.example/interlock/
-  retryBackoff: 20ms
-  maxBackoff: 100ms
-  pollInterval: 20ms
-  webhooks:
-    - name: ops
-      url: `+rcv.URL+`
-      secretEnv: INTERLOCK_TEST_WEBHOOK_SECRET
-`)
+	rcv := newReceiver(t)
+	file, refunds := expiryConfig(t, "1s", notifySection(rcv.URL, "", ""))
 	s := startServer(t, "sqlite:"+filepath.Join(t.TempDir(), "n.db"), "--config", file)
 	run := s.startRun(t, "refund order 7", map[string]any{"agentId": "billing"})
 	s.waitStatus(t, run.RunID, "COMPLETED")

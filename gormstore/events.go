@@ -15,11 +15,7 @@ import (
 // caller's transaction, so they commit with the state they describe. The (run_id, seq) primary
 // key makes a second writer of the same seq fail instead of forking the log.
 func appendEvents(tx *gorm.DB, runID string, last int64, at time.Time, evs []events.Event) error {
-	var rows groupRows
-	if err := rows.addEvents(runID, last, at, evs); err != nil {
-		return err
-	}
-	return rows.insert(tx)
+	return writeIn(tx, func(_ *gorm.DB, rows *groupRows) error { return rows.addEvents(runID, last, at, evs) })
 }
 
 // eventRows encodes evs as the rows after seq last of run runID.

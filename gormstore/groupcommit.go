@@ -127,19 +127,14 @@ func (g *groupCommit) commit(group []*groupWrite) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(live[0].ctx), 30*time.Second)
 	defer cancel()
 	committing := false
+	writes := make([]func(*gorm.DB, *groupRows) error, len(live))
+	for i, w := range live {
+		writes[i] = w.write
+	}
 	err := g.s.tx(ctx, func(tx *gorm.DB) error {
-		committing = false
-		var rows groupRows
-		for _, w := range live {
-			if err := w.write(tx, &rows); err != nil {
-				return err
-			}
-		}
-		if err := rows.insert(tx); err != nil {
-			return err
-		}
-		committing = true
-		return nil
+		err := writeIn(tx, writes...)
+		committing = err == nil
+		return err
 	})
 	if err == nil || committing {
 		for _, w := range live {
@@ -154,13 +149,18 @@ func (g *groupCommit) commit(group []*groupWrite) {
 
 // alone makes write in a transaction of its own.
 func (s *Store) alone(ctx context.Context, write func(tx *gorm.DB, rows *groupRows) error) error {
-	return s.tx(ctx, func(tx *gorm.DB) error {
-		var rows groupRows
-		if err := write(tx, &rows); err != nil {
+	return s.tx(ctx, func(tx *gorm.DB) error { return writeIn(tx, write) })
+}
+
+// writeIn makes writes in tx, then inserts the rows they added.
+func writeIn(tx *gorm.DB, writes ...func(tx *gorm.DB, rows *groupRows) error) error {
+	var rows groupRows
+	for _, w := range writes {
+		if err := w(tx, &rows); err != nil {
 			return err
 		}
-		return rows.insert(tx)
-	})
+	}
+	return rows.insert(tx)
 }
 
 // groupRows are the rows of the writes of one transaction, inserted at its end, each table's

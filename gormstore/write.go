@@ -18,11 +18,7 @@ func (s *Store) InsertRun(ctx context.Context, n runs.NewRun) error {
 
 // insertRun inserts a new RUNNING run and its first events in the caller's transaction.
 func (s *Store) insertRun(tx *gorm.DB, n runs.NewRun) error {
-	var rows groupRows
-	if err := s.addRun(&rows, n); err != nil {
-		return err
-	}
-	return rows.insert(tx)
+	return writeIn(tx, func(_ *gorm.DB, rows *groupRows) error { return s.addRun(rows, n) })
 }
 
 // addRun adds the row of a new RUNNING run and its first events to rows.
