@@ -3,7 +3,12 @@ package gormstore
 import (
 	"testing"
 	"time"
+
+	"gorm.io/gorm"
 )
+
+// BeforeGroupCommit makes f run in every grouped transaction of s just before its COMMIT.
+func (s *Store) BeforeGroupCommit(f func(tx *gorm.DB)) { s.group.beforeCommit = f }
 
 // GroupHold keeps the group committer of a store busy, as if all its transactions were being
 // committed, so that the writes made meanwhile queue.

@@ -32,6 +32,10 @@ type groupCommit struct {
 	mu      sync.Mutex
 	queue   []*groupWrite
 	running int // transactions being committed
+
+	// beforeCommit, when set (by tests only), runs in a group's transaction after its writes,
+	// just before its COMMIT: the one place a test can make a COMMIT fail.
+	beforeCommit func(tx *gorm.DB)
 }
 
 // groupWrite is one caller's write: it adds its statements to tx and its rows to rows.
@@ -134,8 +138,14 @@ func (g *groupCommit) commit(group []*groupWrite) {
 	err := g.s.tx(ctx, func(tx *gorm.DB) error {
 		err := writeIn(tx, writes...)
 		committing = err == nil
+		if committing && g.beforeCommit != nil {
+			g.beforeCommit(tx)
+		}
 		return err
 	})
+	if err != nil && committing {
+		err = fmt.Errorf("commit the writes of %d runs made together (they may or may not be stored): %w", len(live), err)
+	}
 	if err == nil || committing {
 		for _, w := range live {
 			w.done <- err

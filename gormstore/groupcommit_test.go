@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -122,4 +123,67 @@ func TestGroupCommitSharesOneTransaction(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestFailedGroupCommitIsNotRetried: when the COMMIT of a group fails, the database may have
+// committed it, so no write is made again: every caller gets the error. The group's
+// connection is killed just before its COMMIT; MariaDB then rolls the transaction back, so the
+// three runs are not stored — a write retried alone would have stored its run. MySQL only:
+// SQLite has no way to lose the connection of a transaction from outside.
+func TestFailedGroupCommitIsNotRetried(t *testing.T) {
+	db := dbtest.MySQL(t)
+	s := gormstore.New(db)
+	ctx := t.Context()
+	s.BeforeGroupCommit(func(tx *gorm.DB) {
+		var id int64
+		if err := tx.Raw("SELECT CONNECTION_ID()").Scan(&id).Error; err != nil {
+			t.Errorf("read the group's connection id: %v", err)
+			return
+		}
+		if err := db.Exec("KILL CONNECTION ?", id).Error; err != nil {
+			t.Errorf("kill the group's connection: %v", err)
+			return
+		}
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			var n int64
+			if err := db.Raw("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ?", id).Scan(&n).Error; err != nil || n == 0 {
+				return
+			}
+		}
+		t.Errorf("connection %d still listed 10s after KILL", id)
+	})
+	newRun := func(id string) runs.NewRun {
+		now, lease := time.Now().UTC(), "lease-"+id
+		r := runs.Run{ID: id, AgentID: "agent", Prompt: "p", Status: runs.StatusRunning, CreatedAt: now, UpdatedAt: now, LastSeq: 1, LeaseOwner: &lease}
+		return runs.NewRun{Run: r, Snapshot: `{}`, Lease: lease, TTL: time.Hour, Events: []events.Event{{Type: events.RunStarted}}}
+	}
+	hold := s.HoldGroup(t)
+	errs := make([]error, 3)
+	var wg sync.WaitGroup
+	for i := range 3 {
+		wg.Go(func() { errs[i] = s.InsertRun(ctx, newRun(fmt.Sprintf("killed-%d", i))) })
+	}
+	hold.WaitQueued(3)
+	hold.Commit()
+	wg.Wait()
+	for i, err := range errs {
+		if err == nil || !strings.Contains(err.Error(), "commit the writes of 3 runs") {
+			t.Errorf("write %d of a group whose COMMIT failed: %v, want the COMMIT's error", i, err)
+		}
+	}
+	var stored, logged int64
+	if err := db.Model(&gormstore.Run{}).Where("id LIKE 'killed-%'").Count(&stored).Error; err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Model(&gormstore.Event{}).Where("run_id LIKE 'killed-%'").Count(&logged).Error; err != nil {
+		t.Fatal(err)
+	}
+	if stored != 0 || logged != 0 {
+		t.Errorf("after a failed COMMIT, %d runs and %d events are stored, want none: a write was made again", stored, logged)
+	}
+	// The pool drops the dead connection: the next writes commit.
+	s.BeforeGroupCommit(nil)
+	if err := s.InsertRun(ctx, newRun("after-kill")); err != nil {
+		t.Fatalf("a write after the failed COMMIT: %v", err)
+	}
 }
