@@ -10,6 +10,10 @@ import (
 // BeforeGroupCommit makes f run in every grouped transaction of s just before its COMMIT.
 func (s *Store) BeforeGroupCommit(f func(tx *gorm.DB)) { s.group.beforeCommit = f }
 
+// NoGrouping makes every write of s commit in a transaction of its own, at once, as before
+// group commit: the baseline of BenchmarkRunWrites.
+func (s *Store) NoGrouping() { s.group.max, s.group.inflight = 1, 1<<20 }
+
 // GroupHold keeps the group committer of a store busy, as if all its transactions were being
 // committed, so that the writes made meanwhile queue.
 type GroupHold struct {

@@ -28,6 +28,7 @@ import (
 type groupCommit struct {
 	s        *Store
 	inflight int
+	max      int // writes in one transaction: maxGroup
 
 	mu      sync.Mutex
 	queue   []*groupWrite
@@ -54,7 +55,7 @@ const maxGroup = 64
 var errAlone = errors.New("the group's transaction failed: write alone")
 
 func newGroupCommit(s *Store, inflight int) *groupCommit {
-	return &groupCommit{s: s, inflight: inflight}
+	return &groupCommit{s: s, inflight: inflight, max: maxGroup}
 }
 
 // do makes write, with writes of other callers when they come at the same moment. A caller
@@ -91,7 +92,7 @@ func (g *groupCommit) do(ctx context.Context, write func(tx *gorm.DB, rows *grou
 func (g *groupCommit) commitQueued() {
 	for {
 		g.mu.Lock()
-		n := min(len(g.queue), maxGroup)
+		n := min(len(g.queue), g.max)
 		if n == 0 {
 			g.running--
 			g.mu.Unlock()
