@@ -71,6 +71,50 @@ func (b *bench) waitNone(ctx context.Context, st runs.Status, limit time.Duratio
 	}
 }
 
+// driven is what drive measured.
+type driven struct {
+	ok, failed int64
+	firstErr   error
+	// accepted is the time from the first call until the last answered; completed, until no
+	// run was RUNNING any more.
+	accepted, completed time.Duration
+}
+
+// drive makes calls from --concurrency clients at once, the i-th being call(i), until a call
+// reports there is nothing more to do (more false, and then its error is ignored); then it
+// waits until the server has finished the runs the calls started or continued.
+func (b *bench) drive(ctx context.Context, call func(i int) (more bool, err error)) (driven, error) {
+	var d driven
+	var ok, failed, next atomic.Int64
+	var once sync.Once
+	begin := time.Now()
+	var wg sync.WaitGroup
+	for range b.o.Concurrency {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				more, err := call(int(next.Add(1) - 1))
+				switch {
+				case !more:
+					return
+				case err != nil:
+					failed.Add(1)
+					once.Do(func() { d.firstErr = err })
+				default:
+					ok.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	d.accepted = time.Since(begin)
+	if err := b.waitNone(ctx, runs.StatusRunning, 5*time.Minute); err != nil {
+		return d, err
+	}
+	d.completed = time.Since(begin)
+	d.ok, d.failed = ok.Load(), failed.Load()
+	return d, ctx.Err()
+}
+
 // create starts runs the demo model completes in one step, from --concurrency clients for
 // --duration, and reports how many a second the server accepted and how many it finished
 // (from the first start until the last run completed).
@@ -81,40 +125,24 @@ func (b *bench) create(ctx context.Context) ([]pathResult, error) {
 	}
 	defer srv.Stop()
 	client := newGQLClient(srv.URL)
-	var started, failed atomic.Int64
-	var firstErr error
-	var once sync.Once
-	begin := time.Now()
-	stop := begin.Add(b.o.Duration)
-	var wg sync.WaitGroup
-	for w := 0; w < b.o.Concurrency; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := w; time.Now().Before(stop) && ctx.Err() == nil; i += b.o.Concurrency {
-				if err := client.do(ctx, startRunMutation, b.startInput(i, fmt.Sprintf("hello, bench %d", i)), nil); err != nil {
-					failed.Add(1)
-					once.Do(func() { firstErr = err })
-					continue
-				}
-				started.Add(1)
-			}
-		}()
-	}
-	wg.Wait()
-	accepted := time.Since(begin)
-	if err := b.waitNone(ctx, runs.StatusRunning, 5*time.Minute); err != nil {
+	stop := time.Now().Add(b.o.Duration)
+	d, err := b.drive(ctx, func(i int) (bool, error) {
+		if time.Now().After(stop) {
+			return false, nil
+		}
+		return true, client.do(ctx, startRunMutation, b.startInput(i, fmt.Sprintf("hello, bench %d", i)), nil)
+	})
+	if err != nil {
 		return nil, err
 	}
-	done := time.Since(begin)
-	if firstErr != nil {
-		fmt.Fprintf(b.log, "create: %d startRun calls failed, the first with: %v\n", failed.Load(), firstErr)
+	if d.firstErr != nil {
+		fmt.Fprintf(b.log, "create: %d startRun calls failed, the first with: %v\n", d.failed, d.firstErr)
 	}
-	n := float64(started.Load())
-	note := fmt.Sprintf("%d runs, %d clients, %s", started.Load(), b.o.Concurrency, b.db.Dialector.Name())
+	n := float64(d.ok)
+	note := fmt.Sprintf("%d runs, %d clients, %s", d.ok, b.o.Concurrency, b.db.Dialector.Name())
 	return []pathResult{
-		{"runs started per second (startRun accepted)", n / accepted.Seconds(), "runs/s", note},
-		{"runs completed per second (first start to last completion)", n / done.Seconds(), "runs/s", note},
+		{"runs started per second (startRun accepted)", n / d.accepted.Seconds(), "runs/s", note},
+		{"runs completed per second (first start to last completion)", n / d.completed.Seconds(), "runs/s", note},
 	}, nil
 }
 
@@ -285,42 +313,23 @@ func (b *bench) decide(ctx context.Context) ([]pathResult, error) {
 		}
 		ids = append(ids, more...)
 	}
-	work := make(chan string)
-	var failed atomic.Int64
-	var firstErr error
-	var once sync.Once
-	begin := time.Now()
-	var wg sync.WaitGroup
-	for w := 0; w < b.o.Concurrency; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for id := range work {
-				if err := client.do(ctx, approveMutation, map[string]any{"runId": id}, nil); err != nil {
-					failed.Add(1)
-					once.Do(func() { firstErr = err })
-				}
-			}
-		}()
-	}
-	for _, id := range ids {
-		work <- id
-	}
-	close(work)
-	wg.Wait()
-	accepted := time.Since(begin)
-	if err := b.waitNone(ctx, runs.StatusRunning, 5*time.Minute); err != nil {
+	d, err := b.drive(ctx, func(i int) (bool, error) {
+		if i >= len(ids) {
+			return false, nil
+		}
+		return true, client.do(ctx, approveMutation, map[string]any{"runId": ids[i]}, nil)
+	})
+	if err != nil {
 		return nil, err
 	}
-	done := time.Since(begin)
-	if firstErr != nil {
-		return nil, fmt.Errorf("%d of %d approvals failed, the first with: %w", failed.Load(), len(ids), firstErr)
+	if d.firstErr != nil {
+		return nil, fmt.Errorf("%d of %d approvals failed, the first with: %w", d.failed, len(ids), d.firstErr)
 	}
 	n := float64(len(ids))
 	note := fmt.Sprintf("%d approvals, %d clients, %s", len(ids), b.o.Concurrency, b.db.Dialector.Name())
 	return []pathResult{
-		{"decisions accepted per second", n / accepted.Seconds(), "decisions/s", note},
-		{"decided runs completed per second", n / done.Seconds(), "runs/s", note},
+		{"decisions accepted per second", n / d.accepted.Seconds(), "decisions/s", note},
+		{"decided runs completed per second", n / d.completed.Seconds(), "runs/s", note},
 	}, nil
 }
 
