@@ -221,7 +221,7 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (app *App, err er
 			return nil, fmt.Errorf("%s: %w", cfg.ConfigFile, err)
 		}
 	}
-	a.Service, err = newRunService(a.metrics.Store(gormstore.New(a.db)), registry, runs.Config{
+	a.Service, err = newRunService(a.metrics.Store(gormstore.New(a.db).TraceGroups(a.tracing.Groups())), registry, runs.Config{
 		MaxPerPage: cfg.MaxPerPage, LeaseTTL: cfg.LeaseTTL, Retention: cfg.Retention,
 		TextFlushInterval: cfg.TextFlushInterval, TextFlushBytes: cfg.TextFlushBytes, Logger: log,
 		SeparationOfDuties: a.authn != nil && file != nil && file.Auth != nil && file.Auth.SeparationOfDuties,

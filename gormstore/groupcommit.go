@@ -34,9 +34,29 @@ type groupCommit struct {
 	queue   []*groupWrite
 	running int // transactions being committed
 
+	tracer GroupTracer // nil: shared transactions are not traced
+
 	// beforeCommit, when set (by tests only), runs in a group's transaction after its writes,
 	// just before its COMMIT: the one place a test can make a COMMIT fail.
 	beforeCommit func(tx *gorm.DB)
+}
+
+// GroupTracer follows, for a tracing backend, the transactions that group commit shares
+// between the writes of several callers: their statements belong to no one caller's trace.
+// A write committed alone needs none of it: its statements run in its caller's context.
+type GroupTracer interface {
+	// StartGroup is called as a shared transaction begins, with base (which carries the values
+	// of the first caller's context but none of their deadlines) and the contexts of the callers
+	// whose writes it holds. It returns the context the transaction's statements run in and the
+	// function to call once, with the transaction's error, when it is over.
+	StartGroup(base context.Context, members []context.Context) (context.Context, func(error))
+}
+
+// TraceGroups makes the shared transactions of s known to t (nil: to nobody); it returns s.
+// Set it before the store is used.
+func (s *Store) TraceGroups(t GroupTracer) *Store {
+	s.group.tracer = t
+	return s
 }
 
 // groupWrite is one caller's write: it adds its statements to tx and its rows to rows.
@@ -129,7 +149,15 @@ func (g *groupCommit) commit(group []*groupWrite) {
 		return
 	}
 	// No caller's cancellation may roll back the others' writes.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(live[0].ctx), 30*time.Second)
+	base, traced := context.WithoutCancel(live[0].ctx), func(error) {}
+	if g.tracer != nil {
+		members := make([]context.Context, len(live))
+		for i, w := range live {
+			members[i] = w.ctx
+		}
+		base, traced = g.tracer.StartGroup(base, members)
+	}
+	ctx, cancel := context.WithTimeout(base, 30*time.Second)
 	defer cancel()
 	committing := false
 	writes := make([]func(*gorm.DB, *groupRows) error, len(live))
@@ -147,6 +175,7 @@ func (g *groupCommit) commit(group []*groupWrite) {
 	if err != nil && committing {
 		err = fmt.Errorf("commit the writes of %d runs made together (they may or may not be stored): %w", len(live), err)
 	}
+	traced(err)
 	if err == nil || committing {
 		for _, w := range live {
 			w.done <- err

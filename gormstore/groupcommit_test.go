@@ -240,3 +240,90 @@ func BenchmarkRunWrites(b *testing.B) {
 		}
 	}
 }
+
+// groupSpy is a GroupTracer that records what it is told.
+type groupSpy struct {
+	mu      sync.Mutex
+	members [][]context.Context
+	ends    []error
+}
+
+type groupKey struct{}
+
+func (g *groupSpy) StartGroup(base context.Context, members []context.Context) (context.Context, func(error)) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.members = append(g.members, members)
+	return context.WithValue(base, groupKey{}, len(g.members)), func(err error) {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		g.ends = append(g.ends, err)
+	}
+}
+
+// TestGroupTracer: a shared transaction is announced to the store's GroupTracer with the
+// contexts of the callers whose writes it holds, its statements run in the context the tracer
+// returns, and it is ended once; a write committed alone is not announced, and its statements
+// run in its caller's context.
+func TestGroupTracer(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		spy := &groupSpy{}
+		s := gormstore.New(db).TraceGroups(spy)
+		var mu sync.Mutex
+		var inserts []context.Context // the contexts of the INSERTs into run_events
+		err := db.Callback().Create().After("gorm:create").Register("test:contexts", func(tx *gorm.DB) {
+			if tx.Statement.Table == "run_events" {
+				mu.Lock()
+				inserts = append(inserts, tx.Statement.Context)
+				mu.Unlock()
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		type caller struct{}
+		newRun := func(id string) runs.NewRun {
+			now, lease := time.Now().UTC(), "lease-"+id
+			r := runs.Run{ID: id, AgentID: "agent", Prompt: "p", Status: runs.StatusRunning, CreatedAt: now, UpdatedAt: now, LastSeq: 1, LeaseOwner: &lease}
+			return runs.NewRun{Run: r, Snapshot: `{}`, Lease: lease, TTL: time.Hour, Events: []events.Event{{Type: events.RunStarted}}}
+		}
+		hold := s.HoldGroup(t)
+		ctxs := []context.Context{context.WithValue(t.Context(), caller{}, 0), context.WithValue(t.Context(), caller{}, 1)}
+		errs := make([]error, 2)
+		var wg sync.WaitGroup
+		for i, ctx := range ctxs {
+			wg.Go(func() { errs[i] = s.InsertRun(ctx, newRun(fmt.Sprintf("traced-%d", i))) })
+		}
+		hold.WaitQueued(2)
+		hold.Commit()
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			t.Fatal(err)
+		}
+		if len(spy.members) != 1 || len(spy.ends) != 1 || spy.ends[0] != nil {
+			t.Fatalf("the tracer was told of %d groups and %d ends (%v), want one group ended without error", len(spy.members), len(spy.ends), spy.ends)
+		}
+		got := map[any]bool{}
+		for _, m := range spy.members[0] {
+			got[m.Value(caller{})] = true
+		}
+		if len(spy.members[0]) != 2 || !got[0] || !got[1] {
+			t.Errorf("the group's members are the contexts of callers %v, want 0 and 1", got)
+		}
+		if len(inserts) != 1 || inserts[0].Value(groupKey{}) != 1 {
+			t.Errorf("%d INSERTs into run_events, the first not in the group's context", len(inserts))
+		}
+
+		inserts = nil
+		ctx := context.WithValue(t.Context(), caller{}, "alone")
+		if err := s.InsertRun(ctx, newRun("traced-alone")); err != nil {
+			t.Fatal(err)
+		}
+		if len(spy.members) != 1 {
+			t.Errorf("a write committed alone was announced as a group")
+		}
+		if len(inserts) != 1 || inserts[0].Value(caller{}) != "alone" || inserts[0].Value(groupKey{}) != nil {
+			t.Errorf("the lone write's INSERT did not run in its caller's context")
+		}
+	})
+}
