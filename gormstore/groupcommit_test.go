@@ -39,9 +39,7 @@ func TestGroupCommitSharesOneTransaction(t *testing.T) {
 		}
 		now := time.Now().UTC()
 		for i := range 3 {
-			lease := fmt.Sprintf("lease-%d", i)
-			r := runs.Run{ID: fmt.Sprintf("run-%d", i), AgentID: "agent", Prompt: "p", Status: runs.StatusRunning, CreatedAt: now, UpdatedAt: now, LastSeq: 1, LeaseOwner: &lease}
-			if err := s.InsertRun(ctx, runs.NewRun{Run: r, Snapshot: `{}`, Lease: lease, TTL: time.Hour, Events: []events.Event{{Type: events.RunStarted}}}); err != nil {
+			if err := s.InsertRun(ctx, newRun(fmt.Sprintf("run-%d", i))); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -78,7 +76,7 @@ func TestGroupCommitSharesOneTransaction(t *testing.T) {
 			defer mu.Unlock()
 			return errs, inserts
 		}
-		own := func(i int) string { return fmt.Sprintf("lease-%d", i) }
+		own := func(i int) string { return fmt.Sprintf("lease-run-%d", i) }
 
 		errs, n := round(1, own, -1)
 		if err := errors.Join(errs...); err != nil {
@@ -153,11 +151,6 @@ func TestFailedGroupCommitIsNotRetried(t *testing.T) {
 		}
 		t.Errorf("connection %d still listed 10s after KILL", id)
 	})
-	newRun := func(id string) runs.NewRun {
-		now, lease := time.Now().UTC(), "lease-"+id
-		r := runs.Run{ID: id, AgentID: "agent", Prompt: "p", Status: runs.StatusRunning, CreatedAt: now, UpdatedAt: now, LastSeq: 1, LeaseOwner: &lease}
-		return runs.NewRun{Run: r, Snapshot: `{}`, Lease: lease, TTL: time.Hour, Events: []events.Event{{Type: events.RunStarted}}}
-	}
 	hold := s.HoldGroup(t)
 	errs := make([]error, 3)
 	var wg sync.WaitGroup
@@ -215,10 +208,9 @@ func BenchmarkRunWrites(b *testing.B) {
 				b.ResetTimer()
 				b.RunParallel(func(pb *testing.PB) {
 					for pb.Next() {
-						id := fmt.Sprintf("run-%d", next.Add(1))
-						now, lease := time.Now().UTC(), "lease-"+id
-						r := runs.Run{ID: id, AgentID: "agent", Prompt: "p", Status: runs.StatusRunning, CreatedAt: now, UpdatedAt: now, LastSeq: 1, LeaseOwner: &lease}
-						if err := s.InsertRun(ctx, runs.NewRun{Run: r, Snapshot: `{}`, Lease: lease, TTL: time.Hour, Events: []events.Event{{Type: events.RunStarted}}}); err != nil {
+						n := newRun(fmt.Sprintf("run-%d", next.Add(1)))
+						id, lease, now := n.Run.ID, n.Lease, n.Run.CreatedAt
+						if err := s.InsertRun(ctx, n); err != nil {
 							b.Error(err)
 							return
 						}
@@ -282,11 +274,6 @@ func TestGroupTracer(t *testing.T) {
 			t.Fatal(err)
 		}
 		type caller struct{}
-		newRun := func(id string) runs.NewRun {
-			now, lease := time.Now().UTC(), "lease-"+id
-			r := runs.Run{ID: id, AgentID: "agent", Prompt: "p", Status: runs.StatusRunning, CreatedAt: now, UpdatedAt: now, LastSeq: 1, LeaseOwner: &lease}
-			return runs.NewRun{Run: r, Snapshot: `{}`, Lease: lease, TTL: time.Hour, Events: []events.Event{{Type: events.RunStarted}}}
-		}
 		hold := s.HoldGroup(t)
 		ctxs := []context.Context{context.WithValue(t.Context(), caller{}, 0), context.WithValue(t.Context(), caller{}, 1)}
 		errs := make([]error, 2)
@@ -326,4 +313,11 @@ func TestGroupTracer(t *testing.T) {
 			t.Errorf("the lone write's INSERT did not run in its caller's context")
 		}
 	})
+}
+
+// newRun is a new RUNNING run id, leased by "lease-" + id, with its first event.
+func newRun(id string) runs.NewRun {
+	now, lease := time.Now().UTC(), "lease-"+id
+	r := runs.Run{ID: id, AgentID: "agent", Prompt: "p", Status: runs.StatusRunning, CreatedAt: now, UpdatedAt: now, LastSeq: 1, LeaseOwner: &lease}
+	return runs.NewRun{Run: r, Snapshot: `{}`, Lease: lease, TTL: time.Hour, Events: []events.Event{{Type: events.RunStarted}}}
 }
