@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"interlock/dbtest"
+	"interlock/gormstore"
 	"interlock/observe"
 )
 
@@ -193,5 +195,43 @@ func TestLogFormat(t *testing.T) {
 	})
 	if err != nil || cfg.LogFormat != "text" || cfg.LogLevel != -4 {
 		t.Fatalf("from the environment: %+v, %v", cfg, err)
+	}
+}
+
+// TestMySQLDriverLogsInTheServersLog: when the database drops the server's connections, what
+// the MySQL driver says about it is a warning in the server's log (JSON here), not a line of
+// the driver's own on stderr, and the next request is still answered.
+func TestMySQLDriverLogsInTheServersLog(t *testing.T) {
+	var logs syncBuffer
+	dsn := dbtest.MySQLDSN(t)
+	s := jsonLogApp(t, &logs, "--auth=off", "--db", dbtest.MySQLURL(dsn))
+	var out struct{ SuspendedRuns struct{ Total int } }
+	s.must(t, `{ suspendedRuns { total } }`, nil, &out) // the pool now holds idle connections
+	admin, err := gormstore.OpenMySQL(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if sqlDB, err := admin.DB(); err == nil {
+			sqlDB.Close()
+		}
+	})
+	var ids []int64
+	err = admin.Raw("SELECT ID FROM information_schema.PROCESSLIST WHERE DB = DATABASE() AND ID <> CONNECTION_ID()").Scan(&ids).Error
+	if err != nil || len(ids) == 0 {
+		t.Fatalf("the server's connections: %v, %v", ids, err)
+	}
+	for _, id := range ids {
+		if err := admin.Exec("KILL CONNECTION ?", id).Error; err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.must(t, `{ suspendedRuns { total } }`, nil, &out)
+	line := findLine(logLines(t, &logs), map[string]any{"level": "WARN", "msg": "mysql driver"})
+	if line == nil {
+		t.Fatalf("no warning of the MySQL driver in the server's log after its connections were killed:\n%s", logs.String())
+	}
+	if msg, _ := line["message"].(string); !strings.Contains(msg, "connection") {
+		t.Errorf("the driver's warning says %q, want what happened to the connection", msg)
 	}
 }

@@ -194,6 +194,7 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (app *App, err er
 	if a.tracing, err = tracing.Start(ctx, version); err != nil {
 		return nil, err
 	}
+	gormstore.LogDriverTo(log)
 	if a.db, err = openDatabase(ctx, cfg); err != nil {
 		return nil, err
 	}

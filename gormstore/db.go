@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strings"
 	"time"
@@ -70,6 +71,21 @@ func OpenSQLite(ctx context.Context, path string) (*gorm.DB, error) {
 		return nil, fmt.Errorf("open sqlite file %s: %w", path, err)
 	}
 	return db, nil
+}
+
+// LogDriverTo sends what the MySQL driver logs — a connection that broke mid-statement, a bad
+// idle connection it closed — to log as warnings, instead of the driver's own unstructured
+// lines on stderr, which log collectors expecting the server's format would garble. The driver
+// has one logger for the whole process: the last call wins.
+func LogDriverTo(log *slog.Logger) {
+	_ = gomysql.SetLogger(driverLog{log})
+}
+
+// driverLog is the go-sql-driver Logger over slog.
+type driverLog struct{ log *slog.Logger }
+
+func (d driverLog) Print(v ...any) {
+	d.log.Warn("mysql driver", "message", strings.TrimSpace(fmt.Sprint(v...)))
 }
 
 // OpenMySQL connects with a go-sql-driver DSN (user:pass@tcp(host:port)/db?...). It forces
