@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -376,5 +377,71 @@ func TestTracingOfAnExpiry(t *testing.T) {
 	first := spans.named("execute_run billing", "interlock.run.id", run.RunID, "interlock.execution.cause", "start").one(t, "execution after startRun")
 	if first.attr("interlock.execution.end") != "suspended" {
 		t.Errorf("the first execution ended %q, want suspended", first.attr("interlock.execution.end"))
+	}
+}
+
+// TestTracingOfAGroupCommit: when runs started at the same moment have their writes committed
+// in one shared transaction, the collector receives its span commit_group under one of their
+// executions, holding the SQL, linked to each other execution of the group, and each of those
+// has a commit_group_member span linked back. Runs are started 16 at a time until a group
+// forms (on SQLite one transaction commits at a time, so the others queue behind it).
+func TestTracingOfAGroupCommit(t *testing.T) {
+	c := startCollector(t)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", c.url)
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
+	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+	t.Setenv("OTEL_TRACES_SAMPLER", "always_on")
+	s := startServer(t, "sqlite:"+filepath.Join(t.TempDir(), "interlock.db"), "--mutation-rate", "0")
+	var spans spanSet
+	for round := 0; len(spans.named("commit_group")) == 0; round++ {
+		if round == 20 {
+			t.Fatal("20 rounds of 16 runs started at once made no commit_group span")
+		}
+		var wg sync.WaitGroup
+		for range 16 {
+			wg.Go(func() {
+				r := s.post(t, `mutation($input: StartRunInput!) { startRun(input: $input) { runId } }`,
+					map[string]any{"input": map[string]any{"agentId": "support-agent", "prompt": "hello"}})
+				if len(r.Errors) > 0 {
+					t.Errorf("startRun: %+v", r.Errors)
+				}
+			})
+		}
+		wg.Wait()
+		s.app.Service.Wait()
+		if err := s.app.tracing.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		spans, _ = c.received()
+	}
+	byID := map[string]*gotSpan{}
+	for _, sp := range spans {
+		byID[sp.spanID()] = sp
+	}
+	group := spans.named("commit_group")[0]
+	if byID[group.parentID()] == nil {
+		t.Fatalf("commit_group's parent %s was not received: it should be a write's caller (its request or execution)", group.parentID())
+	}
+	if len(spans.childrenOf(group)) == 0 {
+		t.Error("commit_group holds no SQL")
+	}
+	if n := group.attr("interlock.group.writes"); n == "" || n == "1" {
+		t.Errorf("commit_group of %q writes", n)
+	}
+	if len(group.Links) == 0 {
+		t.Fatal("commit_group links to none of the other writes' callers")
+	}
+	for _, l := range group.Links {
+		other := byID[hex.EncodeToString(l.SpanId)]
+		if other == nil {
+			t.Fatalf("commit_group links to span %x, which was not received", l.SpanId)
+		}
+		back := false
+		for _, m := range spans.childrenOf(other).named("commit_group_member") {
+			back = back || linksTo(m, group)
+		}
+		if !back {
+			t.Errorf("%s, linked from commit_group, has no commit_group_member linking back", other.Name)
+		}
 	}
 }

@@ -28,7 +28,7 @@ import (
 type groupCommit struct {
 	s        *Store
 	inflight int
-	max      int // writes in one transaction: maxGroup
+	max      int // at most this many writes share one transaction: maxGroup (1 under NoGrouping)
 
 	mu      sync.Mutex
 	queue   []*groupWrite
@@ -46,10 +46,27 @@ type groupCommit struct {
 // A write committed alone needs none of it: its statements run in its caller's context.
 type GroupTracer interface {
 	// StartGroup is called as a shared transaction begins, with base (which carries the values
-	// of the first caller's context but none of their deadlines) and the contexts of the callers
-	// whose writes it holds. It returns the context the transaction's statements run in and the
-	// function to call once, with the transaction's error, when it is over.
-	StartGroup(base context.Context, members []context.Context) (context.Context, func(error))
+	// of the first caller's context but none of their deadlines) and the callers' writes. It
+	// returns the context the transaction's statements run in and the function to call once,
+	// when the transaction is over.
+	StartGroup(base context.Context, members []GroupMember) (context.Context, func(GroupEnd))
+}
+
+// GroupMember is one caller's write in a shared transaction.
+type GroupMember struct {
+	Ctx    context.Context // the caller's
+	Write  string          // what it writes: "insert run", "checkpoint" or "finish"
+	Queued time.Time       // when it joined the queue: it waited from then until the group began
+}
+
+// GroupEnd is how a shared transaction ended.
+type GroupEnd struct {
+	// Err is the transaction's error, nil when it committed.
+	Err error
+	// Alone: it failed before its COMMIT and was rolled back whole, and each write is made
+	// again in a transaction of its own, so Err is not the members' answer (theirs come from
+	// those). Otherwise Err, or its absence, is every member's answer.
+	Alone bool
 }
 
 // TraceGroups makes the shared transactions of s known to t (nil: to nobody); it returns s.
@@ -61,10 +78,12 @@ func (s *Store) TraceGroups(t GroupTracer) *Store {
 
 // groupWrite is one caller's write: it adds its statements to tx and its rows to rows.
 type groupWrite struct {
-	ctx   context.Context
-	write func(tx *gorm.DB, rows *groupRows) error
-	done  chan error
-	taken bool // by a committer, under groupCommit.mu: the answer will come on done
+	ctx    context.Context
+	what   string // for GroupMember.Write
+	queued time.Time
+	write  func(tx *gorm.DB, rows *groupRows) error
+	done   chan error
+	taken  bool // by a committer, under groupCommit.mu: the answer will come on done
 }
 
 // maxGroup bounds the writes of one transaction, so that its statement stays a sensible size.
@@ -78,10 +97,10 @@ func newGroupCommit(s *Store, inflight int) *groupCommit {
 	return &groupCommit{s: s, inflight: inflight, max: maxGroup}
 }
 
-// do makes write, with writes of other callers when they come at the same moment. A caller
+// do makes write (what names it, for traces), with writes of other callers when they come at the same moment. A caller
 // whose ctx ends while its write still waits in the queue leaves at once with ctx.Err().
-func (g *groupCommit) do(ctx context.Context, write func(tx *gorm.DB, rows *groupRows) error) error {
-	w := &groupWrite{ctx: ctx, write: write, done: make(chan error, 1)}
+func (g *groupCommit) do(ctx context.Context, what string, write func(tx *gorm.DB, rows *groupRows) error) error {
+	w := &groupWrite{ctx: ctx, what: what, queued: time.Now(), write: write, done: make(chan error, 1)}
 	g.mu.Lock()
 	g.queue = append(g.queue, w)
 	if g.running < g.inflight {
@@ -149,11 +168,11 @@ func (g *groupCommit) commit(group []*groupWrite) {
 		return
 	}
 	// No caller's cancellation may roll back the others' writes.
-	base, traced := context.WithoutCancel(live[0].ctx), func(error) {}
+	base, traced := context.WithoutCancel(live[0].ctx), func(GroupEnd) {}
 	if g.tracer != nil {
-		members := make([]context.Context, len(live))
+		members := make([]GroupMember, len(live))
 		for i, w := range live {
-			members[i] = w.ctx
+			members[i] = GroupMember{Ctx: w.ctx, Write: w.what, Queued: w.queued}
 		}
 		base, traced = g.tracer.StartGroup(base, members)
 	}
@@ -175,8 +194,9 @@ func (g *groupCommit) commit(group []*groupWrite) {
 	if err != nil && committing {
 		err = fmt.Errorf("commit the writes of %d runs made together (they may or may not be stored): %w", len(live), err)
 	}
-	traced(err)
-	if err == nil || committing {
+	alone := err != nil && !committing
+	traced(GroupEnd{Err: err, Alone: alone})
+	if !alone {
 		for _, w := range live {
 			w.done <- err
 		}

@@ -236,27 +236,27 @@ func BenchmarkRunWrites(b *testing.B) {
 // groupSpy is a GroupTracer that records what it is told.
 type groupSpy struct {
 	mu      sync.Mutex
-	members [][]context.Context
-	ends    []error
+	members [][]gormstore.GroupMember
+	ends    []gormstore.GroupEnd
 }
 
 type groupKey struct{}
 
-func (g *groupSpy) StartGroup(base context.Context, members []context.Context) (context.Context, func(error)) {
+func (g *groupSpy) StartGroup(base context.Context, members []gormstore.GroupMember) (context.Context, func(gormstore.GroupEnd)) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.members = append(g.members, members)
-	return context.WithValue(base, groupKey{}, len(g.members)), func(err error) {
+	return context.WithValue(base, groupKey{}, len(g.members)), func(end gormstore.GroupEnd) {
 		g.mu.Lock()
 		defer g.mu.Unlock()
-		g.ends = append(g.ends, err)
+		g.ends = append(g.ends, end)
 	}
 }
 
 // TestGroupTracer: a shared transaction is announced to the store's GroupTracer with the
-// contexts of the callers whose writes it holds, its statements run in the context the tracer
-// returns, and it is ended once; a write committed alone is not announced, and its statements
-// run in its caller's context.
+// callers' writes, its statements run in the context the tracer returns, and it is ended once
+// with how it ended — committed, or rolled back with each write made again alone; a write
+// committed alone is not announced, and its statements run in its caller's context.
 func TestGroupTracer(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		spy := &groupSpy{}
@@ -274,25 +274,36 @@ func TestGroupTracer(t *testing.T) {
 			t.Fatal(err)
 		}
 		type caller struct{}
-		hold := s.HoldGroup(t)
-		ctxs := []context.Context{context.WithValue(t.Context(), caller{}, 0), context.WithValue(t.Context(), caller{}, 1)}
-		errs := make([]error, 2)
-		var wg sync.WaitGroup
-		for i, ctx := range ctxs {
-			wg.Go(func() { errs[i] = s.InsertRun(ctx, newRun(fmt.Sprintf("traced-%d", i))) })
+		// together makes the writes at once, in one group, each in a context of its own
+		// (caller{} = its index), and returns their errors.
+		together := func(writes ...func(ctx context.Context) error) []error {
+			hold := s.HoldGroup(t)
+			errs := make([]error, len(writes))
+			var wg sync.WaitGroup
+			for i, write := range writes {
+				wg.Go(func() { errs[i] = write(context.WithValue(t.Context(), caller{}, i)) })
+			}
+			hold.WaitQueued(len(writes))
+			hold.Commit()
+			wg.Wait()
+			return errs
 		}
-		hold.WaitQueued(2)
-		hold.Commit()
-		wg.Wait()
-		if err := errors.Join(errs...); err != nil {
+		insert := func(id string) func(context.Context) error {
+			return func(ctx context.Context) error { return s.InsertRun(ctx, newRun(id)) }
+		}
+		start := time.Now()
+		if err := errors.Join(together(insert("traced-0"), insert("traced-1"))...); err != nil {
 			t.Fatal(err)
 		}
-		if len(spy.members) != 1 || len(spy.ends) != 1 || spy.ends[0] != nil {
-			t.Fatalf("the tracer was told of %d groups and %d ends (%v), want one group ended without error", len(spy.members), len(spy.ends), spy.ends)
+		if len(spy.members) != 1 || len(spy.ends) != 1 || spy.ends[0] != (gormstore.GroupEnd{}) {
+			t.Fatalf("the tracer was told of %d groups and ends %v, want one group that committed", len(spy.members), spy.ends)
 		}
 		got := map[any]bool{}
 		for _, m := range spy.members[0] {
-			got[m.Value(caller{})] = true
+			got[m.Ctx.Value(caller{})] = true
+			if m.Write != "insert run" || m.Queued.Before(start) || m.Queued.After(time.Now()) {
+				t.Errorf("member %+v: want an insert run queued during the test", m)
+			}
 		}
 		if len(spy.members[0]) != 2 || !got[0] || !got[1] {
 			t.Errorf("the group's members are the contexts of callers %v, want 0 and 1", got)
@@ -301,12 +312,23 @@ func TestGroupTracer(t *testing.T) {
 			t.Errorf("%d INSERTs into run_events, the first not in the group's context", len(inserts))
 		}
 
+		// A lost lease rolls the group back and each write is made alone: the group's end says
+		// so, and the other write still succeeds.
+		stolen := runs.Checkpoint{RunID: "traced-1", Lease: "someone-else", TTL: time.Hour, After: 1, At: time.Now().UTC(), Events: []events.Event{{Type: events.StepFinished}}}
+		errs := together(insert("traced-2"), func(ctx context.Context) error { return s.Checkpoint(ctx, stolen) })
+		if errs[0] != nil || !errors.Is(errs[1], runs.ErrLeaseLost) {
+			t.Fatalf("a group with a lost lease: %v; want nil, lease lost", errs)
+		}
+		if len(spy.ends) != 2 || !spy.ends[1].Alone || !errors.Is(spy.ends[1].Err, runs.ErrLeaseLost) {
+			t.Errorf("the second group ended %+v, want rolled back for the lost lease and written alone", spy.ends[1:])
+		}
+
 		inserts = nil
 		ctx := context.WithValue(t.Context(), caller{}, "alone")
 		if err := s.InsertRun(ctx, newRun("traced-alone")); err != nil {
 			t.Fatal(err)
 		}
-		if len(spy.members) != 1 {
+		if len(spy.members) != 2 {
 			t.Errorf("a write committed alone was announced as a group")
 		}
 		if len(inserts) != 1 || inserts[0].Value(caller{}) != "alone" || inserts[0].Value(groupKey{}) != nil {

@@ -13,7 +13,7 @@ import (
 
 // InsertRun implements runs.Store.
 func (s *Store) InsertRun(ctx context.Context, n runs.NewRun) error {
-	return s.group.do(ctx, func(_ *gorm.DB, rows *groupRows) error { return s.addRun(rows, n) })
+	return s.group.do(ctx, "insert run", func(_ *gorm.DB, rows *groupRows) error { return s.addRun(rows, n) })
 }
 
 // insertRun inserts a new RUNNING run and its first events in the caller's transaction.
@@ -49,7 +49,7 @@ func (s *Store) checkpointSet(c runs.Checkpoint) map[string]any {
 
 // Checkpoint implements runs.Store.
 func (s *Store) Checkpoint(ctx context.Context, c runs.Checkpoint) error {
-	return s.group.do(ctx, func(tx *gorm.DB, rows *groupRows) error {
+	return s.group.do(ctx, "checkpoint", func(tx *gorm.DB, rows *groupRows) error {
 		// The lease check comes first: it locks the run row, so every writer of a run's events
 		// queues on that row lock, in one order.
 		if err := leaseUpdate(tx, c.RunID, c.Lease, s.checkpointSet(c)); err != nil {
@@ -132,7 +132,7 @@ func (s *Store) Finish(ctx context.Context, f runs.Finish) error {
 		// one supervisor never meet in one transaction.
 		return s.alone(ctx, write)
 	}
-	return s.group.do(ctx, write)
+	return s.group.do(ctx, "finish", write)
 }
 
 // RenewLease implements runs.Store.

@@ -22,33 +22,51 @@ type groups struct{ t *Tracing }
 
 var _ gormstore.GroupTracer = groups{}
 
-// StartGroup starts the span "commit_group" of a transaction shared by the writes of several
-// callers. Like a batch a consumer receives, it belongs to none of them: it is the root of a
-// trace of its own, holding the transaction's SQL, with a link to the span of each caller. In
-// each caller's trace a span "commit_group_member" covers the same time, with a link back to it,
-// so that from an execution a trace viewer finds the SQL its checkpoint was written by.
-func (g groups) StartGroup(base context.Context, members []context.Context) (context.Context, func(error)) {
-	links := make([]trace.Link, 0, len(members))
+// StartGroup traces a transaction shared by the writes of several runs' executions. Its span,
+// "commit_group", holds the transaction's SQL. It is a child of the first member whose span is
+// recorded, so it is sampled with that execution and a link to it never points at a span that
+// was dropped; it links to every other recorded member, and each of those gets a span
+// "commit_group_member", from the moment its write joined the queue (its wait is part of it)
+// until the transaction ended, linked back to commit_group. When no member is recorded there
+// is nothing to record.
+func (g groups) StartGroup(base context.Context, members []gormstore.GroupMember) (context.Context, func(gormstore.GroupEnd)) {
+	var first trace.Span
+	var others []gormstore.GroupMember
 	for _, m := range members {
-		if l := trace.LinkFromContext(m); l.SpanContext.IsValid() {
-			links = append(links, l)
+		switch span := trace.SpanFromContext(m.Ctx); {
+		case !span.IsRecording():
+		case first == nil:
+			first = span
+		default:
+			others = append(others, m)
 		}
+	}
+	if first == nil {
+		return base, func(gormstore.GroupEnd) {}
+	}
+	links := make([]trace.Link, len(others))
+	for i, m := range others {
+		links[i] = trace.LinkFromContext(m.Ctx)
 	}
 	writes := attribute.Int("interlock.group.writes", len(members))
-	ctx, span := g.t.tracer.Start(base, "commit_group", trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindInternal),
-		trace.WithAttributes(writes), trace.WithLinks(links...))
+	ctx, group := g.t.tracer.Start(trace.ContextWithSpan(base, first), "commit_group",
+		trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(writes), trace.WithLinks(links...))
 	back := trace.WithLinks(trace.LinkFromContext(ctx))
-	var theirs []trace.Span
-	for _, m := range members {
-		if trace.SpanFromContext(m).IsRecording() {
-			_, s := g.t.tracer.Start(m, "commit_group_member", trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(writes), back)
-			theirs = append(theirs, s)
-		}
+	spans := []trace.Span{group}
+	for _, m := range others {
+		_, s := g.t.tracer.Start(m.Ctx, "commit_group_member", trace.WithSpanKind(trace.SpanKindInternal), back,
+			trace.WithTimestamp(m.Queued), trace.WithAttributes(writes, attribute.String("interlock.group.write", m.Write)))
+		spans = append(spans, s)
 	}
-	return ctx, func(err error) {
-		for _, s := range append(theirs, span) {
-			if err != nil {
-				s.RecordError(err)
+	return ctx, func(end gormstore.GroupEnd) {
+		for i, s := range spans {
+			switch {
+			case end.Err == nil:
+			case end.Alone && i > 0:
+				// Its write is made again alone: the group's error is not its own.
+				s.AddEvent("the shared transaction was rolled back; the write is made alone")
+			default:
+				s.RecordError(end.Err)
 				s.SetStatus(codes.Error, "the shared transaction failed")
 			}
 			s.End()
