@@ -199,8 +199,8 @@ func TestLogFormat(t *testing.T) {
 }
 
 // TestMySQLDriverLogsInTheServersLog: when the database drops the server's connections, what
-// the MySQL driver says about it is a warning in the server's log (JSON here), not a line of
-// the driver's own on stderr, and the next request is still answered.
+// the MySQL driver says about it is a warning in the server's own log (JSON here), and the next
+// request is still answered.
 func TestMySQLDriverLogsInTheServersLog(t *testing.T) {
 	var logs syncBuffer
 	dsn := dbtest.MySQLDSN(t)
@@ -227,11 +227,10 @@ func TestMySQLDriverLogsInTheServersLog(t *testing.T) {
 		}
 	}
 	s.must(t, `{ suspendedRuns { total } }`, nil, &out)
-	line := findLine(logLines(t, &logs), map[string]any{"level": "WARN", "msg": "mysql driver"})
-	if line == nil {
-		t.Fatalf("no warning of the MySQL driver in the server's log after its connections were killed:\n%s", logs.String())
+	for _, l := range logLines(t, &logs) {
+		if msg, _ := l["message"].(string); l["level"] == "WARN" && l["msg"] == "mysql driver" && strings.Contains(msg, "connection") {
+			return
+		}
 	}
-	if msg, _ := line["message"].(string); !strings.Contains(msg, "connection") {
-		t.Errorf("the driver's warning says %q, want what happened to the connection", msg)
-	}
+	t.Fatalf("no warning of the MySQL driver about a connection in the server's log after its connections were killed:\n%s", logs.String())
 }

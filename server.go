@@ -161,8 +161,8 @@ type App struct {
 }
 
 // openDatabase opens the database cfg.DB names and applies its migrations.
-func openDatabase(ctx context.Context, cfg Config) (*gorm.DB, error) {
-	db, err := gormstore.Open(ctx, cfg.DB)
+func openDatabase(ctx context.Context, cfg Config, opts ...gormstore.Option) (*gorm.DB, error) {
+	db, err := gormstore.Open(ctx, cfg.DB, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("--db / INTERLOCK_DB: %w", err)
 	}
@@ -194,8 +194,7 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (app *App, err er
 	if a.tracing, err = tracing.Start(ctx, version); err != nil {
 		return nil, err
 	}
-	gormstore.LogDriverTo(log)
-	if a.db, err = openDatabase(ctx, cfg); err != nil {
+	if a.db, err = openDatabase(ctx, cfg, gormstore.DriverLog(log)); err != nil {
 		return nil, err
 	}
 	if p := a.tracing.GORM(); p != nil {

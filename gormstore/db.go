@@ -2,6 +2,7 @@ package gormstore
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -29,7 +30,7 @@ const (
 //
 // and checks that it answers. The error says what was wrong with the setting or the connection in
 // one line, without the password.
-func Open(ctx context.Context, setting string) (*gorm.DB, error) {
+func Open(ctx context.Context, setting string, opts ...Option) (*gorm.DB, error) {
 	switch {
 	case strings.HasPrefix(setting, "sqlite:"):
 		return OpenSQLite(ctx, strings.TrimPrefix(setting, "sqlite:"))
@@ -38,7 +39,7 @@ func Open(ctx context.Context, setting string) (*gorm.DB, error) {
 		if err != nil {
 			return nil, err
 		}
-		return OpenMySQL(ctx, dsn)
+		return OpenMySQL(ctx, dsn, opts...)
 	default:
 		return nil, fmt.Errorf("unsupported database %q: use sqlite:FILE or mysql://USER:PASSWORD@HOST:PORT/DBNAME", redact(setting))
 	}
@@ -73,13 +74,16 @@ func OpenSQLite(ctx context.Context, path string) (*gorm.DB, error) {
 	return db, nil
 }
 
-// LogDriverTo sends what the MySQL driver logs — a connection that broke mid-statement, a bad
+// Option changes how Open connects.
+type Option func(*options)
+
+type options struct{ driverLog *slog.Logger }
+
+// DriverLog sends what the MySQL driver logs — a connection that broke mid-statement, a bad
 // idle connection it closed — to log as warnings, instead of the driver's own unstructured
-// lines on stderr, which log collectors expecting the server's format would garble. The driver
-// has one logger for the whole process: the last call wins.
-func LogDriverTo(log *slog.Logger) {
-	_ = gomysql.SetLogger(driverLog{log})
-}
+// lines on stderr, which a log collector expecting the server's format would garble. It is set
+// on this database's connector only (the driver's process-wide default is left alone).
+func DriverLog(log *slog.Logger) Option { return func(o *options) { o.driverLog = log } }
 
 // driverLog is the go-sql-driver Logger over slog.
 type driverLog struct{ log *slog.Logger }
@@ -90,7 +94,11 @@ func (d driverLog) Print(v ...any) {
 
 // OpenMySQL connects with a go-sql-driver DSN (user:pass@tcp(host:port)/db?...). It forces
 // parseTime and UTC, which the storage code relies on.
-func OpenMySQL(ctx context.Context, dsn string) (*gorm.DB, error) {
+func OpenMySQL(ctx context.Context, dsn string, opts ...Option) (*gorm.DB, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	cfg, err := gomysql.ParseDSN(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("mysql: bad DSN: %w", err)
@@ -110,7 +118,14 @@ func OpenMySQL(ctx context.Context, dsn string) (*gorm.DB, error) {
 		cfg.Params = map[string]string{}
 	}
 	cfg.Params["time_zone"] = "'+00:00'"
-	db, err := gorm.Open(mysql.New(mysql.Config{DSNConfig: cfg, DSN: cfg.FormatDSN()}), gormConfig())
+	if o.driverLog != nil {
+		cfg.Logger = driverLog{o.driverLog}
+	}
+	connector, err := gomysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("mysql: bad DSN: %w", err)
+	}
+	db, err := gorm.Open(mysql.New(mysql.Config{Conn: sql.OpenDB(connector), DSNConfig: cfg}), gormConfig())
 	if err != nil {
 		return nil, fmt.Errorf("connect to mysql at %s (database %q): %w", cfg.Addr, cfg.DBName, err)
 	}

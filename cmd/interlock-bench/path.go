@@ -80,9 +80,10 @@ type driven struct {
 	accepted, completed time.Duration
 }
 
-// drive makes calls from --concurrency clients at once, the i-th being call(i), until a call
-// reports there is nothing more to do (more false, and then its error is ignored); then it
-// waits until the server has finished the runs the calls started or continued.
+// drive makes calls from --concurrency clients at once, the i-th being call(i); each client
+// stops at the first call that reports there is nothing more to do (more false, its error
+// ignored), so call must keep saying so once it has. Then drive waits until the server has
+// finished the runs the calls started or continued.
 func (b *bench) drive(ctx context.Context, call func(i int) (more bool, err error)) (driven, error) {
 	var d driven
 	var ok, failed, next atomic.Int64
@@ -107,11 +108,11 @@ func (b *bench) drive(ctx context.Context, call func(i int) (more bool, err erro
 	}
 	wg.Wait()
 	d.accepted = time.Since(begin)
+	d.ok, d.failed = ok.Load(), failed.Load()
 	if err := b.waitNone(ctx, runs.StatusRunning, 5*time.Minute); err != nil {
 		return d, err
 	}
 	d.completed = time.Since(begin)
-	d.ok, d.failed = ok.Load(), failed.Load()
 	return d, ctx.Err()
 }
 
