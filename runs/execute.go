@@ -52,17 +52,13 @@ const (
 func (s *Service) execute(a *agent.Agent, r *Run, snap *agent.Snapshot) {
 	e := &execution{s: s, agent: a, run: *r, seq: r.LastSeq, owner: deref(r.LeaseOwner)}
 	e.retryText = snap.Seq > 0 && r.LastSeq > snap.Seq && snap.Executing() == nil
-	s.mu.Lock()
-	if s.closing {
+	if !s.started() {
 		// This instance is stopping: hand the run to another instance at once.
-		s.mu.Unlock()
 		e.release()
 		return
 	}
-	s.wg.Add(1)
-	s.mu.Unlock()
 	go func() {
-		defer s.wg.Done()
+		defer s.done()
 		ctx, cancel := context.WithCancel(s.ctx)
 		defer cancel()
 		ctx, endTrace := s.traceExecution(ctx, e, snap) // tracing (trace.go): this stretch's span

@@ -183,13 +183,17 @@ type Service struct {
 
 	ctx      context.Context // parent of every execution and loop; cancelled by Close
 	cancel   context.CancelFunc
-	wg       sync.WaitGroup // executions
 	loops    sync.WaitGroup // notify, recovery and retention loops
 	draining atomic.Bool    // set by Shutdown: executions hand their runs over at the next checkpoint
-	mu       sync.Mutex     // guards closing against wg.Add
-	closing  bool           // set by Shutdown and Close: no new execution starts here
-	leases   atomic.Int64   // numbers this instance's lease tokens
-	causes   sync.Map       // lease token → cause, for the execution about to start (trace.go)
+	// mu guards closing and running. Executions are counted under it rather than by a
+	// WaitGroup: an execution may start (the expiry or recovery loop) while a test's Wait
+	// waits, which a WaitGroup forbids when its count is zero.
+	mu      sync.Mutex
+	closing bool         // set by Shutdown and Close: no new execution starts here
+	running int          // executions in flight
+	idle    *sync.Cond   // on mu: broadcast when running drops to zero
+	leases  atomic.Int64 // numbers this instance's lease tokens
+	causes  sync.Map     // lease token → cause, for the execution about to start (trace.go)
 }
 
 // newLease returns a fresh lease token: the instance id and a number, so that even two claims by
@@ -217,6 +221,7 @@ func New(st Store, agents *agent.Registry, cfg Config) (*Service, error) {
 		runHub: events.NewWakeHub(), changes: events.NewHub[Change](1024), watched: events.NewHub[RunChange](256),
 		ctx: ctx, cancel: cancel,
 	}
+	s.idle = sync.NewCond(&s.mu)
 	s.loops.Add(2)
 	go s.notifyLoop()
 	go s.watchLoop(s.changes.Subscribe(changesTopic))
@@ -272,7 +277,7 @@ func (s *Service) every(interval time.Duration, name string, job func(context.Co
 func (s *Service) Close() {
 	s.stopStarting()
 	s.cancel()
-	s.wg.Wait()
+	s.Wait()
 	s.loops.Wait()
 }
 
@@ -283,7 +288,7 @@ func (s *Service) Shutdown(ctx context.Context) {
 	s.draining.Store(true)
 	s.stopStarting()
 	done := make(chan struct{})
-	go func() { s.wg.Wait(); close(done) }()
+	go func() { s.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-ctx.Done():
@@ -292,7 +297,32 @@ func (s *Service) Shutdown(ctx context.Context) {
 }
 
 // Wait blocks until no run executes on this instance; tests use it to settle.
-func (s *Service) Wait() { s.wg.Wait() }
+func (s *Service) Wait() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for s.running > 0 {
+		s.idle.Wait()
+	}
+}
+
+// started counts an execution in, unless the service is stopping; done counts it out.
+func (s *Service) started() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return false
+	}
+	s.running++
+	return true
+}
+
+func (s *Service) done() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.running--; s.running == 0 {
+		s.idle.Broadcast()
+	}
+}
 
 // Agents is the registry of agents the service runs.
 func (s *Service) Agents() *agent.Registry { return s.agents }
