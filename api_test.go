@@ -307,6 +307,8 @@ func TestConfigErrorsNameTheSetting(t *testing.T) {
 		{[]string{"--db", "mysql://root@127.0.0.1:1/none"}, "INTERLOCK_DB"},
 		{[]string{"--max-per-page", "0"}, "INTERLOCK_MAX_PER_PAGE"},
 		{[]string{"--demo-delay", "soon"}, "INTERLOCK_DEMO_DELAY"},
+		{[]string{"--heap-floor-mib", "-1"}, "INTERLOCK_HEAP_FLOOR_MIB"},
+		{[]string{"--heap-floor-mib", "64MiB"}, "INTERLOCK_HEAP_FLOOR_MIB"},
 		{[]string{"--db", "sqlite:" + t.TempDir() + "/x.db", "--addr", "256.0.0.1:99999"}, "INTERLOCK_ADDR"},
 	} {
 		err := run(tc.args, discardLog())

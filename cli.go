@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"interlock/gcfloor"
 	"io"
 	"log/slog"
 	"net"
@@ -322,6 +323,9 @@ func healthURL(addr string) (string, error) {
 
 // runServer runs the server until SIGTERM or SIGINT.
 func runServer(ctx context.Context, cfg Config, log *slog.Logger) error {
+	// The collector's percent is the process's: set here, where the process serves, not in
+	// NewApp, which tests run many of in one process.
+	defer gcfloor.Start(uint64(cfg.HeapFloorMiB) << 20)()
 	app, err := NewApp(ctx, cfg, log)
 	if err != nil {
 		return err

@@ -88,6 +88,7 @@ func defineFlags(getenv func(string) string) (s *flagSet, finish func() (Config,
 	s.strVar(&cfg.LogFormat, "log-format", "INTERLOCK_LOG_FORMAT", observe.LogAuto, "log format: auto, json or text")
 	logLevel := s.str("log-level", "INTERLOCK_LOG_LEVEL", "info", "least level logged: debug, info, warn or error")
 	s.strVar(&cfg.MetricsAddr, "metrics-addr", "INTERLOCK_METRICS_ADDR", "", "serve /metrics on this address instead of the API's")
+	heapFloor := s.str("heap-floor-mib", "INTERLOCK_HEAP_FLOOR_MIB", "64", "heap the garbage collector lets grow before collecting, in MiB (0: GOGC alone)")
 	drainDelay := s.str("drain-delay", "INTERLOCK_DRAIN_DELAY", "0s", "keep serving this long with /readyz at 503 when stopping")
 	return s, func() (Config, error) {
 		var err error
@@ -127,6 +128,9 @@ func defineFlags(getenv func(string) string) (s *flagSet, finish func() (Config,
 			if *n.dst, err = strconv.Atoi(n.val); err != nil || *n.dst < 1 {
 				return Config{}, fmt.Errorf("%s: %q is not a positive integer", n.name, n.val)
 			}
+		}
+		if cfg.HeapFloorMiB, err = strconv.Atoi(*heapFloor); err != nil || cfg.HeapFloorMiB < 0 || cfg.HeapFloorMiB > 1<<20 {
+			return Config{}, fmt.Errorf("--heap-floor-mib / INTERLOCK_HEAP_FLOOR_MIB: %q is not a number of MiB from 0 to 1048576", *heapFloor)
 		}
 		if cfg.Introspection, err = strconv.ParseBool(*introspect); err != nil {
 			return Config{}, fmt.Errorf("--introspection / INTERLOCK_INTROSPECTION: %q is not true or false", *introspect)

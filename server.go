@@ -136,6 +136,11 @@ type Config struct {
 	// stops accepting connections, for load balancers to notice (--drain-delay,
 	// INTERLOCK_DRAIN_DELAY). Default 0s.
 	DrainDelay time.Duration
+	// HeapFloorMiB is the heap goal the garbage collector keeps at least, in MiB, over GOGC's
+	// own (--heap-floor-mib, INTERLOCK_HEAP_FLOOR_MIB; 0: GOGC alone). A server that keeps
+	// little but allocates much per request then collects less often, which takes the
+	// collector off the queries' latency (docs/performance.md). Default 64.
+	HeapFloorMiB int
 }
 
 // App is a running Interlock: database, run service and HTTP handler.

@@ -253,7 +253,7 @@ func (b *bench) queries(ctx context.Context) ([]shapeResult, error) {
 		return nil, err
 	}
 	defer srv.Stop()
-	rs, err := measureQueries(ctx, b.db, srv.URL, b.o.seedParams, b.o.DeepPage, b.o.Iterations, b.o.Explain, b.log)
+	rs, err := measureQueries(ctx, b.db, srv, b.o.seedParams, b.o.DeepPage, b.o.Iterations, b.o.Explain, b.log)
 	if err != nil {
 		return nil, err
 	}

@@ -233,12 +233,17 @@ type shapeResult struct {
 	HTTPp99ms float64 `json:"http_p99_ms"`
 	SQLp50ms  float64 `json:"sql_p50_ms"`
 	SQLp99ms  float64 `json:"sql_p99_ms"`
-	Explain   string  `json:"explain,omitempty"`
+	// ServerCPUms is the server's CPU time per request (user and system, its collector's
+	// included), and GCsPer100 its garbage collections per 100 requests, over the measured
+	// requests: what the server itself spends, apart from the waits on the database.
+	ServerCPUms float64 `json:"server_cpu_ms"`
+	GCsPer100   float64 `json:"gcs_per_100_requests"`
+	Explain     string  `json:"explain,omitempty"`
 }
 
 // measureQueries times each shape over HTTP against srv and, alternately in the same loop, the
 // store's own statements for it straight on the database (the floor).
-func measureQueries(ctx context.Context, db *gorm.DB, srv string, p seedParams, deep, iterations int, withExplain bool, log io.Writer) ([]shapeResult, error) {
+func measureQueries(ctx context.Context, db *gorm.DB, srv *server, p seedParams, deep, iterations int, withExplain bool, log io.Writer) ([]shapeResult, error) {
 	rec := &recorder{}
 	capture := db.Session(&gorm.Session{NewDB: true})
 	if err := rec.install(capture); err != nil {
@@ -251,7 +256,7 @@ func measureQueries(ctx context.Context, db *gorm.DB, srv string, p seedParams, 
 	if err != nil {
 		return nil, err
 	}
-	client := newGQLClient(srv)
+	client := newGQLClient(srv.URL)
 	var out []shapeResult
 	for _, sh := range shapes(p, deep) {
 		stmts, total, err := storeStatements(ctx, st, rec, sh)
@@ -265,8 +270,14 @@ func measureQueries(ctx context.Context, db *gorm.DB, srv string, p seedParams, 
 			}
 		}
 		var httpTimes, sqlTimes []time.Duration
+		var cpu0, gcs0 float64
 		warm := max(iterations/10, 3)
 		for i := 0; i < warm+iterations; i++ {
+			if i == warm {
+				if cpu0, gcs0, err = srv.Counters(ctx); err != nil {
+					return nil, err
+				}
+			}
 			var resp struct {
 				SuspendedRuns struct {
 					Total int64
@@ -288,6 +299,11 @@ func measureQueries(ctx context.Context, db *gorm.DB, srv string, p seedParams, 
 				httpTimes, sqlTimes = append(httpTimes, dh), append(sqlTimes, ds)
 			}
 		}
+		cpu1, gcs1, err := srv.Counters(ctx)
+		if err != nil {
+			return nil, err
+		}
+		r.ServerCPUms, r.GCsPer100 = (cpu1-cpu0)*1000/float64(iterations), (gcs1-gcs0)*100/float64(iterations)
 		r.HTTPp50ms, r.HTTPp99ms = pct(httpTimes, 50), pct(httpTimes, 99)
 		r.SQLp50ms, r.SQLp99ms = pct(sqlTimes, 50), pct(sqlTimes, 99)
 		fmt.Fprintf(log, "query: %s: total %d, HTTP p50 %.2f ms, SQL p50 %.2f ms\n", sh.Name, total, r.HTTPp50ms, r.SQLp50ms)
@@ -311,9 +327,9 @@ func pct(ds []time.Duration, q int) float64 {
 // printQueries writes the table of results.
 func printQueries(w io.Writer, rs []shapeResult) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "shape\ttotal\tHTTP p50 ms\tHTTP p99 ms\tSQL p50 ms\tSQL p99 ms\tp50 ×SQL\tp99 ×SQL\t")
+	fmt.Fprintln(tw, "shape\ttotal\tHTTP p50 ms\tHTTP p99 ms\tSQL p50 ms\tSQL p99 ms\tp50 ×SQL\tp99 ×SQL\tserver CPU ms\tGCs/100\t")
 	for _, r := range rs {
-		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", r.Shape, r.Total, r.HTTPp50ms, r.HTTPp99ms, r.SQLp50ms, r.SQLp99ms, ratio(r.HTTPp50ms, r.SQLp50ms), ratio(r.HTTPp99ms, r.SQLp99ms))
+		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.0f\t\n", r.Shape, r.Total, r.HTTPp50ms, r.HTTPp99ms, r.SQLp50ms, r.SQLp99ms, ratio(r.HTTPp50ms, r.SQLp50ms), ratio(r.HTTPp99ms, r.SQLp99ms), r.ServerCPUms, r.GCsPer100)
 	}
 	tw.Flush()
 }

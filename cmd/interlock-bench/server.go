@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -99,6 +100,39 @@ func (s *server) RSS() (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", s.cmd.Process.Pid)
+}
+
+// Counters reads the server's CPU time (user and system) and number of garbage collections
+// so far from its /metrics: what a stretch of requests cost the server is the difference.
+func (s *server) Counters(ctx context.Context) (cpuSeconds, gcs float64, err error) {
+	req, err := http.NewRequestWithContext(ctx, "GET", s.URL+"/metrics", nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, 0, fmt.Errorf("read the server's metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return 0, 0, fmt.Errorf("read the server's metrics: %d %v", resp.StatusCode, err)
+	}
+	found := 0
+	for _, line := range strings.Split(string(body), "\n") {
+		for name, dst := range map[string]*float64{"process_cpu_seconds_total ": &cpuSeconds, "go_gc_duration_seconds_count ": &gcs} {
+			if v, ok := strings.CutPrefix(line, name); ok {
+				if *dst, err = strconv.ParseFloat(strings.TrimSpace(v), 64); err != nil {
+					return 0, 0, fmt.Errorf("the server's %s: %w", name, err)
+				}
+				found++
+			}
+		}
+	}
+	if found != 2 {
+		return 0, 0, fmt.Errorf("the server's /metrics lacks process_cpu_seconds_total or go_gc_duration_seconds_count")
+	}
+	return cpuSeconds, gcs, nil
 }
 
 // Stop ends the server with SIGTERM (a graceful stop), or kills it after 15s.

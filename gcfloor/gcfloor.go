@@ -1,0 +1,88 @@
+// Package gcfloor keeps the garbage collector's heap goal from falling below a floor.
+//
+// With GOGC=100 the collector runs each time the heap doubles its live size. A server that
+// keeps little (some ten MiB) but allocates much per request (a page of 50 runs is some 750 KB
+// of GraphQL field contexts and buffers) then collects every few requests, and that work lands
+// on the requests' latency. A floor of some tens of MiB lets the small heap grow that far
+// before a collection, while a heap already larger than the floor (10,000 open subscriptions)
+// keeps GOGC's own goal, so its memory is not raised. This is what a heap "ballast" did, done
+// with the collector's own setting: after each collection the percent is set so that the next
+// goal is the floor, or GOGC's when that is higher. GOMEMLIMIT still bounds the heap.
+package gcfloor
+
+import (
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"sync"
+)
+
+// sentinel is the object whose collection tells the floor a GC cycle ended. It holds a
+// pointer so it is never batched with other tiny objects (which may never be freed).
+type sentinel struct{ _ *byte }
+
+type floor struct {
+	bytes   uint64
+	base    int // the GOGC the process started with: the percent when the heap is past the floor
+	mu      sync.Mutex
+	stopped bool
+	sample  []metrics.Sample
+}
+
+// Start keeps the heap goal at least bytes until stop is called, which restores the GOGC the
+// process had. It does nothing when bytes is 0 or the collector is off (GOGC=off), and only
+// one floor should run in a process: the percent it sets is the runtime's, global.
+func Start(bytes uint64) (stop func()) {
+	base := debug.SetGCPercent(100)
+	debug.SetGCPercent(base)
+	if bytes == 0 || base < 0 {
+		return func() {}
+	}
+	f := &floor{bytes: bytes, base: base, sample: []metrics.Sample{{Name: "/gc/heap/live:bytes"}}}
+	f.adjust()
+	f.arm()
+	return f.stop
+}
+
+// arm asks to be called after the next GC cycle: a fresh sentinel is dropped at once, so the
+// next cycle frees it and runs its cleanup.
+func (f *floor) arm() {
+	runtime.AddCleanup(new(sentinel), func(f *floor) {
+		if f.adjust() {
+			f.arm()
+		}
+	}, f)
+}
+
+// adjust sets the percent for the heap just measured, reporting false once stopped.
+func (f *floor) adjust() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stopped {
+		return false
+	}
+	metrics.Read(f.sample)
+	debug.SetGCPercent(Percent(f.sample[0].Value.Uint64(), f.bytes, f.base))
+	return true
+}
+
+func (f *floor) stop() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.stopped {
+		f.stopped = true
+		debug.SetGCPercent(f.base)
+	}
+}
+
+// Percent is the GOGC that puts the next heap goal, live*(1+percent/100), at floor when the
+// live heap is below it, and base otherwise (or when that is higher).
+func Percent(live, floor uint64, base int) int {
+	if live == 0 || live >= floor {
+		return base
+	}
+	if p := int((floor - live) * 100 / live); p > base {
+		return p
+	}
+	return base
+}

@@ -1,0 +1,21 @@
+package main
+
+import (
+	"path/filepath"
+	"testing"
+)
+
+// TestServerRunsWithAHeapFloor starts the server as a process: by default its collector's
+// percent is raised above GOGC's 100 (its heap is far under the 64 MiB floor), with
+// --heap-floor-mib 0 it is GOGC's own. (gcfloor's tests cover GOGC=off and a heap past the
+// floor; TestConfigErrorsNameTheSetting a bad value.)
+func TestServerRunsWithAHeapFloor(t *testing.T) {
+	db := func() string { return "sqlite:" + filepath.Join(t.TempDir(), "floor.db") }
+	gogc := func(p *proc) float64 { return p.scrape(t).value(t, "go_gc_gogc_percent") }
+	if got := gogc(startProc(t, db())); got <= 100 {
+		t.Errorf("with the default floor GOGC is %v, want above 100 for a small heap", got)
+	}
+	if got := gogc(startProc(t, db(), "--heap-floor-mib", "0")); got != 100 {
+		t.Errorf("with --heap-floor-mib 0 GOGC is %v, want 100", got)
+	}
+}
