@@ -21,24 +21,34 @@ import (
 // pointer so it is never batched with other tiny objects (which may never be freed).
 type sentinel struct{ _ *byte }
 
+// minHeap is the runtime's smallest heap goal at GOGC=100; it scales with the percent, so a
+// percent set for a tiny live heap must be capped or this minimum would pass the floor.
+const minHeap = 4 << 20
+
 type floor struct {
 	bytes   uint64
 	base    int // the GOGC the process started with: the percent when the heap is past the floor
 	mu      sync.Mutex
 	stopped bool
-	sample  []metrics.Sample
+	sample  []metrics.Sample // the live heap, and the stacks and globals the collector scans
 }
 
 // Start keeps the heap goal at least bytes until stop is called, which restores the GOGC the
 // process had. It does nothing when bytes is 0 or the collector is off (GOGC=off), and only
-// one floor should run in a process: the percent it sets is the runtime's, global.
+// one floor should run in a process: the percent it sets is the runtime's, global, and a
+// percent set by anyone else is replaced after the next collection.
+//
+// The floor follows the live heap one cycle late: the percent is set after a collection, from
+// its cleanup goroutine, so the goal of the cycle that just ended is the old percent's.
 func Start(bytes uint64) (stop func()) {
-	base := debug.SetGCPercent(100)
-	debug.SetGCPercent(base)
+	gogc := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+	metrics.Read(gogc)
+	base := int(int32(gogc[0].Value.Uint64())) // GOGC=off reads as -1
 	if bytes == 0 || base < 0 {
 		return func() {}
 	}
-	f := &floor{bytes: bytes, base: base, sample: []metrics.Sample{{Name: "/gc/heap/live:bytes"}}}
+	f := &floor{bytes: bytes, base: base, sample: []metrics.Sample{
+		{Name: "/gc/heap/live:bytes"}, {Name: "/gc/scan/stack:bytes"}, {Name: "/gc/scan/globals:bytes"}}}
 	f.adjust()
 	f.arm()
 	return f.stop
@@ -62,7 +72,8 @@ func (f *floor) adjust() bool {
 		return false
 	}
 	metrics.Read(f.sample)
-	debug.SetGCPercent(Percent(f.sample[0].Value.Uint64(), f.bytes, f.base))
+	live, roots := f.sample[0].Value.Uint64(), f.sample[1].Value.Uint64()+f.sample[2].Value.Uint64()
+	debug.SetGCPercent(Percent(live, roots, f.bytes, f.base))
 	return true
 }
 
@@ -75,14 +86,17 @@ func (f *floor) stop() {
 	}
 }
 
-// Percent is the GOGC that puts the next heap goal, live*(1+percent/100), at floor when the
-// live heap is below it, and base otherwise (or when that is higher).
-func Percent(live, floor uint64, base int) int {
+// Percent is the GOGC that puts the next heap goal at floor when GOGC=base would put it lower.
+// The runtime's goal is live + (live+roots)*percent/100, roots being the stacks and globals it
+// scans, but never under minHeap*percent/100: the percent is capped so that this minimum is at
+// most the floor (which also keeps it far inside the int32 the runtime stores).
+func Percent(live, roots, floor uint64, base int) int {
 	if live == 0 || live >= floor {
 		return base
 	}
-	if p := int((floor - live) * 100 / live); p > base {
-		return p
+	p := min((floor-live)*100/(live+roots), floor*100/minHeap)
+	if int(p) > base {
+		return int(p)
 	}
 	return base
 }
