@@ -75,6 +75,15 @@ func TestRecountSuspendedAgreesWithTheStore(t *testing.T) {
 			}
 		}
 		kept := countsByDay(t, db)
+		// The store computes a run's day in SQL: it must be the UTC day Go computes, which the
+		// readers (the deep page's day seek, retention) use.
+		want := map[string]int64{}
+		for _, r := range suspended[2:] {
+			want[fmt.Sprintf("%s/true/%d", r.AgentID, r.CreatedAt.UTC().Unix()/86400)]++
+		}
+		if !reflect.DeepEqual(kept, want) {
+			t.Fatalf("the store counted %v, want the UTC days %v", kept, want)
+		}
 		// Counts that came back to zero are dropped by retention; the others stay.
 		var zeros int64
 		db.Model(&gormstore.SuspendedCount{}).Where("n = 0").Count(&zeros)
