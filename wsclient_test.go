@@ -69,7 +69,7 @@ func (c *wsClient) closed() (websocket.StatusCode, string) {
 			if m.Type == "ka" || m.Type == "ping" || m.Type == "pong" {
 				continue
 			}
-			c.t.Fatalf("waiting for the close, got %s %s", m.Type, m.Payload)
+			c.t.Fatalf("%s: waiting for the close, got %s %s (id %s)", c.protocol, m.Type, m.Payload, m.ID)
 		}
 		var ce websocket.CloseError
 		if !errors.As(err, &ce) {

@@ -219,8 +219,16 @@ func (c *guardedConn) NextReader() (int, io.Reader, error) {
 }
 
 // WriteJSON sends v and, for the end of an operation (complete or error), forgets its id once
-// the message is out.
+// the message is out. Once the connection is closed nothing more is sent: gqlgen's coder
+// adapter writes the close frame from a goroutine, and the operations it then cancels would
+// otherwise race it with a "complete" the client reads before the close code (4409, 4408).
 func (c *guardedConn) WriteJSON(v any) error {
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		return transport.ErrWebsocketClosed
+	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -273,8 +281,12 @@ func (c *guardedConn) refuse(id, message string) {
 	_ = c.inner.WriteJSON(envelope{ID: id, Type: "error", Payload: payload})
 }
 
-// closeWith starts the close handshake with code and reason, then closes.
+// closeWith starts the close handshake with code and reason, then closes. The connection
+// counts as closed first, so that no message goes out after the close is decided.
 func (c *guardedConn) closeWith(code int, reason string) {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
 	_ = c.inner.WriteClose(code, reason)
 	c.Close()
 }
