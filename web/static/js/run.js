@@ -306,7 +306,10 @@ function lostText(c, text) {
     el("div", { class: "actions" },
       el("button", { type: "button", class: "copy", onclick: async () => {
         try {
-          await navigator.clipboard.writeText(text);
+          // A browser that asks for the clipboard permission may never answer (a headless one,
+          // a prompt left open): after a moment the text is selected for the person instead.
+          const late = new Promise((_, reject) => setTimeout(() => reject(new Error("no answer from the clipboard")), 2000));
+          await Promise.race([navigator.clipboard.writeText(text), late]);
           status.textContent = "Copied.";
         } catch {
           area.focus();
