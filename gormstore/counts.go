@@ -79,11 +79,12 @@ ON DUPLICATE KEY UPDATE n = n + ?`
 	return nil
 }
 
-// dayExpr is SQL for a run's created_at in whole days since 1970-01-01 UTC, as dayOf computes
-// it in Go (MySQL sessions are in UTC: db.go sets time_zone).
+// dayExpr is SQL for a run's created_at (stored in UTC) in whole days since 1970-01-01, as
+// dayOf computes it in Go. On MySQL it is DATEDIFF, not UNIX_TIMESTAMP, which depends on the
+// session's time zone and is NULL after 2038 on MariaDB before 11.5.
 func dayExpr(db *gorm.DB) string {
 	if db.Dialector.Name() == DialectMySQL {
-		return "FLOOR(UNIX_TIMESTAMP(created_at) / 86400)"
+		return "DATEDIFF(created_at, '1970-01-01')"
 	}
 	return "CAST(strftime('%s', created_at) AS INTEGER) / 86400"
 }

@@ -48,7 +48,7 @@ func TestRecountSuspendedAgreesWithTheStore(t *testing.T) {
 		zone := time.FixedZone("UTC-5", -5*3600)
 		midnight := time.Date(2026, 3, 10, 0, 0, 0, 0, time.UTC)
 		var suspended []runs.Run
-		for i, off := range []time.Duration{-time.Millisecond, 0, time.Millisecond, 24*time.Hour - time.Millisecond, 24 * time.Hour, 47 * time.Hour, -19 * time.Hour} {
+		for i, off := range []time.Duration{-time.Millisecond, 0, time.Millisecond, 24*time.Hour - time.Millisecond, 24 * time.Hour, 47 * time.Hour, -19 * time.Hour, 14 * 365 * 24 * time.Hour} { // the last in 2040: past 2038
 			created := midnight.Add(off).In(zone)
 			r := runs.Run{ID: fmt.Sprintf("01900000-0000-7000-8000-%012d", i+1), AgentID: []string{"a", "b"}[i%2], Prompt: "p", Status: runs.StatusRunning, CreatedAt: created, UpdatedAt: created}
 			lease := "lease"

@@ -227,7 +227,7 @@ func (c *guardedConn) WriteJSON(v any) error {
 	closed := c.closed
 	c.mu.Unlock()
 	if closed {
-		return transport.ErrWebsocketClosed
+		return nil // dropped, as a message written after the close frame would be
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -307,7 +307,12 @@ func (c *guardedConn) Close() error {
 	return c.inner.Close()
 }
 
+// WriteClose starts gqlgen's own close (a protocol error, the end of the connection): from
+// then on nothing more is sent either, as after the guard's.
 func (c *guardedConn) WriteClose(code int, message string) error {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
 	return c.inner.WriteClose(code, message)
 }
 

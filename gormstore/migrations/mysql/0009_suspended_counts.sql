@@ -8,5 +8,5 @@ CREATE TABLE suspended_counts (
   KEY idx_suspended_counts_day (top_level, day)
 ) ENGINE=InnoDB;
 INSERT INTO suspended_counts (agent_id, top_level, day, slot, n)
-  SELECT CAST(agent_id AS BINARY), parent_run_id IS NULL, FLOOR(UNIX_TIMESTAMP(created_at) / 86400), 0, COUNT(*) FROM agent_runs WHERE status = 'SUSPENDED'
-  GROUP BY CAST(agent_id AS BINARY), parent_run_id IS NULL, FLOOR(UNIX_TIMESTAMP(created_at) / 86400)
+  SELECT CAST(agent_id AS BINARY), parent_run_id IS NULL, DATEDIFF(created_at, '1970-01-01'), 0, COUNT(*) FROM agent_runs WHERE status = 'SUSPENDED'
+  GROUP BY CAST(agent_id AS BINARY), parent_run_id IS NULL, DATEDIFF(created_at, '1970-01-01')

@@ -304,17 +304,23 @@ function lostText(c, text) {
   const box = el("div", { class: "notice warn lost", "data-call": c.toolCallId },
     el("label", { for: areaId }, `What you typed for ${c.toolName} (${c.toolCallId}) was not sent:`), area,
     el("div", { class: "actions" },
-      el("button", { type: "button", class: "copy", onclick: async () => {
+      el("button", { type: "button", class: "copy", onclick: async (e) => {
+        const button = e.currentTarget;
+        button.disabled = true; // one copy at a time: a late answer must not overwrite the next
+        let timer;
         try {
           // A browser that asks for the clipboard permission may never answer (a headless one,
           // a prompt left open): after a moment the text is selected for the person instead.
-          const late = new Promise((_, reject) => setTimeout(() => reject(new Error("no answer from the clipboard")), 2000));
-          await Promise.race([navigator.clipboard.writeText(text), late]);
+          const late = new Promise((_, reject) => { timer = setTimeout(() => reject(new Error("no answer from the clipboard")), 2000); });
+          await Promise.race([Promise.resolve().then(() => navigator.clipboard.writeText(text)), late]);
           status.textContent = "Copied.";
         } catch {
           area.focus();
           area.select();
           status.textContent = "Selected: press Ctrl+C (⌘C) to copy.";
+        } finally {
+          clearTimeout(timer);
+          button.disabled = false;
         }
       } }, "Copy"),
       el("button", { type: "button", class: "dismiss", onclick: () => box.remove() }, "Dismiss"), status));
