@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"interlock/gcfloor"
 	"io"
 	"log/slog"
 	"net"
@@ -19,6 +18,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"interlock/gcfloor"
 	"interlock/gormstore"
 	"interlock/observe"
 )

@@ -61,13 +61,13 @@ func countChange(tx *gorm.DB, runID string, kind runs.ChangeKind) error {
 	// suspension and decision than reading the run first.
 	sql := `INSERT INTO suspended_counts (agent_id, top_level, day, slot, n)
 SELECT agent_id, parent_run_id IS NULL, ` + dayExpr(tx) + `, ?, ? FROM agent_runs WHERE id = ?
-ON CONFLICT (agent_id, top_level, day, slot) DO UPDATE SET n = n + excluded.n`
+`
 	args := []any{int(h.Sum32() % countSlots), delta, runID}
 	if tx.Dialector.Name() == DialectMySQL {
-		sql = `INSERT INTO suspended_counts (agent_id, top_level, day, slot, n)
-SELECT agent_id, parent_run_id IS NULL, ` + dayExpr(tx) + `, ?, ? FROM agent_runs WHERE id = ?
-ON DUPLICATE KEY UPDATE n = n + ?`
+		sql += "ON DUPLICATE KEY UPDATE n = n + ?"
 		args = append(args, delta)
+	} else {
+		sql += "ON CONFLICT (agent_id, top_level, day, slot) DO UPDATE SET n = n + excluded.n"
 	}
 	res := tx.Exec(sql, args...)
 	if res.Error != nil {

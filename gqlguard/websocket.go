@@ -281,13 +281,10 @@ func (c *guardedConn) refuse(id, message string) {
 	_ = c.inner.WriteJSON(envelope{ID: id, Type: "error", Payload: payload})
 }
 
-// closeWith starts the close handshake with code and reason, then closes. The connection
-// counts as closed first, so that no message goes out after the close is decided.
+// closeWith starts the close handshake with code and reason, then closes. WriteClose marks
+// the connection closed first, so that no message goes out after the close is decided.
 func (c *guardedConn) closeWith(code int, reason string) {
-	c.mu.Lock()
-	c.closed = true
-	c.mu.Unlock()
-	_ = c.inner.WriteClose(code, reason)
+	_ = c.WriteClose(code, reason)
 	c.Close()
 }
 

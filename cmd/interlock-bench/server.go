@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -13,6 +12,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // server is a real Interlock process over the bench database, started with the bench agents.
@@ -114,25 +116,19 @@ func (s *server) Counters(ctx context.Context) (cpuSeconds, gcs float64, err err
 		return 0, 0, fmt.Errorf("read the server's metrics: %w", err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		return 0, 0, fmt.Errorf("read the server's metrics: %d %v", resp.StatusCode, err)
+	if resp.StatusCode != http.StatusOK {
+		return 0, 0, fmt.Errorf("read the server's metrics: %s", resp.Status)
 	}
-	found := 0
-	for _, line := range strings.Split(string(body), "\n") {
-		for name, dst := range map[string]*float64{"process_cpu_seconds_total ": &cpuSeconds, "go_gc_duration_seconds_count ": &gcs} {
-			if v, ok := strings.CutPrefix(line, name); ok {
-				if *dst, err = strconv.ParseFloat(strings.TrimSpace(v), 64); err != nil {
-					return 0, 0, fmt.Errorf("the server's %s: %w", name, err)
-				}
-				found++
-			}
-		}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return 0, 0, fmt.Errorf("parse the server's metrics: %w", err)
 	}
-	if found != 2 {
-		return 0, 0, fmt.Errorf("the server's /metrics lacks process_cpu_seconds_total or go_gc_duration_seconds_count")
+	cpu, gc := fams["process_cpu_seconds_total"], fams["go_gc_duration_seconds"]
+	if len(cpu.GetMetric()) == 0 || len(gc.GetMetric()) == 0 {
+		return 0, 0, fmt.Errorf("the server's /metrics lacks process_cpu_seconds_total or go_gc_duration_seconds")
 	}
-	return cpuSeconds, gcs, nil
+	return cpu.GetMetric()[0].GetCounter().GetValue(), float64(gc.GetMetric()[0].GetSummary().GetSampleCount()), nil
 }
 
 // Stop ends the server with SIGTERM (a graceful stop), or kills it after 15s.
