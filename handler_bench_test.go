@@ -2,13 +2,22 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"testing"
 
+	"github.com/99designs/gqlgen/graphql/handler"
+	"github.com/99designs/gqlgen/graphql/handler/lru"
+	"github.com/99designs/gqlgen/graphql/handler/transport"
+	"github.com/vektah/gqlparser/v2/ast"
+
+	"interlock/agent"
 	"interlock/gormstore"
+	"interlock/graph"
+	"interlock/llm"
 	"interlock/runs"
 )
 
@@ -24,8 +33,9 @@ const inboxQuery = `query($agentId: ID, $threadId: ID, $page: Int, $perPage: Int
 // data set cmd/interlock-bench seeded (INTERLOCK_BENCH_DB, e.g.
 // mysql://root@127.0.0.1:3306/interlock_bench): "store" is the store's own code for the shape
 // (count, page, calls), "handler" the whole request through the server's HTTP handler without
-// a socket, and "typename" the fixed cost of a request. What handler costs beyond store is the
-// GraphQL layer's (docs/performance.md):
+// a socket, "executor" gqlgen's executor alone answering from the page the store read once
+// (no database wait, no middleware: what gqlgen costs to execute and write the answer), and
+// "typename" the fixed cost of a request (docs/performance.md):
 //
 //	INTERLOCK_BENCH_DB=… go test -run '^$' -bench SuspendedRunsHandler -benchtime 2000x .
 func BenchmarkSuspendedRunsHandler(b *testing.B) {
@@ -59,6 +69,9 @@ func BenchmarkSuspendedRunsHandler(b *testing.B) {
 			}
 		})
 		b.Run(sh.name+"/handler", func(b *testing.B) { benchHandler(b, h, inboxQuery, sh.vars) })
+		b.Run(sh.name+"/executor", func(b *testing.B) {
+			benchHandler(b, executorOnly(b, store, sh.p, fifty), inboxQuery, sh.vars)
+		})
 	}
 	b.Run("typename", func(b *testing.B) { benchHandler(b, h, "{ __typename }", nil) })
 }
@@ -79,4 +92,46 @@ func benchHandler(b *testing.B, h http.Handler, query string, vars map[string]an
 			b.Fatalf("%d %s", w.Code, w.Body.String())
 		}
 	}
+}
+
+// readPage is a store that answers suspendedRuns with one page it read from the real store
+// beforehand: the executor benchmark measures gqlgen, not the database.
+type readPage struct {
+	*gormstore.Store
+	total int64
+	page  []*runs.Run
+}
+
+func (r *readPage) CountSuspended(context.Context, runs.ListSuspendedParams) (int64, error) {
+	return r.total, nil
+}
+
+func (r *readPage) ListSuspended(context.Context, runs.ListSuspendedParams, int, int) ([]*runs.Run, error) {
+	return r.page, nil
+}
+
+// executorOnly is gqlgen's executor with the POST transport and a query cache (as the server
+// has them), over a run service whose store answers with the page p of the real store.
+func executorOnly(b *testing.B, store *gormstore.Store, p runs.ListSuspendedParams, limit int) http.Handler {
+	total, err := store.CountSuspended(b.Context(), p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	page, err := store.ListSuspended(b.Context(), p, limit, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	registry, err := agent.NewRegistry(agent.DemoAgents(&llm.Demo{})...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	svc, err := runs.New(&readPage{Store: store, total: total, page: page}, registry, runs.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(svc.Close)
+	gql := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: &graph.Resolver{Runs: svc}}))
+	gql.AddTransport(transport.POST{})
+	gql.SetQueryCache(lru.New[*ast.QueryDocument](1000))
+	return gql
 }
