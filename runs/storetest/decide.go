@@ -2,7 +2,6 @@ package storetest
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -176,20 +175,7 @@ func testDecide(t *testing.T, open Opener) {
 			wg.Go(func() { errs[i] = f.s.Decide(f.ctx, writes[i]) })
 		}
 		wg.Wait()
-		winner := -1
-		for i, err := range errs {
-			switch {
-			case err == nil && winner >= 0:
-				t.Fatalf("deciders %d and %d both won", winner, i)
-			case err == nil:
-				winner = i
-			case !errors.Is(err, runs.ErrStale):
-				t.Errorf("decider %d: %v, want ErrStale", i, err)
-			}
-		}
-		if winner < 0 {
-			t.Fatal("no decider won")
-		}
+		winner := oneWinner(t, "decider", errs)
 		w := writes[winner]
 		got := f.get(run.ID)
 		wantStr(t, "lease owner", got.LeaseOwner, &w.Lease)

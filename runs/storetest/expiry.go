@@ -1,7 +1,6 @@
 package storetest
 
 import (
-	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -159,20 +158,7 @@ func testExpire(t *testing.T, open Opener) {
 			wg.Go(func() { errs[i] = f.s.Decide(f.ctx, writes[i]) })
 		}
 		wg.Wait()
-		winner := -1
-		for i, err := range errs {
-			switch {
-			case err == nil && winner >= 0:
-				t.Fatalf("writers %d and %d both won", winner, i)
-			case err == nil:
-				winner = i
-			case !errors.Is(err, runs.ErrStale):
-				t.Errorf("writer %d: %v, want ErrStale", i, err)
-			}
-		}
-		if winner < 0 {
-			t.Fatal("no writer won")
-		}
+		winner := oneWinner(t, "writer", errs)
 		got := f.get(run.ID)
 		if len(got.Decisions) != 1 || got.Decisions[0].Kind != writes[winner].Kind {
 			t.Errorf("decisions = %s, want only the winner's %s", body(got.Decisions), writes[winner].Kind)

@@ -362,3 +362,24 @@ func wantStale(t *testing.T, what string, err error) {
 func ptr[T any](v T) *T { return &v }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// oneWinner returns which of racing compare-and-sets took: exactly one error must be nil and
+// every other ErrStale. who names the racers in the failures ("decider").
+func oneWinner(t *testing.T, who string, errs []error) int {
+	t.Helper()
+	winner := -1
+	for i, err := range errs {
+		switch {
+		case err == nil && winner >= 0:
+			t.Fatalf("%ss %d and %d both won", who, winner, i)
+		case err == nil:
+			winner = i
+		case !errors.Is(err, runs.ErrStale):
+			t.Errorf("%s %d: %v, want ErrStale", who, i, err)
+		}
+	}
+	if winner < 0 {
+		t.Fatalf("no %s won", who)
+	}
+	return winner
+}
