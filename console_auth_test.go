@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -259,4 +260,31 @@ func (s *testServer) runAs(t *testing.T, token, runID string) string {
 	var out struct{ Run struct{ Status string } }
 	s.mustAs(t, token, `query($id: ID!) { run(runId: $id) { status } }`, map[string]any{"id": runID}, &out)
 	return out.Run.Status
+}
+
+// TestConsoleLinkTakesTheTokenAsWritten: a token made with `openssl rand -base64 32` (as the
+// README says) holds "+", "/" and "="; the console link carries it as it is, or %-escaped, and
+// the console must keep exactly that token, not read "+" as a space. The rest of the fragment
+// stays in the address.
+func TestConsoleLinkTakesTheTokenAsWritten(t *testing.T) {
+	ctx := browser(t)
+	const token = "q+9Zr/Lm+0a=="
+	s := authServer(t, "sqlite:"+filepath.Join(t.TempDir(), "plus.db"),
+		fmt.Sprintf("    - {subject: plus, role: admin, sha256: %s}\n", sha256Hex(token)))
+	s.suspendAs(t, token, "refund order 42 for 30", nil)
+	for name, link := range map[string]string{
+		"as written": "#token=" + token + "&keep=1",
+		"escaped":    "#keep=1&token=" + url.QueryEscape(token),
+	} {
+		t.Run(name, func(t *testing.T) {
+			page := tab(t, ctx, true)
+			do(t, page, chromedp.Navigate(s.url+"/"+link), until(`document.querySelectorAll("a[data-run]").length === 1`))
+			if got := get(t, page, chromedp.Evaluate[string](storedToken)); got != token {
+				t.Fatalf("localStorage holds %q, want %q", got, token)
+			}
+			if hash := get(t, page, chromedp.Evaluate[string](`location.hash`)); hash != "#keep=1" {
+				t.Fatalf("the address's fragment is %q, want #keep=1", hash)
+			}
+		})
+	}
 }

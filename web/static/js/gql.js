@@ -44,14 +44,18 @@ export function forgetToken() {
 }
 
 // A link carrying the token (/#token=…): keep the token, and take it out of the address (and so
-// out of the history) before anything else runs. Whatever else the fragment holds stays.
+// out of the history) before anything else runs. Whatever else the fragment holds stays. The
+// token is taken as written, %-escapes decoded: not as a form field, which would read the "+" of
+// a base64 token (openssl rand -base64) as a space.
 {
-  const frag = new URLSearchParams(location.hash.slice(1));
-  if (frag.has("token")) {
-    const t = frag.get("token");
+  const parts = location.hash.slice(1).split("&");
+  const i = parts.findIndex((p) => p === "token" || p.startsWith("token="));
+  if (i >= 0) {
+    let t = parts[i].slice("token=".length);
+    try { t = decodeURIComponent(t); } catch { /* a "%" that escapes nothing is the token's own */ }
     if (t) storeToken(t);
-    frag.delete("token");
-    const rest = frag.toString();
+    parts.splice(i, 1);
+    const rest = parts.filter(Boolean).join("&");
     history.replaceState(history.state, "", location.pathname + location.search + (rest ? "#" + rest : ""));
   }
 }
