@@ -83,7 +83,7 @@ func defineFlags(getenv func(string) string) (s *flagSet, finish func() (Config,
 	maxComplexity := s.str("max-query-complexity", "INTERLOCK_MAX_QUERY_COMPLEXITY", "10000", "highest complexity of one operation")
 	corsOrigins := s.str("cors-origins", "INTERLOCK_CORS_ORIGINS", "", "origins allowed to call /graphql cross-origin, comma-separated")
 	introspect := s.str("introspection", "INTERLOCK_INTROSPECTION", "true", "serve schema introspection")
-	mutationRate := s.str("mutation-rate", "INTERLOCK_MUTATION_RATE", "20/s", "mutations per second of each principal or client IP (0: no limit)")
+	mutationRate := s.str("mutation-rate", "INTERLOCK_MUTATION_RATE", "20/s", "mutations each principal (or client IP) may make: N, N/s, N/m or N/h (0: no limit)")
 	mutationBurst := s.str("mutation-burst", "INTERLOCK_MUTATION_BURST", "100", "mutations each principal or client IP may send at once")
 	s.strVar(&cfg.LogFormat, "log-format", "INTERLOCK_LOG_FORMAT", observe.LogAuto, "log format: auto, json or text")
 	logLevel := s.str("log-level", "INTERLOCK_LOG_LEVEL", "info", "least level logged: debug, info, warn or error")

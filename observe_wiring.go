@@ -54,7 +54,7 @@ func (a *App) serveMetrics() (stop func(), err error) {
 func (a *App) drain() {
 	a.health.ShuttingDown()
 	if a.cfg.DrainDelay > 0 {
-		a.log.Info("draining: /readyz answers 503", "delay", a.cfg.DrainDelay)
+		a.log.Info("draining: /readyz answers 503", "delay", a.cfg.DrainDelay.String())
 		time.Sleep(a.cfg.DrainDelay)
 	}
 }

@@ -400,7 +400,7 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	case <-ctx.Done():
 	}
 	a.drain()
-	a.log.Info("shutting down", "timeout", a.cfg.ShutdownTimeout)
+	a.log.Info("shutting down", "timeout", a.cfg.ShutdownTimeout.String())
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownTimeout)
 	defer cancel()
 	httpDone := make(chan error, 1)

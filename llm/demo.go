@@ -13,7 +13,8 @@ import (
 // offline and tests are reproducible. It reads the latest user message:
 //
 //   - "refund": one issue_refund call per order number, all in one step ("refund order 42 for 30"
-//     is {orderId:"42", amount:30}; without "for N" the amount is 10);
+//     is {orderId:"42", amount:30}; without "for N" the amount is 10); offered no issue_refund
+//     but a tool named refund (examples/interlock.yaml's), that tool with the same arguments;
 //   - "ask": ask_customer with the prompt as the question;
 //   - "status" or "look up": lookup_order for the first number;
 //   - "slow": slow_task for the first number of seconds (default 2), to watch or crash a long step;
@@ -72,8 +73,8 @@ func (d *Demo) Stream(ctx context.Context, req Request, onText func(string) erro
 			fmt.Sscan(n, &secs)
 		}
 		return Response{ToolCalls: []ToolCall{call(next, "slow_task", map[string]any{"seconds": secs})}}, nil
-	case strings.Contains(lower, "refund") && offers(req, "issue_refund"):
-		return Response{ToolCalls: refundCalls(prompt, next)}, nil
+	case strings.Contains(lower, "refund") && refundTool(req) != "":
+		return Response{ToolCalls: refundCalls(refundTool(req), prompt, next)}, nil
 	case strings.Contains(lower, "ask") && offers(req, "ask_customer"):
 		return Response{ToolCalls: []ToolCall{call(next, "ask_customer", map[string]any{"question": prompt})}}, nil
 	case (strings.Contains(lower, "status") || strings.Contains(lower, "look up")) && offers(req, "lookup_order"):
@@ -91,7 +92,7 @@ func (d *Demo) Stream(ctx context.Context, req Request, onText func(string) erro
 	}
 }
 
-func refundCalls(prompt string, next int) []ToolCall {
+func refundCalls(tool, prompt string, next int) []ToolCall {
 	amount := 10.0
 	skip := [2]int{-1, -1}
 	if m := amountRe.FindStringSubmatchIndex(prompt); m != nil {
@@ -103,10 +104,10 @@ func refundCalls(prompt string, next int) []ToolCall {
 		if loc[0] == skip[0] && loc[1] == skip[1] {
 			continue
 		}
-		calls = append(calls, call(next+len(calls), "issue_refund", map[string]any{"orderId": prompt[loc[0]:loc[1]], "amount": amount}))
+		calls = append(calls, call(next+len(calls), tool, map[string]any{"orderId": prompt[loc[0]:loc[1]], "amount": amount}))
 	}
 	if len(calls) == 0 {
-		calls = append(calls, call(next, "issue_refund", map[string]any{"orderId": "unknown", "amount": amount}))
+		calls = append(calls, call(next, tool, map[string]any{"orderId": "unknown", "amount": amount}))
 	}
 	return calls
 }
@@ -114,6 +115,16 @@ func refundCalls(prompt string, next int) []ToolCall {
 func call(n int, name string, args map[string]any) ToolCall {
 	b, _ := json.Marshal(args)
 	return ToolCall{ID: fmt.Sprintf("call_%d", n+1), Name: name, Args: b}
+}
+
+// refundTool is the refund tool offered: issue_refund (the demo agent's), else refund, else "".
+func refundTool(req Request) string {
+	for _, name := range []string{"issue_refund", "refund"} {
+		if offers(req, name) {
+			return name
+		}
+	}
+	return ""
 }
 
 func offers(req Request, tool string) bool {

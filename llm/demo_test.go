@@ -7,6 +7,19 @@ import (
 	"testing"
 )
 
+// TestDemoModelUsesARefundToolNamedRefund: examples/interlock.yaml's demo agent offers its
+// refund tool as "refund", not "issue_refund"; the demo model calls that one.
+func TestDemoModelUsesARefundToolNamedRefund(t *testing.T) {
+	req := Request{Messages: []Message{{Role: RoleUser, Content: "refund order 42 for 30"}}, Tools: []ToolDef{{Name: "refund"}}}
+	resp, err := (&Demo{}).Stream(context.Background(), req, func(string) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.ToolCalls) != 1 || resp.ToolCalls[0].Name+" "+string(resp.ToolCalls[0].Args) != `refund {"amount":30,"orderId":"42"}` {
+		t.Fatalf("calls %+v, want one refund call", resp.ToolCalls)
+	}
+}
+
 func TestDemoModel(t *testing.T) {
 	tools := []ToolDef{{Name: "lookup_order"}, {Name: "issue_refund"}, {Name: "ask_customer"}, {Name: "slow_task"}}
 	cases := []struct {
