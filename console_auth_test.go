@@ -275,6 +275,7 @@ func TestConsoleLinkTakesTheTokenAsWritten(t *testing.T) {
 	for name, link := range map[string]string{
 		"as written": "#token=" + token + "&keep=1",
 		"escaped":    "#keep=1&token=" + url.QueryEscape(token),
+		"twice":      "#token=" + token + "&keep=1&token=another", // the first counts; none stays
 	} {
 		t.Run(name, func(t *testing.T) {
 			page := tab(t, ctx, true)
@@ -287,4 +288,14 @@ func TestConsoleLinkTakesTheTokenAsWritten(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a bare token key signs nothing in and leaves the address", func(t *testing.T) {
+		page := tab(t, ctx, true)
+		do(t, page, chromedp.Navigate(s.url+"/#token&keep=1"), chromedp.WaitVisible(chromedp.CSS(`#access-token`)))
+		if got := get(t, page, chromedp.Evaluate[string](`String(`+storedToken+`)`)); got != "null" {
+			t.Fatalf("localStorage holds %q, want no token", got)
+		}
+		if hash := get(t, page, chromedp.Evaluate[string](`location.hash`)); hash != "#keep=1" {
+			t.Fatalf("the address's fragment is %q, want #keep=1", hash)
+		}
+	})
 }

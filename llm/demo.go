@@ -64,6 +64,7 @@ func (d *Demo) Stream(ctx context.Context, req Request, onText func(string) erro
 	prompt := req.Messages[last].Content
 	lower := strings.ToLower(prompt)
 	next := countToolCalls(req.Messages)
+	refund := refundTool(req)
 	switch {
 	case delegateTool(req) != "":
 		return Response{ToolCalls: []ToolCall{call(next, delegateTool(req), map[string]any{"task": prompt})}}, nil
@@ -73,8 +74,8 @@ func (d *Demo) Stream(ctx context.Context, req Request, onText func(string) erro
 			fmt.Sscan(n, &secs)
 		}
 		return Response{ToolCalls: []ToolCall{call(next, "slow_task", map[string]any{"seconds": secs})}}, nil
-	case strings.Contains(lower, "refund") && refundTool(req) != "":
-		return Response{ToolCalls: refundCalls(refundTool(req), prompt, next)}, nil
+	case strings.Contains(lower, "refund") && refund != "":
+		return Response{ToolCalls: refundCalls(refund, prompt, next)}, nil
 	case strings.Contains(lower, "ask") && offers(req, "ask_customer"):
 		return Response{ToolCalls: []ToolCall{call(next, "ask_customer", map[string]any{"question": prompt})}}, nil
 	case (strings.Contains(lower, "status") || strings.Contains(lower, "look up")) && offers(req, "lookup_order"):

@@ -18,6 +18,13 @@ func TestDemoModelUsesARefundToolNamedRefund(t *testing.T) {
 	if len(resp.ToolCalls) != 1 || resp.ToolCalls[0].Name+" "+string(resp.ToolCalls[0].Args) != `refund {"amount":30,"orderId":"42"}` {
 		t.Fatalf("calls %+v, want one refund call", resp.ToolCalls)
 	}
+	req.Tools = []ToolDef{{Name: "refund"}, {Name: "issue_refund"}}
+	if resp, err = (&Demo{}).Stream(context.Background(), req, func(string) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.ToolCalls) != 1 || resp.ToolCalls[0].Name != "issue_refund" {
+		t.Fatalf("offered both: calls %+v, want issue_refund", resp.ToolCalls)
+	}
 }
 
 func TestDemoModel(t *testing.T) {

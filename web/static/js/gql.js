@@ -48,14 +48,14 @@ export function forgetToken() {
 // token is taken as written, %-escapes decoded: not as a form field, which would read the "+" of
 // a base64 token (openssl rand -base64) as a space.
 {
+  const isToken = (p) => p === "token" || p.startsWith("token=");
   const parts = location.hash.slice(1).split("&");
-  const i = parts.findIndex((p) => p === "token" || p.startsWith("token="));
-  if (i >= 0) {
-    let t = parts[i].slice("token=".length);
+  const first = parts.find(isToken);
+  if (first !== undefined) {
+    let t = first.slice("token=".length);
     try { t = decodeURIComponent(t); } catch { /* a "%" that escapes nothing is the token's own */ }
     if (t) storeToken(t);
-    parts.splice(i, 1);
-    const rest = parts.filter(Boolean).join("&");
+    const rest = parts.filter((p) => p && !isToken(p)).join("&");
     history.replaceState(history.state, "", location.pathname + location.search + (rest ? "#" + rest : ""));
   }
 }
