@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -601,25 +602,34 @@ auth:
 		t.Errorf("an expired token: %d %s %q", got.status, got.code, got.msg)
 	}
 
-	short := sign(jwt.MapClaims{"sub": "ada", "roles": "admin", "tenants": "t2", "exp": time.Now().Add(2 * time.Second).Unix()})
-	c := dialAs(t, s.url, "graphql-transport-ws", short)
-	op := c.subscribe(`subscription($id: ID!) { runEvents(runId: $id) { seq } }`, map[string]any{"id": r.ID})
-	for {
-		if _, done, errs := c.next(op); done || errs != nil {
-			t.Fatalf("the stream ended before the token expired: %s", errs)
+	// A token that expires mid-stream: exp 28s ago, inside the 30s leeway for clock skew, so
+	// it is good for 2 more seconds. That instant is the one the streams end at too.
+	expiring := func() string {
+		return sign(jwt.MapClaims{"sub": "ada", "roles": "admin", "tenants": "t2", "exp": time.Now().Add(-28 * time.Second).Unix()})
+	}
+	// A plain request inside the leeway is answered in full (it was "cancelled" when the
+	// stream cut-off was exp and the validation exp plus the leeway).
+	if got := s.postAs(t, expiring(), `{ suspendedRuns { total } }`, nil); got.code != "" || got.status != http.StatusOK {
+		t.Errorf("a request inside the leeway: %d %s %s, want it answered", got.status, got.code, got.msg)
+	}
+	for _, protocol := range []string{"graphql-transport-ws", "graphql-ws"} {
+		c := dialAs(t, s.url, protocol, expiring())
+		op := c.subscribe(`subscription($id: ID!) { runEvents(runId: $id) { seq } }`, map[string]any{"id": r.ID})
+		for left := r.LastEventSeq; left > 0; left-- {
+			if _, done, errs := c.next(op); done || errs != nil {
+				t.Fatalf("%s: the stream ended before the token expired: %s", protocol, errs)
+			}
 		}
-		if r.LastEventSeq--; r.LastEventSeq == 0 {
-			break // every stored event came; the stream now waits
+		if code, reason := waitClosed(t, c); code != 4401 || reason != "token expired" {
+			t.Errorf("%s: the socket of an expired token closed with %d %q, want 4401 \"token expired\"", protocol, code, reason)
 		}
 	}
-	waitClosed(t, c)
 
-	// The same, with the token in the upgrade's header, and over SSE.
-	short = sign(jwt.MapClaims{"sub": "ada", "roles": "admin", "tenants": "t2", "exp": time.Now().Add(2 * time.Second).Unix()})
+	// The same with the token in the upgrade's header.
 	dctx, dcancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer dcancel()
 	conn, _, err := websocket.Dial(dctx, "ws"+strings.TrimPrefix(s.url, "http")+"/graphql", &websocket.DialOptions{
-		Subprotocols: []string{"graphql-transport-ws"}, HTTPHeader: http.Header{"Authorization": {"Bearer " + short}},
+		Subprotocols: []string{"graphql-transport-ws"}, HTTPHeader: http.Header{"Authorization": {"Bearer " + expiring()}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -630,41 +640,51 @@ auth:
 		t.Fatalf("header-authenticated socket: %s", m.Type)
 	}
 	hc.subscribe(`subscription { suspendedRunsChanged { kind } }`, nil)
-	waitClosed(t, hc)
+	if code, _ := waitClosed(t, hc); code != 4401 {
+		t.Errorf("header-authenticated socket of an expired token closed with %d, want 4401", code)
+	}
+
+	// Over SSE the stream ends with an UNAUTHENTICATED error, then complete: a client tells it
+	// from the end of the run (complete alone).
 	body, _ := json.Marshal(map[string]any{"query": `subscription { suspendedRunsChanged { kind } }`})
 	sctx, scancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer scancel()
 	req, _ := http.NewRequestWithContext(sctx, "POST", s.url+"/graphql", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("Authorization", "Bearer "+short)
+	req.Header.Set("Authorization", "Bearer "+expiring())
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	io.Copy(io.Discard, resp.Body) // returns when the server ends the stream
+	raw, _ := io.ReadAll(resp.Body) // returns when the server ends the stream
 	resp.Body.Close()
 	if sctx.Err() != nil {
 		t.Fatal("the SSE stream of an expired token went on")
 	}
+	stream := string(raw)
+	if !strings.Contains(stream, `"code":"UNAUTHENTICATED"`) || !strings.Contains(stream, "token expired") ||
+		strings.Index(stream, "UNAUTHENTICATED") > strings.Index(stream, "event: complete") {
+		t.Errorf("the SSE stream of an expired token: %q, want an UNAUTHENTICATED error, then complete", stream)
+	}
 }
 
-// waitClosed reads until the server closes the socket; it fails the test after 20s.
-func waitClosed(t *testing.T, c *wsClient) {
+// waitClosed reads until the server closes the socket and returns its close code and reason;
+// it fails the test after 20s.
+func waitClosed(t *testing.T, c *wsClient) (websocket.StatusCode, string) {
 	t.Helper()
-	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for {
 		var m wsMessage
 		if err := wsjson.Read(ctx, c.conn, &m); err != nil {
-			if websocket.CloseStatus(err) == -1 && ctx.Err() != nil {
+			var ce websocket.CloseError
+			if !errors.As(err, &ce) {
 				t.Fatalf("the socket of an expired token: %v, want it closed", err)
 			}
-			break
+			return ce.Code, ce.Reason
 		}
 	}
-	t.Logf("closed %s after the stream went idle", time.Since(start).Round(time.Millisecond))
 }
 
 // TestTokensNeverLogged: whatever the requests, good tokens, refused tokens and the generated

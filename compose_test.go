@@ -233,7 +233,7 @@ func nginxDirectives(t *testing.T, file string) []string {
 
 // TestComposeProxyBalancesBothReplicas: the proxy publishes the one port, mounts its config from
 // the repository, waits for both replicas to be healthy, and its upstream names both on the
-// port INTERLOCK_ADDR gives them, with WebSocket upgrades passed on and SSE unbuffered.
+// port INTERLOCK_ADDR gives them, with WebSocket upgrades (a GET's only) passed on and SSE unbuffered.
 func TestComposeProxyBalancesBothReplicas(t *testing.T) {
 	f := loadCompose(t, map[string]string{"INTERLOCK_ADMIN_TOKEN_SHA256": strings.Repeat("a", 64)})
 	replicas := composeReplicas(f)
@@ -291,9 +291,10 @@ func TestComposeProxyBalancesBothReplicas(t *testing.T) {
 	for _, d := range []string{
 		"proxy_pass http://" + upstream,
 		"proxy_http_version 1.1",
-		"proxy_set_header Upgrade $http_upgrade",
+		"proxy_set_header Upgrade $websocket_upgrade",
 		"proxy_set_header Connection $connection_upgrade",
-		"map $http_upgrade $connection_upgrade",
+		`map "$request_method:$http_upgrade" $websocket_upgrade`,
+		"map $websocket_upgrade $connection_upgrade",
 		"proxy_set_header Host $http_host",
 		"proxy_buffering off",
 		"listen 8080",

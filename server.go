@@ -278,7 +278,7 @@ const maxBodyBytes = 1 << 20
 func (a *App) routes() http.Handler {
 	gql := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: &graph.Resolver{Runs: a.Service}}))
 	gql.Use(observe.Operations{Log: a.log, Metrics: a.metrics}) // first: it sees every answer
-	gql.AddTransport(transport.SSE{})
+	gql.AddTransport(gqlguard.SSE{})
 	a.ws = gqlguard.NewWebsocket(transport.Websocket{
 		KeepAlivePingInterval: 10 * time.Second,
 		PingPongInterval:      10 * time.Second,
@@ -291,6 +291,8 @@ func (a *App) routes() http.Handler {
 	gql.AddTransport(transport.Options{})
 	gql.AddTransport(transport.GET{})
 	gql.AddTransport(transport.POST{})
+	// Every operation acts for a principal, and a subscription ends when its token expires.
+	gql.Use(auth.Operations{})
 	if ext := a.tracing.GraphQL(); ext != nil {
 		gql.Use(ext) // first, so that the operation's span holds everything after it
 	}
@@ -323,6 +325,8 @@ func (a *App) routes() http.Handler {
 	var api http.Handler = gqlguard.Middleware(httpguard.SpareStreams(httpguard.Body(gql, maxBodyBytes)))
 	if a.authn != nil {
 		api = auth.Middleware(a.authn, api)
+	} else {
+		api = auth.Anonymous(api) // authentication off: everyone, unrestricted, recorded as nobody
 	}
 	mux := http.NewServeMux()
 	// CORS outermost, so that preflights and refusals (401, 413, 429) carry its headers.
@@ -340,31 +344,26 @@ func (a *App) routes() http.Handler {
 	return mux
 }
 
-// closeUnauthenticated closes a WebSocket whose connection_init carries no valid credentials.
-const closeUnauthenticated = 4401
-
 // authenticateSocket authenticates a WebSocket by the "authorization" of its connection_init
 // payload (browsers cannot set headers on a WebSocket), or by the Authorization header its
-// upgrade carried; without either it is closed with 4401.
+// upgrade carried; without either, or with credentials refused, it is closed with 4401. A socket
+// lasts no longer than its token: it is closed with 4401 when the token expires, and the client
+// must connect again with a fresh one.
 func (a *App) authenticateSocket(ctx context.Context, payload transport.InitPayload) (context.Context, *transport.InitPayload, error) {
 	if a.authn == nil {
-		return ctx, nil, nil
+		return ctx, nil, nil // the middleware made the request Anonymous's
 	}
 	p, err := a.authn.FromInitPayload(ctx, payload)
 	var authErr *auth.Error
 	if errors.As(err, &authErr) && authErr.Missing && runs.PrincipalFrom(ctx) != nil {
-		return ctx, nil, nil // authenticated by the upgrade's header
+		p, err = runs.PrincipalFrom(ctx), nil // authenticated by the upgrade's header
 	}
 	if err != nil {
-		ctx = transport.WithWebsocketCloseCode(ctx, closeUnauthenticated)
+		ctx = transport.WithWebsocketCloseCode(ctx, gqlguard.CloseUnauthenticated)
 		return transport.AppendCloseReason(ctx, "unauthenticated"), nil, err
 	}
 	if !p.Expires.IsZero() {
-		// The socket lasts no longer than its token: it closes when the token expires, and the
-		// client must reconnect with a fresh one.
-		expiring, cancel := context.WithDeadline(ctx, p.Expires)
-		context.AfterFunc(ctx, cancel)
-		ctx = transport.AppendCloseReason(expiring, "the token expired")
+		gqlguard.CloseAt(ctx, p.Expires, gqlguard.CloseUnauthenticated, "token expired")
 	}
 	return runs.WithPrincipal(ctx, p), nil, nil
 }

@@ -14,13 +14,17 @@ import (
 // principal (runs.WithPrincipal). A request that fails is answered 401 with a GraphQL error
 // whose extensions.code is UNAUTHENTICATED and a WWW-Authenticate challenge (RFC 6750).
 //
-// A WebSocket upgrade without an Authorization header goes through unauthenticated: browsers
-// cannot set headers on a WebSocket, so it authenticates in its connection_init payload
-// (FromInitPayload). An upgrade that does carry the header is authenticated like any request.
+// Only a real WebSocket opening handshake (IsHandshake) without an Authorization header goes
+// through unauthenticated: browsers cannot set headers on a WebSocket, so it authenticates in its
+// connection_init payload (FromInitPayload), and until then it acts for nobody, which every rule
+// refuses. Any other request, whatever its Upgrade or Accept headers say, needs a token.
+//
+// A request whose token was valid when it arrived is answered in full; a subscription ends when
+// its token expires (Operations), a WebSocket closes then.
 func Middleware(a *Authenticator, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		header := r.Header.Get("Authorization")
-		if header == "" && isWebSocket(r) {
+		if header == "" && IsHandshake(r) {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -29,22 +33,31 @@ func Middleware(a *Authenticator, next http.Handler) http.Handler {
 			Unauthorized(w, err)
 			return
 		}
-		ctx := r.Context()
-		if !p.Expires.IsZero() {
-			// A stream (SSE, or a WebSocket authenticated by its upgrade's header) lasts no
-			// longer than its token.
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithDeadline(ctx, p.Expires)
-			defer cancel()
-		}
-		next.ServeHTTP(w, r.WithContext(runs.WithPrincipal(ctx, p)))
+		next.ServeHTTP(w, r.WithContext(runs.WithPrincipal(r.Context(), p)))
 	})
 }
 
-func isWebSocket(r *http.Request) bool {
-	for _, v := range r.Header.Values("Upgrade") {
-		for tok := range strings.SplitSeq(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(tok), "websocket") {
+// Anonymous serves every request acting for runs.Anonymous: the server's handler when
+// authentication is off, so that even then no request acts for nobody.
+func Anonymous(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(w, r.WithContext(runs.WithPrincipal(r.Context(), runs.Anonymous())))
+	})
+}
+
+// IsHandshake reports whether r is a WebSocket opening handshake (RFC 6455 4.1): a GET whose
+// Connection header holds "upgrade", whose Upgrade header holds "websocket", with a
+// Sec-WebSocket-Key. A POST, or a GET lacking any of them, is not one, whatever else it says.
+func IsHandshake(r *http.Request) bool {
+	return r.Method == http.MethodGet && hasToken(r.Header, "Connection", "upgrade") &&
+		hasToken(r.Header, "Upgrade", "websocket") && r.Header.Get("Sec-WebSocket-Key") != ""
+}
+
+// hasToken reports whether the comma-separated values of header name hold token, in any case.
+func hasToken(h http.Header, name, token string) bool {
+	for _, v := range h.Values(name) {
+		for t := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
 				return true
 			}
 		}

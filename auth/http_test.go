@@ -32,7 +32,13 @@ func serveMiddleware(t *testing.T) *httptest.Server {
 
 func get(t *testing.T, srv *httptest.Server, headers map[string]string) (*http.Response, string) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, srv.URL+"/graphql", strings.NewReader(`{"query":"{__typename}"}`))
+	return send(t, srv, http.MethodPost, headers)
+}
+
+// send makes a request with method and headers to the middleware's server.
+func send(t *testing.T, srv *httptest.Server, method string, headers map[string]string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, srv.URL+"/graphql", strings.NewReader(`{"query":"{__typename}"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,22 +110,42 @@ func TestMiddlewareRejects(t *testing.T) {
 func TestMiddlewarePasses(t *testing.T) {
 	t.Parallel()
 	srv := serveMiddleware(t)
-	ws := map[string]string{"Connection": "Upgrade", "Upgrade": "websocket"}
+	// with returns a real WebSocket handshake's headers and more.
+	with := func(more map[string]string) map[string]string {
+		h := map[string]string{"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==", "Sec-WebSocket-Version": "13"}
+		for k, v := range more {
+			if v == "" {
+				delete(h, k)
+			} else {
+				h[k] = v
+			}
+		}
+		return h
+	}
 	for _, tc := range []struct {
 		name    string
+		method  string
 		headers map[string]string
 		status  int
 		body    string
 	}{
-		{"good token", map[string]string{"Authorization": "Bearer alice-token"}, http.StatusOK, "alice"},
-		{"WebSocket upgrade without a header", ws, http.StatusOK, "-"},
-		{"WebSocket upgrade, another case", map[string]string{"Connection": "Upgrade", "Upgrade": "WebSocket"}, http.StatusOK, "-"},
-		{"WebSocket upgrade with a good header", map[string]string{"Connection": "Upgrade", "Upgrade": "websocket", "Authorization": "Bearer bob-token"}, http.StatusOK, "bob"},
-		{"WebSocket upgrade with a bad header", map[string]string{"Connection": "Upgrade", "Upgrade": "websocket", "Authorization": "Bearer nope"}, http.StatusUnauthorized, ""},
-		{"another upgrade", map[string]string{"Connection": "Upgrade", "Upgrade": "h2c"}, http.StatusUnauthorized, ""},
+		{"good token", http.MethodPost, map[string]string{"Authorization": "Bearer alice-token"}, http.StatusOK, "alice"},
+		// Only a real handshake goes on without a token, acting for nobody (its connection_init
+		// must authenticate it).
+		{"WebSocket handshake without a header", http.MethodGet, with(nil), http.StatusOK, "-"},
+		{"WebSocket handshake, another case", http.MethodGet, with(map[string]string{"Connection": "keep-alive, Upgrade", "Upgrade": "WebSocket"}), http.StatusOK, "-"},
+		{"WebSocket handshake with a good header", http.MethodGet, with(map[string]string{"Authorization": "Bearer bob-token"}), http.StatusOK, "bob"},
+		{"WebSocket handshake with a bad header", http.MethodGet, with(map[string]string{"Authorization": "Bearer nope"}), http.StatusUnauthorized, ""},
+		// Anything short of a handshake needs a token, whatever its Upgrade header says.
+		{"a POST saying Upgrade: websocket", http.MethodPost, with(nil), http.StatusUnauthorized, ""},
+		{"a POST saying Upgrade and asking for SSE", http.MethodPost, with(map[string]string{"Accept": "text/event-stream"}), http.StatusUnauthorized, ""},
+		{"a GET without Sec-WebSocket-Key", http.MethodGet, with(map[string]string{"Sec-WebSocket-Key": ""}), http.StatusUnauthorized, ""},
+		{"a GET without Connection: Upgrade", http.MethodGet, with(map[string]string{"Connection": ""}), http.StatusUnauthorized, ""},
+		{"a GET saying Upgrade: h2c, websocket", http.MethodGet, with(map[string]string{"Upgrade": "h2c, websocket", "Sec-WebSocket-Key": ""}), http.StatusUnauthorized, ""},
+		{"another upgrade", http.MethodGet, with(map[string]string{"Upgrade": "h2c"}), http.StatusUnauthorized, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			resp, body := get(t, srv, tc.headers)
+			resp, body := send(t, srv, tc.method, tc.headers)
 			if resp.StatusCode != tc.status {
 				t.Fatalf("status %d, body %s", resp.StatusCode, body)
 			}

@@ -110,7 +110,10 @@ func (v *jwtVerifier) verify(ctx context.Context, raw string) (*runs.Principal, 
 	}
 	p := &runs.Principal{}
 	if exp, err := claims.GetExpirationTime(); err == nil && exp != nil {
-		p.Expires = exp.Time
+		// The one instant the token is expired at, for validation and streams alike: the
+		// parser accepts it until exp plus the leeway, so a stream lasts as long too (a
+		// request accepted in the leeway and then cut off at exp was "cancelled").
+		p.Expires = exp.Time.Add(leeway)
 	}
 	if sub, ok := claims[v.claims.Subject].(string); ok && sub != "" {
 		p.Subject = sub

@@ -28,7 +28,7 @@ func (r *mutationResolver) StartRun(ctx context.Context, input model.StartRunInp
 
 // ApproveToolCall is the resolver for the approveToolCall field.
 func (r *mutationResolver) ApproveToolCall(ctx context.Context, runID string, toolCallID *string, args json.RawMessage) (*model.AgentRun, error) {
-	p := runs.DecideParams{RunID: runID, ToolCallID: toolCallID, DecidedBy: decidedBy(ctx)}
+	p := runs.DecideParams{RunID: runID, ToolCallID: toolCallID}
 	var run *runs.Run
 	var err error
 	if args != nil {
@@ -48,7 +48,7 @@ func (r *mutationResolver) DeclineToolCall(ctx context.Context, runID string, to
 	if reason != nil {
 		why = *reason
 	}
-	run, err := r.Runs.Decline(ctx, runs.DecideParams{RunID: runID, ToolCallID: toolCallID, DecidedBy: decidedBy(ctx)}, why)
+	run, err := r.Runs.Decline(ctx, runs.DecideParams{RunID: runID, ToolCallID: toolCallID}, why)
 	if err != nil {
 		return nil, err
 	}
@@ -57,7 +57,7 @@ func (r *mutationResolver) DeclineToolCall(ctx context.Context, runID string, to
 
 // ResumeRun is the resolver for the resumeRun field.
 func (r *mutationResolver) ResumeRun(ctx context.Context, runID string, resumeData json.RawMessage, toolCallID *string) (*model.AgentRun, error) {
-	run, err := r.Runs.Resume(ctx, runs.DecideParams{RunID: runID, ToolCallID: toolCallID, DecidedBy: decidedBy(ctx)}, resumeData)
+	run, err := r.Runs.Resume(ctx, runs.DecideParams{RunID: runID, ToolCallID: toolCallID}, resumeData)
 	if err != nil {
 		return nil, err
 	}
@@ -67,8 +67,8 @@ func (r *mutationResolver) ResumeRun(ctx context.Context, runID string, resumeDa
 // Me is the resolver for the me field.
 func (r *queryResolver) Me(ctx context.Context) (*model.Principal, error) {
 	p := runs.PrincipalFrom(ctx)
-	if p == nil {
-		return nil, nil
+	if p == nil || !p.Authenticated() {
+		return nil, nil // authentication off: no token stands for anyone
 	}
 	out := &model.Principal{Subject: p.Subject, Roles: make([]string, len(p.Roles)), Resources: p.Resources}
 	for i, role := range p.Roles {

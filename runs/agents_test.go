@@ -84,9 +84,9 @@ func TestEditedArgumentsAreToldToTheModel(t *testing.T) {
 		f := setupWith(t, db, runs.Config{}, setupOpts{agents: []*agent.Agent{a}})
 		r := f.start(t, runs.StartParams{AgentID: "refunder", Prompt: "refund"})
 		f.until(t, r.ID, 0, runs.StatusSuspended)
-		_, err := f.svc.EditAndApprove(context.Background(), runs.DecideParams{RunID: r.ID}, json.RawMessage(`{"amount":25}`))
+		_, err := f.svc.EditAndApprove(bg(), runs.DecideParams{RunID: r.ID}, json.RawMessage(`{"amount":25}`))
 		wantCode(t, err, runs.CodeBadUserInput)
-		if _, err := f.svc.EditAndApprove(context.Background(), runs.DecideParams{RunID: r.ID}, json.RawMessage(`{"amount":12}`)); err != nil {
+		if _, err := f.svc.EditAndApprove(bg(), runs.DecideParams{RunID: r.ID}, json.RawMessage(`{"amount":12}`)); err != nil {
 			t.Fatal(err)
 		}
 		if done := f.finished(t, r.ID); done.Status != runs.StatusCompleted {

@@ -12,11 +12,25 @@ import (
 // (PrincipalFrom) here: the role an operation needs, and the resources a scoped principal may
 // reach. A run outside a principal's scope does not exist for it: reads leave it out or answer
 // NOT_FOUND, never FORBIDDEN, so that a principal learns nothing about other resources' runs.
+//
+// Every rule fails closed: a context without a principal is UNAUTHENTICATED (the entry points)
+// or sees nothing (the helpers below them). The server's own work acts for System, and a server
+// with authentication off serves every request as Anonymous: both are principals that hold
+// every role, so "unrestricted" is always given, never an absence.
 
-// require answers FORBIDDEN unless the principal of ctx holds role. what names the operation.
+// errUnauthenticated is the answer of every rule to a context that acts for nobody.
+func errUnauthenticated(what string) error {
+	return Errorf(CodeUnauthenticated, "%s needs credentials: send Authorization: Bearer <token>", what)
+}
+
+// require answers FORBIDDEN unless the principal of ctx holds role (UNAUTHENTICATED without a
+// principal). what names the operation.
 func require(ctx context.Context, role Role, what string) error {
 	p := PrincipalFrom(ctx)
-	if p == nil || p.Has(role) {
+	if p == nil {
+		return errUnauthenticated(what)
+	}
+	if p.Has(role) {
 		return nil
 	}
 	return Errorf(CodeForbidden, "%s needs the %s role; %s has %s", what, role, p.Subject, roleList(p.Roles))
@@ -32,7 +46,10 @@ func Authorize(ctx context.Context) error { return require(ctx, RoleViewer, "rea
 // from trying, and changes nothing.
 func mayDecide(ctx context.Context) error {
 	p := PrincipalFrom(ctx)
-	if p == nil || p.Has(RoleApprover) {
+	if p == nil {
+		return errUnauthenticated("deciding a tool call")
+	}
+	if p.Has(RoleApprover) {
 		return nil
 	}
 	for _, r := range p.Roles {
@@ -44,10 +61,14 @@ func mayDecide(ctx context.Context) error {
 }
 
 // scope narrows a listing to the principal's resources. requested is the resourceId filter the
-// client gave. It returns the resources to admit (nil: any) and whether nothing can match.
+// client gave. It returns the resources to admit (nil: any) and whether nothing can match:
+// nothing does without a principal.
 func scope(ctx context.Context, requested *string) (resources []string, none bool) {
 	p := PrincipalFrom(ctx)
-	if p == nil || p.Resources == nil {
+	if p == nil {
+		return nil, true
+	}
+	if p.Resources == nil {
 		return nil, false
 	}
 	if requested != nil {
@@ -56,10 +77,11 @@ func scope(ctx context.Context, requested *string) (resources []string, none boo
 	return p.Resources, len(p.Resources) == 0
 }
 
-// visible reports whether the principal of ctx may see runs of the resource.
+// visible reports whether the principal of ctx may see runs of the resource (nothing is visible
+// without a principal).
 func visible(ctx context.Context, resourceID *string) bool {
 	p := PrincipalFrom(ctx)
-	return p == nil || p.Sees(resourceID)
+	return p != nil && p.Sees(resourceID)
 }
 
 // notFound is the answer about a run that does not exist, or that the principal may not see.
@@ -71,7 +93,7 @@ func authorizeStart(ctx context.Context, resourceID *string) error {
 		return err
 	}
 	p := PrincipalFrom(ctx)
-	if p == nil || p.Sees(resourceID) {
+	if p.Sees(resourceID) { // require refused a context without a principal
 		return nil
 	}
 	if resourceID == nil {
@@ -86,7 +108,7 @@ func authorizeStart(ctx context.Context, resourceID *string) error {
 func (s *Service) authorizeDecision(ctx context.Context, top, run *Run, toolName string, tool *agent.Tool, d agent.Decision) error {
 	p := PrincipalFrom(ctx)
 	if p == nil {
-		return nil
+		return errUnauthenticated("deciding a tool call")
 	}
 	if tool != nil && len(tool.ApproverRoles) > 0 {
 		roles := make([]Role, len(tool.ApproverRoles))
@@ -101,7 +123,7 @@ func (s *Service) authorizeDecision(ctx context.Context, top, run *Run, toolName
 	}
 	if s.cfg.SeparationOfDuties && d.Kind == agent.CallApproved {
 		for _, r := range []*Run{top, run} {
-			if r.StartedBy != nil && *r.StartedBy == p.Subject {
+			if r.StartedBy != nil && p.Authenticated() && *r.StartedBy == p.Subject {
 				return Errorf(CodeForbidden, "%s started run %s: with separation of duties someone else must approve its tool calls (you may still decline them)", p.Subject, top.ID)
 			}
 		}

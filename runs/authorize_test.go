@@ -99,8 +99,8 @@ func TestRolesGateEachOperation(t *testing.T) {
 			_, err = f.svc.Decline(ctx, runs.DecideParams{RunID: started.ID}, "no")
 			wantCode(t, err, runs.CodeForbidden)
 		}
-		// Who decides is who authenticated, whatever DecidedBy says.
-		after, err := f.svc.Approve(approver, runs.DecideParams{RunID: started.ID, DecidedBy: "mallory"})
+		// Who decides is who authenticated.
+		after, err := f.svc.Approve(approver, runs.DecideParams{RunID: started.ID})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -296,5 +296,60 @@ func TestApproverRolesOfATool(t *testing.T) {
 			t.Fatal(err)
 		}
 		f.finished(t, r2.ID)
+	})
+}
+
+// TestNoPrincipalIsUnauthenticated: every entry point of the service, called with a context that
+// acts for nobody, answers UNAUTHENTICATED and changes nothing; System and Anonymous are
+// unrestricted and recorded as nobody. (Before, a context without a principal was unrestricted:
+// a request that slipped past authentication started and approved runs as nobody.)
+func TestNoPrincipalIsUnauthenticated(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		f := setup(t, db, runs.Config{})
+		r := f.suspended(t, runs.StartParams{AgentID: "counter-agent", Prompt: "refund order 3"})
+		nobody := context.Background()
+		for name, call := range map[string]func() error{
+			"StartRun": func() error {
+				_, err := f.svc.StartRun(nobody, runs.StartParams{AgentID: "support-agent", Prompt: "refund order 1 for 5"})
+				return err
+			},
+			"Get":           func() error { _, err := f.svc.Get(nobody, r.ID); return err },
+			"ListSuspended": func() error { _, err := f.svc.ListSuspended(nobody, runs.ListSuspendedParams{}); return err },
+			"RecentRuns":    func() error { _, err := f.svc.RecentRuns(nobody, runs.RecentParams{PerPage: 20}); return err },
+			"Approve":       func() error { _, err := f.svc.Approve(nobody, runs.DecideParams{RunID: r.ID}); return err },
+			"EditAndApprove": func() error {
+				_, err := f.svc.EditAndApprove(nobody, runs.DecideParams{RunID: r.ID}, []byte(`{}`))
+				return err
+			},
+			"Decline":        func() error { _, err := f.svc.Decline(nobody, runs.DecideParams{RunID: r.ID}, "no"); return err },
+			"Resume":         func() error { _, err := f.svc.Resume(nobody, runs.DecideParams{RunID: r.ID}, nil); return err },
+			"Follow":         func() error { _, err := f.svc.Follow(nobody, r.ID, 0); return err },
+			"WatchSuspended": func() error { _, err := f.svc.WatchSuspended(nobody, runs.WatchFilter{}); return err },
+			"Thread":         func() error { _, err := f.svc.Thread(nobody, "t1", 0); return err },
+			"Threads":        func() error { _, _, err := f.svc.Threads(nobody, runs.ThreadsParams{PerPage: 20}); return err },
+			"Authorize":      func() error { return runs.Authorize(nobody) },
+		} {
+			if err := call(); runs.ErrorCode(err) != runs.CodeUnauthenticated {
+				t.Errorf("%s without a principal: %v, want UNAUTHENTICATED", name, err)
+			}
+		}
+		got, err := f.svc.Get(bg(), r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status != runs.StatusSuspended || len(got.Decisions) != 0 || f.executed.Load() != 0 {
+			t.Fatalf("after the refused calls: %s, decisions %+v, executed %d; want it untouched", got.Status, got.Decisions, f.executed.Load())
+		}
+		// The server's own principals may do everything, and are recorded as nobody.
+		for name, ctx := range map[string]context.Context{"System": bg(), "Anonymous": runs.WithPrincipal(context.Background(), runs.Anonymous())} {
+			started, err := f.svc.StartRun(ctx, runs.StartParams{AgentID: "support-agent", Prompt: "hello"})
+			if err != nil || started.StartedBy != nil {
+				t.Fatalf("%s starts a run: %v, startedBy %v; want started by nobody", name, err, started.StartedBy)
+			}
+		}
+		after, err := f.svc.Approve(runs.WithPrincipal(context.Background(), runs.Anonymous()), runs.DecideParams{RunID: r.ID})
+		if err != nil || len(after.Decisions) != 1 || after.Decisions[0].DecidedBy != nil {
+			t.Fatalf("Anonymous approves: %v, decisions %+v; want one decided by nobody", err, after.Decisions)
+		}
 	})
 }

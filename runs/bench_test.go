@@ -1,7 +1,6 @@
 package runs_test
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"testing"
@@ -34,7 +33,7 @@ func BenchmarkSuspendedRuns(b *testing.B) {
 			b.Run(q.name, func(b *testing.B) {
 				var total int64
 				for b.Loop() {
-					res, err := f.svc.ListSuspended(context.Background(), q.p)
+					res, err := f.svc.ListSuspended(bg(), q.p)
 					if err != nil {
 						b.Fatal(err)
 					}

@@ -11,13 +11,12 @@ import (
 	"interlock/events"
 )
 
-// DecideParams name the call a decision is about and who takes it.
+// DecideParams name the call a decision is about. Who takes it is the principal of the context,
+// never something the caller says.
 type DecideParams struct {
 	RunID string
 	// ToolCallID may be nil when exactly one call is pending.
 	ToolCallID *string
-	// DecidedBy is recorded with the decision when known.
-	DecidedBy string
 }
 
 // Approve lets the held tool call run; the run continues on this instance. It returns the run as
@@ -65,8 +64,11 @@ func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) 
 	if err := mayDecide(ctx); err != nil {
 		return nil, err
 	}
-	if pr := PrincipalFrom(ctx); pr != nil {
-		p.DecidedBy = pr.Subject // who decides is who authenticated, whatever the caller says
+	// Who decides is who authenticated; nobody for the server's own principals (mayDecide
+	// refused a context without one).
+	var by string
+	if who := PrincipalFrom(ctx).recorded(); who != nil {
+		by = *who
 	}
 	run, err := s.store.GetRun(ctx, p.RunID)
 	if err != nil {
@@ -133,7 +135,7 @@ func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) 
 	if err != nil {
 		return nil, err
 	}
-	w, err := s.commitDecision(ctx, a, run, call, snap, d, p.DecidedBy, CauseDecision)
+	w, err := s.commitDecision(ctx, a, run, call, snap, d, by, CauseDecision)
 	if err != nil {
 		if errors.Is(err, ErrStale) {
 			if err := pastDeadline(run, call, w.At); err != nil {

@@ -116,7 +116,7 @@ func (b *logBuffer) logger() *slog.Logger { return slog.New(slog.NewTextHandler(
 
 func allEvents(t *testing.T, f *fixture, runID string) []events.Event {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(bg(), 20*time.Second)
 	defer cancel()
 	ch, err := f.svc.Follow(ctx, runID, 0)
 	if err != nil {
@@ -254,7 +254,7 @@ func ms(t time.Time) time.Time { return t.UTC().Truncate(time.Millisecond) }
 func TestRecoveryIsNotStarvedByRunsItCannotRecover(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := setup(t, db, runs.Config{RecoveryInterval: time.Hour, RecoveryBackoff: time.Millisecond, MaxRecoveryAttempts: 3})
-		ctx := context.Background()
+		ctx := bg()
 		old := time.Now().Add(-time.Hour)
 		snap := `{"messages":[{"role":"user","content":"hello"}],"steps":0}`
 		for i := range 60 {
@@ -308,7 +308,7 @@ func TestLeasesUseTheDatabaseClock(t *testing.T) {
 		b := setupWith(t, db, runs.Config{RecoveryInterval: time.Hour}, setupOpts{agents: []*agent.Agent{scriptedAgent(m, &executed)}})
 		r := a.start(t, runs.StartParams{AgentID: "scripted-agent", Prompt: "hi"})
 		<-started
-		n, err := b.svc.RecoverExpired(context.Background())
+		n, err := b.svc.RecoverExpired(bg())
 		close(release)
 		if err != nil || n != 0 {
 			t.Fatalf("B took over %d runs (err %v) whose lease A holds", n, err)
@@ -341,12 +341,12 @@ func TestToolResultCommitIsTriedAgain(t *testing.T) {
 			return flaky
 		}})
 		r := f.suspended(t, runs.StartParams{AgentID: "counter-agent", Prompt: "refund order 1"})
-		if _, err := f.svc.Approve(context.Background(), runs.DecideParams{RunID: r.ID}); err != nil {
+		if _, err := f.svc.Approve(bg(), runs.DecideParams{RunID: r.ID}); err != nil {
 			t.Fatal(err)
 		}
 		f.until(t, r.ID, r.LastSeq, runs.StatusCompleted, runs.StatusSuspended, runs.StatusFailed)
 		f.svc.Wait()
-		got, _ := f.svc.Get(context.Background(), r.ID)
+		got, _ := f.svc.Get(bg(), r.ID)
 		if got.Status != runs.StatusCompleted || f.executed.Load() != 1 {
 			t.Fatalf("run is %s after the tool ran %d times; want COMPLETED, once", got.Status, f.executed.Load())
 		}
@@ -365,7 +365,7 @@ func TestRecoveredModelCallDiscardsPartialText(t *testing.T) {
 		expiredRun(t, db, "run-cut", "support-agent", &cut, past, "RUN_STARTED", "TEXT_DELTA", "TEXT_DELTA")
 		clean := `{"messages":[{"role":"user","content":"hello"}],"steps":0,"seq":1}`
 		expiredRun(t, db, "run-clean", "support-agent", &clean, past, "RUN_STARTED")
-		if n, err := f.svc.RecoverExpired(context.Background()); err != nil || n != 2 {
+		if n, err := f.svc.RecoverExpired(bg()); err != nil || n != 2 {
 			t.Fatalf("recovered %d, %v", n, err)
 		}
 		evs := f.until(t, "run-cut", 3, runs.StatusCompleted, runs.StatusFailed)
@@ -385,7 +385,7 @@ func TestFollowBeyondTheLastEvent(t *testing.T) {
 	var executed atomic.Int64
 	m := &scripted{steps: []step{blocked("", started, release)}}
 	f := setupWith(t, db, runs.Config{}, setupOpts{agents: []*agent.Agent{scriptedAgent(m, &executed)}})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(bg(), 10*time.Second)
 	defer cancel()
 
 	r := f.start(t, runs.StartParams{AgentID: "scripted-agent", Prompt: "hi"})
@@ -416,7 +416,7 @@ func TestFollowBeyondTheLastEvent(t *testing.T) {
 func TestDeclinedCallHasNoToolResult(t *testing.T) {
 	f := setup(t, dbtest.SQLite(t), runs.Config{})
 	r := f.suspended(t, runs.StartParams{AgentID: "counter-agent", Prompt: "refund order 1"})
-	if _, err := f.svc.Decline(context.Background(), runs.DecideParams{RunID: r.ID}, "not today"); err != nil {
+	if _, err := f.svc.Decline(bg(), runs.DecideParams{RunID: r.ID}, "not today"); err != nil {
 		t.Fatal(err)
 	}
 	f.finished(t, r.ID)
@@ -464,7 +464,7 @@ func TestWaitingTextIsFlushedInTime(t *testing.T) {
 	defer close(release)
 	r := f.start(t, runs.StartParams{AgentID: "scripted-agent", Prompt: "hi"})
 	<-started
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(bg(), 10*time.Second)
 	defer cancel()
 	ch, err := f.svc.Follow(ctx, r.ID, 1)
 	if err != nil {
@@ -493,7 +493,7 @@ func TestWatchersShareOneReadPerChange(t *testing.T) {
 		counting.Store = st
 		return counting
 	}})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(bg(), 10*time.Second)
 	defer cancel()
 	var chans []<-chan runs.RunChange
 	for range 20 {
@@ -519,9 +519,9 @@ func TestLongThreadAndResourceIDsAreBadInput(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := setup(t, db, runs.Config{})
 		long, limit := strings.Repeat("é", 192), strings.Repeat("é", 191)
-		_, err := f.svc.StartRun(context.Background(), runs.StartParams{AgentID: "support-agent", Prompt: "hi", ThreadID: &long})
+		_, err := f.svc.StartRun(bg(), runs.StartParams{AgentID: "support-agent", Prompt: "hi", ThreadID: &long})
 		wantCode(t, err, runs.CodeBadUserInput)
-		_, err = f.svc.StartRun(context.Background(), runs.StartParams{AgentID: "support-agent", Prompt: "hi", ResourceID: &long})
+		_, err = f.svc.StartRun(bg(), runs.StartParams{AgentID: "support-agent", Prompt: "hi", ResourceID: &long})
 		wantCode(t, err, runs.CodeBadUserInput)
 		r := f.start(t, runs.StartParams{Prompt: "hello", ThreadID: &limit, ResourceID: &limit})
 		if got := f.finished(t, r.ID); got.Status != runs.StatusCompleted || *got.ThreadID != limit {

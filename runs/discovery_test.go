@@ -1,7 +1,6 @@
 package runs_test
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"testing"
@@ -44,7 +43,7 @@ func seed(t testing.TB, db *gorm.DB, list ...seedOpts) {
 		}
 	}
 	// The rows were written around the store: rebuild its count of suspended runs.
-	if err := gormstore.RecountSuspended(context.Background(), db); err != nil {
+	if err := gormstore.RecountSuspended(bg(), db); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -132,7 +131,7 @@ func TestSuspendedRunsDiscovery(t *testing.T) {
 		seed(t, db, discoveryRuns()...)
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
-				res, err := f.svc.ListSuspended(context.Background(), tc.p)
+				res, err := f.svc.ListSuspended(bg(), tc.p)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -169,7 +168,7 @@ func TestSuspendedRunsValidation(t *testing.T) {
 		f := setup(t, db, runs.Config{})
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
-				_, err := f.svc.ListSuspended(context.Background(), tc.p)
+				_, err := f.svc.ListSuspended(bg(), tc.p)
 				wantCode(t, err, runs.CodeBadUserInput)
 			})
 		}
@@ -180,17 +179,17 @@ func TestUnpaginatedAnswerAboveTheLimitAsksToPaginate(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := setup(t, db, runs.Config{MaxUnpaginated: 3, MaxPerPage: 2})
 		seed(t, db, discoveryRuns()...)
-		_, err := f.svc.ListSuspended(context.Background(), runs.ListSuspendedParams{})
+		_, err := f.svc.ListSuspended(bg(), runs.ListSuspendedParams{})
 		wantCode(t, err, runs.CodeBadUserInput)
-		res, err := f.svc.ListSuspended(context.Background(), runs.ListSuspendedParams{AgentID: ptr("A")})
+		res, err := f.svc.ListSuspended(bg(), runs.ListSuspendedParams{AgentID: ptr("A")})
 		if err != nil || res.Total != 2 {
 			t.Fatalf("a filtered answer under the limit: %v %v", res, err)
 		}
-		res, err = f.svc.ListSuspended(context.Background(), runs.ListSuspendedParams{Page: ptr(1), PerPage: ptr(2)})
+		res, err = f.svc.ListSuspended(bg(), runs.ListSuspendedParams{Page: ptr(1), PerPage: ptr(2)})
 		if err != nil || res.Total != 4 || len(res.Runs) != 2 {
 			t.Fatalf("paginated: %+v %v", res, err)
 		}
-		_, err = f.svc.ListSuspended(context.Background(), runs.ListSuspendedParams{Page: ptr(0), PerPage: ptr(3)})
+		_, err = f.svc.ListSuspended(bg(), runs.ListSuspendedParams{Page: ptr(0), PerPage: ptr(3)})
 		wantCode(t, err, runs.CodeBadUserInput) // the configured maximum perPage is 2
 	})
 }
@@ -201,9 +200,9 @@ func TestAmbiguousToolCall(t *testing.T) {
 		seed(t, db, seedOpts{id: "run-two", agent: "support-agent"})
 		args := `{}`
 		db.Create(&gormstore.ToolCall{RunID: "run-two", ToolCallID: "call_2", ToolName: "issue_refund", Args: &args, RequiresApproval: true, State: gormstore.ToolCallPending, CreatedAt: base})
-		_, err := f.svc.Approve(context.Background(), runs.DecideParams{RunID: "run-two"})
+		_, err := f.svc.Approve(bg(), runs.DecideParams{RunID: "run-two"})
 		wantCode(t, err, runs.CodeBadUserInput)
-		r, _ := f.svc.Get(context.Background(), "run-two")
+		r, _ := f.svc.Get(bg(), "run-two")
 		if r.Status != runs.StatusSuspended {
 			t.Fatalf("status after a refused decision: %s", r.Status)
 		}
@@ -220,7 +219,7 @@ func TestConcurrentApprovalsOneWins(t *testing.T) {
 		for i := 0; i < n; i++ {
 			go func(i int) {
 				<-startGate
-				_, err := f.svc.Approve(context.Background(), runs.DecideParams{RunID: r.ID, DecidedBy: fmt.Sprint("user", i)})
+				_, err := f.svc.Approve(as(fmt.Sprint("user", i), nil, runs.RoleAdmin), runs.DecideParams{RunID: r.ID})
 				errs <- err
 			}(i)
 		}

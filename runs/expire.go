@@ -98,7 +98,8 @@ func (s *Service) refuseExpired(ctx context.Context, run *Run, call *events.Tool
 	if err == nil || run.Snapshot == nil {
 		return err
 	}
-	ctx = context.WithoutCancel(ctx)
+	// The expiry is the server's own decision, whoever's request found the deadline passed.
+	ctx = WithSystem(context.WithoutCancel(ctx))
 	if snap, derr := agent.DecodeSnapshot(*run.Snapshot); derr == nil {
 		if _, xerr := s.expire(ctx, run, call, snap); xerr != nil {
 			s.cfg.Logger.Warn("decide: expire a call past its deadline", "run", run.ID, "tool_call", call.ToolCallID, "err", xerr)

@@ -1,7 +1,6 @@
 package runs_test
 
 import (
-	"context"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -97,13 +96,13 @@ func TestApprovalExpires(t *testing.T) {
 			t.Fatalf("expiresAt = %v, want suspendedAt %v + 30m", call.ExpiresAt, r.SuspendedAt)
 		}
 		time.Sleep(100 * time.Millisecond) // several passes of the loop: nothing is due yet
-		if got, _ := f.svc.Get(context.Background(), r.ID); got.Status != runs.StatusSuspended {
+		if got, _ := f.svc.Get(bg(), r.ID); got.Status != runs.StatusSuspended {
 			t.Fatalf("run is %s before its deadline", got.Status)
 		}
 		clock.advance(31 * time.Minute)
 		checkExpired(t, f, r.ID, "The approval request for issue_refund timed out after 30m without a decision; the tool was not run.")
 		for _, id := range []*string{&call.ToolCallID, nil} {
-			_, err := f.svc.Approve(context.Background(), runs.DecideParams{RunID: r.ID, ToolCallID: id})
+			_, err := f.svc.Approve(bg(), runs.DecideParams{RunID: r.ID, ToolCallID: id})
 			wantCode(t, err, runs.CodeConflict)
 			if !strings.Contains(err.Error(), "expired") {
 				t.Fatalf("late approval: %q does not say the call expired", err)
@@ -120,7 +119,7 @@ func TestDecisionAfterTheDeadlineIsRefused(t *testing.T) {
 		f := expirySetup(t, db, clock, time.Hour) // the loop never runs
 		r := f.suspended(t, runs.StartParams{AgentID: "expiring-agent", Prompt: "refund order 7 for 5"})
 		clock.advance(30 * time.Minute)
-		_, err := f.svc.Approve(context.Background(), runs.DecideParams{RunID: r.ID})
+		_, err := f.svc.Approve(bg(), runs.DecideParams{RunID: r.ID})
 		wantCode(t, err, runs.CodeConflict)
 		if !strings.Contains(err.Error(), "expired") {
 			t.Fatalf("approval at the deadline: %q does not say the call expired", err)
@@ -144,7 +143,7 @@ func TestSuspendedCallExpires(t *testing.T) {
 		}
 		clock.advance(time.Hour)
 		checkExpired(t, f, r.ID, "The request for input of ask_customer timed out after 30m")
-		_, err := f.svc.Resume(context.Background(), runs.DecideParams{RunID: r.ID}, []byte(`{"answer":"M"}`))
+		_, err := f.svc.Resume(bg(), runs.DecideParams{RunID: r.ID}, []byte(`{"answer":"M"}`))
 		wantCode(t, err, runs.CodeConflict)
 	})
 }
@@ -170,7 +169,7 @@ func TestSubAgentCallExpires(t *testing.T) {
 		if n := countType(allEvents(t, f, top.ID), events.ToolCallExpired); n != 1 {
 			t.Fatalf("supervisor: %d TOOL_CALL_EXPIRED, want 1", n)
 		}
-		_, err := f.svc.Approve(context.Background(), runs.DecideParams{RunID: top.ID})
+		_, err := f.svc.Approve(bg(), runs.DecideParams{RunID: top.ID})
 		wantCode(t, err, runs.CodeConflict)
 		if !strings.Contains(err.Error(), "expired") {
 			t.Fatalf("late approval on the supervisor: %q", err)
@@ -206,7 +205,7 @@ func TestExpiryOfOneOfSeveralCalls(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		clock := &testClock{}
 		f := expirySetup(t, db, clock, 10*time.Millisecond)
-		ctx := context.Background()
+		ctx := bg()
 		one := f.suspended(t, runs.StartParams{AgentID: "expiring-agent", Prompt: "refund orders 7 and 8"})
 		both := f.suspended(t, runs.StartParams{AgentID: "expiring-agent", Prompt: "refund orders 5 and 6"})
 		if len(one.ToolCalls) != 2 || one.ToolCalls[1].ExpiresAt == nil {

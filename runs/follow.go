@@ -227,7 +227,7 @@ func (s *Service) WatchSuspended(ctx context.Context, f WatchFilter) (<-chan Run
 					return
 				}
 			}
-			if !f.matches(ch.Run) || (principal != nil && !principal.Sees(ch.Run.ResourceID)) {
+			if !f.matches(ch.Run) || !principal.Sees(ch.Run.ResourceID) {
 				continue
 			}
 			select {

@@ -26,7 +26,7 @@ func TestIdleStreamsHoldNoGoroutine(t *testing.T) {
 		const n = 40
 		streams := make([]<-chan events.Event, n)
 		for i := range streams {
-			ch, err := f.svc.Follow(t.Context(), r.ID, 0)
+			ch, err := f.svc.Follow(runs.WithSystem(t.Context()), r.ID, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -39,7 +39,7 @@ func TestIdleStreamsHoldNoGoroutine(t *testing.T) {
 		}
 		waitStreamGoroutines(t, "forty idle streams", 0)
 
-		if _, err := f.svc.Approve(t.Context(), runs.DecideParams{RunID: r.ID}); err != nil {
+		if _, err := f.svc.Approve(runs.WithSystem(t.Context()), runs.DecideParams{RunID: r.ID}); err != nil {
 			t.Fatal(err)
 		}
 		for i, ch := range streams {
@@ -67,7 +67,7 @@ func TestCancelledIdleStreamCloses(t *testing.T) {
 		f := setup(t, db, runs.Config{PollInterval: time.Hour})
 		r := f.suspended(t, runs.StartParams{Prompt: "refund order 1"})
 		f.svc.Wait()
-		ctx, cancel := context.WithCancel(t.Context())
+		ctx, cancel := context.WithCancel(runs.WithSystem(t.Context()))
 		ch, err := f.svc.Follow(ctx, r.ID, r.LastSeq)
 		if err != nil {
 			t.Fatal(err)

@@ -1,7 +1,6 @@
 package runs_test
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -31,7 +30,7 @@ func TestApproveRunsTheToolAndCompletes(t *testing.T) {
 		if args["orderId"] != "42" || args["amount"] != 30.0 {
 			t.Fatalf("args = %s", tc.Args)
 		}
-		after, err := f.svc.Approve(context.Background(), runs.DecideParams{RunID: r.ID, DecidedBy: "alice"})
+		after, err := f.svc.Approve(as("alice", nil, runs.RoleAdmin), runs.DecideParams{RunID: r.ID})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -60,7 +59,7 @@ func TestApproveRunsTheToolAndCompletes(t *testing.T) {
 // RUN_STARTED to a terminal event.
 func checkGapless(t *testing.T, f *fixture, runID string, last int64) {
 	t.Helper()
-	ch, err := f.svc.Follow(context.Background(), runID, 0)
+	ch, err := f.svc.Follow(bg(), runID, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +88,7 @@ func TestDeclineTellsTheModelAndSkipsTheTool(t *testing.T) {
 			{"", agent.DeclinedMessage},
 		} {
 			r := f.suspended(t, runs.StartParams{Prompt: "refund order 9"})
-			if _, err := f.svc.Decline(context.Background(), runs.DecideParams{RunID: r.ID}, tc.reason); err != nil {
+			if _, err := f.svc.Decline(bg(), runs.DecideParams{RunID: r.ID}, tc.reason); err != nil {
 				t.Fatal(err)
 			}
 			done := f.finished(t, r.ID)
@@ -103,7 +102,7 @@ func TestDeclineTellsTheModelAndSkipsTheTool(t *testing.T) {
 func TestResumeValidatesAgainstResumeSchema(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := setup(t, db, runs.Config{})
-		ctx := context.Background()
+		ctx := bg()
 		r := f.suspended(t, runs.StartParams{Prompt: "ask the customer for their favourite colour"})
 		tc := r.ToolCalls[0]
 		if tc.ToolName != "ask_customer" || tc.RequiresApproval || !strings.Contains(string(tc.SuspendPayload), "favourite colour") {
@@ -143,7 +142,7 @@ func TestResumeValidatesAgainstResumeSchema(t *testing.T) {
 func TestSeveralApprovalsWaitTogether(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := setup(t, db, runs.Config{})
-		ctx := context.Background()
+		ctx := bg()
 		r := f.suspended(t, runs.StartParams{Prompt: "refund orders 7 and 8"})
 		if len(r.ToolCalls) != 2 || !strings.Contains(string(r.ToolCalls[0].Args), `"7"`) || !strings.Contains(string(r.ToolCalls[1].Args), `"8"`) {
 			t.Fatalf("suspension: %+v, want calls for 7 and 8", r.ToolCalls)
@@ -157,7 +156,7 @@ func TestSeveralApprovalsWaitTogether(t *testing.T) {
 		wantCode(t, err, runs.CodeBadUserInput)
 
 		first := r.ToolCalls[0].ToolCallID
-		got, err := f.svc.Approve(ctx, runs.DecideParams{RunID: r.ID, ToolCallID: &first, DecidedBy: "alice"})
+		got, err := f.svc.Approve(as("alice", nil, runs.RoleAdmin), runs.DecideParams{RunID: r.ID, ToolCallID: &first})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -197,7 +196,7 @@ func TestSeveralApprovalsWaitTogether(t *testing.T) {
 func TestSubAgentApprovalsSurfaceOneAtATime(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := setup(t, db, runs.Config{})
-		ctx := context.Background()
+		ctx := bg()
 		r := f.suspended(t, runs.StartParams{AgentID: "supervisor", Prompt: "refund orders 7 and 8"})
 		for _, order := range []string{`"7"`, `"8"`} {
 			if len(r.ToolCalls) != 1 || !strings.Contains(string(r.ToolCalls[0].Args), order) {
@@ -229,7 +228,7 @@ func typesOf(evs []events.Event) string {
 func TestDecisionErrors(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := setup(t, db, runs.Config{})
-		ctx := context.Background()
+		ctx := bg()
 		_, err := f.svc.Approve(ctx, runs.DecideParams{RunID: "no-such-run"})
 		wantCode(t, err, runs.CodeNotFound)
 		_, err = f.svc.Decline(ctx, runs.DecideParams{RunID: "no-such-run"}, "x")

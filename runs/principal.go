@@ -27,8 +27,10 @@ const (
 var rank = map[Role]int{RoleViewer: 1, RoleOperator: 2, RoleApprover: 3, RoleAdmin: 4}
 
 // Principal is who a request acts for, as authentication established it. The service checks
-// every operation against the principal in the request's context; a context without one
-// (authentication off, or the server's own work) is not restricted.
+// every operation against the principal in the request's context, and fails closed: a context
+// without one is UNAUTHENTICATED at every rule, never "unrestricted". The server's own work acts
+// for System, and every request of a server with authentication off for Anonymous, so that
+// being unrestricted is always a principal someone chose to give, never an absence.
 type Principal struct {
 	// Subject names the person or client; decisions record it as decidedBy, runs as startedBy.
 	Subject string
@@ -40,6 +42,45 @@ type Principal struct {
 	// Expires is when the credentials the principal was established by stop being valid (a
 	// JWT's exp); zero for tokens that do not expire. A WebSocket ends then.
 	Expires time.Time
+
+	// kind tells the server's own principals (System, Anonymous) from authenticated ones; it is
+	// unexported so that no token, whatever its subject, can be taken for one of them.
+	kind principalKind
+}
+
+type principalKind uint8
+
+const (
+	authenticated principalKind = iota
+	anonymous
+	system
+)
+
+// System returns the principal of the server's own work: recovery, expiry, retention, and the
+// runs a supervisor starts for its sub-agents. It may do everything, and is recorded as nobody:
+// an expiry's decidedBy is null, a sub-agent's run has its supervisor's startedBy.
+func System() *Principal {
+	return &Principal{Subject: "system", Roles: []Role{RoleAdmin}, kind: system}
+}
+
+// Anonymous returns who every request acts for when authentication is off: anyone who reaches
+// the server, unrestricted, recorded as nobody (startedBy and decidedBy null).
+func Anonymous() *Principal {
+	return &Principal{Subject: "anonymous", Roles: []Role{RoleAdmin}, kind: anonymous}
+}
+
+// Authenticated reports whether the principal was established by credentials, not one of the
+// server's own (System, Anonymous).
+func (p *Principal) Authenticated() bool { return p.kind == authenticated }
+
+// recorded returns the subject to store as startedBy or decidedBy: nil for System and Anonymous,
+// which stand for nobody in particular.
+func (p *Principal) recorded() *string {
+	if p == nil || !p.Authenticated() {
+		return nil
+	}
+	s := p.Subject
+	return &s
 }
 
 // Has reports whether the principal holds role r, directly or through a higher built-in role.
@@ -80,8 +121,11 @@ func WithPrincipal(ctx context.Context, p *Principal) context.Context {
 	return context.WithValue(ctx, principalKey{}, p)
 }
 
-// PrincipalFrom returns the principal ctx acts for, or nil when it acts for nobody in particular
-// (authentication off, or the server's own work).
+// WithSystem returns ctx acting for the server itself (System).
+func WithSystem(ctx context.Context) context.Context { return WithPrincipal(ctx, System()) }
+
+// PrincipalFrom returns the principal ctx acts for, or nil when no one authenticated: every rule
+// then answers UNAUTHENTICATED.
 func PrincipalFrom(ctx context.Context) *Principal {
 	p, _ := ctx.Value(principalKey{}).(*Principal)
 	return p

@@ -35,7 +35,7 @@ func deadRun(t *testing.T, db *gorm.DB, id, snapshot string) {
 func TestRecoveryNeverRerunsAnExecutingTool(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := setup(t, db, runs.Config{RecoveryInterval: time.Hour})
-		ctx := context.Background()
+		ctx := bg()
 		// Died while issue_refund was executing: outcome unknown.
 		deadRun(t, db, "run-executing", `{"messages":[{"role":"user","content":"refund order 5"},{"role":"assistant","toolCalls":[{"id":"call_1","name":"issue_refund","args":{"orderId":"5","amount":10}}]}],"pending":[{"id":"call_1","name":"issue_refund","args":{"orderId":"5","amount":10},"state":"executing"}],"steps":0}`)
 		// Died before its model call returned: the call is simply repeated.
@@ -86,7 +86,7 @@ func TestOnlyOneInstanceRecoversARun(t *testing.T) {
 		counts := make([]int, 2)
 		for i, s := range []*runs.Service{a.svc, b.svc} {
 			wg.Add(1)
-			go func() { defer wg.Done(); counts[i], _ = s.RecoverExpired(context.Background()) }()
+			go func() { defer wg.Done(); counts[i], _ = s.RecoverExpired(bg()) }()
 		}
 		wg.Wait()
 		a.svc.Wait()
@@ -115,7 +115,7 @@ func TestRetentionDeletesOnlyOldFinishedRuns(t *testing.T) {
 		for _, id := range []string{"old-done", "old-suspended", "new-done"} {
 			db.Create(&gormstore.Event{RunID: id, Seq: 1, Type: "RUN_STARTED", Data: "{}", CreatedAt: base})
 		}
-		n, err := f.svc.PurgeFinished(context.Background())
+		n, err := f.svc.PurgeFinished(bg())
 		if err != nil || n != 2 {
 			t.Fatalf("purged %d, err %v", n, err)
 		}
@@ -130,7 +130,7 @@ func TestRetentionDeletesOnlyOldFinishedRuns(t *testing.T) {
 		if evs != 2 || calls != 1 {
 			t.Fatalf("%d events, %d calls of the suspended run left", evs, calls)
 		}
-		if n, _ := f.svc.PurgeFinished(context.Background()); n != 0 {
+		if n, _ := f.svc.PurgeFinished(bg()); n != 0 {
 			t.Fatalf("second purge deleted %d", n)
 		}
 	})
@@ -140,7 +140,7 @@ func TestWatchSuspendedAcrossInstances(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		a := setup(t, db, runs.Config{InstanceID: "a", PollInterval: 50 * time.Millisecond})
 		b := setup(t, db, runs.Config{InstanceID: "b", PollInterval: 50 * time.Millisecond})
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		ctx, cancel := context.WithTimeout(bg(), 20*time.Second)
 		defer cancel()
 		watch, _ := b.svc.WatchSuspended(ctx, runs.WatchFilter{ThreadID: ptr("watched")})
 		time.Sleep(200 * time.Millisecond) // b's notify loop primes what it has seen

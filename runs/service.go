@@ -215,7 +215,9 @@ func New(st Store, agents *agent.Registry, cfg Config) (*Service, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("runs config: %w", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	// The server's own work (executions, recovery, expiry, retention, sub-agents' runs) acts
+	// for System: a context of the service never acts for nobody.
+	ctx, cancel := context.WithCancel(WithSystem(context.Background()))
 	s := &Service{
 		cfg: cfg, store: st, agents: agents,
 		runHub: events.NewWakeHub(), changes: events.NewHub[Change](1024), watched: events.NewHub[RunChange](256),
@@ -425,13 +427,9 @@ func (s *Service) Get(ctx context.Context, runID string) (*Run, error) {
 	return r, nil
 }
 
-// startedBy is the subject of the principal of ctx, nil when there is none.
-func startedBy(ctx context.Context) *string {
-	if p := PrincipalFrom(ctx); p != nil {
-		return &p.Subject
-	}
-	return nil
-}
+// startedBy is the subject of the principal of ctx to record, nil for the server's own
+// principals (System, Anonymous).
+func startedBy(ctx context.Context) *string { return PrincipalFrom(ctx).recorded() }
 
 func emptyToNil(s *string) *string {
 	if s == nil || *s == "" {

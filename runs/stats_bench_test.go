@@ -1,7 +1,6 @@
 package runs_test
 
 import (
-	"context"
 	"testing"
 
 	"interlock/runs"
@@ -16,7 +15,7 @@ func BenchmarkStats(b *testing.B) {
 		var st runs.RunStats
 		for b.Loop() {
 			var err error
-			if st, err = f.svc.Stats(context.Background()); err != nil {
+			if st, err = f.svc.Stats(bg()); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -56,7 +56,7 @@ type chain struct {
 func suspendedChain(t *testing.T, f *fixture, prompt string) chain {
 	t.Helper()
 	top := f.suspended(t, runs.StartParams{AgentID: "chief", Prompt: prompt, ThreadID: ptr("th"), ResourceID: ptr("res")})
-	ctx := context.Background()
+	ctx := bg()
 	var c chain
 	c.chief = top
 	for _, level := range []struct {
@@ -96,7 +96,7 @@ func suspendedChain(t *testing.T, f *fixture, prompt string) chain {
 func TestSupervisorSurfacesInnerApprovalTwoLevelsDeep(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := setupChain(t, db)
-		ctx := context.Background()
+		ctx := bg()
 		c := suspendedChain(t, f, "refund order 42 for 30")
 		inner := c.support.ToolCalls
 		if len(inner) != 1 || inner[0].ToolName != "issue_refund" || !inner[0].RequiresApproval {
@@ -119,7 +119,7 @@ func TestSupervisorSurfacesInnerApprovalTwoLevelsDeep(t *testing.T) {
 			t.Fatalf("chief's call id = %q", c.chief.ToolCalls[0].ToolCallID)
 		}
 
-		after, err := f.svc.Approve(ctx, runs.DecideParams{RunID: c.chief.ID, DecidedBy: "alice"})
+		after, err := f.svc.Approve(as("alice", nil, runs.RoleAdmin), runs.DecideParams{RunID: c.chief.ID})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -172,9 +172,9 @@ func TestSupervisorSurfacesInnerApprovalTwoLevelsDeep(t *testing.T) {
 func TestSupervisorDeclineReachesTheInnerModel(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := setupChain(t, db)
-		ctx := context.Background()
+		ctx := bg()
 		c := suspendedChain(t, f, "refund order 7 for 5")
-		if _, err := f.svc.Decline(ctx, runs.DecideParams{RunID: c.chief.ID, DecidedBy: "bob"}, "needs a receipt"); err != nil {
+		if _, err := f.svc.Decline(as("bob", nil, runs.RoleAdmin), runs.DecideParams{RunID: c.chief.ID}, "needs a receipt"); err != nil {
 			t.Fatal(err)
 		}
 		done := f.finished(t, c.chief.ID)
@@ -201,7 +201,7 @@ func TestSupervisorDeclineReachesTheInnerModel(t *testing.T) {
 func TestSupervisorResumesInnerSuspension(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := setupChain(t, db)
-		ctx := context.Background()
+		ctx := bg()
 		c := suspendedChain(t, f, "ask the customer for their size")
 		tc := c.chief.ToolCalls[0]
 		if tc.ToolName != "ask_customer" || tc.RequiresApproval || len(tc.SuspendPayload) == 0 {
@@ -274,7 +274,7 @@ func TestSupervisorChainSurvivesTheLossOfAnInstance(t *testing.T) {
 		r := a.start(t, runs.StartParams{AgentID: "lead", Prompt: "a slow job"})
 		<-started
 		a.svc.Close() // the instance dies with the tool executing
-		ctx := context.Background()
+		ctx := bg()
 		deadline := time.Now().Add(30 * time.Second)
 		for {
 			n, err := b.svc.RecoverExpired(ctx)

@@ -132,7 +132,7 @@ func rowsOfRun(t *testing.T, db *gorm.DB, id string) map[string][]map[string]any
 // seeded suspended run is one the real service decides and continues like its own.
 func TestSeedWritesTheServicesRows(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
-		ctx := context.Background()
+		ctx := runs.WithSystem(context.Background())
 		p := seedParams{Runs: 6, Suspended: 3, Threads: 4, Resources: 2, Agents: 5, Days: 1, End: time.Now().UTC(), Chunk: 4}
 		if err := seed(ctx, db, p, io.Discard); err != nil {
 			t.Fatal(err)
@@ -196,7 +196,7 @@ func TestSeedWritesTheServicesRows(t *testing.T) {
 				continue
 			}
 			for _, id := range []string{pr.spec.ID, pr.real} {
-				if _, err := svc.Approve(ctx, runs.DecideParams{RunID: id, DecidedBy: "bench-test"}); err != nil {
+				if _, err := svc.Approve(ctx, runs.DecideParams{RunID: id}); err != nil {
 					t.Fatalf("approve %s: %v", id, err)
 				}
 				waitStatus(t, svc, id, runs.StatusCompleted)
