@@ -312,10 +312,10 @@ func (a *App) routes() http.Handler {
 		PageSizeDefaults: map[string]int{"last": a.cfg.MaxPerPage}})
 	if a.cfg.MutationRate > 0 {
 		gql.Use(gqlguard.NewMutationRate(a.cfg.MutationRate, a.cfg.MutationBurst, func(ctx context.Context) string {
-			if p := runs.PrincipalFrom(ctx); p != nil {
+			if p := runs.PrincipalFrom(ctx); p != nil && p.Authenticated() {
 				return "principal:" + p.Subject
 			}
-			return "" // no authentication: the client IP
+			return "" // no authentication (Anonymous): the client IP
 		}, 0))
 	}
 	// The operation-aware error log takes over graph's own log of internal errors.

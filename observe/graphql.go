@@ -142,7 +142,7 @@ func (o Operations) begin(ctx context.Context, admit bool) *operation {
 		op.transport = req.transport
 		req.logged.Store(true)
 	}
-	if p := runs.PrincipalFrom(ctx); p != nil {
+	if p := runs.PrincipalFrom(ctx); p != nil && p.Authenticated() {
 		op.subject = p.Subject
 	}
 	return op
