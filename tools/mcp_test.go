@@ -4,9 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
 	"net/http/httptest"
-	"maps"
 	"os"
 	"strings"
 	"sync"
@@ -162,7 +162,7 @@ func TestMCPStdioEnvironment(t *testing.T) {
 	}
 	want := map[string]string{
 		"INTERLOCK_TEST_MCP_STDIO": "1", "ORDERS_TOKEN": "tok-1",
-		"LANG": "en_GB.UTF-8", // env: wins over Interlock's own
+		"LANG":    "en_GB.UTF-8", // env: wins over Interlock's own
 		"LC_TIME": "C", "TZ": "UTC",
 	}
 	for _, k := range []string{"PATH", "HOME", "LANGUAGE", "LC_ALL", "LC_CTYPE"} {
