@@ -123,8 +123,9 @@ mcpServers:
 	}
 	delete(got, "GOCOVERDIR") // go test -cover gives it to the binary it runs
 	want := map[string]string{"INTERLOCK_TEST_MCP_ENV_SERVER": "1", "ORDERS_TOKEN": "Bearer tok-1", "LC_MESSAGES": "C"}
-	for _, k := range []string{"PATH", "HOME", "LANG", "LANGUAGE", "TZ", "LC_ALL", "LC_CTYPE"} {
-		if val, ok := os.LookupEnv(k); ok {
+	for _, kv := range os.Environ() { // the documented few of the test's own environment
+		k, val, _ := strings.Cut(kv, "=")
+		if _, given := want[k]; !given && (k == "PATH" || k == "HOME" || k == "LANG" || k == "LANGUAGE" || k == "TZ" || strings.HasPrefix(k, "LC_")) {
 			want[k] = val
 		}
 	}
