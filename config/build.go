@@ -3,8 +3,10 @@ package config
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
+	"strings"
 
 	"interlock/agent"
 	"interlock/llm"
@@ -45,7 +47,8 @@ func Build(ctx context.Context, f *File, opt Options) (*Agents, error) {
 	listed := map[string]map[string]tools.MCPTool{}
 	for i, sc := range f.MCPServers {
 		at := fmt.Sprintf("mcpServers[%d]", i)
-		cfg := tools.MCPConfig{Name: sc.Name, Command: sc.Command, URL: sc.URL, Timeout: sc.Timeout}
+		cfg := tools.MCPConfig{Name: sc.Name, Command: sc.Command, URL: sc.URL, Timeout: sc.Timeout,
+			Env: expandAll(sc.Env), Headers: expandAll(sc.Headers)}
 		srv, err := tools.ConnectMCP(ctx, cfg, opt.Version)
 		if err != nil {
 			return fail(at, err.Error())
@@ -62,7 +65,14 @@ func Build(ctx context.Context, f *File, opt Options) (*Agents, error) {
 		}
 		for j, name := range sc.Tools {
 			if _, ok := listed[sc.Name][name]; !ok {
-				return fail(fmt.Sprintf("%s.tools[%d]", at, j), fmt.Sprintf("the server lists no tool %q", name))
+				return fail(fmt.Sprintf("%s.tools[%d]", at, j), notListed(sc.Name, name, listed[sc.Name]))
+			}
+		}
+		// A name that is not the server's leaves the tool it meant to name ungated, so a
+		// person would never be asked: refuse to start instead.
+		for j, name := range sc.RequireApproval {
+			if _, ok := listed[sc.Name][name]; !ok && name != "*" {
+				return fail(fmt.Sprintf("%s.requireApproval[%d]", at, j), notListed(sc.Name, name, listed[sc.Name]))
 			}
 		}
 		for _, t := range list {
@@ -88,18 +98,14 @@ func Build(ctx context.Context, f *File, opt Options) (*Agents, error) {
 		t.ResumeSchema, _ = schemaJSON(tc.Name, tc.ResumeSchema)
 		switch {
 		case tc.HTTP != nil:
-			headers := map[string]string{}
-			for k, v := range tc.HTTP.Headers {
-				headers[k], _ = expandEnv(v) // checked by Load
-			}
-			t.ExecuteFunc = tools.HTTPExecute(tools.HTTPConfig{URL: tc.HTTP.URL, Timeout: tc.HTTP.Timeout, Headers: headers})
+			t.ExecuteFunc = tools.HTTPExecute(tools.HTTPConfig{URL: tc.HTTP.URL, Timeout: tc.HTTP.Timeout, Headers: expandAll(tc.HTTP.Headers)})
 			if t.InputSchema == nil {
 				t.InputSchema = []byte(`{"type":"object"}`)
 			}
 		case tc.MCP != nil:
 			mt, ok := listed[tc.MCP.Server][tc.MCP.Tool]
 			if !ok {
-				return fail(at+".mcp.tool", fmt.Sprintf("the MCP server %s lists no tool %q", tc.MCP.Server, tc.MCP.Tool))
+				return fail(at+".mcp.tool", notListed(tc.MCP.Server, tc.MCP.Tool, listed[tc.MCP.Server]))
 			}
 			if t.Description == "" {
 				t.Description = mt.Description
@@ -175,6 +181,28 @@ func (f *File) server(name string) MCPServer {
 		}
 	}
 	return MCPServer{}
+}
+
+// notListed says that an MCP server lists no tool of that name, and which it lists, so a
+// misspelling is seen at once.
+func notListed(server, name string, listed map[string]tools.MCPTool) string {
+	names := slices.Sorted(maps.Keys(listed))
+	if len(names) == 0 {
+		return fmt.Sprintf("%q is not a tool %s lists (it lists none)", name, server)
+	}
+	return fmt.Sprintf("%q is not a tool %s lists (it lists: %s)", name, server, strings.Join(names, ", "))
+}
+
+// expandAll is a map with ${VAR} in its values read from the environment (nil for none).
+func expandAll(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k], _ = expandEnv(v) // checked by Load
+	}
+	return out
 }
 
 func needsApproval(s MCPServer, tool string) bool {

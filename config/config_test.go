@@ -25,6 +25,9 @@ func TestExampleConfigIsValid(t *testing.T) {
 	if len(f.Agents) != 2 || f.Agents[0].Model.BaseURL != "http://127.0.0.1:11434/v1" || f.Tools[0].HTTP.Timeout.String() != "10s" {
 		t.Fatalf("read %+v", f.Agents[0])
 	}
+	if s := f.MCPServers[0]; s.Env["ORDERS_REGION"] != "eu-west-1" || len(s.Env) != 1 || s.RequireApproval[0] != "cancel_order" {
+		t.Fatalf("mcpServers[0] read as %+v", s)
+	}
 	if n := f.Notifications; n == nil || len(n.Webhooks) != 2 || n.Webhooks[1].Format != "slack" || n.Webhooks[1].URLEnv != "SLACK_WEBHOOK_URL" {
 		t.Fatalf("notifications read as %+v", n)
 	}
@@ -56,6 +59,12 @@ func TestConfigErrorsNameThePath(t *testing.T) {
 		{"duplicate agent", agentOK + "  - id: a\n    model: {provider: demo}\n", []string{`agents[1].id: "a" is defined twice`}},
 		{"short approval timeout", agentOK + "tools:\n  - name: t\n    http: {url: 'http://x/'}\n    approvalTimeout: 10ms\n", []string{"tools[0].approvalTimeout: 10ms is too short"}},
 		{"negative approval timeout", agentOK + "tools:\n  - name: t\n    http: {url: 'http://x/'}\n    approvalTimeout: -5m\n", []string{"tools[0].approvalTimeout: -5m0s is too short"}},
+		{"unset MCP env variable", agentOK + "mcpServers:\n  - name: s\n    command: [s]\n    env: {TOKEN: '${INTERLOCK_TEST_UNSET_TOKEN}'}\n", []string{"mcpServers[0].env.TOKEN: the environment variable INTERLOCK_TEST_UNSET_TOKEN is not set"}},
+		{"bad MCP env name", agentOK + "mcpServers:\n  - name: s\n    command: [s]\n    env: {'A=B': x}\n", []string{`mcpServers[0].env: "A=B" is not a variable name`}},
+		{"MCP env for a url server", agentOK + "mcpServers:\n  - name: s\n    url: 'http://x/'\n    env: {A: b}\n", []string{"mcpServers[0].env: is for a command (stdio) server; a url server is sent headers"}},
+		{"unset MCP header variable", agentOK + "mcpServers:\n  - name: s\n    url: 'http://x/'\n    headers: {Authorization: 'Bearer ${INTERLOCK_TEST_UNSET_TOKEN}'}\n", []string{"mcpServers[0].headers.Authorization: the environment variable INTERLOCK_TEST_UNSET_TOKEN is not set"}},
+		{"MCP headers for a stdio server", agentOK + "mcpServers:\n  - name: s\n    command: [s]\n    headers: {A: b}\n", []string{"mcpServers[0].headers: are sent to a url server; a command (stdio) server is given env"}},
+		{"empty MCP approver role", agentOK + "mcpServers:\n  - name: s\n    url: 'http://x/'\n    approverRoles: [refunds, ' ']\n", []string{"mcpServers[0].approverRoles[1]: must name a role"}},
 		{"bad MCP approval timeout", agentOK + "mcpServers:\n  - name: s\n    url: 'http://x/'\n    approvalTimeout: 1ms\n", []string{"mcpServers[0].approvalTimeout: 1ms is too short"}},
 		{"several problems", "agents:\n  - id: a\n  - id: b\n    model: {provider: x}\n", []string{"agents[0].model: is required", "agents[1].model.provider"}},
 	} {
@@ -156,7 +165,7 @@ mcpServers:
 		t.Fatalf("a tool left out of the server's list: %v", err)
 	}
 	_, err = build(t, "agents:\n  - id: a\n    model: {provider: demo}\nmcpServers:\n  - name: orders\n    url: "+h.URL+"\n    tools: [refund]\n")
-	if err == nil || !strings.Contains(err.Error(), `mcpServers[0].tools[0]: the server lists no tool "refund"`) {
+	if err == nil || !strings.Contains(err.Error(), `mcpServers[0].tools[0]: "refund" is not a tool orders lists (it lists: cancel_order, delete_everything, lookup_order)`) {
 		t.Fatalf("error %v", err)
 	}
 }

@@ -116,7 +116,15 @@ type MCPServer struct {
 	URL     string   `yaml:"url"`
 	// Tools, when set, are the only tools of the server offered.
 	Tools []string `yaml:"tools"`
-	// RequireApproval lists the server's tools whose calls wait for a person ("*": all).
+	// Env are the variables a command (stdio) server is started with besides PATH, HOME and
+	// the locale (LANG, LANGUAGE, LC_*, TZ), which are all it gets of Interlock's environment.
+	// ${VAR} in a value is read from Interlock's environment at start. Default: none.
+	Env map[string]string `yaml:"env"`
+	// Headers are sent with every request to a url server, such as Authorization. ${VAR} in a
+	// value is read from the environment at start. Default: none.
+	Headers map[string]string `yaml:"headers"`
+	// RequireApproval lists the server's tools whose calls wait for a person ("*": all). Each
+	// must be a tool the server lists: a misspelt name would leave its tool ungated.
 	RequireApproval []string `yaml:"requireApproval"`
 	// ApprovalTimeout is the approvalTimeout of the server's tools (see Tool.ApprovalTimeout).
 	ApprovalTimeout time.Duration `yaml:"approvalTimeout"`

@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -66,6 +68,8 @@ var (
 	// toolName is what chat-completion APIs accept as a function name.
 	toolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 	agentID  = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,100}$`)
+	// envName is a variable name every shell can set.
+	envName = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
 )
 
 // check finds every problem that can be found without leaving the process.
@@ -96,6 +100,26 @@ func (f *File) check() []string {
 			p.add(at+".timeout", "must be positive")
 		}
 		p.approvalTimeout(at+".approvalTimeout", s.ApprovalTimeout)
+		p.approverRoles(at+".approverRoles", s.ApproverRoles)
+		if len(s.Env) > 0 && s.URL != "" {
+			p.add(at+".env", "is for a command (stdio) server; a url server is sent headers")
+		}
+		if len(s.Headers) > 0 && len(s.Command) > 0 {
+			p.add(at+".headers", "are sent to a url server; a command (stdio) server is given env")
+		}
+		for _, k := range slices.Sorted(maps.Keys(s.Env)) {
+			if !envName.MatchString(k) {
+				p.add(at+".env", fmt.Sprintf("%q is not a variable name (letters, digits and _, not starting with a digit)", k))
+			}
+			if _, err := expandEnv(s.Env[k]); err != nil {
+				p.add(at+".env."+k, err.Error())
+			}
+		}
+		for _, k := range slices.Sorted(maps.Keys(s.Headers)) {
+			if _, err := expandEnv(s.Headers[k]); err != nil {
+				p.add(at+".headers."+k, err.Error())
+			}
+		}
 	}
 	tools := map[string]bool{}
 	for i, t := range f.Tools {
@@ -131,11 +155,7 @@ func (f *File) check() []string {
 				p.add(at+"."+s.key, err.Error())
 			}
 		}
-		for j, r := range t.ApproverRoles {
-			if strings.TrimSpace(r) == "" {
-				p.add(fmt.Sprintf("%s.approverRoles[%d]", at, j), "must name a role")
-			}
-		}
+		p.approverRoles(at+".approverRoles", t.ApproverRoles)
 		for k, v := range t.httpHeaders() {
 			if _, err := expandEnv(v); err != nil {
 				p.add(at+".http.headers."+k, err.Error())
@@ -255,6 +275,15 @@ func (p *problems) add(path, msg string) { p.list = append(p.list, path+": "+msg
 func (p *problems) approvalTimeout(path string, d time.Duration) {
 	if d != 0 && d < time.Second {
 		p.add(path, fmt.Sprintf("%s is too short: give at least 1s (such as 30m), or leave it out for no limit", d))
+	}
+}
+
+// approverRoles checks that each of a tool's approverRoles names a role.
+func (p *problems) approverRoles(path string, roles []string) {
+	for j, r := range roles {
+		if strings.TrimSpace(r) == "" {
+			p.add(fmt.Sprintf("%s[%d]", path, j), "must name a role")
+		}
 	}
 }
 

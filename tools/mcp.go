@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os/exec"
 	"strings"
 	"sync"
 	"time"
@@ -22,6 +21,11 @@ type MCPConfig struct {
 	URL     string
 	// Timeout bounds one tool call. Default 60 s.
 	Timeout time.Duration
+	// Env are variables a stdio server is started with besides PATH, HOME and the locale (see
+	// stdioEnv); values as given, already expanded.
+	Env map[string]string
+	// Headers are sent with every request to a url server (see headerTransport).
+	Headers map[string]string
 }
 
 // MCPServer is a connection to an MCP server, opened at start and opened again when it is lost
@@ -55,16 +59,6 @@ func ConnectMCP(ctx context.Context, cfg MCPConfig, version string) (*MCPServer,
 		return nil, err
 	}
 	return s, nil
-}
-
-func (s *MCPServer) transport() mcp.Transport {
-	switch {
-	case len(s.cfg.Command) > 0:
-		return &mcp.CommandTransport{Command: exec.Command(s.cfg.Command[0], s.cfg.Command[1:]...)}
-	default:
-		// Interlock only calls tools: no standing stream for server-initiated messages.
-		return &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, DisableStandaloneSSE: true}
-	}
 }
 
 // connected returns the open session, opening one when there is none.
