@@ -80,7 +80,7 @@ func waitStatus(t *testing.T, svc *runs.Service, id string, want runs.Status) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		r, err := svc.Get(context.Background(), id)
+		r, err := svc.Get(runs.WithSystem(context.Background()), id)
 		if err != nil {
 			t.Fatal(err)
 		}
