@@ -95,17 +95,6 @@ func (c *Connections) Acquire(ctx context.Context) (release func(), err error) {
 	}, nil
 }
 
-// Open is how many connections all clients hold open.
-func (c *Connections) Open() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	for _, v := range c.open {
-		n += v
-	}
-	return n
-}
-
 // SSE is gqlgen's event-stream transport with the Connections cap: a stream over it is
 // refused with 429 Too Many Requests, Retry-After and a GraphQL error (TOO_MANY_CONNECTIONS)
 // before anything is streamed. A nil Limit is no cap.
