@@ -46,12 +46,18 @@ func sha256Hex(s string) string {
 // extra is appended to the auth section.
 func authServer(t *testing.T, db string, extra string) *testServer {
 	t.Helper()
+	return authServerWith(t, db, extra)
+}
+
+// authServerWith is authServer started with further command-line args.
+func authServerWith(t *testing.T, db string, extra string, args ...string) *testServer {
+	t.Helper()
 	var digests []any
 	for _, s := range []string{"vera", "otto", "alice", "bob", "root", "portal"} {
 		digests = append(digests, sha256Hex(tokenOf(s)))
 	}
 	file := writeConfig(t, "auth:\n  tokens:"+fmt.Sprintf(authPrincipals, digests...)+extra)
-	return startServer(t, db, "--auth=on", "--config", file)
+	return startServer(t, db, append([]string{"--auth=on", "--config", file}, args...)...)
 }
 
 // eachAuthDB runs fn on an authServer over SQLite and one over MySQL.

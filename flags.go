@@ -69,6 +69,7 @@ func defineFlags(getenv func(string) string) (s *flagSet, finish func() (Config,
 	flushEvery := s.str("text-flush-interval", "INTERLOCK_TEXT_FLUSH_INTERVAL", "50ms", "store streamed text at most this often")
 	maxTokens := s.str("max-query-tokens", "INTERLOCK_MAX_QUERY_TOKENS", "10000", "most tokens in one query")
 	maxSubs := s.str("max-subscriptions-per-connection", "INTERLOCK_MAX_SUBSCRIPTIONS_PER_CONNECTION", "100", "most operations active at once on one WebSocket")
+	maxConns := s.str("max-connections-per-principal", "INTERLOCK_MAX_CONNECTIONS_PER_PRINCIPAL", "32", "WebSockets and event streams each principal (or client IP without authentication) may hold open at once (0: no limit)")
 	wsInit := s.str("ws-init-timeout", "INTERLOCK_WS_INIT_TIMEOUT", "10s", "close a WebSocket that sends no connection_init within this")
 	readTimeout := s.str("read-timeout", "INTERLOCK_READ_TIMEOUT", "30s", "bound on reading one request")
 	writeTimeout := s.str("write-timeout", "INTERLOCK_WRITE_TIMEOUT", "60s", "bound on answering one request (not subscriptions)")
@@ -116,6 +117,9 @@ func defineFlags(getenv func(string) string) (s *flagSet, finish func() (Config,
 		}
 		if cfg.MaxSubscriptionsPerConnection, err = strconv.Atoi(*maxSubs); err != nil || cfg.MaxSubscriptionsPerConnection < 1 {
 			return Config{}, fmt.Errorf("--max-subscriptions-per-connection / INTERLOCK_MAX_SUBSCRIPTIONS_PER_CONNECTION: %q is not a positive integer", *maxSubs)
+		}
+		if cfg.MaxConnectionsPerPrincipal, err = strconv.Atoi(*maxConns); err != nil || cfg.MaxConnectionsPerPrincipal < 0 {
+			return Config{}, fmt.Errorf("--max-connections-per-principal / INTERLOCK_MAX_CONNECTIONS_PER_PRINCIPAL: %q is not a number of connections (0: no limit)", *maxConns)
 		}
 		for _, n := range []struct {
 			dst       *int

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -19,7 +18,6 @@ import (
 
 	"github.com/99designs/gqlgen/graphql/introspection"
 
-	"interlock/runs"
 )
 
 // nest is `subAgents { subAgents { … id } }`, fields nested depth deep.
@@ -290,14 +288,14 @@ func fromAddr(ip string) *http.Client {
 	return &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
 }
 
-// postAs sends query with client, the X-Test-Principal header set to who unless empty.
+// postAs sends query with client, with who's token (tokenOf) unless who is empty.
 func postAs(t *testing.T, client *http.Client, base, who, query string) (*http.Response, gqlResponse) {
 	t.Helper()
 	body, _ := json.Marshal(map[string]any{"query": query})
 	req, _ := http.NewRequest(http.MethodPost, base+"/graphql", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	if who != "" {
-		req.Header.Set("X-Test-Principal", who)
+		req.Header.Set("Authorization", "Bearer "+tokenOf(who))
 	}
 	resp, err := client.Do(req)
 	if err != nil {
@@ -313,23 +311,20 @@ const cheapMutation = `mutation { declineToolCall(runId: "no-such-run") { status
 // plain HTTP, an error over WebSocket and SSE too; queries are not limited, and other principals
 // and IPs are unaffected.
 func TestMutationRateLimit(t *testing.T) {
+	// Without authentication the client IP is the bucket; with it, the principal.
 	s := startServer(t, "sqlite:"+t.TempDir()+"/rate.db", "--mutation-rate", "1/h", "--mutation-burst", "3")
-	// Authentication is wired elsewhere; this stands in for it: the principal named by a header.
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if who := r.Header.Get("X-Test-Principal"); who != "" {
-			r = r.WithContext(runs.WithPrincipal(r.Context(), &runs.Principal{Subject: who, Roles: []runs.Role{runs.RoleAdmin}}))
-		}
-		s.app.Handler().ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-
+	authed := authServerWith(t, "sqlite:"+t.TempDir()+"/rate-auth.db", "", "--mutation-rate", "1/h", "--mutation-burst", "3")
 	for _, who := range []string{"", "alice"} {
+		srvURL := s.url
+		if who != "" {
+			srvURL = authed.url
+		}
 		for i := range 3 {
-			if resp, r := postAs(t, http.DefaultClient, srv.URL, who, cheapMutation); resp.StatusCode != 200 || r.code() != "NOT_FOUND" {
+			if resp, r := postAs(t, http.DefaultClient, srvURL, who, cheapMutation); resp.StatusCode != 200 || r.code() != "NOT_FOUND" {
 				t.Fatalf("%q mutation %d within the burst: %d %+v", who, i+1, resp.StatusCode, r.Errors)
 			}
 		}
-		resp, r := postAs(t, http.DefaultClient, srv.URL, who, cheapMutation)
+		resp, r := postAs(t, http.DefaultClient, srvURL, who, cheapMutation)
 		if resp.StatusCode != http.StatusTooManyRequests || r.code() != "RATE_LIMITED" {
 			t.Fatalf("%q over the burst: %d %+v", who, resp.StatusCode, r.Errors)
 		}
@@ -338,15 +333,15 @@ func TestMutationRateLimit(t *testing.T) {
 			!strings.Contains(r.Errors[0].Message, fmt.Sprintf("retry in %d seconds", int(secs))) || secs > 3600 {
 			t.Fatalf("%q: retryAfter %v, Retry-After %q, message %q", who, r.Errors[0].Extensions["retryAfter"], resp.Header.Get("Retry-After"), r.Errors[0].Message)
 		}
-		if resp, r := postAs(t, http.DefaultClient, srv.URL, who, `{ agents { id } }`); resp.StatusCode != 200 || len(r.Errors) != 0 {
+		if resp, r := postAs(t, http.DefaultClient, srvURL, who, `{ agents { id } }`); resp.StatusCode != 200 || len(r.Errors) != 0 {
 			t.Fatalf("%q: a query after the limit: %d %+v", who, resp.StatusCode, r.Errors)
 		}
 	}
 	// Another principal, and another IP without a principal, have their own buckets.
-	if resp, r := postAs(t, http.DefaultClient, srv.URL, "bob", cheapMutation); resp.StatusCode != 200 || r.code() != "NOT_FOUND" {
+	if resp, r := postAs(t, http.DefaultClient, authed.url, "bob", cheapMutation); resp.StatusCode != 200 || r.code() != "NOT_FOUND" {
 		t.Fatalf("bob: %d %+v", resp.StatusCode, r.Errors)
 	}
-	if resp, r := postAs(t, fromAddr("127.0.0.2"), srv.URL, "", cheapMutation); resp.StatusCode != 200 || r.code() != "NOT_FOUND" {
+	if resp, r := postAs(t, fromAddr("127.0.0.2"), s.url, "", cheapMutation); resp.StatusCode != 200 || r.code() != "NOT_FOUND" {
 		t.Fatalf("from 127.0.0.2: %d %+v", resp.StatusCode, r.Errors)
 	}
 	// The IP 127.0.0.1 is spent: over WebSocket and SSE (to the app directly) it is refused too.

@@ -83,6 +83,14 @@ type Config struct {
 	// WebSocket; the next gets an error message (--max-subscriptions-per-connection,
 	// INTERLOCK_MAX_SUBSCRIPTIONS_PER_CONNECTION). Default 100.
 	MaxSubscriptionsPerConnection int
+	// MaxConnectionsPerPrincipal is how many WebSockets and event streams (SSE) each principal
+	// (or client address, with authentication off) may hold open at once: the next WebSocket is
+	// closed with 4429 right after its connection_init, the next stream refused with 429
+	// (--max-connections-per-principal, INTERLOCK_MAX_CONNECTIONS_PER_PRINCIPAL; 0: no limit).
+	// Default 32: the console holds one socket per tab, each carrying up to
+	// MaxSubscriptionsPerConnection subscriptions, so 32 is a person's tabs and devices with
+	// room to spare, and bounds one principal to 3,200 subscriptions instead of any number.
+	MaxConnectionsPerPrincipal int
 	// WSInitTimeout closes (4408) a WebSocket that sends no connection_init this long after it
 	// opened (--ws-init-timeout, INTERLOCK_WS_INIT_TIMEOUT). Default 10s.
 	WSInitTimeout time.Duration
@@ -278,7 +286,13 @@ const maxBodyBytes = 1 << 20
 func (a *App) routes() http.Handler {
 	gql := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: &graph.Resolver{Runs: a.Service}}))
 	gql.Use(observe.Operations{Log: a.log, Metrics: a.metrics}) // first: it sees every answer
-	gql.AddTransport(gqlguard.SSE{})
+	conns := gqlguard.NewConnections(a.cfg.MaxConnectionsPerPrincipal, func(ctx context.Context) string {
+		if p := runs.PrincipalFrom(ctx); p != nil && p.Authenticated() {
+			return p.Subject
+		}
+		return "" // no authentication (Anonymous): the client IP
+	})
+	gql.AddTransport(gqlguard.SSE{Limit: conns})
 	a.ws = gqlguard.NewWebsocket(transport.Websocket{
 		KeepAlivePingInterval: 10 * time.Second,
 		PingPongInterval:      10 * time.Second,
@@ -286,7 +300,8 @@ func (a *App) routes() http.Handler {
 		Implementation: transport.CoderWebsocketImplementation{AcceptOptions: websocket.AcceptOptions{
 			OriginPatterns: a.cfg.AllowedOrigins,
 		}},
-	}, gqlguard.WebsocketLimits{InitTimeout: a.cfg.WSInitTimeout, MaxOperations: a.cfg.MaxSubscriptionsPerConnection})
+	}, gqlguard.WebsocketLimits{InitTimeout: a.cfg.WSInitTimeout, MaxOperations: a.cfg.MaxSubscriptionsPerConnection,
+		Connections: conns})
 	gql.AddTransport(a.ws)
 	gql.AddTransport(transport.Options{})
 	gql.AddTransport(transport.GET{})

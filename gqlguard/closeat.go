@@ -2,10 +2,7 @@ package gqlguard
 
 import (
 	"context"
-	"net/http"
 	"time"
-
-	"github.com/99designs/gqlgen/graphql/handler/transport"
 )
 
 // CloseUnauthenticated is the close code of a WebSocket whose credentials are missing, refused,
@@ -29,15 +26,4 @@ func CloseAt(ctx context.Context, at time.Time, code int, reason string) bool {
 	timer := time.AfterFunc(time.Until(at), func() { c.closeWith(code, reason) })
 	context.AfterFunc(ctx, func() { timer.Stop() })
 	return true
-}
-
-// SSE is gqlgen's Server-Sent Events transport, refusing a request that asks for a protocol
-// upgrade: such a request is a WebSocket's or no one's, and gqlgen's SSE does not look at the
-// Upgrade header (a POST with "Upgrade: websocket" and "Accept: text/event-stream" was served
-// as an event stream).
-type SSE struct{ transport.SSE }
-
-// Supports reports whether r is an SSE request without an Upgrade header.
-func (t SSE) Supports(r *http.Request) bool {
-	return r.Header.Get("Upgrade") == "" && t.SSE.Supports(r)
 }

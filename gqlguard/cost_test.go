@@ -81,21 +81,35 @@ func TestMutationRateKeys(t *testing.T) {
 	m := NewMutationRate(1, 2, nil, 3)
 	now := time.Unix(1_000_000, 0)
 	m.now = func() time.Time { return now }
-	if m.take("a") != 0 || m.take("a") != 0 {
+	if m.take("a", 1) != 0 || m.take("a", 1) != 0 {
 		t.Fatal("a's burst refused")
 	}
-	if d := m.take("a"); d <= 0 || d > time.Second {
+	if d := m.take("a", 1); d <= 0 || d > time.Second {
 		t.Fatalf("a over its burst waits %s", d)
 	}
-	if m.take("b") != 0 {
+	if m.take("b", 1) != 0 {
 		t.Fatal("b is limited by a")
 	}
 	now = now.Add(time.Second)
-	if m.take("a") != 0 {
+	if m.take("a", 1) != 0 {
 		t.Fatal("a is not refilled after a second")
 	}
+	// Several tokens are taken at once or not at all: c's two go in one, then none is left.
+	if m.take("c", 2) != 0 {
+		t.Fatal("c's two mutations at once refused with a full bucket")
+	}
+	if d := m.take("c", 2); d <= time.Second || d > 2*time.Second {
+		t.Fatalf("c's next two wait %s, want the 2s the two tokens take", d)
+	}
+	now = now.Add(time.Second)
+	if m.take("c", 2) == 0 {
+		t.Fatal("c took two tokens when one was there")
+	}
+	if m.take("c", 1) != 0 {
+		t.Fatal("c's refused request took tokens")
+	}
 	for i := range 100 {
-		m.take(fmt.Sprint("client", i))
+		m.take(fmt.Sprint("client", i), 1)
 	}
 	if m.Keys() != 3 {
 		t.Fatalf("%d limiters kept, want 3", m.Keys())

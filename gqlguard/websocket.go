@@ -1,13 +1,16 @@
 // Package gqlguard holds the limits gqlgen leaves to the application, at the GraphQL level: a
 // token bound on queries checked before validation, and the GraphQL-over-WebSocket rules
 // gqlgen's transport does not enforce (the connection_init timeout and payload, unique operation
-// ids, a cap on operations per connection). It knows nothing of the run service.
+// ids, a cap on operations per connection), a cap on the sockets and event streams each client
+// holds open (Connections), and a mutation rate per client charged per mutation field. It knows
+// nothing of the run service.
 package gqlguard
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -36,6 +39,10 @@ type WebsocketLimits struct {
 	// MaxOperations is how many operations (subscriptions, and queries sent over the socket)
 	// may be active at once on one connection; the next gets an error message for its id.
 	MaxOperations int
+	// Connections, when set, caps the sockets each client holds open: a socket is counted once
+	// its connection_init is accepted (InitFunc has authenticated it), and one over the cap is
+	// closed then with 4429 (CloseTooManyConnections). Its slot frees when it closes.
+	Connections *Connections
 }
 
 // Websocket is gqlgen's WebSocket transport with the rules it lacks: see WebsocketLimits, and
@@ -62,8 +69,39 @@ func NewWebsocket(inner transport.Websocket, limits WebsocketLimits) *Websocket 
 		impl = transport.CoderWebsocketImplementation{}
 	}
 	inner.Implementation = guardedImplementation{inner: impl, t: t}
+	if limits.Connections != nil {
+		inner.InitFunc = t.countConnection(inner.InitFunc)
+	}
 	t.inner = inner
 	return t
+}
+
+// countConnection runs init (which authenticates the socket), then takes a slot of its
+// client's, which the socket gives back when it closes; over the cap, the socket is closed
+// with 4429 and the reason "too many connections for <client>" (graphql-ws clients get the
+// whole message in a connection_error first).
+func (t *Websocket) countConnection(init transport.WebsocketInitFunc) transport.WebsocketInitFunc {
+	return func(ctx context.Context, payload transport.InitPayload) (context.Context, *transport.InitPayload, error) {
+		var ack *transport.InitPayload
+		if init != nil {
+			var err error
+			if ctx, ack, err = init(ctx, payload); err != nil {
+				return ctx, ack, err
+			}
+		}
+		release, err := t.limits.Connections.Acquire(ctx)
+		if err != nil {
+			var tooMany *TooManyConnectionsError
+			errors.As(err, &tooMany)
+			ctx = transport.WithWebsocketCloseCode(ctx, CloseTooManyConnections)
+			return transport.AppendCloseReason(ctx, closeReason(tooMany)), nil, err
+		}
+		conn, _ := ctx.Value(acceptedKey{}).(**guardedConn)
+		if conn == nil || *conn == nil || !(*conn).onClose(release) {
+			release() // no connection to hold it, or it closed already
+		}
+		return ctx, ack, nil
+	}
 }
 
 // Supports reports whether r asks for a WebSocket upgrade.
@@ -154,6 +192,7 @@ type guardedConn struct {
 	initSeen  bool                // the first message arrived
 	ops       map[string]struct{} // active operation ids
 	closed    bool
+	release   func() // gives back the connection's slot of its client's; nil when none is held
 }
 
 var (
@@ -288,7 +327,20 @@ func (c *guardedConn) closeWith(code int, reason string) {
 	c.Close()
 }
 
-// Close closes the connection and forgets its operations. It may be called more than once.
+// onClose makes release run when the connection closes, and reports whether it will: false
+// when it is closed already.
+func (c *guardedConn) onClose(release func()) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.release = release
+	return true
+}
+
+// Close closes the connection, forgets its operations and gives back its client's slot. It may
+// be called more than once.
 func (c *guardedConn) Close() error {
 	c.mu.Lock()
 	if c.initTimer != nil {
@@ -297,9 +349,14 @@ func (c *guardedConn) Close() error {
 	c.closed = true
 	n := len(c.ops)
 	clear(c.ops)
+	release := c.release
+	c.release = nil
 	c.mu.Unlock()
 	if n > 0 {
 		c.t.add(-n)
+	}
+	if release != nil {
+		release()
 	}
 	return c.inner.Close()
 }

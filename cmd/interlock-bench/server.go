@@ -55,7 +55,7 @@ func startServer(ctx context.Context, bin, db, cfgFile string, extra ...string) 
 	addr := ln.Addr().String()
 	ln.Close()
 	args := append([]string{"--auth=off", "--addr", addr, "--db", db, "--config", cfgFile,
-		"--retention", "87600h", "--mutation-rate", "0"}, extra...)
+		"--retention", "87600h", "--mutation-rate", "0", "--max-connections-per-principal", "0"}, extra...)
 	s := &server{URL: "http://" + addr, done: make(chan error, 1)}
 	s.cmd = exec.Command(bin, args...)
 	s.cmd.Stdout, s.cmd.Stderr = &s.out, &s.out
