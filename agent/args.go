@@ -15,8 +15,10 @@ import (
 const MaxJSONDepth = 64
 
 // CanonicalJSON is the one form in which a JSON value is stored, shown and handed to a tool:
-// the value as written, without insignificant whitespace (key order, number literals and string
-// escapes kept). It is refused when it is not valid UTF-8 JSON, nests deeper than MaxJSONDepth,
+// the value as written, without insignificant whitespace and with <, >, & (and U+2028, U+2029)
+// in strings escaped, as encoding/json writes a json.RawMessage; key order, number literals and
+// other escapes are kept. Every later encoding (snapshot, event, row, the tool's request) then
+// leaves the bytes as they are. It is refused when it is not valid UTF-8 JSON, nests deeper than MaxJSONDepth,
 // or repeats a key in an object: parsers disagree on which of two "amount"s wins (the first, the
 // last, an error), so a person could be shown one and the tool given the other.
 func CanonicalJSON(raw []byte) (json.RawMessage, error) {
@@ -29,11 +31,11 @@ func CanonicalJSON(raw []byte) (json.RawMessage, error) {
 	if err := checkShape(raw); err != nil {
 		return nil, err
 	}
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, raw); err != nil {
+	out, err := json.Marshal(json.RawMessage(raw))
+	if err != nil {
 		return nil, fmt.Errorf("not valid JSON: %w", err)
 	}
-	return buf.Bytes(), nil
+	return out, nil
 }
 
 // frame is an object or array being read by checkShape.
