@@ -441,7 +441,7 @@ func TestDeepArgumentsAreRefused(t *testing.T) {
 		r := s.suspendedOn(t, runID, 1)
 		c := r.ToolCalls[0]
 		if string(c.Args) != `{"orderId":"1"}` {
-			t.Fatalf("held on %+v, want the second call (the deep one answered with an error)", r.ToolCalls)
+			t.Fatalf("held on %d calls, first %.200s, want the second call (the deep one answered with an error)", len(r.ToolCalls), c.Args)
 		}
 		var deep any
 		if err := json.Unmarshal([]byte(deepJSON(9000)), &deep); err != nil {
@@ -481,8 +481,9 @@ func TestDeepArgumentsAreRefused(t *testing.T) {
 	// Resume data as deep, for the demo agent's question to the customer.
 	eachDB(t, func(t *testing.T, s *testServer) {
 		run := s.startSuspended(t, "support-agent", "ask the customer for their size")
+		// Valid for the tool's resumeSchema but for its depth.
 		var deep any
-		if err := json.Unmarshal([]byte(deepJSON(9000)), &deep); err != nil {
+		if err := json.Unmarshal([]byte(`{"answer":"M","sizes":`+deepJSON(9000)+`}`), &deep); err != nil {
 			t.Fatal(err)
 		}
 		e := s.wantError(t, "BAD_USER_INPUT", `mutation($id: ID!, $d: JSON!) { resumeRun(runId: $id, resumeData: $d) { status } }`, map[string]any{"id": run.RunID, "d": deep})
