@@ -24,15 +24,17 @@ type DecideParams struct {
 // Approve lets the held tool call run; the run continues on this instance. It returns the run as
 // stored right after the decision (RUNNING).
 // Errors: NOT_FOUND for an unknown run; CONFLICT when the run is not suspended or the call was
-// already decided (of racing decisions exactly one wins), or expired (its tool's approvalTimeout
-// passed: the message says so); BAD_USER_INPUT when the call waits for
-// resume data, or the toolCallId is ambiguous or unknown.
+// already decided (of racing decisions exactly one wins; the message says who decided and when),
+// or expired (its tool's approvalTimeout passed: the message says so) — a toolCallId names one
+// call for ever, so a stale decision never lands on another; BAD_USER_INPUT when the call waits
+// for resume data, or the toolCallId is ambiguous or unknown.
 func (s *Service) Approve(ctx context.Context, p DecideParams) (*Run, error) {
 	return s.decide(ctx, p, agent.Decision{Kind: agent.CallApproved})
 }
 
 // EditAndApprove approves the held call with arguments a person edited: they must match the
-// tool's input schema (BAD_USER_INPUT otherwise, and the run stays suspended); the tool runs with
+// tool's input schema and be canonical JSON (agent.CanonicalJSON: no key twice in an object, at
+// most agent.MaxJSONDepth levels deep) — BAD_USER_INPUT otherwise, and the run stays suspended; the tool runs with
 // them, the model is told they changed, and the decision keeps both. Errors as Approve.
 func (s *Service) EditAndApprove(ctx context.Context, p DecideParams, args json.RawMessage) (*Run, error) {
 	args, err := agent.CanonicalJSON(args)
@@ -51,8 +53,9 @@ func (s *Service) Decline(ctx context.Context, p DecideParams, reason string) (*
 	return s.decide(ctx, p, agent.Decision{Kind: agent.CallDeclined, Reason: reason})
 }
 
-// Resume runs a suspended tool again with resumeData. resumeData is checked against the tool's
-// resumeSchema first: when it does not match, the error is BAD_USER_INPUT and the run stays
+// Resume runs a suspended tool again with resumeData. resumeData is checked first (at most
+// agent.MaxJSONDepth levels deep, no key twice in an object), then against the tool's
+// resumeSchema: when it does not match, the error is BAD_USER_INPUT and the run stays
 // suspended. Other errors as Approve, with BAD_USER_INPUT for a call that waits for approval.
 func (s *Service) Resume(ctx context.Context, p DecideParams, resumeData json.RawMessage) (*Run, error) {
 	if len(resumeData) == 0 {
