@@ -274,7 +274,7 @@ func alreadyDecided(run *Run, callID string) error {
 		if d.Kind == DecisionExpired {
 			return expiredAt(run.ID, d.ToolCallID, d.DecidedAt)
 		}
-		by := "by someone unnamed (authentication was off)"
+		by := "by someone unnamed"
 		if d.DecidedBy != nil && *d.DecidedBy != "" {
 			by = "by " + *d.DecidedBy
 		}
