@@ -142,7 +142,7 @@ func TestConfiguredAgentEndToEnd(t *testing.T) {
 	c := calls[0]
 	args, _ := json.Marshal(c["args"])
 	if string(args) != `{"amount":5,"orderId":"7"}` || c["runId"] != run.RunID || c["agentId"] != "billing" ||
-		c["threadId"] != "th-approve" || c["resourceId"] != "cust-9" || c["toolCallId"] != "call_1" || auth[0] != "Bearer s3cret" {
+		c["threadId"] != "th-approve" || c["resourceId"] != "cust-9" || c["toolCallId"] != "tc_1" || auth[0] != "Bearer s3cret" {
 		t.Fatalf("POST body %v, Authorization %q", c, auth[0])
 	}
 	if done := s.run(t, run.RunID); done.Output == nil || !strings.Contains(*done.Output, "rf_7") {

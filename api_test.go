@@ -237,11 +237,11 @@ func TestErrorsCarryCodes(t *testing.T) {
 	ws := dialWS(t, s.url, "graphql-transport-ws")
 	op := ws.subscribe(eventsQuery, map[string]any{"runId": run.RunID})
 	follow(t, ws, op, isType("RUN_SUSPENDED"))
-	s.wantError(t, "BAD_USER_INPUT", approve, map[string]any{"id": run.RunID, "c": "call_77"})
+	s.wantError(t, "BAD_USER_INPUT", approve, map[string]any{"id": run.RunID, "c": "tc_77"})
 	s.wantError(t, "BAD_USER_INPUT", `mutation($id: ID!) { resumeRun(runId: $id, resumeData: {answer: "x"}) { status } }`, map[string]any{"id": run.RunID})
 	var ok struct{ ApproveToolCall apiRun }
 	s.must(t, approve, map[string]any{"id": run.RunID}, &ok)
-	s.wantError(t, "CONFLICT", approve, map[string]any{"id": run.RunID, "c": "call_1"})
+	s.wantError(t, "CONFLICT", approve, map[string]any{"id": run.RunID, "c": "tc_1"})
 	follow(t, ws, op, nil)
 	s.wantError(t, "CONFLICT", approve, map[string]any{"id": run.RunID})
 

@@ -196,8 +196,8 @@ func TestConsoleInboxKeyboard(t *testing.T) {
 	t.Run("r goes to the resume form", func(t *testing.T) {
 		id := s.suspended(t, "ask the customer for their shoe size").RunID
 		page := tab(t, ctx, false)
-		do(t, page, chromedp.Navigate(s.url+"/?run="+id), chromedp.WaitVisible(chromedp.CSS(`#resume-call_1-answer`)),
-			js(`document.activeElement?.blur()`), key("r"), until(`document.activeElement?.id === "resume-call_1-answer"`),
+		do(t, page, chromedp.Navigate(s.url+"/?run="+id), chromedp.WaitVisible(chromedp.CSS(`#resume-tc_1-answer`)),
+			js(`document.activeElement?.blur()`), key("r"), until(`document.activeElement?.id === "resume-tc_1-answer"`),
 			key("43"), key(kb.Enter))
 		s.waitStatus(t, id, "COMPLETED")
 	})
@@ -275,7 +275,7 @@ func TestConsoleInboxBulk(t *testing.T) {
 	if !slices.Equal(named, want) {
 		t.Fatalf("named as decided by someone else: %v, want %v", named, want)
 	}
-	if txt := textOf(t, page, `#bulk-result .bulk-conflicts`); !strings.Contains(txt, "not SUSPENDED") {
+	if txt := textOf(t, page, `#bulk-result .bulk-conflicts`); !strings.Contains(txt, "was already approved by someone unnamed at 20") {
 		t.Fatalf("the conflicts lack the server's message: %q", txt)
 	}
 	if got := focused(t, page); got != "DIV#bulk-result" {
@@ -317,8 +317,8 @@ func TestConsoleInboxSeveralCalls(t *testing.T) {
 		t.Fatalf("row of a run with two waiting calls: %q", txt)
 	}
 	do(t, page, chromedp.Click(chromedp.CSS(`#inbox-list button.approve-all`)), until(`document.querySelector("#bulk-result").innerText.includes("1 approved")`))
-	if got := get(t, page, chromedp.Evaluate[[]string](`window.__approved`)); !slices.Equal(got, []string{"call_1", "call_2"}) {
-		t.Fatalf("mutations sent for the calls %v, want call_1 then call_2", got)
+	if got := get(t, page, chromedp.Evaluate[[]string](`window.__approved`)); !slices.Equal(got, []string{"tc_1", "tc_2"}) {
+		t.Fatalf("mutations sent for the calls %v, want tc_1 then tc_2", got)
 	}
 	s.waitStatus(t, id, "COMPLETED")
 	if ds := s.decisions(t, id); len(ds) != 2 || ds[0]["kind"] != "APPROVED" || ds[1]["kind"] != "APPROVED" {

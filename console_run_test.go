@@ -105,7 +105,7 @@ func textModel(t *testing.T) *httptest.Server {
 			send(map[string]any{"role": "assistant", "content": "I checked order 7: it arrived **damaged**. "})
 			send(map[string]any{"content": "<img src=x onerror=\"window.__pwned = 1\">\n\n- refund `5` EUR\n- [policy](javascript:window.__pwned=2)"})
 			args, _ := json.Marshal(map[string]any{"orderId": "7", "amount": 5, "customer": map[string]any{"name": "Ann", "tier": "gold"}, "items": []string{"mug", "plate"}})
-			send(map[string]any{"tool_calls": []any{map[string]any{"index": 0, "id": "call_1", "type": "function", "function": map[string]any{"name": "refund", "arguments": string(args)}}}})
+			send(map[string]any{"tool_calls": []any{map[string]any{"index": 0, "id": "tc_1", "type": "function", "function": map[string]any{"name": "refund", "arguments": string(args)}}}})
 		}
 		io.WriteString(w, "data: [DONE]\n\n")
 	}))
@@ -188,7 +188,7 @@ tools:
 	if fmt.Sprint(args.Rows) != fmt.Sprint(want) || args.NestedRows != 2 {
 		t.Errorf("argument rows %q (nested %d), want %q", args.Rows, args.NestedRows, want)
 	}
-	if args.Expanded != "false" || args.RawVisible || !args.ToggleIsButton || args.Controls != "raw-call_1" {
+	if args.Expanded != "false" || args.RawVisible || !args.ToggleIsButton || args.Controls != "raw-tc_1" {
 		t.Errorf("raw JSON before the click: %+v", args)
 	}
 	do(t, page, chromedp.Click(chromedp.CSS(`.pending .raw-toggle`)))
@@ -196,7 +196,7 @@ tools:
 	if args.Expanded != "true" || !args.RawVisible {
 		t.Errorf("raw JSON after the click: %+v", args)
 	}
-	if raw := textOf(t, page, `#raw-call_1`); !strings.Contains(raw, `"tier": "gold"`) {
+	if raw := textOf(t, page, `#raw-tc_1`); !strings.Contains(raw, `"tier": "gold"`) {
 		t.Errorf("raw JSON %q", raw)
 	}
 	screenshot(t, page, "run-readable.png")
@@ -327,7 +327,7 @@ func TestConsoleRunAccountability(t *testing.T) {
 		page := tab(t, ctx, true)
 		const typed = "the receipt is missing, ask for"
 		do(t, page, chromedp.Navigate(s.url+"/?run="+run.RunID+"#token="+tokenOf("bob")), chromedp.WaitVisible(chromedp.CSS(`button.decline`)),
-			chromedp.SendKeys(chromedp.CSS(`#reason-call_1`), typed))
+			chromedp.SendKeys(chromedp.CSS(`#reason-tc_1`), typed))
 		s.mustAs(t, tokenOf("alice"), `mutation($id: ID!) { declineToolCall(runId: $id, reason: "no") { status } }`, map[string]any{"id": run.RunID}, nil)
 		do(t, page, until(`!!document.querySelector(".lost textarea")`))
 		var lost struct {
@@ -388,11 +388,11 @@ func TestConsoleRunSeveralCalls(t *testing.T) {
 	run := s.suspended(t, "refund orders 7 and 8")
 	page := tab(t, ctx, false)
 	do(t, page, chromedp.Navigate(s.url+"/?run="+run.RunID),
-		chromedp.WaitVisible(chromedp.CSS(`.pending[data-call="call_2"] button.approve`)),
-		chromedp.Focus(chromedp.CSS(`.pending[data-call="call_1"] button.approve`)), key("a"),
-		until(`!document.querySelector('.pending[data-call="call_1"]') && document.activeElement?.matches('.pending[data-call="call_2"] button.approve')`),
+		chromedp.WaitVisible(chromedp.CSS(`.pending[data-call="tc_2"] button.approve`)),
+		chromedp.Focus(chromedp.CSS(`.pending[data-call="tc_1"] button.approve`)), key("a"),
+		until(`!document.querySelector('.pending[data-call="tc_1"]') && document.activeElement?.matches('.pending[data-call="tc_2"] button.approve')`),
 		until(`document.body.innerText.includes("1 more call waits for you")`))
-	if r := s.run(t, run.RunID); r.Status != "SUSPENDED" || len(r.ToolCalls) != 1 || r.ToolCalls[0].ToolCallID != "call_2" {
+	if r := s.run(t, run.RunID); r.Status != "SUSPENDED" || len(r.ToolCalls) != 1 || r.ToolCalls[0].ToolCallID != "tc_2" {
 		t.Fatalf("after the first approval the run is %s waiting on %+v", r.Status, r.ToolCalls)
 	}
 	if loc := get(t, page, chromedp.Evaluate[string](`location.search`)); loc != "?run="+run.RunID {
@@ -412,7 +412,7 @@ func TestConsoleRunResumeFormErrors(t *testing.T) {
 	s := startServer(t, "sqlite:"+filepath.Join(t.TempDir(), "resume.db"))
 	run := s.suspended(t, "ask the customer for their size")
 	page := tab(t, ctx, false)
-	const field = `#resume-call_1-answer`
+	const field = `#resume-tc_1-answer`
 	do(t, page, chromedp.Navigate(s.url+"/?run="+run.RunID), chromedp.WaitVisible(chromedp.CSS(field)),
 		chromedp.SendKeys(chromedp.CSS(field), "   "), chromedp.Click(chromedp.CSS(`.pending button[type=submit]`)),
 		until(`document.querySelector("`+field+`").getAttribute("aria-invalid") === "true"`))
@@ -423,7 +423,7 @@ func TestConsoleRunResumeFormErrors(t *testing.T) {
 	const state = `(() => { const f = document.querySelector("` + field + `"); const id = f.getAttribute("aria-describedby");
 		return JSON.stringify({ described: id, error: document.getElementById(id)?.textContent || "", focused: document.activeElement === f }); })()`
 	evalJSON(t, page, state, &st)
-	if st.Described != "resume-call_1-answer-error" || st.Error != "Enter an answer" || !st.Focused {
+	if st.Described != "resume-tc_1-answer-error" || st.Error != "Enter an answer" || !st.Focused {
 		t.Fatalf("field after refusing spaces: %+v", st)
 	}
 	if r := s.run(t, run.RunID); r.Status != "SUSPENDED" {

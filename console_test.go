@@ -179,14 +179,14 @@ func TestConsole(t *testing.T) {
 	t.Run("resume through the generated form", func(t *testing.T) {
 		run := s.startRun(t, "ask the customer for their shoe size", nil)
 		page := tab(t, ctx, false)
-		field := `#resume-call_1-answer`
+		field := `#resume-tc_1-answer`
 		do(t, page, chromedp.Navigate(s.url+"/?run="+run.RunID), chromedp.WaitVisible(chromedp.CSS(field)),
 			chromedp.Click(chromedp.CSS(`.pending button[type=submit]`)),
 			until(`document.querySelector(".field-error").textContent.includes("answer")`))
 		if st := s.run(t, run.RunID).Status; st != "SUSPENDED" {
 			t.Fatalf("after an invalid resume the run is %s", st)
 		}
-		label := textOf(t, page, `label[for="resume-call_1-answer"]`)
+		label := textOf(t, page, `label[for="resume-tc_1-answer"]`)
 		if !strings.Contains(label, "required") || !strings.Contains(label, "The customer's answer") {
 			t.Fatalf("field label %q lacks the required mark or description", label)
 		}
@@ -500,7 +500,7 @@ func TestConsoleKeepsWhatThePersonTypes(t *testing.T) {
 	}{
 		{"decline reason", "refund order 11", `.pending input[type=text]`, `button.decline`, "DECLINED",
 			func(d map[string]any) any { return d["reason"] }},
-		{"resume answer", "ask the customer for their size", `#resume-call_1-answer`, `.pending button[type=submit]`, "RESUMED",
+		{"resume answer", "ask the customer for their size", `#resume-tc_1-answer`, `.pending button[type=submit]`, "RESUMED",
 			func(d map[string]any) any { return d["resumeData"].(map[string]any)["answer"] }},
 	}
 	for _, c := range cases {

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -87,8 +88,9 @@ func (a *Agent) Run(ctx context.Context, snap *Snapshot, host Host) (Outcome, er
 				return Outcome{}, err
 			}
 			calls := make([]llm.ToolCall, len(resp.ToolCalls))
+			used := snap.modelCallIDs()
 			for i, tc := range resp.ToolCalls {
-				pc := PendingCall{ToolCall: tc, State: CallNew}
+				pc := PendingCall{ToolCall: tc, State: CallNew, ServerID: snap.nextCallID(used)}
 				pc.Args, pc.ArgsError = usableArgs(tc.Args)
 				if t := a.Tool(tc.Name); t != nil && pc.ArgsError == "" {
 					// Checked before anyone is asked to approve: a call no person could
@@ -97,7 +99,7 @@ func (a *Agent) Run(ctx context.Context, snap *Snapshot, host Host) (Outcome, er
 						pc.ArgsError = "invalid arguments: " + err.Error()
 					}
 				}
-				calls[i] = pc.ToolCall
+				calls[i] = pc.ToolCall // with the model's own id: its history is its own
 				snap.Pending = append(snap.Pending, pc)
 			}
 			snap.Messages = append(snap.Messages, llm.Message{Role: llm.RoleAssistant, Content: resp.Text, ToolCalls: calls})
@@ -176,7 +178,7 @@ func (a *Agent) advance(ctx context.Context, snap *Snapshot, c *PendingCall, hos
 		return false, host.ToolDeclined(ctx, snap, *c)
 	case CallExecuting:
 		// Only a recovering instance sees this; it must decide before calling Run.
-		return false, fmt.Errorf("tool call %s was executing when the run stopped", c.ID)
+		return false, fmt.Errorf("tool call %s was executing when the run stopped", c.CallID())
 	}
 	// new (no approval needed), approved, resumed: execute.
 	if tool == nil {
@@ -233,7 +235,9 @@ func execute(ctx context.Context, tool *Tool, c *PendingCall, run RunInfo, resum
 			result, payload, errMsg = nil, nil, fmt.Sprintf("tool %s panicked: %v", tool.Name, r)
 		}
 	}()
-	call := &Call{ToolCall: c.ToolCall, Run: run, SuspendPayload: c.SuspendPayload, ResumeData: resumeData}
+	// The tool is told the call's server id (what people approved), never the model's, which a
+	// model may reuse.
+	call := &Call{ToolCall: llm.ToolCall{ID: c.CallID(), Name: c.Name, Args: c.Args}, Run: run, SuspendPayload: c.SuspendPayload, ResumeData: resumeData}
 	v, err := tool.ExecuteFunc(ctx, call)
 	var s *suspension
 	if errors.As(err, &s) {
@@ -279,18 +283,20 @@ func modelText(result json.RawMessage) string {
 	return string(result)
 }
 
-// usableArgs returns the model's arguments as they are when they are JSON ({} when empty).
-// Arguments that are not JSON cannot be stored, shown or validated: they are kept as a JSON
-// string, with the error the model is answered with.
+// usableArgs returns the model's arguments in their canonical form (see CanonicalJSON; {} when
+// empty). Arguments that cannot be used (not JSON, nested too deeply, a key given twice) are
+// neither run nor shown for approval: they are kept as a JSON string, which anything can show
+// safely, with the error the model is answered with.
 func usableArgs(raw json.RawMessage) (json.RawMessage, string) {
-	if len(raw) == 0 {
+	if len(bytes.TrimSpace(raw)) == 0 {
 		return json.RawMessage(`{}`), ""
 	}
-	if json.Valid(raw) {
-		return raw, ""
+	args, err := CanonicalJSON(raw)
+	if err == nil {
+		return args, ""
 	}
-	s, _ := json.Marshal(string(raw)) // marshalling a string cannot fail
-	return s, "invalid arguments: not valid JSON"
+	s, _ := json.Marshal(string(raw)) // marshalling a string cannot fail (invalid UTF-8 becomes U+FFFD)
+	return s, "invalid arguments: " + err.Error()
 }
 
 // ModelError is a failed model call. Its text may hold what the provider said, so it goes to

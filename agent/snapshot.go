@@ -3,6 +3,7 @@ package agent
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 
 	"interlock/llm"
 )
@@ -37,9 +38,16 @@ const (
 	CallReturned  CallState = "returned"
 )
 
-// PendingCall is a tool call of the current step and what has happened to it.
+// PendingCall is a tool call of the current step and what has happened to it. The embedded
+// ToolCall is the model's: its ID is the model's, which a model may reuse across steps or even
+// within one, so it serves only the model's own history; everyone else names the call by
+// CallID.
 type PendingCall struct {
 	llm.ToolCall
+	// ServerID is the server's id of the call (see Snapshot.nextCallID): unique within the run,
+	// assigned when the call is stored, never reused. Empty in snapshots stored before the server
+	// assigned ids, whose calls go on being named by the model's id.
+	ServerID       string          `json:"serverId,omitempty"`
 	State          CallState       `json:"state"`
 	Reason         string          `json:"reason,omitempty"`
 	SuspendPayload json.RawMessage `json:"suspendPayload,omitempty"`
@@ -69,6 +77,49 @@ type Snapshot struct {
 	// Seq is the run's last event seq when the snapshot was stored. Events after it can only be
 	// text of a model call that was cut off, which a recovered run announces as discarded.
 	Seq int64 `json:"seq,omitempty"`
+	// CallIDs is how many server ids of calls the run has assigned (the last is tc_<CallIDs>).
+	CallIDs int `json:"callIds,omitempty"`
+}
+
+// CallID is the call's public id, its toolCallId in the API: the server's, or in a snapshot
+// stored before the server assigned ids, the model's (which that run has shown all along).
+func (c *PendingCall) CallID() string {
+	if c.ServerID != "" {
+		return c.ServerID
+	}
+	return c.ID
+}
+
+// CallIDPrefix starts every id the server gives a tool call.
+const CallIDPrefix = "tc_"
+
+// nextCallID assigns the run's next call id: tc_1, tc_2, … in the order the model asked for the
+// calls. The count is stored with the snapshot that holds the calls, in the same write as the
+// events that show them, so an id is never shown for one call and then given to another (a
+// model call that is repeated after a crash was never shown). used are the ids a run stored
+// before the server assigned ids may have shown (the model's): those are skipped.
+func (s *Snapshot) nextCallID(used map[string]bool) string {
+	for {
+		s.CallIDs++
+		id := CallIDPrefix + strconv.Itoa(s.CallIDs)
+		if !used[id] {
+			return id
+		}
+	}
+}
+
+// modelCallIDs are the model's ids of every call in the run's conversation and current step.
+func (s *Snapshot) modelCallIDs() map[string]bool {
+	used := map[string]bool{}
+	for _, m := range s.Messages {
+		for _, c := range m.ToolCalls {
+			used[c.ID] = true
+		}
+	}
+	for _, c := range s.Pending {
+		used[c.ID] = true
+	}
+	return used
 }
 
 // NewSnapshot starts a run: earlier messages of the thread, then the new prompt.
@@ -146,14 +197,15 @@ type Decision struct {
 	Args json.RawMessage
 }
 
-// Decide records a decision on the waiting call with that id, so the loop acts on it when it
+// Decide records a decision on the waiting call with that id (CallID), so the loop acts on it when it
 // continues (once no other call of the step waits). The caller has checked that the decision fits the call (approve/decline only an
 // approval, resume only a suspension).
 func (s *Snapshot) Decide(callID string, d Decision) error {
 	var c *PendingCall
 	for _, w := range s.waiting() {
-		if w.ID == callID {
+		if w.CallID() == callID {
 			c = w
+			break
 		}
 	}
 	if c == nil {

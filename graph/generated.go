@@ -1158,6 +1158,11 @@ enum DecisionKind {
 type AgentRunToolCall {
   "Unique across runs, for client caches (runId and toolCallId together)."
   id: ID!
+  """
+  The server's id of the call (tc_1, tc_2, …), not the model's: unique within its run, never
+  reused, it names one call for ever, whose tool and arguments never change. A supervisor's run
+  shows a sub-agent's call as <its delegate call>/<the inner call's id>.
+  """
   toolCallId: ID
   toolName: String
   "Arguments the model supplied (approval suspensions only). Addition: on run events (TOOL_CALL, TOOL_RESULT, ...) every call carries its arguments."
@@ -1222,10 +1227,12 @@ type Mutation {
   Errors (extensions.code): NOT_FOUND for an unknown run; CONFLICT when the run is not suspended or
   the call was already decided (exactly one of two racing decisions wins); BAD_USER_INPUT when the
   call waits for resume data rather than approval, or toolCallId is ambiguous or unknown.
+  Addition: a CONFLICT for a call already decided says who decided it and when; it is never a
+  decision on another call.
 
   Addition: with args, the call is approved with these arguments instead of the model's (edit and
-  approve). They must be a JSON object matching the tool's inputSchema, otherwise BAD_USER_INPUT
-  and the run stays suspended. The tool runs with them, the model is told a person changed them,
+  approve). They must be a JSON object matching the tool's inputSchema and nested at most 64 levels
+  deep, otherwise BAD_USER_INPUT and the run stays suspended. The tool runs with them, the model is told a person changed them,
   and the Decision keeps both (args and editedArgs).
   """
   approveToolCall(runId: ID!, toolCallId: ID, args: JSON): AgentRun!
@@ -1233,7 +1240,7 @@ type Mutation {
   "Decline a suspended tool call: the tool does not run; the model is told it was declined (with the reason) and the run goes on. Errors as approveToolCall."
   declineToolCall(runId: ID!, toolCallId: ID, reason: String): AgentRun!
 
-  "Resume a run whose tool called suspend(): the tool runs again with resumeData. resumeData that does not satisfy the tool's resumeSchema is BAD_USER_INPUT. Other errors as approveToolCall."
+  "Resume a run whose tool called suspend(): the tool runs again with resumeData. resumeData that does not satisfy the tool's resumeSchema is BAD_USER_INPUT. Addition: so is resumeData nested more than 64 levels deep. Other errors as approveToolCall."
   resumeRun(runId: ID!, resumeData: JSON!, toolCallId: ID): AgentRun!
 }
 

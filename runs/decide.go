@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"interlock/agent"
 	"interlock/events"
@@ -22,17 +23,23 @@ type DecideParams struct {
 // Approve lets the held tool call run; the run continues on this instance. It returns the run as
 // stored right after the decision (RUNNING).
 // Errors: NOT_FOUND for an unknown run; CONFLICT when the run is not suspended or the call was
-// already decided (of racing decisions exactly one wins), or expired (its tool's approvalTimeout
-// passed: the message says so); BAD_USER_INPUT when the call waits for
-// resume data, or the toolCallId is ambiguous or unknown.
+// already decided (of racing decisions exactly one wins; the message says who decided and when),
+// or expired (its tool's approvalTimeout passed: the message says so) — a toolCallId names one
+// call for ever, so a stale decision never lands on another; BAD_USER_INPUT when the call waits
+// for resume data, or the toolCallId is ambiguous or unknown.
 func (s *Service) Approve(ctx context.Context, p DecideParams) (*Run, error) {
 	return s.decide(ctx, p, agent.Decision{Kind: agent.CallApproved})
 }
 
 // EditAndApprove approves the held call with arguments a person edited: they must match the
-// tool's input schema (BAD_USER_INPUT otherwise, and the run stays suspended); the tool runs with
+// tool's input schema and be canonical JSON (agent.CanonicalJSON: no key twice in an object, at
+// most agent.MaxJSONDepth levels deep) — BAD_USER_INPUT otherwise, and the run stays suspended; the tool runs with
 // them, the model is told they changed, and the decision keeps both. Errors as Approve.
 func (s *Service) EditAndApprove(ctx context.Context, p DecideParams, args json.RawMessage) (*Run, error) {
+	args, err := agent.CanonicalJSON(args)
+	if err != nil {
+		return nil, Errorf(CodeBadUserInput, "args: %v", err)
+	}
 	if len(args) == 0 || args[0] != '{' {
 		return nil, Errorf(CodeBadUserInput, "args must be a JSON object of the tool's arguments")
 	}
@@ -45,12 +52,17 @@ func (s *Service) Decline(ctx context.Context, p DecideParams, reason string) (*
 	return s.decide(ctx, p, agent.Decision{Kind: agent.CallDeclined, Reason: reason})
 }
 
-// Resume runs a suspended tool again with resumeData. resumeData is checked against the tool's
-// resumeSchema first: when it does not match, the error is BAD_USER_INPUT and the run stays
+// Resume runs a suspended tool again with resumeData. resumeData is checked first (at most
+// agent.MaxJSONDepth levels deep, no key twice in an object), then against the tool's
+// resumeSchema: when it does not match, the error is BAD_USER_INPUT and the run stays
 // suspended. Other errors as Approve, with BAD_USER_INPUT for a call that waits for approval.
 func (s *Service) Resume(ctx context.Context, p DecideParams, resumeData json.RawMessage) (*Run, error) {
 	if len(resumeData) == 0 {
 		resumeData = json.RawMessage("null")
+	}
+	resumeData, err := agent.CanonicalJSON(resumeData)
+	if err != nil {
+		return nil, Errorf(CodeBadUserInput, "resumeData: %v", err)
 	}
 	return s.decide(ctx, p, agent.Decision{Kind: agent.CallResumed, ResumeData: resumeData})
 }
@@ -78,6 +90,11 @@ func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) 
 		return nil, notFound(p.RunID)
 	}
 	if run.Status != StatusSuspended {
+		if p.ToolCallID != nil && *p.ToolCallID != "" {
+			if err := alreadyDecided(run, *p.ToolCallID); err != nil {
+				return nil, err
+			}
+		}
 		if err := expiredConflict(run, p.ToolCallID); err != nil {
 			return nil, err
 		}
@@ -87,13 +104,15 @@ func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) 
 	if err != nil {
 		return nil, err
 	}
-	// A supervisor's run suspended on a sub-agent's call: the decision is the inner run's.
+	// A supervisor's run suspended on a sub-agent's call: the decision is the inner run's, on
+	// the very call the supervisor's shows (never a later one of the same sub-agent run).
 	target := run
-	if run, err = s.innermost(ctx, run, call.ToolCallID); err != nil {
+	var innerID string
+	if run, innerID, err = s.innermost(ctx, run, call.ToolCallID); err != nil {
 		return nil, err
 	}
 	if run != target {
-		if call, err = pickCall(run, nil); err != nil {
+		if call, err = pickCall(run, &innerID); err != nil {
 			return nil, err
 		}
 	}
@@ -141,6 +160,11 @@ func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) 
 			if err := pastDeadline(run, call, w.At); err != nil {
 				return nil, err
 			}
+			if again, gerr := s.store.GetRun(ctx, run.ID); gerr == nil && again != nil {
+				if err := alreadyDecided(again, call.ToolCallID); err != nil {
+					return nil, err // who won, and when
+				}
+			}
 			return nil, Errorf(CodeConflict, "run %s was decided by someone else first", run.ID)
 		}
 		return nil, err
@@ -176,7 +200,7 @@ func (s *Service) commitDecision(ctx context.Context, a *agent.Agent, run *Run, 
 	}
 	w.Events = decisionEvents(call, d, by, w.Hold)
 	var err error
-	if w.Ancestors, err = s.surfaceDecision(ctx, run, d, by); err != nil {
+	if w.Ancestors, err = s.surfaceDecision(ctx, run, call.ToolCallID, d, by); err != nil {
 		return w, err
 	}
 	seq := run.LastSeq + int64(len(w.Events))
@@ -234,15 +258,32 @@ func pickCall(run *Run, toolCallID *string) (*events.ToolCall, error) {
 			return &pending[i], nil
 		}
 	}
-	for _, d := range run.Decisions {
-		if d.ToolCallID == *toolCallID {
-			if d.Kind == DecisionExpired {
-				return nil, expiredAt(run.ID, d.ToolCallID, d.DecidedAt)
-			}
-			return nil, Errorf(CodeConflict, "tool call %s of run %s was already decided", *toolCallID, run.ID)
-		}
+	if err := alreadyDecided(run, *toolCallID); err != nil {
+		return nil, err
 	}
 	return nil, Errorf(CodeBadUserInput, "run %s has no tool call %q waiting", run.ID, *toolCallID)
+}
+
+// alreadyDecided is the CONFLICT of a decision on run's call callID once it no longer waits: a
+// toolCallId names one call for ever, so the answer says who decided that call and when (or
+// when it expired), and never decides another. nil when run has no decision on that call.
+func alreadyDecided(run *Run, callID string) error {
+	for i := len(run.Decisions) - 1; i >= 0; i-- {
+		d := run.Decisions[i]
+		if d.ToolCallID != callID {
+			continue
+		}
+		if d.Kind == DecisionExpired {
+			return expiredAt(run.ID, d.ToolCallID, d.DecidedAt)
+		}
+		by := "by someone unnamed"
+		if d.DecidedBy != nil && *d.DecidedBy != "" {
+			by = "by " + *d.DecidedBy
+		}
+		return Errorf(CodeConflict, "tool call %s (%s) of run %s was already %s %s at %s: it can no longer be decided",
+			d.ToolCallID, d.ToolName, run.ID, strings.ToLower(string(d.Kind)), by, d.DecidedAt.UTC().Format("2006-01-02T15:04:05.000Z"))
+	}
+	return nil
 }
 
 func checkKind(call *events.ToolCall, kind agent.CallState) error {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -50,8 +51,9 @@ const maxDepth = 32
 // delegationNS is the namespace of sub-agent run ids.
 var delegationNS = uuid.MustParse("5b0c7a4e-1f0e-4d52-9c1a-6f3b0e8a2d71")
 
-// childRunID is the id of the run a delegate call starts, derived from the call, so that the
-// run of one call is one run whoever starts it.
+// childRunID is the id of the run a delegate call starts, derived from the call's id (its
+// CallID: the model's in runs stored before the server assigned ids, so theirs stay the same),
+// so that the run of one call is one run whoever starts it.
 func childRunID(parentRunID, toolCallID string) string {
 	return uuid.NewSHA1(delegationNS, []byte(parentRunID+"\x00"+toolCallID)).String()
 }
@@ -68,10 +70,10 @@ func (e *execution) delegate(ctx context.Context, snap *agent.Snapshot, held *ag
 		return err
 	}
 	c := snap.Delegated()
-	if c == nil || c.ID != held.ID {
-		return fmt.Errorf("run %s: call %s is not delegated", e.run.ID, held.ID)
+	if c == nil || c.CallID() != held.CallID() {
+		return fmt.Errorf("run %s: call %s is not delegated", e.run.ID, held.CallID())
 	}
-	c.ChildRunID = childRunID(e.run.ID, c.ID)
+	c.ChildRunID = childRunID(e.run.ID, c.CallID())
 	childSnap := agent.NewSnapshot(nil, task, snap.RequireToolApproval)
 	childSnap.Seq = 1
 	childEncoded, err := childSnap.Encode()
@@ -145,87 +147,117 @@ func (s *Service) ancestors(ctx context.Context, run *Run) ([]ancestor, error) {
 		if c == nil || c.ChildRunID != below {
 			break
 		}
-		out = append(out, ancestor{run: p, callID: c.ID})
+		out = append(out, ancestor{run: p, callID: c.CallID()})
 		below, parent = p.ID, p.ParentRunID
 	}
 	return out, nil
 }
 
+// surfacedID is the id under which a supervisor run shows the call innerID of the sub-agent run
+// its delegate call delegateID waits on: tc_1/tc_2 is call tc_2 of the run that call tc_1
+// started. It is unique within the supervisor's run (one delegate call starts one run) and
+// names that inner call only, so a decision on what a person was shown never reaches a later
+// call of the same sub-agent run.
+func surfacedID(delegateID, innerID string) string { return delegateID + "/" + innerID }
+
+// shows reports whether id, a call of a supervisor run waiting on delegate call c, is a
+// sub-agent's call shown there: under a surfacedID, or (stored before calls had server ids)
+// under c's own id.
+func shows(c *agent.PendingCall, id string) bool {
+	return c != nil && (id == c.CallID() || strings.HasPrefix(id, c.CallID()+"/"))
+}
+
 // surfaceSuspension is what the supervisors above a suspending run store with its suspension:
-// each is SUSPENDED on its delegate call, shown with the inner call's tool, args and payload.
+// each is SUSPENDED on a call that shows the inner call's tool, args and payload under a
+// surfacedID.
 func (s *Service) surfaceSuspension(ctx context.Context, run *Run, inner events.ToolCall, evType events.Type) ([]AncestorWrite, error) {
 	list, err := s.ancestors(ctx, run)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]AncestorWrite, len(list))
+	id := inner.ToolCallID
 	for i, a := range list {
 		call := inner
-		call.ToolCallID = a.callID
+		id = surfacedID(a.callID, id)
+		call.ToolCallID = id
 		out[i] = AncestorWrite{
-			RunID: a.run.ID, Version: a.run.Version, After: a.run.LastSeq, ToolCallID: a.callID, Call: call,
+			RunID: a.run.ID, Version: a.run.Version, After: a.run.LastSeq, ToolCallID: id, Call: call,
 			Events: []events.Event{{Type: evType, ToolCall: &call}, {Type: events.RunSuspended, Status: string(StatusSuspended)}},
 		}
 	}
 	return out, nil
 }
 
-// surfaceDecision is what the supervisors above a decided run store with the decision: each goes
-// back to WAITING, its delegate call decided the same way.
-func (s *Service) surfaceDecision(ctx context.Context, run *Run, d agent.Decision, by string) ([]AncestorWrite, error) {
+// surfaceDecision is what the supervisors above a run decided on its call innerID store with the
+// decision: each goes back to WAITING, the call that shows innerID decided the same way.
+func (s *Service) surfaceDecision(ctx context.Context, run *Run, innerID string, d agent.Decision, by string) ([]AncestorWrite, error) {
 	list, err := s.ancestors(ctx, run)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]AncestorWrite, 0, len(list))
+	id := innerID
 	for _, a := range list {
 		if a.run.Status != StatusSuspended {
 			return nil, Errorf(CodeConflict, "supervisor run %s is %s, not SUSPENDED: it was already decided", a.run.ID, a.run.Status)
 		}
-		var call *events.ToolCall
-		for i := range a.run.ToolCalls {
-			if a.run.ToolCalls[i].ToolCallID == a.callID {
-				call = &a.run.ToolCalls[i]
-			}
+		id = surfacedID(a.callID, id)
+		call := waitingCall(a.run, id)
+		if call == nil {
+			// Suspended before calls had server ids: the inner call is shown under the
+			// delegate call's own id.
+			call = waitingCall(a.run, a.callID)
 		}
 		if call == nil {
-			return nil, Errorf(CodeConflict, "supervisor run %s does not wait on %s", a.run.ID, a.callID)
+			return nil, Errorf(CodeConflict, "supervisor run %s does not wait on %s", a.run.ID, id)
 		}
 		out = append(out, AncestorWrite{
-			RunID: a.run.ID, Version: a.run.Version, After: a.run.LastSeq, ToolCallID: a.callID, Call: *call,
+			RunID: a.run.ID, Version: a.run.Version, After: a.run.LastSeq, ToolCallID: call.ToolCallID, Call: *call,
 			Events: decisionEvents(call, d, by, false),
 		})
 	}
 	return out, nil
 }
 
-// innermost follows a suspended supervisor run's delegated call down to the suspended run that
-// holds the real call, and returns it (run itself when it delegates nothing).
-func (s *Service) innermost(ctx context.Context, run *Run, callID string) (*Run, error) {
-	cur := run
+// innermost follows a suspended supervisor run's call callID, which shows a sub-agent's call,
+// down to the suspended run that holds that call, and returns that run and the call's id there
+// (run itself and callID when the call is run's own). A supervisor suspended before calls had
+// server ids shows the inner call under its delegate call's own id: then the id returned is ""
+// (the sub-agent run's one waiting call), as it was decided then.
+func (s *Service) innermost(ctx context.Context, run *Run, callID string) (*Run, string, error) {
+	cur, id := run, callID
 	for depth := 0; ; depth++ {
 		if cur.Snapshot == nil || depth > maxDepth {
-			return cur, nil
+			return cur, id, nil
 		}
 		snap, err := agent.DecodeSnapshot(*cur.Snapshot)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		c := snap.Delegated()
-		if c == nil || (cur == run && c.ID != callID) {
-			return cur, nil
+		var rest string
+		switch {
+		case c == nil:
+			return cur, id, nil
+		case strings.HasPrefix(id, c.CallID()+"/"):
+			rest = id[len(c.CallID())+1:]
+		case id == c.CallID(), id == "" && cur != run:
+			rest = "" // the old form, at every level
+		default:
+			return cur, id, nil
 		}
 		child, err := s.store.GetRun(ctx, c.ChildRunID)
 		if err != nil {
-			return nil, fmt.Errorf("load sub-agent run %s: %w", c.ChildRunID, err)
+			return nil, "", fmt.Errorf("load sub-agent run %s: %w", c.ChildRunID, err)
 		}
 		if child == nil {
-			return nil, fmt.Errorf("run %s: sub-agent run %s is missing", cur.ID, c.ChildRunID)
+			return nil, "", fmt.Errorf("run %s: sub-agent run %s is missing", cur.ID, c.ChildRunID)
 		}
 		if child.Status != StatusSuspended {
-			return nil, Errorf(CodeConflict, "run %s waits on sub-agent run %s, which is %s: it was already decided", run.ID, child.ID, child.Status.Public())
+			return nil, "", Errorf(CodeConflict, "run %s waits on sub-agent run %s, which is %s: it was already decided", run.ID, child.ID, child.Status.Public())
 		}
-		cur = child
+		cur, id = child, rest
 	}
 }
 

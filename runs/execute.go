@@ -307,7 +307,7 @@ func (e *execution) ToolResult(ctx context.Context, snap *agent.Snapshot, c agen
 		if !errors.As(err, new(*storageError)) {
 			break
 		}
-		e.s.cfg.Logger.Warn("run: storing a tool result failed; trying again", "run", e.run.ID, "tool_call", c.ID, "err", err)
+		e.s.cfg.Logger.Warn("run: storing a tool result failed; trying again", "run", e.run.ID, "tool_call", c.CallID(), "err", err)
 		select {
 		case <-time.After(wait):
 		case <-ctx.Done():
@@ -339,7 +339,7 @@ func (e *execution) StepFinished(ctx context.Context, snap *agent.Snapshot) erro
 
 func (e *execution) eventCall(snap *agent.Snapshot, c agent.PendingCall) *events.ToolCall {
 	return &events.ToolCall{
-		ToolCallID: c.ID, ToolName: c.Name, Args: c.Args,
+		ToolCallID: c.CallID(), ToolName: c.Name, Args: c.Args,
 		RequiresApproval: e.agent.NeedsApproval(snap, c.Name) && c.State != agent.CallSuspended && c.ArgsError == "",
 		SuspendPayload:   c.SuspendPayload, Interrupted: c.Interrupted,
 	}
@@ -405,7 +405,7 @@ func (e *execution) suspend(ctx context.Context, snap *agent.Snapshot, held *age
 // waitingCall is how a call that waits for a person is stored and shown, with its deadline when
 // its tool has an approval timeout.
 func (e *execution) waitingCall(c agent.PendingCall, now time.Time) events.ToolCall {
-	call := events.ToolCall{ToolCallID: c.ID, ToolName: c.Name, Args: c.Args, RequiresApproval: c.State == agent.CallAwaitingApproval,
+	call := events.ToolCall{ToolCallID: c.CallID(), ToolName: c.Name, Args: c.Args, RequiresApproval: c.State == agent.CallAwaitingApproval,
 		SuspendPayload: c.SuspendPayload, Interrupted: c.Interrupted}
 	if t := e.agent.Tool(c.Name); t != nil && t.ApprovalTimeout > 0 {
 		deadline := ms(now.Add(t.ApprovalTimeout))

@@ -53,7 +53,7 @@ func (s *Service) expireDue(ctx context.Context, due DueCall) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if c := snap.Delegated(); c != nil && c.ID == call.ToolCallID {
+	if shows(snap.Delegated(), call.ToolCallID) {
 		// A supervisor's delegate call showing its sub-agent's call: the sub-agent's run holds
 		// the call (its row is due as well), and expiring it resolves this one with it.
 		return false, nil

@@ -127,7 +127,7 @@ func (e *execution) interrupted(ctx context.Context, snap *agent.Snapshot, c *ag
 	c.State, c.Interrupted = agent.CallAwaitingApproval, true
 	why := events.Event{
 		Type:     events.ToolCallInterrupted,
-		ToolCall: &events.ToolCall{ToolCallID: c.ID, ToolName: c.Name, Args: c.Args, RequiresApproval: true, Interrupted: true},
+		ToolCall: &events.ToolCall{ToolCallID: c.CallID(), ToolName: c.Name, Args: c.Args, RequiresApproval: true, Interrupted: true},
 		Reason:   fmt.Sprintf("the server executing %s stopped before it finished, so whether it took effect is unknown; approve to run it again or decline", c.Name),
 	}
 	if err := e.suspend(ctx, snap, c, why); err != nil && ctx.Err() == nil {

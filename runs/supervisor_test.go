@@ -115,8 +115,13 @@ func TestSupervisorSurfacesInnerApprovalTwoLevelsDeep(t *testing.T) {
 				t.Fatalf("run %s (%s) has no suspendedAt", r.ID, r.AgentID)
 			}
 		}
-		if c.chief.ToolCalls[0].ToolCallID == "" || !strings.HasPrefix(c.chief.ToolCalls[0].ToolCallID, "call_") {
-			t.Fatalf("chief's call id = %q", c.chief.ToolCalls[0].ToolCallID)
+		// Each run shows the inner call under an id of its own, derived from its delegate call
+		// and the call below it.
+		if got := c.supervisor.ToolCalls[0].ToolCallID; got != "tc_1/"+inner[0].ToolCallID {
+			t.Fatalf("supervisor's call id = %q", got)
+		}
+		if got := c.chief.ToolCalls[0].ToolCallID; got != "tc_1/"+c.supervisor.ToolCalls[0].ToolCallID {
+			t.Fatalf("chief's call id = %q", got)
 		}
 
 		after, err := f.svc.Approve(as("alice", nil, runs.RoleAdmin), runs.DecideParams{RunID: c.chief.ID})

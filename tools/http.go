@@ -63,7 +63,12 @@ func HTTPExecute(cfg HTTPConfig) func(ctx context.Context, c *agent.Call) (any, 
 		timeout = 30 * time.Second
 	}
 	return func(ctx context.Context, c *agent.Call) (any, error) {
-		body, err := json.Marshal(HTTPRequest{
+		// Without HTML escaping, the arguments go out byte for byte as the API showed them
+		// (json.Marshal would write "<" as "\u003c").
+		var body bytes.Buffer
+		enc := json.NewEncoder(&body)
+		enc.SetEscapeHTML(false)
+		err := enc.Encode(HTTPRequest{
 			Args: c.Args, RunID: c.Run.RunID, ToolCallID: c.ID, AgentID: c.Run.AgentID,
 			ThreadID: c.Run.ThreadID, ResourceID: c.Run.ResourceID,
 			ResumeData: c.ResumeData, SuspendPayload: c.SuspendPayload,
@@ -73,7 +78,7 @@ func HTTPExecute(cfg HTTPConfig) func(ctx context.Context, c *agent.Call) (any, 
 		}
 		ctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, cfg.URL, bytes.NewReader(body))
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, cfg.URL, &body)
 		if err != nil {
 			return nil, fmt.Errorf("build the request: %w", err)
 		}

@@ -113,10 +113,13 @@ func (s *MCPServer) Execute(tool string) func(ctx context.Context, c *agent.Call
 	return func(ctx context.Context, c *agent.Call) (any, error) {
 		ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 		defer cancel()
-		var args map[string]any
-		if err := json.Unmarshal(c.Args, &args); err != nil {
-			return nil, fmt.Errorf("MCP tools take an object of arguments: %w", err)
+		var object map[string]json.RawMessage
+		if err := json.Unmarshal(c.Args, &object); err != nil || object == nil {
+			return nil, fmt.Errorf("MCP tools take an object of arguments")
 		}
+		// Sent as they are, not decoded and encoded again: the server gets the bytes a person
+		// approved (key order and number digits included).
+		args := c.Args
 		res, err := s.call(ctx, tool, args)
 		if err != nil && ctx.Err() == nil && !isToolError(err) {
 			res, err = s.call(ctx, tool, args) // the session was dropped: one new attempt
@@ -148,7 +151,7 @@ func (e toolError) Error() string { return e.err.Error() }
 
 func isToolError(err error) bool { var te toolError; return errors.As(err, &te) }
 
-func (s *MCPServer) call(ctx context.Context, tool string, args map[string]any) (*mcp.CallToolResult, error) {
+func (s *MCPServer) call(ctx context.Context, tool string, args json.RawMessage) (*mcp.CallToolResult, error) {
 	cs, err := s.connected(ctx)
 	if err != nil {
 		return nil, err

@@ -119,22 +119,23 @@ func rowsOf(s runSpec, into *seedRows) error {
 		call := llm.ToolCall{ID: "call_1", Name: "issue_refund", Args: args}
 		snap := agent.Snapshot{
 			Messages: []llm.Message{{Role: llm.RoleUser, Content: s.Prompt}, {Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{call}}},
-			Pending:  []agent.PendingCall{{ToolCall: call, State: agent.CallAwaitingApproval}},
+			Pending:  []agent.PendingCall{{ToolCall: call, ServerID: "tc_1", State: agent.CallAwaitingApproval}},
 			Seq:      4,
+			CallIDs:  1,
 		}
 		raw, err := json.Marshal(snap)
 		if err != nil {
 			return err
 		}
 		snapshot, argText := string(raw), string(args)
-		tc := &events.ToolCall{ToolCallID: call.ID, ToolName: call.Name, Args: args, RequiresApproval: true}
+		tc := &events.ToolCall{ToolCallID: "tc_1", ToolName: call.Name, Args: args, RequiresApproval: true}
 		evs = append(evs,
 			events.Event{Type: events.ToolCallRequested, ToolCall: tc, At: t1},
 			events.Event{Type: events.ToolCallApproval, ToolCall: tc, At: t2},
 			events.Event{Type: events.RunSuspended, Status: "SUSPENDED", At: t2})
 		run.Status, run.Snapshot, run.UpdatedAt, run.SuspendedAt = "SUSPENDED", &snapshot, t2, &t2
 		into.Calls = append(into.Calls, gormstore.ToolCall{
-			RunID: s.ID, ToolCallID: call.ID, ToolName: call.Name, Args: &argText, RequiresApproval: true,
+			RunID: s.ID, ToolCallID: tc.ToolCallID, ToolName: call.Name, Args: &argText, RequiresApproval: true,
 			State: gormstore.ToolCallPending, CreatedAt: t2,
 		})
 	} else {

@@ -57,7 +57,10 @@ type AgentRun struct {
 
 type AgentRunToolCall struct {
 	// Unique across runs, for client caches (runId and toolCallId together).
-	ID         string  `json:"id"`
+	ID string `json:"id"`
+	// The server's id of the call (tc_1, tc_2, …), not the model's: unique within its run, never
+	// reused, it names one call for ever, whose tool and arguments never change. A supervisor's run
+	// shows a sub-agent's call as <its delegate call>/<the inner call's id>.
 	ToolCallID *string `json:"toolCallId,omitempty"`
 	ToolName   *string `json:"toolName,omitempty"`
 	// Arguments the model supplied (approval suspensions only). Addition: on run events (TOOL_CALL, TOOL_RESULT, ...) every call carries its arguments.

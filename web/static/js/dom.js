@@ -18,12 +18,38 @@ export function el(tag, attrs = {}, ...children) {
   return node;
 }
 
+/** How deeply a value may nest to be shown: the server refuses deeper arguments and resume
+ * data, but a tool's result or question may be anything, and JSON.stringify of a value 9,000
+ * levels deep exhausts the stack (or, indented, builds a string of tens of megabytes). */
+export const MAX_DEPTH = 64;
+
+/** Whether v nests deeper than MAX_DEPTH, found without recursion. */
+export function tooDeep(v) {
+  const stack = [[v, 0]];
+  while (stack.length) {
+    const [x, d] = stack.pop();
+    if (x === null || typeof x !== "object") continue;
+    if (d >= MAX_DEPTH) return true;
+    for (const k in x) stack.push([x[k], d + 1]);
+  }
+  return false;
+}
+
+/** What is shown in place of a value nested too deeply. */
+export const TOO_DEEP = `(a value nested more than ${MAX_DEPTH} levels deep, not shown)`;
+
+/** JSON text of a value (indented by indent), or TOO_DEEP: never throws. */
+export function json(v, indent) {
+  if (tooDeep(v)) return TOO_DEEP;
+  try { return JSON.stringify(v, null, indent) ?? ""; } catch { return "(a value that cannot be shown)"; }
+}
+
 /** Pretty-prints a JSON value. */
-export function pretty(v) { return JSON.stringify(v, null, 2); }
+export function pretty(v) { return json(v, 2); }
 
 /** A one-line view of a JSON value, cut to n characters. */
 export function short(v, n = 80) {
-  const s = v === undefined || v === null ? "" : JSON.stringify(v);
+  const s = v === undefined || v === null ? "" : json(v);
   return s.length > n ? s.slice(0, n - 1) + "…" : s;
 }
 

@@ -13,7 +13,7 @@
 // text it had streamed in that step is dropped. After a decision succeeds the document gets an
 // "interlock:decided" event ({detail: {runId, toolCallId}}).
 import { request, subscribe } from "./gql.js";
-import { el, pretty, when, expiresIn } from "./dom.js";
+import { el, json, pretty, tooDeep, TOO_DEEP, when, expiresIn } from "./dom.js";
 import { schemaForm } from "./schemaform.js";
 import { markdown } from "./markdown.js";
 
@@ -279,7 +279,7 @@ function typedIn(card, c) {
   const editor = card.querySelector(`[id="args-${CSS.escape(c.toolCallId)}"]`);
   if (editor && editor.value.trim() && editor.value !== pretty(c.args)) {
     let same = false;
-    try { same = JSON.stringify(JSON.parse(editor.value)) === JSON.stringify(c.args); } catch { /* edited */ }
+    try { same = json(JSON.parse(editor.value)) === json(c.args); } catch { /* edited */ }
     if (!same) parts.push(["Edited arguments", editor.value]);
   }
   for (const f of card.querySelectorAll(`form[aria-label="Resume"] input, form[aria-label="Resume"] select, form[aria-label="Resume"] textarea`)) {
@@ -450,6 +450,7 @@ export function argsView(value, rawId) {
     toggle.textContent = open ? "Hide raw JSON" : "Show raw JSON";
     raw.hidden = !open;
   } }, "Show raw JSON");
+  if (tooDeep(value)) return el("div", { class: "args" }, el("p", { class: "muted too-deep" }, TOO_DEEP));
   return el("div", { class: "args" }, valueView(value, 0), el("div", { class: "raw-actions" }, toggle), raw);
 }
 
@@ -457,7 +458,7 @@ function valueView(v, depth) {
   if (v === null || v === undefined) return el("span", { class: "v-null" }, "none");
   if (typeof v === "string") return v === "" ? el("span", { class: "v-null" }, "(empty text)") : el("span", { class: "v-str" }, v);
   if (typeof v !== "object") return el("code", { class: "v-scalar" }, String(v));
-  if (depth >= 4) return el("code", { class: "v-compact" }, JSON.stringify(v));
+  if (depth >= 4) return el("code", { class: "v-compact" }, json(v));
   if (Array.isArray(v)) {
     if (!v.length) return el("span", { class: "v-null" }, "(empty list)");
     if (v.every((x) => x === null || typeof x !== "object")) return el("span", { class: "v-list" }, v.flatMap((x, i) => [i ? ", " : "", valueView(x, depth + 1)]));
@@ -535,8 +536,8 @@ function renderDecisions(section, run) {
       el("span", { class: "decided" }, ...lead), " — ", el("strong", {}, d.toolName), " ", el("span", { class: "muted" }, `(${d.toolCallId})`),
       d.kind === "DECLINED" ? (d.reason ? `: “${d.reason}”` : ": no reason given") : "",
       d.kind === "EXPIRED" && d.reason ? el("span", { class: "muted" }, `; the model was told: ${d.reason}`) : "",
-      d.resumeData ? ` with ${JSON.stringify(d.resumeData)}` : "",
-      d.editedArgs ? ` with edited arguments ${JSON.stringify(d.editedArgs)} (the model asked for ${JSON.stringify(d.args)})` : "");
+      d.resumeData ? ` with ${json(d.resumeData)}` : "",
+      d.editedArgs ? ` with edited arguments ${json(d.editedArgs)} (the model asked for ${json(d.args)})` : "");
   })));
 }
 
@@ -550,9 +551,9 @@ function describe(ev) {
   const c = ev.toolCall;
   switch (ev.type) {
     case "RUN_STARTED": return { kind: "started", body: when(ev.at) };
-    case "TOOL_CALL": return { kind: "tool call", body: `${c.toolName} ${JSON.stringify(c.args)}` };
+    case "TOOL_CALL": return { kind: "tool call", body: `${c.toolName} ${json(c.args)}` };
     case "TOOL_CALL_APPROVAL": return { kind: "waiting for approval", body: c.toolName };
-    case "TOOL_CALL_SUSPENDED": return { kind: "waiting for input", body: `${c.toolName} ${JSON.stringify(c.suspendPayload)}` };
+    case "TOOL_CALL_SUSPENDED": return { kind: "waiting for input", body: `${c.toolName} ${json(c.suspendPayload)}` };
     case "TOOL_CALL_INTERRUPTED": return { kind: "interrupted", body: ev.reason };
     case "RUN_SUSPENDED": return { kind: "suspended", body: "waiting for a person" };
     case "TOOL_CALL_APPROVED": return { kind: "approved", body: c.toolName + (ev.decidedBy ? ` by ${ev.decidedBy}` : "") };
