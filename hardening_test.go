@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/99designs/gqlgen/graphql/introspection"
-
 )
 
 // nest is `subAgents { subAgents { … id } }`, fields nested depth deep.

@@ -1,7 +1,6 @@
 package runs_test
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -54,19 +53,19 @@ func asBeforeServerIDs(t *testing.T, db *gorm.DB, runID string, rename map[strin
 func TestRunsSuspendedBeforeServerIDsStayDecidable(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := setupChain(t, db)
-		ctx := context.Background()
+		ctx := as("alice", nil, runs.RoleAdmin)
 
 		two := f.suspended(t, runs.StartParams{AgentID: "support-agent", Prompt: "refund order 1 and order 2"})
 		if len(two.ToolCalls) != 2 || two.ToolCalls[0].ToolCallID != "tc_1" || two.ToolCalls[1].ToolCallID != "tc_2" {
 			t.Fatalf("run waits on %+v", two.ToolCalls)
 		}
 		asBeforeServerIDs(t, db, two.ID, map[string]string{"tc_1": "call_1", "tc_2": "call_2"})
-		if _, err := f.svc.Approve(ctx, runs.DecideParams{RunID: two.ID, ToolCallID: ptr("call_2"), DecidedBy: "alice"}); err != nil {
+		if _, err := f.svc.Approve(ctx, runs.DecideParams{RunID: two.ID, ToolCallID: ptr("call_2")}); err != nil {
 			t.Fatalf("approve call_2 of an upgraded run: %v", err)
 		}
 		_, err := f.svc.Approve(ctx, runs.DecideParams{RunID: two.ID, ToolCallID: ptr("call_2")})
 		wantCode(t, err, runs.CodeConflict)
-		if _, err := f.svc.Decline(ctx, runs.DecideParams{RunID: two.ID, ToolCallID: ptr("call_1"), DecidedBy: "alice"}, "no"); err != nil {
+		if _, err := f.svc.Decline(ctx, runs.DecideParams{RunID: two.ID, ToolCallID: ptr("call_1")}, "no"); err != nil {
 			t.Fatalf("decline call_1 of an upgraded run: %v", err)
 		}
 		done := f.finished(t, two.ID)
@@ -78,7 +77,7 @@ func TestRunsSuspendedBeforeServerIDsStayDecidable(t *testing.T) {
 		asBeforeServerIDs(t, db, c.support.ID, map[string]string{"tc_1": "call_1"})
 		asBeforeServerIDs(t, db, c.supervisor.ID, map[string]string{"tc_1/tc_1": "call_1"})
 		asBeforeServerIDs(t, db, c.chief.ID, map[string]string{"tc_1/tc_1/tc_1": "call_1"})
-		if _, err := f.svc.Approve(ctx, runs.DecideParams{RunID: c.chief.ID, ToolCallID: ptr("call_1"), DecidedBy: "alice"}); err != nil {
+		if _, err := f.svc.Approve(ctx, runs.DecideParams{RunID: c.chief.ID, ToolCallID: ptr("call_1")}); err != nil {
 			t.Fatalf("approve an upgraded supervisor chain: %v", err)
 		}
 		chief := f.finished(t, c.chief.ID)
