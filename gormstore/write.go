@@ -6,14 +6,59 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 
 	"interlock/events"
 	"interlock/runs"
 )
 
-// InsertRun implements runs.Store.
+// InsertRun implements runs.Store. A refused claim of the thread fails the write, so a group it
+// shared is rolled back whole and every member writes again alone (groupcommit.go): the refused
+// run alone gets ErrThreadOwned, and nothing of it is stored.
 func (s *Store) InsertRun(ctx context.Context, n runs.NewRun) error {
-	return s.group.do(ctx, "insert run", func(_ *gorm.DB, rows *groupRows) error { return s.addRun(rows, n) })
+	return s.group.do(ctx, "insert run", func(tx *gorm.DB, rows *groupRows) error {
+		if err := s.claimThread(tx, n.Run); err != nil {
+			return err
+		}
+		return s.addRun(rows, n)
+	})
+}
+
+// claimThread is the compare-and-set of a thread's owner, in the transaction that inserts run r:
+// the row of r's thread is inserted when there is none (r is the first run, and its resource,
+// nil too, becomes the owner), then read under a lock and compared with r's resource. Racing
+// first runs queue on the row's key: on MySQL the second INSERT waits for the first
+// transaction and then finds its row (or, if it rolled back, inserts its own); SQLite has one
+// writer. The read is a locking one on MySQL so that it sees the row committed by another
+// transaction, not this transaction's snapshot from before it.
+func (s *Store) claimThread(tx *gorm.DB, r runs.Run) error {
+	if r.ThreadID == nil {
+		return nil
+	}
+	row := Thread{ID: *r.ThreadID, ResourceID: r.ResourceID, CreatedAt: ms(r.CreatedAt)}
+	if err := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&row).Error; err != nil {
+		return fmt.Errorf("claim thread %s: %w", *r.ThreadID, err)
+	}
+	q := tx.Model(&Thread{}).Where("id = ?", *r.ThreadID)
+	if s.mysql {
+		q = q.Clauses(clause.Locking{Strength: "UPDATE"})
+	}
+	var owner []Thread
+	if err := q.Limit(1).Find(&owner).Error; err != nil {
+		return fmt.Errorf("read the owner of thread %s: %w", *r.ThreadID, err)
+	}
+	if len(owner) == 0 {
+		return fmt.Errorf("claim thread %s: no row after inserting it", *r.ThreadID)
+	}
+	if !sameResource(owner[0].ResourceID, r.ResourceID) {
+		return runs.ErrThreadOwned
+	}
+	return nil
+}
+
+// sameResource reports whether a and b are the same resource, or both none.
+func sameResource(a, b *string) bool {
+	return (a == nil) == (b == nil) && (a == nil || *a == *b)
 }
 
 // insertRun inserts a new RUNNING run and its first events in the caller's transaction.
