@@ -131,4 +131,3 @@ func TestThreadBelongsToTheResourceOfItsFirstRun(t *testing.T) {
 		}
 	})
 }
-
