@@ -1,10 +1,15 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"interlock/dbtest"
+	"interlock/gormstore"
 )
 
 // A scoped operator of r2, added to authServer's principals.
@@ -130,4 +135,69 @@ func TestThreadBelongsToTheResourceOfItsFirstRun(t *testing.T) {
 			t.Errorf("every message of 500 threads: %q, want COMPLEXITY_LIMIT_EXCEEDED", got.code)
 		}
 	})
+}
+
+// TestThreadRunsAreItsOwners: a thread used under several resources before threads had owners
+// (as migration 0010 leaves it: owned by the resource of its first run) lists, as its runs,
+// only its owner's — and a thread of no resource only the runs without one — so that an
+// unscoped reader sees no other resource's run under the thread's label.
+func TestThreadRunsAreItsOwners(t *testing.T) {
+	for name, db := range map[string]func(t *testing.T) string{
+		"sqlite": func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "interlock.db") },
+		"mysql":  func(t *testing.T) string { return dbtest.MySQLURL(dbtest.MySQLDSN(t)) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			setting := db(t)
+			s := authServer(t, setting, scopedOperator)
+			conn, err := gormstore.Open(context.Background(), setting)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				if sqlDB, err := conn.DB(); err == nil {
+					sqlDB.Close()
+				}
+			})
+			at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+			r1, r2 := "r1", "r2"
+			old := func(id, thread string, resource *string, n int) {
+				t.Helper()
+				r := gormstore.Run{ID: id, AgentID: "support-agent", ThreadID: &thread, ResourceID: resource, Prompt: "p", Status: "COMPLETED",
+					CreatedAt: at.Add(time.Duration(n) * time.Second), UpdatedAt: at.Add(time.Duration(n) * time.Second)}
+				if err := conn.Create(&r).Error; err != nil {
+					t.Fatal(err)
+				}
+			}
+			old("0190e0e0-0000-7000-8000-000000000001", "legacy", &r1, 1)
+			old("0190e0e0-0000-7000-8000-000000000002", "legacy", &r2, 2)
+			old("0190e0e0-0000-7000-8000-000000000003", "legacy-none", nil, 3)
+			old("0190e0e0-0000-7000-8000-000000000004", "legacy-none", &r2, 4)
+			owners := []gormstore.Thread{{ID: "legacy", ResourceID: &r1, CreatedAt: at}, {ID: "legacy-none", CreatedAt: at}}
+			if err := conn.Create(&owners).Error; err != nil {
+				t.Fatal(err)
+			}
+			type runsOf struct {
+				Thread *struct {
+					ResourceID *string
+					Runs       struct {
+						Total int
+						Runs  []struct{ RunID string }
+					}
+				}
+			}
+			for thread, want := range map[string]string{"legacy": "0190e0e0-0000-7000-8000-000000000001", "legacy-none": "0190e0e0-0000-7000-8000-000000000003"} {
+				var got runsOf
+				s.mustAs(t, tokenOf("root"), `query($id: ID!) { thread(id: $id) { resourceId runs { total runs { runId } } } }`, map[string]any{"id": thread}, &got)
+				if got.Thread == nil || got.Thread.Runs.Total != 1 || len(got.Thread.Runs.Runs) != 1 || got.Thread.Runs.Runs[0].RunID != want {
+					t.Errorf("runs of %s: %+v; want only %s, its owner's", thread, got.Thread, want)
+				}
+			}
+			// r2 still finds its own old runs among its runs.
+			var mine struct{ RecentRuns struct{ Total int } }
+			s.mustAs(t, tokenOf("opal"), `{ recentRuns(statuses: [COMPLETED]) { total } }`, nil, &mine)
+			if mine.RecentRuns.Total != 2 {
+				t.Errorf("r2's runs: %d, want its 2", mine.RecentRuns.Total)
+			}
+		})
+	}
 }

@@ -205,6 +205,8 @@ func testListRecent(t *testing.T, open Opener) {
 			{"resource r1", runs.RecentParams{Statuses: finished, ResourceID: ptr("r1"), PerPage: 100}, []string{h.c2}},
 			{"agent a, thread t1, resource r2", runs.RecentParams{Statuses: finished, AgentID: ptr("a"), ThreadID: ptr("t1"), ResourceID: ptr("r2"), PerPage: 100}, []string{h.c1}},
 			{"scope r2", runs.RecentParams{Statuses: finished, Resources: []string{"r2"}, PerPage: 100}, []string{h.c3, h.c1}},
+			{"without resource", runs.RecentParams{Statuses: finished, WithoutResource: true, PerPage: 100}, []string{h.c4}},
+			{"without resource, scope r1", runs.RecentParams{Statuses: finished, WithoutResource: true, Resources: []string{"r1"}, PerPage: 100}, nil},
 			{"scope r1, r2: not runs without a resource", runs.RecentParams{Statuses: finished, Resources: []string{"r1", "r2"}, PerPage: 100}, []string{h.c3, h.c2, h.c1}},
 			{"scope r1 with a trailing space", runs.RecentParams{Statuses: finished, Resources: []string{"r1 "}, PerPage: 100}, nil},
 			{"an empty scope", runs.RecentParams{Statuses: finished, Resources: []string{}, PerPage: 100}, nil},
