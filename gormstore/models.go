@@ -100,6 +100,21 @@ type Message struct {
 // TableName keeps the table name independent of GORM's pluralisation rules.
 func (Message) TableName() string { return "messages" }
 
+// Thread is one row of threads: who a memory thread belongs to. Thread ids are global (the
+// client names them), so the first run of a thread claims it for its resource (nil: for runs
+// without one) in the transaction that inserts the run, and a run of any other resource that
+// names it is refused. Rows are never updated or deleted: an owner that lapsed would let
+// another resource take over the thread id and label its messages. On MySQL id is bytes
+// (VARBINARY), so that ids differing only by trailing spaces are two threads there too.
+type Thread struct {
+	ID         string    `gorm:"column:id;primaryKey"`
+	ResourceID *string   `gorm:"column:resource_id"`
+	CreatedAt  time.Time `gorm:"column:created_at;autoCreateTime:false"`
+}
+
+// TableName keeps the table name independent of GORM's pluralisation rules.
+func (Thread) TableName() string { return "threads" }
+
 // RunChange is one row of run_changes: a run entering (SUSPENDED) or leaving (LEFT) the set of
 // suspended runs, written in the transaction that made the change, so that every instance can
 // tell its suspendedRunsChanged subscribers. Rows are short-lived; retention removes them.
@@ -116,5 +131,5 @@ func (RunChange) TableName() string { return "run_changes" }
 
 // All lists every model, for the test that compares the migrated schema with the models.
 func All() []any {
-	return []any{&Run{}, &ToolCall{}, &Event{}, &Message{}, &RunChange{}, &Notification{}, &SuspendedCount{}}
+	return []any{&Run{}, &ToolCall{}, &Event{}, &Message{}, &Thread{}, &RunChange{}, &Notification{}, &SuspendedCount{}}
 }

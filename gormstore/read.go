@@ -181,6 +181,9 @@ func (s *Store) ListRecent(ctx context.Context, p runs.RecentParams) ([]*runs.Ru
 	if p.ResourceID != nil {
 		q = s.eq(q, "resource_id", *p.ResourceID)
 	}
+	if p.WithoutResource {
+		q = q.Where("resource_id IS NULL")
+	}
 	q = s.in(q, "resource_id", p.Resources)
 	if p.Decision != nil || p.DecidedBy != nil {
 		sub := s.db.Model(&ToolCall{}).Select("1").Where("run_tool_calls.run_id = agent_runs.id AND run_tool_calls.state <> ?", ToolCallPending)

@@ -6,14 +6,65 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 
 	"interlock/events"
 	"interlock/runs"
 )
 
-// InsertRun implements runs.Store.
+// InsertRun implements runs.Store. A refused claim of the thread writes nothing (the thread's
+// row was there already, and the run's rows are not added), so it does not fail the group the
+// write shares (groupcommit.go): the others commit together, and only the refused run gets
+// ErrThreadOwned. Failing the group instead would make every other write of it again alone,
+// which a client could set off at will by naming other resources' threads.
 func (s *Store) InsertRun(ctx context.Context, n runs.NewRun) error {
-	return s.group.do(ctx, "insert run", func(_ *gorm.DB, rows *groupRows) error { return s.addRun(rows, n) })
+	var refused bool // set by the last attempt (a group's write may be made again alone)
+	err := s.group.do(ctx, "insert run", func(tx *gorm.DB, rows *groupRows) error {
+		claimed, err := s.claimThread(tx, n.Run)
+		if refused = err == nil && !claimed; err != nil || refused {
+			return err
+		}
+		return s.addRun(rows, n)
+	})
+	if err == nil && refused {
+		return runs.ErrThreadOwned
+	}
+	return err
+}
+
+// claimThread is the compare-and-set of a thread's owner, in the transaction that inserts run r;
+// it reports whether r may be a run of the thread. The row of r's thread is inserted when there
+// is none (r is the first run, and its resource, nil too, becomes the owner), then read under a
+// lock and compared with r's resource. Racing first runs queue on the row's key: on MySQL the
+// second INSERT waits for the first transaction and then finds its row (or, if it rolled back,
+// inserts its own); SQLite has one writer. The read is a locking one on MySQL so that it sees
+// the row committed by another transaction, whatever snapshot an earlier read of the same
+// (grouped) transaction took.
+func (s *Store) claimThread(tx *gorm.DB, r runs.Run) (bool, error) {
+	if r.ThreadID == nil {
+		return true, nil
+	}
+	row := Thread{ID: *r.ThreadID, ResourceID: r.ResourceID, CreatedAt: ms(r.CreatedAt)}
+	if err := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&row).Error; err != nil {
+		return false, fmt.Errorf("claim thread %s: %w", *r.ThreadID, err)
+	}
+	q := tx.Model(&Thread{}).Where("id = ?", *r.ThreadID)
+	if s.mysql {
+		q = q.Clauses(clause.Locking{Strength: "UPDATE"})
+	}
+	var owner []Thread
+	if err := q.Limit(1).Find(&owner).Error; err != nil {
+		return false, fmt.Errorf("read the owner of thread %s: %w", *r.ThreadID, err)
+	}
+	if len(owner) == 0 {
+		return false, fmt.Errorf("claim thread %s: no row after inserting it", *r.ThreadID)
+	}
+	return sameResource(owner[0].ResourceID, r.ResourceID), nil
+}
+
+// sameResource reports whether a and b are the same resource, or both none.
+func sameResource(a, b *string) bool {
+	return (a == nil) == (b == nil) && (a == nil || *a == *b)
 }
 
 // insertRun inserts a new RUNNING run and its first events in the caller's transaction.

@@ -1339,9 +1339,14 @@ enum SuspendedRunChangeKind {
   CHANGED
 }
 
-"Addition: a memory thread. Each new run of the thread is given its newest messages; each finished run adds its prompt and answer."
+"""
+Addition: a memory thread. Each new run of the thread is given its newest messages; each finished run adds its prompt and answer.
+Thread ids are global: a thread belongs to the resource of its first run (or to none, when that run had none), and startRun
+naming it with another resourceId is BAD_USER_INPUT.
+"""
 type Thread {
   id: ID!
+  "The resource the thread belongs to (that of its first run); null: runs without a resource."
   resourceId: ID
   "When its first and its newest message were written (null before its first run finished)."
   createdAt: DateTime

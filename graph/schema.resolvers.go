@@ -219,7 +219,12 @@ func (r *threadResolver) Messages(ctx context.Context, obj *model.Thread, last *
 
 // Runs is the resolver for the runs field.
 func (r *threadResolver) Runs(ctx context.Context, obj *model.Thread, page *int, perPage *int) (*model.SuspendedRunsResult, error) {
-	res, err := r.Resolver.Runs.RecentRuns(ctx, runs.RecentParams{Statuses: runs.AllStatuses, ThreadID: &obj.ID, Page: deref(page, 0), PerPage: deref(perPage, 20)})
+	// The thread's runs are its owner's: runs other resources started under the id before
+	// threads had owners are not the thread's (runs.Thread).
+	res, err := r.Resolver.Runs.RecentRuns(ctx, runs.RecentParams{
+		Statuses: runs.AllStatuses, ThreadID: &obj.ID, ResourceID: obj.ResourceID, WithoutResource: obj.ResourceID == nil,
+		Page: deref(page, 0), PerPage: deref(perPage, 20),
+	})
 	if err != nil {
 		return nil, err
 	}

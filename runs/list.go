@@ -28,6 +28,9 @@ type RecentParams struct {
 	AgentID    *string
 	ThreadID   *string
 	ResourceID *string
+	// WithoutResource keeps only runs without a resource (ResourceID must be nil): the runs of
+	// a thread of no resource (Thread.runs).
+	WithoutResource bool
 	// Resources as in ListSuspendedParams.
 	Resources []string
 	// Decision and DecidedBy keep runs with a decision of that kind and/or taken by that

@@ -5,6 +5,7 @@ package runs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -345,9 +346,11 @@ type StartParams struct {
 const maxIDLength = 191
 
 // StartRun stores a new RUNNING run leased by this instance, with its RUN_STARTED event, and
-// starts executing it in the background. It returns the run as stored.
-// Errors: NOT_FOUND for an unknown agent; BAD_USER_INPUT for an empty prompt or a threadId or
-// resourceId longer than 191 characters.
+// starts executing it in the background. It returns the run as stored. A run with a threadId
+// claims the thread for its resource when it is the thread's first (see Thread).
+// Errors: NOT_FOUND for an unknown agent; BAD_USER_INPUT for an empty prompt, a threadId or
+// resourceId longer than 191 characters, or a threadId that belongs to another resource
+// (threadOwned; nothing is stored).
 func (s *Service) StartRun(ctx context.Context, p StartParams) (*Run, error) {
 	if err := require(ctx, RoleOperator, "starting a run"); err != nil {
 		return nil, err
@@ -401,6 +404,9 @@ func (s *Service) StartRun(ctx context.Context, p StartParams) (*Run, error) {
 		Run: r, Snapshot: encoded, Lease: lease, TTL: s.cfg.LeaseTTL,
 		Events: []events.Event{{Type: events.RunStarted, Status: string(StatusRunning)}},
 	})
+	if errors.Is(err, ErrThreadOwned) {
+		return nil, threadOwned(*p.ThreadID)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -425,6 +431,25 @@ func (s *Service) Get(ctx context.Context, runID string) (*Run, error) {
 		return nil, notFound(runID)
 	}
 	return r, nil
+}
+
+// threadOwned is the answer to a run naming a thread that belongs to another resource.
+//
+// It is BAD_USER_INPUT, not FORBIDDEN, and the same words whoever asks. FORBIDDEN would say the
+// caller lacks a permission another principal has, but no principal may write into a thread
+// under a resource other than its owner's, an unscoped admin included: the request itself is
+// wrong, and the fix is the client's (another threadId), which BAD_USER_INPUT says, and also
+// that retrying as it is cannot help. Nor is it CONFLICT, which in this API means "someone
+// moved first, read again and retry".
+//
+// A refusal cannot help saying that the thread id is taken: accepting the run is the very
+// leak this prevents, and ids are global by the API's contract, so clients should choose
+// unguessable ones. Beyond that it says nothing: not the owner, not whether the owner is "no
+// resource", not whether it is a resource the caller could see (one answer for all, whereas
+// FORBIDDEN for the invisible and something else for the visible would tell them apart), and
+// nothing of the thread's messages or runs.
+func threadOwned(threadID string) error {
+	return Errorf(CodeBadUserInput, "threadId %q is already used with another resourceId; a thread stays with the resource of its first run, so give this run a threadId of its own", threadID)
 }
 
 // startedBy is the subject of the principal of ctx to record, nil for the server's own

@@ -23,7 +23,11 @@ import (
 // gormstore implements it for SQLite and MySQL; runs/storetest is the conformance suite every
 // implementation must pass unchanged.
 type Store interface {
-	// InsertRun stores a new RUNNING run, leased, with its first events.
+	// InsertRun stores a new RUNNING run, leased, with its first events. A run with a thread
+	// claims it in the same transaction: the thread's first run records its resource (nil
+	// too) as the thread's owner, and a run whose resource is not the owner's is
+	// ErrThreadOwned, with nothing stored. Of runs racing to be a new thread's first, exactly
+	// one claims it.
 	InsertRun(ctx context.Context, r NewRun) error
 	// GetRun returns the run with its pending calls, its decisions and its snapshot, or nil
 	// when there is none.
@@ -33,14 +37,18 @@ type Store interface {
 	// Events returns up to limit events of a run with seq > after, in seq order.
 	Events(ctx context.Context, runID string, after int64, limit int) ([]events.Event, error)
 	// ThreadHistory returns the last limit messages of a memory thread of a resource (nil:
-	// messages without one), oldest first. A thread id is scoped to its resource: runs of
-	// different resources never share memory, whatever thread id they give.
+	// messages without one), oldest first. Only messages of that resource are given, so even
+	// a thread used by several resources before threads had owners (see Thread) never hands
+	// one resource's memory to another's run.
 	ThreadHistory(ctx context.Context, resourceID *string, threadID string, limit int) ([]llm.Message, error)
-	// Thread returns a thread with its last `last` messages (all when 0), oldest first, or nil
-	// when it has no messages; only messages of the resources given count, when not nil.
+	// Thread returns a thread with its owner resource and its last `last` messages of that
+	// resource (all when 0), oldest first, or nil when no run ever claimed it, or when
+	// resources is not nil and the owner is not among them (nil owner included). Messages
+	// other resources wrote in the thread before it had an owner are not the thread's.
 	Thread(ctx context.Context, id string, resources []string, last int) (*Thread, error)
-	// Threads returns a page of threads with messages, most recently active first (without
-	// their messages), and the number of all matches.
+	// Threads returns a page of threads with messages of their owner, most recently active
+	// first (without their messages), and the number of all matches; ResourceID and
+	// Resources select by owner.
 	Threads(ctx context.Context, p ThreadsParams) ([]*Thread, int64, error)
 
 	// Checkpoint appends events of a running run, with its snapshot when not nil, and renews
@@ -112,6 +120,11 @@ type Store interface {
 // ErrLeaseLost means a write that must be made by the run's lease holder found another owner
 // (or another status): the writer must stop executing the run.
 var ErrLeaseLost = errors.New("run lease lost")
+
+// ErrThreadOwned means a run named a thread that belongs to another resource (or to none,
+// when the run has one; or to one, when the run has none): a thread stays with the resource of
+// its first run.
+var ErrThreadOwned = errors.New("thread belongs to another resource")
 
 // ErrStale means a compare-and-set found the row changed since it was read: someone else
 // decided, claimed or wrote first.

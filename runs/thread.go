@@ -9,6 +9,11 @@ import (
 
 // Thread is a memory thread: the messages its runs exchanged, which each new run of the thread
 // is given (the last HistoryMessages of them).
+//
+// Thread ids are global, chosen by clients: a thread belongs to the resource of its first run
+// (ResourceID; nil is an owner too, "no resource"), and StartRun refuses a run that names it
+// with another resource. So a thread's messages are all of one resource, and a reader sees a
+// thread only under that resource's label.
 type Thread struct {
 	ID         string
 	ResourceID *string
@@ -37,9 +42,10 @@ type ThreadsParams struct {
 	PerPage   int
 }
 
-// Thread returns a thread with its last `last` messages (the newest MaxPerPage when last is 0;
-// more is BAD_USER_INPUT, so one request cannot load a whole long thread), or nil when no run
-// ever used that thread id in a resource the principal sees. A thread whose first run has not finished has no messages yet.
+// Thread returns a thread with its owner resource and its last `last` messages (the newest
+// MaxPerPage when last is 0; more is BAD_USER_INPUT, so one request cannot load a whole long
+// thread), or nil when no run ever used that thread id, or its owner is a resource the principal
+// does not see. A thread whose first run has not finished has no messages yet.
 func (s *Service) Thread(ctx context.Context, id string, last int) (*Thread, error) {
 	if err := require(ctx, RoleViewer, "reading threads"); err != nil {
 		return nil, err
@@ -54,15 +60,7 @@ func (s *Service) Thread(ctx context.Context, id string, last int) (*Thread, err
 	if none {
 		return nil, nil
 	}
-	th, err := s.store.Thread(ctx, id, resources, last)
-	if err != nil || th != nil {
-		return th, err
-	}
-	_, n, err := s.store.ListRecent(ctx, RecentParams{Statuses: AllStatuses, ThreadID: &id, Resources: resources, PerPage: 1})
-	if err != nil || n == 0 {
-		return nil, err
-	}
-	return &Thread{ID: id, Messages: []ThreadMessage{}}, nil
+	return s.store.Thread(ctx, id, resources, last)
 }
 
 // Threads returns a page of threads with messages (without the messages), most recently active

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 
 	"interlock/agent"
 	"interlock/events"
@@ -181,6 +182,21 @@ func writeRows(ctx context.Context, db *gorm.DB, rows *seedRows) error {
 		if len(rows.Messages) > 0 {
 			if err := tx.CreateInBatches(rows.Messages, insertBatch).Error; err != nil {
 				return fmt.Errorf("insert messages: %w", err)
+			}
+		}
+		// Each thread's owner, as its first run claims it through the store: the runs come in
+		// creation order, and a thread an earlier chunk claimed keeps its row.
+		var threads []gormstore.Thread
+		seen := map[string]bool{}
+		for _, r := range rows.Runs {
+			if r.ThreadID != nil && !seen[*r.ThreadID] {
+				seen[*r.ThreadID] = true
+				threads = append(threads, gormstore.Thread{ID: *r.ThreadID, ResourceID: r.ResourceID, CreatedAt: r.CreatedAt})
+			}
+		}
+		if len(threads) > 0 {
+			if err := tx.Clauses(clause.OnConflict{DoNothing: true}).CreateInBatches(threads, insertBatch).Error; err != nil {
+				return fmt.Errorf("insert threads: %w", err)
 			}
 		}
 		return nil

@@ -146,6 +146,23 @@ func TestSeedWritesTheServicesRows(t *testing.T) {
 		if count != int64(p.Runs) {
 			t.Fatalf("%d runs stored after seeding %d twice", count, p.Runs)
 		}
+		// Every seeded thread belongs to the resource of its runs, as the store's claim makes it.
+		var threads []gormstore.Thread
+		if err := db.Find(&threads).Error; err != nil {
+			t.Fatal(err)
+		}
+		owners := map[string]string{}
+		for i := 0; i < p.Runs; i++ {
+			owners[p.spec(i).ThreadID] = p.spec(i).ResourceID
+		}
+		if len(threads) != len(owners) {
+			t.Errorf("%d threads stored, want %d", len(threads), len(owners))
+		}
+		for _, th := range threads {
+			if th.ResourceID == nil || *th.ResourceID != owners[th.ID] {
+				t.Errorf("thread %s belongs to %v, want %s", th.ID, th.ResourceID, owners[th.ID])
+			}
+		}
 		svc, toolCalls := benchService(t, db, p.Agents)
 		type pair struct {
 			spec runSpec

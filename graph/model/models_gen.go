@@ -170,8 +170,11 @@ type SuspendedRunsResult struct {
 }
 
 // Addition: a memory thread. Each new run of the thread is given its newest messages; each finished run adds its prompt and answer.
+// Thread ids are global: a thread belongs to the resource of its first run (or to none, when that run had none), and startRun
+// naming it with another resourceId is BAD_USER_INPUT.
 type Thread struct {
-	ID         string  `json:"id"`
+	ID string `json:"id"`
+	// The resource the thread belongs to (that of its first run); null: runs without a resource.
 	ResourceID *string `json:"resourceId,omitempty"`
 	// When its first and its newest message were written (null before its first run finished).
 	CreatedAt    *time.Time `json:"createdAt,omitempty"`

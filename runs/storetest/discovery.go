@@ -18,11 +18,11 @@ func (f *fixture) inbox() inbox {
 	f.t.Helper()
 	s3 := f.suspended(runOpts{N: 1, AgentID: "b", ThreadID: ptr("t1"), ResourceID: ptr("r2"), CreatedAt: at(3)})
 	s2 := f.suspended(runOpts{N: 2, AgentID: "a", ThreadID: ptr("t2"), ResourceID: ptr("r1"), CreatedAt: at(2)})
-	s1 := f.suspended(runOpts{N: 5, AgentID: "a", ThreadID: ptr("t1"), ResourceID: ptr("r1"), CreatedAt: at(1)})
+	s1 := f.suspended(runOpts{N: 5, AgentID: "a", ThreadID: ptr("t1"), ResourceID: ptr("r2"), CreatedAt: at(1)})
 	s5 := f.suspended(runOpts{N: 7, AgentID: "a", CreatedAt: at(2)}) // same createdAt as s2
 	s4 := f.suspended(runOpts{N: 9, AgentID: "sub", ParentRunID: ptr(s3.ID), ThreadID: ptr("t1"), ResourceID: ptr("r2"), CreatedAt: at(4)})
-	f.insert(runOpts{N: 3, AgentID: "a", ThreadID: ptr("t1"), ResourceID: ptr("r1"), CreatedAt: at(5)})
-	f.finished(runOpts{N: 4, AgentID: "a", ThreadID: ptr("t1"), ResourceID: ptr("r1"), CreatedAt: at(6)}, at(7))
+	f.insert(runOpts{N: 3, AgentID: "a", ThreadID: ptr("t1"), ResourceID: ptr("r2"), CreatedAt: at(5)})
+	f.finished(runOpts{N: 4, AgentID: "a", ThreadID: ptr("t1"), ResourceID: ptr("r2"), CreatedAt: at(6)}, at(7))
 	return inbox{s1: s1.ID, s2: s2.ID, s3: s3.ID, s4: s4.ID, s5: s5.ID}
 }
 
@@ -42,21 +42,22 @@ func (b inbox) cases() []filterCase {
 		{"a sub-agent: its inner runs", runs.ListSuspendedParams{AgentID: ptr("sub")}, []string{b.s4}},
 		{"thread t1: top-level only", runs.ListSuspendedParams{ThreadID: ptr("t1")}, []string{b.s3, b.s1}},
 		{"thread t1 of the sub-agent", runs.ListSuspendedParams{AgentID: ptr("sub"), ThreadID: ptr("t1")}, []string{b.s4}},
-		{"resource r1", runs.ListSuspendedParams{ResourceID: ptr("r1")}, []string{b.s2, b.s1}},
-		{"resource r2", runs.ListSuspendedParams{ResourceID: ptr("r2")}, []string{b.s3}},
+		{"resource r1", runs.ListSuspendedParams{ResourceID: ptr("r1")}, []string{b.s2}},
+		{"resource r2", runs.ListSuspendedParams{ResourceID: ptr("r2")}, []string{b.s3, b.s1}},
 		{"from, inclusive", runs.ListSuspendedParams{FromDate: day(2)}, []string{b.s3, b.s5, b.s2}},
 		{"to, inclusive", runs.ListSuspendedParams{ToDate: day(2)}, []string{b.s5, b.s2, b.s1}},
 		{"from = to", runs.ListSuspendedParams{FromDate: day(2), ToDate: day(2)}, []string{b.s5, b.s2}},
 		{"a range with no run", runs.ListSuspendedParams{FromDate: day(10), ToDate: day(20)}, nil},
-		{"agent, thread and resource", runs.ListSuspendedParams{AgentID: ptr("a"), ThreadID: ptr("t1"), ResourceID: ptr("r1")}, []string{b.s1}},
+		{"agent, thread and resource", runs.ListSuspendedParams{AgentID: ptr("a"), ThreadID: ptr("t1"), ResourceID: ptr("r2")}, []string{b.s1}},
 		{"an unknown thread", runs.ListSuspendedParams{ThreadID: ptr("nope")}, nil},
 		{"an unknown agent", runs.ListSuspendedParams{AgentID: ptr("nope")}, nil},
 		// A principal's scope: never a run of another resource, nor one without a resource.
 		{"scope r1 and r2", runs.ListSuspendedParams{Resources: []string{"r1", "r2"}}, []string{b.s3, b.s2, b.s1}},
-		{"scope r2", runs.ListSuspendedParams{Resources: []string{"r2"}}, []string{b.s3}},
+		{"scope r2", runs.ListSuspendedParams{Resources: []string{"r2"}}, []string{b.s3, b.s1}},
 		{"an empty scope", runs.ListSuspendedParams{Resources: []string{}}, nil},
 		{"scope r1, resource r2", runs.ListSuspendedParams{ResourceID: ptr("r2"), Resources: []string{"r1"}}, nil},
-		{"scope r1, agent a, thread t1", runs.ListSuspendedParams{AgentID: ptr("a"), ThreadID: ptr("t1"), Resources: []string{"r1"}}, []string{b.s1}},
+		{"scope r2, agent a, thread t1", runs.ListSuspendedParams{AgentID: ptr("a"), ThreadID: ptr("t1"), Resources: []string{"r2"}}, []string{b.s1}},
+		{"scope r1, thread t1 (r2's)", runs.ListSuspendedParams{ThreadID: ptr("t1"), Resources: []string{"r1"}}, nil},
 	}
 }
 
@@ -175,7 +176,7 @@ func testListRecent(t *testing.T, open Opener) {
 		c2 := f.insert(runOpts{N: 1, AgentID: "a", ThreadID: ptr("t2"), ResourceID: ptr("r1")})
 		f.fail(c2, at(12))
 		c3 := f.finished(runOpts{N: 2, AgentID: "b", ThreadID: ptr("t1"), ResourceID: ptr("r2")}, at(12)) // same updatedAt as c2
-		c1 := f.finished(runOpts{N: 3, AgentID: "a", ThreadID: ptr("t1"), ResourceID: ptr("r1")}, at(10))
+		c1 := f.finished(runOpts{N: 3, AgentID: "a", ThreadID: ptr("t1"), ResourceID: ptr("r2")}, at(10)) // t1 is r2's
 		run := f.suspended(runOpts{N: 4, AgentID: "a"})
 		declined := decision(run, runs.DecisionDeclined, "lease-2", at(8))
 		declined.DecidedBy = ptr("alice")
@@ -201,9 +202,11 @@ func testListRecent(t *testing.T, open Opener) {
 			{"running and suspended", runs.RecentParams{Statuses: []runs.Status{runs.StatusRunning, runs.StatusSuspended}, PerPage: 100}, []string{h.running, h.suspended}},
 			{"agent a", runs.RecentParams{Statuses: finished, AgentID: ptr("a"), PerPage: 100}, []string{h.c2, h.c4, h.c1}},
 			{"thread t1", runs.RecentParams{Statuses: finished, ThreadID: ptr("t1"), PerPage: 100}, []string{h.c3, h.c1}},
-			{"resource r1", runs.RecentParams{Statuses: finished, ResourceID: ptr("r1"), PerPage: 100}, []string{h.c2, h.c1}},
-			{"agent a, thread t1, resource r1", runs.RecentParams{Statuses: finished, AgentID: ptr("a"), ThreadID: ptr("t1"), ResourceID: ptr("r1"), PerPage: 100}, []string{h.c1}},
-			{"scope r2", runs.RecentParams{Statuses: finished, Resources: []string{"r2"}, PerPage: 100}, []string{h.c3}},
+			{"resource r1", runs.RecentParams{Statuses: finished, ResourceID: ptr("r1"), PerPage: 100}, []string{h.c2}},
+			{"agent a, thread t1, resource r2", runs.RecentParams{Statuses: finished, AgentID: ptr("a"), ThreadID: ptr("t1"), ResourceID: ptr("r2"), PerPage: 100}, []string{h.c1}},
+			{"scope r2", runs.RecentParams{Statuses: finished, Resources: []string{"r2"}, PerPage: 100}, []string{h.c3, h.c1}},
+			{"without resource", runs.RecentParams{Statuses: finished, WithoutResource: true, PerPage: 100}, []string{h.c4}},
+			{"without resource, scope r1", runs.RecentParams{Statuses: finished, WithoutResource: true, Resources: []string{"r1"}, PerPage: 100}, nil},
 			{"scope r1, r2: not runs without a resource", runs.RecentParams{Statuses: finished, Resources: []string{"r1", "r2"}, PerPage: 100}, []string{h.c3, h.c2, h.c1}},
 			{"scope r1 with a trailing space", runs.RecentParams{Statuses: finished, Resources: []string{"r1 "}, PerPage: 100}, nil},
 			{"an empty scope", runs.RecentParams{Statuses: finished, Resources: []string{}, PerPage: 100}, nil},

@@ -72,6 +72,15 @@ type runOpts struct {
 // insert stores a new running run.
 func (f *fixture) insert(o runOpts) *live {
 	f.t.Helper()
+	n := f.newRun(o)
+	if err := f.s.InsertRun(f.ctx, n); err != nil {
+		f.t.Fatalf("InsertRun %s: %v", n.Run.ID, err)
+	}
+	return &live{ID: n.Run.ID, Lease: n.Lease, Seq: int64(len(n.Events))}
+}
+
+// newRun is the run insert stores, with the defaults of runOpts filled in.
+func (f *fixture) newRun(o runOpts) runs.NewRun {
 	if o.N == 0 {
 		f.n++
 		o.N = f.n
@@ -104,11 +113,7 @@ func (f *fixture) insert(o runOpts) *live {
 		Status: runs.StatusRunning, CreatedAt: o.CreatedAt, UpdatedAt: o.CreatedAt,
 		LastSeq: int64(len(o.Events)), LeaseOwner: &o.Lease,
 	}
-	err := f.s.InsertRun(f.ctx, runs.NewRun{Run: r, Snapshot: o.Snapshot, Lease: o.Lease, TTL: o.TTL, Events: o.Events})
-	if err != nil {
-		f.t.Fatalf("InsertRun %s: %v", r.ID, err)
-	}
-	return &live{ID: r.ID, Lease: o.Lease, Seq: int64(len(o.Events))}
+	return runs.NewRun{Run: r, Snapshot: o.Snapshot, Lease: o.Lease, TTL: o.TTL, Events: o.Events}
 }
 
 // cp is a checkpoint by the holder of r.
@@ -367,6 +372,12 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 // every other ErrStale. who names the racers in the failures ("decider").
 func oneWinner(t *testing.T, who string, errs []error) int {
 	t.Helper()
+	return oneWinnerOf(t, who, errs, runs.ErrStale)
+}
+
+// oneWinnerOf is oneWinner whose losers fail with lost.
+func oneWinnerOf(t *testing.T, who string, errs []error, lost error) int {
+	t.Helper()
 	winner := -1
 	for i, err := range errs {
 		switch {
@@ -374,8 +385,8 @@ func oneWinner(t *testing.T, who string, errs []error) int {
 			t.Fatalf("%ss %d and %d both won", who, winner, i)
 		case err == nil:
 			winner = i
-		case !errors.Is(err, runs.ErrStale):
-			t.Errorf("%s %d: %v, want ErrStale", who, i, err)
+		case !errors.Is(err, lost):
+			t.Errorf("%s %d: %v, want %v", who, i, err, lost)
 		}
 	}
 	if winner < 0 {

@@ -25,7 +25,7 @@ type pagedRun struct {
 func inHours(n int) time.Time { return t0.Add(time.Duration(n) * time.Hour) }
 
 // pagingSet stores 60 suspended top-level runs whose creation times come in threes (equal
-// times, ids in another order) seven hours apart, over six days, over two agents, three threads and two resources, plus a
+// times, ids in another order) seven hours apart, over six days, over two agents and two resources with three threads each, plus a
 // sub-agent's suspended inner run and runs that are not suspended; it returns the suspended
 // runs.
 func (f *fixture) pagingSet() []pagedRun {
@@ -35,6 +35,9 @@ func (f *fixture) pagingSet() []pagedRun {
 		r := pagedRun{
 			id: id(1 + k*37%97), agent: []string{"a", "b"}[k%2], thread: fmt.Sprintf("t%d", k%3),
 			resource: fmt.Sprintf("r%d", k%4/2), created: ms(inHours(k / 3 * 7)),
+		}
+		if r.resource != "r0" {
+			r.thread += "-" + r.resource // a thread belongs to one resource
 		}
 		f.suspended(runOpts{N: 1 + k*37%97, AgentID: r.agent, ThreadID: ptr(r.thread), ResourceID: ptr(r.resource), CreatedAt: r.created})
 		out = append(out, r)

@@ -245,24 +245,15 @@ func testThreadHistory(t *testing.T, open Opener) {
 		wantMessages(t, "unknown thread", f.history(ptr("user-1"), "thread-3"), nil)
 	})
 
-	// A thread id is scoped to its resource: another resource's run giving the same thread id
-	// neither reads nor joins its memory, and neither does a run without a resource.
-	each(t, open, "ThreadsOfOneIDInOtherResourcesAreOthers", func(t *testing.T, f *fixture) {
+	// A thread belongs to one resource (ThreadOwner): the history of another resource, or of
+	// none, in that thread is empty.
+	each(t, open, "OtherResourcesReadNothingOfAThread", func(t *testing.T, f *fixture) {
 		f.finishInThread("thread-1", ptr("user-1"), 10)
-		f.finishInThread("thread-1", ptr("user-2"), 20)
-		f.finishInThread("thread-1", nil, 30)
-		for _, c := range []struct {
-			resource *string
-			want     string
-		}{{ptr("user-1"), "question 10"}, {ptr("user-2"), "question 20"}, {nil, "question 30"}, {ptr("user-3"), ""}} {
-			got := f.history(c.resource, "thread-1")
-			if c.want == "" {
-				wantMessages(t, "thread-1 of user-3", got, nil)
-				continue
-			}
-			if len(got) != 2 || got[0].Content != c.want {
-				t.Errorf("thread-1 of %s: %+v, want only %q and its answer", show(c.resource), got, c.want)
-			}
+		for _, other := range []*string{ptr("user-2"), nil, ptr("user-1 ")} {
+			wantMessages(t, "thread-1 of "+show(other), f.history(other, "thread-1"), nil)
+		}
+		if got := f.history(ptr("user-1"), "thread-1"); len(got) != 2 || got[0].Content != "question 10" {
+			t.Errorf("thread-1 of user-1: %+v, want question 10 and its answer", got)
 		}
 	})
 

@@ -21,20 +21,47 @@ func (f *fixture) finishInThread(thread string, resource *string, n int) *live {
 }
 
 func testThread(t *testing.T, open Opener) {
-	each(t, open, "OnlyTheMessagesOfTheResourcesGiven", func(t *testing.T, f *fixture) {
+	// A thread is seen only by those who see its owner, and a thread of no resource only by
+	// unscoped readers.
+	each(t, open, "OnlyInAScopeOfItsOwner", func(t *testing.T, f *fixture) {
 		f.finishInThread("thread-1", ptr("user-1"), 10)
-		f.finishInThread("thread-1", ptr("user-2"), 20)
-		th, err := f.s.Thread(f.ctx, "thread-1", []string{"user-2"}, 0)
-		if err != nil {
-			t.Fatal(err)
+		f.finishInThread("thread-1", ptr("user-1"), 20)
+		f.finishInThread("thread-2", nil, 30)
+		for _, scope := range [][]string{nil, {"user-1"}, {"user-2", "user-1"}} {
+			th, err := f.s.Thread(f.ctx, "thread-1", scope, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if th == nil || th.MessageCount != 4 || th.Messages[0].Content != "question 10" || !sameStr(th.ResourceID, ptr("user-1")) {
+				t.Fatalf("thread-1 in scope %q: %+v", scope, th)
+			}
 		}
-		if th == nil || th.MessageCount != 2 || th.Messages[0].Content != "question 20" || th.ResourceID == nil || *th.ResourceID != "user-2" {
-			t.Fatalf("thread-1 in user-2's scope: %+v", th)
-		}
-		for _, scope := range [][]string{{"user-3"}, {}, {"user-2 "}} {
+		for _, scope := range [][]string{{"user-2"}, {}, {"user-1 "}, {"USER-1"}} {
 			if th, err := f.s.Thread(f.ctx, "thread-1", scope, 0); err != nil || th != nil {
 				t.Errorf("thread-1 in scope %q: %+v, %v; want nil", scope, th, err)
 			}
+		}
+		if th, err := f.s.Thread(f.ctx, "thread-2", nil, 0); err != nil || th == nil || th.ResourceID != nil || th.MessageCount != 2 {
+			t.Errorf("thread-2, unscoped: %+v, %v; want it, of no resource", th, err)
+		}
+		if th, err := f.s.Thread(f.ctx, "thread-2", []string{"user-1"}, 0); err != nil || th != nil {
+			t.Errorf("thread-2 (no resource) in scope user-1: %+v, %v; want nil", th, err)
+		}
+	})
+
+	// A thread whose first run has not finished is a thread already: it has its owner, and no
+	// messages yet.
+	each(t, open, "ClaimedThreadWithoutMessages", func(t *testing.T, f *fixture) {
+		f.insert(runOpts{ThreadID: ptr("thread-1"), ResourceID: ptr("user-1")})
+		th, err := f.s.Thread(f.ctx, "thread-1", []string{"user-1"}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if th == nil || th.ID != "thread-1" || !sameStr(th.ResourceID, ptr("user-1")) || th.MessageCount != 0 || th.Messages == nil || len(th.Messages) != 0 {
+			t.Fatalf("thread-1 before its first run finished: %+v; want user-1's, with no messages", th)
+		}
+		if th, err := f.s.Thread(f.ctx, "thread-1", []string{"user-2"}, 0); err != nil || th != nil {
+			t.Errorf("thread-1 in scope user-2: %+v, %v; want nil", th, err)
 		}
 	})
 
