@@ -115,6 +115,22 @@ type Thread struct {
 // TableName keeps the table name independent of GORM's pluralisation rules.
 func (Thread) TableName() string { return "threads" }
 
+// IdempotencyKey is one row of idempotency_keys: the run a request with an idempotency key
+// created, so that the same request again (a client's retry after a timeout, on any instance)
+// gets that run instead of a second one. KeyHash is the SHA-256 of who sent the key and the key
+// (hex), so that neither a long subject nor a collation that folds case can make two keys one;
+// RequestHash tells the same request from another one reusing the key. The row is inserted in
+// the run's transaction and removed with the run by retention.
+type IdempotencyKey struct {
+	KeyHash     string    `gorm:"column:key_hash;primaryKey"`
+	RunID       string    `gorm:"column:run_id"`
+	RequestHash string    `gorm:"column:request_hash"`
+	CreatedAt   time.Time `gorm:"column:created_at;autoCreateTime:false"`
+}
+
+// TableName keeps the table name independent of GORM's pluralisation rules.
+func (IdempotencyKey) TableName() string { return "idempotency_keys" }
+
 // RunChange is one row of run_changes: a run entering (SUSPENDED) or leaving (LEFT) the set of
 // suspended runs, written in the transaction that made the change, so that every instance can
 // tell its suspendedRunsChanged subscribers. Rows are short-lived; retention removes them.
@@ -131,5 +147,5 @@ func (RunChange) TableName() string { return "run_changes" }
 
 // All lists every model, for the test that compares the migrated schema with the models.
 func All() []any {
-	return []any{&Run{}, &ToolCall{}, &Event{}, &Message{}, &Thread{}, &RunChange{}, &Notification{}, &SuspendedCount{}}
+	return []any{&Run{}, &ToolCall{}, &Event{}, &Message{}, &Thread{}, &IdempotencyKey{}, &RunChange{}, &Notification{}, &SuspendedCount{}}
 }

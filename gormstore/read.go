@@ -263,6 +263,9 @@ func (s *Store) PurgeFinished(ctx context.Context, cutoff time.Time, limit int) 
 		if err := tx.Where("run_id IN ?", ids).Delete(&ToolCall{}).Error; err != nil {
 			return err
 		}
+		if err := tx.Where("run_id IN ?", ids).Delete(&IdempotencyKey{}).Error; err != nil {
+			return err
+		}
 		res := tx.Where("id IN ? AND status IN ?", ids, finished).Delete(&Run{})
 		deleted = res.RowsAffected
 		return res.Error

@@ -17,19 +17,72 @@ import (
 // write shares (groupcommit.go): the others commit together, and only the refused run gets
 // ErrThreadOwned. Failing the group instead would make every other write of it again alone,
 // which a client could set off at will by naming other resources' threads.
+//
+// An idempotency key is claimed first, the same way: a key claimed before refuses the run
+// (*runs.DuplicateRequest) without failing the group; a key claimed now by a run whose thread is
+// then refused is given back in the same transaction.
 func (s *Store) InsertRun(ctx context.Context, n runs.NewRun) error {
-	var refused bool // set by the last attempt (a group's write may be made again alone)
+	var refusal error // set by the last attempt (a group's write may be made again alone)
 	err := s.group.do(ctx, "insert run", func(tx *gorm.DB, rows *groupRows) error {
+		refusal = nil
+		if n.Idempotency != nil {
+			dup, err := s.claimKey(tx, n.Run, *n.Idempotency)
+			if err != nil || dup != nil {
+				refusal = dupOrNil(dup)
+				return err
+			}
+		}
 		claimed, err := s.claimThread(tx, n.Run)
-		if refused = err == nil && !claimed; err != nil || refused {
+		if err != nil {
 			return err
+		}
+		if !claimed {
+			refusal = runs.ErrThreadOwned
+			if n.Idempotency != nil {
+				return tx.Where("key_hash = ? AND run_id = ?", n.Idempotency.KeyHash, n.Run.ID).Delete(&IdempotencyKey{}).Error
+			}
+			return nil
 		}
 		return s.addRun(rows, n)
 	})
-	if err == nil && refused {
-		return runs.ErrThreadOwned
+	if err == nil && refusal != nil {
+		return refusal
 	}
 	return err
+}
+
+// dupOrNil keeps a nil *DuplicateRequest from becoming a non-nil error.
+func dupOrNil(d *runs.DuplicateRequest) error {
+	if d == nil {
+		return nil
+	}
+	return d
+}
+
+// claimKey is the compare-and-set of an idempotency key, in the transaction that inserts run r:
+// the key's row is inserted naming r when there is none, then read under a lock. It returns the
+// run that claimed it before, or nil when r did. Racing claims queue on the row's key as a
+// thread's do (claimThread).
+func (s *Store) claimKey(tx *gorm.DB, r runs.Run, k runs.Idempotency) (*runs.DuplicateRequest, error) {
+	row := IdempotencyKey{KeyHash: k.KeyHash, RunID: r.ID, RequestHash: k.RequestHash, CreatedAt: ms(r.CreatedAt)}
+	if err := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&row).Error; err != nil {
+		return nil, fmt.Errorf("claim idempotency key: %w", err)
+	}
+	q := tx.Model(&IdempotencyKey{}).Where("key_hash = ?", k.KeyHash)
+	if s.mysql {
+		q = q.Clauses(clause.Locking{Strength: "UPDATE"})
+	}
+	var got []IdempotencyKey
+	if err := q.Limit(1).Find(&got).Error; err != nil {
+		return nil, fmt.Errorf("read idempotency key: %w", err)
+	}
+	if len(got) == 0 {
+		return nil, fmt.Errorf("claim idempotency key: no row after inserting it")
+	}
+	if got[0].RunID == r.ID {
+		return nil, nil
+	}
+	return &runs.DuplicateRequest{RunID: got[0].RunID, SameRequest: got[0].RequestHash == k.RequestHash}, nil
 }
 
 // claimThread is the compare-and-set of a thread's owner, in the transaction that inserts run r;

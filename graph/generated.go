@@ -1254,6 +1254,14 @@ input StartRunInput {
   resourceId: ID
   "When true, every tool call of this run waits for approval, whatever the tool says."
   requireToolApproval: Boolean
+  """
+  Addition: makes the request safe to retry. The same key from the same principal, with the same
+  agentId, prompt, threadId, resourceId and requireToolApproval, returns the run the first request
+  started instead of starting another, on any server instance, for as long as that run is kept
+  (--retention, 7 days by default). The key with a different request is BAD_USER_INPUT. 1 to 255
+  characters; a UUID per request is a good key.
+  """
+  idempotencyKey: String
 }
 
 type Subscription {
@@ -6064,7 +6072,7 @@ func (ec *executionContext) unmarshalInputStartRunInput(ctx context.Context, obj
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"agentId", "prompt", "threadId", "resourceId", "requireToolApproval"}
+	fieldsInOrder := [...]string{"agentId", "prompt", "threadId", "resourceId", "requireToolApproval", "idempotencyKey"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -6106,6 +6114,13 @@ func (ec *executionContext) unmarshalInputStartRunInput(ctx context.Context, obj
 				return it, err
 			}
 			it.RequireToolApproval = data
+		case "idempotencyKey":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idempotencyKey"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IdempotencyKey = data
 		}
 	}
 	return it, nil

@@ -19,6 +19,7 @@ func (r *mutationResolver) StartRun(ctx context.Context, input model.StartRunInp
 	run, err := r.Runs.StartRun(ctx, runs.StartParams{
 		AgentID: input.AgentID, Prompt: input.Prompt, ThreadID: input.ThreadID, ResourceID: input.ResourceID,
 		RequireToolApproval: input.RequireToolApproval != nil && *input.RequireToolApproval,
+		IdempotencyKey:      input.IdempotencyKey,
 	})
 	if err != nil {
 		return nil, err

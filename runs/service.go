@@ -339,6 +339,11 @@ type StartParams struct {
 	ThreadID            *string
 	ResourceID          *string
 	RequireToolApproval bool
+	// IdempotencyKey, when given, makes the request safe to repeat: the same key from the same
+	// principal with the same request returns the run the first one made, across instances,
+	// for as long as that run is kept (retention); the key with another request is
+	// BAD_USER_INPUT.
+	IdempotencyKey *string
 }
 
 // maxIDLength is the longest threadId and resourceId a run may have (their columns hold 191
@@ -349,8 +354,8 @@ const maxIDLength = 191
 // starts executing it in the background. It returns the run as stored. A run with a threadId
 // claims the thread for its resource when it is the thread's first (see Thread).
 // Errors: NOT_FOUND for an unknown agent; BAD_USER_INPUT for an empty prompt, a threadId or
-// resourceId longer than 191 characters, or a threadId that belongs to another resource
-// (threadOwned; nothing is stored).
+// resourceId longer than 191 characters, a threadId that belongs to another resource
+// (threadOwned; nothing is stored), or an idempotencyKey used before for another request.
 func (s *Service) StartRun(ctx context.Context, p StartParams) (*Run, error) {
 	if err := require(ctx, RoleOperator, "starting a run"); err != nil {
 		return nil, err
@@ -370,6 +375,14 @@ func (s *Service) StartRun(ctx context.Context, p StartParams) (*Run, error) {
 		if v != nil && utf8.RuneCountInString(*v) > maxIDLength {
 			return nil, Errorf(CodeBadUserInput, "%s is %d characters long; at most %d are allowed", name, utf8.RuneCountInString(*v), maxIDLength)
 		}
+	}
+	key, err := idempotency(ctx, p.IdempotencyKey, struct {
+		Agent, Prompt    string
+		Thread, Resource *string
+		RequireApproval  bool
+	}{a.ID, p.Prompt, p.ThreadID, p.ResourceID, p.RequireToolApproval})
+	if err != nil {
+		return nil, err
 	}
 	var history []llm.Message
 	limit := s.cfg.HistoryMessages
@@ -402,8 +415,12 @@ func (s *Service) StartRun(ctx context.Context, p StartParams) (*Run, error) {
 	}
 	err = s.store.InsertRun(ctx, NewRun{
 		Run: r, Snapshot: encoded, Lease: lease, TTL: s.cfg.LeaseTTL,
-		Events: []events.Event{{Type: events.RunStarted, Status: string(StatusRunning)}},
+		Events:      []events.Event{{Type: events.RunStarted, Status: string(StatusRunning)}},
+		Idempotency: key,
 	})
+	if again, ok, rerr := s.repeated(ctx, deref(p.IdempotencyKey), err); ok {
+		return again, rerr
+	}
 	if errors.Is(err, ErrThreadOwned) {
 		return nil, threadOwned(*p.ThreadID)
 	}

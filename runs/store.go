@@ -3,6 +3,7 @@ package runs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"interlock/events"
@@ -27,7 +28,9 @@ type Store interface {
 	// claims it in the same transaction: the thread's first run records its resource (nil
 	// too) as the thread's owner, and a run whose resource is not the owner's is
 	// ErrThreadOwned, with nothing stored. Of runs racing to be a new thread's first, exactly
-	// one claims it.
+	// one claims it. A run with an idempotency key claims the key the same way: a key claimed
+	// before (by a run stored, or racing and then committed) is a *DuplicateRequest naming
+	// that run, with nothing stored; of runs racing with one key, exactly one is stored.
 	InsertRun(ctx context.Context, r NewRun) error
 	// GetRun returns the run with its pending calls, its decisions and its snapshot, or nil
 	// when there is none.
@@ -137,6 +140,27 @@ type NewRun struct {
 	Lease    string
 	TTL      time.Duration
 	Events   []events.Event
+	// Idempotency, when not nil, is claimed in the run's transaction: a key already claimed is
+	// ErrDuplicateRequest (*DuplicateRequest), with nothing stored.
+	Idempotency *Idempotency
+}
+
+// Idempotency is a request's idempotency key as stored: KeyHash names who sent which key,
+// RequestHash what was asked (both hex SHA-256).
+type Idempotency struct {
+	KeyHash     string
+	RequestHash string
+}
+
+// DuplicateRequest is the answer of InsertRun to an idempotency key claimed before: the run it
+// made, and whether that request was the same as this one.
+type DuplicateRequest struct {
+	RunID       string
+	SameRequest bool
+}
+
+func (e *DuplicateRequest) Error() string {
+	return fmt.Sprintf("the idempotency key was used before, by run %s", e.RunID)
 }
 
 // Checkpoint is a write by the lease holder of a running run: the events after seq After, all

@@ -67,6 +67,7 @@ type runOpts struct {
 	TTL                 time.Duration // default an hour
 	Snapshot            string
 	Events              []events.Event // default one RUN_STARTED
+	Idempotency         *runs.Idempotency
 }
 
 // insert stores a new running run.
@@ -113,7 +114,7 @@ func (f *fixture) newRun(o runOpts) runs.NewRun {
 		Status: runs.StatusRunning, CreatedAt: o.CreatedAt, UpdatedAt: o.CreatedAt,
 		LastSeq: int64(len(o.Events)), LeaseOwner: &o.Lease,
 	}
-	return runs.NewRun{Run: r, Snapshot: o.Snapshot, Lease: o.Lease, TTL: o.TTL, Events: o.Events}
+	return runs.NewRun{Run: r, Snapshot: o.Snapshot, Lease: o.Lease, TTL: o.TTL, Events: o.Events, Idempotency: o.Idempotency}
 }
 
 // cp is a checkpoint by the holder of r.

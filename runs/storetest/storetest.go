@@ -24,6 +24,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("Thread", func(t *testing.T) { testThread(t, open) })
 	t.Run("Threads", func(t *testing.T) { testThreads(t, open) })
 	t.Run("ThreadOwner", func(t *testing.T) { testThreadOwner(t, open) })
+	t.Run("IdempotencyKey", func(t *testing.T) { testIdempotencyKey(t, open) })
 	t.Run("Checkpoint", func(t *testing.T) { testCheckpoint(t, open) })
 	t.Run("ConcurrentWrites", func(t *testing.T) { testConcurrentWrites(t, open) })
 	t.Run("Suspend", func(t *testing.T) { testSuspend(t, open) })
