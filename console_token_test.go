@@ -176,7 +176,9 @@ func TestConsoleRequestWaitsForANewToken(t *testing.T) {
 	if ds := s.decisionsAs(t, tokenOf("root"), run.RunID); len(ds) != 1 || ds[0]["kind"] != "DECLINED" || ds[0]["decidedBy"] != "alice" {
 		t.Fatalf("decisions %v, want one DECLINED by alice", ds)
 	}
-	var out struct{ Run struct{ Decisions []struct{ Reason string } } }
+	var out struct {
+		Run struct{ Decisions []struct{ Reason string } }
+	}
 	s.mustAs(t, tokenOf("root"), `query($id: ID!) { run(runId: $id) { decisions { reason } } }`, map[string]any{"id": run.RunID}, &out)
 	if got := out.Run.Decisions[0].Reason; got != "no receipt" {
 		t.Fatalf("the decline was sent with reason %q, want the one typed", got)
