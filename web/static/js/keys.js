@@ -177,7 +177,7 @@ export function openShortcuts() {
 // --- key handling -----------------------------------------------------------------------------
 
 document.addEventListener("keydown", (ev) => {
-  if (dialog?.open) return; // the dialog handles its own keys
+  if (dialog?.open || document.querySelector("dialog[open]")) return; // a dialog handles its own keys
   if (ev.defaultPrevented || ev.ctrlKey || ev.metaKey || ev.altKey || ev.isComposing) return;
   const t = ev.target;
   // Enter in a decline reason declines (the field is in no form, so Enter would do nothing).
