@@ -89,6 +89,9 @@ func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) 
 	if run == nil || !visible(ctx, run.ResourceID) {
 		return nil, notFound(p.RunID)
 	}
+	if repeatedDecision(run, p.ToolCallID, d, by) != nil {
+		return asDecided(run), nil // a retry of a decision already stored (repeat.go)
+	}
 	if run.Status != StatusSuspended {
 		if p.ToolCallID != nil && *p.ToolCallID != "" {
 			if err := alreadyDecided(run, *p.ToolCallID); err != nil {
@@ -161,6 +164,16 @@ func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) 
 				return nil, err
 			}
 			if again, gerr := s.store.GetRun(ctx, run.ID); gerr == nil && again != nil {
+				if repeatedDecision(again, &call.ToolCallID, d, by) != nil {
+					// The same decision by the same principal won the race (a client that
+					// sent it twice at once): this one is answered as that one.
+					if target == run {
+						return asDecided(again), nil
+					}
+					if top, terr := s.store.GetRun(ctx, target.ID); terr == nil && top != nil {
+						return asDecided(top), nil
+					}
+				}
 				if err := alreadyDecided(again, call.ToolCallID); err != nil {
 					return nil, err // who won, and when
 				}

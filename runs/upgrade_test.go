@@ -63,7 +63,7 @@ func TestRunsSuspendedBeforeServerIDsStayDecidable(t *testing.T) {
 		if _, err := f.svc.Approve(ctx, runs.DecideParams{RunID: two.ID, ToolCallID: ptr("call_2")}); err != nil {
 			t.Fatalf("approve call_2 of an upgraded run: %v", err)
 		}
-		_, err := f.svc.Approve(ctx, runs.DecideParams{RunID: two.ID, ToolCallID: ptr("call_2")})
+		_, err := f.svc.Approve(as("bob", nil, runs.RoleAdmin), runs.DecideParams{RunID: two.ID, ToolCallID: ptr("call_2")})
 		wantCode(t, err, runs.CodeConflict)
 		if _, err := f.svc.Decline(ctx, runs.DecideParams{RunID: two.ID, ToolCallID: ptr("call_1")}, "no"); err != nil {
 			t.Fatalf("decline call_1 of an upgraded run: %v", err)

@@ -1,0 +1,69 @@
+package runs
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+
+	"interlock/agent"
+)
+
+// The same decision again. A client whose approval timed out, or was answered with an error
+// after it was committed, retries it; answering the retry CONFLICT ("already approved by you")
+// would tell it that its decision failed. So a decision that repeats one already stored — the
+// same call, kind, edited arguments, reason and resume data, by the same principal — is
+// answered with the run as it is now, as if it had been taken now, and changes nothing.
+// Anything that differs (another principal, another reason, other arguments) is a different
+// decision, and gets the CONFLICT naming who decided and when.
+
+// repeatedDecision returns the stored decision on run that d, taken by by, repeats: on the call
+// callID names, or, without callID, on the call decided last when no call waits (a retry of a
+// decision that named no call, because one call waited). nil when there is none.
+func repeatedDecision(run *Run, callID *string, d agent.Decision, by string) *Decision {
+	var stored *Decision
+	switch {
+	case callID != nil && *callID != "":
+		for i := len(run.Decisions) - 1; i >= 0; i-- {
+			if run.Decisions[i].ToolCallID == *callID {
+				stored = &run.Decisions[i]
+				break
+			}
+		}
+	case len(run.ToolCalls) == 0 && len(run.Decisions) > 0:
+		stored = &run.Decisions[len(run.Decisions)-1]
+	}
+	if stored == nil || stored.Kind != decisionKind[d.Kind] || deref(stored.DecidedBy) != by ||
+		deref(stored.Reason) != d.Reason || !sameJSON(stored.EditedArgs, d.Args) {
+		return nil
+	}
+	if d.Kind == agent.CallResumed && !sameJSON(stored.ResumeData, d.ResumeData) {
+		return nil
+	}
+	return stored
+}
+
+// sameJSON reports whether a and b hold the same JSON value (both absent counts), whatever their
+// spacing or key order: the stored form of a value may not be byte for byte what a client sent.
+func sameJSON(a, b json.RawMessage) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return len(a) == len(b)
+	}
+	if bytes.Equal(a, b) {
+		return true
+	}
+	var va, vb any
+	da, db := json.NewDecoder(bytes.NewReader(a)), json.NewDecoder(bytes.NewReader(b))
+	da.UseNumber()
+	db.UseNumber()
+	if da.Decode(&va) != nil || db.Decode(&vb) != nil {
+		return false
+	}
+	return reflect.DeepEqual(va, vb)
+}
+
+// asDecided is run as a decision on it answers: without its snapshot and lease.
+func asDecided(run *Run) *Run {
+	out := *run
+	out.Snapshot, out.LeaseOwner = nil, nil
+	return &out
+}
