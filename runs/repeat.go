@@ -14,12 +14,17 @@ import (
 // same call, kind, edited arguments, reason and resume data, by the same principal — is
 // answered with the run as it is now, as if it had been taken now, and changes nothing.
 // Anything that differs (another principal, another reason, other arguments) is a different
-// decision, and gets the CONFLICT naming who decided and when.
+// decision, and gets the CONFLICT naming who decided and when. So is any decision by nobody in
+// particular (authentication off: Anonymous is everyone), which cannot be told to be a retry of
+// the same client's rather than a second person's click.
 
 // repeatedDecision returns the stored decision on run that d, taken by by, repeats: on the call
 // callID names, or, without callID, on the call decided last when no call waits (a retry of a
 // decision that named no call, because one call waited). nil when there is none.
 func repeatedDecision(run *Run, callID *string, d agent.Decision, by string) *Decision {
+	if by == "" {
+		return nil
+	}
 	var stored *Decision
 	switch {
 	case callID != nil && *callID != "":

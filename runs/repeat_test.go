@@ -1,6 +1,7 @@
 package runs_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -37,6 +38,9 @@ func TestTheSameDecisionAgainReturnsTheStoredResult(t *testing.T) {
 			t.Errorf("bob's approval: %v, want it to name alice", err)
 		}
 		_, err = f.svc.Decline(alice, runs.DecideParams{RunID: r.ID, ToolCallID: &call}, "no")
+		wantCode(t, err, runs.CodeConflict)
+		// Nobody in particular (authentication off) cannot be told from a second person.
+		_, err = f.svc.Approve(runs.WithPrincipal(context.Background(), runs.Anonymous()), runs.DecideParams{RunID: r.ID, ToolCallID: &call})
 		wantCode(t, err, runs.CodeConflict)
 		done := f.finished(t, r.ID)
 		if done.Status != runs.StatusCompleted || len(done.Decisions) != 1 || f.executed.Load() != 1 {
