@@ -242,10 +242,11 @@ func (s *Store) Changes(ctx context.Context, since time.Time, notInstance string
 }
 
 // PurgeFinished implements runs.Store.
-func (s *Store) PurgeFinished(ctx context.Context, cutoff time.Time, limit int) (int, error) {
+func (s *Store) PurgeFinished(ctx context.Context, cutoff, keysBefore time.Time, limit int) (int, error) {
 	finished := []runs.Status{runs.StatusCompleted, runs.StatusFailed}
 	var ids []string
 	err := s.db.WithContext(ctx).Model(&Run{}).Where("status IN ? AND updated_at < ?", finished, ms(cutoff)).
+		Where("NOT EXISTS (SELECT 1 FROM idempotency_keys k WHERE k.run_id = agent_runs.id AND k.created_at >= ?)", ms(keysBefore)).
 		Limit(limit).Pluck("id", &ids).Error
 	if err != nil {
 		return 0, fmt.Errorf("find finished runs: %w", err)

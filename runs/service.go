@@ -341,8 +341,8 @@ type StartParams struct {
 	RequireToolApproval bool
 	// IdempotencyKey, when given, makes the request safe to repeat: the same key from the same
 	// principal with the same request returns the run the first one made, across instances,
-	// for as long as that run is kept (retention); the key with another request is
-	// BAD_USER_INPUT.
+	// for IdempotencyWindow at least (retention keeps the run that long); the key with another
+	// request is BAD_USER_INPUT.
 	IdempotencyKey *string
 }
 

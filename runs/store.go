@@ -110,9 +110,10 @@ type Store interface {
 	// Changes returns the suspended-set changes recorded at or after since by instances other
 	// than notInstance, in id order.
 	Changes(ctx context.Context, since time.Time, notInstance string) ([]ChangeRecord, error)
-	// PurgeFinished deletes up to limit runs that finished before cutoff, with their events
-	// and tool-call rows, and returns how many it deleted.
-	PurgeFinished(ctx context.Context, cutoff time.Time, limit int) (int, error)
+	// PurgeFinished deletes up to limit runs that finished before cutoff, with their events,
+	// tool-call rows and idempotency keys, and returns how many it deleted. A run whose
+	// idempotency key was claimed at or after keysBefore is kept: a retry must find it.
+	PurgeFinished(ctx context.Context, cutoff, keysBefore time.Time, limit int) (int, error)
 	// PurgeChanges deletes suspended-set changes recorded before cutoff.
 	PurgeChanges(ctx context.Context, cutoff time.Time) error
 

@@ -155,9 +155,9 @@ type StartRunInput struct {
 	RequireToolApproval *bool `json:"requireToolApproval,omitempty"`
 	// Addition: makes the request safe to retry. The same key from the same principal, with the same
 	// agentId, prompt, threadId, resourceId and requireToolApproval, returns the run the first request
-	// started instead of starting another, on any server instance, for as long as that run is kept
-	// (--retention, 7 days by default). The key with a different request is BAD_USER_INPUT. 1 to 255
-	// characters; a UUID per request is a good key.
+	// started instead of starting another, on any server instance, for 24 hours at least (retention
+	// keeps such a run that long, and as long as --retention says). The key with a different request
+	// is BAD_USER_INPUT. 1 to 255 characters; a UUID per request is a good key.
 	IdempotencyKey *string `json:"idempotencyKey,omitempty"`
 }
 

@@ -89,13 +89,18 @@ func testIdempotencyKey(t *testing.T, open Opener) {
 		}
 	})
 
-	// Retention removes a key with its run: the key is free again.
+	// Retention keeps a run whose key is young, whatever its own cutoff, and removes an old
+	// key with its run: the key is free again.
 	each(t, open, "APurgedRunFreesItsKey", func(t *testing.T, f *fixture) {
 		r := f.insert(runOpts{N: 1, Idempotency: key("k1", "r1")})
 		f.finish(r, at(2))
-		if n, err := f.s.PurgeFinished(f.ctx, ms(at(20)), 100); err != nil || n != 1 {
+		if n, err := f.s.PurgeFinished(f.ctx, ms(at(20)), ms(at(1)), 100); err != nil || n != 0 {
+			t.Fatalf("PurgeFinished with the key younger than keysBefore = %d, %v; want 0", n, err)
+		}
+		f.duplicate("the request again while the key is young", runOpts{N: 30, Idempotency: key("k1", "r1")}, r.ID, true)
+		if n, err := f.s.PurgeFinished(f.ctx, ms(at(20)), ms(at(20)), 100); err != nil || n != 1 {
 			t.Fatalf("PurgeFinished = %d, %v; want 1", n, err)
 		}
-		f.insert(runOpts{N: 30, Idempotency: key("k1", "r1")})
+		f.insert(runOpts{N: 31, Idempotency: key("k1", "r1")})
 	})
 }
