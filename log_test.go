@@ -73,8 +73,9 @@ func TestRequestLogLines(t *testing.T) {
 	s.postAs(t, "wrong-"+token, `query Refused { suspendedRuns { total } }`, nil)
 	s.mustAs(t, token, `mutation Resume($id: ID!, $data: JSON!) { resumeRun(runId: $id, resumeData: $data) { status } }`,
 		map[string]any{"id": r.ID, "data": map[string]any{"answer": resumeSecret}}, nil)
+	// Another answer after the first is late (the same one again would be a retry, answered with the run).
 	if got := s.postAs(t, token, `mutation Resume($id: ID!, $data: JSON!) { resumeRun(runId: $id, resumeData: $data) { status } }`,
-		map[string]any{"id": r.ID, "data": map[string]any{"answer": resumeSecret}}); got.code != "CONFLICT" {
+		map[string]any{"id": r.ID, "data": map[string]any{"answer": resumeSecret + "-again"}}); got.code != "CONFLICT" {
 		t.Fatalf("second resume: %+v", got)
 	}
 	s.sseAs(t, token, `subscription Stream($id: ID!) { runEvents(runId: $id, after: 0) { seq } }`, map[string]any{"id": r.ID})
