@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -78,6 +79,20 @@ func (f *fixture) insert(o runOpts) *live {
 		f.t.Fatalf("InsertRun %s: %v", n.Run.ID, err)
 	}
 	return &live{ID: n.Run.ID, Lease: n.Lease, Seq: int64(len(n.Events))}
+}
+
+// insertAtOnce inserts the runs from as many goroutines released together, and returns each
+// insert's error: the racing first runs of a thread, or retries with one idempotency key.
+func (f *fixture) insertAtOnce(news []runs.NewRun) []error {
+	errs := make([]error, len(news))
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range news {
+		wg.Go(func() { <-start; errs[i] = f.s.InsertRun(f.ctx, news[i]) })
+	}
+	close(start)
+	wg.Wait()
+	return errs
 }
 
 // newRun is the run insert stores, with the defaults of runOpts filled in.

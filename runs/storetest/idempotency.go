@@ -3,7 +3,6 @@ package storetest
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 
 	"interlock/runs"
@@ -56,14 +55,7 @@ func testIdempotencyKey(t *testing.T, open Opener) {
 			for i := range racers {
 				news[i] = f.newRun(runOpts{N: 1 + round*racers + i, Idempotency: key(fmt.Sprint("k", round), "r")})
 			}
-			errs := make([]error, racers)
-			var wg sync.WaitGroup
-			start := make(chan struct{})
-			for i := range racers {
-				wg.Go(func() { <-start; errs[i] = f.s.InsertRun(f.ctx, news[i]) })
-			}
-			close(start)
-			wg.Wait()
+			errs := f.insertAtOnce(news)
 			winner := -1
 			for i, err := range errs {
 				if err == nil {

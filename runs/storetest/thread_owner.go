@@ -3,7 +3,6 @@ package storetest
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 
 	"interlock/runs"
@@ -119,14 +118,7 @@ func testThreadOwner(t *testing.T, open Opener) {
 				}
 				news[i] = f.newRun(o)
 			}
-			errs := make([]error, racers)
-			var wg sync.WaitGroup
-			start := make(chan struct{})
-			for i := range racers {
-				wg.Go(func() { <-start; errs[i] = f.s.InsertRun(f.ctx, news[i]) })
-			}
-			close(start)
-			wg.Wait()
+			errs := f.insertAtOnce(news)
 			winner := oneWinnerOf(t, "first run", errs, runs.ErrThreadOwned)
 			wantStr(t, "owner of "+thread, f.owner(thread), news[winner].Run.ResourceID)
 			for i, n := range news {
@@ -142,18 +134,11 @@ func testThreadOwner(t *testing.T, open Opener) {
 	// Racing first runs of one resource all start: a claim refuses other resources only.
 	each(t, open, "RacingRunsOfTheOwnerAllStart", func(t *testing.T, f *fixture) {
 		const racers = 8
-		errs := make([]error, racers)
 		news := make([]runs.NewRun, racers)
 		for i := range racers {
 			news[i] = f.newRun(runOpts{N: 1 + i, ThreadID: ptr("thread-1"), ResourceID: ptr("user-1")})
 		}
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		for i := range racers {
-			wg.Go(func() { <-start; errs[i] = f.s.InsertRun(f.ctx, news[i]) })
-		}
-		close(start)
-		wg.Wait()
+		errs := f.insertAtOnce(news)
 		for i, err := range errs {
 			if err != nil {
 				t.Errorf("run %d of the owner: %v", i, err)
