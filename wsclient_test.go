@@ -57,7 +57,8 @@ func dialRawWS(t testing.TB, baseURL, protocol string) *wsClient {
 }
 
 // closed reads until the server closes the socket and returns its close status and reason;
-// the test fails if a message other than a keep-alive arrives first, or nothing within 20s.
+// the test fails if a message other than a keep-alive (or graphql-ws's connection_error)
+// arrives first, or nothing within 20s.
 func (c *wsClient) closed() (websocket.StatusCode, string) {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -66,8 +67,8 @@ func (c *wsClient) closed() (websocket.StatusCode, string) {
 		var m wsMessage
 		err := wsjson.Read(ctx, c.conn, &m)
 		if err == nil {
-			if m.Type == "ka" || m.Type == "ping" || m.Type == "pong" {
-				continue
+			if m.Type == "ka" || m.Type == "ping" || m.Type == "pong" || m.Type == "connection_error" {
+				continue // keep-alives, and graphql-ws's announcement of the close
 			}
 			c.t.Fatalf("%s: waiting for the close, got %s %s (id %s)", c.protocol, m.Type, m.Payload, m.ID)
 		}
