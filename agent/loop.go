@@ -48,6 +48,9 @@ type Host interface {
 	Run() RunInfo
 	// TextDelta reports the next piece of assistant text.
 	TextDelta(ctx context.Context, text string) error
+	// ModelCallRetried reports that the model call in progress is made again (its answer was
+	// cut off): the text it reported so far is void.
+	ModelCallRetried(ctx context.Context) error
 	// ToolCalls reports the calls the model asked for in this step.
 	ToolCalls(ctx context.Context, snap *Snapshot, calls []PendingCall) error
 	// ToolStarted is called right before a tool executes (the call is in state executing), so a
@@ -258,7 +261,7 @@ func (a *Agent) callModel(ctx context.Context, snap *Snapshot, host Host) (llm.R
 	if a.Instructions != "" {
 		msgs = append([]llm.Message{{Role: llm.RoleSystem, Content: a.Instructions}}, msgs...)
 	}
-	req := llm.Request{Messages: msgs}
+	req := llm.Request{Messages: msgs, RetryFunc: func() error { return host.ModelCallRetried(ctx) }}
 	for _, t := range a.AllTools() {
 		req.Tools = append(req.Tools, llm.ToolDef{Name: t.Name, Description: t.Description, Parameters: t.InputSchema})
 	}

@@ -67,7 +67,8 @@ type Model struct {
 	Temperature *float64      `yaml:"temperature"`
 	MaxTokens   int           `yaml:"maxTokens"`
 	Timeout     time.Duration `yaml:"timeout"`
-	// MaxRetries is how often a call answered 429 or 5xx is made again (default 3; 0: never).
+	// MaxRetries is how often a call answered 429 or 5xx, or whose answer was cut off, is made
+	// again (default 3; 0: never).
 	MaxRetries *int `yaml:"maxRetries"`
 }
 

@@ -1301,7 +1301,7 @@ type RunEvent {
 enum RunEventType {
   RUN_STARTED
   TEXT_DELTA
-  "Addition: the model call of the current step was cut off (its instance stopped) and is made again: drop the TEXT_DELTA text shown since the step began (since the last STEP_FINISHED, or since the run started or resumed); the repeated call streams it anew."
+  "Addition: the model call of the current step was cut off (its instance stopped, or the model's streamed answer ended before it finished) and is made again: drop the TEXT_DELTA text shown since the step began (since the last STEP_FINISHED, or since the run started or resumed); the repeated call streams it anew."
   MODEL_CALL_RETRIED
   TOOL_CALL
   TOOL_CALL_APPROVAL
