@@ -218,7 +218,7 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (app *App, err er
 	if err = a.authenticate(ctx, file); err != nil {
 		return nil, err
 	}
-	if a.agents, err = loadAgents(ctx, cfg, file); err != nil {
+	if a.agents, err = loadAgents(ctx, cfg, file, log); err != nil {
 		return nil, err
 	}
 	a.tracing.Agents(a.agents.List)
@@ -271,12 +271,12 @@ func (a *App) authenticate(ctx context.Context, file *config.File) error {
 
 // loadAgents builds the agents of the config file, or the demo agents when it has none (a file
 // with only an auth section, say) or there is no file.
-func loadAgents(ctx context.Context, cfg Config, f *config.File) (*config.Agents, error) {
+func loadAgents(ctx context.Context, cfg Config, f *config.File, log *slog.Logger) (*config.Agents, error) {
 	demo := &llm.Demo{Delay: cfg.ModelDelay}
 	if f == nil || len(f.Agents) == 0 {
 		return &config.Agents{List: agent.DemoAgents(demo)}, nil
 	}
-	return config.Build(ctx, f, config.Options{Version: version, DemoModel: demo})
+	return config.Build(ctx, f, config.Options{Version: version, DemoModel: demo, Logger: log})
 }
 
 // maxBodyBytes is the largest request body /graphql reads (1 MiB): far more than any query or

@@ -49,6 +49,9 @@ type Host interface {
 	Run() RunInfo
 	// TextDelta reports the next piece of assistant text.
 	TextDelta(ctx context.Context, text string) error
+	// ModelCallRetried reports that the model call in progress is made again (its answer was
+	// cut off): the text it reported so far is void.
+	ModelCallRetried(ctx context.Context) error
 	// ToolCalls reports the calls the model asked for in this step.
 	ToolCalls(ctx context.Context, snap *Snapshot, calls []PendingCall) error
 	// ToolStarted is called right before a tool executes (the call is in state executing), so a
@@ -195,7 +198,11 @@ func (a *Agent) advance(ctx context.Context, snap *Snapshot, c *PendingCall, hos
 	if err := host.ToolStarted(ctx, snap, *c); err != nil {
 		return false, err
 	}
-	result, payload, errMsg := execute(ctx, tool, c, host.Run(), resumeData)
+	result, payload, errMsg, unknown := execute(ctx, tool, c, host.Run(), resumeData)
+	if unknown != nil {
+		// The call stays executing, as a crash would leave it: the host holds it for a person.
+		return false, unknown
+	}
 	if payload != nil {
 		c.State = CallSuspended
 		c.SuspendPayload = payload
@@ -229,10 +236,10 @@ func (a *Agent) record(ctx context.Context, snap *Snapshot, c *PendingCall, host
 
 // execute runs a tool once. It returns the JSON result, or the suspend payload, or an error text.
 // A panic in the tool is an error result, not a crash of the server.
-func execute(ctx context.Context, tool *Tool, c *PendingCall, run RunInfo, resumeData json.RawMessage) (result, payload json.RawMessage, errMsg string) {
+func execute(ctx context.Context, tool *Tool, c *PendingCall, run RunInfo, resumeData json.RawMessage) (result, payload json.RawMessage, errMsg string, unknown *OutcomeUnknown) {
 	defer func() {
 		if r := recover(); r != nil {
-			result, payload, errMsg = nil, nil, fmt.Sprintf("tool %s panicked: %v", tool.Name, r)
+			result, payload, errMsg, unknown = nil, nil, fmt.Sprintf("tool %s panicked: %v", tool.Name, r), nil
 		}
 	}()
 	// The tool is told the call's server id (what people approved), never the model's, which a
@@ -243,18 +250,21 @@ func execute(ctx context.Context, tool *Tool, c *PendingCall, run RunInfo, resum
 	if errors.As(err, &s) {
 		b, merr := json.Marshal(s.payload)
 		if merr != nil {
-			return nil, nil, "suspend payload is not JSON: " + merr.Error()
+			return nil, nil, "suspend payload is not JSON: " + merr.Error(), nil
 		}
-		return nil, b, ""
+		return nil, b, "", nil
+	}
+	if errors.As(err, &unknown) {
+		return nil, nil, "", unknown
 	}
 	if err != nil {
-		return nil, nil, err.Error()
+		return nil, nil, err.Error(), nil
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
-		return nil, nil, "result is not JSON: " + err.Error()
+		return nil, nil, "result is not JSON: " + err.Error(), nil
 	}
-	return b, nil, ""
+	return b, nil, "", nil
 }
 
 func (a *Agent) callModel(ctx context.Context, snap *Snapshot, host Host) (llm.Response, error) {
@@ -262,7 +272,7 @@ func (a *Agent) callModel(ctx context.Context, snap *Snapshot, host Host) (llm.R
 	if a.Instructions != "" {
 		msgs = append([]llm.Message{{Role: llm.RoleSystem, Content: a.Instructions}}, msgs...)
 	}
-	req := llm.Request{Messages: msgs}
+	req := llm.Request{Messages: msgs, RetryFunc: func() error { return host.ModelCallRetried(ctx) }}
 	for _, t := range a.AllTools() {
 		req.Tools = append(req.Tools, llm.ToolDef{Name: t.Name, Description: t.Description, Parameters: t.InputSchema})
 	}

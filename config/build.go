@@ -3,6 +3,7 @@ package config
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"maps"
 	"os"
 	"slices"
@@ -19,6 +20,9 @@ type Options struct {
 	Version string
 	// DemoModel is the model of agents with provider: demo.
 	DemoModel llm.Model
+	// Logger receives what MCP servers write to stderr, and their deaths and restarts.
+	// Default: slog.Default().
+	Logger *slog.Logger
 }
 
 // Agents is what a config file builds: the agents, and the connections to close at the end.
@@ -48,7 +52,7 @@ func Build(ctx context.Context, f *File, opt Options) (*Agents, error) {
 	for i, sc := range f.MCPServers {
 		at := fmt.Sprintf("mcpServers[%d]", i)
 		cfg := tools.MCPConfig{Name: sc.Name, Command: sc.Command, URL: sc.URL, Timeout: sc.Timeout,
-			Env: expandAll(sc.Env), Headers: expandAll(sc.Headers)}
+			StartTimeout: sc.StartTimeout, Env: expandAll(sc.Env), Headers: expandAll(sc.Headers), Logger: opt.Logger}
 		srv, err := tools.ConnectMCP(ctx, cfg, opt.Version)
 		if err != nil {
 			return fail(at, err.Error())

@@ -67,7 +67,8 @@ type Model struct {
 	Temperature *float64      `yaml:"temperature"`
 	MaxTokens   int           `yaml:"maxTokens"`
 	Timeout     time.Duration `yaml:"timeout"`
-	// MaxRetries is how often a call answered 429 or 5xx is made again (default 3; 0: never).
+	// MaxRetries is how often a call answered 429 or 5xx, or whose answer was cut off, is made
+	// again (default 3; 0: never).
 	MaxRetries *int `yaml:"maxRetries"`
 }
 
@@ -128,7 +129,11 @@ type MCPServer struct {
 	RequireApproval []string `yaml:"requireApproval"`
 	// ApprovalTimeout is the approvalTimeout of the server's tools (see Tool.ApprovalTimeout).
 	ApprovalTimeout time.Duration `yaml:"approvalTimeout"`
-	Timeout         time.Duration `yaml:"timeout"`
+	// Timeout bounds one call to the server. Default 60s.
+	Timeout time.Duration `yaml:"timeout"`
+	// StartTimeout bounds the start of a session with the server (the command started, or the
+	// url reached, and its answer to initialize), at start and at each reconnect. Default 30s.
+	StartTimeout time.Duration `yaml:"startTimeout"`
 	// ApproverRoles are the only roles (besides admin) that may decide its tools' calls.
 	ApproverRoles []string `yaml:"approverRoles"`
 }

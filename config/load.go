@@ -99,6 +99,9 @@ func (f *File) check() []string {
 		if s.Timeout < 0 {
 			p.add(at+".timeout", "must be positive")
 		}
+		if s.StartTimeout < 0 {
+			p.add(at+".startTimeout", "must be positive")
+		}
 		p.approvalTimeout(at+".approvalTimeout", s.ApprovalTimeout)
 		p.approverRoles(at+".approverRoles", s.ApproverRoles)
 		if len(s.Env) > 0 && s.URL != "" {

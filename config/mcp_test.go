@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -21,6 +22,9 @@ import (
 // TestMain lets the test binary be a stdio MCP server with one tool, environ, that answers its
 // environment: what a server's get-env tool would hand the model.
 func TestMain(m *testing.M) {
+	if os.Getenv("INTERLOCK_TEST_MCP_MUTE") == "1" {
+		select {} // a server that never answers initialize
+	}
 	if os.Getenv("INTERLOCK_TEST_MCP_ENV_SERVER") == "1" {
 		s := mcp.NewServer(&mcp.Implementation{Name: "env", Version: "1"}, nil)
 		mcp.AddTool(s, &mcp.Tool{Name: "environ", Description: "The server's environment"},
@@ -176,3 +180,25 @@ func TestBuildMCPHeaders(t *testing.T) {
 
 // emptyCall is a call of a tool that takes no arguments.
 var emptyCall = &agent.Call{ToolCall: llm.ToolCall{Args: json.RawMessage(`{}`)}}
+
+// TestBuildMCPStartTimeout: mcpServers[].startTimeout bounds the start of a server that never
+// answers initialize; the start stops with an error naming the server (it hung for ever).
+func TestBuildMCPStartTimeout(t *testing.T) {
+	yaml := "agents:\n  - id: a\n    model: {provider: demo}\n" +
+		"mcpServers:\n  - name: mute\n    command: [" + os.Args[0] + "]\n    startTimeout: 300ms\n" +
+		"    env:\n      INTERLOCK_TEST_MCP_MUTE: \"1\"\n"
+	done := make(chan error, 1)
+	go func() {
+		_, err := build(t, yaml)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		want := "test.yaml: mcpServers[0]: MCP server mute did not answer initialize within 300ms (mcpServers[].startTimeout)"
+		if err == nil || err.Error() != want {
+			t.Fatalf("error %v\nwant %s", err, want)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the start still waits for a server that never answers")
+	}
+}

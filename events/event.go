@@ -20,8 +20,9 @@ const (
 	ToolCallRequested Type = "TOOL_CALL"
 	ToolCallApproval  Type = "TOOL_CALL_APPROVAL"
 	ToolCallSuspended Type = "TOOL_CALL_SUSPENDED"
-	// ToolCallInterrupted: the instance executing the call died; its outcome is unknown, so it
-	// waits for a new approval (Reason says why).
+	// ToolCallInterrupted: the instance executing the call died, or the tool said its request
+	// may have reached its server without an answer (agent.OutcomeUnknown); its outcome is
+	// unknown, so it waits for a new approval (Reason says why).
 	ToolCallInterrupted Type = "TOOL_CALL_INTERRUPTED"
 	RunSuspended        Type = "RUN_SUSPENDED"
 	ToolCallApproved    Type = "TOOL_CALL_APPROVED"

@@ -1171,7 +1171,7 @@ type AgentRunToolCall {
   requiresApproval: Boolean!
   "The tool-defined suspend payload, when the tool called suspend()."
   suspendPayload: JSON
-  "Addition: true when the call was executing while its server instance died, so its outcome is unknown; it waits for approval again."
+  "Addition: true when the call was executing while its server instance died, or its request reached a tool server that stopped or lost the connection before answering (an MCP server), so its outcome is unknown; it waits for approval again."
   interrupted: Boolean!
   """
   Addition: when this waiting call expires without a decision — its tool's approvalTimeout after
@@ -1316,12 +1316,12 @@ type RunEvent {
 enum RunEventType {
   RUN_STARTED
   TEXT_DELTA
-  "Addition: the model call of the current step was cut off (its instance stopped) and is made again: drop the TEXT_DELTA text shown since the step began (since the last STEP_FINISHED, or since the run started or resumed); the repeated call streams it anew."
+  "Addition: the model call of the current step was cut off (its instance stopped, or the model's streamed answer ended before it finished) and is made again: drop the TEXT_DELTA text shown since the step began (since the last STEP_FINISHED, or since the run started or resumed); the repeated call streams it anew."
   MODEL_CALL_RETRIED
   TOOL_CALL
   TOOL_CALL_APPROVAL
   TOOL_CALL_SUSPENDED
-  "Addition: the server instance executing this tool call died, so its outcome is unknown; reason says so. The call waits for approval again (interrupted: true)."
+  "Addition: the server instance executing this tool call died, or the tool's own server stopped or lost the connection after the call was sent to it (an MCP server), so its outcome is unknown; reason says so. The call waits for approval again (interrupted: true)."
   TOOL_CALL_INTERRUPTED
   RUN_SUSPENDED
   TOOL_CALL_APPROVED

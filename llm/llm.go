@@ -47,6 +47,10 @@ type ToolDef struct {
 type Request struct {
 	Messages []Message
 	Tools    []ToolDef
+	// RetryFunc, when set, is called before a call whose answer was cut off is made again: the
+	// text already given to onText is void, the next attempt streams its own. An error from it
+	// ends the call with that error.
+	RetryFunc func() error
 }
 
 // Response is what the model produced for a request: its whole text (already streamed through

@@ -1,10 +1,13 @@
 package llm
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -28,8 +31,9 @@ type OpenAIConfig struct {
 	MaxTokens   int
 	// Timeout bounds one model call, streaming included. Default 2 minutes.
 	Timeout time.Duration
-	// MaxRetries is how often a call answered 429 or 5xx (or not answered) is made again, with
-	// backoff that honours Retry-After. Default 3; negative means none.
+	// MaxRetries is how often a call answered 429 or 5xx (or not answered, or whose answer was
+	// cut off) is made again, with backoff that honours Retry-After. Default 3; negative means
+	// none.
 	MaxRetries int
 	// HTTPClient replaces the default client (tests, proxies).
 	HTTPClient *http.Client
@@ -38,8 +42,9 @@ type OpenAIConfig struct {
 // OpenAI is a Model over the chat-completions API, streamed, with tool calls, through the
 // official SDK (which also does the retries).
 type OpenAI struct {
-	cfg    OpenAIConfig
-	client openai.Client
+	cfg     OpenAIConfig
+	retries int // MaxRetries with its default
+	client  openai.Client
 }
 
 var _ Model = (*OpenAI)(nil)
@@ -64,7 +69,7 @@ func NewOpenAI(cfg OpenAIConfig) (*OpenAI, error) {
 	if cfg.HTTPClient != nil {
 		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
 	}
-	return &OpenAI{cfg: cfg, client: openai.NewClient(opts...)}, nil
+	return &OpenAI{cfg: cfg, retries: retries, client: openai.NewClient(opts...)}, nil
 }
 
 // Name is "openai/<model>".
@@ -72,6 +77,11 @@ func (m *OpenAI) Name() string { return "openai/" + m.cfg.Model }
 
 // Stream makes one streamed chat completion. Text goes to onText as it arrives; tool calls,
 // whose arguments arrive in pieces over many chunks, are returned assembled, in order.
+//
+// An answer whose stream ends before the model finished it (no finish_reason and no [DONE], or
+// the connection cut) is not an answer: the call is made again, sharing MaxRetries with the
+// SDK's own retries, after req.RetryFunc says that the text streamed so far is void. When no
+// retry is left, the error wraps ErrCutOff.
 func (m *OpenAI) Stream(ctx context.Context, req Request, onText func(string) error) (Response, error) {
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.Timeout)
 	defer cancel()
@@ -79,32 +89,108 @@ func (m *OpenAI) Stream(ctx context.Context, req Request, onText func(string) er
 	if err != nil {
 		return Response{}, err
 	}
-	stream := m.client.Chat.Completions.NewStreaming(ctx, params)
-	defer stream.Close()
-	var acc openai.ChatCompletionAccumulator
-	for stream.Next() {
-		chunk := stream.Current()
-		acc.AddChunk(chunk)
-		for _, c := range chunk.Choices {
-			if c.Index == 0 && c.Delta.Content != "" {
-				if err := onText(c.Delta.Content); err != nil {
-					return Response{}, err
-				}
+	made := 0 // HTTP requests made, retries included
+	for attempt := 0; ; attempt++ {
+		resp, err := m.attempt(ctx, params, onText, &made)
+		if !errors.Is(err, ErrCutOff) || made > m.retries {
+			return resp, err
+		}
+		select {
+		case <-time.After(retryDelay(attempt)):
+		case <-ctx.Done():
+			return Response{}, m.callError(ctx, ctx.Err())
+		}
+		if req.RetryFunc != nil {
+			if err := req.RetryFunc(); err != nil {
+				return Response{}, err
 			}
 		}
 	}
-	if err := stream.Err(); err != nil {
-		return Response{}, m.callError(ctx, err)
+}
+
+// ErrCutOff is an answer whose stream ended before the model finished it.
+var ErrCutOff = errors.New("the answer stream ended before the model finished it")
+
+// retryDelay is the wait before a cut-off call is made again: 0.5s, doubling, at most 8s, as the
+// SDK waits between its own retries.
+func retryDelay(attempt int) time.Duration {
+	return min(500*time.Millisecond<<min(attempt, 4), 8*time.Second)
+}
+
+// attempt makes the call once (with the SDK's retries for what remains of the budget, counted
+// in made) and reads its stream to the end.
+func (m *OpenAI) attempt(ctx context.Context, params openai.ChatCompletionNewParams, onText func(string) error, made *int) (Response, error) {
+	var body *watchedBody // the body of the answer being read
+	watch := func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+		*made++
+		res, err := next(r)
+		if err == nil && res.StatusCode/100 == 2 {
+			body = &watchedBody{ReadCloser: res.Body}
+			res.Body = body
+		}
+		return res, err
 	}
-	if len(acc.Choices) == 0 {
+	stream := m.client.Chat.Completions.NewStreaming(ctx, params,
+		option.WithMaxRetries(max(m.retries-*made, 0)), option.WithMiddleware(watch))
+	defer stream.Close()
+	var a answer
+	for stream.Next() {
+		text, ok := a.add(stream.Current())
+		if !ok {
+			return Response{}, &ProviderError{Provider: m.Name(), Message: fmt.Sprintf("the answer is larger than %d MiB", maxAnswerBytes>>20)}
+		}
+		if text != "" {
+			if err := onText(text); err != nil {
+				return Response{}, err
+			}
+		}
+	}
+	err := stream.Err()
+	switch {
+	case ctx.Err() != nil || (err != nil && (body == nil || body.err == nil)):
+		// No answer, or one the SDK refused (an error event, a chunk that is not JSON).
+		return Response{}, m.callError(ctx, cmp.Or(err, ctx.Err()))
+	case err != nil || (!a.finished && (body == nil || !body.done)):
+		why := "neither finish_reason nor [DONE] arrived"
+		if err != nil {
+			why = body.err.Error()
+		}
+		return Response{}, &ProviderError{Provider: m.Name(), Message: fmt.Sprintf("%v (%s)", ErrCutOff, why), Err: ErrCutOff}
+	case !a.seen:
 		return Response{}, &ProviderError{Provider: m.Name(), Message: "the answer has no choices"}
 	}
-	msg := acc.Choices[0].Message
-	out := Response{Text: msg.Content}
-	for _, tc := range msg.ToolCalls {
-		out.ToolCalls = append(out.ToolCalls, ToolCall{ID: tc.ID, Name: tc.Function.Name, Args: json.RawMessage(tc.Function.Arguments)})
+	return a.response(), nil
+}
+
+// watchedBody is an answer's body, read through to see how its stream ends: with a [DONE]
+// line, or with a read error (the connection cut).
+type watchedBody struct {
+	io.ReadCloser
+	line []byte // the start of the line being read
+	long bool   // the line is longer than what is kept of it
+	done bool
+	err  error
+}
+
+func (b *watchedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	for _, c := range p[:n] {
+		switch {
+		case c == '\n' || c == '\r':
+			if v, ok := bytes.CutPrefix(b.line, []byte("data:")); ok && !b.long && bytes.HasPrefix(bytes.TrimLeft(v, " "), []byte("[DONE]")) {
+				b.done = true
+			}
+			b.line, b.long = b.line[:0], false
+		case len(b.line) < 32:
+			b.line = append(b.line, c)
+		default:
+			b.long = true
+		}
 	}
-	return out, nil
+	if err != nil && err != io.EOF {
+		b.err = err
+	}
+	return n, err
 }
 
 // params turns the conversation and the tools into the request body.
@@ -174,6 +260,8 @@ type ProviderError struct {
 	// Status is the HTTP status of the answer, 0 when there was none (timeout, connection).
 	Status  int
 	Message string
+	// Err is what the failure is, when it is one callers tell apart (ErrCutOff).
+	Err error
 }
 
 func (e *ProviderError) Error() string {
@@ -182,6 +270,8 @@ func (e *ProviderError) Error() string {
 	}
 	return fmt.Sprintf("%s: %s", e.Provider, e.Message)
 }
+
+func (e *ProviderError) Unwrap() error { return e.Err }
 
 // callError maps an SDK error (after its retries) to a ProviderError.
 func (m *OpenAI) callError(ctx context.Context, err error) error {

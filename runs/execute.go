@@ -71,7 +71,7 @@ func (s *Service) execute(a *agent.Agent, r *Run, snap *agent.Snapshot) {
 		defer e.stopFlush()
 		defer e.recoverPanic()
 		if c := snap.Executing(); c != nil {
-			e.interrupted(ctx, snap, c)
+			e.interrupted(ctx, snap, c, crashed(c.Name))
 			return
 		}
 		e.loop(ctx, snap)
@@ -103,7 +103,12 @@ func (e *execution) loop(ctx context.Context, snap *agent.Snapshot) {
 	if err == nil {
 		out, err = e.agent.Run(ctx, snap, e)
 	}
+	var unknown *agent.OutcomeUnknown
 	switch {
+	case errors.As(err, &unknown) && snap.Executing() != nil:
+		// A tool's request may have reached its server: a person decides, as after a crash.
+		e.interrupted(ctx, snap, snap.Executing(), unknown.Reason)
+		return
 	case err == nil && out.Held != nil && out.Held.State == agent.CallDelegated:
 		err = e.delegate(ctx, snap, out.Held)
 	case err == nil && out.Held != nil:

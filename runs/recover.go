@@ -121,18 +121,24 @@ func (s *Service) failUnrecoverable(ctx context.Context, r *Run, why string) err
 	return nil
 }
 
-// interrupted suspends a recovered run on the call that was executing when its owner died: its
-// outcome is unknown, so a person decides whether it runs again.
-func (e *execution) interrupted(ctx context.Context, snap *agent.Snapshot, c *agent.PendingCall) {
+// interrupted suspends a run on a call whose outcome is unknown — it was executing when the
+// run's owner died (crashed), or its tool said so (agent.OutcomeUnknown) — so a person decides
+// whether it runs again; reason says what is known.
+func (e *execution) interrupted(ctx context.Context, snap *agent.Snapshot, c *agent.PendingCall, reason string) {
 	c.State, c.Interrupted = agent.CallAwaitingApproval, true
 	why := events.Event{
 		Type:     events.ToolCallInterrupted,
 		ToolCall: &events.ToolCall{ToolCallID: c.CallID(), ToolName: c.Name, Args: c.Args, RequiresApproval: true, Interrupted: true},
-		Reason:   fmt.Sprintf("the server executing %s stopped before it finished, so whether it took effect is unknown; approve to run it again or decline", c.Name),
+		Reason:   reason,
 	}
 	if err := e.suspend(ctx, snap, c, why); err != nil && ctx.Err() == nil {
 		e.s.cfg.Logger.Error("recovery: suspend interrupted run", "run", e.run.ID, "err", err)
 	}
+}
+
+// crashed is the reason of a call that was executing when its instance died.
+func crashed(tool string) string {
+	return fmt.Sprintf("the server executing %s stopped before it finished, so whether it took effect is unknown; approve to run it again or decline", tool)
 }
 
 func deref(s *string) string {

@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"interlock/agent"
@@ -21,21 +24,31 @@ type MCPConfig struct {
 	URL     string
 	// Timeout bounds one tool call. Default 60 s.
 	Timeout time.Duration
+	// StartTimeout bounds the start of a session: the command started (or the URL reached) and
+	// the server's answer to initialize. Default 30 s.
+	StartTimeout time.Duration
 	// Env are variables a stdio server is started with besides PATH, HOME and the locale (see
 	// stdioEnv); values as given, already expanded.
 	Env map[string]string
 	// Headers are sent with every request to a url server (see headerTransport).
 	Headers map[string]string
+	// Logger receives the server's stderr lines (stdio), its deaths and its restarts, each
+	// with the server's name. Default: slog.Default().
+	Logger *slog.Logger
 }
 
 // MCPServer is a connection to an MCP server, opened at start and opened again when it is lost
-// (a crashed stdio process, a restarted HTTP server).
+// (a crashed stdio process, a restarted HTTP server) — but only before a call is sent: a tool
+// call that may have reached the server is never sent again (see Execute).
 type MCPServer struct {
 	cfg    MCPConfig
+	log    *slog.Logger
 	client *mcp.Client
 
 	mu      sync.Mutex
 	session *mcp.ClientSession
+	proc    *process // the stdio server's process of the session; nil for url servers
+	lost    bool     // the last session was lost: the next one is a restart
 }
 
 // MCPTool is a tool an MCP server lists.
@@ -45,8 +58,17 @@ type MCPTool struct {
 	InputSchema json.RawMessage
 }
 
+// maxMCPResult bounds the result of a call passed on to the model, as maxHTTPAnswer does for
+// HTTP tools: a result goes into the model's context and the database.
+const maxMCPResult = maxHTTPAnswer
+
+// maxMCPMessage bounds one message read from a server (the SDK's own line limit for stdio): a
+// bound on what a server makes Interlock hold. A result between maxMCPResult and it is refused
+// with the session kept; one above it ends the session.
+const maxMCPMessage = mcp.DefaultMaxLineLength
+
 // ConnectMCP opens the connection (starting the command for stdio) and checks the server
-// answers.
+// answers within the start timeout.
 func ConnectMCP(ctx context.Context, cfg MCPConfig, version string) (*MCPServer, error) {
 	if len(cfg.Command) == 0 && cfg.URL == "" {
 		return nil, errors.New("a command or a url is required")
@@ -54,36 +76,72 @@ func ConnectMCP(ctx context.Context, cfg MCPConfig, version string) (*MCPServer,
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 60 * time.Second
 	}
-	s := &MCPServer{cfg: cfg, client: mcp.NewClient(&mcp.Implementation{Name: "interlock", Version: version}, nil)}
+	if cfg.StartTimeout <= 0 {
+		cfg.StartTimeout = 30 * time.Second
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	s := &MCPServer{cfg: cfg, log: log.With("mcpServer", cfg.Name),
+		client: mcp.NewClient(&mcp.Implementation{Name: "interlock", Version: version}, nil)}
 	if _, err := s.connected(ctx); err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
-// connected returns the open session, opening one when there is none.
+// connected returns the open session, opening one when there is none or its stdio process is
+// known to have exited. Callers that find a session being opened wait for it.
 func (s *MCPServer) connected(ctx context.Context) (*mcp.ClientSession, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.session != nil && s.proc != nil && s.proc.exitedNow() {
+		s.loseLocked(s.session, "its process exited", false)
+	}
 	if s.session != nil {
 		return s.session, nil
 	}
-	cs, err := s.client.Connect(ctx, s.transport(), nil)
+	startCtx, cancel := context.WithTimeout(ctx, s.cfg.StartTimeout)
+	defer cancel()
+	t, proc := s.transport()
+	cs, err := s.client.Connect(startCtx, t, nil)
 	if err != nil {
+		if proc != nil {
+			proc.stop()
+		}
+		if ctx.Err() == nil && startCtx.Err() != nil {
+			return nil, fmt.Errorf("MCP server %s did not answer initialize within %s (mcpServers[].startTimeout)", s.cfg.Name, s.cfg.StartTimeout)
+		}
 		return nil, fmt.Errorf("MCP server %s: connect: %w", s.cfg.Name, err)
 	}
-	s.session = cs
+	if s.lost {
+		s.log.Info("MCP server restarted: a new session is open")
+		s.lost = false
+	}
+	s.session, s.proc = cs, proc
 	return cs, nil
 }
 
-// drop forgets a session that failed, so the next call opens a new one.
-func (s *MCPServer) drop(cs *mcp.ClientSession) {
+// lose forgets a session whose connection failed, so the next call opens a new one. It logs the
+// loss once, and closes the session in the background: a stdio process that will not exit must
+// not hold up the calls that follow. ended says Interlock ends a session that still works (a
+// message too large to read), so the process's exit is not a death.
+func (s *MCPServer) lose(cs *mcp.ClientSession, why error, ended bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.session == cs {
-		s.session.Close()
-		s.session = nil
+		s.loseLocked(cs, why.Error(), ended)
 	}
+}
+
+func (s *MCPServer) loseLocked(cs *mcp.ClientSession, why string, ended bool) {
+	s.log.Warn("MCP server connection lost; the next call opens a new session", "reason", why)
+	if ended && s.proc != nil {
+		s.proc.stopping.Store(true)
+	}
+	s.session, s.proc, s.lost = nil, nil, true
+	go cs.Close()
 }
 
 // Tools lists the server's tools.
@@ -106,9 +164,12 @@ func (s *MCPServer) Tools(ctx context.Context) ([]MCPTool, error) {
 	return out, nil
 }
 
-// Execute returns an ExecuteFunc that calls the server's tool of that name. A call the server
-// answers with isError, or that fails on the wire, is a tool error the model sees; a lost
-// connection is opened again once.
+// Execute returns an ExecuteFunc that calls the server's tool of that name, at most once. A
+// call the server answers with isError or a JSON-RPC error, that times out, or whose result is
+// too large, is a tool error the model sees. A call that fails on the connection before it was
+// sent is sent once more on a new session. A call that fails on the connection after it may
+// have reached the server is not: its outcome is unknown (agent.OutcomeUnknown), and a person
+// decides whether it runs again.
 func (s *MCPServer) Execute(tool string) func(ctx context.Context, c *agent.Call) (any, error) {
 	return func(ctx context.Context, c *agent.Call) (any, error) {
 		ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
@@ -121,8 +182,8 @@ func (s *MCPServer) Execute(tool string) func(ctx context.Context, c *agent.Call
 		// approved (key order and number digits included).
 		args := c.Args
 		res, err := s.call(ctx, tool, args)
-		if err != nil && ctx.Err() == nil && !isToolError(err) {
-			res, err = s.call(ctx, tool, args) // the session was dropped: one new attempt
+		if errors.Is(err, errNotSent) {
+			res, err = s.call(ctx, tool, args) // nothing reached the server: one new attempt
 		}
 		if err != nil {
 			if errors.Is(err, context.DeadlineExceeded) {
@@ -137,59 +198,155 @@ func (s *MCPServer) Execute(tool string) func(ctx context.Context, c *agent.Call
 			}
 			return nil, errors.New(text)
 		}
+		var out any = text
+		size := len(text)
 		if res.StructuredContent != nil {
-			return res.StructuredContent, nil
+			b, err := json.Marshal(res.StructuredContent)
+			if err != nil {
+				return nil, fmt.Errorf("the MCP tool's structured result is not JSON: %w", err)
+			}
+			out, size = json.RawMessage(b), len(b)
 		}
-		return text, nil
+		if size > maxMCPResult {
+			return nil, tooLarge(size)
+		}
+		return out, nil
 	}
 }
+
+// tooLarge is the error of a result over maxMCPResult: the tool ran, its result is not kept.
+func tooLarge(size int) error {
+	about := ""
+	if size > 0 {
+		about = fmt.Sprintf(" (%d bytes)", size)
+	}
+	return fmt.Errorf("the MCP tool ran, but its result%s is larger than the %d bytes passed on, so it was dropped", about, maxMCPResult)
+}
+
+// errNotSent marks a call that failed on the connection before it was sent: it can be sent on
+// a new session without any risk of running twice.
+var errNotSent = errors.New("the call was not sent")
 
 // toolError is an error answer of the server (JSON-RPC), as opposed to a broken connection.
 type toolError struct{ err error }
 
 func (e toolError) Error() string { return e.err.Error() }
 
-func isToolError(err error) bool { var te toolError; return errors.As(err, &te) }
-
 func (s *MCPServer) call(ctx context.Context, tool string, args json.RawMessage) (*mcp.CallToolResult, error) {
 	cs, err := s.connected(ctx)
 	if err != nil {
 		return nil, err
 	}
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
-	if err != nil {
-		var rpcErr interface{ ErrorCode() int64 }
-		if errors.As(err, &rpcErr) || strings.Contains(err.Error(), "jsonrpc") {
-			return nil, toolError{fmt.Errorf("MCP server %s: %w", s.cfg.Name, err)}
-		}
-		s.drop(cs)
-		return nil, fmt.Errorf("MCP server %s: %w", s.cfg.Name, err)
+	tr := &delivery{}
+	res, err := cs.CallTool(withDelivery(ctx, tr), &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err == nil {
+		return res, nil
 	}
-	return res, nil
+	switch {
+	case tr.isTooLarge():
+		s.lose(cs, err, true)
+		return nil, tooLarge(0)
+	case serverAnswered(err):
+		// The server answered the call with an error (an unknown tool, invalid arguments).
+		return nil, toolError{fmt.Errorf("MCP server %s: %w", s.cfg.Name, err)}
+	case ctx.Err() != nil:
+		// Timed out or cancelled: the session is fine (the SDK tells the server the call is
+		// cancelled); the caller says what happened.
+		return nil, ctx.Err()
+	}
+	s.lose(cs, err, false)
+	if !tr.wasSent() || errors.Is(err, mcp.ErrSessionMissing) {
+		// Nothing reached the server, or it refused the session before running anything.
+		return nil, fmt.Errorf("MCP server %s: %w: %w", s.cfg.Name, errNotSent, err)
+	}
+	what := "the connection to the MCP server " + s.cfg.Name + " broke"
+	if len(s.cfg.Command) > 0 {
+		what = "the MCP server " + s.cfg.Name + " stopped"
+	}
+	s.log.Warn("MCP call's outcome unknown: the request was sent and no answer came back", "tool", tool, "err", err)
+	return nil, &agent.OutcomeUnknown{Reason: fmt.Sprintf("%s while executing %s, so whether it took effect is unknown; approve to run it again or decline", what, tool)}
 }
 
-// contentText joins the text parts of a result (the form most MCP tools answer in).
+// serverAnswered reports an error the server answered the call with (an unknown tool, invalid
+// arguments), as opposed to one of the SDK's own JSON-RPC errors for a connection that closed or
+// a request the transport could not deliver (client closing -32003, server closing -32004,
+// rejected by transport -32005).
+func serverAnswered(err error) bool {
+	var rpcErr *jsonrpc.Error
+	if !errors.As(err, &rpcErr) || errors.Is(err, mcp.ErrConnectionClosed) {
+		return false
+	}
+	switch rpcErr.Code {
+	case -32003, -32004, -32005:
+		return false
+	}
+	return true
+}
+
+// contentText is a result as the model reads it: its text parts, and a description of each
+// part that is not text (an image, audio, a resource), which the model cannot see but should
+// know was there.
 func contentText(parts []mcp.Content) string {
-	var b strings.Builder
+	var lines []string
 	for _, p := range parts {
-		if t, ok := p.(*mcp.TextContent); ok {
-			if b.Len() > 0 {
-				b.WriteString("\n")
+		switch c := p.(type) {
+		case *mcp.TextContent:
+			lines = append(lines, c.Text)
+		case *mcp.ImageContent:
+			lines = append(lines, fmt.Sprintf("[image: %s, %d bytes, not shown]", orUnknown(c.MIMEType), len(c.Data)))
+		case *mcp.AudioContent:
+			lines = append(lines, fmt.Sprintf("[audio: %s, %d bytes, not played]", orUnknown(c.MIMEType), len(c.Data)))
+		case *mcp.ResourceLink:
+			lines = append(lines, fmt.Sprintf("[resource link: %s %s%s]", c.Name, c.URI, mimeNote(c.MIMEType)))
+		case *mcp.EmbeddedResource:
+			r := c.Resource
+			switch {
+			case r == nil:
+				lines = append(lines, "[resource: empty]")
+			case r.Blob != nil:
+				lines = append(lines, fmt.Sprintf("[resource %s%s: %d bytes of binary data, not shown]", r.URI, mimeNote(r.MIMEType), len(r.Blob)))
+			default:
+				lines = append(lines, fmt.Sprintf("[resource %s%s]\n%s", r.URI, mimeNote(r.MIMEType), r.Text))
 			}
-			b.WriteString(t.Text)
+		default:
+			lines = append(lines, fmt.Sprintf("[%T content, not shown]", p))
 		}
 	}
-	return b.String()
+	return strings.Join(lines, "\n")
 }
 
-// Close ends the session (and the stdio process).
+func orUnknown(mime string) string {
+	if mime == "" {
+		return "unknown type"
+	}
+	return mime
+}
+
+func mimeNote(mime string) string {
+	if mime == "" {
+		return ""
+	}
+	return " (" + mime + ")"
+}
+
+// Close ends the session and waits (boundedly) for a stdio process to exit.
 func (s *MCPServer) Close() error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.session == nil {
+	cs, proc := s.session, s.proc
+	s.session, s.proc = nil, nil
+	s.mu.Unlock()
+	if cs == nil {
 		return nil
 	}
-	err := s.session.Close()
-	s.session = nil
+	if proc != nil {
+		proc.stopping.Store(true)
+	}
+	err := cs.Close()
+	if proc != nil {
+		proc.waitExit()
+	}
+	if errors.Is(err, io.EOF) {
+		err = nil
+	}
 	return err
 }

@@ -51,11 +51,16 @@ func ordersServer(calls *atomic.Int64) *mcp.Server {
 
 // TestMain lets the test binary be a stdio MCP server, for the stdio transport's test.
 func TestMain(m *testing.M) {
-	if os.Getenv("INTERLOCK_TEST_MCP_STDIO") == "1" {
+	switch os.Getenv("INTERLOCK_TEST_MCP_STDIO") {
+	case "1":
 		if err := ordersServer(nil).Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 			os.Exit(1)
 		}
 		os.Exit(0)
+	case "fault":
+		runFaultServer()
+	case "mute":
+		select {} // started, never answers initialize
 	}
 	os.Exit(m.Run())
 }

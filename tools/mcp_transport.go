@@ -3,8 +3,6 @@ package tools
 import (
 	"maps"
 	"net/http"
-	"os"
-	"os/exec"
 	"slices"
 	"strings"
 
@@ -12,19 +10,20 @@ import (
 )
 
 // transport is how the server is reached, made anew for each connection (a reconnect starts
-// the command again, or opens a new HTTP session, with the same environment and headers).
-func (s *MCPServer) transport() mcp.Transport {
+// the command again, or opens a new HTTP session, with the same environment and headers). For
+// a stdio server it returns the process too.
+func (s *MCPServer) transport() (mcp.Transport, *process) {
 	if len(s.cfg.Command) > 0 {
-		cmd := exec.Command(s.cfg.Command[0], s.cfg.Command[1:]...)
-		cmd.Env = stdioEnv(os.Environ(), s.cfg.Env)
-		return &mcp.CommandTransport{Command: cmd}
+		p := &process{log: s.log, exited: make(chan struct{})}
+		return &stdioTransport{cfg: s.cfg, proc: p}, p
 	}
 	// Interlock only calls tools: no standing stream for server-initiated messages.
-	t := &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, DisableStandaloneSSE: true}
+	var rt http.RoundTripper = http.DefaultTransport
 	if len(s.cfg.Headers) > 0 {
-		t.HTTPClient = &http.Client{Transport: &headerTransport{base: http.DefaultTransport, headers: s.cfg.Headers}}
+		rt = &headerTransport{base: rt, headers: s.cfg.Headers}
 	}
-	return t
+	return &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, DisableStandaloneSSE: true,
+		HTTPClient: &http.Client{Transport: &deliveryTransport{base: rt}}}, nil
 }
 
 // stdioEnv is the environment a stdio MCP server is started with: of Interlock's own

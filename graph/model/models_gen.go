@@ -69,7 +69,7 @@ type AgentRunToolCall struct {
 	RequiresApproval bool `json:"requiresApproval"`
 	// The tool-defined suspend payload, when the tool called suspend().
 	SuspendPayload json.RawMessage `json:"suspendPayload,omitempty"`
-	// Addition: true when the call was executing while its server instance died, so its outcome is unknown; it waits for approval again.
+	// Addition: true when the call was executing while its server instance died, or its request reached a tool server that stopped or lost the connection before answering (an MCP server), so its outcome is unknown; it waits for approval again.
 	Interrupted bool `json:"interrupted"`
 	// Addition: when this waiting call expires without a decision — its tool's approvalTimeout after
 	// the run suspended on it (the same instant on a supervisor's run showing a sub-agent's call).
@@ -294,12 +294,12 @@ type RunEventType string
 const (
 	RunEventTypeRunStarted RunEventType = "RUN_STARTED"
 	RunEventTypeTextDelta  RunEventType = "TEXT_DELTA"
-	// Addition: the model call of the current step was cut off (its instance stopped) and is made again: drop the TEXT_DELTA text shown since the step began (since the last STEP_FINISHED, or since the run started or resumed); the repeated call streams it anew.
+	// Addition: the model call of the current step was cut off (its instance stopped, or the model's streamed answer ended before it finished) and is made again: drop the TEXT_DELTA text shown since the step began (since the last STEP_FINISHED, or since the run started or resumed); the repeated call streams it anew.
 	RunEventTypeModelCallRetried  RunEventType = "MODEL_CALL_RETRIED"
 	RunEventTypeToolCall          RunEventType = "TOOL_CALL"
 	RunEventTypeToolCallApproval  RunEventType = "TOOL_CALL_APPROVAL"
 	RunEventTypeToolCallSuspended RunEventType = "TOOL_CALL_SUSPENDED"
-	// Addition: the server instance executing this tool call died, so its outcome is unknown; reason says so. The call waits for approval again (interrupted: true).
+	// Addition: the server instance executing this tool call died, or the tool's own server stopped or lost the connection after the call was sent to it (an MCP server), so its outcome is unknown; reason says so. The call waits for approval again (interrupted: true).
 	RunEventTypeToolCallInterrupted RunEventType = "TOOL_CALL_INTERRUPTED"
 	RunEventTypeRunSuspended        RunEventType = "RUN_SUSPENDED"
 	RunEventTypeToolCallApproved    RunEventType = "TOOL_CALL_APPROVED"
