@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
+	"sync/atomic"
 	"time"
 
 	"interlock/agent"
@@ -87,10 +89,20 @@ func HTTPExecute(cfg HTTPConfig) func(ctx context.Context, c *agent.Call) (any, 
 		for k, v := range cfg.Headers {
 			req.Header.Set(k, v)
 		}
+		// Whether the request was written to the connection: a connection that breaks after
+		// that leaves the outcome unknown (the endpoint may have acted), which is a person's to
+		// judge, not an error the model may answer by calling again.
+		var sent atomic.Bool
+		req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+			WroteRequest: func(w httptrace.WroteRequestInfo) { sent.Store(w.Err == nil) },
+		}))
 		resp, err := client.Do(req)
 		if err != nil {
 			if errors.Is(err, context.DeadlineExceeded) {
 				return nil, fmt.Errorf("the tool's endpoint did not answer within %s", timeout)
+			}
+			if sent.Load() && ctx.Err() == nil {
+				return nil, brokeAfterSending(c.Name, err)
 			}
 			return nil, fmt.Errorf("the tool's endpoint could not be reached: %w", unwrapURL(err))
 		}
@@ -99,6 +111,9 @@ func HTTPExecute(cfg HTTPConfig) func(ctx context.Context, c *agent.Call) (any, 
 		if err != nil {
 			if errors.Is(err, context.DeadlineExceeded) {
 				return nil, fmt.Errorf("the tool's endpoint did not answer within %s", timeout)
+			}
+			if ctx.Err() == nil {
+				return nil, brokeAfterSending(c.Name, err)
 			}
 			return nil, fmt.Errorf("read the answer: %w", err)
 		}
@@ -120,6 +135,12 @@ func HTTPExecute(cfg HTTPConfig) func(ctx context.Context, c *agent.Call) (any, 
 		}
 		return nil, errors.New(`the tool's answer has neither "result" nor "suspend"`)
 	}
+}
+
+// brokeAfterSending is the unknown outcome of a call whose connection broke after its request
+// was written (err says how): the endpoint may have acted on it.
+func brokeAfterSending(tool string, err error) error {
+	return &agent.OutcomeUnknown{Reason: fmt.Sprintf("the connection to the endpoint of %s broke after the request was sent (%v), so whether it took effect is unknown; approve to run it again or decline", tool, unwrapURL(err))}
 }
 
 // unwrapURL drops the "Post \"url\":" prefix net/http puts before the cause.

@@ -3,6 +3,7 @@ package tools_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -148,5 +149,51 @@ func TestHTTPToolUnreachable(t *testing.T) {
 	_, err := tools.HTTPExecute(tools.HTTPConfig{URL: url})(context.Background(), call(`{}`))
 	if err == nil || !strings.Contains(err.Error(), "could not be reached") || strings.Contains(err.Error(), "Post ") {
 		t.Fatalf("error %v", err)
+	}
+}
+
+// TestHTTPToolConnectionCutAfterSending: the endpoint takes the request and its connection breaks
+// before the whole answer came (before the headers, and in the middle of the body). The endpoint
+// may have acted, so the outcome is unknown — an agent.OutcomeUnknown for a person to judge, not a
+// tool error the model could answer by calling again — and the request went out once. A
+// refused connection (nothing sent) stays a tool error.
+func TestHTTPToolConnectionCutAfterSending(t *testing.T) {
+	for name, cut := range map[string]func(w http.ResponseWriter){
+		"before the answer": func(w http.ResponseWriter) {},
+		"mid-body": func(w http.ResponseWriter) {
+			w.Header().Set("Content-Length", "100")
+			io.WriteString(w, `{"result": {"refund`)
+			w.(http.Flusher).Flush()
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var calls atomic.Int64
+			s, _, _ := endpoint(t, func(w http.ResponseWriter, _ tools.HTTPRequest) {
+				calls.Add(1)
+				cut(w)
+				conn, _, err := http.NewResponseController(w).Hijack()
+				if err != nil {
+					t.Errorf("hijack: %v", err)
+					return
+				}
+				conn.Close()
+			})
+			_, err := tools.HTTPExecute(tools.HTTPConfig{URL: s.URL})(context.Background(), call(`{}`))
+			var unknown *agent.OutcomeUnknown
+			if !errors.As(err, &unknown) || !strings.Contains(unknown.Reason, "refund broke after the request was sent") {
+				t.Fatalf("error %v, want the outcome unknown", err)
+			}
+			if calls.Load() != 1 {
+				t.Fatalf("%d requests reached the endpoint, want 1", calls.Load())
+			}
+		})
+	}
+	s := httptest.NewServer(http.NotFoundHandler())
+	url := s.URL
+	s.Close()
+	_, err := tools.HTTPExecute(tools.HTTPConfig{URL: url})(context.Background(), call(`{}`))
+	var unknown *agent.OutcomeUnknown
+	if errors.As(err, &unknown) {
+		t.Fatalf("a refused connection: %v, want a tool error (nothing was sent)", err)
 	}
 }
