@@ -108,6 +108,17 @@ func (s *Snapshot) nextCallID(used map[string]bool) string {
 	}
 }
 
+// Reissue gives c, a call of the step whose outcome is unknown (it was executing when its
+// instance died, or its tool could not tell), a new server id, and returns the old one. The call
+// then waits for a new approval under an id no decision was ever taken on: a late retry of the
+// approval that ran it the first time names the old id, and can neither be taken for the new
+// approval nor run the tool again.
+func (s *Snapshot) Reissue(c *PendingCall) (old string) {
+	old = c.CallID()
+	c.ServerID = s.nextCallID(s.modelCallIDs())
+	return old
+}
+
 // modelCallIDs are the model's ids of every call in the run's conversation and current step.
 func (s *Snapshot) modelCallIDs() map[string]bool {
 	used := map[string]bool{}

@@ -124,7 +124,12 @@ func (s *Service) failUnrecoverable(ctx context.Context, r *Run, why string) err
 // interrupted suspends a run on a call whose outcome is unknown — it was executing when the
 // run's owner died (crashed), or its tool said so (agent.OutcomeUnknown) — so a person decides
 // whether it runs again; reason says what is known.
+//
+// The call waits under a new id (agent.Snapshot.Reissue): the decision that ran it stays on its
+// old id, so a retry of that decision is told it was taken, and only a decision naming the new id
+// runs the tool again.
 func (e *execution) interrupted(ctx context.Context, snap *agent.Snapshot, c *agent.PendingCall, reason string) {
+	snap.Reissue(c)
 	c.State, c.Interrupted = agent.CallAwaitingApproval, true
 	why := events.Event{
 		Type:     events.ToolCallInterrupted,

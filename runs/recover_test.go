@@ -164,3 +164,44 @@ func TestWatchSuspendedAcrossInstances(t *testing.T) {
 		}
 	})
 }
+
+// TestAnInterruptedCallWaitsUnderANewID: alice approved tc_1, and the instance died while it
+// executed. Recovery asks for a new approval under a new id, so that alice's client retrying its
+// first approval (tc_1) is told that decision was taken — and runs nothing — while her decision
+// on the new id runs the tool once. (Under the old id, the retry was taken for a repeat of the
+// first approval: the new approval was silently dropped, or a late retry could run it again.)
+func TestAnInterruptedCallWaitsUnderANewID(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		f := setup(t, db, runs.Config{RecoveryInterval: time.Hour})
+		alice := as("alice", nil, runs.RoleAdmin)
+		deadRun(t, db, "run-executing", `{"messages":[{"role":"user","content":"refund order 5"},{"role":"assistant","toolCalls":[{"id":"call_a","name":"issue_refund","args":{"orderId":"5","amount":10}}]}],"pending":[{"id":"call_a","serverId":"tc_1","name":"issue_refund","args":{"orderId":"5","amount":10},"state":"executing"}],"steps":0,"callIds":1}`)
+		past := time.Now().UTC().Add(-time.Minute).Truncate(time.Millisecond)
+		args, by, approved := `{"orderId":"5","amount":10}`, "alice", string(runs.DecisionApproved)
+		if err := db.Create(&gormstore.ToolCall{RunID: "run-executing", ToolCallID: "tc_1", ToolName: "issue_refund", Args: &args,
+			RequiresApproval: true, State: approved, CreatedAt: past, DecidedBy: &by, DecidedAt: &past}).Error; err != nil {
+			t.Fatal(err)
+		}
+		if n, err := f.svc.RecoverExpired(bg()); err != nil || n != 1 {
+			t.Fatalf("recovered %d runs, err %v", n, err)
+		}
+		f.until(t, "run-executing", 3, runs.StatusSuspended)
+		f.svc.Wait()
+		r, err := f.svc.Get(bg(), "run-executing")
+		if err != nil || len(r.ToolCalls) != 1 || r.ToolCalls[0].ToolCallID == "tc_1" || !r.ToolCalls[0].Interrupted {
+			t.Fatalf("recovered run waits on %+v (%v), want the interrupted call under a new id", r.ToolCalls, err)
+		}
+		again := r.ToolCalls[0].ToolCallID
+		// The late retry of the first approval is that approval: nothing runs.
+		got, err := f.svc.Approve(alice, runs.DecideParams{RunID: "run-executing", ToolCallID: ptr("tc_1")})
+		if err != nil || got.Status != runs.StatusSuspended {
+			t.Fatalf("alice's retry of her approval of tc_1: %v, %v; want the run as stored, still SUSPENDED", got, err)
+		}
+		// Her approval of the call under its new id runs it, once.
+		if _, err := f.svc.Approve(alice, runs.DecideParams{RunID: "run-executing", ToolCallID: &again}); err != nil {
+			t.Fatal(err)
+		}
+		if done := f.finished(t, "run-executing"); done.Status != runs.StatusCompleted || strings.Count(*done.Output, "rf_5") != 1 {
+			t.Fatalf("after the approval of %s: %s %v", again, done.Status, done.Output)
+		}
+	})
+}
