@@ -12,6 +12,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -139,7 +140,14 @@ func (a *Authenticator) Authenticate(ctx context.Context, header string) (*runs.
 		return p, nil
 	}
 	if a.jwt != nil && strings.Count(token, ".") == 2 {
-		return a.jwt.verify(ctx, token)
+		p, err := a.jwt.verify(ctx, token)
+		if err == nil && a.isStaticSubject(p.Subject) {
+			// A subject names one principal: who decided, who started a run, whose
+			// idempotency keys and retried decisions. A JWT naming a static token's subject
+			// would be taken for that token's holder.
+			return nil, fail(fmt.Sprintf("token subject %q is the subject of a configured API token; the identity provider's subjects must differ from them", p.Subject))
+		}
+		return p, err
 	}
 	return nil, fail(msgUnknown)
 }
@@ -157,6 +165,16 @@ func bearer(header string) (string, error) {
 		return "", fail(msgMalformed)
 	}
 	return token, nil
+}
+
+// isStaticSubject reports whether a configured static token has that subject.
+func (a *Authenticator) isStaticSubject(subject string) bool {
+	for i := range a.tokens {
+		if a.tokens[i].principal.Subject == subject {
+			return true
+		}
+	}
+	return false
 }
 
 // static finds the static token whose digest is the token's, comparing with every configured

@@ -7,8 +7,10 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"net/http"
@@ -367,4 +369,28 @@ func TestClock(t *testing.T) {
 	now = now.Add(time.Minute)
 	_, err = authn.Authenticate(context.Background(), "Bearer "+tok)
 	authError(t, err, "token expired", tok)
+}
+
+// TestJWTSubjectOfAStaticToken: a JWT whose subject is a configured API token's is refused, so
+// that one subject is one principal — for decidedBy, startedBy, separation of duties, the owner
+// of idempotency keys and retried decisions.
+func TestJWTSubjectOfAStaticToken(t *testing.T) {
+	const env = "INTERLOCK_TEST_JWT_SECRET"
+	secret := "0123456789abcdef0123456789abcdef-secret"
+	t.Setenv(env, secret)
+	sum := sha256.Sum256([]byte("carols-api-token"))
+	cfg := &auth.Config{
+		Tokens: []auth.Token{{Subject: "carol", Role: auth.Roles{runs.RoleApprover}, SHA256: hex.EncodeToString(sum[:])}},
+		JWT:    &auth.JWT{HS256SecretEnv: env, Issuer: issuer, Audience: audience},
+	}
+	authn := setup(t, cfg, auth.Options{})
+	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims(nil)).SignedString([]byte(secret)) // sub: carol
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = authn.Authenticate(context.Background(), "Bearer "+tok)
+	authError(t, err, `token subject "carol" is the subject of a configured API token; the identity provider's subjects must differ from them`, tok)
+	if p, err := authn.Authenticate(context.Background(), "Bearer carols-api-token"); err != nil || p.Subject != "carol" {
+		t.Fatalf("the API token itself: %+v, %v", p, err)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"unicode/utf8"
 )
 
@@ -27,7 +28,8 @@ func idempotency(ctx context.Context, key *string, request any) (*Idempotency, e
 	if s := PrincipalFrom(ctx).recorded(); s != nil {
 		who = *s
 	}
-	keyHash := sha256.Sum256([]byte(who + "\x00" + *key))
+	// The subject's length first, so that no other subject and key make the same bytes.
+	keyHash := sha256.Sum256(fmt.Appendf(nil, "%d:%s%s", len(who), who, *key))
 	b, err := json.Marshal(request)
 	if err != nil {
 		return nil, err
@@ -45,7 +47,7 @@ func (s *Service) repeated(ctx context.Context, key string, err error) (run *Run
 		return nil, false, nil
 	}
 	if !dup.SameRequest {
-		return nil, true, Errorf(CodeBadUserInput, "idempotencyKey %q was used for another request (run %s): a new request needs a new key", key, dup.RunID)
+		return nil, true, Errorf(CodeBadUserInput, "idempotencyKey %q was used for another request: a new request needs a new key", key)
 	}
 	r, gerr := s.store.GetRun(ctx, dup.RunID)
 	if gerr != nil {
