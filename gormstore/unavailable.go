@@ -72,10 +72,10 @@ func unavailable(err error) bool {
 	if errors.As(err, &me) {
 		switch me.Number {
 		case 1040, // too many connections
-			1053, // server shutdown in progress
-			1290, // running with --read-only (a failover in progress)
-			1836, // read-only mode
-			1927, // connection was killed (MariaDB)
+			1053,                   // server shutdown in progress
+			1290,                   // running with --read-only (a failover in progress)
+			1836,                   // read-only mode
+			1927,                   // connection was killed (MariaDB)
 			2002, 2003, 2006, 2013: // cannot connect, server gone away, lost connection
 			return true
 		}
