@@ -73,6 +73,7 @@ func unavailable(err error) bool {
 		switch me.Number {
 		case 1040, // too many connections
 			1053,                   // server shutdown in progress
+			1205,                   // lock wait timeout: storage could not answer in time (a write retries it first)
 			1290,                   // running with --read-only (a failover in progress)
 			1836,                   // read-only mode
 			1927,                   // connection was killed (MariaDB)
