@@ -440,7 +440,8 @@ func TestErrorHygiene(t *testing.T) {
 		check(tc.name, resp.StatusCode, string(raw), tc.status, tc.want)
 	}
 
-	// The database goes away under the server: every read fails inside GORM.
+	// The database goes away under the server: every read fails inside GORM. Storage being
+	// unavailable is UNAVAILABLE (503, retry), in the server's words, not the driver's.
 	sqlDB, err := s.app.db.DB()
 	if err != nil {
 		t.Fatal(err)
@@ -448,9 +449,9 @@ func TestErrorHygiene(t *testing.T) {
 	sqlDB.Close()
 	for _, q := range []string{`{ suspendedRuns { total } }`, `{ run(runId: "x") { id } }`, `mutation { declineToolCall(runId: "x") { status } }`} {
 		r := s.postJSON(t, map[string]any{"query": q})
-		if r.code() != "INTERNAL" || r.Errors[0].Message != "internal server error" {
+		if r.code() != "UNAVAILABLE" || r.Errors[0].Message != "storage is unavailable; retry in a few seconds" {
 			t.Errorf("%s with the database closed: %+v", q, r.Errors)
 		}
-		check(q, r.status, r.body, 200, "internal server error")
+		check(q, r.status, r.body, 503, "storage is unavailable")
 	}
 }

@@ -333,6 +333,10 @@ func (a *App) routes() http.Handler {
 			return "" // no authentication (Anonymous): the client IP
 		}, 0))
 	}
+	// A plain request answered only with UNAVAILABLE is 503 with Retry-After (Middleware).
+	gql.Use(gqlguard.Unavailable{})
+	// A subscription whose stream breaks ends with the error, not a bare complete.
+	gql.Use(graph.StreamErrors{})
 	// The operation-aware error log takes over graph's own log of internal errors.
 	gql.SetErrorPresenter(observe.PresentError(a.log, graph.PresentError(slog.New(slog.DiscardHandler))))
 	gql.SetRecoverFunc(graph.Recover(a.log))

@@ -85,11 +85,11 @@ type options struct{ driverLog *slog.Logger }
 // on this database's connector only (the driver's process-wide default is left alone).
 func DriverLog(log *slog.Logger) Option { return func(o *options) { o.driverLog = log } }
 
-// driverLog is the go-sql-driver Logger over slog.
-type driverLog struct{ log *slog.Logger }
+// driverLog is the go-sql-driver Logger over slog, throttled (driverlog.go).
+type driverLog struct{ log *throttledLog }
 
 func (d driverLog) Print(v ...any) {
-	d.log.Warn("mysql driver", "message", strings.TrimSpace(fmt.Sprint(v...)))
+	d.log.warn("mysql driver", strings.TrimSpace(fmt.Sprint(v...)))
 }
 
 // OpenMySQL connects with a go-sql-driver DSN (user:pass@tcp(host:port)/db?...). It forces
@@ -119,7 +119,7 @@ func OpenMySQL(ctx context.Context, dsn string, opts ...Option) (*gorm.DB, error
 	}
 	cfg.Params["time_zone"] = "'+00:00'"
 	if o.driverLog != nil {
-		cfg.Logger = driverLog{o.driverLog}
+		cfg.Logger = driverLog{&throttledLog{log: o.driverLog}}
 	}
 	connector, err := gomysql.NewConnector(cfg)
 	if err != nil {

@@ -33,11 +33,11 @@ func scanPageRuns(q *gorm.DB, limit int) ([]Run, error) {
 			&r.RequireToolApproval, &r.Status, &r.CreatedAt, &r.UpdatedAt, &r.SuspendedAt, &r.LastSeq, &r.LeaseOwner,
 			&r.Version, &r.Output, &r.Error, &r.ErrorCode, &r.RecoveryAttempts)
 		if err != nil {
-			return nil, fmt.Errorf("read a run: %w", err)
+			return nil, fmt.Errorf("read a run: %w", classify(err))
 		}
 		out = append(out, r)
 	}
-	return out, rows.Err()
+	return out, classify(rows.Err())
 }
 
 // callColumns are the columns of run_tool_calls, all of them.
@@ -58,9 +58,9 @@ func scanCalls(q *gorm.DB, capacity int) ([]ToolCall, error) {
 			&c.Interrupted, &c.State, &c.CreatedAt, &c.DecidedBy, &c.DecidedAt, &c.Reason, &c.ResumeData, &c.EditedArgs,
 			&c.ExpiresAt)
 		if err != nil {
-			return nil, fmt.Errorf("read a tool call: %w", err)
+			return nil, fmt.Errorf("read a tool call: %w", classify(err))
 		}
 		out = append(out, c)
 	}
-	return out, rows.Err()
+	return out, classify(rows.Err())
 }

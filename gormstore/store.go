@@ -26,6 +26,7 @@ var _ runs.Store = (*Store)(nil)
 
 // New returns the store over a database opened by Open and migrated by Migrate.
 func New(db *gorm.DB) *Store {
+	classifyErrors(db)
 	s := &Store{db: db, mysql: db.Dialector.Name() == DialectMySQL}
 	// SQLite has one writer connection: a second grouped transaction would only wait for it.
 	inflight := 1
@@ -49,7 +50,7 @@ func (s *Store) tx(ctx context.Context, fn func(tx *gorm.DB) error) error {
 	for attempt := 0; ; attempt++ {
 		err := s.db.WithContext(ctx).Transaction(fn)
 		if err == nil || attempt == deadlockRetries || !retryable(err) || ctx.Err() != nil {
-			return err
+			return classify(err) // begin and commit fail outside any statement's callbacks
 		}
 		// Back off a little, with jitter, so that the two victims do not meet again.
 		d := time.Duration(1+rand.IntN(5*(attempt+1))) * time.Millisecond

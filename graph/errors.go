@@ -13,7 +13,9 @@ import (
 )
 
 // PresentError is the one place errors become GraphQL errors. Application errors (runs.Error)
-// keep their message and get their code in extensions.code; errors gqlgen classified itself
+// keep their message and get their code in extensions.code (UNAVAILABLE also gets
+// extensions.retryAfter, in seconds: storage could not be reached, and the driver's words stay
+// in the server); errors gqlgen classified itself
 // (extensions.code already set: parse and validation errors, variables included) pass as they
 // are; anything else is logged and shown as INTERNAL with a plain message,
 // so no SQL or driver text reaches a client.
@@ -28,6 +30,10 @@ func PresentError(log *slog.Logger) graphql.ErrorPresenterFunc {
 			gqlErr.Message = appErr.Message
 			gqlErr.Err = appErr
 			setCode(gqlErr, string(appErr.Code))
+			if appErr.Code == runs.CodeUnavailable {
+				// Retry, and when: over a WebSocket or an event stream there is no Retry-After.
+				gqlErr.Extensions["retryAfter"] = runs.RetryAfter
+			}
 			return gqlErr
 		}
 		if code, _ := gqlErr.Extensions["code"].(string); code != "" {

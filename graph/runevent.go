@@ -41,8 +41,9 @@ func withRun(ctx context.Context, svc *runs.Service, ev *model.RunEvent) error {
 }
 
 // followEvents streams a run's events as RunEvents, each with its run when the subscription
-// selects it. A failed read of the run ends the stream, as a failed read of the events does:
-// the client reconnects with after: its last seq.
+// selects it. A failed read of the run ends the stream, as a failed read of the events does,
+// with the error as the stream's last result (StreamErrors; UNAVAILABLE when storage could not
+// be reached): the client resubscribes with after: its last seq.
 func followEvents(ctx context.Context, svc *runs.Service, runID string, after int64) (<-chan *model.RunEvent, error) {
 	wantRun := selectsRun(ctx)
 	return runs.FollowAs(svc, ctx, runID, after, func(ctx context.Context, ev events.Event) (*model.RunEvent, error) {
@@ -53,5 +54,5 @@ func followEvents(ctx context.Context, svc *runs.Service, runID string, after in
 			}
 		}
 		return next, nil
-	})
+	}, endWith(ctx))
 }

@@ -15,6 +15,8 @@ import (
 	"net/url"
 	"sync"
 	"time"
+
+	"interlock/outage"
 )
 
 // Options are what a Dispatcher needs besides its config; zero fields take defaults.
@@ -43,6 +45,7 @@ type Dispatcher struct {
 	now       func() time.Time
 	slots     chan struct{} // one per attempt in flight
 	inFlight  sync.WaitGroup
+	claims    *outage.Log // failures to claim, logged as changes of state
 }
 
 // workers is how many deliveries one instance POSTs at once. A receiver that hangs holds a
@@ -72,6 +75,7 @@ func NewDispatcher(store Store, cfg Config, o Options) (*Dispatcher, error) {
 	if d.now == nil {
 		d.now = time.Now
 	}
+	d.claims = &outage.Log{Logger: d.log, Name: "notifications: claim deliveries"}
 	store.EnableOutbox(cfg.Targets())
 	return d, nil
 }
@@ -115,10 +119,11 @@ func (d *Dispatcher) Once(ctx context.Context) bool {
 	list, err := d.store.ClaimDeliveries(ctx, d.owner, d.lease(), free)
 	if err != nil {
 		if ctx.Err() == nil {
-			d.log.Warn("notifications: claim deliveries", "err", err)
+			d.claims.Fail(err) // once, and a summary now and then, while storage is down
 		}
 		return false
 	}
+	d.claims.OK()
 	for _, dl := range list {
 		d.slots <- struct{}{}
 		d.inFlight.Add(1)

@@ -16,7 +16,31 @@ const (
 	CodeUnauthenticated Code = "UNAUTHENTICATED"
 	CodeForbidden       Code = "FORBIDDEN"
 	CodeInternal        Code = "INTERNAL"
+	// CodeUnavailable: storage could not be reached (the database is down, restarting, or
+	// unreachable). Nothing was decided by the request's failure: the client retries the same
+	// request after a pause (HTTP 503 with Retry-After on plain requests), or resubscribes with
+	// after: its last seq.
+	CodeUnavailable Code = "UNAVAILABLE"
 )
+
+// RetryAfter is the pause, in seconds, an UNAVAILABLE answer suggests before retrying: long
+// enough for a database failover or restart to make progress, short enough that a person does
+// not notice it much.
+const RetryAfter = 2
+
+// ErrUnavailable is the application error of a storage failure that retrying may cure: the store
+// wraps its driver's error with it (errors.Is finds it, and errors.As finds this *Error with
+// code UNAVAILABLE), so that the service and the API tell "storage is down" from "no such run"
+// and from a bug without knowing any driver.
+var ErrUnavailable = &Error{Code: CodeUnavailable, Message: "storage is unavailable; retry in a few seconds"}
+
+// Unavailable wraps err, a storage error that retrying may cure, with ErrUnavailable.
+func Unavailable(err error) error {
+	if err == nil || errors.Is(err, ErrUnavailable) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrUnavailable, err)
+}
 
 // Error is the one application error: a code and a message written for the person who sent the
 // request. Every other error is internal; its text is logged, never shown to clients.

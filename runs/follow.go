@@ -2,6 +2,7 @@ package runs
 
 import (
 	"context"
+	"errors"
 	"sync"
 
 	"interlock/events"
@@ -14,13 +15,15 @@ const followBatch = 500
 // RUN_FAILED, at once when the run is finished and nothing after `after` remains, when the run
 // finishes while the stream waits beyond its last event, or when ctx ends.
 // Errors: NOT_FOUND for an unknown run; BAD_USER_INPUT for a negative after, or an after beyond
-// the last event of a finished run (there will never be such an event).
+// the last event of a finished run (there will never be such an event); UNAVAILABLE when storage
+// could not be reached. A stream that breaks later (storage fails while it reads) just closes:
+// FollowAs tells its caller why.
 //
 // Events are always read from storage; the hub only wakes the reader (at once for events stored
 // here, from the instance's notify loop for events stored elsewhere). So a slow reader never
 // loses an event.
 func (s *Service) Follow(ctx context.Context, runID string, after int64) (<-chan events.Event, error) {
-	return FollowAs(s, ctx, runID, after, func(_ context.Context, ev events.Event) (events.Event, error) { return ev, nil })
+	return FollowAs(s, ctx, runID, after, func(_ context.Context, ev events.Event) (events.Event, error) { return ev, nil }, nil)
 }
 
 // FollowAs is Follow with each event turned into what the caller streams by conv, in the
@@ -28,7 +31,13 @@ func (s *Service) Follow(ctx context.Context, runID string, after int64) (<-chan
 // and at ten thousand open subscriptions one goroutine less each is some 70 MiB. conv gets the
 // stream's context (ended when the client goes or the service closes); an error from it ends
 // the stream, as a failed read of the events does.
-func FollowAs[T any](s *Service, ctx context.Context, runID string, after int64, conv func(context.Context, events.Event) (T, error)) (<-chan T, error) {
+//
+// A stream that ends for a failure — a read of storage (UNAVAILABLE when storage could not be
+// reached) or conv — rather than because the run finished or ctx ended, calls failed (when not
+// nil) with the error just before its channel closes, in the stream's goroutine: the transport
+// then tells the client it must resubscribe with after: its last seq, instead of letting a bare
+// end of the stream pass for the end of the run.
+func FollowAs[T any](s *Service, ctx context.Context, runID string, after int64, conv func(context.Context, events.Event) (T, error), failed func(error)) (<-chan T, error) {
 	if err := require(ctx, RoleViewer, "following runs"); err != nil {
 		return nil, err
 	}
@@ -37,7 +46,7 @@ func FollowAs[T any](s *Service, ctx context.Context, runID string, after int64,
 	}
 	// Subscribed before reading where the run stands, so that no wake-up is missed; busy until
 	// the stream is set up, so that one arriving meanwhile only asks for another read.
-	st := &stream[T]{s: s, runID: runID, last: after, conv: conv, busy: true}
+	st := &stream[T]{s: s, runID: runID, last: after, conv: conv, failed: failed, busy: true}
 	st.sub = s.runHub.SubscribeFunc(runID, st.wake)
 	progress, err := s.store.Progress(ctx, []string{runID})
 	p, found := progress[runID]
@@ -68,6 +77,7 @@ type stream[T any] struct {
 	s        *Service
 	runID    string
 	conv     func(context.Context, events.Event) (T, error)
+	failed   func(error)
 	sub      *events.Sub[struct{}]
 	ctx      context.Context
 	cancel   context.CancelFunc
@@ -78,6 +88,7 @@ type stream[T any] struct {
 	last     int64 // the seq of the last event sent
 	known    int64 // the run's last seq when the stream began
 	finished bool  // nothing more will come: end
+	err      error // why the stream ends early, for failed
 
 	mu    sync.Mutex
 	busy  bool // a goroutine drains (or the stream is being set up)
@@ -129,17 +140,13 @@ func (st *stream[T]) step() (over bool) {
 		}
 		evs, err := s.store.Events(ctx, st.runID, st.last, followBatch)
 		if err != nil {
-			if ctx.Err() == nil {
-				s.cfg.Logger.Error("follow run: read events", "run", st.runID, "err", err)
-			}
+			st.fail("follow run: read events", err, "seq", st.last)
 			return true
 		}
 		for _, ev := range evs {
 			v, err := st.conv(ctx, ev)
 			if err != nil {
-				if ctx.Err() == nil {
-					s.cfg.Logger.Error("follow run: convert event", "run", st.runID, "seq", ev.Seq, "err", err)
-				}
+				st.fail("follow run: convert event", err, "seq", ev.Seq)
 				return true
 			}
 			select {
@@ -158,9 +165,26 @@ func (st *stream[T]) step() (over bool) {
 		if len(evs) == 0 && st.last > st.known {
 			// Waiting beyond the last event: the run may have finished meanwhile.
 			finished, err := s.finishedBefore(ctx, st.runID, st.last)
-			return err != nil || finished
+			if err != nil {
+				st.fail("follow run: read progress", err, "seq", st.last)
+				return true
+			}
+			return finished
 		}
 		return false
+	}
+}
+
+// fail records why the stream ends early, unless it ends because its context did. An internal
+// error is logged; storage being unavailable is not, once per stream: the service logs the
+// outage itself (health.go), and the client is told.
+func (st *stream[T]) fail(msg string, err error, args ...any) {
+	if st.ctx.Err() != nil {
+		return
+	}
+	st.err = err
+	if !errors.Is(err, ErrUnavailable) {
+		st.s.cfg.Logger.Error(msg, append([]any{"run", st.runID, "err", err}, args...)...)
 	}
 }
 
@@ -171,6 +195,9 @@ func (st *stream[T]) end() {
 	st.mu.Unlock()
 	st.stopWake()
 	st.sub.Close()
+	if st.err != nil && st.failed != nil && st.ctx.Err() == nil {
+		st.failed(st.err)
+	}
 	st.cancel()
 	close(st.out)
 }
@@ -179,9 +206,6 @@ func (st *stream[T]) end() {
 func (s *Service) finishedBefore(ctx context.Context, runID string, seq int64) (bool, error) {
 	progress, err := s.store.Progress(ctx, []string{runID})
 	if err != nil {
-		if ctx.Err() == nil {
-			s.cfg.Logger.Error("follow run: read progress", "run", runID, "err", err)
-		}
 		return false, err
 	}
 	p, found := progress[runID]

@@ -2,7 +2,11 @@ package runs
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
+
+	"interlock/outage"
 )
 
 // changeWindow is how far back each poll of run_changes looks. Auto-increment ids do not commit
@@ -19,31 +23,36 @@ func (s *Service) notifyLoop() {
 	defer tick.Stop()
 	lastSeq := map[string]int64{}
 	seen := map[int64]time.Time{}
+	// While storage is down every poll fails: log that once, then a summary now and then.
+	failures := &outage.Log{Logger: s.cfg.Logger, Name: "notify: poll storage"}
 	for {
 		select {
 		case <-s.ctx.Done():
 			return
 		case <-tick.C:
 		}
-		s.pollEvents(lastSeq)
-		s.pollChanges(seen)
+		err := errors.Join(s.pollEvents(lastSeq), s.pollChanges(seen))
+		switch {
+		case s.ctx.Err() != nil:
+		case err != nil:
+			failures.Fail(err)
+		default:
+			failures.OK()
+		}
 	}
 }
 
-func (s *Service) pollEvents(lastSeq map[string]int64) {
+func (s *Service) pollEvents(lastSeq map[string]int64) error {
 	ids := s.runHub.Topics()
 	if len(ids) == 0 {
 		clear(lastSeq)
-		return
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
 	defer cancel()
 	progress, err := s.store.Progress(ctx, ids)
 	if err != nil {
-		if s.ctx.Err() == nil {
-			s.cfg.Logger.Warn("notify: poll runs", "err", err)
-		}
-		return
+		return fmt.Errorf("poll runs: %w", err)
 	}
 	followed := make(map[string]bool, len(ids))
 	for id, p := range progress {
@@ -58,21 +67,19 @@ func (s *Service) pollEvents(lastSeq map[string]int64) {
 			delete(lastSeq, id)
 		}
 	}
+	return nil
 }
 
 // pollChanges publishes the changes other instances recorded. It polls even without watchers,
 // so that the seen set is current when one subscribes: a watcher is told of what happens after
 // it subscribed (and at most one poll interval before), never of older changes.
-func (s *Service) pollChanges(seen map[int64]time.Time) {
+func (s *Service) pollChanges(seen map[int64]time.Time) error {
 	now := s.now()
 	ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
 	defer cancel()
 	rows, err := s.store.Changes(ctx, now.Add(-changeWindow), s.cfg.InstanceID)
 	if err != nil {
-		if s.ctx.Err() == nil {
-			s.cfg.Logger.Warn("notify: poll changes", "err", err)
-		}
-		return
+		return fmt.Errorf("poll changes: %w", err)
 	}
 	for _, r := range rows {
 		if _, ok := seen[r.ID]; ok {
@@ -86,4 +93,5 @@ func (s *Service) pollChanges(seen map[int64]time.Time) {
 			delete(seen, id)
 		}
 	}
+	return nil
 }

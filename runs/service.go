@@ -19,6 +19,7 @@ import (
 	"interlock/agent"
 	"interlock/events"
 	"interlock/llm"
+	"interlock/outage"
 )
 
 // Config configures a Service. Zero fields take the defaults given.
@@ -255,21 +256,29 @@ func New(st Store, agents *agent.Registry, cfg Config) (*Service, error) {
 	return s, nil
 }
 
-// every runs job every interval in the background until the service closes, logging its errors.
+// every runs job every interval in the background until the service closes, logging its errors
+// as changes of state (failing, still failing every 30s, working again): while storage is down
+// every run fails, and a line each would flood the log.
 func (s *Service) every(interval time.Duration, name string, job func(context.Context) error) {
 	s.loops.Add(1)
 	go func() {
 		defer s.loops.Done()
 		t := time.NewTicker(interval)
 		defer t.Stop()
+		failures := &outage.Log{Logger: s.cfg.Logger, Name: name}
 		for {
 			select {
 			case <-s.ctx.Done():
 				return
 			case <-t.C:
 			}
-			if err := job(s.ctx); err != nil && s.ctx.Err() == nil {
-				s.cfg.Logger.Warn(name, "err", err)
+			err := job(s.ctx)
+			switch {
+			case s.ctx.Err() != nil:
+			case err != nil:
+				failures.Fail(err)
+			default:
+				failures.OK()
 			}
 		}
 	}()
@@ -435,7 +444,8 @@ func (s *Service) StartRun(ctx context.Context, p StartParams) (*Run, error) {
 }
 
 // Get returns a run in any status. Errors: NOT_FOUND when there is no such run, or the
-// principal may not see it.
+// principal may not see it; UNAVAILABLE when storage could not be reached (never a nil run: a
+// failed read says nothing about whether the run exists).
 func (s *Service) Get(ctx context.Context, runID string) (*Run, error) {
 	if err := require(ctx, RoleViewer, "reading runs"); err != nil {
 		return nil, err

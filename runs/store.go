@@ -270,11 +270,13 @@ type storageError struct{ err error }
 func (e *storageError) Error() string { return e.err.Error() }
 func (e *storageError) Unwrap() error { return e.err }
 
-// stored classifies an error of a Store write made by an execution: lease loss, staleness and
-// cancellation stay as they are; anything else is a storage failure.
+// stored classifies an error of a Store write made by an execution: lease loss, staleness,
+// application errors and cancellation stay as they are; anything else, storage being
+// unavailable included, is a storage failure.
 func stored(ctx context.Context, err error) error {
 	var app *Error
-	if err == nil || errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrStale) || errors.As(err, &app) || ctx.Err() != nil {
+	if err == nil || errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrStale) || ctx.Err() != nil ||
+		errors.As(err, &app) && !errors.Is(err, ErrUnavailable) {
 		return err
 	}
 	return &storageError{err}

@@ -1,7 +1,8 @@
 // The console's GraphQL client: queries and mutations over POST, subscriptions over WebSocket
 // with the graphql-transport-ws protocol. Subscriptions outlive the server they started on: when
 // the socket drops, or the server completes a subscription early (it is shutting down for a
-// deploy, or the subscriber fell behind), the client subscribes again after a backoff, asking
+// deploy, or the subscriber fell behind) or ends it with an UNAVAILABLE error (storage could not
+// be read), the client subscribes again after a backoff, asking
 // each subscription for fresh variables (so runEvents resumes after the last seq it saw) and
 // telling it to resync (re-read what it may have missed).
 //
@@ -348,9 +349,15 @@ class Socket {
         break;
       case "next":
         if (!s) break;
-        s.retry = 0;
         if (msg.payload.errors && msg.payload.errors.length) {
           const e = msg.payload.errors[0];
+          if (e.extensions?.code === "UNAVAILABLE") {
+            // The server could not read storage: the stream ends (complete follows) and is made
+            // again after a backoff that grows while storage stays down, with fresh variables
+            // (runEvents after the last seq seen), so nothing is lost and nothing is shown twice.
+            break;
+          }
+          s.retry = 0;
           if (e.extensions?.code === "UNAUTHENTICATED") {
             // The token expired under the subscription: it is kept, to be made again (after
             // what it has seen) with the next token.
@@ -362,6 +369,7 @@ class Socket {
           s.failed = true;
           s.handlers.error?.(new APIError(e.message, e.extensions?.code || "INTERNAL"));
         } else {
+          s.retry = 0;
           s.handlers.next(msg.payload.data);
         }
         break;
