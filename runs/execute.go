@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"interlock/agent"
@@ -32,6 +33,16 @@ type execution struct {
 	ctx       context.Context
 	retryText bool // the previous owner streamed text of a model call that is made again
 	ended     bool // the run suspended or finished: the lease is gone by design
+
+	tool atomic.Pointer[agent.PendingCall] // the call whose tool is executing, nil when none
+}
+
+// inFlight is the log attributes of the tool call executing, none when none is.
+func (e *execution) inFlight() []any {
+	if c := e.tool.Load(); c != nil {
+		return []any{"tool", c.Name, "tool_call", c.CallID()}
+	}
+	return nil
 }
 
 var _ agent.Host = (*execution)(nil)
@@ -46,10 +57,11 @@ const (
 )
 
 // execute continues a run this instance has just leased (r.LastSeq is its last event, and
-// r.LeaseOwner the lease), in the background, renewing the lease while it runs. A snapshot with
-// a call that was executing when its previous owner died is not run: the call goes back to a
-// person (see recover.go). A panic anywhere in the execution fails the run, never the server.
-func (s *Service) execute(a *agent.Agent, r *Run, snap *agent.Snapshot) {
+// r.LeaseOwner the lease, taken by a write sent at `taken` at the latest), in the background,
+// renewing the lease while it runs. A snapshot with a call that was executing when its previous
+// owner died is not run: the call goes back to a person (see recover.go). A panic anywhere in
+// the execution fails the run, never the server.
+func (s *Service) execute(a *agent.Agent, r *Run, snap *agent.Snapshot, taken time.Time) {
 	e := &execution{s: s, agent: a, run: *r, seq: r.LastSeq, owner: deref(r.LeaseOwner)}
 	e.retryText = snap.Seq > 0 && r.LastSeq > snap.Seq && snap.Executing() == nil
 	if !s.started() {
@@ -65,7 +77,7 @@ func (s *Service) execute(a *agent.Agent, r *Run, snap *agent.Snapshot) {
 		defer endTrace()
 		e.ctx = ctx
 		renewed := make(chan struct{})
-		go func() { defer close(renewed); e.renewLease(ctx, cancel) }()
+		go func() { defer close(renewed); e.renewLease(ctx, cancel, taken) }()
 		defer func() { <-renewed }()
 		defer cancel()
 		defer e.stopFlush()
@@ -135,23 +147,60 @@ func (e *execution) loop(ctx context.Context, snap *agent.Snapshot) {
 // errHandover stops an execution at a checkpoint while the instance shuts down.
 var errHandover = errors.New("instance is shutting down: run handed over")
 
-// renewLease extends the lease every third of its TTL until ctx ends. When the lease is lost
-// (another instance recovered the run), or renewals keep failing until the lease is about to
-// expire, it cancels the execution: past its lease, another instance may be running the run.
-func (e *execution) renewLease(ctx context.Context, cancel context.CancelFunc) {
-	t := time.NewTicker(e.s.cfg.LeaseTTL / 3)
+// renewLease keeps the lease while the execution runs, and fences the execution: it cancels it
+// (the context its tools were given, and every write after) once the lease may be about to
+// expire, LeaseMargin before any other instance may take the run over. It renews every sixth of
+// LeaseTTL, each attempt with that long a deadline, so a renewal stuck on a dead connection is
+// abandoned and the next one tried on another; it stops at once when the lease is lost.
+//
+// Why a fenced execution cannot overlap another instance's. A write that sets the lease
+// (StartRun's, a decision's, a claim's, a renewal) sets lease_until to the database's now plus
+// LeaseTTL at the moment the database executes it, which is after this instance sent it; and
+// another instance claims the run only once the database's now is past lease_until (see Store:
+// lease times are the database's). So the earliest claim comes more than LeaseTTL after the
+// send of the last renewal that took effect. This instance counts from the send (not the
+// answer) of the last renewal it saw succeed, on its monotonic clock, and cancels at
+// LeaseTTL-LeaseMargin after it. The two clocks' offsets do not matter, only their rates, which
+// differ by parts per million: far below LeaseMargin over one LeaseTTL. A renewal that failed,
+// timed out or whose answer was lost is not counted; if it did take effect it only postpones
+// the claim. The fence is a timer, so it fires even while a renewal or a write hangs.
+//
+// Cancelling stops what honours its context: the tool in flight is asked to stop, no further
+// tool starts (ToolStarted checks), no model call continues. A tool that ignores its context
+// runs on, but nothing it returns is stored once another instance holds the run: every write
+// checks the lease token (ErrLeaseLost).
+func (e *execution) renewLease(ctx context.Context, cancel context.CancelFunc, taken time.Time) {
+	cfg := e.s.cfg
+	every, hold := cfg.LeaseTTL/6, cfg.LeaseTTL-cfg.LeaseMargin
+	if taken.IsZero() {
+		taken = time.Now()
+	}
+	var fenced atomic.Bool
+	fence := time.AfterFunc(hold-time.Since(taken), func() { fenced.Store(true); cancel() })
+	defer fence.Stop()
+	t := time.NewTicker(every)
 	defer t.Stop()
-	renewed := time.Now()
+	var lastErr error
 	for {
 		select {
 		case <-ctx.Done():
+			if fenced.Load() {
+				e.s.cfg.Logger.Error("run: cannot renew the lease; stopping the execution before the lease may expire",
+					append(e.inFlight(), "run", e.run.ID, "lease_ttl", cfg.LeaseTTL.String(), "err", lastErr)...)
+			}
 			return
 		case <-t.C:
 		}
-		err := e.s.store.RenewLease(ctx, e.run.ID, e.owner, e.s.cfg.LeaseTTL)
+		sent := time.Now()
+		rctx, rcancel := context.WithTimeout(ctx, every)
+		err := e.s.store.RenewLease(rctx, e.run.ID, e.owner, cfg.LeaseTTL)
+		rcancel()
 		switch {
 		case err == nil:
-			renewed = time.Now()
+			lastErr = nil
+			if !fence.Reset(hold - time.Since(sent)) {
+				return // fenced meanwhile: ctx is cancelled
+			}
 		case errors.Is(err, ErrLeaseLost):
 			e.mu.Lock()
 			ended := e.ended // the renewal raced the run's last write, which released the lease
@@ -161,10 +210,11 @@ func (e *execution) renewLease(ctx context.Context, cancel context.CancelFunc) {
 			}
 			cancel()
 			return
-		case time.Since(renewed) > e.s.cfg.LeaseTTL*2/3:
-			e.s.cfg.Logger.Error("run: cannot renew the lease; stopping", "run", e.run.ID, "err", err)
-			cancel()
-			return
+		case ctx.Err() == nil:
+			if lastErr == nil {
+				e.s.cfg.Logger.Warn("run: cannot renew the lease; trying again", "run", e.run.ID, "err", err)
+			}
+			lastErr = err
 		}
 	}
 }
@@ -288,37 +338,91 @@ func (e *execution) ToolCalls(ctx context.Context, snap *agent.Snapshot, calls [
 	return e.checkpoint(ctx, snap, evs...)
 }
 
-// ToolStarted stores the snapshot with the call marked executing (no event).
+// ToolStarted stores the snapshot with the call marked executing (no event). The tool runs only
+// if the execution still holds its lease afterwards (see renewLease).
 func (e *execution) ToolStarted(ctx context.Context, snap *agent.Snapshot, c agent.PendingCall) error {
-	return e.emit(ctx, snap)
+	if err := e.emit(ctx, snap); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	e.tool.Store(&c)
+	return nil
 }
 
-// resultRetries bounds how often the commit of a finished tool's result is tried again after a
-// storage error. The tool has run; if its result were not stored, recovery would find the call
-// executing and ask a person to approve it again.
-var resultRetries = []time.Duration{100 * time.Millisecond, 300 * time.Millisecond, time.Second}
+// Result storage backs off from resultBackoff, doubling up to resultBackoffMax, between tries.
+var (
+	resultBackoff    = 100 * time.Millisecond
+	resultBackoffMax = time.Second
+)
 
-// ToolResult appends TOOL_RESULT with the snapshot that holds the result, trying a failed
-// commit again a few times before handing the run over.
+// ToolResult appends TOOL_RESULT with the snapshot that holds the result. The tool has run: if
+// its result were not stored, recovery would find the call executing and ask a person whether
+// to run it again. So a failed write is tried again, with backoff, for as long as the result
+// may still be stored under this execution's lease: until it is stored, another instance holds
+// the run (ErrLeaseLost), or the service closes. This goes on after the lease could have
+// expired (the fence cancelled ctx): no other instance may have taken the run yet, and the
+// lease token decides. Once stored, a fenced execution stops there and hands the run over
+// with its result.
+//
+// A tool that failed after its context was cancelled (the fence, or --shutdown-timeout) may
+// have failed because of it, having done part of its work or all of it: that outcome is not a
+// result, and the call is left executing, for recovery to mark interrupted.
 func (e *execution) ToolResult(ctx context.Context, snap *agent.Snapshot, c agent.PendingCall, result json.RawMessage, errMsg string) error {
+	defer e.tool.Store(nil)
+	if errMsg != "" && ctx.Err() != nil {
+		e.s.cfg.Logger.Warn("run: a tool cut off by the execution's end failed; its outcome is unknown", "run", e.run.ID, "tool", c.Name, "tool_call", c.CallID(), "tool_error", errMsg)
+		return ctx.Err()
+	}
 	ev := events.Event{Type: events.ToolResult, ToolCall: e.eventCall(snap, c), Result: result, Error: errMsg}
-	err := e.emit(ctx, snap, ev)
-	for _, wait := range resultRetries {
-		if !errors.As(err, new(*storageError)) {
+	wctx := context.WithoutCancel(ctx)
+	wait := resultBackoff
+	for try := 1; ; try++ {
+		actx, cancel := context.WithTimeout(wctx, e.s.cfg.LeaseTTL/3)
+		err := e.emit(actx, snap, ev)
+		cancel()
+		if err == nil {
+			if try > 1 {
+				e.s.cfg.Logger.Info("run: tool result stored after retrying", "run", e.run.ID, "tool_call", c.CallID(), "tries", try)
+			}
 			break
 		}
-		e.s.cfg.Logger.Warn("run: storing a tool result failed; trying again", "run", e.run.ID, "tool_call", c.CallID(), "err", err)
+		if !errors.As(err, new(*storageError)) && actx.Err() == nil {
+			// Another instance holds the run, or the write cannot succeed.
+			e.unstored(c, result, errMsg, err)
+			return err
+		}
+		if try == 1 {
+			e.s.cfg.Logger.Warn("run: storing a tool result failed; trying again while the run is held", "run", e.run.ID, "tool", c.Name, "tool_call", c.CallID(), "err", err)
+		}
 		select {
 		case <-time.After(wait):
-		case <-ctx.Done():
-			return ctx.Err()
+		case <-e.s.ctx.Done():
+			e.unstored(c, result, errMsg, err)
+			return &storageError{err}
 		}
-		err = e.emit(ctx, snap, ev)
+		wait = min(2*wait, resultBackoffMax)
 	}
-	if err == nil && e.s.draining.Load() {
+	if err := ctx.Err(); err != nil {
+		return err // fenced or closing: the result is stored, another instance continues
+	}
+	if e.s.draining.Load() {
 		return errHandover
 	}
-	return err
+	return nil
+}
+
+// unstored logs the outcome of a tool that ran but could not be stored, so that whoever is asked
+// to approve the interrupted call again can find what it returned in this instance's log.
+func (e *execution) unstored(c agent.PendingCall, result json.RawMessage, errMsg string, err error) {
+	const most = 4096
+	res := string(result)
+	if len(res) > most {
+		res = res[:most] + "…"
+	}
+	e.s.cfg.Logger.Error("run: a tool ran but its result could not be stored", "run", e.run.ID, "tool", c.Name, "tool_call", c.CallID(),
+		"instance", e.s.cfg.InstanceID, "result", res, "tool_error", errMsg, "err", err)
 }
 
 // ToolDeclined stores the snapshot with the declined call answered (no event: the decision's

@@ -74,7 +74,7 @@ func (s *Service) recoverRun(ctx context.Context, r *Run) (bool, error) {
 		s.cfg.Logger.Error("recovery: bad snapshot", "run", r.ID, "err", err)
 		return false, s.failUnrecoverable(ctx, r, "its stored state cannot be read")
 	}
-	lease := s.newLease()
+	lease, taken := s.newLease(), time.Now()
 	claimed, err := s.store.ClaimExpired(ctx, Claim{RunID: r.ID, Version: r.Version, LastSeq: r.LastSeq, Lease: lease, TTL: s.cfg.LeaseTTL})
 	if err != nil || !claimed {
 		return false, err // not claimed: another instance was first, or the owner came back
@@ -82,7 +82,7 @@ func (s *Service) recoverRun(ctx context.Context, r *Run) (bool, error) {
 	s.cfg.Logger.Info("recovering run", "run", r.ID, "previous_owner", deref(r.LeaseOwner), "attempt", r.RecoveryAttempts+1)
 	r.LeaseOwner, r.Version = &lease, r.Version+1
 	s.traceCause(ctx, lease, CauseRecovery)
-	s.execute(a, r, snap)
+	s.execute(a, r, snap, taken)
 	return true, nil
 }
 

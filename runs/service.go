@@ -30,6 +30,10 @@ type Config struct {
 	MaxUnpaginated int
 	// LeaseTTL is how long a run's lease lasts without renewal. Default 30s.
 	LeaseTTL time.Duration
+	// LeaseMargin is how long before its lease may expire an instance that could not renew it
+	// cancels the run's execution (its tool in flight included), so that it has stopped before
+	// another instance may take the run over; see renewLease. Default LeaseTTL/10.
+	LeaseMargin time.Duration
 	// InstanceID names this server instance in leases. Default: a new random id.
 	InstanceID string
 	// HistoryMessages is how many earlier messages of a thread a new run is given. Default 50.
@@ -82,6 +86,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.LeaseTTL == 0 {
 		c.LeaseTTL = 30 * time.Second
+	}
+	if c.LeaseMargin == 0 {
+		c.LeaseMargin = c.LeaseTTL / 10
 	}
 	if c.InstanceID == "" {
 		c.InstanceID = uuid.NewString()
@@ -137,6 +144,9 @@ func (c Config) validate() error {
 	}
 	if c.LeaseTTL < time.Second {
 		return fmt.Errorf("LeaseTTL must be at least 1s, not %s", c.LeaseTTL)
+	}
+	if c.LeaseMargin <= 0 || c.LeaseMargin > c.LeaseTTL/2 {
+		return fmt.Errorf("LeaseMargin must be positive and at most half of LeaseTTL (%s), not %s", c.LeaseTTL, c.LeaseMargin)
 	}
 	if c.Retention < time.Minute {
 		return fmt.Errorf("Retention must be at least 1m, not %s", c.Retention)
@@ -406,7 +416,7 @@ func (s *Service) StartRun(ctx context.Context, p StartParams) (*Run, error) {
 		return nil, fmt.Errorf("new run id: %w", err)
 	}
 	now := s.now()
-	lease := s.newLease()
+	lease, taken := s.newLease(), time.Now()
 	r := Run{
 		ID: id.String(), AgentID: a.ID, ThreadID: p.ThreadID, ResourceID: p.ResourceID, StartedBy: startedBy(ctx),
 		Prompt: p.Prompt, RequireToolApproval: p.RequireToolApproval, Status: StatusRunning,
@@ -428,7 +438,7 @@ func (s *Service) StartRun(ctx context.Context, p StartParams) (*Run, error) {
 		return nil, err
 	}
 	s.traceCause(ctx, lease, CauseStart)
-	s.execute(a, &r, snap)
+	s.execute(a, &r, snap, taken)
 	out := r
 	out.LeaseOwner = nil
 	return &out, nil
