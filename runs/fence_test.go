@@ -181,7 +181,16 @@ func TestCutOffInstanceStopsItsToolBeforeAnotherClaimsTheRun(t *testing.T) {
 	if cancelled < 0 || cancelled > claimed {
 		t.Fatalf("a's tool was not cancelled before b claimed the run: %q", tl.list())
 	}
-	b.until(t, r.ID, 0, runs.StatusSuspended)
+	evs := b.until(t, r.ID, 0, runs.StatusSuspended)
+	i := slices.IndexFunc(evs, func(ev events.Event) bool { return ev.Type == events.ToolCallInterrupted })
+	if i < 0 {
+		t.Fatalf("no TOOL_CALL_INTERRUPTED: %+v", evs)
+	}
+	// The reason says what is known: the call was sent, by instance a, whose answer never came.
+	if why := evs[i].Reason; !strings.Contains(why, "issue_refund was sent to the tool, but instance a, which was executing it,") ||
+		!strings.Contains(why, "could not reach the database") {
+		t.Fatalf("reason %q does not say what is known", why)
+	}
 	got, err := b.svc.Get(bg(), r.ID)
 	if err != nil {
 		t.Fatal(err)

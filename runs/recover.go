@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"interlock/agent"
@@ -80,6 +81,7 @@ func (s *Service) recoverRun(ctx context.Context, r *Run) (bool, error) {
 		return false, err // not claimed: another instance was first, or the owner came back
 	}
 	s.cfg.Logger.Info("recovering run", "run", r.ID, "previous_owner", deref(r.LeaseOwner), "attempt", r.RecoveryAttempts+1)
+	r.recoveredFrom = deref(r.LeaseOwner)
 	r.LeaseOwner, r.Version = &lease, r.Version+1
 	s.traceCause(ctx, lease, CauseRecovery)
 	s.execute(a, r, snap, taken)
@@ -121,18 +123,35 @@ func (s *Service) failUnrecoverable(ctx context.Context, r *Run, why string) err
 	return nil
 }
 
-// interrupted suspends a recovered run on the call that was executing when its owner died: its
-// outcome is unknown, so a person decides whether it runs again.
+// interrupted suspends a recovered run on the call that was executing when its owner lost the
+// run: its outcome is unknown, so a person decides whether it runs again.
 func (e *execution) interrupted(ctx context.Context, snap *agent.Snapshot, c *agent.PendingCall) {
 	c.State, c.Interrupted = agent.CallAwaitingApproval, true
 	why := events.Event{
 		Type:     events.ToolCallInterrupted,
 		ToolCall: &events.ToolCall{ToolCallID: c.CallID(), ToolName: c.Name, Args: c.Args, RequiresApproval: true, Interrupted: true},
-		Reason:   fmt.Sprintf("the server executing %s stopped before it finished, so whether it took effect is unknown; approve to run it again or decline", c.Name),
+		Reason:   interruptedReason(c.Name, e.run.recoveredFrom),
 	}
 	if err := e.suspend(ctx, snap, c, why); err != nil && ctx.Err() == nil {
 		e.s.cfg.Logger.Error("recovery: suspend interrupted run", "run", e.run.ID, "err", err)
 	}
+}
+
+// interruptedReason says what is known of a call found executing by recovery: it was sent to
+// the tool (its start was stored) by the instance that held the lease, and no answer was
+// stored. That instance either stopped, or lost the database (a partition, an outage longer
+// than its lease) before it could store the answer: an instance that has the answer keeps
+// trying to store it while it may still hold the run, and logs it when it cannot. Nothing in
+// the database tells these apart, so the reason does not pretend to.
+func interruptedReason(tool, lease string) string {
+	who := "the instance executing it"
+	if i := strings.LastIndex(lease, "/"); i > 0 {
+		id := lease[:i]
+		who = fmt.Sprintf("instance %s, which was executing it,", id)
+	}
+	return fmt.Sprintf("%s was sent to the tool, but %s lost the run before the tool's answer was stored: "+
+		"the instance stopped, or could not reach the database (an answer it held but could not store is in its log). "+
+		"Whether the call took effect is unknown; check before you approve it to run again, or decline", tool, who)
 }
 
 func deref(s *string) string {
