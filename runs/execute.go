@@ -71,6 +71,8 @@ func (s *Service) execute(a *agent.Agent, r *Run, snap *agent.Snapshot, taken ti
 	}
 	go func() {
 		defer s.done()
+		s.execs.Store(e, struct{}{})
+		defer s.execs.Delete(e)
 		ctx, cancel := context.WithCancel(s.ctx)
 		defer cancel()
 		ctx, endTrace := s.traceExecution(ctx, e, snap) // tracing (trace.go): this stretch's span
@@ -88,6 +90,22 @@ func (s *Service) execute(a *agent.Agent, r *Run, snap *agent.Snapshot, taken ti
 		}
 		e.loop(ctx, snap)
 	}()
+}
+
+// logCut names, in the log, each execution a graceful stop cuts because its deadline passed: a
+// tool call still running is cancelled and its outcome unknown, so recovery will ask a person
+// whether to run it again; an execution between tools (a model call) just hands its run over.
+func (s *Service) logCut() {
+	s.execs.Range(func(k, _ any) bool {
+		e := k.(*execution)
+		if c := e.inFlight(); c != nil {
+			s.cfg.Logger.Warn("shutdown: timeout cuts a tool call still running; a person will be asked whether to run it again",
+				append([]any{"run", e.run.ID}, c...)...)
+		} else {
+			s.cfg.Logger.Info("shutdown: timeout cuts an execution between tool calls; another instance continues it", "run", e.run.ID)
+		}
+		return true
+	})
 }
 
 // recoverPanic turns a panic of the execution (in the loop, a model, the storage code) into a

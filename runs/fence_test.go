@@ -243,3 +243,32 @@ func TestToolResultIsStoredAfterAnOutageShorterThanTheLease(t *testing.T) {
 		t.Fatalf("the run was taken over: %q", tl.list()[i])
 	}
 }
+
+// A graceful stop whose deadline passes while a tool still runs cuts the call, and says so in
+// the log, naming the run, the tool and the call.
+func TestShutdownTimeoutLogsEachCutCall(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		tl := newTimeline()
+		var c counted
+		f := setupWith(t, db, runs.Config{InstanceID: "a", Logger: slog.New(timelineLog{name: "a", tl: tl})},
+			setupOpts{agents: []*agent.Agent{blockingAgent("a", tl, &c, make(chan struct{}))}})
+		r := f.start(t, runs.StartParams{AgentID: "fence-agent", Prompt: "refund order 1"})
+		tl.wait(t, "a: tool started", 10*time.Second)
+		ctx, cancel := context.WithTimeout(bg(), 100*time.Millisecond)
+		defer cancel()
+		f.svc.Shutdown(ctx)
+		i := tl.index("a: shutdown: timeout cuts a tool call")
+		if i < 0 {
+			t.Fatalf("no log of the cut call: %q", tl.list())
+		}
+		line := tl.list()[i]
+		for _, want := range []string{"run=" + r.ID, "tool=issue_refund", "tool_call=tc_"} {
+			if !strings.Contains(line, want) {
+				t.Fatalf("log line %q does not name %s", line, want)
+			}
+		}
+		if tl.index("a: tool cancelled") < 0 {
+			t.Fatalf("the tool was not cancelled: %q", tl.list())
+		}
+	})
+}

@@ -203,6 +203,7 @@ type Service struct {
 	closing bool         // set by Shutdown and Close: no new execution starts here
 	running int          // executions in flight
 	idle    *sync.Cond   // on mu: broadcast when running drops to zero
+	execs   sync.Map     // *execution → struct{}: executions in flight, named when Shutdown cuts them
 	leases  atomic.Int64 // numbers this instance's lease tokens
 	causes  sync.Map     // lease token → cause, for the execution about to start (trace.go)
 }
@@ -296,7 +297,8 @@ func (s *Service) Close() {
 
 // Shutdown stops gracefully: executions hand their runs over at their next checkpoint (the step
 // in flight finishes first) by releasing the lease, so another instance takes them over at once.
-// When ctx ends first, what still executes is cancelled and released. Then Close.
+// When ctx ends first, what still executes is cancelled and released, each logged with its run
+// and the tool call it cuts (see logCut). Then Close.
 func (s *Service) Shutdown(ctx context.Context) {
 	s.draining.Store(true)
 	s.stopStarting()
@@ -305,6 +307,7 @@ func (s *Service) Shutdown(ctx context.Context) {
 	select {
 	case <-done:
 	case <-ctx.Done():
+		s.logCut()
 	}
 	s.Close()
 }
