@@ -379,7 +379,8 @@ var (
 // its result were not stored, recovery would find the call executing and ask a person whether
 // to run it again. So a failed write is tried again, with backoff, for as long as the result
 // may still be stored under this execution's lease: until it is stored, another instance holds
-// the run (ErrLeaseLost), or the service closes. This goes on after the lease could have
+// the run (ErrLeaseLost), the service closes, or twice LeaseTTL has passed (by then the lease
+// is long past, or the write fails for a reason of its own). This goes on after the lease could have
 // expired (the fence cancelled ctx): no other instance may have taken the run yet, and the
 // lease token decides. Once stored, a fenced execution stops there and hands the run over
 // with its result.
@@ -395,7 +396,7 @@ func (e *execution) ToolResult(ctx context.Context, snap *agent.Snapshot, c agen
 	}
 	ev := events.Event{Type: events.ToolResult, ToolCall: e.eventCall(snap, c), Result: result, Error: errMsg}
 	wctx := context.WithoutCancel(ctx)
-	wait := resultBackoff
+	wait, first := resultBackoff, time.Now()
 	for try := 1; ; try++ {
 		actx, cancel := context.WithTimeout(wctx, e.s.cfg.LeaseTTL/3)
 		err := e.emit(actx, snap, ev)
@@ -413,6 +414,12 @@ func (e *execution) ToolResult(ctx context.Context, snap *agent.Snapshot, c agen
 		}
 		if try == 1 {
 			e.s.cfg.Logger.Warn("run: storing a tool result failed; trying again while the run is held", "run", e.run.ID, "tool", c.Name, "tool_call", c.CallID(), "err", err)
+		}
+		if time.Since(first) > 2*e.s.cfg.LeaseTTL {
+			// Past the lease by far: another instance may have it, or the write fails for a
+			// reason of its own that trying again does not cure.
+			e.unstored(c, result, errMsg, err)
+			return &storageError{err}
 		}
 		select {
 		case <-time.After(wait):
