@@ -35,6 +35,10 @@ type execution struct {
 	ended     bool // the run suspended or finished: the lease is gone by design
 
 	tool atomic.Pointer[agent.PendingCall] // the call whose tool is executing, nil when none
+
+	fenceMu sync.Mutex
+	fence   *time.Timer // cancels the execution when the lease may be about to expire (renewLease)
+	fenceAt time.Time   // send time of the last write seen to renew the lease
 }
 
 // inFlight is the log attributes of the tool call executing, none when none is.
@@ -168,8 +172,9 @@ var errHandover = errors.New("instance is shutting down: run handed over")
 // renewLease keeps the lease while the execution runs, and fences the execution: it cancels it
 // (the context its tools were given, and every write after) once the lease may be about to
 // expire, LeaseMargin before any other instance may take the run over. It renews every sixth of
-// LeaseTTL, each attempt with that long a deadline, so a renewal stuck on a dead connection is
-// abandoned and the next one tried on another; it stops at once when the lease is lost.
+// LeaseTTL, each attempt with a deadline of two intervals, so a renewal stuck on a dead
+// connection is abandoned and the next one tried on another; it stops at once when the lease is
+// lost. Checkpoints renew the lease too, and move the fence the same way (renewed).
 //
 // Why a fenced execution cannot overlap another instance's. A write that sets the lease
 // (StartRun's, a decision's, a claim's, a renewal) sets lease_until to the database's now plus
@@ -177,7 +182,7 @@ var errHandover = errors.New("instance is shutting down: run handed over")
 // another instance claims the run only once the database's now is past lease_until (see Store:
 // lease times are the database's). So the earliest claim comes more than LeaseTTL after the
 // send of the last renewal that took effect. This instance counts from the send (not the
-// answer) of the last renewal it saw succeed, on its monotonic clock, and cancels at
+// answer) of the last renewal or checkpoint it saw succeed, on its monotonic clock, and cancels at
 // LeaseTTL-LeaseMargin after it. The two clocks' offsets do not matter, only their rates, which
 // differ by parts per million: far below LeaseMargin over one LeaseTTL. A renewal that failed,
 // timed out or whose answer was lost is not counted; if it did take effect it only postpones
@@ -189,13 +194,20 @@ var errHandover = errors.New("instance is shutting down: run handed over")
 // checks the lease token (ErrLeaseLost).
 func (e *execution) renewLease(ctx context.Context, cancel context.CancelFunc, taken time.Time) {
 	cfg := e.s.cfg
-	every, hold := cfg.LeaseTTL/6, cfg.LeaseTTL-cfg.LeaseMargin
+	every := cfg.LeaseTTL / 6
 	if taken.IsZero() {
 		taken = time.Now()
 	}
 	var fenced atomic.Bool
-	fence := time.AfterFunc(hold-time.Since(taken), func() { fenced.Store(true); cancel() })
-	defer fence.Stop()
+	e.fenceMu.Lock()
+	e.fenceAt = taken
+	e.fence = time.AfterFunc(cfg.LeaseTTL-cfg.LeaseMargin-time.Since(taken), func() { fenced.Store(true); cancel() })
+	e.fenceMu.Unlock()
+	defer func() {
+		e.fenceMu.Lock()
+		e.fence.Stop()
+		e.fenceMu.Unlock()
+	}()
 	t := time.NewTicker(every)
 	defer t.Stop()
 	var lastErr error
@@ -210,15 +222,15 @@ func (e *execution) renewLease(ctx context.Context, cancel context.CancelFunc, t
 		case <-t.C:
 		}
 		sent := time.Now()
-		rctx, rcancel := context.WithTimeout(ctx, every)
+		// A renewal stuck on a dead connection is abandoned after two intervals, so the next one
+		// goes out on another; the fence does not wait for it either way.
+		rctx, rcancel := context.WithTimeout(ctx, 2*every)
 		err := e.s.store.RenewLease(rctx, e.run.ID, e.owner, cfg.LeaseTTL)
 		rcancel()
 		switch {
 		case err == nil:
 			lastErr = nil
-			if !fence.Reset(hold - time.Since(sent)) {
-				return // fenced meanwhile: ctx is cancelled
-			}
+			e.renewed(sent)
 		case errors.Is(err, ErrLeaseLost):
 			e.mu.Lock()
 			ended := e.ended // the renewal raced the run's last write, which released the lease
@@ -234,6 +246,20 @@ func (e *execution) renewLease(ctx context.Context, cancel context.CancelFunc, t
 			}
 			lastErr = err
 		}
+	}
+}
+
+// renewed moves the fence: a write that renewed the lease (a renewal, a checkpoint) was sent at
+// sent. A fence that has fired stays fired.
+func (e *execution) renewed(sent time.Time) {
+	e.fenceMu.Lock()
+	defer e.fenceMu.Unlock()
+	if e.fence == nil || !sent.After(e.fenceAt) {
+		return
+	}
+	e.fenceAt = sent
+	if !e.fence.Reset(e.s.cfg.LeaseTTL - e.s.cfg.LeaseMargin - time.Since(sent)) {
+		e.fence.Stop() // it fired: the execution is cancelled, and stays so
 	}
 }
 
@@ -287,9 +313,11 @@ func (e *execution) writeLocked(ctx context.Context, snap *agent.Snapshot, evs [
 		}
 		c.Snapshot = &encoded
 	}
+	sent := time.Now()
 	if err := stored(ctx, e.s.store.Checkpoint(ctx, c)); err != nil {
 		return err
 	}
+	e.renewed(sent) // a checkpoint renews the lease
 	e.seq = seq
 	e.text.Reset()
 	if e.flush != nil {
