@@ -114,6 +114,7 @@ func OpenMySQL(ctx context.Context, dsn string, opts ...Option) (*gorm.DB, error
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 5 * time.Second
 	}
+	ioTimeouts(cfg, dsn)
 	if cfg.Params == nil {
 		cfg.Params = map[string]string{}
 	}
@@ -140,6 +141,33 @@ func OpenMySQL(ctx context.Context, dsn string, opts ...Option) (*gorm.DB, error
 		return nil, fmt.Errorf("connect to mysql at %s (database %q): %w", cfg.Addr, cfg.DBName, err)
 	}
 	return db, nil
+}
+
+// Default read and write timeouts of a MySQL connection. Without them a statement on a
+// connection that died without a reset (a network partition, a frozen proxy or server) waits
+// forever, and with it everything queued behind it: the run service's own deadlines cover lease
+// renewals, but not every write. The read timeout is above InnoDB's default lock wait (50s), so
+// a statement waiting for a lock gets MySQL's answer, not a cut connection.
+const (
+	defaultReadTimeout  = 60 * time.Second
+	defaultWriteTimeout = 30 * time.Second
+)
+
+// ioTimeouts sets the default read and write timeouts unless the DSN names them (readTimeout=0
+// keeps the driver's "no timeout", e.g. for a migration that runs longer than a minute).
+func ioTimeouts(cfg *gomysql.Config, dsn string) {
+	params := url.Values{}
+	if i := strings.LastIndex(dsn, "/"); i >= 0 {
+		if _, q, ok := strings.Cut(dsn[i:], "?"); ok {
+			params, _ = url.ParseQuery(q)
+		}
+	}
+	if !params.Has("readTimeout") {
+		cfg.ReadTimeout = defaultReadTimeout
+	}
+	if !params.Has("writeTimeout") {
+		cfg.WriteTimeout = defaultWriteTimeout
+	}
 }
 
 func gormConfig() *gorm.Config {

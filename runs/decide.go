@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"interlock/agent"
 	"interlock/events"
@@ -221,8 +222,10 @@ func (s *Service) commitDecision(ctx context.Context, a *agent.Agent, run *Run, 
 	if w.Snapshot, err = snap.Encode(); err != nil {
 		return w, err
 	}
+	var taken time.Time // when the write that leases the run was sent, at the latest
 	if !w.Hold {
 		w.Lease, w.TTL = s.newLease(), s.cfg.LeaseTTL
+		taken = time.Now()
 	}
 	if err := s.store.Decide(ctx, w); err != nil {
 		return w, err
@@ -244,7 +247,7 @@ func (s *Service) commitDecision(ctx context.Context, a *agent.Agent, run *Run, 
 	lease := w.Lease
 	run.Status, run.LeaseOwner, run.SuspendedAt, run.ToolCalls = StatusRunning, &lease, nil, []events.ToolCall{}
 	s.traceCause(ctx, lease, cause) // tracing (trace.go): the execution links to what caused it
-	s.execute(a, run, snap)
+	s.execute(a, run, snap, taken)
 	return w, nil
 }
 

@@ -81,7 +81,7 @@ func (e *execution) delegate(ctx context.Context, snap *agent.Snapshot, held *ag
 		return err
 	}
 	now := e.s.now()
-	lease := e.s.newLease()
+	lease, taken := e.s.newLease(), time.Now()
 	parentID := e.run.ID
 	child := Run{
 		ID: c.ChildRunID, AgentID: tool.SubAgent.ID, ParentRunID: &parentID, ThreadID: e.run.ThreadID, ResourceID: e.run.ResourceID, StartedBy: e.run.StartedBy,
@@ -113,7 +113,7 @@ func (e *execution) delegate(ctx context.Context, snap *agent.Snapshot, held *ag
 	e.text.Reset()
 	e.s.runHub.Publish(e.run.ID, struct{}{})
 	e.s.traceCause(ctx, lease, CauseDelegation)
-	e.s.execute(tool.SubAgent, &child, childSnap)
+	e.s.execute(tool.SubAgent, &child, childSnap, taken)
 	return nil
 }
 
@@ -302,7 +302,7 @@ func (s *Service) handoff(ctx context.Context, run *Run, output *string, errMsg 
 	if err != nil {
 		return nil, nil, err
 	}
-	lease := s.newLease()
+	lease, taken := s.newLease(), time.Now()
 	h = &Handoff{RunID: p.ID, Version: p.Version, After: p.LastSeq, Snapshot: encoded, Lease: lease, TTL: s.cfg.LeaseTTL}
 	start = func() {
 		p.Status, p.LeaseOwner, p.Version, p.Snapshot = StatusRunning, &lease, p.Version+1, nil
@@ -315,7 +315,7 @@ func (s *Service) handoff(ctx context.Context, run *Run, output *string, errMsg 
 			return
 		}
 		s.traceCause(ctx, lease, CauseHandoff)
-		s.execute(a, p, snap)
+		s.execute(a, p, snap, taken)
 	}
 	return h, start, nil
 }

@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"interlock/agent"
@@ -32,6 +33,20 @@ type execution struct {
 	ctx       context.Context
 	retryText bool // the previous owner streamed text of a model call that is made again
 	ended     bool // the run suspended or finished: the lease is gone by design
+
+	tool atomic.Pointer[agent.PendingCall] // the call whose tool is executing, nil when none
+
+	fenceMu sync.Mutex
+	fence   *time.Timer // cancels the execution when the lease may be about to expire (renewLease)
+	fenceAt time.Time   // send time of the last write seen to renew the lease
+}
+
+// inFlight is the log attributes of the tool call executing, none when none is.
+func (e *execution) inFlight() []any {
+	if c := e.tool.Load(); c != nil {
+		return []any{"tool", c.Name, "tool_call", c.CallID()}
+	}
+	return nil
 }
 
 var _ agent.Host = (*execution)(nil)
@@ -46,10 +61,11 @@ const (
 )
 
 // execute continues a run this instance has just leased (r.LastSeq is its last event, and
-// r.LeaseOwner the lease), in the background, renewing the lease while it runs. A snapshot with
-// a call that was executing when its previous owner died is not run: the call goes back to a
-// person (see recover.go). A panic anywhere in the execution fails the run, never the server.
-func (s *Service) execute(a *agent.Agent, r *Run, snap *agent.Snapshot) {
+// r.LeaseOwner the lease, taken by a write sent at `taken` at the latest), in the background,
+// renewing the lease while it runs. A snapshot with a call that was executing when its previous
+// owner died is not run: the call goes back to a person (see recover.go). A panic anywhere in
+// the execution fails the run, never the server.
+func (s *Service) execute(a *agent.Agent, r *Run, snap *agent.Snapshot, taken time.Time) {
 	e := &execution{s: s, agent: a, run: *r, seq: r.LastSeq, owner: deref(r.LeaseOwner)}
 	e.retryText = snap.Seq > 0 && r.LastSeq > snap.Seq && snap.Executing() == nil
 	if !s.started() {
@@ -59,23 +75,41 @@ func (s *Service) execute(a *agent.Agent, r *Run, snap *agent.Snapshot) {
 	}
 	go func() {
 		defer s.done()
+		s.execs.Store(e, struct{}{})
+		defer s.execs.Delete(e)
 		ctx, cancel := context.WithCancel(s.ctx)
 		defer cancel()
 		ctx, endTrace := s.traceExecution(ctx, e, snap) // tracing (trace.go): this stretch's span
 		defer endTrace()
 		e.ctx = ctx
 		renewed := make(chan struct{})
-		go func() { defer close(renewed); e.renewLease(ctx, cancel) }()
+		go func() { defer close(renewed); e.renewLease(ctx, cancel, taken) }()
 		defer func() { <-renewed }()
 		defer cancel()
 		defer e.stopFlush()
 		defer e.recoverPanic()
 		if c := snap.Executing(); c != nil {
-			e.interrupted(ctx, snap, c, crashed(c.Name))
+			e.interrupted(ctx, snap, c, interruptedReason(c.Name, e.run.recoveredFrom))
 			return
 		}
 		e.loop(ctx, snap)
 	}()
+}
+
+// logCut names, in the log, each execution a graceful stop cuts because its deadline passed: a
+// tool call still running is cancelled and its outcome unknown, so recovery will ask a person
+// whether to run it again; an execution between tools (a model call) just hands its run over.
+func (s *Service) logCut() {
+	s.execs.Range(func(k, _ any) bool {
+		e := k.(*execution)
+		if c := e.inFlight(); c != nil {
+			s.cfg.Logger.Warn("shutdown: timeout cuts a tool call still running; a person will be asked whether to run it again",
+				append([]any{"run", e.run.ID}, c...)...)
+		} else {
+			s.cfg.Logger.Info("shutdown: timeout cuts an execution between tool calls; another instance continues it", "run", e.run.ID)
+		}
+		return true
+	})
 }
 
 // recoverPanic turns a panic of the execution (in the loop, a model, the storage code) into a
@@ -140,23 +174,68 @@ func (e *execution) loop(ctx context.Context, snap *agent.Snapshot) {
 // errHandover stops an execution at a checkpoint while the instance shuts down.
 var errHandover = errors.New("instance is shutting down: run handed over")
 
-// renewLease extends the lease every third of its TTL until ctx ends. When the lease is lost
-// (another instance recovered the run), or renewals keep failing until the lease is about to
-// expire, it cancels the execution: past its lease, another instance may be running the run.
-func (e *execution) renewLease(ctx context.Context, cancel context.CancelFunc) {
-	t := time.NewTicker(e.s.cfg.LeaseTTL / 3)
+// renewLease keeps the lease while the execution runs, and fences the execution: it cancels it
+// (the context its tools were given, and every write after) once the lease may be about to
+// expire, LeaseMargin before any other instance may take the run over. It renews every sixth of
+// LeaseTTL, each attempt with a deadline of two intervals, so a renewal stuck on a dead
+// connection is abandoned and the next one tried on another; it stops at once when the lease is
+// lost. Checkpoints renew the lease too, and move the fence the same way (renewed).
+//
+// Why a fenced execution cannot overlap another instance's. A write that sets the lease
+// (StartRun's, a decision's, a claim's, a renewal) sets lease_until to the database's now plus
+// LeaseTTL at the moment the database executes it, which is after this instance sent it; and
+// another instance claims the run only once the database's now is past lease_until (see Store:
+// lease times are the database's). So the earliest claim comes more than LeaseTTL after the
+// send of the last renewal that took effect. This instance counts from the send (not the
+// answer) of the last renewal or checkpoint it saw succeed, on its monotonic clock, and cancels at
+// LeaseTTL-LeaseMargin after it. The two clocks' offsets do not matter, only their rates, which
+// differ by parts per million: far below LeaseMargin over one LeaseTTL. A renewal that failed,
+// timed out or whose answer was lost is not counted; if it did take effect it only postpones
+// the claim. The fence is a timer, so it fires even while a renewal or a write hangs.
+//
+// Cancelling stops what honours its context: the tool in flight is asked to stop, no further
+// tool starts (ToolStarted checks), no model call continues. A tool that ignores its context
+// runs on, but nothing it returns is stored once another instance holds the run: every write
+// checks the lease token (ErrLeaseLost).
+func (e *execution) renewLease(ctx context.Context, cancel context.CancelFunc, taken time.Time) {
+	cfg := e.s.cfg
+	every := cfg.LeaseTTL / 6
+	if taken.IsZero() {
+		taken = time.Now()
+	}
+	var fenced atomic.Bool
+	e.fenceMu.Lock()
+	e.fenceAt = taken
+	e.fence = time.AfterFunc(cfg.LeaseTTL-cfg.LeaseMargin-time.Since(taken), func() { fenced.Store(true); cancel() })
+	e.fenceMu.Unlock()
+	defer func() {
+		e.fenceMu.Lock()
+		e.fence.Stop()
+		e.fenceMu.Unlock()
+	}()
+	t := time.NewTicker(every)
 	defer t.Stop()
-	renewed := time.Now()
+	var lastErr error
 	for {
 		select {
 		case <-ctx.Done():
+			if fenced.Load() {
+				e.s.cfg.Logger.Error("run: cannot renew the lease; stopping the execution before the lease may expire",
+					append(e.inFlight(), "run", e.run.ID, "lease_ttl", cfg.LeaseTTL.String(), "err", lastErr)...)
+			}
 			return
 		case <-t.C:
 		}
-		err := e.s.store.RenewLease(ctx, e.run.ID, e.owner, e.s.cfg.LeaseTTL)
+		sent := time.Now()
+		// A renewal stuck on a dead connection is abandoned after two intervals, so the next one
+		// goes out on another; the fence does not wait for it either way.
+		rctx, rcancel := context.WithTimeout(ctx, 2*every)
+		err := e.s.store.RenewLease(rctx, e.run.ID, e.owner, cfg.LeaseTTL)
+		rcancel()
 		switch {
 		case err == nil:
-			renewed = time.Now()
+			lastErr = nil
+			e.renewed(sent)
 		case errors.Is(err, ErrLeaseLost):
 			e.mu.Lock()
 			ended := e.ended // the renewal raced the run's last write, which released the lease
@@ -166,11 +245,26 @@ func (e *execution) renewLease(ctx context.Context, cancel context.CancelFunc) {
 			}
 			cancel()
 			return
-		case time.Since(renewed) > e.s.cfg.LeaseTTL*2/3:
-			e.s.cfg.Logger.Error("run: cannot renew the lease; stopping", "run", e.run.ID, "err", err)
-			cancel()
-			return
+		case ctx.Err() == nil:
+			if lastErr == nil {
+				e.s.cfg.Logger.Warn("run: cannot renew the lease; trying again", "run", e.run.ID, "err", err)
+			}
+			lastErr = err
 		}
+	}
+}
+
+// renewed moves the fence: a write that renewed the lease (a renewal, a checkpoint) was sent at
+// sent. A fence that has fired stays fired.
+func (e *execution) renewed(sent time.Time) {
+	e.fenceMu.Lock()
+	defer e.fenceMu.Unlock()
+	if e.fence == nil || !sent.After(e.fenceAt) {
+		return
+	}
+	e.fenceAt = sent
+	if !e.fence.Reset(e.s.cfg.LeaseTTL - e.s.cfg.LeaseMargin - time.Since(sent)) {
+		e.fence.Stop() // it fired: the execution is cancelled, and stays so
 	}
 }
 
@@ -224,9 +318,11 @@ func (e *execution) writeLocked(ctx context.Context, snap *agent.Snapshot, evs [
 		}
 		c.Snapshot = &encoded
 	}
+	sent := time.Now()
 	if err := stored(ctx, e.s.store.Checkpoint(ctx, c)); err != nil {
 		return err
 	}
+	e.renewed(sent) // a checkpoint renews the lease
 	e.seq = seq
 	e.text.Reset()
 	if e.flush != nil {
@@ -293,37 +389,98 @@ func (e *execution) ToolCalls(ctx context.Context, snap *agent.Snapshot, calls [
 	return e.checkpoint(ctx, snap, evs...)
 }
 
-// ToolStarted stores the snapshot with the call marked executing (no event).
+// ToolStarted stores the snapshot with the call marked executing (no event). The tool runs only
+// if the execution still holds its lease afterwards (see renewLease).
 func (e *execution) ToolStarted(ctx context.Context, snap *agent.Snapshot, c agent.PendingCall) error {
-	return e.emit(ctx, snap)
+	if err := e.emit(ctx, snap); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	e.tool.Store(&c)
+	return nil
 }
 
-// resultRetries bounds how often the commit of a finished tool's result is tried again after a
-// storage error. The tool has run; if its result were not stored, recovery would find the call
-// executing and ask a person to approve it again.
-var resultRetries = []time.Duration{100 * time.Millisecond, 300 * time.Millisecond, time.Second}
+// Result storage backs off from resultBackoff, doubling up to resultBackoffMax, between tries.
+var (
+	resultBackoff    = 100 * time.Millisecond
+	resultBackoffMax = time.Second
+)
 
-// ToolResult appends TOOL_RESULT with the snapshot that holds the result, trying a failed
-// commit again a few times before handing the run over.
+// ToolResult appends TOOL_RESULT with the snapshot that holds the result. The tool has run: if
+// its result were not stored, recovery would find the call executing and ask a person whether
+// to run it again. So a failed write is tried again, with backoff, for as long as the result
+// may still be stored under this execution's lease: until it is stored, another instance holds
+// the run (ErrLeaseLost), the service closes, or twice LeaseTTL has passed (by then the lease
+// is long past, or the write fails for a reason of its own). This goes on after the lease could have
+// expired (the fence cancelled ctx): no other instance may have taken the run yet, and the
+// lease token decides. Once stored, a fenced execution stops there and hands the run over
+// with its result.
+//
+// A tool that failed after its context was cancelled (the fence, or --shutdown-timeout) may
+// have failed because of it, having done part of its work or all of it: that outcome is not a
+// result, and the call is left executing, for recovery to mark interrupted.
 func (e *execution) ToolResult(ctx context.Context, snap *agent.Snapshot, c agent.PendingCall, result json.RawMessage, errMsg string) error {
+	defer e.tool.Store(nil)
+	if errMsg != "" && ctx.Err() != nil {
+		e.s.cfg.Logger.Warn("run: a tool cut off by the execution's end failed; its outcome is unknown", "run", e.run.ID, "tool", c.Name, "tool_call", c.CallID(), "tool_error", errMsg)
+		return ctx.Err()
+	}
 	ev := events.Event{Type: events.ToolResult, ToolCall: e.eventCall(snap, c), Result: result, Error: errMsg}
-	err := e.emit(ctx, snap, ev)
-	for _, wait := range resultRetries {
-		if !errors.As(err, new(*storageError)) {
+	wctx := context.WithoutCancel(ctx)
+	wait, first := resultBackoff, time.Now()
+	for try := 1; ; try++ {
+		actx, cancel := context.WithTimeout(wctx, e.s.cfg.LeaseTTL/3)
+		err := e.emit(actx, snap, ev)
+		cancel()
+		if err == nil {
+			if try > 1 {
+				e.s.cfg.Logger.Info("run: tool result stored after retrying", "run", e.run.ID, "tool_call", c.CallID(), "tries", try)
+			}
 			break
 		}
-		e.s.cfg.Logger.Warn("run: storing a tool result failed; trying again", "run", e.run.ID, "tool_call", c.CallID(), "err", err)
+		if !errors.As(err, new(*storageError)) && actx.Err() == nil {
+			// Another instance holds the run, or the write cannot succeed.
+			e.unstored(c, result, errMsg, err)
+			return err
+		}
+		if try == 1 {
+			e.s.cfg.Logger.Warn("run: storing a tool result failed; trying again while the run is held", "run", e.run.ID, "tool", c.Name, "tool_call", c.CallID(), "err", err)
+		}
+		if time.Since(first) > 2*e.s.cfg.LeaseTTL {
+			// Past the lease by far: another instance may have it, or the write fails for a
+			// reason of its own that trying again does not cure.
+			e.unstored(c, result, errMsg, err)
+			return &storageError{err}
+		}
 		select {
 		case <-time.After(wait):
-		case <-ctx.Done():
-			return ctx.Err()
+		case <-e.s.ctx.Done():
+			e.unstored(c, result, errMsg, err)
+			return &storageError{err}
 		}
-		err = e.emit(ctx, snap, ev)
+		wait = min(2*wait, resultBackoffMax)
 	}
-	if err == nil && e.s.draining.Load() {
+	if err := ctx.Err(); err != nil {
+		return err // fenced or closing: the result is stored, another instance continues
+	}
+	if e.s.draining.Load() {
 		return errHandover
 	}
-	return err
+	return nil
+}
+
+// unstored logs the outcome of a tool that ran but could not be stored, so that whoever is asked
+// to approve the interrupted call again can find what it returned in this instance's log.
+func (e *execution) unstored(c agent.PendingCall, result json.RawMessage, errMsg string, err error) {
+	const most = 4096
+	res := string(result)
+	if len(res) > most {
+		res = res[:most] + "…"
+	}
+	e.s.cfg.Logger.Error("run: a tool ran but its result could not be stored", "run", e.run.ID, "tool", c.Name, "tool_call", c.CallID(),
+		"instance", e.s.cfg.InstanceID, "result", res, "tool_error", errMsg, "err", err)
 }
 
 // ToolDeclined stores the snapshot with the declined call answered (no event: the decision's

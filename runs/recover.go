@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"interlock/agent"
@@ -74,15 +75,16 @@ func (s *Service) recoverRun(ctx context.Context, r *Run) (bool, error) {
 		s.cfg.Logger.Error("recovery: bad snapshot", "run", r.ID, "err", err)
 		return false, s.failUnrecoverable(ctx, r, "its stored state cannot be read")
 	}
-	lease := s.newLease()
+	lease, taken := s.newLease(), time.Now()
 	claimed, err := s.store.ClaimExpired(ctx, Claim{RunID: r.ID, Version: r.Version, LastSeq: r.LastSeq, Lease: lease, TTL: s.cfg.LeaseTTL})
 	if err != nil || !claimed {
 		return false, err // not claimed: another instance was first, or the owner came back
 	}
 	s.cfg.Logger.Info("recovering run", "run", r.ID, "previous_owner", deref(r.LeaseOwner), "attempt", r.RecoveryAttempts+1)
+	r.recoveredFrom = deref(r.LeaseOwner)
 	r.LeaseOwner, r.Version = &lease, r.Version+1
 	s.traceCause(ctx, lease, CauseRecovery)
-	s.execute(a, r, snap)
+	s.execute(a, r, snap, taken)
 	return true, nil
 }
 
@@ -141,9 +143,21 @@ func (e *execution) interrupted(ctx context.Context, snap *agent.Snapshot, c *ag
 	}
 }
 
-// crashed is the reason of a call that was executing when its instance died.
-func crashed(tool string) string {
-	return fmt.Sprintf("the server executing %s stopped before it finished, so whether it took effect is unknown; approve to run it again or decline", tool)
+// interruptedReason says what is known of a call found executing by recovery: it was sent to
+// the tool (its start was stored) by the instance that held the lease, and no answer was
+// stored. That instance either stopped, or lost the database (a partition, an outage longer
+// than its lease) before it could store the answer: an instance that has the answer keeps
+// trying to store it while it may still hold the run, and logs it when it cannot. Nothing in
+// the database tells these apart, so the reason does not pretend to.
+func interruptedReason(tool, lease string) string {
+	who := "the instance executing it"
+	if i := strings.LastIndex(lease, "/"); i > 0 {
+		id := lease[:i]
+		who = fmt.Sprintf("instance %s, which was executing it,", id)
+	}
+	return fmt.Sprintf("%s was sent to the tool, but %s lost the run before the tool's answer was stored: "+
+		"the instance stopped, or could not reach the database (an answer it held but could not store is in its log). "+
+		"Whether the call took effect is unknown; check before you approve it to run again, or decline", tool, who)
 }
 
 func deref(s *string) string {

@@ -45,6 +45,10 @@ type Run struct {
 	LeaseOwner *string
 	// RecoveryAttempts counts claims and deferred recoveries since the run's last checkpoint.
 	RecoveryAttempts int
+
+	// recoveredFrom is the lease a recovering instance took the run over from (not stored):
+	// it names the instance that was executing the run, for the reason of an interrupted call.
+	recoveredFrom string
 }
 
 // DecisionKind is what was decided about a tool call.

@@ -31,6 +31,10 @@ type Config struct {
 	MaxUnpaginated int
 	// LeaseTTL is how long a run's lease lasts without renewal. Default 30s.
 	LeaseTTL time.Duration
+	// LeaseMargin is how long before its lease may expire an instance that could not renew it
+	// cancels the run's execution (its tool in flight included), so that it has stopped before
+	// another instance may take the run over; see renewLease. Default LeaseTTL/10.
+	LeaseMargin time.Duration
 	// InstanceID names this server instance in leases. Default: a new random id.
 	InstanceID string
 	// HistoryMessages is how many earlier messages of a thread a new run is given. Default 50.
@@ -83,6 +87,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.LeaseTTL == 0 {
 		c.LeaseTTL = 30 * time.Second
+	}
+	if c.LeaseMargin == 0 {
+		c.LeaseMargin = c.LeaseTTL / 10
 	}
 	if c.InstanceID == "" {
 		c.InstanceID = uuid.NewString()
@@ -139,6 +146,9 @@ func (c Config) validate() error {
 	if c.LeaseTTL < time.Second {
 		return fmt.Errorf("LeaseTTL must be at least 1s, not %s", c.LeaseTTL)
 	}
+	if c.LeaseMargin <= 0 || c.LeaseMargin > c.LeaseTTL/2 {
+		return fmt.Errorf("LeaseMargin must be positive and at most half of LeaseTTL (%s), not %s", c.LeaseTTL, c.LeaseMargin)
+	}
 	if c.Retention < time.Minute {
 		return fmt.Errorf("Retention must be at least 1m, not %s", c.Retention)
 	}
@@ -194,6 +204,7 @@ type Service struct {
 	closing bool         // set by Shutdown and Close: no new execution starts here
 	running int          // executions in flight
 	idle    *sync.Cond   // on mu: broadcast when running drops to zero
+	execs   sync.Map     // *execution → struct{}: executions in flight, named when Shutdown cuts them
 	leases  atomic.Int64 // numbers this instance's lease tokens
 	causes  sync.Map     // lease token → cause, for the execution about to start (trace.go)
 }
@@ -295,7 +306,8 @@ func (s *Service) Close() {
 
 // Shutdown stops gracefully: executions hand their runs over at their next checkpoint (the step
 // in flight finishes first) by releasing the lease, so another instance takes them over at once.
-// When ctx ends first, what still executes is cancelled and released. Then Close.
+// When ctx ends first, what still executes is cancelled and released, each logged with its run
+// and the tool call it cuts (see logCut). Then Close.
 func (s *Service) Shutdown(ctx context.Context) {
 	s.draining.Store(true)
 	s.stopStarting()
@@ -304,6 +316,7 @@ func (s *Service) Shutdown(ctx context.Context) {
 	select {
 	case <-done:
 	case <-ctx.Done():
+		s.logCut()
 	}
 	s.Close()
 }
@@ -415,7 +428,7 @@ func (s *Service) StartRun(ctx context.Context, p StartParams) (*Run, error) {
 		return nil, fmt.Errorf("new run id: %w", err)
 	}
 	now := s.now()
-	lease := s.newLease()
+	lease, taken := s.newLease(), time.Now()
 	r := Run{
 		ID: id.String(), AgentID: a.ID, ThreadID: p.ThreadID, ResourceID: p.ResourceID, StartedBy: startedBy(ctx),
 		Prompt: p.Prompt, RequireToolApproval: p.RequireToolApproval, Status: StatusRunning,
@@ -437,7 +450,7 @@ func (s *Service) StartRun(ctx context.Context, p StartParams) (*Run, error) {
 		return nil, err
 	}
 	s.traceCause(ctx, lease, CauseStart)
-	s.execute(a, &r, snap)
+	s.execute(a, &r, snap, taken)
 	out := r
 	out.LeaseOwner = nil
 	return &out, nil
