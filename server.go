@@ -286,12 +286,7 @@ const maxBodyBytes = 1 << 20
 func (a *App) routes() http.Handler {
 	gql := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: &graph.Resolver{Runs: a.Service}}))
 	gql.Use(observe.Operations{Log: a.log, Metrics: a.metrics}) // first: it sees every answer
-	conns := gqlguard.NewConnections(a.cfg.MaxConnectionsPerPrincipal, func(ctx context.Context) string {
-		if p := runs.PrincipalFrom(ctx); p != nil && p.Authenticated() {
-			return p.Subject
-		}
-		return "" // no authentication (Anonymous): the client IP
-	})
+	conns := gqlguard.NewConnections(a.cfg.MaxConnectionsPerPrincipal, limitedSubject)
 	gql.AddTransport(gqlguard.SSE{Limit: conns})
 	a.ws = gqlguard.NewWebsocket(transport.Websocket{
 		KeepAlivePingInterval: 10 * time.Second,
@@ -326,12 +321,7 @@ func (a *App) routes() http.Handler {
 	gql.Use(&gqlguard.ComplexityLimit{Max: a.cfg.MaxQueryComplexity, PageSizeArgs: []string{"perPage", "last"}, DefaultPageSize: 20,
 		PageSizeDefaults: map[string]int{"last": a.cfg.MaxPerPage}})
 	if a.cfg.MutationRate > 0 {
-		gql.Use(gqlguard.NewMutationRate(a.cfg.MutationRate, a.cfg.MutationBurst, func(ctx context.Context) string {
-			if p := runs.PrincipalFrom(ctx); p != nil && p.Authenticated() {
-				return "principal:" + p.Subject
-			}
-			return "" // no authentication (Anonymous): the client IP
-		}, 0))
+		gql.Use(gqlguard.NewMutationRate(a.cfg.MutationRate, a.cfg.MutationBurst, limitedSubject, 0))
 	}
 	// A plain request answered only with UNAVAILABLE is 503 with Retry-After (Middleware).
 	gql.Use(gqlguard.Unavailable{})
@@ -361,6 +351,16 @@ func (a *App) routes() http.Handler {
 	}
 	mux.Handle("/", httpguard.Console(web.Handler()))
 	return mux
+}
+
+// limitedSubject is who the per-client limits (mutation rate, connections) count a request
+// against: the authenticated principal's subject, or "" for Anonymous (authentication off), which
+// the limits take for the client's address.
+func limitedSubject(ctx context.Context) string {
+	if p := runs.PrincipalFrom(ctx); p != nil && p.Authenticated() {
+		return p.Subject
+	}
+	return ""
 }
 
 // authenticateSocket authenticates a WebSocket by the "authorization" of its connection_init
