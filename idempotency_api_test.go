@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"strings"
 	"sync"
 	"testing"
 
@@ -83,4 +84,41 @@ func TestStartRunIdempotencyKey(t *testing.T) {
 			b.app.Service.Wait()
 		})
 	}
+}
+
+// TestARetriedDecisionOverTheAPI: alice's approval, sent again over HTTP (her client lost the
+// answer), is answered with the run and changes nothing; the same approval by bob, or a decline
+// by alice, is CONFLICT naming alice — through the whole handler, with real tokens.
+func TestARetriedDecisionOverTheAPI(t *testing.T) {
+	eachAuthDB(t, "", func(t *testing.T, s *testServer) {
+		r := s.suspendAs(t, tokenOf("otto"), "refund order 3 for 5", nil)
+		call := r.ToolCalls[0].ToolCallID
+		const approve = `mutation($id: ID!, $c: ID) { approveToolCall(runId: $id, toolCallId: $c) { runId decisions { toolCallId decidedBy } } }`
+		vars := map[string]any{"id": r.ID, "c": call}
+		for i := range 2 {
+			got := s.postAs(t, tokenOf("alice"), approve, vars)
+			var out struct {
+				ApproveToolCall struct {
+					RunID     string
+					Decisions []struct{ ToolCallID, DecidedBy string }
+				}
+			}
+			if got.code != "" || json.Unmarshal(got.data, &out) != nil || len(out.ApproveToolCall.Decisions) != 1 || out.ApproveToolCall.Decisions[0].DecidedBy != "alice" {
+				t.Fatalf("alice's approval (time %d): %s %s %s; want the run with her one decision", i+1, got.code, got.msg, got.data)
+			}
+		}
+		if got := s.postAs(t, tokenOf("bob"), approve, vars); got.code != "CONFLICT" || !strings.Contains(got.msg, "by alice") {
+			t.Fatalf("bob's approval: %s %q, want CONFLICT naming alice", got.code, got.msg)
+		}
+		decline := `mutation($id: ID!, $c: ID) { declineToolCall(runId: $id, toolCallId: $c, reason: "no") { runId } }`
+		if got := s.postAs(t, tokenOf("alice"), decline, vars); got.code != "CONFLICT" {
+			t.Fatalf("alice's decline after her approval: %s %q, want CONFLICT", got.code, got.msg)
+		}
+		s.app.Service.Wait()
+		var done struct{ Run apiRun }
+		s.mustAs(t, tokenOf("root"), `query($id: ID!) { run(runId: $id) { `+runFields+` } }`, map[string]any{"id": r.ID}, &done)
+		if done.Run.Status != "COMPLETED" || done.Run.Output == nil || strings.Count(*done.Run.Output, "rf_3") != 1 {
+			t.Fatalf("run after the retries: %s %v, want COMPLETED with one refund", done.Run.Status, done.Run.Output)
+		}
+	})
 }
