@@ -1,0 +1,123 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"interlock/dbtest"
+)
+
+// apolloDir is the Apollo Client example, a Node program with its own package-lock.json.
+var apolloDir = repoPath("examples", "apollo")
+
+// lockStamp, inside node_modules, holds the digest of the package-lock.json that `npm ci`
+// installed, so the example's packages are installed again only when the lock changes.
+const lockStamp = "node_modules/.interlock-package-lock.sha256"
+
+// TestApolloExample runs examples/apollo (a real Apollo Client over HTTP and graphql-ws) against
+// a real server process with authentication on, over SQLite and MySQL: it lists, watches,
+// starts, approves and streams a run, and checks its normalized cache. It fails when the
+// program exits non-zero. Without node and npm it skips, except under CI=true.
+func TestApolloExample(t *testing.T) {
+	node, npm := nodeTools(t)
+	npmCI(t, npm)
+	t.Run("sqlite", func(t *testing.T) {
+		runApolloExample(t, node, "sqlite:"+filepath.Join(t.TempDir(), "apollo.db"))
+	})
+	t.Run("mysql", func(t *testing.T) {
+		runApolloExample(t, node, dbtest.MySQLURL(dbtest.MySQLDSN(t)))
+	})
+}
+
+// nodeTools finds node and npm, or skips the test (fails it under CI=true).
+func nodeTools(t *testing.T) (node, npm string) {
+	t.Helper()
+	node, errNode := exec.LookPath("node")
+	npm, errNpm := exec.LookPath("npm")
+	if errNode != nil || errNpm != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI must run the Apollo example, but node (%v) or npm (%v) is missing", errNode, errNpm)
+		}
+		t.Skipf("node or npm is not installed: skipping the Apollo example (%v, %v)", errNode, errNpm)
+	}
+	return node, npm
+}
+
+// npmCI installs the example's locked packages unless node_modules holds that lock already.
+func npmCI(t *testing.T, npm string) {
+	t.Helper()
+	lock, err := os.ReadFile(filepath.Join(apolloDir, "package-lock.json"))
+	if err != nil {
+		t.Fatalf("the example has no package-lock.json: %v", err)
+	}
+	want := sha256Hex(string(lock))
+	stamp := filepath.Join(apolloDir, lockStamp)
+	if got, err := os.ReadFile(stamp); err == nil && string(got) == want {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund")
+	cmd.Dir = apolloDir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("npm ci in %s: %v\n%s", apolloDir, err, out)
+	}
+	if err := os.WriteFile(stamp, []byte(want), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runApolloExample starts a server over db with a token and runs the example against it.
+func runApolloExample(t *testing.T, node, db string) {
+	secret := make([]byte, 16)
+	rand.Read(secret)
+	token := hex.EncodeToString(secret)
+	file := writeConfig(t, fmt.Sprintf("auth:\n  tokens:\n    - {subject: front-end, role: approver, sha256: %s}\n", sha256Hex(token)))
+	// The demo model answers after 300ms, so the example's watch of the suspended set is
+	// surely live before its run suspends (nothing in the protocol says when it is).
+	s := startProc(t, db, "--auth=on", "--config", file, "--demo-delay=300ms")
+	// A run that already waits, for the example's inbox to list.
+	waiting := s.suspendAs(t, token, "refund order 7 for 5", nil)
+
+	// A token the server does not know: the example says so and exits non-zero.
+	if out, err := apolloExample(t, node, s.url, "not-"+token); err == nil || !bytes.Contains(out, []byte("apollo example: FAIL: ")) || !bytes.Contains(out, []byte("4401")) {
+		t.Fatalf("the example with a bad token: %v\n%s\nwant a non-zero exit naming the WebSocket's 4401", err, out)
+	}
+
+	out, err := apolloExample(t, node, s.url, token)
+	t.Logf("node demo.js:\n%s", out)
+	if err != nil {
+		t.Fatalf("the Apollo example failed (%v)", err)
+	}
+	if !bytes.Contains(out, []byte("1 suspended run(s)")) || !bytes.Contains(out, []byte("apollo example: OK")) {
+		t.Fatalf("the Apollo example did not list the waiting run %s and finish: see its output above", waiting.ID)
+	}
+	// What the example did is stored: its run completed, the waiting one still waits.
+	var list struct{ SuspendedRuns struct{ Runs []apiRun } }
+	s.mustAs(t, token, `{ suspendedRuns { runs { id } } }`, nil, &list)
+	if len(list.SuspendedRuns.Runs) != 1 || list.SuspendedRuns.Runs[0].ID != waiting.ID {
+		t.Fatalf("suspended runs after the example: %+v, want only %s", list.SuspendedRuns.Runs, waiting.ID)
+	}
+}
+
+// apolloExample runs the example against url with token and returns what it printed.
+func apolloExample(t *testing.T, node, url, token string) ([]byte, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "demo.js")
+	cmd.Dir = apolloDir
+	cmd.Env = append(os.Environ(), "INTERLOCK_URL="+url, "INTERLOCK_TOKEN="+token)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return out.Bytes(), err
+}

@@ -1,0 +1,741 @@
+package app
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/coder/websocket/wsjson"
+	"github.com/golang-jwt/jwt/v5"
+
+	"interlock/dbtest"
+)
+
+// The principals of authServer, by subject: each one's token is "token-" + subject.
+var authPrincipals = `
+    - {subject: vera, role: viewer, sha256: %s}
+    - {subject: otto, role: operator, sha256: %s}
+    - {subject: alice, role: approver, sha256: %s}
+    - {subject: bob, role: [approver], sha256: %s}
+    - {subject: root, role: admin, sha256: %s}
+    - {subject: portal, role: [approver], resources: [r2], sha256: %s}
+`
+
+func tokenOf(subject string) string { return "token-" + subject }
+
+func sha256Hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// authServer starts a server with authentication on, the principals above and the demo agents;
+// extra is appended to the auth section.
+func authServer(t *testing.T, db string, extra string) *testServer {
+	t.Helper()
+	return authServerWith(t, db, extra)
+}
+
+// authServerWith is authServer started with further command-line args.
+func authServerWith(t *testing.T, db string, extra string, args ...string) *testServer {
+	t.Helper()
+	var digests []any
+	for _, s := range []string{"vera", "otto", "alice", "bob", "root", "portal"} {
+		digests = append(digests, sha256Hex(tokenOf(s)))
+	}
+	file := writeConfig(t, "auth:\n  tokens:"+fmt.Sprintf(authPrincipals, digests...)+extra)
+	return startServer(t, db, append([]string{"--auth=on", "--config", file}, args...)...)
+}
+
+// eachAuthDB runs fn on an authServer over SQLite and one over MySQL.
+func eachAuthDB(t *testing.T, extra string, fn func(t *testing.T, s *testServer)) {
+	t.Run("sqlite", func(t *testing.T) { fn(t, authServer(t, "sqlite:"+t.TempDir()+"/interlock.db", extra)) })
+	t.Run("mysql", func(t *testing.T) { fn(t, authServer(t, dbtest.MySQLURL(dbtest.MySQLDSN(t)), extra)) })
+}
+
+// result is one answer to an operation, over whichever transport: its data and the code of its
+// first error ("" when none); status is the HTTP status where there is one.
+type result struct {
+	status int
+	data   json.RawMessage
+	code   string
+	msg    string
+}
+
+func firstError(errs json.RawMessage) (code, msg string) {
+	var list []gqlError
+	if json.Unmarshal(errs, &list) != nil || len(list) == 0 {
+		return "", ""
+	}
+	c, _ := list[0].Extensions["code"].(string)
+	return c, list[0].Message
+}
+
+// postAs sends an operation over HTTP POST with the token (none when empty).
+func (s *testServer) postAs(t testing.TB, token, query string, vars map[string]any) result {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
+	req, _ := http.NewRequest("POST", s.url+"/graphql", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := decodeGQL(t, resp)
+	var msg string
+	if len(r.Errors) > 0 {
+		msg = r.Errors[0].Message
+	}
+	return result{status: resp.StatusCode, data: r.Data, code: r.code(), msg: msg}
+}
+
+// mustAs is postAs that must succeed, decoding the data into v.
+func (s *testServer) mustAs(t testing.TB, token, query string, vars map[string]any, v any) {
+	t.Helper()
+	r := s.postAs(t, token, query, vars)
+	if r.code != "" {
+		t.Fatalf("%s as %s: %s %s", strings.Fields(query)[0], token, r.code, r.msg)
+	}
+	if v != nil {
+		if err := json.Unmarshal(r.data, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// sseAs runs an operation over Server-Sent Events with the token and returns its first result.
+func (s *testServer) sseAs(t testing.TB, token, query string, vars map[string]any) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	body, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
+	req, _ := http.NewRequestWithContext(ctx, "POST", s.url+"/graphql", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		raw, _ := io.ReadAll(resp.Body)
+		code, msg := firstError(json.RawMessage(gjsonErrors(raw)))
+		return result{status: resp.StatusCode, code: code, msg: msg}
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	event := ""
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "event: "):
+			event = strings.TrimPrefix(line, "event: ")
+			if event == "complete" {
+				return result{status: resp.StatusCode}
+			}
+		case strings.HasPrefix(line, "data: ") && event == "next":
+			var r struct {
+				Data   json.RawMessage
+				Errors json.RawMessage
+			}
+			json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &r)
+			code, msg := firstError(r.Errors)
+			return result{status: resp.StatusCode, data: r.Data, code: code, msg: msg}
+		}
+	}
+	t.Fatalf("SSE stream ended without a result: %v", sc.Err())
+	return result{}
+}
+
+func gjsonErrors(raw []byte) []byte {
+	var r struct{ Errors json.RawMessage }
+	json.Unmarshal(raw, &r)
+	return r.Errors
+}
+
+// dialAs opens a WebSocket with the subprotocol and a connection_init carrying the token.
+func dialAs(t testing.TB, baseURL, protocol, token string) *wsClient {
+	t.Helper()
+	c := dialRawWS(t, baseURL, protocol)
+	payload, _ := json.Marshal(map[string]any{"authorization": "Bearer " + token})
+	c.send(wsMessage{Type: "connection_init", Payload: payload})
+	if m := c.read(); m.Type != "connection_ack" {
+		t.Fatalf("after connection_init as %s got %s %s", token, m.Type, m.Payload)
+	}
+	return c
+}
+
+// wsAs runs an operation over a WebSocket of the subprotocol with the token and returns its
+// first result.
+func (s *testServer) wsAs(t testing.TB, protocol, token, query string, vars map[string]any) result {
+	t.Helper()
+	c := dialAs(t, s.url, protocol, token)
+	defer c.conn.Close(websocket.StatusNormalClosure, "")
+	data, done, errs := c.next(c.subscribe(query, vars))
+	if done {
+		return result{}
+	}
+	code, msg := firstError(errs)
+	return result{data: data, code: code, msg: msg}
+}
+
+// transports run one operation as a principal; each returns the first result.
+func transports(s *testServer) map[string]func(t testing.TB, token, query string, vars map[string]any) result {
+	return map[string]func(t testing.TB, token, query string, vars map[string]any) result{
+		"http": s.postAs,
+		"sse":  s.sseAs,
+		"ws graphql-transport-ws": func(t testing.TB, token, q string, v map[string]any) result {
+			return s.wsAs(t, "graphql-transport-ws", token, q, v)
+		},
+		"ws graphql-ws": func(t testing.TB, token, q string, v map[string]any) result {
+			return s.wsAs(t, "graphql-ws", token, q, v)
+		},
+	}
+}
+
+// suspendAs starts a run with the token and waits for it to suspend.
+func (s *testServer) suspendAs(t testing.TB, token, prompt string, extra map[string]any) apiRun {
+	t.Helper()
+	input := map[string]any{"agentId": "support-agent", "prompt": prompt}
+	for k, v := range extra {
+		input[k] = v
+	}
+	var out struct{ StartRun apiRun }
+	s.mustAs(t, token, `mutation($input: StartRunInput!) { startRun(input: $input) { `+runFields+` } }`, map[string]any{"input": input}, &out)
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		var got struct{ Run *apiRun }
+		s.mustAs(t, token, `query($id: ID!) { run(runId: $id) { `+runFields+` } }`, map[string]any{"id": out.StartRun.ID}, &got)
+		if got.Run.Status == "SUSPENDED" {
+			return *got.Run
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("run %s did not suspend", out.StartRun.ID)
+	return apiRun{}
+}
+
+// TestAuthRoleByOperation: every role against every operation (the queries, startRun, the three
+// decisions, both subscriptions) over HTTP, SSE and both WebSocket subprotocols.
+func TestAuthRoleByOperation(t *testing.T) {
+	eachAuthDB(t, "", func(t *testing.T, s *testServer) {
+		root := tokenOf("root")
+		seen := s.suspendAs(t, root, "refund order 1 for 5", map[string]any{"threadId": "th-1"})
+		type op struct {
+			name, need string // need: the least role allowed
+			run        func(t testing.TB, do func(t testing.TB, token, q string, v map[string]any) result, token string) result
+		}
+		query := func(q string, v map[string]any) func(t testing.TB, do func(t testing.TB, token, q string, v map[string]any) result, token string) result {
+			return func(t testing.TB, do func(t testing.TB, token, q string, v map[string]any) result, token string) result {
+				return do(t, token, q, v)
+			}
+		}
+		decide := func(prompt, q string) func(t testing.TB, do func(t testing.TB, token, q string, v map[string]any) result, token string) result {
+			return func(t testing.TB, do func(t testing.TB, token, q string, v map[string]any) result, token string) result {
+				r := s.suspendAs(t, root, prompt, nil)
+				return do(t, token, q, map[string]any{"id": r.ID})
+			}
+		}
+		ops := []op{
+			{"suspendedRuns", "viewer", query(`{ suspendedRuns { total runs { id } } }`, nil)},
+			{"run", "viewer", query(`query($id: ID!) { run(runId: $id) { id startedBy } }`, map[string]any{"id": seen.ID})},
+			{"recentRuns", "viewer", query(`{ recentRuns { total } }`, nil)},
+			{"threads", "viewer", query(`{ threads { total } }`, nil)},
+			{"thread", "viewer", query(`{ thread(id: "th-1") { id } }`, nil)},
+			{"agents", "viewer", query(`{ agents { id } }`, nil)},
+			{"startRun", "operator", query(`mutation { startRun(input: {agentId: "support-agent", prompt: "hello"}) { id } }`, nil)},
+			{"approveToolCall", "approver", decide("refund order 2 for 5", `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`)},
+			{"declineToolCall", "approver", decide("refund order 3 for 5", `mutation($id: ID!) { declineToolCall(runId: $id, reason: "no") { status } }`)},
+			{"resumeRun", "approver", decide("ask the customer which order", `mutation($id: ID!) { resumeRun(runId: $id, resumeData: {answer: "order 7"}) { status } }`)},
+			{"runEvents", "viewer", query(`subscription($id: ID!) { runEvents(runId: $id) { seq type } }`, map[string]any{"id": seen.ID})},
+			{"suspendedRunsChanged", "viewer", func(t testing.TB, do func(t testing.TB, token, q string, v map[string]any) result, token string) result {
+				// A run suspends once the subscription has had time to start. The start is waited
+				// for before the subtest ends, so its request never outlives the test.
+				started := make(chan struct{})
+				go func() {
+					defer close(started)
+					time.Sleep(200 * time.Millisecond)
+					s.postAs(t, root, `mutation { startRun(input: {agentId: "support-agent", prompt: "refund order 9 for 1"}) { id } }`, nil)
+				}()
+				defer func() { <-started }()
+				return do(t, token, `subscription { suspendedRunsChanged { kind run { id } } }`, nil)
+			}},
+		}
+		rank := map[string]int{"viewer": 1, "operator": 2, "approver": 3, "admin": 4}
+		roles := map[string]string{"vera": "viewer", "otto": "operator", "alice": "approver", "root": "admin"}
+		for tname, do := range transports(s) {
+			for subject, role := range roles {
+				for _, o := range ops {
+					if o.name == "suspendedRunsChanged" && rank[role] < rank[o.need] {
+						continue // nothing to trigger: every role reads
+					}
+					got := o.run(t, do, tokenOf(subject))
+					if rank[role] >= rank[o.need] {
+						if got.code != "" {
+							t.Errorf("%s: %s as %s (%s): %s %s, want it allowed", tname, o.name, subject, role, got.code, got.msg)
+						}
+					} else if got.code != "FORBIDDEN" {
+						t.Errorf("%s: %s as %s (%s): %q %s, want FORBIDDEN", tname, o.name, subject, role, got.code, got.msg)
+					}
+				}
+			}
+		}
+	})
+}
+
+// TestAuthRejectsBadCredentials: no token, a malformed header or an unknown token get
+// UNAUTHENTICATED and no data: 401 over HTTP and SSE, a 4401 close after connection_init on
+// both WebSocket subprotocols.
+func TestAuthRejectsBadCredentials(t *testing.T) {
+	s := authServer(t, "sqlite:"+t.TempDir()+"/interlock.db", "")
+	s.suspendAs(t, tokenOf("root"), "refund order 1 for 5", nil)
+	for name, header := range map[string]string{"none": "", "malformed": "Basic dmVyYTpwdw==", "unknown": "Bearer token-mallory", "empty bearer": "Bearer "} {
+		body := strings.NewReader(`{"query":"{ suspendedRuns { total runs { id } } }"}`)
+		req, _ := http.NewRequest("POST", s.url+"/graphql", body)
+		req.Header.Set("Content-Type", "application/json")
+		if header != "" {
+			req.Header.Set("Authorization", header)
+		}
+		for _, accept := range []string{"application/json", "text/event-stream"} {
+			req.Header.Set("Accept", accept)
+			body.Seek(0, io.SeekStart)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			code, _ := firstError(gjsonErrors(raw))
+			if resp.StatusCode != http.StatusUnauthorized || code != "UNAUTHENTICATED" || strings.Contains(string(raw), "runs\":[") || resp.Header.Get("WWW-Authenticate") == "" {
+				t.Errorf("%s credentials (%s): %d %s %s, want 401 UNAUTHENTICATED with a challenge", name, accept, resp.StatusCode, resp.Header.Get("WWW-Authenticate"), raw)
+			}
+		}
+	}
+	for _, protocol := range []string{"graphql-transport-ws", "graphql-ws"} {
+		for name, payload := range map[string]string{"none": `{}`, "unknown": `{"authorization":"Bearer token-mallory"}`, "not a string": `{"authorization":42}`} {
+			c := dialRawWS(t, s.url, protocol)
+			c.send(wsMessage{Type: "connection_init", Payload: json.RawMessage(payload)})
+			var code websocket.StatusCode
+			for code == 0 {
+				// graphql-ws announces the refusal with connection_error first.
+				var m wsMessage
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				err := wsjson.Read(ctx, c.conn, &m)
+				cancel()
+				if err == nil {
+					if m.Type == "connection_ack" {
+						t.Fatalf("%s with %s credentials: acknowledged", protocol, name)
+					}
+					continue
+				}
+				code = websocket.CloseStatus(err)
+				if code == -1 {
+					t.Fatalf("%s with %s credentials: %v, want a close", protocol, name, err)
+				}
+			}
+			if code != 4401 {
+				t.Errorf("%s with %s credentials closed with %d, want 4401", protocol, name, code)
+			}
+		}
+	}
+	// A token in the upgrade's Authorization header is as good as one in connection_init.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(s.url, "http")+"/graphql", &websocket.DialOptions{
+		Subprotocols: []string{"graphql-transport-ws"}, HTTPHeader: http.Header{"Authorization": {"Bearer " + tokenOf("vera")}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &wsClient{t: t, conn: conn, protocol: "graphql-transport-ws"}
+	defer conn.Close(websocket.StatusNormalClosure, "")
+	c.send(wsMessage{Type: "connection_init", Payload: json.RawMessage(`{}`)})
+	if m := c.read(); m.Type != "connection_ack" {
+		t.Fatalf("with the token in the upgrade's header: %s %s", m.Type, m.Payload)
+	}
+	// The console, its scripts and the health check need no token: they hold no data.
+	for _, path := range []string{"/", "/healthz"} {
+		resp, err := http.Get(s.url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("GET %s without a token: %d", path, resp.StatusCode)
+		}
+	}
+}
+
+// TestScopedPrincipalAttacksAnotherResource: a principal of resource r2 tries every entry point
+// on a run of r1; it learns nothing (empty lists, null, NOT_FOUND, no events) and changes
+// nothing.
+func TestScopedPrincipalAttacksAnotherResource(t *testing.T) {
+	eachAuthDB(t, "", func(t *testing.T, s *testServer) {
+		root, portal := tokenOf("root"), tokenOf("portal")
+		victim := s.suspendAs(t, root, "refund order 1 for 5", map[string]any{"resourceId": "r1", "threadId": "victim-thread"})
+		asked := s.suspendAs(t, root, "ask the customer which order", map[string]any{"resourceId": "r1"})
+		var before struct{ SuspendedRuns struct{ Total int } }
+		s.mustAs(t, root, `{ suspendedRuns { total } }`, nil, &before)
+
+		watch := dialAs(t, s.url, "graphql-transport-ws", portal)
+		changes := watch.subscribe(`subscription { suspendedRunsChanged { kind run { id resourceId } } }`, nil)
+		time.Sleep(200 * time.Millisecond) // the subscription is active before runs change
+
+		for _, q := range []string{
+			`{ suspendedRuns { total runs { id } } }`,
+			`{ suspendedRuns(resourceId: "r1") { total runs { id } } }`,
+			`{ suspendedRuns(threadId: "victim-thread") { total runs { id } } }`,
+			`{ suspendedRuns(agentId: "support-agent", resourceId: "r1") { total runs { id } } }`,
+			`{ recentRuns(statuses: [SUSPENDED, RUNNING, COMPLETED, FAILED]) { total runs { id } } }`,
+			`{ recentRuns(statuses: [SUSPENDED], resourceId: "r1") { total runs { id } } }`,
+		} {
+			var out map[string]struct{ Total int }
+			s.mustAs(t, portal, q, nil, &out)
+			for k, v := range out {
+				if v.Total != 0 {
+					t.Errorf("%s: %s total %d, want 0", q, k, v.Total)
+				}
+			}
+		}
+		var me struct{ Me struct{ Resources []string } }
+		s.mustAs(t, portal, `{ me { resources } }`, nil, &me)
+		if len(me.Me.Resources) != 1 || me.Me.Resources[0] != "r2" {
+			t.Errorf("me as portal: %+v", me)
+		}
+		var one struct {
+			Run    *apiRun
+			Thread *struct{ ID string }
+		}
+		s.mustAs(t, portal, `query($id: ID!) { run(runId: $id) { id } thread(id: "victim-thread") { id } }`, map[string]any{"id": victim.ID}, &one)
+		if one.Run != nil || one.Thread != nil {
+			t.Errorf("run and thread of r1 as portal: %+v, want null", one)
+		}
+		for name, do := range transports(s) {
+			if got := do(t, portal, `subscription($id: ID!) { runEvents(runId: $id) { seq type } }`, map[string]any{"id": victim.ID}); got.code != "NOT_FOUND" || got.data != nil && string(got.data) != "null" {
+				t.Errorf("%s: runEvents of r1's run as portal: %q %s %s, want NOT_FOUND and no event", name, got.code, got.msg, got.data)
+			}
+		}
+		for _, c := range []struct{ q, id string }{
+			{`mutation($id: ID!) { approveToolCall(runId: $id) { status } }`, victim.ID},
+			{`mutation($id: ID!) { approveToolCall(runId: $id, args: {orderId: "1", amount: 500}) { status } }`, victim.ID},
+			{`mutation($id: ID!) { declineToolCall(runId: $id, reason: "x") { status } }`, victim.ID},
+			{`mutation($id: ID!) { resumeRun(runId: $id, resumeData: {answer: "x"}) { status } }`, asked.ID},
+		} {
+			got := s.postAs(t, portal, c.q, map[string]any{"id": c.id})
+			unknown := s.postAs(t, portal, c.q, map[string]any{"id": "0190e0e0-0000-7000-8000-000000000000"})
+			if got.code != "NOT_FOUND" || strings.ReplaceAll(got.msg, c.id, "X") != strings.ReplaceAll(unknown.msg, "0190e0e0-0000-7000-8000-000000000000", "X") {
+				t.Errorf("%s as portal: %s %q; an unknown run gets %q: want the same NOT_FOUND", c.q, got.code, got.msg, unknown.msg)
+			}
+		}
+		if got := s.postAs(t, portal, `mutation { startRun(input: {agentId: "support-agent", prompt: "hi", resourceId: "r1"}) { id } }`, nil); got.code != "FORBIDDEN" {
+			t.Errorf("startRun for r1 as portal: %q, want FORBIDDEN", got.code)
+		}
+		// Nothing changed: the runs still wait, undecided.
+		var after struct{ SuspendedRuns struct{ Total int } }
+		s.mustAs(t, root, `{ suspendedRuns { total } }`, nil, &after)
+		if after.SuspendedRuns.Total != before.SuspendedRuns.Total {
+			t.Errorf("suspended total %d, was %d", after.SuspendedRuns.Total, before.SuspendedRuns.Total)
+		}
+		var check struct {
+			Run struct {
+				Status    string
+				Decisions []any
+			}
+		}
+		s.mustAs(t, root, `query($id: ID!) { run(runId: $id) { status decisions { id } } }`, map[string]any{"id": victim.ID}, &check)
+		if check.Run.Status != "SUSPENDED" || len(check.Run.Decisions) != 0 {
+			t.Errorf("r1's run after the attack: %+v", check.Run)
+		}
+		// Its watcher hears of a run of its own resource, never of the r1 runs before it.
+		s.suspendAs(t, root, "refund order 5 for 5", map[string]any{"resourceId": "r1"})
+		own := s.suspendAs(t, portal, "refund order 6 for 5", map[string]any{"resourceId": "r2"})
+		data, _, errs := watch.next(changes)
+		if errs != nil || !strings.Contains(string(data), own.ID) {
+			t.Errorf("portal's first change: %s %s, want its own run %s", data, errs, own.ID)
+		}
+	})
+}
+
+// TestSeparationOfDutiesOverTheAPI: with separationOfDuties, who started a run cannot approve
+// its calls; another approver can, and decidedBy on the decision and the events names them.
+func TestSeparationOfDutiesOverTheAPI(t *testing.T) {
+	eachAuthDB(t, "  separationOfDuties: true\n", func(t *testing.T, s *testServer) {
+		r := s.suspendAs(t, tokenOf("alice"), "refund order 4 for 5", nil)
+		got := s.postAs(t, tokenOf("alice"), `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": r.ID})
+		if got.code != "FORBIDDEN" || !strings.Contains(got.msg, "separation of duties") {
+			t.Fatalf("alice approves her own run: %s %q, want FORBIDDEN saying why", got.code, got.msg)
+		}
+		c := dialAs(t, s.url, "graphql-transport-ws", tokenOf("vera"))
+		op := c.subscribe(eventsQuery, map[string]any{"runId": r.ID, "after": r.LastEventSeq})
+		var out struct {
+			ApproveToolCall struct {
+				StartedBy string
+				Decisions []struct{ DecidedBy string }
+			}
+		}
+		s.mustAs(t, tokenOf("bob"), `mutation($id: ID!) { approveToolCall(runId: $id) { startedBy decisions { decidedBy } } }`, map[string]any{"id": r.ID}, &out)
+		if out.ApproveToolCall.StartedBy != "alice" || len(out.ApproveToolCall.Decisions) != 1 || out.ApproveToolCall.Decisions[0].DecidedBy != "bob" {
+			t.Fatalf("after bob's approval: %+v", out.ApproveToolCall)
+		}
+		for {
+			data, done, errs := c.next(op)
+			if done || errs != nil {
+				t.Fatalf("events ended before TOOL_CALL_APPROVED: %s", errs)
+			}
+			var ev struct {
+				RunEvents struct{ Type, DecidedBy string }
+			}
+			json.Unmarshal(data, &ev)
+			if ev.RunEvents.Type == "TOOL_CALL_APPROVED" {
+				if ev.RunEvents.DecidedBy != "bob" {
+					t.Errorf("TOOL_CALL_APPROVED decidedBy %q, want bob", ev.RunEvents.DecidedBy)
+				}
+				break
+			}
+		}
+	})
+}
+
+// TestToolApproverRolesOverTheAPI: a tool with approverRoles is decided only by those roles
+// (and admin); an approver without them gets FORBIDDEN naming the role.
+func TestToolApproverRolesOverTheAPI(t *testing.T) {
+	refunds := newRefundEndpoint(t)
+	file := writeConfig(t, fmt.Sprintf(`
+auth:
+  tokens:
+    - {subject: alice, role: approver, sha256: %s}
+    - {subject: rita, role: [refunds], sha256: %s}
+    - {subject: root, role: admin, sha256: %s}
+agents:
+  - id: support-agent
+    model: {provider: demo}
+    tools: [issue_refund]
+tools:
+  - name: issue_refund
+    requireApproval: true
+    approverRoles: [refunds]
+    http: {url: %s/refund}
+`, sha256Hex(tokenOf("alice")), sha256Hex(tokenOf("rita")), sha256Hex(tokenOf("root")), refunds.URL))
+	s := startServer(t, "sqlite:"+t.TempDir()+"/interlock.db", "--auth=on", "--config", file)
+	var who struct {
+		Me struct {
+			Subject   string
+			Roles     []string
+			Resources []string
+		}
+		Agents []struct {
+			Tools []struct {
+				Name          string
+				ApproverRoles []string
+			}
+		}
+	}
+	s.mustAs(t, tokenOf("rita"), `{ me { subject roles resources } agents { tools { name approverRoles } } }`, nil, &who)
+	if who.Me.Subject != "rita" || len(who.Me.Roles) != 1 || who.Me.Roles[0] != "refunds" || who.Me.Resources != nil ||
+		len(who.Agents) != 1 || who.Agents[0].Tools[0].ApproverRoles[0] != "refunds" {
+		t.Fatalf("me and the tool's approver roles: %+v", who)
+	}
+	r := s.suspendAs(t, tokenOf("root"), "refund order 8 for 5", nil)
+	const approve = `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`
+	if got := s.postAs(t, tokenOf("alice"), approve, map[string]any{"id": r.ID}); got.code != "FORBIDDEN" || !strings.Contains(got.msg, "refunds") {
+		t.Fatalf("alice approves issue_refund: %s %q, want FORBIDDEN naming refunds", got.code, got.msg)
+	}
+	if got := s.postAs(t, tokenOf("alice"), `mutation($id: ID!) { declineToolCall(runId: $id) { status } }`, map[string]any{"id": r.ID}); got.code != "FORBIDDEN" {
+		t.Fatalf("alice declines issue_refund: %s, want FORBIDDEN", got.code)
+	}
+	if calls, _ := refunds.got(); len(calls) != 0 {
+		t.Fatalf("the tool ran %d times before anyone allowed approved", len(calls))
+	}
+	s.mustAs(t, tokenOf("rita"), approve, map[string]any{"id": r.ID}, nil)
+}
+
+// TestJWTPrincipalsOverTheAPI: a server trusting HS256 JWTs scopes a token to the resources of
+// its claim, and a WebSocket lasts no longer than its token.
+func TestJWTPrincipalsOverTheAPI(t *testing.T) {
+	const secret = "a-shared-secret-of-at-least-32-bytes!"
+	t.Setenv("INTERLOCK_TEST_JWT", secret)
+	file := writeConfig(t, `
+auth:
+  jwt: {hs256SecretEnv: INTERLOCK_TEST_JWT, issuer: https://idp.test/, audience: interlock, claims: {resources: tenants}}
+`)
+	s := startServer(t, "sqlite:"+t.TempDir()+"/interlock.db", "--auth=on", "--config", file)
+	sign := func(claims jwt.MapClaims) string {
+		base := jwt.MapClaims{"iss": "https://idp.test/", "aud": "interlock", "exp": time.Now().Add(time.Hour).Unix()}
+		for k, v := range claims {
+			base[k] = v
+		}
+		tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, base).SignedString([]byte(secret))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	admin := sign(jwt.MapClaims{"sub": "ada", "roles": []string{"admin"}, "tenants": []string{"t1", "t2"}})
+	r := s.suspendAs(t, admin, "refund order 1 for 5", map[string]any{"resourceId": "t2"})
+	viewer := sign(jwt.MapClaims{"sub": "vic", "roles": "viewer", "tenants": "t1"})
+	var out struct{ SuspendedRuns struct{ Total int } }
+	s.mustAs(t, viewer, `{ suspendedRuns { total } }`, nil, &out)
+	if out.SuspendedRuns.Total != 0 {
+		t.Errorf("a t1 viewer sees %d runs of t2", out.SuspendedRuns.Total)
+	}
+	s.mustAs(t, admin, `{ suspendedRuns { total } }`, nil, &out)
+	if out.SuspendedRuns.Total != 1 {
+		t.Errorf("a t1, t2 admin sees %d runs, want 1", out.SuspendedRuns.Total)
+	}
+	if got := s.postAs(t, sign(jwt.MapClaims{"sub": "eve", "roles": "admin", "aud": "other"}), `{ me { subject } }`, nil); got.status != http.StatusUnauthorized || got.code != "UNAUTHENTICATED" {
+		t.Errorf("a token for another audience: %d %s", got.status, got.code)
+	}
+	if got := s.postAs(t, sign(jwt.MapClaims{"sub": "eve", "roles": "admin", "exp": time.Now().Add(-time.Hour).Unix()}), `{ me { subject } }`, nil); got.status != http.StatusUnauthorized || !strings.Contains(got.msg, "expired") {
+		t.Errorf("an expired token: %d %s %q", got.status, got.code, got.msg)
+	}
+
+	// A token that expires mid-stream: exp 28s ago, inside the 30s leeway for clock skew, so
+	// it is good for 2 more seconds. That instant is the one the streams end at too.
+	expiring := func() string {
+		return sign(jwt.MapClaims{"sub": "ada", "roles": "admin", "tenants": "t2", "exp": time.Now().Add(-28 * time.Second).Unix()})
+	}
+	// A plain request inside the leeway is answered in full (it was "cancelled" when the
+	// stream cut-off was exp and the validation exp plus the leeway).
+	if got := s.postAs(t, expiring(), `{ suspendedRuns { total } }`, nil); got.code != "" || got.status != http.StatusOK {
+		t.Errorf("a request inside the leeway: %d %s %s, want it answered", got.status, got.code, got.msg)
+	}
+	for _, protocol := range []string{"graphql-transport-ws", "graphql-ws"} {
+		c := dialAs(t, s.url, protocol, expiring())
+		op := c.subscribe(`subscription($id: ID!) { runEvents(runId: $id) { seq } }`, map[string]any{"id": r.ID})
+		for left := r.LastEventSeq; left > 0; left-- {
+			if _, done, errs := c.next(op); done || errs != nil {
+				t.Fatalf("%s: the stream ended before the token expired: %s", protocol, errs)
+			}
+		}
+		if code, reason := waitClosed(t, c); code != 4401 || reason != "token expired" {
+			t.Errorf("%s: the socket of an expired token closed with %d %q, want 4401 \"token expired\"", protocol, code, reason)
+		}
+	}
+
+	// The same with the token in the upgrade's header.
+	dctx, dcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer dcancel()
+	conn, _, err := websocket.Dial(dctx, "ws"+strings.TrimPrefix(s.url, "http")+"/graphql", &websocket.DialOptions{
+		Subprotocols: []string{"graphql-transport-ws"}, HTTPHeader: http.Header{"Authorization": {"Bearer " + expiring()}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := &wsClient{t: t, conn: conn, protocol: "graphql-transport-ws"}
+	hc.send(wsMessage{Type: "connection_init", Payload: json.RawMessage(`{}`)})
+	if m := hc.read(); m.Type != "connection_ack" {
+		t.Fatalf("header-authenticated socket: %s", m.Type)
+	}
+	hc.subscribe(`subscription { suspendedRunsChanged { kind } }`, nil)
+	if code, _ := waitClosed(t, hc); code != 4401 {
+		t.Errorf("header-authenticated socket of an expired token closed with %d, want 4401", code)
+	}
+
+	// Over SSE the stream ends with an UNAUTHENTICATED error, then complete: a client tells it
+	// from the end of the run (complete alone).
+	body, _ := json.Marshal(map[string]any{"query": `subscription { suspendedRunsChanged { kind } }`})
+	sctx, scancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer scancel()
+	req, _ := http.NewRequestWithContext(sctx, "POST", s.url+"/graphql", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+expiring())
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body) // returns when the server ends the stream
+	resp.Body.Close()
+	if sctx.Err() != nil {
+		t.Fatal("the SSE stream of an expired token went on")
+	}
+	stream := string(raw)
+	if !strings.Contains(stream, `"code":"UNAUTHENTICATED"`) || !strings.Contains(stream, "token expired") ||
+		strings.Index(stream, "UNAUTHENTICATED") > strings.Index(stream, "event: complete") {
+		t.Errorf("the SSE stream of an expired token: %q, want an UNAUTHENTICATED error, then complete", stream)
+	}
+}
+
+// waitClosed reads until the server closes the socket and returns its close code and reason;
+// it fails the test after 20s.
+func waitClosed(t *testing.T, c *wsClient) (websocket.StatusCode, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for {
+		var m wsMessage
+		if err := wsjson.Read(ctx, c.conn, &m); err != nil {
+			var ce websocket.CloseError
+			if !errors.As(err, &ce) {
+				t.Fatalf("the socket of an expired token: %v, want it closed", err)
+			}
+			return ce.Code, ce.Reason
+		}
+	}
+}
+
+// TestTokensNeverLogged: whatever the requests, good tokens, refused tokens and the generated
+// admin token never reach the server's log.
+func TestTokensNeverLogged(t *testing.T) {
+	var logs syncBuffer
+	cfg, err := ParseConfig([]string{"--auth=on", "--db", "sqlite:" + t.TempDir() + "/interlock.db"}, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, err := NewApp(context.Background(), cfg, slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(app.Handler())
+	t.Cleanup(func() { srv.Close(); app.Close() })
+	s := &testServer{url: srv.URL, app: app}
+	r := s.suspendAs(t, app.AdminToken, "refund order 1 for 5", nil)
+	s.postAs(t, "wrong-"+app.AdminToken, `{ suspendedRuns { total } }`, nil)
+	s.postAs(t, app.AdminToken, `mutation($id: ID!) { resumeRun(runId: $id, resumeData: {}) { status } }`, map[string]any{"id": r.ID})
+	s.postAs(t, app.AdminToken, `{ nosuchfield }`, nil)
+	c := dialRawWS(t, s.url, "graphql-transport-ws")
+	c.send(wsMessage{Type: "connection_init", Payload: json.RawMessage(`{"authorization":"Bearer refused-` + app.AdminToken + `"}`)})
+	c.closed()
+	s.mustAs(t, app.AdminToken, `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": r.ID}, nil)
+	app.Service.Wait()
+	if strings.Contains(logs.String(), app.AdminToken) {
+		t.Fatalf("the log holds the token:\n%s", logs.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger's concurrent writes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

@@ -1,0 +1,286 @@
+package app
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"interlock/dbtest"
+)
+
+// twoInstances starts two server processes over one new MySQL database.
+func twoInstances(t *testing.T, args ...string) (a, b *proc) {
+	t.Helper()
+	db := dbtest.MySQLURL(dbtest.MySQLDSN(t))
+	return startProc(t, db, args...), startProc(t, db, args...)
+}
+
+func TestTwoInstancesSeeTheSameStream(t *testing.T) {
+	a, b := twoInstances(t)
+	run := a.startRun(t, "refund order 11 for 5", nil)
+	wsA, wsB := dialWS(t, a.url, "graphql-transport-ws"), dialWS(t, b.url, "graphql-ws")
+	opA := wsA.subscribe(eventsQuery, map[string]any{"runId": run.RunID, "after": 0})
+	opB := wsB.subscribe(eventsQuery, map[string]any{"runId": run.RunID, "after": 0})
+	evA := follow(t, wsA, opA, isType("RUN_SUSPENDED"))
+	evB := follow(t, wsB, opB, isType("RUN_SUSPENDED"))
+	var out struct{ ApproveToolCall apiRun }
+	b.must(t, `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": run.RunID}, &out)
+	evA = append(evA, follow(t, wsA, opA, nil)...)
+	evB = append(evB, follow(t, wsB, opB, nil)...)
+	checkSeqs(t, evA)
+	if !reflect.DeepEqual(evA, evB) {
+		t.Fatalf("instances streamed different events:\nA %+v\nB %+v", evA, evB)
+	}
+	if last := evA[len(evA)-1]; last.Type != "RUN_FINISHED" || !strings.Contains(text(evA), "rf_11") {
+		t.Fatalf("stream ends with %s, text %q", last.Type, text(evA))
+	}
+}
+
+func TestHundredApprovalsOverTwoInstancesRunTheToolOnce(t *testing.T) {
+	a, b := twoInstances(t)
+	run := a.startRun(t, "refund order 12 for 7", nil)
+	ws := dialWS(t, a.url, "graphql-transport-ws")
+	op := ws.subscribe(eventsQuery, map[string]any{"runId": run.RunID})
+	follow(t, ws, op, isType("RUN_SUSPENDED"))
+	var wg sync.WaitGroup
+	codes := make([]string, 100)
+	gate := make(chan struct{})
+	for i := range codes {
+		srv := a
+		if i%2 == 1 {
+			srv = b
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-gate
+			r := srv.post(t, `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": run.RunID})
+			codes[i] = r.code()
+		}()
+	}
+	close(gate)
+	wg.Wait()
+	count := map[string]int{}
+	for _, c := range codes {
+		count[c]++
+	}
+	if count[""] != 1 || count["CONFLICT"] != 99 {
+		t.Fatalf("outcomes %v, want 1 success and 99 CONFLICT", count)
+	}
+	evs := follow(t, ws, op, nil)
+	results, approvals := 0, 0
+	for _, e := range evs {
+		switch e.Type {
+		case "TOOL_RESULT":
+			results++
+		case "TOOL_CALL_APPROVED":
+			approvals++
+		}
+	}
+	if results != 1 || approvals != 1 {
+		t.Fatalf("%d TOOL_RESULT and %d TOOL_CALL_APPROVED events, want 1 each", results, approvals)
+	}
+}
+
+func TestKilledInstanceRunsAreRecovered(t *testing.T) {
+	a, b := twoInstances(t, "--lease-ttl", "2s")
+	const n = 20
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = a.startRun(t, "run a slow task for 3 seconds", map[string]any{"requireToolApproval": true, "threadId": "kill"}).RunID
+	}
+	waitTotal(t, a, "kill", n, false)
+	approve := `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`
+	for _, id := range ids {
+		var out struct{ ApproveToolCall apiRun }
+		a.must(t, approve, map[string]any{"id": id}, &out)
+	}
+	waitEvent(t, a, ids, "TOOL_CALL_APPROVED") // every slow_task is executing on A now
+	a.kill9(t)
+	runs := waitTotal(t, b, "kill", n, true)
+	for _, r := range runs {
+		tc := r.ToolCalls[0]
+		if !tc.Interrupted || !tc.RequiresApproval || tc.ToolName != "slow_task" {
+			t.Fatalf("recovered run %s waits on %+v", r.RunID, tc)
+		}
+	}
+	for _, id := range ids {
+		var out struct{ ApproveToolCall apiRun }
+		b.must(t, approve, map[string]any{"id": id}, &out)
+	}
+	for _, id := range ids {
+		ws := dialWS(t, b.url, "graphql-transport-ws")
+		evs := follow(t, ws, ws.subscribe(eventsQuery, map[string]any{"runId": id}), nil)
+		checkSeqs(t, evs)
+		results, interrupted := 0, 0
+		for _, e := range evs {
+			switch e.Type {
+			case "TOOL_RESULT":
+				results++
+			case "TOOL_CALL_INTERRUPTED":
+				interrupted++
+			}
+		}
+		if results != 1 || interrupted != 1 || evs[len(evs)-1].Type != "RUN_FINISHED" {
+			t.Fatalf("run %s: %d results, %d interruptions, ends with %s", id, results, interrupted, evs[len(evs)-1].Type)
+		}
+	}
+}
+
+// waitTotal waits until suspendedRuns of the thread lists n runs (all interrupted, if asked).
+func waitTotal(t *testing.T, s *proc, thread string, n int, interrupted bool) []apiRun {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var out struct {
+			SuspendedRuns struct {
+				Total int
+				Runs  []apiRun
+			}
+		}
+		s.must(t, `query($t: ID) { suspendedRuns(threadId: $t) { total runs { runId toolCalls { toolName requiresApproval interrupted } } } }`, map[string]any{"t": thread}, &out)
+		ok := out.SuspendedRuns.Total == n
+		list := out.SuspendedRuns.Runs
+		for _, r := range list {
+			if interrupted && !r.ToolCalls[0].Interrupted {
+				ok = false
+			}
+		}
+		if ok {
+			return list
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("suspendedRuns(threadId: %s) = %d runs, want %d (interrupted %v)", thread, out.SuspendedRuns.Total, n, interrupted)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitEvent follows each run until it has an event of the type.
+func waitEvent(t *testing.T, s *proc, ids []string, typ string) {
+	t.Helper()
+	for _, id := range ids {
+		ws := dialWS(t, s.url, "graphql-transport-ws")
+		follow(t, ws, ws.subscribe(eventsQuery, map[string]any{"runId": id}), isType(typ))
+		ws.conn.CloseNow()
+	}
+}
+
+func TestReconnectingSubscriberMissesNothing(t *testing.T) {
+	a, b := twoInstances(t, "--text-flush-bytes", "1") // every number its own event: many events to reconnect between
+	run := a.startRun(t, "count to 1000", nil)
+	var got []apiEvent
+	for reconnects := 0; ; reconnects++ {
+		if reconnects > 500 {
+			t.Fatal("too many reconnects")
+		}
+		srv := b
+		if reconnects%2 == 1 {
+			srv = a
+		}
+		ws := dialWS(t, srv.url, "graphql-transport-ws")
+		after := 0
+		if len(got) > 0 {
+			after = got[len(got)-1].Seq
+		}
+		op := ws.subscribe(eventsQuery, map[string]any{"runId": run.RunID, "after": after})
+		batch := 1 + reconnects*37%90
+		n := 0
+		evs := follow(t, ws, op, func(apiEvent) bool { n++; return n == batch })
+		got = append(got, evs...)
+		ws.conn.CloseNow() // vanish without a goodbye
+		if len(got) > 0 && got[len(got)-1].Type == "RUN_FINISHED" {
+			t.Logf("%d events over %d connections", len(got), reconnects+1)
+			break
+		}
+	}
+	checkSeqs(t, got)
+	if len(got) < 1000 {
+		t.Fatalf("only %d events", len(got))
+	}
+	if want := strings.TrimSpace(text(got)); !strings.HasPrefix(want, "1 2 3 ") || !strings.HasSuffix(want, " 999 1000") {
+		t.Fatalf("streamed text is not 1..1000: %q…", want[:min(len(want), 40)])
+	}
+	final := a.run(t, run.RunID)
+	if final.LastEventSeq != len(got) {
+		t.Fatalf("received %d events, run has %d", len(got), final.LastEventSeq)
+	}
+}
+
+func TestSuspendedRunsChangedAcrossInstances(t *testing.T) {
+	a, b := twoInstances(t)
+	ws := dialWS(t, b.url, "graphql-transport-ws")
+	op := ws.subscribe(`subscription { suspendedRunsChanged(agentId: "support-agent", threadId: "inbox-1") { kind run { runId status toolCalls { toolName } } } }`, nil)
+	time.Sleep(300 * time.Millisecond) // the subscription is registered on B
+	a.startRun(t, "refund order 1", map[string]any{"threadId": "elsewhere"})
+	run := a.startRun(t, "refund order 2", map[string]any{"threadId": "inbox-1"})
+	type change struct {
+		SuspendedRunsChanged struct {
+			Kind string
+			Run  apiRun
+		}
+	}
+	read := func() change {
+		data, _, errs := ws.next(op)
+		if errs != nil {
+			t.Fatal(string(errs))
+		}
+		var c change
+		if err := json.Unmarshal(data, &c); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	start := time.Now()
+	c := read()
+	if c.SuspendedRunsChanged.Kind != "SUSPENDED" || c.SuspendedRunsChanged.Run.RunID != run.RunID || c.SuspendedRunsChanged.Run.Status != "SUSPENDED" {
+		t.Fatalf("first change %+v", c)
+	}
+	var out struct{ DeclineToolCall apiRun }
+	a.must(t, `mutation($id: ID!) { declineToolCall(runId: $id) { status } }`, map[string]any{"id": run.RunID}, &out)
+	decided := time.Now()
+	c = read()
+	if c.SuspendedRunsChanged.Kind != "LEFT" || c.SuspendedRunsChanged.Run.RunID != run.RunID {
+		t.Fatalf("second change %+v", c)
+	}
+	t.Logf("suspension seen on B after %v, decision after %v", decided.Sub(start), time.Since(decided))
+}
+
+func TestGracefulShutdownHandsRunsOver(t *testing.T) {
+	a, b := twoInstances(t, "--lease-ttl", "30s")
+	run := a.startRun(t, "run a slow task for 2 seconds", nil)
+	wsA, wsB := dialWS(t, a.url, "graphql-transport-ws"), dialWS(t, b.url, "graphql-transport-ws")
+	opA := wsA.subscribe(eventsQuery, map[string]any{"runId": run.RunID})
+	opB := wsB.subscribe(eventsQuery, map[string]any{"runId": run.RunID})
+	follow(t, wsA, opA, isType("TOOL_CALL")) // slow_task is executing on A
+	stopped := time.Now()
+	a.cmd.Process.Signal(syscallSIGTERM)
+	// A's subscriber is completed (the stream ends without RUN_FINISHED).
+	rest := follow(t, wsA, opA, nil)
+	if len(rest) > 0 && rest[len(rest)-1].Type == "RUN_FINISHED" {
+		t.Fatal("A finished the run instead of handing it over")
+	}
+	if err := <-a.done; err != nil {
+		t.Fatalf("A exited with %v", err)
+	}
+	a.done <- nil
+	// The step in flight finished on A; B took the run over at once (not after the 30s lease).
+	evs := follow(t, wsB, opB, nil)
+	checkSeqs(t, evs)
+	results := 0
+	for _, e := range evs {
+		if e.Type == "TOOL_RESULT" {
+			results++
+		}
+	}
+	if results != 1 || evs[len(evs)-1].Type != "RUN_FINISHED" || time.Since(stopped) > 15*time.Second {
+		t.Fatalf("%d results, ends with %s, %v after SIGTERM", results, evs[len(evs)-1].Type, time.Since(stopped))
+	}
+	if !strings.Contains(fmt.Sprint(a.out), "shutting down") {
+		t.Fatalf("A did not log its shutdown:\n%s", a.out)
+	}
+}

@@ -1,0 +1,479 @@
+// Package app is the Interlock server as a program: its configuration, the wiring of the
+// packages into one server, the HTTP routes, and the command line (cli.go). The command at the
+// module's root only calls Main. This file is configuration, wiring and routes; nothing else.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql/handler"
+	"github.com/99designs/gqlgen/graphql/handler/extension"
+	"github.com/99designs/gqlgen/graphql/handler/lru"
+	"github.com/99designs/gqlgen/graphql/handler/transport"
+	"github.com/coder/websocket"
+	"github.com/vektah/gqlparser/v2/ast"
+	"gorm.io/gorm"
+
+	"interlock/agent"
+	"interlock/auth"
+	"interlock/config"
+	"interlock/gormstore"
+	"interlock/gqlguard"
+	"interlock/graph"
+	"interlock/health"
+	"interlock/httpguard"
+	"interlock/llm"
+	"interlock/notify"
+	"interlock/observe"
+	"interlock/playground"
+	"interlock/runs"
+	"interlock/tracing"
+	"interlock/web"
+)
+
+// version is the server's version, told to MCP servers and printed by `interlock version`: the
+// command's main.version, set at build time with -ldflags "-X main.version=…" (the Dockerfile's
+// VERSION build argument) and handed to Main.
+var version = "dev"
+
+// Config is the server's configuration. Each field can be set by a flag or an environment
+// variable (the flag wins); the default is given with each.
+type Config struct {
+	// Addr is the listen address (--addr, INTERLOCK_ADDR). Default ":8080".
+	Addr string
+	// DB names the database (--db, INTERLOCK_DB): sqlite:FILE or mysql://USER:PASS@HOST:PORT/DB.
+	// Default "sqlite:interlock.db".
+	DB string
+	// MaxPerPage is the largest perPage of suspendedRuns (--max-per-page, INTERLOCK_MAX_PER_PAGE).
+	// Default 500.
+	MaxPerPage int
+	// AllowedOrigins are extra browser origins (host patterns) allowed to open WebSockets
+	// (--allowed-origins, INTERLOCK_ALLOWED_ORIGINS, comma-separated). Default: same origin only.
+	AllowedOrigins []string
+	// LeaseTTL is how long a run's lease lasts unrenewed: after an instance dies, others recover
+	// its runs this long after its last renewal (--lease-ttl, INTERLOCK_LEASE_TTL). Default 30s.
+	LeaseTTL time.Duration
+	// ShutdownTimeout bounds a graceful stop on SIGTERM/SIGINT (--shutdown-timeout,
+	// INTERLOCK_SHUTDOWN_TIMEOUT). Default 10s.
+	ShutdownTimeout time.Duration
+	// Retention is how long finished runs and their events are kept (--retention,
+	// INTERLOCK_RETENTION). Default 168h (7 days).
+	Retention time.Duration
+	// TextFlushInterval and TextFlushBytes batch streamed model text: it is stored (and sent to
+	// followers) at most this often, or once this many bytes wait (--text-flush-interval,
+	// INTERLOCK_TEXT_FLUSH_INTERVAL, default 50ms; --text-flush-bytes, INTERLOCK_TEXT_FLUSH_BYTES,
+	// default 1024; 1 stores every piece as it comes).
+	TextFlushInterval time.Duration
+	TextFlushBytes    int
+	// ConfigFile is the YAML file of agents, models and tools (--config, INTERLOCK_CONFIG; see
+	// config/ and examples/interlock.yaml). Default: none, which serves the demo agent.
+	ConfigFile string
+	// MaxQueryTokens is the most lexical tokens a query may have; larger ones are refused before
+	// validation (--max-query-tokens, INTERLOCK_MAX_QUERY_TOKENS). Default 10000 (a full
+	// introspection query has about 200).
+	MaxQueryTokens int
+	// MaxSubscriptionsPerConnection is how many operations may be active at once on one
+	// WebSocket; the next gets an error message (--max-subscriptions-per-connection,
+	// INTERLOCK_MAX_SUBSCRIPTIONS_PER_CONNECTION). Default 100.
+	MaxSubscriptionsPerConnection int
+	// MaxConnectionsPerPrincipal is how many WebSockets and event streams (SSE) each principal
+	// (or client address, with authentication off) may hold open at once: the next WebSocket is
+	// closed with 4429 right after its connection_init, the next stream refused with 429
+	// (--max-connections-per-principal, INTERLOCK_MAX_CONNECTIONS_PER_PRINCIPAL; 0: no limit).
+	// Default 32: the console holds one socket per tab, each carrying up to
+	// MaxSubscriptionsPerConnection subscriptions, so 32 is a person's tabs and devices with
+	// room to spare, and bounds one principal to 3,200 subscriptions instead of any number.
+	MaxConnectionsPerPrincipal int
+	// WSInitTimeout closes (4408) a WebSocket that sends no connection_init this long after it
+	// opened (--ws-init-timeout, INTERLOCK_WS_INIT_TIMEOUT). Default 10s.
+	WSInitTimeout time.Duration
+	// ReadTimeout bounds reading a whole request, body included (--read-timeout,
+	// INTERLOCK_READ_TIMEOUT); WriteTimeout bounds answering it (--write-timeout,
+	// INTERLOCK_WRITE_TIMEOUT); IdleTimeout closes a keep-alive connection idle this long
+	// (--idle-timeout, INTERLOCK_IDLE_TIMEOUT). Defaults 30s, 60s, 120s. WebSocket and SSE
+	// subscriptions are spared the first two: they last as long as they are wanted.
+	ReadTimeout  time.Duration
+	WriteTimeout time.Duration
+	IdleTimeout  time.Duration
+	// Auth turns authentication on or off (--auth, INTERLOCK_AUTH: on or off). Default on: the
+	// config file's auth section says who may do what, and without one the server makes a
+	// random admin token at start and prints a console link carrying it. Off serves everyone
+	// as an unrestricted principal, with a warning at start.
+	Auth bool
+	// ModelDelay slows every demo model answer, to watch runs step by step (--demo-delay,
+	// INTERLOCK_DEMO_DELAY). Default 0.
+	ModelDelay time.Duration
+	// MaxQueryDepth is how deep an operation's fields may nest (--max-query-depth,
+	// INTERLOCK_MAX_QUERY_DEPTH). Default 15 (introspection queries are 13–14 deep; the console's, 4).
+	MaxQueryDepth int
+	// MaxQueryComplexity bounds an operation's cost: each field 1 plus what it selects, times the
+	// page size for fields with perPage or last, 20 when not given (--max-query-complexity,
+	// INTERLOCK_MAX_QUERY_COMPLEXITY). Default 10000 (a console page of 500 runs costs about 8000).
+	MaxQueryComplexity int
+	// CORSOrigins are the exact origins (https://console.example.com) whose pages may call
+	// /graphql cross-origin, without cookies (--cors-origins, INTERLOCK_CORS_ORIGINS,
+	// comma-separated; "*" is refused). Default: none, no cross-origin calls.
+	CORSOrigins []string
+	// Introspection serves __schema and __type (--introspection, INTERLOCK_INTROSPECTION).
+	// Default true.
+	Introspection bool
+	// MutationRate is how many mutations a second each principal (or client IP, without
+	// authentication) may run, with bursts of MutationBurst (--mutation-rate,
+	// INTERLOCK_MUTATION_RATE: a number, or N/s, N/m, N/h; --mutation-burst,
+	// INTERLOCK_MUTATION_BURST). Defaults 20/s and 100 (a script deciding a batch of calls at
+	// once, or every user behind one NAT address with authentication off); a rate of 0 turns the
+	// limit off.
+	MutationRate  float64
+	MutationBurst int
+	// LogFormat is how the log is written (--log-format, INTERLOCK_LOG_FORMAT): json, text, or
+	// auto (text on a terminal, JSON otherwise). Default auto. LogLevel is the least level
+	// logged (--log-level, INTERLOCK_LOG_LEVEL: debug, info, warn, error). Default info.
+	LogFormat string
+	LogLevel  slog.Level
+	// MetricsAddr, when set, serves /metrics on this address only, off the API's port
+	// (--metrics-addr, INTERLOCK_METRICS_ADDR). Default: /metrics on the API's port.
+	MetricsAddr string
+	// DrainDelay is how long a stopping server keeps serving with /readyz at 503 before it
+	// stops accepting connections, for load balancers to notice (--drain-delay,
+	// INTERLOCK_DRAIN_DELAY). Default 0s.
+	DrainDelay time.Duration
+	// HeapFloorMiB is the heap goal the garbage collector keeps at least, in MiB, over GOGC's
+	// own (--heap-floor-mib, INTERLOCK_HEAP_FLOOR_MIB; 0: GOGC alone). A server that keeps
+	// little but allocates much per request then collects less often, which takes the
+	// collector off the queries' latency (docs/performance.md). Default 64.
+	HeapFloorMiB int
+}
+
+// App is a running Interlock: database, run service and HTTP handler.
+type App struct {
+	cfg     Config
+	log     *slog.Logger
+	db      *gorm.DB
+	agents  *config.Agents
+	Service *runs.Service
+	handler http.Handler
+	ws      *gqlguard.Websocket // the WebSocket transport, which knows the operations in flight
+	// authn authenticates every API request; nil when authentication is off.
+	authn *auth.Authenticator
+	// AdminToken is the admin token made at start when authentication is on and the config
+	// file has no auth section; empty otherwise.
+	AdminToken string
+	// stopNotify stops the webhook dispatcher (nil: no notifications configured).
+	stopNotify func()
+	// tracing exports spans over OTLP; nil (off) unless an OTEL_EXPORTER_OTLP_*ENDPOINT is set.
+	tracing *tracing.Tracing
+	metrics *observe.Metrics
+	health  *health.Checker
+}
+
+// openDatabase opens the database cfg.DB names and applies its migrations.
+func openDatabase(ctx context.Context, cfg Config, opts ...gormstore.Option) (*gorm.DB, error) {
+	db, err := gormstore.Open(ctx, cfg.DB, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("--db / INTERLOCK_DB: %w", err)
+	}
+	if err := gormstore.Migrate(ctx, db); err != nil {
+		closeDB(db)
+		return nil, fmt.Errorf("--db / INTERLOCK_DB: %w", err)
+	}
+	return db, nil
+}
+
+// newRunService starts the run service (and its recovery and retention loops). It is a
+// variable so that a test can prove `interlock migrate` never starts one.
+var newRunService = runs.New
+
+// NewApp opens and migrates the database and wires the service and the routes.
+func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (app *App, err error) {
+	a := &App{cfg: cfg, log: log}
+	defer func() {
+		if err != nil {
+			a.Close()
+		}
+	}()
+	var file *config.File
+	if cfg.ConfigFile != "" {
+		if file, err = config.Load(cfg.ConfigFile); err != nil {
+			return nil, err
+		}
+	}
+	if a.tracing, err = tracing.Start(ctx, version); err != nil {
+		return nil, err
+	}
+	if a.db, err = openDatabase(ctx, cfg, gormstore.DriverLog(log)); err != nil {
+		return nil, err
+	}
+	if p := a.tracing.GORM(); p != nil {
+		if err = a.db.Use(p); err != nil {
+			return nil, err
+		}
+	}
+	if err = a.authenticate(ctx, file); err != nil {
+		return nil, err
+	}
+	if a.agents, err = loadAgents(ctx, cfg, file, log); err != nil {
+		return nil, err
+	}
+	a.tracing.Agents(a.agents.List)
+	a.metrics = observe.NewMetrics(version)
+	a.metrics.Agents(a.agents.List)
+	registry, err := agent.NewRegistry(a.agents.List...)
+	if err != nil {
+		return nil, err
+	}
+	// Before the run service starts, so that no event it writes misses the outbox.
+	if file != nil && file.Notifications != nil {
+		if a.stopNotify, err = notify.Start(gormstore.New(a.db), *file.Notifications, notify.Options{Getenv: os.Getenv, Logger: log}); err != nil {
+			return nil, fmt.Errorf("%s: %w", cfg.ConfigFile, err)
+		}
+	}
+	a.Service, err = newRunService(a.metrics.Store(gormstore.New(a.db).TraceGroups(a.tracing.Groups())), registry, runs.Config{
+		MaxPerPage: cfg.MaxPerPage, LeaseTTL: cfg.LeaseTTL, Retention: cfg.Retention,
+		TextFlushInterval: cfg.TextFlushInterval, TextFlushBytes: cfg.TextFlushBytes, Logger: log,
+		SeparationOfDuties: a.authn != nil && file != nil && file.Auth != nil && file.Auth.SeparationOfDuties,
+		Tracer:             a.tracing.Runs(),
+		Metrics:            a.metrics,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err = a.observe(); err != nil {
+		return nil, err
+	}
+	a.handler = a.routes()
+	return a, nil
+}
+
+// authenticate sets up authentication: off, the config file's auth section, or, without one,
+// an admin token made now.
+func (a *App) authenticate(ctx context.Context, file *config.File) error {
+	switch {
+	case !a.cfg.Auth:
+		a.log.Warn("authentication is off (--auth=off / INTERLOCK_AUTH=off): anyone who reaches the server can see and decide every run")
+	case file != nil && file.Auth != nil:
+		authn, err := auth.New(ctx, file.Auth, auth.Options{Logger: a.log})
+		if err != nil {
+			return fmt.Errorf("%s: %w", a.cfg.ConfigFile, err)
+		}
+		a.authn = authn
+	default:
+		a.AdminToken, a.authn = auth.Generated()
+	}
+	return nil
+}
+
+// loadAgents builds the agents of the config file, or the demo agents when it has none (a file
+// with only an auth section, say) or there is no file.
+func loadAgents(ctx context.Context, cfg Config, f *config.File, log *slog.Logger) (*config.Agents, error) {
+	demo := &llm.Demo{Delay: cfg.ModelDelay}
+	if f == nil || len(f.Agents) == 0 {
+		return &config.Agents{List: agent.DemoAgents(demo)}, nil
+	}
+	return config.Build(ctx, f, config.Options{Version: version, DemoModel: demo, Logger: log})
+}
+
+// maxBodyBytes is the largest request body /graphql reads (1 MiB): far more than any query or
+// resumeData a person sends, and a bound on what one request makes the server hold.
+const maxBodyBytes = 1 << 20
+
+func (a *App) routes() http.Handler {
+	gql := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: &graph.Resolver{Runs: a.Service}}))
+	gql.Use(observe.Operations{Log: a.log, Metrics: a.metrics}) // first: it sees every answer
+	conns := gqlguard.NewConnections(a.cfg.MaxConnectionsPerPrincipal, limitedSubject)
+	gql.AddTransport(gqlguard.SSE{Limit: conns})
+	a.ws = gqlguard.NewWebsocket(transport.Websocket{
+		KeepAlivePingInterval: 10 * time.Second,
+		PingPongInterval:      10 * time.Second,
+		InitFunc:              a.authenticateSocket,
+		Implementation: transport.CoderWebsocketImplementation{AcceptOptions: websocket.AcceptOptions{
+			OriginPatterns: a.cfg.AllowedOrigins,
+		}},
+	}, gqlguard.WebsocketLimits{InitTimeout: a.cfg.WSInitTimeout, MaxOperations: a.cfg.MaxSubscriptionsPerConnection,
+		Connections: conns})
+	gql.AddTransport(a.ws)
+	gql.AddTransport(transport.Options{})
+	gql.AddTransport(transport.GET{})
+	gql.AddTransport(transport.POST{})
+	// Every operation acts for a principal, and a subscription ends when its token expires.
+	gql.Use(auth.Operations{})
+	if ext := a.tracing.GraphQL(); ext != nil {
+		gql.Use(ext) // first, so that the operation's span holds everything after it
+	}
+	queries := lru.New[*ast.QueryDocument](1000)
+	gql.SetQueryCache(queries)
+	if a.cfg.Introspection {
+		gql.Use(extension.Introspection{})
+	} else {
+		gql.Use(gqlguard.NoIntrospection{})
+	}
+	gql.Use(extension.AutomaticPersistedQuery{Cache: lru.New[string](100)})
+	// After APQ, so that it checks the query a hash stands for; before gqlgen's validation.
+	gql.Use(gqlguard.QueryLimit{MaxTokens: a.cfg.MaxQueryTokens, Cache: queries})
+	// After validation, before execution; the rate last, so that a refused query costs no token.
+	gql.Use(gqlguard.DepthLimit{Max: a.cfg.MaxQueryDepth})
+	gql.Use(&gqlguard.ComplexityLimit{Max: a.cfg.MaxQueryComplexity, PageSizeArgs: []string{"perPage", "last"}, DefaultPageSize: 20,
+		PageSizeDefaults: map[string]int{"last": a.cfg.MaxPerPage}})
+	if a.cfg.MutationRate > 0 {
+		gql.Use(gqlguard.NewMutationRate(a.cfg.MutationRate, a.cfg.MutationBurst, limitedSubject, 0))
+	}
+	// A plain request answered only with UNAVAILABLE is 503 with Retry-After (Middleware).
+	gql.Use(gqlguard.Unavailable{})
+	// A subscription whose stream breaks ends with the error, not a bare complete.
+	gql.Use(graph.StreamErrors{})
+	// The operation-aware error log takes over graph's own log of internal errors.
+	gql.SetErrorPresenter(observe.PresentError(a.log, graph.PresentError(slog.New(slog.DiscardHandler))))
+	gql.SetRecoverFunc(graph.Recover(a.log))
+
+	var api http.Handler = gqlguard.Middleware(httpguard.SpareStreams(httpguard.Body(gql, maxBodyBytes)))
+	if a.authn != nil {
+		api = auth.Middleware(a.authn, api)
+	} else {
+		api = auth.Anonymous(api) // authentication off: everyone, unrestricted, recorded as nobody
+	}
+	mux := http.NewServeMux()
+	// CORS outermost, so that preflights and refusals (401, 413, 429) carry its headers.
+	mux.Handle("/graphql", a.tracing.HTTP(observe.HTTP(a.log, httpguard.CORS(api, a.cfg.CORSOrigins)), "graphql"))
+	// GraphiQL with its files embedded (playground/): the page, and its files under /playground/.
+	graphiql := httpguard.NoFraming(playground.Handler())
+	mux.Handle("/playground", graphiql)
+	mux.Handle("/playground/", graphiql)
+	mux.HandleFunc("/healthz", a.health.Healthz)
+	mux.HandleFunc("/readyz", a.health.Readyz)
+	if a.cfg.MetricsAddr == "" {
+		mux.Handle("/metrics", a.metrics.Handler())
+	}
+	mux.Handle("/", httpguard.Console(web.Handler()))
+	return mux
+}
+
+// limitedSubject is who the per-client limits (mutation rate, connections) count a request
+// against: the authenticated principal's subject, or "" for Anonymous (authentication off), which
+// the limits take for the client's address.
+func limitedSubject(ctx context.Context) string {
+	if p := runs.PrincipalFrom(ctx); p != nil && p.Authenticated() {
+		return p.Subject
+	}
+	return ""
+}
+
+// authenticateSocket authenticates a WebSocket by the "authorization" of its connection_init
+// payload (browsers cannot set headers on a WebSocket), or by the Authorization header its
+// upgrade carried; without either, or with credentials refused, it is closed with 4401. A socket
+// lasts no longer than its token: it is closed with 4401 when the token expires, and the client
+// must connect again with a fresh one.
+func (a *App) authenticateSocket(ctx context.Context, payload transport.InitPayload) (context.Context, *transport.InitPayload, error) {
+	if a.authn == nil {
+		return ctx, nil, nil // the middleware made the request Anonymous's
+	}
+	p, err := a.authn.FromInitPayload(ctx, payload)
+	var authErr *auth.Error
+	if errors.As(err, &authErr) && authErr.Missing && runs.PrincipalFrom(ctx) != nil {
+		p, err = runs.PrincipalFrom(ctx), nil // authenticated by the upgrade's header
+	}
+	if err != nil {
+		ctx = transport.WithWebsocketCloseCode(ctx, gqlguard.CloseUnauthenticated)
+		return transport.AppendCloseReason(ctx, "unauthenticated"), nil, err
+	}
+	if !p.Expires.IsZero() {
+		gqlguard.CloseAt(ctx, p.Expires, gqlguard.CloseUnauthenticated, "token expired")
+	}
+	return runs.WithPrincipal(ctx, p), nil, nil
+}
+
+// Handler is the HTTP handler of every route.
+func (a *App) Handler() http.Handler { return a.handler }
+
+// Serve answers HTTP on ln until ctx ends, then stops gracefully within ShutdownTimeout: it
+// stops accepting connections, lets executing runs reach their next checkpoint and hands them
+// over (leases released, so another instance continues them at once), completes open
+// subscriptions, and closes the remaining sockets.
+func (a *App) Serve(ctx context.Context, ln net.Listener) error {
+	base, cancelBase := context.WithCancel(context.Background())
+	defer cancelBase()
+	srv := &http.Server{
+		Handler:           a.handler,
+		ReadHeaderTimeout: min(10*time.Second, a.cfg.ReadTimeout),
+		ReadTimeout:       a.cfg.ReadTimeout,
+		WriteTimeout:      a.cfg.WriteTimeout, // SpareStreams lifts both for subscriptions
+		IdleTimeout:       a.cfg.IdleTimeout,
+		BaseContext:       func(net.Listener) context.Context { return base },
+	}
+	stopMetrics, err := a.serveMetrics()
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	a.drain()
+	a.log.Info("shutting down", "timeout", a.cfg.ShutdownTimeout.String())
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownTimeout)
+	defer cancel()
+	httpDone := make(chan error, 1)
+	go func() { httpDone <- srv.Shutdown(shutdownCtx) }()
+	a.Service.Shutdown(shutdownCtx) // also completes every subscription
+	// Each WebSocket operation ends with its complete message; wait until all are out before
+	// closing the sockets, or a client sees a dropped connection instead of a finished stream.
+	if err := a.ws.Wait(shutdownCtx); err != nil {
+		a.log.Warn("closing websockets before every subscription completed", "err", err)
+	}
+	cancelBase() // Shutdown does not close WebSockets; this ends them.
+	return <-httpDone
+}
+
+// Close releases the database.
+func (a *App) Close() {
+	if a.stopNotify != nil {
+		a.stopNotify()
+	}
+	if a.Service != nil {
+		a.Service.Close()
+	}
+	if a.agents != nil {
+		a.agents.Close()
+	}
+	if a.authn != nil {
+		a.authn.Close()
+	}
+	if a.tracing != nil {
+		// Last but the database: every span is over once the service has stopped.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := a.tracing.Shutdown(ctx); err != nil {
+			a.log.Warn("tracing: spans not exported", "err", err)
+		}
+		cancel()
+	}
+	if a.db != nil {
+		closeDB(a.db)
+	}
+}
+
+func closeDB(db *gorm.DB) {
+	if sqlDB, err := db.DB(); err == nil {
+		sqlDB.Close()
+	}
+}
+
+// consoleURL is the console's address for a listener: localhost for a wildcard address.
+func consoleURL(addr net.Addr) string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return "http://" + addr.String()
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}

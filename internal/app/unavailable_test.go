@@ -1,0 +1,360 @@
+package app
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	gomysql "github.com/go-sql-driver/mysql"
+
+	"interlock/dbtest"
+)
+
+// dbProxy is a TCP proxy between the server and MariaDB whose cut makes the database
+// unreachable for real: open connections are closed and new ones refused until restore.
+type dbProxy struct {
+	ln       net.Listener
+	upstream string
+	mu       sync.Mutex
+	cut      bool
+	conns    map[net.Conn]bool
+}
+
+func newDBProxy(t *testing.T, upstream string) *dbProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &dbProxy{ln: ln, upstream: upstream, conns: map[net.Conn]bool{}}
+	t.Cleanup(func() { ln.Close(); p.setCut(true) })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go p.serve(c)
+		}
+	}()
+	return p
+}
+
+func (p *dbProxy) serve(c net.Conn) {
+	p.mu.Lock()
+	if p.cut {
+		p.mu.Unlock()
+		c.Close() // refused: the driver sees the connection reset
+		return
+	}
+	p.mu.Unlock()
+	up, err := net.Dial("tcp", p.upstream)
+	if err != nil {
+		c.Close()
+		return
+	}
+	p.mu.Lock()
+	p.conns[c], p.conns[up] = true, true
+	p.mu.Unlock()
+	go func() { io.Copy(up, c); up.Close(); c.Close() }()
+	io.Copy(c, up)
+	c.Close()
+	up.Close()
+}
+
+// setCut cuts (closing every open connection) or restores the way to the database.
+func (p *dbProxy) setCut(cut bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = cut
+	if cut {
+		for c := range p.conns {
+			c.Close()
+		}
+		clear(p.conns)
+	}
+}
+
+// unavailableServer is the app on a fresh MariaDB database reached through a proxy, with its log.
+func unavailableServer(t *testing.T) (*testServer, *dbProxy, *syncBuffer, string) {
+	t.Helper()
+	dsn := dbtest.MySQLDSN(t)
+	cfg, err := gomysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newDBProxy(t, cfg.Addr)
+	cfg.Addr = p.ln.Addr().String()
+	c, err := ParseConfig([]string{"--auth=off", "--db", dbtest.MySQLURL(cfg.FormatDSN())}, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	app, err := NewApp(context.Background(), c, slog.New(slog.NewTextHandler(logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(app.Handler())
+	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close(); app.Close() })
+	return &testServer{url: srv.URL, app: app, closeHTTP: srv.Close}, p, logs, dsn
+}
+
+// streamItem is one result of a runEvents subscription: an event's seq, an error's code, or
+// the end of the stream.
+type streamItem struct {
+	seq  int64
+	code string
+	done bool
+}
+
+// eventStream is a runEvents subscription over one transport.
+type eventStream interface{ next(t *testing.T) streamItem }
+
+const followQuery = `subscription($id: ID!, $after: Int) { runEvents(runId: $id, after: $after) { seq type } }`
+
+func decodeItem(t *testing.T, data, errs json.RawMessage) streamItem {
+	t.Helper()
+	if len(errs) > 0 && string(errs) != "null" {
+		code, _ := firstError(errs)
+		if code == "" { // graphql-ws sends one error object, not a list
+			var e gqlError
+			json.Unmarshal(errs, &e)
+			code, _ = e.Extensions["code"].(string)
+		}
+		return streamItem{code: code}
+	}
+	var d struct{ RunEvents struct{ Seq int64 } }
+	if err := json.Unmarshal(data, &d); err != nil {
+		t.Fatalf("bad result %s", data)
+	}
+	return streamItem{seq: d.RunEvents.Seq}
+}
+
+type sseStream struct {
+	sc   *bufio.Scanner
+	stop func()
+}
+
+func openSSE(t *testing.T, s *testServer, vars map[string]any) *sseStream {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	body, _ := json.Marshal(map[string]any{"query": followQuery, "variables": vars})
+	req, _ := http.NewRequestWithContext(ctx, "POST", s.url+"/graphql", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); resp.Body.Close() })
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	return &sseStream{sc: sc, stop: cancel}
+}
+
+func (s *sseStream) next(t *testing.T) streamItem {
+	t.Helper()
+	event := ""
+	for s.sc.Scan() {
+		line := s.sc.Text()
+		switch {
+		case strings.HasPrefix(line, "event: "):
+			event = strings.TrimPrefix(line, "event: ")
+			if event == "complete" {
+				return streamItem{done: true}
+			}
+		case strings.HasPrefix(line, "data: ") && event == "next":
+			var r struct{ Data, Errors json.RawMessage }
+			json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &r)
+			return decodeItem(t, r.Data, r.Errors)
+		}
+	}
+	return streamItem{done: true} // the stream closed
+}
+
+type wsStream struct {
+	c  *wsClient
+	id string
+}
+
+func openWS(t *testing.T, s *testServer, protocol string, vars map[string]any) *wsStream {
+	t.Helper()
+	c := dialWS(t, s.url, protocol)
+	return &wsStream{c: c, id: c.subscribe(followQuery, vars)}
+}
+
+func (w *wsStream) next(t *testing.T) streamItem {
+	t.Helper()
+	data, done, errs := w.c.next(w.id)
+	if done {
+		return streamItem{done: true}
+	}
+	return decodeItem(t, data, errs)
+}
+
+// openEach opens a runEvents subscription over SSE and both WebSocket subprotocols.
+func openEach(t *testing.T, s *testServer, vars map[string]any) map[string]eventStream {
+	return map[string]eventStream{
+		"sse":                  openSSE(t, s, vars),
+		"graphql-transport-ws": openWS(t, s, "graphql-transport-ws", vars),
+		"graphql-ws":           openWS(t, s, "graphql-ws", vars),
+	}
+}
+
+// readUntil reads a stream's events up to seq, failing on anything else.
+func readUntil(t *testing.T, name string, st eventStream, seq int64) {
+	t.Helper()
+	for {
+		it := st.next(t)
+		if it.done || it.code != "" {
+			t.Fatalf("%s: %+v before seq %d", name, it, seq)
+		}
+		if it.seq >= seq {
+			return
+		}
+	}
+}
+
+// TestUnavailableDuringOutage cuts the way to MariaDB under a running server: every operation
+// answers extensions.code UNAVAILABLE (HTTP 503 with Retry-After over POST), run(runId) is an
+// error rather than "no such run", a subscription opened during the outage is refused with
+// UNAVAILABLE on every transport, the log holds a few lines per loop rather than one per poll,
+// and after the outage everything works again.
+func TestUnavailableDuringOutage(t *testing.T) {
+	s, proxy, logs, _ := unavailableServer(t)
+	run := s.suspendAs(t, "", "refund order 42", nil)
+
+	proxy.setCut(true)
+	outageStart := time.Now()
+	body, _ := json.Marshal(map[string]any{"query": `query($id: ID!) { run(runId: $id) { id status } }`, "variables": map[string]any{"id": run.ID}})
+	resp, err := http.Post(s.url+"/graphql", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("run during the outage: status %d, Retry-After %q; want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	got := decodeGQL(t, resp)
+	if got.code() != "UNAVAILABLE" {
+		t.Fatalf("run during the outage: %s %+v, want an UNAVAILABLE error (not null: that says no such run)", got.Data, got.Errors)
+	}
+	if ra, _ := got.Errors[0].Extensions["retryAfter"].(float64); ra < 1 {
+		t.Errorf("UNAVAILABLE without extensions.retryAfter: %+v", got.Errors[0])
+	}
+	if strings.Contains(got.Errors[0].Message, "tcp") || strings.Contains(got.Errors[0].Message, "invalid connection") {
+		t.Errorf("driver text reaches the client: %q", got.Errors[0].Message)
+	}
+	start := s.postAs(t, "", `mutation { startRun(input: {agentId: "support-agent", prompt: "hi"}) { id } }`, nil)
+	if start.status != http.StatusServiceUnavailable || start.code != "UNAVAILABLE" {
+		t.Errorf("startRun during the outage: status %d code %s, want 503 UNAVAILABLE", start.status, start.code)
+	}
+	for name, st := range openEach(t, s, map[string]any{"id": run.ID}) {
+		if it := st.next(t); it.code != "UNAVAILABLE" {
+			t.Errorf("%s: runEvents opened during the outage gave %+v, want an UNAVAILABLE error", name, it)
+		}
+	}
+
+	// A multi-second outage: the poll every 50ms and the loops every second all fail.
+	time.Sleep(3*time.Second - time.Since(outageStart))
+	proxy.setCut(false)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		r := s.postAs(t, "", `query($id: ID!) { run(runId: $id) { id status } }`, map[string]any{"id": run.ID})
+		if r.code == "" && r.status == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still failing after the outage: %+v", r)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(1500 * time.Millisecond) // every loop has run once more, and said it works again
+
+	// After the outage a subscription with after: gets what follows.
+	for name, st := range openEach(t, s, map[string]any{"id": run.ID, "after": run.LastEventSeq - 1}) {
+		if it := st.next(t); it.seq != int64(run.LastEventSeq) {
+			t.Errorf("%s: after the outage, runEvents after %d gave %+v", name, run.LastEventSeq-1, it)
+		}
+	}
+
+	var warn, poll, again int
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, "level=WARN") {
+			warn++
+		}
+		if strings.Contains(line, "notify: poll") {
+			poll++
+		}
+		if strings.Contains(line, "working again") {
+			again++
+		}
+	}
+	t.Logf("log during a 3s outage: %d warnings, %d notify-poll lines, %d recoveries", warn, poll, again)
+	if poll > 3 || warn > 15 || again == 0 {
+		t.Errorf("log of a 3s outage: %d warnings, %d notify-poll lines, %d 'working again'; want a state change per loop, not a line per poll:\n%s",
+			warn, poll, again, logs.String())
+	}
+}
+
+// TestRunEventsBreaksWithUnavailable makes a read of run_events fail mid-stream (the table is
+// locked by another session past the server's lock wait timeout) after the notify poll saw a
+// new event: every transport's subscriber gets an UNAVAILABLE error instead of a bare complete
+// (which says the run has ended), and resubscribing with after: its last seq gets exactly the
+// event it missed.
+func TestRunEventsBreaksWithUnavailable(t *testing.T) {
+	dsn := dbtest.MySQLDSN(t)
+	s := startServer(t, dbtest.MySQLURL(dsn)+"?lock_wait_timeout=1")
+	run := s.suspendAs(t, "", "refund order 42", nil)
+	last := int64(run.LastEventSeq)
+	streams := openEach(t, s, map[string]any{"id": run.ID})
+	for name, st := range streams {
+		readUntil(t, name, st, last)
+	}
+
+	admin, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	ctx := context.Background()
+	lock, err := admin.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if _, err := lock.ExecContext(ctx, "LOCK TABLES run_events WRITE"); err != nil {
+		t.Fatal(err)
+	}
+	// An event stored meanwhile (by the session holding the lock), which the poll notices.
+	if _, err := lock.ExecContext(ctx, `INSERT INTO run_events (run_id, seq, type, data, created_at)
+		VALUES (?, ?, 'TEXT_DELTA', '{"delta":"x"}', UTC_TIMESTAMP(3))`, run.ID, last+1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.ExecContext(ctx, "UPDATE agent_runs SET last_seq = ? WHERE id = ?", last+1, run.ID); err != nil {
+		t.Fatal(err)
+	}
+	for name, st := range streams {
+		if it := st.next(t); it.code != "UNAVAILABLE" {
+			t.Errorf("%s: a failed read gave %+v, want an UNAVAILABLE error (a bare complete says the run ended)", name, it)
+		}
+	}
+	if _, err := lock.ExecContext(ctx, "UNLOCK TABLES"); err != nil {
+		t.Fatal(err)
+	}
+	for name, st := range openEach(t, s, map[string]any{"id": run.ID, "after": last}) {
+		if it := st.next(t); it.seq != last+1 {
+			t.Errorf("%s: resubscribed after %d, got %+v, want the missed event %d", name, last, it, last+1)
+		}
+	}
+}
