@@ -53,7 +53,7 @@ func mayDecide(ctx context.Context) error {
 		return nil
 	}
 	for _, r := range p.Roles {
-		if _, builtin := rank[r]; !builtin {
+		if !r.Builtin() {
 			return nil
 		}
 	}

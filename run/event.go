@@ -1,0 +1,74 @@
+package run
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// EventType is the kind of a run event, as RunEventType in the API.
+type EventType string
+
+// The event types. A run's stream starts with EventRunStarted and ends with EventRunFinished or
+// EventRunFailed.
+const (
+	EventRunStarted EventType = "RUN_STARTED"
+	EventTextDelta  EventType = "TEXT_DELTA"
+	// EventModelCallRetried: the model call of the current step was cut off and is made again;
+	// followers drop the TEXT_DELTA text of the step so far.
+	EventModelCallRetried  EventType = "MODEL_CALL_RETRIED"
+	EventToolCallRequested EventType = "TOOL_CALL"
+	EventToolCallApproval  EventType = "TOOL_CALL_APPROVAL"
+	EventToolCallSuspended EventType = "TOOL_CALL_SUSPENDED"
+	// EventToolCallInterrupted: the instance executing the call died, or the tool said its request
+	// may have reached its server without an answer (agent.OutcomeUnknown); its outcome is
+	// unknown, so it waits for a new approval (Reason says why).
+	EventToolCallInterrupted EventType = "TOOL_CALL_INTERRUPTED"
+	EventRunSuspended        EventType = "RUN_SUSPENDED"
+	EventToolCallApproved    EventType = "TOOL_CALL_APPROVED"
+	EventToolCallDeclined    EventType = "TOOL_CALL_DECLINED"
+	// EventToolCallExpired: nobody decided on the call before its tool's approvalTimeout passed;
+	// the tool did not run, and the model is told the request timed out (Reason says what it is
+	// told).
+	EventToolCallExpired EventType = "TOOL_CALL_EXPIRED"
+	EventRunResumed      EventType = "RUN_RESUMED"
+	EventToolResult      EventType = "TOOL_RESULT"
+	EventStepFinished    EventType = "STEP_FINISHED"
+	EventRunFinished     EventType = "RUN_FINISHED"
+	EventRunFailed       EventType = "RUN_FAILED"
+)
+
+// Terminal reports whether t ends a run's stream.
+func (t EventType) Terminal() bool { return t == EventRunFinished || t == EventRunFailed }
+
+// Event is one event of a run: stored with a per-run seq without gaps, it is the source of truth
+// of streams. RunID, Seq, Type and At are columns; the rest is stored as JSON.
+type Event struct {
+	RunID string    `json:"-"`
+	Seq   int64     `json:"-"`
+	Type  EventType `json:"-"`
+	At    time.Time `json:"-"`
+
+	Text     string          `json:"text,omitempty"`
+	ToolCall *ToolCall       `json:"toolCall,omitempty"`
+	Result   json.RawMessage `json:"result,omitempty"`
+	Status   string          `json:"status,omitempty"`
+	Error    string          `json:"error,omitempty"`
+	// ErrorCode classifies the error of a RUN_FAILED event (see runs' failure codes).
+	ErrorCode string `json:"errorCode,omitempty"`
+	Reason    string `json:"reason,omitempty"`
+	DecidedBy string `json:"decidedBy,omitempty"`
+}
+
+// ToolCall is a tool call as the run service shows it: the call an event concerns, and a call a
+// suspended run waits on. It is the one tool-call type of runs, storage and the API mapping.
+type ToolCall struct {
+	ToolCallID       string          `json:"toolCallId"`
+	ToolName         string          `json:"toolName"`
+	Args             json.RawMessage `json:"args,omitempty"`
+	RequiresApproval bool            `json:"requiresApproval"`
+	SuspendPayload   json.RawMessage `json:"suspendPayload,omitempty"`
+	Interrupted      bool            `json:"interrupted,omitempty"`
+	// ExpiresAt is when a waiting call expires without a decision (its tool's approvalTimeout
+	// after it began to wait); nil when it waits for as long as it takes.
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+}
