@@ -33,6 +33,7 @@ import (
 	"interlock/notify"
 	"interlock/observe"
 	"interlock/playground"
+	"interlock/run"
 	"interlock/runs"
 	"interlock/tracing"
 	"interlock/web"
@@ -357,7 +358,7 @@ func (a *App) routes() http.Handler {
 // against: the authenticated principal's subject, or "" for Anonymous (authentication off), which
 // the limits take for the client's address.
 func limitedSubject(ctx context.Context) string {
-	if p := runs.PrincipalFrom(ctx); p != nil && p.Authenticated() {
+	if p := run.PrincipalFrom(ctx); p != nil && p.Authenticated() {
 		return p.Subject
 	}
 	return ""
@@ -374,8 +375,8 @@ func (a *App) authenticateSocket(ctx context.Context, payload transport.InitPayl
 	}
 	p, err := a.authn.FromInitPayload(ctx, payload)
 	var authErr *auth.Error
-	if errors.As(err, &authErr) && authErr.Missing && runs.PrincipalFrom(ctx) != nil {
-		p, err = runs.PrincipalFrom(ctx), nil // authenticated by the upgrade's header
+	if errors.As(err, &authErr) && authErr.Missing && run.PrincipalFrom(ctx) != nil {
+		p, err = run.PrincipalFrom(ctx), nil // authenticated by the upgrade's header
 	}
 	if err != nil {
 		ctx = transport.WithWebsocketCloseCode(ctx, gqlguard.CloseUnauthenticated)
@@ -384,7 +385,7 @@ func (a *App) authenticateSocket(ctx context.Context, payload transport.InitPayl
 	if !p.Expires.IsZero() {
 		gqlguard.CloseAt(ctx, p.Expires, gqlguard.CloseUnauthenticated, "token expired")
 	}
-	return runs.WithPrincipal(ctx, p), nil, nil
+	return run.WithPrincipal(ctx, p), nil, nil
 }
 
 // Handler is the HTTP handler of every route.
