@@ -21,24 +21,6 @@ func as(subject string, resources []string, roles ...run.Role) context.Context {
 	return run.WithPrincipal(context.Background(), &run.Principal{Subject: subject, Roles: roles, Resources: resources})
 }
 
-func TestPrincipalRoles(t *testing.T) {
-	p := &run.Principal{Roles: []run.Role{"refunds"}}
-	if !p.Has(run.RoleViewer) || p.Has(run.RoleOperator) || !p.Has("refunds") || p.Has("payroll") {
-		t.Errorf("a custom role grants viewer and itself only")
-	}
-	a := &run.Principal{Roles: []run.Role{run.RoleApprover}}
-	if !a.Has(run.RoleViewer) || !a.Has(run.RoleOperator) || !a.Has(run.RoleApprover) || a.Has(run.RoleAdmin) || a.Has("refunds") {
-		t.Errorf("approver includes viewer and operator, not admin nor custom roles")
-	}
-	if (&run.Principal{}).Has(run.RoleViewer) {
-		t.Errorf("no role grants nothing")
-	}
-	s := &run.Principal{Resources: []string{"r1"}}
-	if !s.Sees(ptr("r1")) || s.Sees(ptr("r2")) || s.Sees(nil) || !(&run.Principal{}).Sees(nil) {
-		t.Errorf("Sees: a scoped principal sees only its resources, never runs without one")
-	}
-}
-
 func TestRolesGateEachOperation(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := setup(t, db, runs.Config{})
