@@ -228,13 +228,19 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (app *App, err er
 	if err != nil {
 		return nil, err
 	}
-	// Before the run service starts, so that no event it writes misses the outbox.
+	// The run store writes the webhooks' outbox rows in the transactions of the events they
+	// announce (none without a notifications section); the dispatcher delivers them.
+	var outbox []notify.Target
 	if file != nil && file.Notifications != nil {
-		if a.stopNotify, err = notify.Start(gormstore.New(a.db), *file.Notifications, notify.Options{Getenv: os.Getenv, Logger: log}); err != nil {
+		outbox = file.Notifications.Targets()
+	}
+	store := gormstore.New(a.db, gormstore.Outbox(outbox)).TraceGroups(a.tracing.Groups())
+	if file != nil && file.Notifications != nil {
+		if a.stopNotify, err = notify.Start(store, *file.Notifications, notify.Options{Getenv: os.Getenv, Logger: log}); err != nil {
 			return nil, fmt.Errorf("%s: %w", cfg.ConfigFile, err)
 		}
 	}
-	a.Service, err = newRunService(a.metrics.Store(gormstore.New(a.db).TraceGroups(a.tracing.Groups())), registry, runs.Config{
+	a.Service, err = newRunService(a.metrics.Store(store), registry, runs.Config{
 		MaxPerPage: cfg.MaxPerPage, LeaseTTL: cfg.LeaseTTL, Retention: cfg.Retention,
 		TextFlushInterval: cfg.TextFlushInterval, TextFlushBytes: cfg.TextFlushBytes, Logger: log,
 		SeparationOfDuties: a.authn != nil && file != nil && file.Auth != nil && file.Auth.SeparationOfDuties,
