@@ -206,7 +206,6 @@ type Service struct {
 	idle    *sync.Cond   // on mu: broadcast when running drops to zero
 	execs   sync.Map     // *execution → struct{}: executions in flight, named when Shutdown cuts them
 	leases  atomic.Int64 // numbers this instance's lease tokens
-	causes  sync.Map     // lease token → cause, for the execution about to start (trace.go)
 }
 
 // newLease returns a fresh lease token: the instance id and a number, so that even two claims by
@@ -449,8 +448,7 @@ func (s *Service) StartRun(ctx context.Context, p StartParams) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.traceCause(ctx, lease, CauseStart)
-	s.execute(a, &r, snap, taken)
+	s.execute(a, &r, snap, taken, causedBy(ctx, CauseStart))
 	out := r
 	out.LeaseOwner = nil
 	return &out, nil
