@@ -122,7 +122,7 @@ func executorOnly(b *testing.B, store *gormstore.Store, p runs.ListSuspendedPara
 	if err != nil {
 		b.Fatal(err)
 	}
-	registry, err := agent.NewRegistry(agent.DemoAgents(&llm.Demo{})...)
+	registry, err := agent.NewRegistry(agent.DemoAgents(&llm.Demo{}))
 	if err != nil {
 		b.Fatal(err)
 	}

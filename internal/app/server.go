@@ -221,10 +221,9 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (app *App, err er
 	if a.agents, err = loadAgents(ctx, cfg, file, log); err != nil {
 		return nil, err
 	}
-	a.tracing.Agents(a.agents.List)
 	a.metrics = observe.NewMetrics(version)
-	a.metrics.Agents(a.agents.List)
-	registry, err := agent.NewRegistry(a.agents.List...)
+	// The agents call their models and tools through tracing (when on), then metrics.
+	registry, err := agent.NewRegistry(a.agents.List, a.tracing.Agents(), a.metrics.Agents())
 	if err != nil {
 		return nil, err
 	}
