@@ -71,6 +71,9 @@ func benchService(t *testing.T, db *gorm.DB, agents int) (*runs.Service, *atomic
 		t.Fatal(err)
 	}
 	t.Cleanup(svc.Close)
+	if err := svc.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	return svc, &calls
 }
 

@@ -186,8 +186,8 @@ func openDatabase(ctx context.Context, cfg Config, opts ...gormstore.Option) (*g
 	return db, nil
 }
 
-// newRunService starts the run service (and its recovery and retention loops). It is a
-// variable so that a test can prove `interlock migrate` never starts one.
+// newRunService builds the run service (NewApp starts it). It is a variable so that a test can
+// prove `interlock migrate` never makes one.
 var newRunService = runs.New
 
 // NewApp opens and migrates the database and wires the service and the routes.
@@ -247,6 +247,11 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (app *App, err er
 		Metrics:            a.metrics,
 	})
 	if err != nil {
+		return nil, err
+	}
+	// The service runs until Serve's graceful stop or Close, not for as long as ctx, which only
+	// bounds building the app.
+	if err = a.Service.Start(context.Background()); err != nil {
 		return nil, err
 	}
 	if err = a.observe(); err != nil {
