@@ -44,6 +44,9 @@ func setupChain(t *testing.T, db *gorm.DB) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(svc.Close)
+	if err := svc.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	return &fixture{svc: svc, db: db}
 }
 
