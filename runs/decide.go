@@ -246,8 +246,7 @@ func (s *Service) commitDecision(ctx context.Context, a *agent.Agent, run *Run, 
 	}
 	lease := w.Lease
 	run.Status, run.LeaseOwner, run.SuspendedAt, run.ToolCalls = StatusRunning, &lease, nil, []events.ToolCall{}
-	s.traceCause(ctx, lease, cause) // tracing (trace.go): the execution links to what caused it
-	s.execute(a, run, snap, taken)
+	s.execute(a, run, snap, taken, causedBy(ctx, cause)) // its span links to what caused it (trace.go)
 	return w, nil
 }
 

@@ -112,8 +112,7 @@ func (e *execution) delegate(ctx context.Context, snap *agent.Snapshot, held *ag
 	e.seq, e.ended = seq, true
 	e.text.Reset()
 	e.s.runHub.Publish(e.run.ID, struct{}{})
-	e.s.traceCause(ctx, lease, CauseDelegation)
-	e.s.execute(tool.SubAgent, &child, childSnap, taken)
+	e.s.execute(tool.SubAgent, &child, childSnap, taken, causedBy(ctx, CauseDelegation))
 	return nil
 }
 
@@ -314,8 +313,7 @@ func (s *Service) handoff(ctx context.Context, run *Run, output *string, errMsg 
 			}
 			return
 		}
-		s.traceCause(ctx, lease, CauseHandoff)
-		s.execute(a, p, snap, taken)
+		s.execute(a, p, snap, taken, causedBy(ctx, CauseHandoff))
 	}
 	return h, start, nil
 }

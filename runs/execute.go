@@ -62,10 +62,10 @@ const (
 
 // execute continues a run this instance has just leased (r.LastSeq is its last event, and
 // r.LeaseOwner the lease, taken by a write sent at `taken` at the latest), in the background,
-// renewing the lease while it runs. A snapshot with a call that was executing when its previous
-// owner died is not run: the call goes back to a person (see recover.go). A panic anywhere in
-// the execution fails the run, never the server.
-func (s *Service) execute(a *agent.Agent, r *Run, snap *agent.Snapshot, taken time.Time) {
+// renewing the lease while it runs; why is what started it, for tracing. A snapshot with a call
+// that was executing when its previous owner died is not run: the call goes back to a person
+// (see recover.go). A panic anywhere in the execution fails the run, never the server.
+func (s *Service) execute(a *agent.Agent, r *Run, snap *agent.Snapshot, taken time.Time, why origin) {
 	e := &execution{s: s, agent: a, run: *r, seq: r.LastSeq, owner: deref(r.LeaseOwner)}
 	e.retryText = snap.Seq > 0 && r.LastSeq > snap.Seq && snap.Executing() == nil
 	if !s.started() {
@@ -79,7 +79,7 @@ func (s *Service) execute(a *agent.Agent, r *Run, snap *agent.Snapshot, taken ti
 		defer s.execs.Delete(e)
 		ctx, cancel := context.WithCancel(s.ctx)
 		defer cancel()
-		ctx, endTrace := s.traceExecution(ctx, e, snap) // tracing (trace.go): this stretch's span
+		ctx, endTrace := s.traceExecution(ctx, e, snap, why) // tracing (trace.go): this stretch's span
 		defer endTrace()
 		e.ctx = ctx
 		renewed := make(chan struct{})

@@ -83,8 +83,7 @@ func (s *Service) recoverRun(ctx context.Context, r *Run) (bool, error) {
 	s.cfg.Logger.Info("recovering run", "run", r.ID, "previous_owner", deref(r.LeaseOwner), "attempt", r.RecoveryAttempts+1)
 	r.recoveredFrom = deref(r.LeaseOwner)
 	r.LeaseOwner, r.Version = &lease, r.Version+1
-	s.traceCause(ctx, lease, CauseRecovery)
-	s.execute(a, r, snap, taken)
+	s.execute(a, r, snap, taken, causedBy(ctx, CauseRecovery))
 	return true, nil
 }
 

@@ -186,8 +186,8 @@ func openDatabase(ctx context.Context, cfg Config, opts ...gormstore.Option) (*g
 	return db, nil
 }
 
-// newRunService starts the run service (and its recovery and retention loops). It is a
-// variable so that a test can prove `interlock migrate` never starts one.
+// newRunService builds the run service (NewApp starts it). It is a variable so that a test can
+// prove `interlock migrate` never makes one.
 var newRunService = runs.New
 
 // NewApp opens and migrates the database and wires the service and the routes.
@@ -221,20 +221,25 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (app *App, err er
 	if a.agents, err = loadAgents(ctx, cfg, file, log); err != nil {
 		return nil, err
 	}
-	a.tracing.Agents(a.agents.List)
 	a.metrics = observe.NewMetrics(version)
-	a.metrics.Agents(a.agents.List)
-	registry, err := agent.NewRegistry(a.agents.List...)
+	// The agents call their models and tools through tracing (when on), then metrics.
+	registry, err := agent.NewRegistry(a.agents.List, a.tracing.Agents(), a.metrics.Agents())
 	if err != nil {
 		return nil, err
 	}
-	// Before the run service starts, so that no event it writes misses the outbox.
+	// The run store writes the webhooks' outbox rows in the transactions of the events they
+	// announce (none without a notifications section); the dispatcher delivers them.
+	var outbox []notify.Target
 	if file != nil && file.Notifications != nil {
-		if a.stopNotify, err = notify.Start(gormstore.New(a.db), *file.Notifications, notify.Options{Getenv: os.Getenv, Logger: log}); err != nil {
+		outbox = file.Notifications.Targets()
+	}
+	store := gormstore.New(a.db, gormstore.Outbox(outbox)).TraceGroups(a.tracing.Groups())
+	if file != nil && file.Notifications != nil {
+		if a.stopNotify, err = notify.Start(store, *file.Notifications, notify.Options{Getenv: os.Getenv, Logger: log}); err != nil {
 			return nil, fmt.Errorf("%s: %w", cfg.ConfigFile, err)
 		}
 	}
-	a.Service, err = newRunService(a.metrics.Store(gormstore.New(a.db).TraceGroups(a.tracing.Groups())), registry, runs.Config{
+	a.Service, err = newRunService(a.metrics.Store(store), registry, runs.Config{
 		MaxPerPage: cfg.MaxPerPage, LeaseTTL: cfg.LeaseTTL, Retention: cfg.Retention,
 		TextFlushInterval: cfg.TextFlushInterval, TextFlushBytes: cfg.TextFlushBytes, Logger: log,
 		SeparationOfDuties: a.authn != nil && file != nil && file.Auth != nil && file.Auth.SeparationOfDuties,
@@ -242,6 +247,11 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (app *App, err er
 		Metrics:            a.metrics,
 	})
 	if err != nil {
+		return nil, err
+	}
+	// The service runs until Serve's graceful stop or Close, not for as long as ctx, which only
+	// bounds building the app.
+	if err = a.Service.Start(context.Background()); err != nil {
 		return nil, err
 	}
 	if err = a.observe(); err != nil {
