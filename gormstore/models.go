@@ -40,24 +40,24 @@ func (Run) TableName() string { return "agent_runs" }
 // about it (or that it expired). Rows are never rewritten except to record the decision, so the table doubles as the
 // audit trail of who approved, declined or resumed what.
 type ToolCall struct {
-	ID               int64      `gorm:"column:id;primaryKey;autoIncrement"`
-	RunID            string     `gorm:"column:run_id"`
-	ToolCallID       string     `gorm:"column:tool_call_id"`
-	ToolName         string     `gorm:"column:tool_name"`
-	Args             *string    `gorm:"column:args"`
-	RequiresApproval bool       `gorm:"column:requires_approval"`
-	SuspendPayload   *string    `gorm:"column:suspend_payload"`
-	Interrupted      bool       `gorm:"column:interrupted"`
+	ID               int64   `gorm:"column:id;primaryKey;autoIncrement"`
+	RunID            string  `gorm:"column:run_id"`
+	ToolCallID       string  `gorm:"column:tool_call_id"`
+	ToolName         string  `gorm:"column:tool_name"`
+	Args             *string `gorm:"column:args"`
+	RequiresApproval bool    `gorm:"column:requires_approval"`
+	SuspendPayload   *string `gorm:"column:suspend_payload"`
+	Interrupted      bool    `gorm:"column:interrupted"`
 	// InterruptedToolCallID is, on an interrupted call's row, the id the call was executing
 	// under when its outcome became unknown (runs.LateResult).
-	InterruptedToolCallID *string `gorm:"column:interrupted_tool_call_id"`
-	State            string     `gorm:"column:state"`
-	CreatedAt        time.Time  `gorm:"column:created_at;autoCreateTime:false"`
-	DecidedBy        *string    `gorm:"column:decided_by"`
-	DecidedAt        *time.Time `gorm:"column:decided_at"`
-	Reason           *string    `gorm:"column:reason"`
-	ResumeData       *string    `gorm:"column:resume_data"`
-	EditedArgs       *string    `gorm:"column:edited_args"`
+	InterruptedToolCallID *string    `gorm:"column:interrupted_tool_call_id"`
+	State                 string     `gorm:"column:state"`
+	CreatedAt             time.Time  `gorm:"column:created_at;autoCreateTime:false"`
+	DecidedBy             *string    `gorm:"column:decided_by"`
+	DecidedAt             *time.Time `gorm:"column:decided_at"`
+	Reason                *string    `gorm:"column:reason"`
+	ResumeData            *string    `gorm:"column:resume_data"`
+	EditedArgs            *string    `gorm:"column:edited_args"`
 	// ExpiresAt is when a pending call expires without a decision (nil: never); the expiry
 	// loop finds due calls on (state, expires_at).
 	ExpiresAt *time.Time `gorm:"column:expires_at"`
