@@ -55,9 +55,12 @@ var lateBackoffMax = 5 * time.Second
 func (s *Service) keepLate(l LateResult, why error) {
 	s.cfg.Logger.Warn("run: a tool ran but its result could not be stored with the run; keeping it to record as the call's late result",
 		"run", l.RunID, "tool", l.ToolName, "tool_call", l.ToolCallID, "err", why)
+	key := lateKey{l.RunID, l.ToolCallID}
+	s.held.Store(key, l)
 	s.loops.Add(1)
 	go func() {
 		defer s.loops.Done()
+		defer s.held.Delete(key)
 		wait := resultBackoff
 		for try := 1; ; try++ {
 			ctx, cancel := context.WithTimeout(s.ctx, s.cfg.LeaseTTL/3)
@@ -88,6 +91,35 @@ func (s *Service) keepLate(l LateResult, why error) {
 			wait = min(2*wait, lateBackoffMax)
 		}
 	}()
+}
+
+// lateKey names a call's result in Service.held.
+type lateKey struct{ runID, callID string }
+
+// recordedLate returns the late result of the run's call callID, for recovery's reason, nil when
+// none is recorded (or it cannot be read now: the reason then says one may come, which stays
+// true). When this instance is the one holding it (it gave the run up and now recovers it
+// itself, as a lone instance does), it records it first, so that the reason can say what it is
+// rather than that it may come.
+func (s *Service) recordedLate(ctx context.Context, runID, callID string) *LateResult {
+	if v, ok := s.held.Load(lateKey{runID, callID}); ok {
+		l := v.(LateResult)
+		l.RecordedAt = s.now()
+		if _, err := s.store.RecordLateResult(ctx, l); err != nil {
+			s.cfg.Logger.Warn("recovery: cannot record the late result this instance holds; it goes on trying", "run", runID, "tool_call", callID, "err", err)
+		}
+	}
+	list, err := s.store.LateResults(ctx, runID)
+	if err != nil {
+		s.cfg.Logger.Warn("recovery: cannot read late results; the reason says one may come", "run", runID, "err", err)
+		return nil
+	}
+	for i := range list {
+		if list[i].ToolCallID == callID {
+			return &list[i]
+		}
+	}
+	return nil
 }
 
 // unstored logs the outcome of a tool that ran but could be stored neither with its run nor as

@@ -148,3 +148,35 @@ func TestRecoverySaysWhatALateResultHolds(t *testing.T) {
 		t.Fatalf("the tool ran %d times; want once", n)
 	}
 }
+
+// TestALoneInstanceSaysWhatItHeld: a lone instance (as with SQLite) loses the database for
+// longer than twice its lease while a tool finishes; when the database is back it recovers the
+// run itself, before its own retry of the late result came round. Its reason still says what
+// the tool answered: recovery records the result the instance holds before it says anything.
+func TestALoneInstanceSaysWhatItHeld(t *testing.T) {
+	_, proxied, proxy := cutOffPair(t)
+	tl := newTimeline()
+	var c counted
+	release := make(chan struct{})
+	a := setupWith(t, proxied, runs.Config{LeaseTTL: 2 * time.Second, InstanceID: "a", RecoveryInterval: 50 * time.Millisecond,
+		Logger: slog.New(timelineLog{name: "a", tl: tl})}, setupOpts{agents: []*agent.Agent{blockingAgent("a", tl, &c, release)}})
+	t.Cleanup(proxy.restore)
+
+	r := a.start(t, runs.StartParams{AgentID: "fence-agent", Prompt: "refund order 1"})
+	tl.wait(t, "a: tool started", 10*time.Second)
+	proxy.cut(true)
+	close(release)
+	tl.wait(t, "a: run: recording a late result failed; trying again", 20*time.Second)
+	time.Sleep(3 * time.Second) // the outage goes on: the next try to record it is seconds away
+	proxy.restore()
+
+	evs := a.until(t, r.ID, 0, runs.StatusSuspended)
+	interrupted := ofType(evs, events.ToolCallInterrupted)
+	if len(interrupted) != 1 || !strings.Contains(interrupted[0].Reason, "it recorded the answer later (") ||
+		!strings.Contains(interrupted[0].Reason, "as the late result of tc_1 shown with this call: the tool finished") {
+		t.Fatalf("interrupted %+v; want a reason that says the answer was recorded", interrupted)
+	}
+	if n := c.executed.Load(); n != 1 {
+		t.Fatalf("the tool ran %d times; want once", n)
+	}
+}

@@ -175,22 +175,6 @@ func interruptedReason(tool, callID, lease string, late *LateResult) string {
 		tool, who, late.RecordedAt.UTC().Format("2006-01-02 15:04:05.000 UTC"), callID, outcome)
 }
 
-// recordedLate returns the late result of the run's call callID, nil when none is recorded (or
-// it cannot be read now: the reason then says one may come, which stays true).
-func (s *Service) recordedLate(ctx context.Context, runID, callID string) *LateResult {
-	list, err := s.store.LateResults(ctx, runID)
-	if err != nil {
-		s.cfg.Logger.Warn("recovery: cannot read late results; the reason says one may come", "run", runID, "err", err)
-		return nil
-	}
-	for i := range list {
-		if list[i].ToolCallID == callID {
-			return &list[i]
-		}
-	}
-	return nil
-}
-
 // clip shortens s to at most n bytes (at a rune boundary), marking the cut.
 func clip(s string, n int) string {
 	if len(s) <= n {

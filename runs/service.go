@@ -206,6 +206,7 @@ type Service struct {
 	idle    *sync.Cond   // on mu: broadcast when running drops to zero
 	execs   sync.Map     // *execution → struct{}: executions in flight, named when Shutdown cuts them
 	leases  atomic.Int64 // numbers this instance's lease tokens
+	held    sync.Map     // lateKey → LateResult: results keepLate holds and has not recorded yet
 	causes  sync.Map     // lease token → cause, for the execution about to start (trace.go)
 }
 
