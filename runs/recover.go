@@ -156,7 +156,12 @@ func (e *execution) interrupted(ctx context.Context, snap *agent.Snapshot, c *ag
 // what it is; otherwise the reason says where it will appear if it comes.
 func interruptedReason(tool, callID, lease string, late *LateResult) string {
 	who := "the instance executing it"
-	if i := strings.LastIndex(lease, "/"); i > 0 {
+	switch i := strings.LastIndex(lease, "/"); {
+	case late != nil:
+		// It names the instance that ran the call, even when that one released the run (a lease
+		// given up for a handover names nobody).
+		who = fmt.Sprintf("instance %s, which was executing it,", late.InstanceID)
+	case i > 0:
 		who = fmt.Sprintf("instance %s, which was executing it,", lease[:i])
 	}
 	if late == nil {
