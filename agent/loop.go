@@ -200,6 +200,10 @@ func (a *Agent) advance(ctx context.Context, snap *Snapshot, c *PendingCall, hos
 	}
 	result, payload, errMsg, unknown := execute(ctx, tool, c, host.Run(), resumeData)
 	if unknown != nil {
+		if unknown.ModelError != "" && !a.NeedsApproval(snap, c.Name) {
+			// Nobody gates this tool: the model is told, as of any failed call (OutcomeUnknown).
+			return false, a.finish(ctx, snap, c, host, nil, unknown.ModelError, "Error: "+unknown.ModelError)
+		}
 		// The call stays executing, as a crash would leave it: the host holds it for a person.
 		return false, unknown
 	}

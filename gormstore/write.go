@@ -199,7 +199,8 @@ func pendingRow(runID, id string, c events.ToolCall, at time.Time) ToolCall {
 	return ToolCall{
 		RunID: runID, ToolCallID: id, ToolName: c.ToolName, Args: &args,
 		RequiresApproval: c.RequiresApproval, SuspendPayload: strOrNil(c.SuspendPayload),
-		Interrupted: c.Interrupted, State: ToolCallPending, CreatedAt: ms(at), ExpiresAt: msOrNil(c.ExpiresAt),
+		Interrupted: c.Interrupted, InterruptedToolCallID: strOrEmpty(c.InterruptedToolCallID),
+		State: ToolCallPending, CreatedAt: ms(at), ExpiresAt: msOrNil(c.ExpiresAt),
 	}
 }
 

@@ -175,11 +175,16 @@ func (s *Service) surfaceSuspension(ctx context.Context, run *Run, inner events.
 		return nil, err
 	}
 	out := make([]AncestorWrite, len(list))
-	id := inner.ToolCallID
+	id, was := inner.ToolCallID, inner.InterruptedToolCallID
 	for i, a := range list {
 		call := inner
 		id = surfacedID(a.callID, id)
 		call.ToolCallID = id
+		if was != "" {
+			// The id the inner call executed under, shown the way its new one is.
+			was = surfacedID(a.callID, was)
+			call.InterruptedToolCallID = was
+		}
 		out[i] = AncestorWrite{
 			RunID: a.run.ID, Version: a.run.Version, After: a.run.LastSeq, ToolCallID: id, Call: call,
 			Events: []events.Event{{Type: evType, ToolCall: &call}, {Type: events.RunSuspended, Status: string(StatusSuspended)}},

@@ -224,6 +224,7 @@ type Service struct {
 	idle    *sync.Cond   // on mu: broadcast when running drops to zero
 	execs   sync.Map     // *execution → struct{}: executions in flight, named when Shutdown cuts them
 	leases  atomic.Int64 // numbers this instance's lease tokens
+	held    sync.Map     // lateKey → LateResult: results keepLate holds and has not recorded yet
 }
 
 // newLease returns a fresh lease token: the instance id and a number, so that even two claims by

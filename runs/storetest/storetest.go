@@ -49,6 +49,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("ExpiredRuns", func(t *testing.T) { testExpiredRuns(t, open) })
 	t.Run("ClaimExpired", func(t *testing.T) { testClaimExpired(t, open) })
 	t.Run("DeferRecovery", func(t *testing.T) { testDeferRecovery(t, open) })
+	t.Run("LateResult", func(t *testing.T) { testLateResult(t, open) })
 	t.Run("CountSuspended", func(t *testing.T) { testCountSuspended(t, open) })
 	t.Run("ListSuspended", func(t *testing.T) { testListSuspended(t, open) })
 	t.Run("Pages", func(t *testing.T) { testPages(t, open) })   // perf: pages.go
