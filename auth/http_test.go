@@ -195,7 +195,7 @@ func TestFromInitPayload(t *testing.T) {
 func TestUnauthorizedHidesOtherErrors(t *testing.T) {
 	t.Parallel()
 	rec := httptest.NewRecorder()
-	auth.Unauthorized(rec, io.ErrUnexpectedEOF)
+	auth.Unauthorized(rec, httptest.NewRequest(http.MethodPost, "/graphql", nil), io.ErrUnexpectedEOF)
 	if rec.Code != http.StatusUnauthorized || strings.Contains(rec.Body.String(), "EOF") || !strings.Contains(rec.Body.String(), `"message":"unauthenticated"`) {
 		t.Fatalf("%d %s", rec.Code, rec.Body)
 	}
