@@ -79,7 +79,7 @@ func TestMiddlewareRejects(t *testing.T) {
 			if got := resp.Header.Get("WWW-Authenticate"); got != tc.challenge {
 				t.Fatalf("WWW-Authenticate %q, want %q", got, tc.challenge)
 			}
-			if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+			if ct := resp.Header.Get("Content-Type"); ct != "application/json; charset=utf-8" {
 				t.Fatalf("Content-Type %q", ct)
 			}
 			var got struct {

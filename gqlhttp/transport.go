@@ -157,9 +157,10 @@ func (t *Transport) serve(w http.ResponseWriter, r *http.Request, exec graphql.G
 	}
 	if errs != nil {
 		resp := exec.DispatchError(graphql.WithOperationContext(ctx, rc), errs)
-		if status, _ := h.get(); want == EventStream && status == 0 {
-			// graphql-sse: errors found before execution go through the accepted stream, so that
-			// an EventSource, which shows no body of a refused stream, sees them.
+		if status, _ := h.get(); want == EventStream && status != http.StatusMethodNotAllowed {
+			// graphql-sse: errors found before execution (validation, limits, the rate) go
+			// through the accepted stream, so that an EventSource, which shows no body of a
+			// refused stream, sees them. Only a method refused is HTTP's own answer.
 			t.stream(ctx, w, graphql.OneShot(resp), ast.Query)
 			return
 		}
