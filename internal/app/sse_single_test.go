@@ -354,3 +354,22 @@ func TestRequestErrorOverDistinctSSE(t *testing.T) {
 		t.Fatalf("GET as an event stream: %s %s", ev.name, ev.data)
 	}
 }
+
+// TestCORSAllowsSingleConnectionStreams: a page of an allowed origin may use graphql-sse's
+// single connection mode: its preflights for PUT and DELETE with the stream token header pass.
+func TestCORSAllowsSingleConnectionStreams(t *testing.T) {
+	t.Parallel()
+	const origin = "https://console.example.com"
+	s := startServer(t, "sqlite:"+t.TempDir()+"/cors.db", "--cors-origins", origin)
+	for _, method := range []string{http.MethodPut, http.MethodDelete, http.MethodPost} {
+		got := doGraphQL(t, s, http.MethodOptions, "", "", map[string]string{
+			"Origin": origin, "Access-Control-Request-Method": method,
+			"Access-Control-Request-Headers": "authorization, content-type, " + strings.ToLower(gqlhttp.TokenHeader),
+		})
+		if got.status != http.StatusNoContent || got.header.Get("Access-Control-Allow-Origin") != origin ||
+			!strings.Contains(got.header.Get("Access-Control-Allow-Methods"), method) ||
+			!strings.Contains(strings.ToLower(got.header.Get("Access-Control-Allow-Headers")), strings.ToLower(gqlhttp.TokenHeader)) {
+			t.Errorf("preflight of %s: %d %v", method, got.status, got.header)
+		}
+	}
+}
