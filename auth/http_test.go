@@ -97,8 +97,8 @@ func TestMiddlewareRejects(t *testing.T) {
 			if len(got.Errors) != 1 || got.Errors[0].Message != tc.message || got.Errors[0].Extensions.Code != "UNAUTHENTICATED" {
 				t.Fatalf("body %s", body)
 			}
-			if got.Data != nil || !strings.Contains(body, `"data":null`) {
-				t.Fatalf("data is not null: %s", body)
+			if got.Data != nil || strings.Contains(body, `"data"`) {
+				t.Fatalf("a refused request has a data key: %s", body)
 			}
 			if strings.Contains(body, "s3cret-guess") || strings.Contains(body, "YWxpY2U6cHc") {
 				t.Fatalf("the body repeats the credentials: %s", body)

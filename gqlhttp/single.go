@@ -67,9 +67,10 @@ func (t *Transport) reserve(w http.ResponseWriter, r *http.Request) {
 	s := &stream{t: t, token: rand.Text(), owner: t.owner(r.Context()), release: release,
 		connected: make(chan struct{}), ended: make(chan struct{}), ops: map[string]*singleOp{}}
 	s.expire = time.AfterFunc(t.opts.ReservationTimeout, func() {
-		select {
-		case <-s.connected:
-		default:
+		s.mu.Lock()
+		connected := s.ew != nil // set under mu as the connection begins, before connected closes
+		s.mu.Unlock()
+		if !connected {
 			s.end()
 		}
 	})
