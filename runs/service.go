@@ -80,13 +80,13 @@ type Config struct {
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
 	if c.MaxPerPage == 0 {
-		c.MaxPerPage = 500
+		c.MaxPerPage = DefaultMaxPerPage
 	}
 	if c.MaxUnpaginated == 0 {
 		c.MaxUnpaginated = 10000
 	}
 	if c.LeaseTTL == 0 {
-		c.LeaseTTL = 30 * time.Second
+		c.LeaseTTL = DefaultLeaseTTL
 	}
 	if c.LeaseMargin == 0 {
 		c.LeaseMargin = c.LeaseTTL / 10
@@ -107,7 +107,7 @@ func (c Config) WithDefaults() Config {
 		c.ExpiryInterval = time.Second
 	}
 	if c.Retention == 0 {
-		c.Retention = 7 * 24 * time.Hour
+		c.Retention = DefaultRetention
 	}
 	if c.RetentionInterval == 0 {
 		c.RetentionInterval = 10 * time.Minute
@@ -119,10 +119,10 @@ func (c Config) WithDefaults() Config {
 		c.MaxRecoveryAttempts = 5
 	}
 	if c.TextFlushInterval == 0 {
-		c.TextFlushInterval = 50 * time.Millisecond
+		c.TextFlushInterval = DefaultTextFlushInterval
 	}
 	if c.TextFlushBytes == 0 {
-		c.TextFlushBytes = 1024
+		c.TextFlushBytes = DefaultTextFlushBytes
 	}
 	if c.NowFunc == nil {
 		c.NowFunc = time.Now

@@ -31,9 +31,10 @@ type cliResult struct {
 // when the deadline passes.
 func runCLI(t *testing.T, env []string, args ...string) cliResult {
 	t.Helper()
+	bin := binary(t) // built before the deadline starts: a build on a busy machine is no hang
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binary(t), args...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

@@ -83,7 +83,7 @@ func TestConfigReferenceHasEveryFlag(t *testing.T) {
 		delete(rows, name)
 		switch {
 		case env == "":
-			t.Errorf("flag %s has no environment variable: define it with flagSet.str or strVar (flags.go)", name)
+			t.Errorf("flag %s has no environment variable: add it to the settings table (settings.go)", name)
 		case !ok:
 			t.Errorf("%s lacks the flag %s: add this row to the table under %q:\n| `%s` | `%s` | %s | %s |", configDoc, name, flagsHeading, name, env, def, f.Usage)
 		case unquote(r[1]) != env:
