@@ -26,6 +26,7 @@ import (
 	"interlock/config"
 	"interlock/gormstore"
 	"interlock/gqlguard"
+	"interlock/gqlhttp"
 	"interlock/graph"
 	"interlock/health"
 	"interlock/httpguard"
@@ -297,7 +298,6 @@ func (a *App) routes() http.Handler {
 	gql := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: &graph.Resolver{Runs: a.Service}}))
 	gql.Use(observe.Operations{Log: a.log, Metrics: a.metrics}) // first: it sees every answer
 	conns := gqlguard.NewConnections(a.cfg.MaxConnectionsPerPrincipal, limitedSubject)
-	gql.AddTransport(gqlguard.SSE{Limit: conns})
 	a.ws = gqlguard.NewWebsocket(transport.Websocket{
 		KeepAlivePingInterval: 10 * time.Second,
 		PingPongInterval:      10 * time.Second,
@@ -308,9 +308,14 @@ func (a *App) routes() http.Handler {
 	}, gqlguard.WebsocketLimits{InitTimeout: a.cfg.WSInitTimeout, MaxOperations: a.cfg.MaxSubscriptionsPerConnection,
 		Connections: conns})
 	gql.AddTransport(a.ws)
-	gql.AddTransport(transport.Options{})
-	gql.AddTransport(transport.GET{})
-	gql.AddTransport(transport.POST{})
+	// Every other request: POST and GET as the GraphQL-over-HTTP spec has them, SSE as
+	// graphql-sse has it (both modes), multipart/mixed for @defer.
+	gql.AddTransport(gqlhttp.New(gqlhttp.Options{
+		MaxOperations: a.cfg.MaxSubscriptionsPerConnection,
+		StreamFunc:    conns.Stream,
+		OwnerFunc:     streamOwner,
+		ExpiresFunc:   credentialsExpire,
+	}))
 	// Every operation acts for a principal, and a subscription ends when its token expires.
 	gql.Use(auth.Operations{})
 	if ext := a.tracing.GraphQL(); ext != nil {
@@ -326,7 +331,9 @@ func (a *App) routes() http.Handler {
 	gql.Use(extension.AutomaticPersistedQuery{Cache: lru.New[string](100)})
 	// After APQ, so that it checks the query a hash stands for; before gqlgen's validation.
 	gql.Use(gqlguard.QueryLimit{MaxTokens: a.cfg.MaxQueryTokens, Cache: queries})
-	// After validation, before execution; the rate last, so that a refused query costs no token.
+	// After validation, before execution; the rate last, so that a refused query costs no token
+	// (nor a mutation sent by GET, which is refused first).
+	gql.Use(gqlhttp.QueriesOverGET{})
 	gql.Use(gqlguard.DepthLimit{Max: a.cfg.MaxQueryDepth})
 	gql.Use(&gqlguard.ComplexityLimit{Max: a.cfg.MaxQueryComplexity, PageSizeArgs: []string{"perPage", "last"}, DefaultPageSize: 20,
 		PageSizeDefaults: map[string]int{"last": a.cfg.MaxPerPage}})
@@ -373,6 +380,24 @@ func limitedSubject(ctx context.Context) string {
 	return ""
 }
 
+// streamOwner is who a single connection SSE stream belongs to: the principal's subject (empty
+// for Anonymous, authentication off), so that one client's stream token is nothing to another.
+func streamOwner(ctx context.Context) string {
+	if p := runs.PrincipalFrom(ctx); p != nil {
+		return p.Subject
+	}
+	return ""
+}
+
+// credentialsExpire is when the principal of ctx stops being valid (zero: never): a single
+// connection SSE stream ends then, as a WebSocket is closed.
+func credentialsExpire(ctx context.Context) time.Time {
+	if p := runs.PrincipalFrom(ctx); p != nil {
+		return p.Expires
+	}
+	return time.Time{}
+}
+
 // authenticateSocket authenticates a WebSocket by the "authorization" of its connection_init
 // payload (browsers cannot set headers on a WebSocket), or by the Authorization header its
 // upgrade carried; without either, or with credentials refused, it is closed with 4401. A socket
@@ -411,7 +436,7 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 		Handler:           a.handler,
 		ReadHeaderTimeout: min(10*time.Second, a.cfg.ReadTimeout),
 		ReadTimeout:       a.cfg.ReadTimeout,
-		WriteTimeout:      a.cfg.WriteTimeout, // SpareStreams lifts both for subscriptions
+		WriteTimeout:      a.cfg.WriteTimeout, // lifted for subscriptions: SpareStreams, gqlhttp
 		IdleTimeout:       a.cfg.IdleTimeout,
 		BaseContext:       func(net.Listener) context.Context { return base },
 	}
