@@ -5,7 +5,6 @@
 package agent
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,6 +36,8 @@ type Agent struct {
 	// delegates are the tools through which the model hands tasks to SubAgents, built by
 	// NewRegistry.
 	delegates []*Tool
+	// model is what the loop calls: Model through the registry's middleware (middleware.go).
+	model llm.Model
 }
 
 // Tool is something a model can call.
@@ -59,7 +60,7 @@ type Tool struct {
 	// timed out (ExpiredMessage). 0: it waits for as long as it takes.
 	ApprovalTimeout time.Duration
 	// ExecuteFunc runs the tool. It may return call.Suspend(payload) to wait for a person.
-	ExecuteFunc func(ctx context.Context, call *Call) (any, error)
+	ExecuteFunc ToolFunc
 	// ApproverRoles, when set, are the only roles (besides admin) whose holders may approve or
 	// decline this tool's calls: a refund tool decided only by the refunds team.
 	ApproverRoles []string
@@ -68,6 +69,9 @@ type Tool struct {
 	SubAgent *Agent
 
 	input, resume *Schema
+	// exec is what the loop executes the tool with: ExecuteFunc through the registry's
+	// middleware (middleware.go).
+	exec ToolFunc
 }
 
 // ValidateInput checks arguments against the tool's input schema (any value passes when the
@@ -119,7 +123,10 @@ type Registry struct {
 }
 
 // NewRegistry checks the agents (unique ids and tool names, compilable schemas) and indexes them.
-func NewRegistry(agents ...*Agent) (*Registry, error) {
+// The loop of each agent calls its model and tools through mw (nil entries are skipped), the
+// first innermost: NewRegistry(list, tracing, metrics) times what tracing spans. The agents'
+// exported fields are left as defined; what the loop calls is fixed here, once (see Middleware).
+func NewRegistry(agents []*Agent, mw ...Middleware) (*Registry, error) {
 	r := &Registry{byID: map[string]*Agent{}}
 	for _, a := range agents {
 		if a.ID == "" || a.Model == nil {
@@ -161,6 +168,13 @@ func NewRegistry(agents ...*Agent) (*Registry, error) {
 		}
 		a.delegates = d
 	}
+	var wrappers []Middleware
+	for _, m := range mw {
+		if m != nil {
+			wrappers = append(wrappers, m)
+		}
+	}
+	wrap(r.list, wrappers)
 	sort.Slice(r.list, func(i, j int) bool { return r.list[i].ID < r.list[j].ID })
 	return r, nil
 }

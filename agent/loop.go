@@ -200,6 +200,10 @@ func (a *Agent) advance(ctx context.Context, snap *Snapshot, c *PendingCall, hos
 	}
 	result, payload, errMsg, unknown := execute(ctx, tool, c, host.Run(), resumeData)
 	if unknown != nil {
+		if unknown.ModelError != "" && !a.NeedsApproval(snap, c.Name) {
+			// Nobody gates this tool: the model is told, as of any failed call (OutcomeUnknown).
+			return false, a.finish(ctx, snap, c, host, nil, unknown.ModelError, "Error: "+unknown.ModelError)
+		}
 		// The call stays executing, as a crash would leave it: the host holds it for a person.
 		return false, unknown
 	}
@@ -245,7 +249,7 @@ func execute(ctx context.Context, tool *Tool, c *PendingCall, run RunInfo, resum
 	// The tool is told the call's server id (what people approved), never the model's, which a
 	// model may reuse.
 	call := &Call{ToolCall: llm.ToolCall{ID: c.CallID(), Name: c.Name, Args: c.Args}, Run: run, SuspendPayload: c.SuspendPayload, ResumeData: resumeData}
-	v, err := tool.ExecuteFunc(ctx, call)
+	v, err := tool.executor()(ctx, call)
 	var s *suspension
 	if errors.As(err, &s) {
 		b, merr := json.Marshal(s.payload)
@@ -276,9 +280,10 @@ func (a *Agent) callModel(ctx context.Context, snap *Snapshot, host Host) (llm.R
 	for _, t := range a.AllTools() {
 		req.Tools = append(req.Tools, llm.ToolDef{Name: t.Name, Description: t.Description, Parameters: t.InputSchema})
 	}
-	resp, err := a.Model.Stream(ctx, req, func(d string) error { return host.TextDelta(ctx, d) })
+	model := a.caller()
+	resp, err := model.Stream(ctx, req, func(d string) error { return host.TextDelta(ctx, d) })
 	if err != nil {
-		return llm.Response{}, &ModelError{Model: a.Model.Name(), Err: err}
+		return llm.Response{}, &ModelError{Model: model.Name(), Err: err}
 	}
 	return resp, nil
 }

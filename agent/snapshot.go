@@ -54,6 +54,10 @@ type PendingCall struct {
 	ResumeData     json.RawMessage `json:"resumeData,omitempty"`
 	// Interrupted marks a call whose execution was cut off by a crash: it waits for a new approval.
 	Interrupted bool `json:"interrupted,omitempty"`
+	// InterruptedToolCallID is the id the call was executing under when its outcome became
+	// unknown, before Reissue gave it a new one: the decisions taken before, and the outcome its
+	// instance may record later (run.LateResult), name that id.
+	InterruptedToolCallID string `json:"interruptedToolCallId,omitempty"`
 	// ArgsError says why the model's arguments could not be used (they were not JSON): the
 	// call is answered with that error instead of being run or shown for approval.
 	ArgsError string `json:"argsError,omitempty"`
@@ -228,7 +232,7 @@ func (s *Snapshot) Decide(callID string, d Decision) error {
 		// An approval of an interrupted resumed call runs it again with the data it had.
 		c.ResumeData = d.ResumeData
 	}
-	c.Interrupted = false
+	c.Interrupted, c.InterruptedToolCallID = false, ""
 	if d.Args != nil {
 		if c.EditedFrom == nil {
 			c.EditedFrom = c.Args

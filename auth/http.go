@@ -2,11 +2,11 @@ package auth
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
 
+	"interlock/gqlhttp"
 	"interlock/run"
 )
 
@@ -30,7 +30,7 @@ func Middleware(a *Authenticator, next http.Handler) http.Handler {
 		}
 		p, err := a.Authenticate(r.Context(), header)
 		if err != nil {
-			Unauthorized(w, err)
+			Unauthorized(w, r, err)
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(run.WithPrincipal(r.Context(), p)))
@@ -65,9 +65,11 @@ func hasToken(h http.Header, name, token string) bool {
 	return false
 }
 
-// Unauthorized writes the 401 answer to a request that failed authentication with err; an
-// error that is not an *Error is shown as "unauthenticated", its text withheld.
-func Unauthorized(w http.ResponseWriter, err error) {
+// Unauthorized writes the 401 answer to request r that failed authentication with err, in the
+// JSON media type r prefers (application/graphql-response+json or application/json) and without
+// a data key, as any request refused before it ran; an error that is not an *Error is shown as
+// "unauthenticated", its text withheld.
+func Unauthorized(w http.ResponseWriter, r *http.Request, err error) {
 	msg, missing := "unauthenticated", false
 	var ae *Error
 	if errors.As(err, &ae) {
@@ -77,23 +79,8 @@ func Unauthorized(w http.ResponseWriter, err error) {
 	if !missing {
 		challenge += `, error="invalid_token"`
 	}
-	type extensions struct {
-		Code string `json:"code"`
-	}
-	type gqlError struct {
-		Message    string     `json:"message"`
-		Extensions extensions `json:"extensions"`
-	}
-	body, _ := json.Marshal(struct {
-		Errors []gqlError `json:"errors"`
-		Data   any        `json:"data"`
-	}{Errors: []gqlError{{Message: msg, Extensions: extensions{Code: "UNAUTHENTICATED"}}}})
-	h := w.Header()
-	h.Set("WWW-Authenticate", challenge)
-	h.Set("Content-Type", "application/json")
-	h.Set("Cache-Control", "no-store")
-	w.WriteHeader(http.StatusUnauthorized)
-	_, _ = w.Write(body)
+	w.Header().Set("WWW-Authenticate", challenge)
+	gqlhttp.WriteError(w, r, http.StatusUnauthorized, "UNAUTHENTICATED", msg)
 }
 
 // FromInitPayload authenticates a WebSocket's connection_init payload, whose "authorization"

@@ -19,7 +19,7 @@ func (s *Store) Delegate(ctx context.Context, d runs.Delegation) error {
 		if err := leaseUpdate(tx, d.RunID, d.Lease, set); err != nil {
 			return err
 		}
-		if err := appendEvents(tx, d.RunID, d.After, d.At, d.Events); err != nil {
+		if err := s.appendEvents(tx, d.RunID, d.After, d.At, d.Events); err != nil {
 			return err
 		}
 		return s.insertRun(tx, d.Child)
@@ -28,7 +28,7 @@ func (s *Store) Delegate(ctx context.Context, d runs.Delegation) error {
 
 // ancestorSet is the compare-and-set of a supervisor run above a run that suspends or is
 // decided: from status `from` at the version and last seq read, to `to`.
-func ancestorSet(tx *gorm.DB, a runs.AncestorWrite, from, to run.Status, at time.Time) error {
+func (s *Store) ancestorSet(tx *gorm.DB, a runs.AncestorWrite, from, to run.Status, at time.Time) error {
 	set := map[string]any{
 		"status": to, "version": a.Version + 1, "last_seq": a.After + int64(len(a.Events)), "updated_at": ms(at), "suspended_at": nil,
 	}
@@ -42,14 +42,14 @@ func ancestorSet(tx *gorm.DB, a runs.AncestorWrite, from, to run.Status, at time
 	if res.RowsAffected == 0 {
 		return runs.ErrStale
 	}
-	return appendEvents(tx, a.RunID, a.After, at, a.Events)
+	return s.appendEvents(tx, a.RunID, a.After, at, a.Events)
 }
 
 // suspendAncestors makes the WAITING supervisors above a suspending run SUSPENDED, each on its
 // delegate call, shown as the inner call, in the suspension's transaction.
-func suspendAncestors(tx *gorm.DB, p runs.Suspension) error {
+func (s *Store) suspendAncestors(tx *gorm.DB, p runs.Suspension) error {
 	for _, a := range p.Ancestors {
-		if err := ancestorSet(tx, a, run.StatusWaiting, run.StatusSuspended, p.At); err != nil {
+		if err := s.ancestorSet(tx, a, run.StatusWaiting, run.StatusSuspended, p.At); err != nil {
 			return err
 		}
 		row := pendingRow(a.RunID, a.ToolCallID, a.Call, p.At)
@@ -65,9 +65,9 @@ func suspendAncestors(tx *gorm.DB, p runs.Suspension) error {
 
 // decideAncestors sends the SUSPENDED supervisors above a decided run back to WAITING, their
 // delegate call's row decided as the inner call, in the decision's transaction.
-func decideAncestors(tx *gorm.DB, d runs.DecisionWrite, set map[string]any) error {
+func (s *Store) decideAncestors(tx *gorm.DB, d runs.DecisionWrite, set map[string]any) error {
 	for _, a := range d.Ancestors {
-		if err := ancestorSet(tx, a, run.StatusSuspended, run.StatusWaiting, d.At); err != nil {
+		if err := s.ancestorSet(tx, a, run.StatusSuspended, run.StatusWaiting, d.At); err != nil {
 			return err
 		}
 		res := tx.Model(&ToolCall{}).Where("run_id = ? AND tool_call_id = ? AND state = ?", a.RunID, a.ToolCallID, ToolCallPending).Updates(set)

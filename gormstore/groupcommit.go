@@ -10,6 +10,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"interlock/notify"
 	"interlock/run"
 )
 
@@ -184,7 +185,7 @@ func (g *groupCommit) commit(group []*groupWrite) {
 		writes[i] = w.write
 	}
 	err := g.s.tx(ctx, func(tx *gorm.DB) error {
-		err := writeIn(tx, writes...)
+		err := g.s.writeIn(tx, writes...)
 		committing = err == nil
 		if committing && g.beforeCommit != nil {
 			g.beforeCommit(tx)
@@ -209,18 +210,18 @@ func (g *groupCommit) commit(group []*groupWrite) {
 
 // alone makes write in a transaction of its own.
 func (s *Store) alone(ctx context.Context, write func(tx *gorm.DB, rows *groupRows) error) error {
-	return s.tx(ctx, func(tx *gorm.DB) error { return writeIn(tx, write) })
+	return s.tx(ctx, func(tx *gorm.DB) error { return s.writeIn(tx, write) })
 }
 
-// writeIn makes writes in tx, then inserts the rows they added.
-func writeIn(tx *gorm.DB, writes ...func(tx *gorm.DB, rows *groupRows) error) error {
+// writeIn makes writes in tx, then inserts the rows they added (with the outbox rows of s).
+func (s *Store) writeIn(tx *gorm.DB, writes ...func(tx *gorm.DB, rows *groupRows) error) error {
 	var rows groupRows
 	for _, w := range writes {
 		if err := w(tx, &rows); err != nil {
 			return err
 		}
 	}
-	return rows.insert(tx)
+	return rows.insert(tx, s.outbox)
 }
 
 // groupRows are the rows of the writes of one transaction, inserted at its end, each table's
@@ -253,7 +254,8 @@ func (r *groupRows) addEvents(runID string, last int64, at time.Time, evs []run.
 	return nil
 }
 
-func (r *groupRows) insert(tx *gorm.DB) error {
+// insert inserts the rows in tx, and the outbox rows of their events for targets.
+func (r *groupRows) insert(tx *gorm.DB, targets []notify.Target) error {
 	if len(r.runs) > 0 {
 		if err := tx.Model(&Run{}).Create(r.runs).Error; err != nil {
 			return fmt.Errorf("insert %s: %w", r.whose(func(i int) string { return r.runs[i]["id"].(string) }, len(r.runs)), err)
@@ -265,7 +267,7 @@ func (r *groupRows) insert(tx *gorm.DB) error {
 		}
 	}
 	for _, a := range r.outbox {
-		if err := writeOutbox(tx, a.runID, a.last, a.at, a.evs); err != nil {
+		if err := writeOutbox(tx, targets, a.runID, a.last, a.at, a.evs); err != nil {
 			return err
 		}
 	}

@@ -40,21 +40,24 @@ func (Run) TableName() string { return "agent_runs" }
 // about it (or that it expired). Rows are never rewritten except to record the decision, so the table doubles as the
 // audit trail of who approved, declined or resumed what.
 type ToolCall struct {
-	ID               int64      `gorm:"column:id;primaryKey;autoIncrement"`
-	RunID            string     `gorm:"column:run_id"`
-	ToolCallID       string     `gorm:"column:tool_call_id"`
-	ToolName         string     `gorm:"column:tool_name"`
-	Args             *string    `gorm:"column:args"`
-	RequiresApproval bool       `gorm:"column:requires_approval"`
-	SuspendPayload   *string    `gorm:"column:suspend_payload"`
-	Interrupted      bool       `gorm:"column:interrupted"`
-	State            string     `gorm:"column:state"`
-	CreatedAt        time.Time  `gorm:"column:created_at;autoCreateTime:false"`
-	DecidedBy        *string    `gorm:"column:decided_by"`
-	DecidedAt        *time.Time `gorm:"column:decided_at"`
-	Reason           *string    `gorm:"column:reason"`
-	ResumeData       *string    `gorm:"column:resume_data"`
-	EditedArgs       *string    `gorm:"column:edited_args"`
+	ID               int64   `gorm:"column:id;primaryKey;autoIncrement"`
+	RunID            string  `gorm:"column:run_id"`
+	ToolCallID       string  `gorm:"column:tool_call_id"`
+	ToolName         string  `gorm:"column:tool_name"`
+	Args             *string `gorm:"column:args"`
+	RequiresApproval bool    `gorm:"column:requires_approval"`
+	SuspendPayload   *string `gorm:"column:suspend_payload"`
+	Interrupted      bool    `gorm:"column:interrupted"`
+	// InterruptedToolCallID is, on an interrupted call's row, the id the call was executing
+	// under when its outcome became unknown (run.LateResult).
+	InterruptedToolCallID *string    `gorm:"column:interrupted_tool_call_id"`
+	State                 string     `gorm:"column:state"`
+	CreatedAt             time.Time  `gorm:"column:created_at;autoCreateTime:false"`
+	DecidedBy             *string    `gorm:"column:decided_by"`
+	DecidedAt             *time.Time `gorm:"column:decided_at"`
+	Reason                *string    `gorm:"column:reason"`
+	ResumeData            *string    `gorm:"column:resume_data"`
+	EditedArgs            *string    `gorm:"column:edited_args"`
 	// ExpiresAt is when a pending call expires without a decision (nil: never); the expiry
 	// loop finds due calls on (state, expires_at).
 	ExpiresAt *time.Time `gorm:"column:expires_at"`
@@ -131,6 +134,24 @@ type IdempotencyKey struct {
 // TableName keeps the table name independent of GORM's pluralisation rules.
 func (IdempotencyKey) TableName() string { return "idempotency_keys" }
 
+// LateToolResult is one row of late_tool_results: the outcome of a tool call that ran on an
+// instance which could not store it with its run, recorded afterwards by that instance
+// (run.LateResult). The run's own rows are not written (another instance may hold the run);
+// the primary key keeps one per call. Retention removes it with its run.
+type LateToolResult struct {
+	RunID      string    `gorm:"column:run_id;primaryKey"`
+	ToolCallID string    `gorm:"column:tool_call_id;primaryKey"`
+	ToolName   string    `gorm:"column:tool_name"`
+	Result     *string   `gorm:"column:result"`
+	Error      *string   `gorm:"column:error"`
+	InstanceID string    `gorm:"column:instance_id"`
+	FinishedAt time.Time `gorm:"column:finished_at;autoCreateTime:false"`
+	RecordedAt time.Time `gorm:"column:recorded_at;autoCreateTime:false"`
+}
+
+// TableName keeps the table name independent of GORM's pluralisation rules.
+func (LateToolResult) TableName() string { return "late_tool_results" }
+
 // RunChange is one row of run_changes: a run entering (SUSPENDED) or leaving (LEFT) the set of
 // suspended runs, written in the transaction that made the change, so that every instance can
 // tell its suspendedRunsChanged subscribers. Rows are short-lived; retention removes them.
@@ -147,5 +168,5 @@ func (RunChange) TableName() string { return "run_changes" }
 
 // All lists every model, for the test that compares the migrated schema with the models.
 func All() []any {
-	return []any{&Run{}, &ToolCall{}, &Event{}, &Message{}, &Thread{}, &IdempotencyKey{}, &RunChange{}, &Notification{}, &SuspendedCount{}}
+	return []any{&Run{}, &ToolCall{}, &Event{}, &Message{}, &Thread{}, &IdempotencyKey{}, &RunChange{}, &Notification{}, &SuspendedCount{}, &LateToolResult{}}
 }

@@ -39,26 +39,6 @@ func (Notification) TableName() string { return "notifications" }
 
 var _ notify.Store = (*Store)(nil)
 
-// outboxPlugin is the name under which the outbox's targets hang on the database handle.
-// appendEvents is a plain function of a transaction, called by every write of a run's events;
-// the targets travel with the handle (gorm.Config.Plugins, shared by every session and
-// transaction of it) so that no caller has to pass them.
-const outboxPlugin = "interlock:outbox"
-
-// outbox holds the targets of EnableOutbox; it is a gorm.Plugin only to hang on the handle.
-type outbox struct{ targets []notify.Target }
-
-func (*outbox) Name() string              { return outboxPlugin }
-func (*outbox) Initialize(*gorm.DB) error { return nil }
-
-// EnableOutbox implements notify.Store.
-func (s *Store) EnableOutbox(targets []notify.Target) {
-	if s.db.Config.Plugins == nil {
-		s.db.Config.Plugins = map[string]gorm.Plugin{}
-	}
-	s.db.Config.Plugins[outboxPlugin] = &outbox{targets: targets}
-}
-
 // announcing reports whether any of evs may announce something to notify, so that the run row
 // is read only for those.
 func announcing(evs []run.Event) bool {
@@ -73,11 +53,11 @@ func announcing(evs []run.Event) bool {
 }
 
 // writeOutbox writes, in the caller's transaction, the outbox rows of the events evs (appended
-// after seq last) announce, when the outbox is enabled. Only top-level runs are announced: a
-// sub-agent's suspension and decision surface on its supervisor's run, which is announced.
-func writeOutbox(tx *gorm.DB, runID string, last int64, at time.Time, evs []run.Event) error {
-	ob, ok := tx.Config.Plugins[outboxPlugin].(*outbox)
-	if !ok || len(ob.targets) == 0 || !announcing(evs) {
+// after seq last) announce to targets (the store's Outbox; none: nothing is written). Only
+// top-level runs are announced: a sub-agent's suspension and decision surface on its
+// supervisor's run, which is announced.
+func writeOutbox(tx *gorm.DB, targets []notify.Target, runID string, last int64, at time.Time, evs []run.Event) error {
+	if len(targets) == 0 || !announcing(evs) {
 		return nil
 	}
 	var r Run
@@ -119,7 +99,7 @@ func writeOutbox(tx *gorm.DB, runID string, last int64, at time.Time, evs []run.
 		if err != nil {
 			return fmt.Errorf("encode notification %s: %w", e.ID, err)
 		}
-		for _, t := range ob.targets {
+		for _, t := range targets {
 			if t.Takes(e.Type) {
 				rows = append(rows, Notification{
 					EventID: e.ID, Target: t.Name, Kind: string(e.Type), RunID: runID, Payload: string(payload),

@@ -62,11 +62,25 @@ func withCalls(db *gorm.DB, rows []Run) ([]*run.Run, error) {
 		return nil, fmt.Errorf("load tool calls: %w", err)
 	}
 	byRun := make(map[string][]ToolCall, len(rows))
+	var late []string // the runs that may show late results (runs.Store.GetRun)
 	for _, c := range calls {
 		byRun[c.RunID] = append(byRun[c.RunID], c)
+		if c.Interrupted && (len(late) == 0 || late[len(late)-1] != c.RunID) {
+			late = append(late, c.RunID)
+		}
+	}
+	for i := range rows {
+		if rows[i].Status == string(run.StatusFailed) && deref(rows[i].ErrorCode) == runs.FailureUnrecoverable {
+			late = append(late, rows[i].ID)
+		}
+	}
+	results, err := lateResults(db.Where("run_id IN ?", late), len(late))
+	if err != nil {
+		return nil, err
 	}
 	for i := range rows {
 		out[i] = runFromRow(&rows[i], byRun[rows[i].ID])
+		out[i].LateResults = results[rows[i].ID]
 	}
 	return out, nil
 }
@@ -267,6 +281,9 @@ func (s *Store) PurgeFinished(ctx context.Context, cutoff, keysBefore time.Time,
 		if err := tx.Where("run_id IN ?", ids).Delete(&IdempotencyKey{}).Error; err != nil {
 			return err
 		}
+		if err := tx.Where("run_id IN ?", ids).Delete(&LateToolResult{}).Error; err != nil {
+			return err
+		}
 		res := tx.Where("id IN ? AND status IN ?", ids, finished).Delete(&Run{})
 		deleted = res.RowsAffected
 		return res.Error
@@ -312,7 +329,7 @@ func runFromRow(m *Run, calls []ToolCall) *run.Run {
 				r.ToolCalls = append(r.ToolCalls, run.ToolCall{
 					ToolCallID: c.ToolCallID, ToolName: c.ToolName, Args: rawOrNil(c.Args),
 					RequiresApproval: c.RequiresApproval, SuspendPayload: rawOrNil(c.SuspendPayload), Interrupted: c.Interrupted,
-					ExpiresAt: msOrNil(c.ExpiresAt),
+					InterruptedToolCallID: deref(c.InterruptedToolCallID), ExpiresAt: msOrNil(c.ExpiresAt),
 				})
 			}
 			continue

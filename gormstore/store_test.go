@@ -13,7 +13,9 @@ import (
 
 // TestStoreSQLite runs the runs.Store conformance suite on SQLite, a new file per subtest.
 func TestStoreSQLite(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) runs.Store { return gormstore.New(dbtest.SQLite(t)) })
+	storetest.Run(t, func(t *testing.T, o storetest.Options) runs.Store {
+		return gormstore.New(dbtest.SQLite(t), gormstore.Outbox(o.Outbox))
+	})
 }
 
 // TestStoreMySQL runs the same suite on MySQL/MariaDB. It skips without
@@ -39,7 +41,7 @@ func TestStoreMySQL(t *testing.T) {
 		sqlDB.SetMaxIdleConns(1)
 		pool <- db
 	}
-	storetest.Run(t, func(t *testing.T) runs.Store {
+	storetest.Run(t, func(t *testing.T, o storetest.Options) runs.Store {
 		db := <-pool
 		t.Cleanup(func() { pool <- db })
 		for _, m := range gormstore.All() {
@@ -47,6 +49,6 @@ func TestStoreMySQL(t *testing.T) {
 				t.Fatalf("empty %T: %v", m, err)
 			}
 		}
-		return gormstore.New(db)
+		return gormstore.New(db, gormstore.Outbox(o.Outbox))
 	})
 }

@@ -122,7 +122,7 @@ func sameResource(a, b *string) bool {
 
 // insertRun inserts a new RUNNING run and its first events in the caller's transaction.
 func (s *Store) insertRun(tx *gorm.DB, n runs.NewRun) error {
-	return writeIn(tx, func(_ *gorm.DB, rows *groupRows) error { return s.addRun(rows, n) })
+	return s.writeIn(tx, func(_ *gorm.DB, rows *groupRows) error { return s.addRun(rows, n) })
 }
 
 // addRun adds the row of a new RUNNING run and its first events to rows.
@@ -185,10 +185,10 @@ func (s *Store) Suspend(ctx context.Context, p runs.Suspension) error {
 		if err := recordChange(tx, p.RunID, runs.ChangeSuspended, p.InstanceID, p.At); err != nil {
 			return err
 		}
-		if err := appendEvents(tx, p.RunID, p.After, p.At, p.Events); err != nil {
+		if err := s.appendEvents(tx, p.RunID, p.After, p.At, p.Events); err != nil {
 			return err
 		}
-		return suspendAncestors(tx, p)
+		return s.suspendAncestors(tx, p)
 	})
 }
 
@@ -199,7 +199,8 @@ func pendingRow(runID, id string, c run.ToolCall, at time.Time) ToolCall {
 	return ToolCall{
 		RunID: runID, ToolCallID: id, ToolName: c.ToolName, Args: &args,
 		RequiresApproval: c.RequiresApproval, SuspendPayload: strOrNil(c.SuspendPayload),
-		Interrupted: c.Interrupted, State: ToolCallPending, CreatedAt: ms(at), ExpiresAt: msOrNil(c.ExpiresAt),
+		Interrupted: c.Interrupted, InterruptedToolCallID: strOrEmpty(c.InterruptedToolCallID),
+		State: ToolCallPending, CreatedAt: ms(at), ExpiresAt: msOrNil(c.ExpiresAt),
 	}
 }
 
@@ -295,10 +296,10 @@ func (s *Store) Decide(ctx context.Context, d runs.DecisionWrite) error {
 		if res.RowsAffected == 0 {
 			return runs.ErrStale
 		}
-		if err := appendEvents(tx, d.RunID, d.After, d.At, d.Events); err != nil {
+		if err := s.appendEvents(tx, d.RunID, d.After, d.At, d.Events); err != nil {
 			return err
 		}
-		if err := decideAncestors(tx, d, set); err != nil {
+		if err := s.decideAncestors(tx, d, set); err != nil {
 			return err
 		}
 		if d.Hold {

@@ -2,14 +2,12 @@ package gqlguard
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"sync"
 	"unicode/utf8"
 
-	"github.com/99designs/gqlgen/graphql"
-	"github.com/99designs/gqlgen/graphql/handler/transport"
+	"interlock/gqlhttp"
 )
 
 // CloseTooManyConnections closes a WebSocket whose client already holds the most connections
@@ -95,50 +93,23 @@ func (c *Connections) Acquire(ctx context.Context) (release func(), err error) {
 	}, nil
 }
 
-// SSE is gqlgen's event-stream transport with the Connections cap: a stream over it is
-// refused with 429 Too Many Requests, Retry-After and a GraphQL error (TOO_MANY_CONNECTIONS)
-// before anything is streamed. A nil Limit is no cap. It refuses a request that asks for a
-// protocol upgrade: such a request is a WebSocket's or no one's, and gqlgen's SSE does not look
-// at the Upgrade header (a POST with "Upgrade: websocket" and "Accept: text/event-stream" was
-// served as an event stream).
-type SSE struct {
-	transport.SSE
-	Limit *Connections
-}
-
-var _ graphql.Transport = SSE{}
-
-// Supports reports whether r is an SSE request without an Upgrade header.
-func (t SSE) Supports(r *http.Request) bool {
-	return r.Header.Get("Upgrade") == "" && t.SSE.Supports(r)
-}
-
-// Do serves the stream while it holds a slot of its client's.
-func (t SSE) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
-	release, err := t.Limit.Acquire(r.Context())
+// Stream takes a slot for an event stream of ctx's client (gqlhttp.Options.StreamFunc: a
+// distinct SSE stream, or a reservation of graphql-sse's single connection mode, from the
+// request until the stream ends). Over the cap it is refused with 429 Too Many Requests,
+// Retry-After and a GraphQL error (TOO_MANY_CONNECTIONS, extensions.retryAfter) before anything
+// is streamed.
+func (c *Connections) Stream(ctx context.Context) (release func(), err error) {
+	release, err = c.Acquire(ctx)
 	if err != nil {
-		refuseStream(w, err)
-		return
+		return nil, &gqlhttp.Refusal{
+			Status:     http.StatusTooManyRequests,
+			Message:    err.Error(),
+			Code:       CodeTooManyConnections,
+			Extensions: map[string]any{"retryAfter": connectionRetryAfter},
+			Header:     gqlhttp.RetryAfter(connectionRetryAfter),
+		}
 	}
-	defer release()
-	t.SSE.Do(w, r, exec)
-}
-
-// refuseStream answers an event-stream request over the cap.
-func refuseStream(w http.ResponseWriter, err error) {
-	body, _ := json.Marshal(map[string]any{
-		"errors": []map[string]any{{
-			"message":    err.Error(),
-			"extensions": map[string]any{"code": CodeTooManyConnections, "retryAfter": connectionRetryAfter},
-		}},
-		"data": nil,
-	})
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Cache-Control", "no-store")
-	h.Set("Retry-After", fmt.Sprint(connectionRetryAfter))
-	w.WriteHeader(http.StatusTooManyRequests)
-	_, _ = w.Write(body)
+	return release, nil
 }
 
 // closeReason is the close reason of a socket over the cap: a WebSocket close reason holds at

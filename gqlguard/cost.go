@@ -13,8 +13,9 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 )
 
-// Codes of the refusals in this file. Each is a protocol error: HTTP 422, and an error message
-// (not a result) over WebSocket, like gqlgen's own validation errors.
+// Codes of the refusals in this file. Each is a request error, like gqlgen's own validation
+// errors: over HTTP 200 as application/json and 400 as application/graphql-response+json
+// (gqlhttp), and an error message (not a result) over WebSocket (errcode.KindProtocol).
 const (
 	// CodeQueryTooDeep refuses an operation nested deeper than DepthLimit.Max.
 	CodeQueryTooDeep = "QUERY_TOO_DEEP"

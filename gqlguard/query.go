@@ -55,7 +55,7 @@ func (l QueryLimit) Validate(graphql.ExecutableSchema) error {
 }
 
 // MutateOperationParameters refuses a query over the limits, with GRAPHQL_VALIDATION_FAILED
-// (HTTP 422, like gqlgen's own validation errors) and a message naming the limit.
+// (a request error, like gqlgen's own validation errors) and a message naming the limit.
 func (l QueryLimit) MutateOperationParameters(ctx context.Context, req *graphql.RawParams) *gqlerror.Error {
 	if err := ctx.Err(); err != nil {
 		return refusal("the request was cancelled")

@@ -6,7 +6,6 @@ import (
 	"math"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -15,6 +14,8 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 	"golang.org/x/time/rate"
+
+	"interlock/gqlhttp"
 )
 
 // CodeRateLimited refuses a mutation over its client's rate; extensions.retryAfter says in how
@@ -40,10 +41,11 @@ const CodeBadUserInput = "BAD_USER_INPUT"
 // comes back with a full bucket, which is no more than it had.
 //
 // A refused mutation is an error with code RATE_LIMITED, extensions.retryAfter and
-// extensions.mutations (how many the request holds); over plain HTTP, Middleware also makes its
-// status 429 with a Retry-After header. An operation holding more mutations than Burst could
-// never pass: it is BAD_USER_INPUT (HTTP 422) telling the client to split it, with no
-// Retry-After, and costs nothing.
+// extensions.mutations (how many the request holds); answered as one JSON answer (gqlhttp), it
+// is also 429 with a Retry-After header, whatever the media type: a refusal to retry later, not
+// a request error. An operation holding more mutations than Burst could never pass: it is a
+// request error, BAD_USER_INPUT telling the client to split it (200 as application/json, 400 as
+// application/graphql-response+json), with no Retry-After, and costs nothing.
 type MutationRate struct {
 	rate    rate.Limit
 	burst   int
@@ -96,9 +98,6 @@ func (m *MutationRate) MutateOperationContext(ctx context.Context, opCtx *graphq
 	}
 	n := m.Mutations(opCtx)
 	if n > m.burst {
-		if slot, ok := ctx.Value(limitedKey{}).(*limitedSlot); ok {
-			slot.set(http.StatusUnprocessableEntity, 0)
-		}
 		return &gqlerror.Error{
 			Message: fmt.Sprintf("the request holds %d mutations, more than the %d one client may send at once: it can never be accepted as it is; split it into requests of at most %d mutations",
 				n, m.burst, m.burst),
@@ -110,9 +109,7 @@ func (m *MutationRate) MutateOperationContext(ctx context.Context, opCtx *graphq
 		return nil
 	}
 	secs := max(1, int(math.Ceil(wait.Seconds())))
-	if slot, ok := ctx.Value(limitedKey{}).(*limitedSlot); ok {
-		slot.set(http.StatusTooManyRequests, secs)
-	}
+	gqlhttp.SetStatus(ctx, http.StatusTooManyRequests, gqlhttp.RetryAfter(secs))
 	return &gqlerror.Error{
 		Message:    fmt.Sprintf("too many mutations: the request holds %s; retry in %d seconds", plural(n, "mutation"), secs),
 		Extensions: map[string]any{"code": CodeRateLimited, "retryAfter": secs, "mutations": n},
@@ -173,28 +170,6 @@ func (m *MutationRate) Keys() int { return m.limiters.Len() }
 
 type clientIPKey struct{}
 
-type limitedKey struct{}
-
-// limitedSlot is where MutationRate tells Middleware that it refused the request's mutation:
-// the status to answer with and, for a refusal to retry later, in how many seconds.
-type limitedSlot struct {
-	mu         sync.Mutex
-	status     int
-	retryAfter int
-}
-
-func (s *limitedSlot) set(status, retryAfter int) {
-	s.mu.Lock()
-	s.status, s.retryAfter = status, retryAfter
-	s.mu.Unlock()
-}
-
-func (s *limitedSlot) get() (status, retryAfter int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.status, s.retryAfter
-}
-
 // ClientIP is the client address Middleware recorded in ctx (the connection's remote address:
 // X-Forwarded-For is not trusted, since any client can send it), or "" without Middleware.
 func ClientIP(ctx context.Context) string {
@@ -202,53 +177,14 @@ func ClientIP(ctx context.Context) string {
 	return ip
 }
 
-// Middleware records each request's client IP address for MutationRate and Connections and, for
-// a plain HTTP request (not a WebSocket or an event stream, whose status is long sent when an
-// operation is refused), turns the answer to a refused mutation into 429 Too Many Requests with
-// Retry-After, or 422 for one that holds more mutations than the burst.
+// Middleware records each request's client IP address, which MutationRate and Connections
+// count a request against when it has no principal.
 func Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ip, _, err := net.SplitHostPort(r.RemoteAddr)
 		if err != nil {
 			ip = r.RemoteAddr
 		}
-		ctx := context.WithValue(r.Context(), clientIPKey{}, ip)
-		if r.Header.Get("Upgrade") != "" || strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
-			next.ServeHTTP(w, r.WithContext(ctx))
-			return
-		}
-		slot := &limitedSlot{}
-		ctx = context.WithValue(ctx, limitedKey{}, slot)
-		next.ServeHTTP(&limitedWriter{ResponseWriter: w, slot: slot}, r.WithContext(ctx))
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), clientIPKey{}, ip)))
 	})
 }
-
-// limitedWriter changes the status of a refused mutation's answer.
-type limitedWriter struct {
-	http.ResponseWriter
-	slot  *limitedSlot
-	wrote bool
-}
-
-func (w *limitedWriter) WriteHeader(status int) {
-	if !w.wrote {
-		w.wrote = true
-		if refused, secs := w.slot.get(); refused != 0 {
-			status = refused
-			if secs > 0 {
-				w.Header().Set("Retry-After", fmt.Sprint(secs))
-			}
-		}
-	}
-	w.ResponseWriter.WriteHeader(status)
-}
-
-func (w *limitedWriter) Write(b []byte) (int, error) {
-	if !w.wrote {
-		w.WriteHeader(http.StatusOK)
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-// Unwrap lets http.ResponseController reach the connection (deadlines, flushing).
-func (w *limitedWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

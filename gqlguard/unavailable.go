@@ -6,18 +6,20 @@ import (
 	"net/http"
 
 	"github.com/99designs/gqlgen/graphql"
+
+	"interlock/gqlhttp"
 )
 
 // CodeUnavailable is the run service's code for storage that could not be reached: the request
 // may succeed when retried, after extensions.retryAfter seconds.
 const CodeUnavailable = "UNAVAILABLE"
 
-// Unavailable makes the answer to a plain HTTP request (POST or GET, not a WebSocket or an
-// event stream, whose status is long sent) 503 Service Unavailable with a Retry-After header
-// when it holds an UNAVAILABLE error and no data: a load balancer, a proxy or a plain HTTP
-// client then knows to retry without reading GraphQL. An answer with some data (one field
-// answered, another UNAVAILABLE) stays 200: it carries a result the client can use, and its
-// errors say which fields to ask for again. It needs Middleware around the handler.
+// Unavailable makes the answer to a plain HTTP request (one JSON answer of gqlhttp, not a
+// WebSocket or an event stream, whose status is long sent) 503 Service Unavailable with a
+// Retry-After header when it holds an UNAVAILABLE error and no data: a load balancer, a proxy or
+// a plain HTTP client then knows to retry without reading GraphQL. An answer with some data (one
+// field answered, another UNAVAILABLE) stays 200: it carries a result the client can use, and
+// its errors say which fields to ask for again.
 type Unavailable struct{}
 
 var _ graphql.ResponseInterceptor = Unavailable{}
@@ -31,10 +33,6 @@ func (Unavailable) InterceptResponse(ctx context.Context, next graphql.ResponseH
 	if resp == nil || len(resp.Errors) == 0 {
 		return resp
 	}
-	slot, ok := ctx.Value(limitedKey{}).(*limitedSlot)
-	if !ok {
-		return resp // not a plain HTTP request
-	}
 	secs := 0
 	for _, e := range resp.Errors {
 		if code, _ := e.Extensions["code"].(string); code == CodeUnavailable {
@@ -46,7 +44,7 @@ func (Unavailable) InterceptResponse(ctx context.Context, next graphql.ResponseH
 	if secs == 0 || hasData(resp.Data) {
 		return resp
 	}
-	slot.set(http.StatusServiceUnavailable, secs)
+	gqlhttp.SetStatus(ctx, http.StatusServiceUnavailable, gqlhttp.RetryAfter(secs))
 	return resp
 }
 

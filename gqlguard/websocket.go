@@ -28,8 +28,16 @@ const (
 	CloseBadRequest       = 4400 // a message the protocol does not allow, such as a non-object init payload
 	CloseInitTimeout      = 4408 // no connection_init within the init timeout
 	CloseSubscriberExists = 4409 // an operation id that is already active
-	errorMessageCode      = "BAD_USER_INPUT"
+	// CloseTooManyInits closes a graphql-transport-ws connection that sends connection_init
+	// twice ("Too many initialisation requests"; the number CloseTooManyConnections shares).
+	CloseTooManyInits = 4429
+	errorMessageCode  = "BAD_USER_INPUT"
 )
+
+// transportWS is the graphql-transport-ws subprotocol (graphql-ws, Apollo), whose rules the
+// guard enforces to the letter; the legacy graphql-ws subprotocol (subscriptions-transport-ws,
+// GraphQL Playground) is left to gqlgen as it is.
+const transportWS = "graphql-transport-ws"
 
 // WebsocketLimits are the rules Websocket enforces on every connection.
 type WebsocketLimits struct {
@@ -48,8 +56,12 @@ type WebsocketLimits struct {
 // Websocket is gqlgen's WebSocket transport with the rules it lacks: see WebsocketLimits, and
 // a connection_init whose payload is not an object is closed with 4400 (gqlgen returns from
 // its handler without closing such a socket, leaking its descriptor: github.com/99designs/gqlgen
-// transport/websocket.go init). It also counts the operations active on all connections, so a
-// shutdown can wait for their complete messages to go out (Wait).
+// transport/websocket.go init). On graphql-transport-ws it holds the protocol's close codes
+// where gqlgen closes with 1002 or drops the connection: a subscribe before connection_ack is
+// 4401, a second connection_init 4429, and any message the protocol does not allow (not JSON, an
+// unknown type, a server's message, a subscribe without an id or a payload object) 4400; a ping
+// before connection_init is answered. It also counts the operations active on all connections,
+// so a shutdown can wait for their complete messages to go out (Wait).
 type Websocket struct {
 	inner  transport.Websocket
 	limits WebsocketLimits
@@ -189,7 +201,8 @@ type guardedConn struct {
 
 	mu        sync.Mutex
 	initTimer *time.Timer
-	initSeen  bool                // the first message arrived
+	initSeen  bool                // the first message for gqlgen arrived (connection_init, on graphql-transport-ws)
+	acked     bool                // connection_ack was sent
 	ops       map[string]struct{} // active operation ids
 	closed    bool
 	release   func() // gives back the connection's slot of its client's; nil when none is held
@@ -213,8 +226,10 @@ var errClosedByGuard = fmt.Errorf("closed by the websocket guard: %w", transport
 
 // NextReader returns the client's next message that gqlgen should see. It closes the
 // connection on a non-object init payload (4400) or an id already active (4409), and answers an
-// operation over the cap with an error message itself.
+// operation over the cap with an error message itself; on graphql-transport-ws it also holds
+// the protocol (transportRule).
 func (c *guardedConn) NextReader() (int, io.Reader, error) {
+	strict := c.inner.Subprotocol() == transportWS
 	for {
 		typ, r, err := c.inner.NextReader()
 		if err != nil {
@@ -224,6 +239,18 @@ func (c *guardedConn) NextReader() (int, io.Reader, error) {
 		if err != nil {
 			return typ, nil, err
 		}
+		var m envelope
+		valid := json.Unmarshal(data, &m) == nil
+		if strict {
+			switch rule := c.transportRule(valid, m, data); rule.code {
+			case 0:
+			case ruleSkip:
+				continue
+			default:
+				c.closeWith(rule.code, rule.reason)
+				return typ, nil, errClosedByGuard
+			}
+		}
 		c.mu.Lock()
 		first := !c.initSeen
 		c.initSeen = true
@@ -231,8 +258,7 @@ func (c *guardedConn) NextReader() (int, io.Reader, error) {
 			c.initTimer.Stop()
 		}
 		c.mu.Unlock()
-		var m envelope
-		if json.Unmarshal(data, &m) != nil {
+		if !valid {
 			return typ, bytes.NewReader(data), nil // gqlgen answers what is not JSON
 		}
 		switch m.Type {
@@ -257,6 +283,95 @@ func (c *guardedConn) NextReader() (int, io.Reader, error) {
 	}
 }
 
+// ruleSkip is a transportRule verdict: the guard answered the message itself (or it needs no
+// answer), and gqlgen does not see it.
+const ruleSkip = -1
+
+type rule struct {
+	code   int // 0: pass the message to gqlgen; ruleSkip; otherwise the close code
+	reason string
+}
+
+// transportRule is what graphql-transport-ws
+// (https://github.com/enisdenjo/graphql-ws/blob/master/PROTOCOL.md) says of a client message:
+// pass it on, skip it, or close with a code.
+func (c *guardedConn) transportRule(valid bool, m envelope, data []byte) rule {
+	bad := rule{CloseBadRequest, "Invalid message received"}
+	if !valid || !isObject(data) {
+		return bad
+	}
+	c.mu.Lock()
+	initSeen, acked := c.initSeen, c.acked
+	c.mu.Unlock()
+	switch m.Type {
+	case "connection_init":
+		if initSeen {
+			return rule{CloseTooManyInits, "Too many initialisation requests"}
+		}
+	case "subscribe":
+		if !acked {
+			return rule{CloseUnauthenticated, "Unauthorized"}
+		}
+		if m.ID == "" || !validSubscribePayload(m.Payload) {
+			return rule{CloseBadRequest, "Invalid message received: subscribe needs an id and a payload with a query"}
+		}
+	case "complete":
+		if m.ID == "" {
+			return rule{CloseBadRequest, "Invalid message received: complete needs an id"}
+		}
+		if !acked {
+			return rule{ruleSkip, ""} // nothing is running; gqlgen would close with 1002 before init
+		}
+	case "ping", "pong":
+		if m.Payload != nil && !isObjectOrNull(m.Payload) {
+			return bad
+		}
+		if !acked {
+			// gqlgen reads only connection_init before the ack (anything else: 1002); the
+			// protocol allows a ping at any time.
+			if m.Type == "ping" {
+				_ = c.inner.WriteJSON(envelope{Type: "pong"})
+			}
+			return rule{ruleSkip, ""}
+		}
+	default: // unknown, or a message only the server sends (connection_ack, next, error)
+		return bad
+	}
+	return rule{}
+}
+
+// validSubscribePayload reports whether a subscribe payload is a GraphQL request: an object
+// whose query is a string (or absent, for a persisted query), operationName a string or null,
+// variables and extensions objects or null.
+func validSubscribePayload(payload json.RawMessage) bool {
+	if !isObject(payload) {
+		return false
+	}
+	var p struct {
+		Query         *json.RawMessage `json:"query"`
+		OperationName json.RawMessage  `json:"operationName"`
+		Variables     json.RawMessage  `json:"variables"`
+		Extensions    json.RawMessage  `json:"extensions"`
+	}
+	if json.Unmarshal(payload, &p) != nil {
+		return false
+	}
+	isString := func(v json.RawMessage) bool { var s string; return json.Unmarshal(v, &s) == nil }
+	if p.Query != nil && !isString(*p.Query) || p.Query == nil && len(p.Extensions) == 0 {
+		return false
+	}
+	if len(p.OperationName) > 0 && string(p.OperationName) != "null" && !isString(p.OperationName) {
+		return false
+	}
+	return (len(p.Variables) == 0 || isObjectOrNull(p.Variables)) && (len(p.Extensions) == 0 || isObjectOrNull(p.Extensions))
+}
+
+// isObject reports whether data is a JSON object.
+func isObject(data []byte) bool {
+	d := bytes.TrimSpace(data)
+	return len(d) > 0 && d[0] == '{'
+}
+
 // WriteJSON sends v and, for the end of an operation (complete or error), forgets its id once
 // the message is out. Once the connection is closed nothing more is sent: gqlgen's coder
 // adapter writes the close frame from a goroutine, and the operations it then cancels would
@@ -272,9 +387,16 @@ func (c *guardedConn) WriteJSON(v any) error {
 	if err != nil {
 		return err
 	}
-	err = c.inner.WriteJSON(json.RawMessage(b))
 	var m envelope
-	if json.Unmarshal(b, &m) == nil && (m.Type == "complete" || m.Type == "error") {
+	_ = json.Unmarshal(b, &m)
+	if m.Type == "connection_ack" {
+		// Before the write: the client may subscribe as soon as it reads the ack.
+		c.mu.Lock()
+		c.acked = true
+		c.mu.Unlock()
+	}
+	err = c.inner.WriteJSON(json.RawMessage(b))
+	if m.Type == "complete" || m.Type == "error" {
 		c.end(m.ID)
 	}
 	return err

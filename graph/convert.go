@@ -26,12 +26,24 @@ func toRun(r *run.Run) *model.AgentRun {
 			ResumeData: d.ResumeData, Args: d.Args, EditedArgs: d.EditedArgs,
 		}
 	}
+	out.LateResults = make([]*model.LateToolResult, len(r.LateResults))
+	late := make(map[string]*model.LateToolResult, len(r.LateResults))
+	for i, l := range r.LateResults {
+		out.LateResults[i] = &model.LateToolResult{
+			ToolCallID: l.ToolCallID, ToolName: l.ToolName, Result: l.Result, Error: l.Error,
+			InstanceID: l.InstanceID, FinishedAt: l.FinishedAt, RecordedAt: l.RecordedAt,
+		}
+		late[l.ToolCallID] = out.LateResults[i]
+	}
 	for i := range r.ToolCalls {
 		c := r.ToolCalls[i]
 		if !c.RequiresApproval {
 			c.Args = nil // the contract shows a suspended run's arguments for approvals only
 		}
 		out.ToolCalls[i] = toToolCall(r.ID, &c)
+		if c.Interrupted && c.InterruptedToolCallID != "" {
+			out.ToolCalls[i].LateResult = late[c.InterruptedToolCallID]
+		}
 	}
 	return out
 }
@@ -48,7 +60,7 @@ func toToolCall(runID string, c *run.ToolCall) *model.AgentRunToolCall {
 	out := &model.AgentRunToolCall{
 		ID: runID + ":" + c.ToolCallID, ToolCallID: &c.ToolCallID, ToolName: &c.ToolName,
 		RequiresApproval: c.RequiresApproval, SuspendPayload: c.SuspendPayload, Interrupted: c.Interrupted,
-		Args: c.Args, ExpiresAt: c.ExpiresAt,
+		Args: c.Args, ExpiresAt: c.ExpiresAt, InterruptedToolCallID: nonEmpty(c.InterruptedToolCallID),
 	}
 	return out
 }

@@ -17,7 +17,8 @@ import (
 // extensions.retryAfter, in seconds: storage could not be reached, and the driver's words stay
 // in the server); errors gqlgen classified itself
 // (extensions.code already set: parse and validation errors, variables included) pass as they
-// are; anything else is logged and shown as INTERNAL with a plain message,
+// are (variable and operation-name errors reworded, explainRequestError); anything else is
+// logged and shown as INTERNAL with a plain message,
 // so no SQL or driver text reaches a client.
 func PresentError(log *slog.Logger) graphql.ErrorPresenterFunc {
 	return func(ctx context.Context, err error) *gqlerror.Error {
@@ -39,7 +40,8 @@ func PresentError(log *slog.Logger) graphql.ErrorPresenterFunc {
 		if code, _ := gqlErr.Extensions["code"].(string); code != "" {
 			// gqlgen classified it (errcode: parse and validation errors, including those of
 			// variable coercion, which carry a path like variable.r): about the request itself,
-			// in gqlgen's words; its code also picks the HTTP status (422), so it passes as is.
+			// in gqlgen's words, made plainer where they name no type or no reason.
+			explainRequestError(ctx, gqlErr)
 			return gqlErr
 		}
 		if gqlErr.Err == nil && len(gqlErr.Path) == 0 {

@@ -56,6 +56,7 @@ type ComplexityRoot struct {
 		ErrorCode    func(childComplexity int) int
 		ID           func(childComplexity int) int
 		LastEventSeq func(childComplexity int) int
+		LateResults  func(childComplexity int) int
 		Output       func(childComplexity int) int
 		ParentRunID  func(childComplexity int) int
 		Prompt       func(childComplexity int) int
@@ -70,14 +71,16 @@ type ComplexityRoot struct {
 	}
 
 	AgentRunToolCall struct {
-		Args             func(childComplexity int) int
-		ExpiresAt        func(childComplexity int) int
-		ID               func(childComplexity int) int
-		Interrupted      func(childComplexity int) int
-		RequiresApproval func(childComplexity int) int
-		SuspendPayload   func(childComplexity int) int
-		ToolCallID       func(childComplexity int) int
-		ToolName         func(childComplexity int) int
+		Args                  func(childComplexity int) int
+		ExpiresAt             func(childComplexity int) int
+		ID                    func(childComplexity int) int
+		Interrupted           func(childComplexity int) int
+		InterruptedToolCallID func(childComplexity int) int
+		LateResult            func(childComplexity int) int
+		RequiresApproval      func(childComplexity int) int
+		SuspendPayload        func(childComplexity int) int
+		ToolCallID            func(childComplexity int) int
+		ToolName              func(childComplexity int) int
 	}
 
 	Decision struct {
@@ -89,6 +92,16 @@ type ComplexityRoot struct {
 		Kind       func(childComplexity int) int
 		Reason     func(childComplexity int) int
 		ResumeData func(childComplexity int) int
+		ToolCallID func(childComplexity int) int
+		ToolName   func(childComplexity int) int
+	}
+
+	LateToolResult struct {
+		Error      func(childComplexity int) int
+		FinishedAt func(childComplexity int) int
+		InstanceID func(childComplexity int) int
+		RecordedAt func(childComplexity int) int
+		Result     func(childComplexity int) int
 		ToolCallID func(childComplexity int) int
 		ToolName   func(childComplexity int) int
 	}
@@ -310,6 +323,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AgentRun.LastEventSeq(childComplexity), true
+	case "AgentRun.lateResults":
+		if e.ComplexityRoot.AgentRun.LateResults == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentRun.LateResults(childComplexity), true
 	case "AgentRun.output":
 		if e.ComplexityRoot.AgentRun.Output == nil {
 			break
@@ -401,6 +420,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AgentRunToolCall.Interrupted(childComplexity), true
+	case "AgentRunToolCall.interruptedToolCallId":
+		if e.ComplexityRoot.AgentRunToolCall.InterruptedToolCallID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentRunToolCall.InterruptedToolCallID(childComplexity), true
+	case "AgentRunToolCall.lateResult":
+		if e.ComplexityRoot.AgentRunToolCall.LateResult == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentRunToolCall.LateResult(childComplexity), true
 	case "AgentRunToolCall.requiresApproval":
 		if e.ComplexityRoot.AgentRunToolCall.RequiresApproval == nil {
 			break
@@ -486,6 +517,49 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Decision.ToolName(childComplexity), true
+
+	case "LateToolResult.error":
+		if e.ComplexityRoot.LateToolResult.Error == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LateToolResult.Error(childComplexity), true
+	case "LateToolResult.finishedAt":
+		if e.ComplexityRoot.LateToolResult.FinishedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LateToolResult.FinishedAt(childComplexity), true
+	case "LateToolResult.instanceId":
+		if e.ComplexityRoot.LateToolResult.InstanceID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LateToolResult.InstanceID(childComplexity), true
+	case "LateToolResult.recordedAt":
+		if e.ComplexityRoot.LateToolResult.RecordedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LateToolResult.RecordedAt(childComplexity), true
+	case "LateToolResult.result":
+		if e.ComplexityRoot.LateToolResult.Result == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LateToolResult.Result(childComplexity), true
+	case "LateToolResult.toolCallId":
+		if e.ComplexityRoot.LateToolResult.ToolCallID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LateToolResult.ToolCallID(childComplexity), true
+	case "LateToolResult.toolName":
+		if e.ComplexityRoot.LateToolResult.ToolName == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LateToolResult.ToolName(childComplexity), true
 
 	case "Mutation.approveToolCall":
 		if e.ComplexityRoot.Mutation.ApproveToolCall == nil {
@@ -1125,6 +1199,37 @@ type AgentRun {
   prompt: String!
   "Addition: the decisions taken on this run's tool calls, oldest first (the audit trail)."
   decisions: [Decision!]!
+  """
+  Addition: what the tools of this run's interrupted calls answered after all, recorded late by
+  the server instance that ran them (see LateToolResult), oldest first. Empty for almost every run.
+  """
+  lateResults: [LateToolResult!]!
+}
+
+"""
+Addition: the answer of a tool call that ran, but whose server instance could not store it with
+the run in time: the database was out of its reach for longer than it could hold the run (twice
+the lease), or another instance took the run over first. That other instance found the call
+executing with no answer and reported it interrupted (TOOL_CALL_INTERRUPTED): its outcome unknown,
+it waits for a new decision under a new toolCallId, whose interruptedToolCallId is this one's
+toolCallId. The instance that held the answer records it here as soon as the database takes it
+(and not at all if the instance stops first: then its log has it). It is never added to the
+run's events, and the model is not told it; approving the interrupted call runs the tool again.
+"""
+type LateToolResult {
+  "The call that ran: the id it executed under (the interrupted call's interruptedToolCallId)."
+  toolCallId: ID!
+  toolName: String!
+  "What the tool returned; null when it failed."
+  result: JSON
+  "The tool's error message, when it failed."
+  error: String
+  "The server instance that ran the call and held its answer."
+  instanceId: String!
+  "When the tool answered, by the clock of that instance."
+  finishedAt: DateTime!
+  "When the answer was recorded."
+  recordedAt: DateTime!
 }
 
 "Addition: a decision a person took on a tool call (or, with kind EXPIRED, the server took when nobody did in time)."
@@ -1171,8 +1276,23 @@ type AgentRunToolCall {
   requiresApproval: Boolean!
   "The tool-defined suspend payload, when the tool called suspend()."
   suspendPayload: JSON
-  "Addition: true when the call was executing while its server instance died, or its request reached a tool server that stopped or lost the connection before answering (an MCP server), so its outcome is unknown; it waits for approval again."
+  "Addition: true when the call was executing while its server instance died (or lost the database), or its request reached a tool server that stopped, lost the connection or did not answer within its timeout before answering (an MCP server, an HTTP tool), so its outcome is unknown; it waits for approval again."
   interrupted: Boolean!
+  """
+  Addition: on an interrupted call, the toolCallId it was executing under when its outcome became
+  unknown. It waits for its new decision under a new toolCallId, so that a retry of the decision
+  that ran it (which names this id) cannot run it again; a late answer of that execution
+  (lateResult) names this id too. Null on other calls.
+  """
+  interruptedToolCallId: ID
+  """
+  Addition: on an interrupted call in AgentRun.toolCalls (one the run waits on), the answer the
+  tool gave when it ran as interruptedToolCallId, once the instance that ran it recorded it late
+  (see LateToolResult); null while none is recorded. Read the run again to see one that came
+  later. Null on run events, which show a call as it was when the event was stored: the run's
+  lateResults has every late answer.
+  """
+  lateResult: LateToolResult
   """
   Addition: when this waiting call expires without a decision — its tool's approvalTimeout after
   the run suspended on it (the same instant on a supervisor's run showing a sub-agent's call).
@@ -1321,7 +1441,7 @@ enum RunEventType {
   TOOL_CALL
   TOOL_CALL_APPROVAL
   TOOL_CALL_SUSPENDED
-  "Addition: the server instance executing this tool call died, or the tool's own server stopped or lost the connection after the call was sent to it (an MCP server), so its outcome is unknown; reason says so. The call waits for approval again (interrupted: true)."
+  "Addition: the server instance executing this tool call died (or lost the database before it could store the answer), or the tool's own server stopped, lost the connection or did not answer within its timeout after the call was sent to it (an MCP server, an HTTP tool), so its outcome is unknown; reason says so, and says whether the instance recorded the tool's answer later (AgentRun.lateResults). The call waits for approval again (interrupted: true) under a new toolCallId; toolCall.interruptedToolCallId is the one it ran under."
   TOOL_CALL_INTERRUPTED
   RUN_SUSPENDED
   TOOL_CALL_APPROVED
@@ -1456,6 +1576,8 @@ func (ec *executionContext) childFields_AgentRun(ctx context.Context, field grap
 		return ec.fieldContext_AgentRun_prompt(ctx, field)
 	case "decisions":
 		return ec.fieldContext_AgentRun_decisions(ctx, field)
+	case "lateResults":
+		return ec.fieldContext_AgentRun_lateResults(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type AgentRun", field.Name)
 }
@@ -1476,6 +1598,10 @@ func (ec *executionContext) childFields_AgentRunToolCall(ctx context.Context, fi
 		return ec.fieldContext_AgentRunToolCall_suspendPayload(ctx, field)
 	case "interrupted":
 		return ec.fieldContext_AgentRunToolCall_interrupted(ctx, field)
+	case "interruptedToolCallId":
+		return ec.fieldContext_AgentRunToolCall_interruptedToolCallId(ctx, field)
+	case "lateResult":
+		return ec.fieldContext_AgentRunToolCall_lateResult(ctx, field)
 	case "expiresAt":
 		return ec.fieldContext_AgentRunToolCall_expiresAt(ctx, field)
 	}
@@ -1506,6 +1632,26 @@ func (ec *executionContext) childFields_Decision(ctx context.Context, field grap
 		return ec.fieldContext_Decision_editedArgs(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Decision", field.Name)
+}
+
+func (ec *executionContext) childFields_LateToolResult(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "toolCallId":
+		return ec.fieldContext_LateToolResult_toolCallId(ctx, field)
+	case "toolName":
+		return ec.fieldContext_LateToolResult_toolName(ctx, field)
+	case "result":
+		return ec.fieldContext_LateToolResult_result(ctx, field)
+	case "error":
+		return ec.fieldContext_LateToolResult_error(ctx, field)
+	case "instanceId":
+		return ec.fieldContext_LateToolResult_instanceId(ctx, field)
+	case "finishedAt":
+		return ec.fieldContext_LateToolResult_finishedAt(ctx, field)
+	case "recordedAt":
+		return ec.fieldContext_LateToolResult_recordedAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type LateToolResult", field.Name)
 }
 
 func (ec *executionContext) childFields_Principal(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -2830,6 +2976,38 @@ func (ec *executionContext) fieldContext_AgentRun_decisions(_ context.Context, f
 	return fc, nil
 }
 
+func (ec *executionContext) _AgentRun_lateResults(ctx context.Context, field graphql.CollectedField, obj *model.AgentRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentRun_lateResults(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.LateResults, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.LateToolResult) graphql.Marshaler {
+			return ec.marshalNLateToolResult2ᚕᚖinterlockᚋgraphᚋmodelᚐLateToolResultᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentRun_lateResults(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AgentRun",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_LateToolResult(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _AgentRunToolCall_id(ctx context.Context, field graphql.CollectedField, obj *model.AgentRunToolCall) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -2989,6 +3167,61 @@ func (ec *executionContext) _AgentRunToolCall_interrupted(ctx context.Context, f
 }
 func (ec *executionContext) fieldContext_AgentRunToolCall_interrupted(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AgentRunToolCall", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _AgentRunToolCall_interruptedToolCallId(ctx context.Context, field graphql.CollectedField, obj *model.AgentRunToolCall) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentRunToolCall_interruptedToolCallId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.InterruptedToolCallID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOID2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AgentRunToolCall_interruptedToolCallId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentRunToolCall", field, false, false, "ID")
+}
+
+func (ec *executionContext) _AgentRunToolCall_lateResult(ctx context.Context, field graphql.CollectedField, obj *model.AgentRunToolCall) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentRunToolCall_lateResult(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.LateResult, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.LateToolResult) graphql.Marshaler {
+			return ec.marshalOLateToolResult2ᚖinterlockᚋgraphᚋmodelᚐLateToolResult(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AgentRunToolCall_lateResult(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AgentRunToolCall",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_LateToolResult(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _AgentRunToolCall_expiresAt(ctx context.Context, field graphql.CollectedField, obj *model.AgentRunToolCall) (ret graphql.Marshaler) {
@@ -3242,6 +3475,167 @@ func (ec *executionContext) _Decision_editedArgs(ctx context.Context, field grap
 }
 func (ec *executionContext) fieldContext_Decision_editedArgs(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Decision", field, false, false, "JSON")
+}
+
+func (ec *executionContext) _LateToolResult_toolCallId(ctx context.Context, field graphql.CollectedField, obj *model.LateToolResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LateToolResult_toolCallId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ToolCallID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LateToolResult_toolCallId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LateToolResult", field, false, false, "ID")
+}
+
+func (ec *executionContext) _LateToolResult_toolName(ctx context.Context, field graphql.CollectedField, obj *model.LateToolResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LateToolResult_toolName(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ToolName, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LateToolResult_toolName(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LateToolResult", field, false, false, "String")
+}
+
+func (ec *executionContext) _LateToolResult_result(ctx context.Context, field graphql.CollectedField, obj *model.LateToolResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LateToolResult_result(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Result, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v json.RawMessage) graphql.Marshaler {
+			return ec.marshalOJSON2encodingᚋjsonᚐRawMessage(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_LateToolResult_result(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LateToolResult", field, false, false, "JSON")
+}
+
+func (ec *executionContext) _LateToolResult_error(ctx context.Context, field graphql.CollectedField, obj *model.LateToolResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LateToolResult_error(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Error, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_LateToolResult_error(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LateToolResult", field, false, false, "String")
+}
+
+func (ec *executionContext) _LateToolResult_instanceId(ctx context.Context, field graphql.CollectedField, obj *model.LateToolResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LateToolResult_instanceId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.InstanceID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LateToolResult_instanceId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LateToolResult", field, false, false, "String")
+}
+
+func (ec *executionContext) _LateToolResult_finishedAt(ctx context.Context, field graphql.CollectedField, obj *model.LateToolResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LateToolResult_finishedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.FinishedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNDateTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LateToolResult_finishedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LateToolResult", field, false, false, "DateTime")
+}
+
+func (ec *executionContext) _LateToolResult_recordedAt(ctx context.Context, field graphql.CollectedField, obj *model.LateToolResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LateToolResult_recordedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RecordedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNDateTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LateToolResult_recordedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LateToolResult", field, false, false, "DateTime")
 }
 
 func (ec *executionContext) _Mutation_startRun(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
@@ -6305,6 +6699,11 @@ func (ec *executionContext) _AgentRun(ctx context.Context, sel ast.SelectionSet,
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "lateResults":
+			out.Values[i] = ec._AgentRun_lateResults(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -6366,6 +6765,16 @@ func (ec *executionContext) _AgentRunToolCall(ctx context.Context, sel ast.Selec
 		case "interrupted":
 			out.Values[i] = ec._AgentRunToolCall_interrupted(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "interruptedToolCallId":
+			out.Values[i] = ec._AgentRunToolCall_interruptedToolCallId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "lateResult":
+			out.Values[i] = ec._AgentRunToolCall_lateResult(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "expiresAt":
@@ -6449,6 +6858,69 @@ func (ec *executionContext) _Decision(ctx context.Context, sel ast.SelectionSet,
 		case "editedArgs":
 			out.Values[i] = ec._Decision_editedArgs(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var lateToolResultImplementors = []string{"LateToolResult"}
+
+func (ec *executionContext) _LateToolResult(ctx context.Context, sel ast.SelectionSet, obj *model.LateToolResult) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, lateToolResultImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("LateToolResult")
+		case "toolCallId":
+			out.Values[i] = ec._LateToolResult_toolCallId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "toolName":
+			out.Values[i] = ec._LateToolResult_toolName(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "result":
+			out.Values[i] = ec._LateToolResult_result(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "error":
+			out.Values[i] = ec._LateToolResult_error(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "instanceId":
+			out.Values[i] = ec._LateToolResult_instanceId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "finishedAt":
+			out.Values[i] = ec._LateToolResult_finishedAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "recordedAt":
+			out.Values[i] = ec._LateToolResult_recordedAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		default:
@@ -7635,6 +8107,30 @@ func (ec *executionContext) marshalNJSON2encodingᚋjsonᚐRawMessage(ctx contex
 	return res
 }
 
+func (ec *executionContext) marshalNLateToolResult2ᚕᚖinterlockᚋgraphᚋmodelᚐLateToolResultᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.LateToolResult) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNLateToolResult2ᚖinterlockᚋgraphᚋmodelᚐLateToolResult(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNLateToolResult2ᚖinterlockᚋgraphᚋmodelᚐLateToolResult(ctx context.Context, sel ast.SelectionSet, v *model.LateToolResult) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "LateToolResult!")
+		return graphql.Null
+	}
+	return ec._LateToolResult(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNRunEvent2ᚖinterlockᚋgraphᚋmodelᚐRunEvent(ctx context.Context, sel ast.SelectionSet, v *model.RunEvent) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "RunEvent!")
@@ -8131,6 +8627,13 @@ func (ec *executionContext) marshalOJSON2encodingᚋjsonᚐRawMessage(ctx contex
 	_ = ctx
 	res := model.MarshalJSON(v)
 	return res
+}
+
+func (ec *executionContext) marshalOLateToolResult2ᚖinterlockᚋgraphᚋmodelᚐLateToolResult(ctx context.Context, sel ast.SelectionSet, v *model.LateToolResult) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._LateToolResult(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalOPrincipal2ᚖinterlockᚋgraphᚋmodelᚐPrincipal(ctx context.Context, sel ast.SelectionSet, v *model.Principal) graphql.Marshaler {

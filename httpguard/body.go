@@ -11,6 +11,8 @@ import (
 	"io"
 	"mime"
 	"net/http"
+
+	"interlock/gqlhttp"
 )
 
 // graphQLRequest is the shape of a POSTed GraphQL request, the same as gqlgen's RawParams, so a
@@ -30,13 +32,14 @@ var fieldKinds = map[string]string{
 // Body reads the body of every request to next itself, at most limit bytes, so that next sees
 // only bodies that fit. A larger body is answered 413; a POSTed JSON body that is not a JSON
 // object of a GraphQL request is answered 400. Both with one short GraphQL error (code
-// BAD_USER_INPUT) that names the problem only: gqlgen's POST transport answers an oversized body
-// with 200 and echoes a malformed one in full, with Go type names.
+// BAD_USER_INPUT) that names the problem only, in the JSON media type the client prefers: a
+// body should never come back echoed in full, with Go type names, as gqlgen's own POST
+// transport did.
 func Body(next http.Handler, limit int64) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Body == nil || r.Body == http.NoBody {
 			if isJSONPost(r) {
-				WriteError(w, http.StatusBadRequest, "the request body is empty; send a JSON object with a query")
+				WriteError(w, r, http.StatusBadRequest, "the request body is empty; send a JSON object with a query")
 				return
 			}
 			next.ServeHTTP(w, r)
@@ -46,15 +49,15 @@ func Body(next http.Handler, limit int64) http.Handler {
 		if err != nil {
 			var tooLarge *http.MaxBytesError
 			if errors.As(err, &tooLarge) {
-				WriteError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the request body is larger than %d bytes", limit))
+				WriteError(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("the request body is larger than %d bytes", limit))
 				return
 			}
-			WriteError(w, http.StatusBadRequest, "the request body could not be read")
+			WriteError(w, r, http.StatusBadRequest, "the request body could not be read")
 			return
 		}
 		if isJSONPost(r) {
 			if msg := checkGraphQLRequest(body); msg != "" {
-				WriteError(w, http.StatusBadRequest, msg)
+				WriteError(w, r, http.StatusBadRequest, msg)
 				return
 			}
 		}
@@ -95,13 +98,9 @@ func checkGraphQLRequest(body []byte) string {
 	return "the request body is not valid JSON"
 }
 
-// WriteError answers with status and a GraphQL response holding one error with code
-// BAD_USER_INPUT: the shape every GraphQL client reads, for refusals made before gqlgen runs.
-func WriteError(w http.ResponseWriter, status int, message string) {
-	b, _ := json.Marshal(map[string]any{"errors": []any{map[string]any{
-		"message": message, "extensions": map[string]any{"code": "BAD_USER_INPUT"},
-	}}})
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	w.Write(b)
+// WriteError answers r with status and a GraphQL response holding one error with code
+// BAD_USER_INPUT, in the JSON media type r prefers (gqlhttp.WriteError): the shape every
+// GraphQL client reads, for refusals made before gqlgen runs.
+func WriteError(w http.ResponseWriter, r *http.Request, status int, message string) {
+	gqlhttp.WriteError(w, r, status, gqlhttp.CodeBadUserInput, message)
 }

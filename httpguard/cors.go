@@ -7,13 +7,16 @@ import (
 	"strings"
 
 	"github.com/rs/cors"
+
+	"interlock/gqlhttp"
 )
 
 // CORSMaxAge is how long a browser may cache a preflight answer, in seconds.
 const CORSMaxAge = 600
 
 // CORS lets the browser pages of origins (exact origins such as https://console.example.com)
-// call next cross-origin: GET, POST and OPTIONS, sending Authorization and Content-Type. It sends
+// call next cross-origin: GET, POST and OPTIONS, and PUT and DELETE for graphql-sse's single
+// connection streams, sending Authorization, Content-Type and the stream token header. It sends
 // no Access-Control-Allow-Credentials, so browsers send no cookies cross-origin; a token goes in
 // the Authorization header, which needs none. With no origins it returns next as it is, and no
 // answer carries Access-Control-Allow-Origin: rs/cors itself would allow every origin then.
@@ -24,8 +27,8 @@ func CORS(next http.Handler, origins []string) http.Handler {
 	}
 	return cors.New(cors.Options{
 		AllowedOrigins: origins,
-		AllowedMethods: []string{http.MethodGet, http.MethodPost, http.MethodOptions},
-		AllowedHeaders: []string{"Authorization", "Content-Type"},
+		AllowedMethods: []string{http.MethodGet, http.MethodPost, http.MethodOptions, http.MethodPut, http.MethodDelete},
+		AllowedHeaders: []string{"Authorization", "Content-Type", gqlhttp.TokenHeader},
 		MaxAge:         CORSMaxAge,
 	}).Handler(next)
 }

@@ -183,8 +183,11 @@ func (c Config) receivers(getenv func(string) string) (map[string]receiver, erro
 	return out, nil
 }
 
-// Targets are the webhooks as the outbox needs them: a name, and the kinds it takes.
+// Targets are the webhooks as the outbox needs them: a name, and the kinds it takes (of c
+// WithDefaults, so unnamed webhooks and ones without events get the names and kinds the
+// dispatcher uses). The run store is built with them (gormstore.Outbox).
 func (c Config) Targets() []Target {
+	c = c.WithDefaults()
 	out := make([]Target, len(c.Webhooks))
 	for i, w := range c.Webhooks {
 		out[i] = Target{Name: w.Name, Events: w.Events}

@@ -52,8 +52,9 @@ type Dispatcher struct {
 // worker for at most the timeout; the others go on claiming.
 const workers = 8
 
-// NewDispatcher checks the webhooks' environment variables and returns a dispatcher over store;
-// it enables the outbox of store for cfg's webhooks. cfg is taken WithDefaults.
+// NewDispatcher checks the webhooks' environment variables and returns a dispatcher over store.
+// cfg is taken WithDefaults. The dispatcher delivers rows; what writes them is the run store,
+// built for cfg.Targets() (see Store).
 func NewDispatcher(store Store, cfg Config, o Options) (*Dispatcher, error) {
 	cfg = cfg.WithDefaults()
 	recv, err := cfg.receivers(o.Getenv)
@@ -76,7 +77,6 @@ func NewDispatcher(store Store, cfg Config, o Options) (*Dispatcher, error) {
 		d.now = time.Now
 	}
 	d.claims = &outage.Log{Logger: d.log, Name: "notifications: claim deliveries"}
-	store.EnableOutbox(cfg.Targets())
 	return d, nil
 }
 

@@ -67,11 +67,9 @@ type Outcome struct {
 }
 
 // Store is the outbox, implemented in gormstore next to runs.Store. Rows are written by the
-// run store's own transactions (whatever appends a run's events) once EnableOutbox was called.
+// run store's own transactions (whatever appends a run's events) when that store was built for
+// the targets (Config.Targets; gormstore.Outbox): this interface only delivers them.
 type Store interface {
-	// EnableOutbox makes every later transaction that appends events of a top-level run write
-	// a row per announced event and per target taking its kind. Call it once, before use.
-	EnableOutbox(targets []Target)
 	// ClaimDeliveries leases up to limit PENDING deliveries that are due and not leased (or
 	// whose lease expired), to owner for ttl by the database's clock, oldest first. Two
 	// claimers never both get a row while its lease holds.

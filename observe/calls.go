@@ -25,28 +25,27 @@ func (t *timedModel) Stream(ctx context.Context, req llm.Request, onText func(st
 	return resp, err
 }
 
-// Agents instruments the agents' models and tools in place, before they are registered: each
-// model call and tool execution is timed by model or tool name and its failures counted. A
-// tool shared by several agents is wrapped once.
-func (m *Metrics) Agents(list []*agent.Agent) {
-	seen := map[*agent.Tool]bool{}
-	for _, a := range list {
-		if _, done := a.Model.(*timedModel); !done && a.Model != nil {
-			a.Model = &timedModel{Model: a.Model, m: m}
-			m.modelDuration.WithLabelValues(a.Model.Name()) // present at 0 from the start
-			m.modelErrors.WithLabelValues(a.Model.Name())
-		}
-		for _, t := range a.Tools {
-			if seen[t] || t.ExecuteFunc == nil {
-				continue
-			}
-			seen[t] = true
-			t.ExecuteFunc = m.timedTool(t.Name, t.ExecuteFunc)
-		}
-	}
+// Agents is the agent.Middleware that measures what agents call, for agent.NewRegistry: each
+// model call and tool execution is timed by model or tool name and its failures counted. The
+// series of every model and tool are there, at 0, from the start.
+func (m *Metrics) Agents() agent.Middleware { return agentTimes{m} }
+
+// agentTimes is the middleware Agents returns.
+type agentTimes struct{ m *Metrics }
+
+var _ agent.Middleware = agentTimes{}
+
+func (w agentTimes) WrapModel(model llm.Model) llm.Model {
+	w.m.modelDuration.WithLabelValues(model.Name()) // present at 0 from the start
+	w.m.modelErrors.WithLabelValues(model.Name())
+	return &timedModel{Model: model, m: w.m}
 }
 
-func (m *Metrics) timedTool(name string, exec func(context.Context, *agent.Call) (any, error)) func(context.Context, *agent.Call) (any, error) {
+func (w agentTimes) WrapTool(t *agent.Tool, exec agent.ToolFunc) agent.ToolFunc {
+	return w.m.timedTool(t.Name, exec)
+}
+
+func (m *Metrics) timedTool(name string, exec agent.ToolFunc) agent.ToolFunc {
 	hist, errs := m.toolDuration.WithLabelValues(name), m.toolErrors.WithLabelValues(name)
 	return func(ctx context.Context, call *agent.Call) (v any, err error) {
 		start := time.Now()

@@ -15,24 +15,17 @@ import (
 // tool; a suspend() and a success do not; every execution is timed.
 func TestToolCallsCountFailuresNotSuspensions(t *testing.T) {
 	m := NewMetrics("test")
-	tools := map[string]*agent.Tool{}
-	for name, exec := range map[string]func(context.Context, *agent.Call) (any, error){
+	mw := m.Agents()
+	for name, exec := range map[string]agent.ToolFunc{
 		"ok":     func(context.Context, *agent.Call) (any, error) { return "done", nil },
 		"fails":  func(context.Context, *agent.Call) (any, error) { return nil, errors.New("backend down") },
 		"waits":  func(_ context.Context, c *agent.Call) (any, error) { return nil, c.Suspend("why?") },
 		"panics": func(context.Context, *agent.Call) (any, error) { panic("bug") },
 	} {
-		tools[name] = &agent.Tool{Name: name, ExecuteFunc: exec}
-	}
-	a := &agent.Agent{ID: "a", Model: &llm.Demo{}}
-	for _, tl := range tools {
-		a.Tools = append(a.Tools, tl)
-	}
-	m.Agents([]*agent.Agent{a, a}) // twice: wrapped once
-	for _, tl := range tools {
+		timed := mw.WrapTool(&agent.Tool{Name: name, ExecuteFunc: exec}, exec)
 		func() {
 			defer func() { _ = recover() }()
-			tl.ExecuteFunc(t.Context(), &agent.Call{})
+			timed(t.Context(), &agent.Call{})
 		}()
 	}
 	for name, want := range map[string]float64{"ok": 0, "fails": 1, "waits": 0, "panics": 1} {
@@ -43,11 +36,8 @@ func TestToolCallsCountFailuresNotSuspensions(t *testing.T) {
 	if n := testutil.CollectAndCount(m.toolDuration); n != 4 {
 		t.Errorf("%d tool series, want 4", n)
 	}
-	if _, ok := a.Model.(*timedModel); !ok {
-		t.Fatalf("model not instrumented: %T", a.Model)
-	}
-	if _, ok := a.Model.(*timedModel).Model.(*timedModel); ok {
-		t.Fatal("model instrumented twice")
+	if _, ok := mw.WrapModel(&llm.Demo{}).(*timedModel); !ok {
+		t.Fatal("model not instrumented")
 	}
 }
 

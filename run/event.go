@@ -68,6 +68,10 @@ type ToolCall struct {
 	RequiresApproval bool            `json:"requiresApproval"`
 	SuspendPayload   json.RawMessage `json:"suspendPayload,omitempty"`
 	Interrupted      bool            `json:"interrupted,omitempty"`
+	// InterruptedToolCallID is, on an interrupted call, the id it was executing under when its
+	// outcome became unknown: it waits under a new id (agent.Snapshot.Reissue), and the
+	// decisions taken before, and a late result of that execution, name the old one.
+	InterruptedToolCallID string `json:"interruptedToolCallId,omitempty"`
 	// ExpiresAt is when a waiting call expires without a decision (its tool's approvalTimeout
 	// after it began to wait); nil when it waits for as long as it takes.
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`

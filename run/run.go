@@ -41,6 +41,9 @@ type Run struct {
 	ErrorCode *string
 	// Decisions are the decisions taken on the run's tool calls, oldest first.
 	Decisions []Decision
+	// LateResults are the outcomes of the run's calls that were recorded after the calls were
+	// reported interrupted (LateResult), oldest first; see Store.GetRun for when they are read.
+	LateResults []LateResult
 
 	// Version counts the run's status changes and claims; compare-and-sets check it.
 	Version int64

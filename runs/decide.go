@@ -246,8 +246,7 @@ func (s *Service) commitDecision(ctx context.Context, a *agent.Agent, r *run.Run
 	}
 	lease := w.Lease
 	r.Status, r.LeaseOwner, r.SuspendedAt, r.ToolCalls = run.StatusRunning, &lease, nil, []run.ToolCall{}
-	s.traceCause(ctx, lease, cause) // tracing (trace.go): the execution links to what caused it
-	s.execute(a, r, snap, taken)
+	s.execute(a, r, snap, taken, causedBy(ctx, cause)) // its span links to what caused it (trace.go)
 	return w, nil
 }
 

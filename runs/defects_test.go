@@ -531,7 +531,7 @@ func TestLongThreadAndResourceIDsAreBadInput(t *testing.T) {
 }
 
 func TestConfigRejectsBadIntervals(t *testing.T) {
-	reg, _ := agent.NewRegistry()
+	reg, _ := agent.NewRegistry(nil)
 	st := gormstore.New(dbtest.SQLite(t))
 	for _, cfg := range []runs.Config{{PollInterval: -time.Second}, {RecoveryInterval: -1}, {RetentionInterval: -time.Minute}, {MaxRecoveryAttempts: -1}} {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

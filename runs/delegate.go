@@ -112,8 +112,7 @@ func (e *execution) delegate(ctx context.Context, snap *agent.Snapshot, held *ag
 	e.seq, e.ended = seq, true
 	e.text.Reset()
 	e.s.runHub.Publish(e.run.ID, struct{}{})
-	e.s.traceCause(ctx, lease, CauseDelegation)
-	e.s.execute(tool.SubAgent, &child, childSnap, taken)
+	e.s.execute(tool.SubAgent, &child, childSnap, taken, causedBy(ctx, CauseDelegation))
 	return nil
 }
 
@@ -176,11 +175,16 @@ func (s *Service) surfaceSuspension(ctx context.Context, r *run.Run, inner run.T
 		return nil, err
 	}
 	out := make([]AncestorWrite, len(list))
-	id := inner.ToolCallID
+	id, was := inner.ToolCallID, inner.InterruptedToolCallID
 	for i, a := range list {
 		call := inner
 		id = surfacedID(a.callID, id)
 		call.ToolCallID = id
+		if was != "" {
+			// The id the inner call executed under, shown the way its new one is.
+			was = surfacedID(a.callID, was)
+			call.InterruptedToolCallID = was
+		}
 		out[i] = AncestorWrite{
 			RunID: a.run.ID, Version: a.run.Version, After: a.run.LastSeq, ToolCallID: id, Call: call,
 			Events: []run.Event{{Type: evType, ToolCall: &call}, {Type: run.EventRunSuspended, Status: string(run.StatusSuspended)}},
@@ -314,8 +318,7 @@ func (s *Service) handoff(ctx context.Context, r *run.Run, output *string, errMs
 			}
 			return
 		}
-		s.traceCause(ctx, lease, CauseHandoff)
-		s.execute(a, p, snap, taken)
+		s.execute(a, p, snap, taken, causedBy(ctx, CauseHandoff))
 	}
 	return h, start, nil
 }

@@ -62,10 +62,10 @@ const (
 
 // execute continues a run this instance has just leased (r.LastSeq is its last event, and
 // r.LeaseOwner the lease, taken by a write sent at `taken` at the latest), in the background,
-// renewing the lease while it runs. A snapshot with a call that was executing when its previous
-// owner died is not run: the call goes back to a person (see recover.go). A panic anywhere in
-// the execution fails the run, never the server.
-func (s *Service) execute(a *agent.Agent, r *run.Run, snap *agent.Snapshot, taken time.Time) {
+// renewing the lease while it runs; why is what started it, for tracing. A snapshot with a call
+// that was executing when its previous owner died is not run: the call goes back to a person
+// (see recover.go). A panic anywhere in the execution fails the run, never the server.
+func (s *Service) execute(a *agent.Agent, r *run.Run, snap *agent.Snapshot, taken time.Time, why origin) {
 	e := &execution{s: s, agent: a, run: *r, seq: r.LastSeq, owner: deref(r.LeaseOwner)}
 	e.retryText = snap.Seq > 0 && r.LastSeq > snap.Seq && snap.Executing() == nil
 	if !s.started() {
@@ -79,7 +79,7 @@ func (s *Service) execute(a *agent.Agent, r *run.Run, snap *agent.Snapshot, take
 		defer s.execs.Delete(e)
 		ctx, cancel := context.WithCancel(s.ctx)
 		defer cancel()
-		ctx, endTrace := s.traceExecution(ctx, e, snap) // tracing (trace.go): this stretch's span
+		ctx, endTrace := s.traceExecution(ctx, e, snap, why) // tracing (trace.go): this stretch's span
 		defer endTrace()
 		e.ctx = ctx
 		renewed := make(chan struct{})
@@ -89,7 +89,8 @@ func (s *Service) execute(a *agent.Agent, r *run.Run, snap *agent.Snapshot, take
 		defer e.stopFlush()
 		defer e.recoverPanic()
 		if c := snap.Executing(); c != nil {
-			e.interrupted(ctx, snap, c, interruptedReason(c.Name, e.run.RecoveredFrom))
+			late := s.recordedLate(ctx, e.run.ID, c.CallID())
+			e.interrupted(ctx, snap, c, interruptedReason(c.Name, c.CallID(), e.run.RecoveredFrom, late))
 			return
 		}
 		e.loop(ctx, snap)
@@ -418,6 +419,11 @@ var (
 // lease token decides. Once stored, a fenced execution stops there and hands the run over
 // with its result.
 //
+// A result that could not be stored with the run is not thrown away: the service keeps it and
+// records it as the call's late result (keepLate), beside the run, where whoever decides on
+// the interrupted call sees it. Only when the service closes first is the log the one place
+// that holds it (unstored).
+//
 // A tool that failed after its context was cancelled (the fence, or --shutdown-timeout) may
 // have failed because of it, having done part of its work or all of it: that outcome is not a
 // result, and the call is left executing, for recovery to mark interrupted.
@@ -426,6 +432,10 @@ func (e *execution) ToolResult(ctx context.Context, snap *agent.Snapshot, c agen
 	if errMsg != "" && ctx.Err() != nil {
 		e.s.cfg.Logger.Warn("run: a tool cut off by the execution's end failed; its outcome is unknown", "run", e.run.ID, "tool", c.Name, "tool_call", c.CallID(), "tool_error", errMsg)
 		return ctx.Err()
+	}
+	late := run.LateResult{RunID: e.run.ID, ToolCallID: c.CallID(), ToolName: c.Name, Result: result, InstanceID: e.s.cfg.InstanceID, FinishedAt: e.s.now()}
+	if errMsg != "" {
+		late.Result, late.Error = nil, &errMsg
 	}
 	ev := run.Event{Type: run.EventToolResult, ToolCall: e.eventCall(snap, c), Result: result, Error: errMsg}
 	wctx := context.WithoutCancel(ctx)
@@ -442,7 +452,7 @@ func (e *execution) ToolResult(ctx context.Context, snap *agent.Snapshot, c agen
 		}
 		if !errors.As(err, new(*storageError)) && actx.Err() == nil {
 			// Another instance holds the run, or the write cannot succeed.
-			e.unstored(c, result, errMsg, err)
+			e.s.keepLate(late, err)
 			return err
 		}
 		if try == 1 {
@@ -451,13 +461,13 @@ func (e *execution) ToolResult(ctx context.Context, snap *agent.Snapshot, c agen
 		if time.Since(first) > 2*e.s.cfg.LeaseTTL {
 			// Past the lease by far: another instance may have it, or the write fails for a
 			// reason of its own that trying again does not cure.
-			e.unstored(c, result, errMsg, err)
+			e.s.keepLate(late, err)
 			return &storageError{err}
 		}
 		select {
 		case <-time.After(wait):
 		case <-e.s.ctx.Done():
-			e.unstored(c, result, errMsg, err)
+			e.s.unstored(late, err)
 			return &storageError{err}
 		}
 		wait = min(2*wait, resultBackoffMax)
@@ -469,18 +479,6 @@ func (e *execution) ToolResult(ctx context.Context, snap *agent.Snapshot, c agen
 		return errHandover
 	}
 	return nil
-}
-
-// unstored logs the outcome of a tool that ran but could not be stored, so that whoever is asked
-// to approve the interrupted call again can find what it returned in this instance's log.
-func (e *execution) unstored(c agent.PendingCall, result json.RawMessage, errMsg string, err error) {
-	const most = 4096
-	res := string(result)
-	if len(res) > most {
-		res = res[:most] + "…"
-	}
-	e.s.cfg.Logger.Error("run: a tool ran but its result could not be stored", "run", e.run.ID, "tool", c.Name, "tool_call", c.CallID(),
-		"instance", e.s.cfg.InstanceID, "result", res, "tool_error", errMsg, "err", err)
 }
 
 // ToolDeclined stores the snapshot with the declined call answered (no event: the decision's
@@ -503,7 +501,7 @@ func (e *execution) eventCall(snap *agent.Snapshot, c agent.PendingCall) *run.To
 	return &run.ToolCall{
 		ToolCallID: c.CallID(), ToolName: c.Name, Args: c.Args,
 		RequiresApproval: e.agent.NeedsApproval(snap, c.Name) && c.State != agent.CallSuspended && c.ArgsError == "",
-		SuspendPayload:   c.SuspendPayload, Interrupted: c.Interrupted,
+		SuspendPayload:   c.SuspendPayload, Interrupted: c.Interrupted, InterruptedToolCallID: c.InterruptedToolCallID,
 	}
 }
 
@@ -568,7 +566,7 @@ func (e *execution) suspend(ctx context.Context, snap *agent.Snapshot, held *age
 // its tool has an approval timeout.
 func (e *execution) waitingCall(c agent.PendingCall, now time.Time) run.ToolCall {
 	call := run.ToolCall{ToolCallID: c.CallID(), ToolName: c.Name, Args: c.Args, RequiresApproval: c.State == agent.CallAwaitingApproval,
-		SuspendPayload: c.SuspendPayload, Interrupted: c.Interrupted}
+		SuspendPayload: c.SuspendPayload, Interrupted: c.Interrupted, InterruptedToolCallID: c.InterruptedToolCallID}
 	if t := e.agent.Tool(c.Name); t != nil && t.ApprovalTimeout > 0 {
 		deadline := ms(now.Add(t.ApprovalTimeout))
 		call.ExpiresAt = &deadline

@@ -267,7 +267,7 @@ func (s *Service) WatchSuspended(ctx context.Context, f WatchFilter) (<-chan Run
 
 // watchLoop reads the run of each suspended-set change once, however many watchers this
 // instance has, and hands it to all of them.
-// It starts subscribed (New subscribes it before starting it), so no change is missed.
+// It starts subscribed (Start subscribes it before starting it), so no change is missed.
 func (s *Service) watchLoop(sub *events.Sub[Change]) {
 	defer s.loops.Done()
 	for {

@@ -51,7 +51,7 @@ func setupWith(t testing.TB, db *gorm.DB, cfg runs.Config, o setupOpts) *fixture
 			},
 		}},
 	}
-	reg, err := agent.NewRegistry(append(append(agent.DemoAgents(&llm.Demo{}), counted), o.agents...)...)
+	reg, err := agent.NewRegistry(append(append(agent.DemoAgents(&llm.Demo{}), counted), o.agents...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,6 +67,9 @@ func setupWith(t testing.TB, db *gorm.DB, cfg runs.Config, o setupOpts) *fixture
 		t.Fatal(err)
 	}
 	t.Cleanup(svc.Close)
+	if err := svc.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	return &fixture{svc: svc, db: db, executed: &executed}
 }
 

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"gorm.io/gorm"
@@ -28,7 +29,9 @@ type writeIn struct {
 }
 
 // TestMain lets the test binary be a stdio MCP server whose write_file counts its calls as lines
-// of the file INTERLOCK_TEST_MCP_CALLS and dies in the middle of the first one.
+// of the file INTERLOCK_TEST_MCP_CALLS and dies in the middle of the first one, and whose
+// slow_write counts its calls the same way and then answers only once cancelled (or after a
+// minute): a call that takes effect and outlasts its timeout.
 func TestMain(m *testing.M) {
 	if os.Getenv("INTERLOCK_TEST_MCP_RUNS") == "1" {
 		s := mcp.NewServer(&mcp.Implementation{Name: "files", Version: "1"}, nil)
@@ -44,6 +47,18 @@ func TestMain(m *testing.M) {
 				os.Exit(3) // the file is written; the answer never comes
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "written"}}}, nil, nil
+		})
+		mcp.AddTool(s, &mcp.Tool{Name: "slow_write"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ writeIn) (*mcp.CallToolResult, any, error) {
+			f, err := os.OpenFile(os.Getenv("INTERLOCK_TEST_MCP_CALLS"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+			if err == nil {
+				fmt.Fprintln(f, os.Getpid())
+				f.Close()
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Minute):
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "written, late"}}}, nil, nil
 		})
 		if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 			os.Exit(1)

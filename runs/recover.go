@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"interlock/agent"
 	"interlock/run"
@@ -83,8 +84,7 @@ func (s *Service) recoverRun(ctx context.Context, r *run.Run) (bool, error) {
 	s.cfg.Logger.Info("recovering run", "run", r.ID, "previous_owner", deref(r.LeaseOwner), "attempt", r.RecoveryAttempts+1)
 	r.RecoveredFrom = deref(r.LeaseOwner)
 	r.LeaseOwner, r.Version = &lease, r.Version+1
-	s.traceCause(ctx, lease, CauseRecovery)
-	s.execute(a, r, snap, taken)
+	s.execute(a, r, snap, taken, causedBy(ctx, CauseRecovery))
 	return true, nil
 }
 
@@ -129,35 +129,65 @@ func (s *Service) failUnrecoverable(ctx context.Context, r *run.Run, why string)
 //
 // The call waits under a new id (agent.Snapshot.Reissue): the decision that ran it stays on its
 // old id, so a retry of that decision is told it was taken, and only a decision naming the new id
-// runs the tool again.
+// runs the tool again. The old id goes with it (InterruptedToolCallID): a late result of the
+// execution that was cut off names it.
 func (e *execution) interrupted(ctx context.Context, snap *agent.Snapshot, c *agent.PendingCall, reason string) {
-	snap.Reissue(c)
+	c.InterruptedToolCallID = snap.Reissue(c)
 	c.State, c.Interrupted = agent.CallAwaitingApproval, true
 	why := run.Event{
-		Type:     run.EventToolCallInterrupted,
-		ToolCall: &run.ToolCall{ToolCallID: c.CallID(), ToolName: c.Name, Args: c.Args, RequiresApproval: true, Interrupted: true},
-		Reason:   reason,
+		Type: run.EventToolCallInterrupted,
+		ToolCall: &run.ToolCall{ToolCallID: c.CallID(), ToolName: c.Name, Args: c.Args, RequiresApproval: true, Interrupted: true,
+			InterruptedToolCallID: c.InterruptedToolCallID},
+		Reason: reason,
 	}
 	if err := e.suspend(ctx, snap, c, why); err != nil && ctx.Err() == nil {
 		e.s.cfg.Logger.Error("recovery: suspend interrupted run", "run", e.run.ID, "err", err)
 	}
 }
 
-// interruptedReason says what is known of a call found executing by recovery: it was sent to
-// the tool (its start was stored) by the instance that held the lease, and no answer was
-// stored. That instance either stopped, or lost the database (a partition, an outage longer
-// than its lease) before it could store the answer: an instance that has the answer keeps
-// trying to store it while it may still hold the run, and logs it when it cannot. Nothing in
-// the database tells these apart, so the reason does not pretend to.
-func interruptedReason(tool, lease string) string {
+// interruptedReason says what is known of a call (callID, before it is reissued) found
+// executing by recovery: it was sent to the tool (its start was stored) by the instance that
+// held the lease (lease), and no answer was stored with the run. That instance either stopped,
+// or lost the database (a partition, an outage longer than it could hold the run) before it
+// could store the answer; nothing in the run tells these apart, so the reason does not pretend
+// to. An instance that holds the answer keeps it and records it as the call's late result
+// (LateResult) once the database takes it: late, when recovery finds it recorded already, says
+// what it is; otherwise the reason says where it will appear if it comes.
+func interruptedReason(tool, callID, lease string, late *run.LateResult) string {
 	who := "the instance executing it"
-	if i := strings.LastIndex(lease, "/"); i > 0 {
-		id := lease[:i]
-		who = fmt.Sprintf("instance %s, which was executing it,", id)
+	switch i := strings.LastIndex(lease, "/"); {
+	case late != nil:
+		// It names the instance that ran the call, even when that one released the run (a lease
+		// given up for a handover names nobody).
+		who = fmt.Sprintf("instance %s, which was executing it,", late.InstanceID)
+	case i > 0:
+		who = fmt.Sprintf("instance %s, which was executing it,", lease[:i])
 	}
-	return fmt.Sprintf("%s was sent to the tool, but %s lost the run before the tool's answer was stored: "+
-		"the instance stopped, or could not reach the database (an answer it held but could not store is in its log). "+
-		"Whether the call took effect is unknown; check before you approve it to run again, or decline", tool, who)
+	if late == nil {
+		return fmt.Sprintf("%s was sent to the tool, but %s lost the run before the tool's answer was stored: "+
+			"the instance stopped, or could not reach the database. If it holds the answer, it records it once it reaches "+
+			"the database, as the late result of %s shown with this call; until then whether the call took effect is unknown: "+
+			"check before you approve it to run again, or decline", tool, who, callID)
+	}
+	outcome := "the tool finished"
+	if late.Error != nil {
+		outcome = "the tool failed: " + clip(*late.Error, 300)
+	}
+	return fmt.Sprintf("%s was sent to the tool, and %s lost the run before it could store the tool's answer; "+
+		"it recorded the answer later (%s), as the late result of %s shown with this call: %s. "+
+		"Approving runs the tool again; to go on without running it, decline, with the outcome in your reason (the model is told it)",
+		tool, who, late.RecordedAt.UTC().Format("2006-01-02 15:04:05.000 UTC"), callID, outcome)
+}
+
+// clip shortens s to at most n bytes (at a rune boundary), marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 func deref(s *string) string {

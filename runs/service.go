@@ -185,7 +185,23 @@ const (
 	ChangeChanged ChangeKind = "CHANGED"
 )
 
-// Service is the run service. Create it with New; call Close to wait for executing runs.
+// Service is the run service.
+//
+// Its life has three parts. New builds it and starts nothing. Start starts its background
+// loops: the poll that tells this instance what other instances stored (events of runs followed
+// here, changes of the suspended set), the fan-out of those changes to WatchSuspended, the
+// recovery of runs whose lease expired, the expiry of calls nobody decided in time, and
+// retention. Shutdown (gracefully) or Close (at once) stops it, the loops and the executions in
+// flight alike, and waits for them; as with http.Server, Shutdown ends with a Close.
+//
+//	New ──Start──▶ started ──Shutdown / Close──▶ stopped
+//	 └─────────────Shutdown / Close─────────────────▶ stopped
+//
+// Requests are served from New on, and a run that is started or decided executes at once; but
+// until Start, this instance neither hears of other instances' work nor recovers, expires or
+// purges anything, so a server starts the service before it serves. Start returns
+// ErrAlreadyStarted when the service was started before and ErrStopped once it is stopping;
+// Shutdown and Close may be called in any state, and again.
 type Service struct {
 	cfg     Config
 	store   Store
@@ -196,18 +212,20 @@ type Service struct {
 
 	ctx      context.Context // parent of every execution and loop; cancelled by Close
 	cancel   context.CancelFunc
-	loops    sync.WaitGroup // notify, recovery and retention loops
+	loops    sync.WaitGroup // the loops Start starts: notify, watch, recovery, expiry, retention
 	draining atomic.Bool    // set by Shutdown: executions hand their runs over at the next checkpoint
-	// mu guards closing and running. Executions are counted under it rather than by a
-	// WaitGroup: an execution may start (the expiry or recovery loop) while a test's Wait
-	// waits, which a WaitGroup forbids when its count is zero.
+	// mu guards begun, unbind, closing and running. Executions are counted under it rather
+	// than by a WaitGroup: an execution may start (the expiry or recovery loop) while a test's
+	// Wait waits, which a WaitGroup forbids when its count is zero.
 	mu      sync.Mutex
-	closing bool         // set by Shutdown and Close: no new execution starts here
+	begun   bool         // set by Start
+	unbind  func() bool  // stops the tie of Start's ctx to the service (nil before Start)
+	closing bool         // set by Shutdown and Close (and Start's ctx ending): no new execution starts here
 	running int          // executions in flight
 	idle    *sync.Cond   // on mu: broadcast when running drops to zero
 	execs   sync.Map     // *execution → struct{}: executions in flight, named when Shutdown cuts them
 	leases  atomic.Int64 // numbers this instance's lease tokens
-	causes  sync.Map     // lease token → cause, for the execution about to start (trace.go)
+	held    sync.Map     // lateKey → LateResult: results keepLate holds and has not recorded yet
 }
 
 // newLease returns a fresh lease token: the instance id and a number, so that even two claims by
@@ -222,8 +240,16 @@ func (s *Service) stopStarting() {
 	s.mu.Unlock()
 }
 
-// New returns a service over a store and starts its background loops (notify, watch,
-// recovery, expiry, retention); Close stops them.
+// ErrAlreadyStarted is Start's answer when the service was started before: its loops run
+// already, and are not started twice.
+var ErrAlreadyStarted = errors.New("runs: the service is started already")
+
+// ErrStopped is Start's answer once Shutdown or Close was called (or the ctx of an earlier Start
+// ended): a stopped service does not start again; build a new one.
+var ErrStopped = errors.New("runs: the service is stopped")
+
+// New returns a service over a store, with cfg taken WithDefaults, or an error naming the field
+// of cfg that is out of range. It starts nothing: no goroutine runs until Start (see Service).
 func New(st Store, agents *agent.Registry, cfg Config) (*Service, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
@@ -238,12 +264,35 @@ func New(st Store, agents *agent.Registry, cfg Config) (*Service, error) {
 		ctx: ctx, cancel: cancel,
 	}
 	s.idle = sync.NewCond(&s.mu)
+	return s, nil
+}
+
+// Start starts the service's background loops (see Service) and returns at once. They run until
+// Shutdown or Close, or until ctx ends, which stops the service at once as Close does (executions
+// in flight are cancelled; their leases expire and another instance recovers them) without
+// waiting: Close still waits. Only ctx's end matters, not its values: the loops and executions
+// act for System. Errors: ErrAlreadyStarted when called before, ErrStopped once stopping.
+func (s *Service) Start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.closing:
+		return ErrStopped
+	case s.begun:
+		return ErrAlreadyStarted
+	}
+	s.begun = true
+	s.unbind = context.AfterFunc(ctx, func() {
+		s.stopStarting()
+		s.cancel()
+	})
 	s.loops.Add(2)
 	go s.notifyLoop()
+	// Subscribed before it starts, so that no change published from now on is missed.
 	go s.watchLoop(s.changes.Subscribe(changesTopic))
 	// Recovery: RUNNING runs whose lease expired (their instance died, or released them while
 	// shutting down) are taken over.
-	s.every(cfg.RecoveryInterval, "recovery", func(ctx context.Context) error {
+	s.every(s.cfg.RecoveryInterval, "recovery", func(ctx context.Context) error {
 		if s.draining.Load() {
 			return nil
 		}
@@ -252,7 +301,7 @@ func New(st Store, agents *agent.Registry, cfg Config) (*Service, error) {
 	})
 	// Expiry: waiting calls whose approvalTimeout passed are resolved as EXPIRED, each with the
 	// decision's compare-and-set, so of several instances exactly one expires a call.
-	s.every(cfg.ExpiryInterval, "expiry", func(ctx context.Context) error {
+	s.every(s.cfg.ExpiryInterval, "expiry", func(ctx context.Context) error {
 		if s.draining.Load() {
 			return nil
 		}
@@ -261,14 +310,14 @@ func New(st Store, agents *agent.Registry, cfg Config) (*Service, error) {
 	})
 	// Retention: any number of instances may run it at once; each batch deletes by id, and
 	// deleting twice deletes nothing.
-	s.every(cfg.RetentionInterval, "retention", func(ctx context.Context) error {
+	s.every(s.cfg.RetentionInterval, "retention", func(ctx context.Context) error {
 		_, err := s.PurgeFinished(ctx)
 		return err
 	})
-	return s, nil
+	return nil
 }
 
-// every runs job every interval in the background until the service closes, logging its errors
+// every runs job every interval in the background until the service stops, logging its errors
 // as changes of state (failing, still failing every 30s, working again): while storage is down
 // every run fails, and a line each would flood the log.
 func (s *Service) every(interval time.Duration, name string, job func(context.Context) error) {
@@ -297,10 +346,16 @@ func (s *Service) every(interval time.Duration, name string, job func(context.Co
 }
 
 // Close stops everything at once: executions in flight are cancelled (their leases expire and
-// another instance recovers them) and the background loops end. Use Shutdown to stop gracefully.
+// another instance recovers them) and the background loops end; it returns once they have.
+// Use Shutdown to stop gracefully. Safe before Start (there are no loops to stop) and again.
 func (s *Service) Close() {
 	s.stopStarting()
 	s.cancel()
+	s.mu.Lock()
+	if s.unbind != nil {
+		s.unbind()
+	}
+	s.mu.Unlock()
 	s.Wait()
 	s.loops.Wait()
 }
@@ -308,7 +363,7 @@ func (s *Service) Close() {
 // Shutdown stops gracefully: executions hand their runs over at their next checkpoint (the step
 // in flight finishes first) by releasing the lease, so another instance takes them over at once.
 // When ctx ends first, what still executes is cancelled and released, each logged with its run
-// and the tool call it cuts (see logCut). Then Close.
+// and the tool call it cuts (see logCut). Then Close. Safe before Start and again.
 func (s *Service) Shutdown(ctx context.Context) {
 	s.draining.Store(true)
 	s.stopStarting()
@@ -450,8 +505,7 @@ func (s *Service) StartRun(ctx context.Context, p StartParams) (*run.Run, error)
 	if err != nil {
 		return nil, err
 	}
-	s.traceCause(ctx, lease, CauseStart)
-	s.execute(a, &r, snap, taken)
+	s.execute(a, &r, snap, taken, causedBy(ctx, CauseStart))
 	out := r
 	out.LeaseOwner = nil
 	return &out, nil

@@ -33,7 +33,11 @@ type Store interface {
 	// that run, with nothing stored; of runs racing with one key, exactly one is stored.
 	InsertRun(ctx context.Context, r NewRun) error
 	// GetRun returns the run with its pending calls, its decisions and its snapshot, or nil
-	// when there is none.
+	// when there is none. Every read that gives a run's decisions (GetRun, ListSuspended,
+	// ListRecent) gives its late results too (LateResult), oldest first, for each run that had
+	// a call reported interrupted or that failed as unrecoverable — the only runs that can
+	// have one shown (a late result of a run still RUNNING waits for its recovery, which
+	// reports the call interrupted); other runs get none, without a query.
 	GetRun(ctx context.Context, id string) (*run.Run, error)
 	// Progress returns the last seq and status of those of the runs that exist.
 	Progress(ctx context.Context, ids []string) (map[string]Progress, error)
@@ -98,6 +102,19 @@ type Store interface {
 	// ExpiredRuns for the given time.
 	DeferRecovery(ctx context.Context, runID string, version int64, backoff time.Duration) error
 
+	// RecordLateResult stores the outcome of a tool call whose instance could not store it
+	// with its run (LateResult), beside the run: the run's row, events, seq and lease are not
+	// touched, since another instance may hold it. It reports whether it stored it: false, with
+	// nothing stored, when the call has a late result already (the first one stays: a call has
+	// one at most) or when the run stored the call's result after all (a TOOL_RESULT event of
+	// that call: the write whose answer was lost had committed). ErrNoSuchCall, with nothing
+	// stored, when the run is not stored or has no call of that id and tool (no TOOL_CALL
+	// event naming both).
+	RecordLateResult(ctx context.Context, l run.LateResult) (bool, error)
+	// LateResults returns the late results of a run, oldest first (by RecordedAt, then
+	// ToolCallID); none for a run that has none or is not stored.
+	LateResults(ctx context.Context, runID string) ([]run.LateResult, error)
+
 	// CountSuspended counts the suspended runs matching p (its Page and PerPage are ignored).
 	CountSuspended(ctx context.Context, p ListSuspendedParams) (int64, error)
 	// ListSuspended returns limit suspended runs matching p from offset on, newest createdAt
@@ -111,7 +128,7 @@ type Store interface {
 	// than notInstance, in id order.
 	Changes(ctx context.Context, since time.Time, notInstance string) ([]ChangeRecord, error)
 	// PurgeFinished deletes up to limit runs that finished before cutoff, with their events,
-	// tool-call rows and idempotency keys, and returns how many it deleted. A run whose
+	// tool-call rows, late results and idempotency keys, and returns how many it deleted. A run whose
 	// idempotency key was claimed at or after keysBefore is kept: a retry must find it.
 	PurgeFinished(ctx context.Context, cutoff, keysBefore time.Time, limit int) (int, error)
 	// PurgeChanges deletes suspended-set changes recorded before cutoff.

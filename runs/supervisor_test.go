@@ -36,7 +36,7 @@ func setupChain(t *testing.T, db *gorm.DB) *fixture {
 		t.Fatal("the demo agents have no supervisor")
 	}
 	chief := &agent.Agent{ID: "chief", Name: "Chief", Model: &llm.Demo{}, SubAgents: []*agent.Agent{supervisor}}
-	reg, err := agent.NewRegistry(append(demo, chief)...)
+	reg, err := agent.NewRegistry(append(demo, chief))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,6 +45,9 @@ func setupChain(t *testing.T, db *gorm.DB) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(svc.Close)
+	if err := svc.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	return &fixture{svc: svc, db: db}
 }
 

@@ -55,32 +55,28 @@ const (
 	EndStopped   ExecutionEnd = "stopped"   // handed over, lease lost or storage failed: another execution goes on
 )
 
-// cause is what traceCause keeps for the execution of a lease.
-type cause struct {
-	kind Cause
-	ctx  context.Context
+// origin is why an execution starts and from which context: what every caller of execute hands
+// it, so that the execution's span links to the request (or execution) that caused it.
+type origin struct {
+	cause Cause
+	ctx   context.Context
 }
 
-// traceCause notes, for the execution about to start under lease, why and from which context it
-// starts, so that its span links to the request (or execution) that caused it. execute takes the
-// note back at once; nothing is kept when tracing is off.
-func (s *Service) traceCause(ctx context.Context, lease string, kind Cause) {
-	if s.cfg.Tracer == nil {
-		return
-	}
-	s.causes.Store(lease, cause{kind: kind, ctx: context.WithoutCancel(ctx)})
+// causedBy is the origin of an execution that cause starts from ctx. The context is kept
+// without its cancellation: the request that caused the execution is often answered long
+// before the execution ends.
+func causedBy(ctx context.Context, cause Cause) origin {
+	return origin{cause: cause, ctx: context.WithoutCancel(ctx)}
 }
 
-// traceExecution starts the span of execution e (see Tracer) and returns its context and the
-// function that ends it; without a Tracer it returns ctx and a no-op.
-func (s *Service) traceExecution(ctx context.Context, e *execution, snap *agent.Snapshot) (context.Context, func()) {
-	c, _ := s.causes.LoadAndDelete(e.owner)
+// traceExecution starts the span of execution e, which why started (see Tracer), and returns
+// its context and the function that ends it; without a Tracer it returns ctx and a no-op.
+func (s *Service) traceExecution(ctx context.Context, e *execution, snap *agent.Snapshot, why origin) (context.Context, func()) {
 	if s.cfg.Tracer == nil {
 		return ctx, func() {}
 	}
-	why, _ := c.(cause)
 	ctx, end := s.cfg.Tracer.StartExecution(ctx, Execution{
-		RunID: e.run.ID, AgentID: e.run.AgentID, ParentRunID: e.run.ParentRunID, Cause: why.kind, CausedBy: why.ctx,
+		RunID: e.run.ID, AgentID: e.run.AgentID, ParentRunID: e.run.ParentRunID, Cause: why.cause, CausedBy: why.ctx,
 	})
 	return ctx, func() { end(executionEnd(e, snap)) }
 }

@@ -1,7 +1,10 @@
 // Package tools makes agent tools out of things outside the process: an HTTP endpoint that
-// answers a JSON POST, or a tool of an MCP server. Every failure of the backend (a refused
-// connection, a non-2xx answer, a body that is not the expected JSON, a timeout) becomes a tool
-// error the model sees, never a failed run: the model can try again or tell the user.
+// answers a JSON POST, or a tool of an MCP server. A failure of the backend that leaves nothing
+// done (a refused connection, a non-2xx answer, a body that is not the expected JSON) becomes a
+// tool error the model sees, never a failed run: the model can try again or tell the user. A
+// request that may have reached the backend and got no answer — its connection broke, or the
+// answer did not come within the timeout — is never sent again: its outcome is unknown
+// (agent.OutcomeUnknown), and a person decides (for a timeout, when the call needed approval).
 package tools
 
 import (
@@ -64,7 +67,7 @@ func HTTPExecute(cfg HTTPConfig) func(ctx context.Context, c *agent.Call) (any, 
 	if timeout <= 0 {
 		timeout = 30 * time.Second
 	}
-	return func(ctx context.Context, c *agent.Call) (any, error) {
+	return func(parent context.Context, c *agent.Call) (any, error) {
 		// Without HTML escaping, the arguments go out byte for byte as the API showed them
 		// (json.Marshal would write "<" as "\u003c").
 		var body bytes.Buffer
@@ -78,7 +81,7 @@ func HTTPExecute(cfg HTTPConfig) func(ctx context.Context, c *agent.Call) (any, 
 		if err != nil {
 			return nil, fmt.Errorf("encode the request: %w", err)
 		}
-		ctx, cancel := context.WithTimeout(ctx, timeout)
+		ctx, cancel := context.WithTimeout(parent, timeout)
 		defer cancel()
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, cfg.URL, &body)
 		if err != nil {
@@ -98,8 +101,8 @@ func HTTPExecute(cfg HTTPConfig) func(ctx context.Context, c *agent.Call) (any, 
 		}))
 		resp, err := client.Do(req)
 		if err != nil {
-			if errors.Is(err, context.DeadlineExceeded) {
-				return nil, fmt.Errorf("the tool's endpoint did not answer within %s", timeout)
+			if errors.Is(err, context.DeadlineExceeded) && parent.Err() == nil {
+				return nil, timedOut(c.Name, timeout, sent.Load())
 			}
 			if sent.Load() && ctx.Err() == nil {
 				return nil, brokeAfterSending(c.Name, err)
@@ -109,8 +112,8 @@ func HTTPExecute(cfg HTTPConfig) func(ctx context.Context, c *agent.Call) (any, 
 		defer resp.Body.Close()
 		raw, err := io.ReadAll(io.LimitReader(resp.Body, maxHTTPAnswer+1))
 		if err != nil {
-			if errors.Is(err, context.DeadlineExceeded) {
-				return nil, fmt.Errorf("the tool's endpoint did not answer within %s", timeout)
+			if errors.Is(err, context.DeadlineExceeded) && parent.Err() == nil {
+				return nil, timedOut(c.Name, timeout, true) // it answered, in part: it had the request
 			}
 			if ctx.Err() == nil {
 				return nil, brokeAfterSending(c.Name, err)
@@ -141,6 +144,24 @@ func HTTPExecute(cfg HTTPConfig) func(ctx context.Context, c *agent.Call) (any, 
 // was written (err says how): the endpoint may have acted on it.
 func brokeAfterSending(tool string, err error) error {
 	return &agent.OutcomeUnknown{Reason: fmt.Sprintf("the connection to the endpoint of %s broke after the request was sent (%v), so whether it took effect is unknown; approve to run it again or decline", tool, unwrapURL(err))}
+}
+
+// timedOut is the error of a call whose answer did not come within timeout. A request never
+// written to a connection did nothing: that is a tool error the model may answer by trying
+// again. A request that was sent may have been carried out — the endpoint may be slow, or done
+// and stuck before answering — so its outcome is unknown, as when the connection breaks after
+// sending (brokeAfterSending), and it is not sent again by Interlock: a call that needed
+// approval waits for a person's new decision; one nobody gates is answered to the model as a
+// timeout (agent.OutcomeUnknown.ModelError says why the two differ).
+func timedOut(tool string, timeout time.Duration, sent bool) error {
+	msg := fmt.Sprintf("the tool's endpoint did not answer within %s", timeout)
+	if !sent {
+		return errors.New(msg)
+	}
+	return &agent.OutcomeUnknown{
+		Reason:     fmt.Sprintf("the endpoint of %s did not answer within %s after the request was sent, so whether it took effect is unknown; approve to run it again or decline", tool, timeout),
+		ModelError: msg,
+	}
 }
 
 // unwrapURL drops the "Post \"url\":" prefix net/http puts before the cause.

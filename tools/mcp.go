@@ -165,11 +165,14 @@ func (s *MCPServer) Tools(ctx context.Context) ([]MCPTool, error) {
 }
 
 // Execute returns an ExecuteFunc that calls the server's tool of that name, at most once. A
-// call the server answers with isError or a JSON-RPC error, that times out, or whose result is
-// too large, is a tool error the model sees. A call that fails on the connection before it was
-// sent is sent once more on a new session. A call that fails on the connection after it may
-// have reached the server is not: its outcome is unknown (agent.OutcomeUnknown), and a person
-// decides whether it runs again.
+// call the server answers with isError or a JSON-RPC error, or whose result is too large, is a
+// tool error the model sees. A call that fails on the connection before it was sent is sent once
+// more on a new session. A call that fails on the connection after it may have reached the
+// server is not: its outcome is unknown (agent.OutcomeUnknown), and a person decides whether it
+// runs again. So is a call that was sent and not answered within the timeout (the SDK tells the
+// server it is cancelled, which a server may heed or not, after doing part of the work or all of
+// it): a person decides when the call needed approval, and the model is told of the timeout
+// when it did not (agent.OutcomeUnknown.ModelError says why the two differ).
 func (s *MCPServer) Execute(tool string) func(ctx context.Context, c *agent.Call) (any, error) {
 	return func(ctx context.Context, c *agent.Call) (any, error) {
 		ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
@@ -186,8 +189,15 @@ func (s *MCPServer) Execute(tool string) func(ctx context.Context, c *agent.Call
 			res, err = s.call(ctx, tool, args) // nothing reached the server: one new attempt
 		}
 		if err != nil {
+			msg := fmt.Sprintf("the MCP tool did not answer within %s", s.cfg.Timeout)
+			if errors.Is(err, errSentTimedOut) {
+				return nil, &agent.OutcomeUnknown{
+					Reason:     fmt.Sprintf("the MCP server %s did not answer %s within %s after the call was sent, so whether it took effect is unknown; approve to run it again or decline", s.cfg.Name, tool, s.cfg.Timeout),
+					ModelError: msg,
+				}
+			}
 			if errors.Is(err, context.DeadlineExceeded) {
-				return nil, fmt.Errorf("the MCP tool did not answer within %s", s.cfg.Timeout)
+				return nil, errors.New(msg)
 			}
 			return nil, err
 		}
@@ -223,6 +233,10 @@ func tooLarge(size int) error {
 	return fmt.Errorf("the MCP tool ran, but its result%s is larger than the %d bytes passed on, so it was dropped", about, maxMCPResult)
 }
 
+// errSentTimedOut marks a call that was sent and not answered within the timeout: it may have
+// been carried out.
+var errSentTimedOut = errors.New("the call was sent and not answered in time")
+
 // errNotSent marks a call that failed on the connection before it was sent: it can be sent on
 // a new session without any risk of running twice.
 var errNotSent = errors.New("the call was not sent")
@@ -252,6 +266,10 @@ func (s *MCPServer) call(ctx context.Context, tool string, args json.RawMessage)
 	case ctx.Err() != nil:
 		// Timed out or cancelled: the session is fine (the SDK tells the server the call is
 		// cancelled); the caller says what happened.
+		if tr.wasSent() && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			s.log.Warn("MCP call's outcome unknown: the request was sent and no answer came within the timeout", "tool", tool, "timeout", s.cfg.Timeout.String())
+			return nil, fmt.Errorf("MCP server %s: %w: %w", s.cfg.Name, errSentTimedOut, ctx.Err())
+		}
 		return nil, ctx.Err()
 	}
 	s.lose(cs, err, false)

@@ -286,8 +286,10 @@ func TestMCPSlowCallDoesNotStallOthers(t *testing.T) {
 	default:
 	}
 	err := <-slowDone
-	if err == nil || !strings.Contains(err.Error(), "did not answer within 3s") {
-		t.Fatalf("slow call: %v", err)
+	var unknown *agent.OutcomeUnknown
+	if !errors.As(err, &unknown) || unknown.ModelError != "the MCP tool did not answer within 3s" ||
+		!strings.HasPrefix(unknown.Reason, "the MCP server files did not answer slow within 3s after the call was sent") {
+		t.Fatalf("slow call: %v; want its outcome unknown, the model told it timed out", err)
 	}
 	if got := echo(); got != pid {
 		t.Fatalf("echo after the slow call timed out: %q, want the same process's %q", got, pid)

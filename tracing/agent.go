@@ -24,27 +24,29 @@ const (
 	keyAgentID   = attribute.Key("interlock.agent.id")
 )
 
-// Agents instruments the agents before they are registered: each model call becomes a span "chat
-// MODEL" and each tool execution a span "execute_tool TOOL", children of the execution's span,
-// with their outcome (ok or error; a tool also suspended or panicked). Wrapping the agents'
-// models and tools keeps the agent loop free of tracing. Off, it changes nothing.
-func (t *Tracing) Agents(agents []*agent.Agent) {
+// Agents is the agent.Middleware that traces what agents call, for agent.NewRegistry: each model
+// call becomes a span "chat MODEL" and each tool execution a span "execute_tool TOOL", children
+// of the execution's span, with their outcome (ok or error; a tool also suspended or panicked).
+// Wrapping the agents' models and tools keeps the agent loop free of tracing. Off, it is nil:
+// nothing is wrapped.
+func (t *Tracing) Agents() agent.Middleware {
 	if t == nil {
-		return
+		return nil
 	}
-	wrapped := map[*agent.Tool]bool{}
-	for _, a := range agents {
-		if _, done := a.Model.(*tracedModel); !done && a.Model != nil {
-			a.Model = &tracedModel{Model: a.Model, tracer: t.tracer}
-		}
-		for _, tool := range a.Tools {
-			if wrapped[tool] || tool.ExecuteFunc == nil {
-				continue // a tool shared by several agents is wrapped once
-			}
-			wrapped[tool] = true
-			tool.ExecuteFunc = t.traceTool(tool.Name, tool.ExecuteFunc)
-		}
-	}
+	return agentSpans{t}
+}
+
+// agentSpans is the middleware Agents returns.
+type agentSpans struct{ t *Tracing }
+
+var _ agent.Middleware = agentSpans{}
+
+func (w agentSpans) WrapModel(m llm.Model) llm.Model {
+	return &tracedModel{Model: m, tracer: w.t.tracer}
+}
+
+func (w agentSpans) WrapTool(tool *agent.Tool, exec agent.ToolFunc) agent.ToolFunc {
+	return w.t.traceTool(tool.Name, exec)
 }
 
 // tracedModel is a model whose calls are spans.
@@ -73,7 +75,7 @@ func (m *tracedModel) Stream(ctx context.Context, req llm.Request, onText func(s
 
 // traceTool wraps a tool's ExecuteFunc in a span. A panic is recorded and goes on up, where the
 // loop turns it into an error result.
-func (t *Tracing) traceTool(name string, exec func(context.Context, *agent.Call) (any, error)) func(context.Context, *agent.Call) (any, error) {
+func (t *Tracing) traceTool(name string, exec agent.ToolFunc) agent.ToolFunc {
 	return func(ctx context.Context, call *agent.Call) (v any, err error) {
 		ctx, span := t.tracer.Start(ctx, "execute_tool "+name, trace.WithSpanKind(trace.SpanKindInternal),
 			trace.WithAttributes(keyOperation.String("execute_tool"), keyToolName.String(name), keyToolCall.String(call.ID),

@@ -23,6 +23,19 @@ import (
 	"interlock/runs"
 )
 
+// countCalls is an agent.Middleware that counts tool executions (the agents share their tool,
+// which it wraps once).
+type countCalls struct{ n *atomic.Int64 }
+
+func (countCalls) WrapModel(m llm.Model) llm.Model { return m }
+
+func (c countCalls) WrapTool(_ *agent.Tool, exec agent.ToolFunc) agent.ToolFunc {
+	return func(ctx context.Context, call *agent.Call) (any, error) {
+		c.n.Add(1)
+		return exec(ctx, call)
+	}
+}
+
 // benchService is the run service the measured server runs, in process: the bench agents
 // over db, their refund tool answered by a local endpoint that counts its calls.
 func benchService(t *testing.T, db *gorm.DB, agents int) (*runs.Service, *atomic.Int64) {
@@ -46,21 +59,7 @@ func benchService(t *testing.T, db *gorm.DB, agents int) (*runs.Service, *atomic
 		t.Fatal(err)
 	}
 	t.Cleanup(built.Close)
-	wrapped := map[*agent.Tool]bool{}
-	for _, a := range built.List {
-		for _, tool := range a.Tools {
-			if wrapped[tool] {
-				continue // the agents share the tool
-			}
-			wrapped[tool] = true
-			exec := tool.ExecuteFunc
-			tool.ExecuteFunc = func(ctx context.Context, c *agent.Call) (any, error) {
-				calls.Add(1)
-				return exec(ctx, c)
-			}
-		}
-	}
-	reg, err := agent.NewRegistry(built.List...)
+	reg, err := agent.NewRegistry(built.List, countCalls{&calls})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,6 +72,9 @@ func benchService(t *testing.T, db *gorm.DB, agents int) (*runs.Service, *atomic
 		t.Fatal(err)
 	}
 	t.Cleanup(svc.Close)
+	if err := svc.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	return svc, &calls
 }
 

@@ -53,6 +53,9 @@ type AgentRun struct {
 	Prompt string `json:"prompt"`
 	// Addition: the decisions taken on this run's tool calls, oldest first (the audit trail).
 	Decisions []*Decision `json:"decisions"`
+	// Addition: what the tools of this run's interrupted calls answered after all, recorded late by
+	// the server instance that ran them (see LateToolResult), oldest first. Empty for almost every run.
+	LateResults []*LateToolResult `json:"lateResults"`
 }
 
 type AgentRunToolCall struct {
@@ -69,8 +72,19 @@ type AgentRunToolCall struct {
 	RequiresApproval bool `json:"requiresApproval"`
 	// The tool-defined suspend payload, when the tool called suspend().
 	SuspendPayload json.RawMessage `json:"suspendPayload,omitempty"`
-	// Addition: true when the call was executing while its server instance died, or its request reached a tool server that stopped or lost the connection before answering (an MCP server), so its outcome is unknown; it waits for approval again.
+	// Addition: true when the call was executing while its server instance died (or lost the database), or its request reached a tool server that stopped, lost the connection or did not answer within its timeout before answering (an MCP server, an HTTP tool), so its outcome is unknown; it waits for approval again.
 	Interrupted bool `json:"interrupted"`
+	// Addition: on an interrupted call, the toolCallId it was executing under when its outcome became
+	// unknown. It waits for its new decision under a new toolCallId, so that a retry of the decision
+	// that ran it (which names this id) cannot run it again; a late answer of that execution
+	// (lateResult) names this id too. Null on other calls.
+	InterruptedToolCallID *string `json:"interruptedToolCallId,omitempty"`
+	// Addition: on an interrupted call in AgentRun.toolCalls (one the run waits on), the answer the
+	// tool gave when it ran as interruptedToolCallId, once the instance that ran it recorded it late
+	// (see LateToolResult); null while none is recorded. Read the run again to see one that came
+	// later. Null on run events, which show a call as it was when the event was stored: the run's
+	// lateResults has every late answer.
+	LateResult *LateToolResult `json:"lateResult,omitempty"`
 	// Addition: when this waiting call expires without a decision — its tool's approvalTimeout after
 	// the run suspended on it (the same instant on a supervisor's run showing a sub-agent's call).
 	// Then it is resolved as EXPIRED (TOOL_CALL_EXPIRED): the tool does not run, the model is told the
@@ -96,6 +110,30 @@ type Decision struct {
 	Args json.RawMessage `json:"args,omitempty"`
 	// Addition: the arguments a person approved the call with in place of args, when they edited them.
 	EditedArgs json.RawMessage `json:"editedArgs,omitempty"`
+}
+
+// Addition: the answer of a tool call that ran, but whose server instance could not store it with
+// the run in time: the database was out of its reach for longer than it could hold the run (twice
+// the lease), or another instance took the run over first. That other instance found the call
+// executing with no answer and reported it interrupted (TOOL_CALL_INTERRUPTED): its outcome unknown,
+// it waits for a new decision under a new toolCallId, whose interruptedToolCallId is this one's
+// toolCallId. The instance that held the answer records it here as soon as the database takes it
+// (and not at all if the instance stops first: then its log has it). It is never added to the
+// run's events, and the model is not told it; approving the interrupted call runs the tool again.
+type LateToolResult struct {
+	// The call that ran: the id it executed under (the interrupted call's interruptedToolCallId).
+	ToolCallID string `json:"toolCallId"`
+	ToolName   string `json:"toolName"`
+	// What the tool returned; null when it failed.
+	Result json.RawMessage `json:"result,omitempty"`
+	// The tool's error message, when it failed.
+	Error *string `json:"error,omitempty"`
+	// The server instance that ran the call and held its answer.
+	InstanceID string `json:"instanceId"`
+	// When the tool answered, by the clock of that instance.
+	FinishedAt time.Time `json:"finishedAt"`
+	// When the answer was recorded.
+	RecordedAt time.Time `json:"recordedAt"`
 }
 
 type Mutation struct {
@@ -299,7 +337,7 @@ const (
 	RunEventTypeToolCall          RunEventType = "TOOL_CALL"
 	RunEventTypeToolCallApproval  RunEventType = "TOOL_CALL_APPROVAL"
 	RunEventTypeToolCallSuspended RunEventType = "TOOL_CALL_SUSPENDED"
-	// Addition: the server instance executing this tool call died, or the tool's own server stopped or lost the connection after the call was sent to it (an MCP server), so its outcome is unknown; reason says so. The call waits for approval again (interrupted: true).
+	// Addition: the server instance executing this tool call died (or lost the database before it could store the answer), or the tool's own server stopped, lost the connection or did not answer within its timeout after the call was sent to it (an MCP server, an HTTP tool), so its outcome is unknown; reason says so, and says whether the instance recorded the tool's answer later (AgentRun.lateResults). The call waits for approval again (interrupted: true) under a new toolCallId; toolCall.interruptedToolCallId is the one it ran under.
 	RunEventTypeToolCallInterrupted RunEventType = "TOOL_CALL_INTERRUPTED"
 	RunEventTypeRunSuspended        RunEventType = "RUN_SUSPENDED"
 	RunEventTypeToolCallApproved    RunEventType = "TOOL_CALL_APPROVED"

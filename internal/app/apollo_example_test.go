@@ -37,16 +37,17 @@ func TestApolloExample(t *testing.T) {
 	})
 }
 
-// nodeTools finds node and npm, or skips the test (fails it under CI=true).
+// nodeTools finds node and npm, or skips the test (fails it under CI=true): the Apollo example
+// and the clients of testdata/wire.
 func nodeTools(t *testing.T) (node, npm string) {
 	t.Helper()
 	node, errNode := exec.LookPath("node")
 	npm, errNpm := exec.LookPath("npm")
 	if errNode != nil || errNpm != nil {
 		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI must run the Apollo example, but node (%v) or npm (%v) is missing", errNode, errNpm)
+			t.Fatalf("CI must run the Node clients, but node (%v) or npm (%v) is missing", errNode, errNpm)
 		}
-		t.Skipf("node or npm is not installed: skipping the Apollo example (%v, %v)", errNode, errNpm)
+		t.Skipf("node or npm is not installed: skipping the Node clients (%v, %v)", errNode, errNpm)
 	}
 	return node, npm
 }
@@ -54,25 +55,31 @@ func nodeTools(t *testing.T) (node, npm string) {
 // npmCI installs the example's locked packages unless node_modules holds that lock already.
 func npmCI(t *testing.T, npm string) {
 	t.Helper()
-	lock, err := os.ReadFile(filepath.Join(apolloDir, "package-lock.json"))
+	if err := npmCIIn(npm, apolloDir); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// npmCIIn installs the locked packages of the Node project in dir unless its node_modules
+// holds that lock already.
+func npmCIIn(npm, dir string) error {
+	lock, err := os.ReadFile(filepath.Join(dir, "package-lock.json"))
 	if err != nil {
-		t.Fatalf("the example has no package-lock.json: %v", err)
+		return fmt.Errorf("%s has no package-lock.json: %w", dir, err)
 	}
 	want := sha256Hex(string(lock))
-	stamp := filepath.Join(apolloDir, lockStamp)
+	stamp := filepath.Join(dir, lockStamp)
 	if got, err := os.ReadFile(stamp); err == nil && string(got) == want {
-		return
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund")
-	cmd.Dir = apolloDir
+	cmd.Dir = dir
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("npm ci in %s: %v\n%s", apolloDir, err, out)
+		return fmt.Errorf("npm ci in %s: %w\n%s", dir, err, out)
 	}
-	if err := os.WriteFile(stamp, []byte(want), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	return os.WriteFile(stamp, []byte(want), 0o644)
 }
 
 // runApolloExample starts a server over db with a token and runs the example against it.

@@ -12,9 +12,12 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"interlock/gqlhttp"
 )
 
-// TestNoCredentialsNoData sends every transport (POST, GET, SSE, both WebSocket subprotocols) every
+// TestNoCredentialsNoData sends every transport (POST, GET, SSE in both of graphql-sse's modes,
+// both WebSocket subprotocols) every
 // header combination an attacker could try without a valid token — Upgrade: websocket in any
 // case or among others, with and without Accept: text/event-stream, with no token or a wrong one
 // — through the whole handler. Every answer is 401 (or 4401 on a socket), UNAUTHENTICATED, with
@@ -94,6 +97,51 @@ func TestNoCredentialsNoData(t *testing.T) {
 				t.Errorf("%s with %s: closed with %d, want 4401", protocol, name, code)
 			}
 		}
+	}
+
+	// graphql-sse's single connection mode: a reservation token is no credential. No
+	// reservation is made, no stream connected, no operation run or stopped on root's stream
+	// without a token of root's own; each is 401 with no data, and root's stream carries nothing
+	// before root's own operation.
+	root := tokenOf("root")
+	streamToken := strings.TrimSpace(reserveStream(t, s, root).body)
+	stream, refused := connectSingle(t, s, root, streamToken)
+	if refused != nil {
+		t.Fatalf("root's stream: %d %s", refused.status, refused.body)
+	}
+	for credName, cred := range credentials {
+		h := func(more ...string) map[string]string {
+			m := map[string]string{}
+			if cred != "" {
+				m["Authorization"] = cred
+			}
+			for i := 0; i+1 < len(more); i += 2 {
+				m[more[i]] = more[i+1]
+			}
+			return m
+		}
+		for _, op := range []string{query, mutation} {
+			body, _ := json.Marshal(map[string]any{"query": op, "extensions": map[string]any{"operationId": "x"}})
+			for name, got := range map[string]exchange{
+				"PUT":                   doGraphQL(t, s, http.MethodPut, "", "", h()),
+				"GET stream (header)":   doGraphQL(t, s, http.MethodGet, "", "", h("Accept", "text/event-stream", gqlhttp.TokenHeader, streamToken)),
+				"GET stream (?token=)":  doGraphQL(t, s, http.MethodGet, "token="+url.QueryEscape(streamToken), "", h("Accept", "text/event-stream")),
+				"POST operation":        doGraphQL(t, s, http.MethodPost, "", string(body), h("Content-Type", "application/json", gqlhttp.TokenHeader, streamToken)),
+				"GET operation":         doGraphQL(t, s, http.MethodGet, "query="+url.QueryEscape(op)+"&token="+url.QueryEscape(streamToken), "", h()),
+				"DELETE":                doGraphQL(t, s, http.MethodDelete, "operationId=x", "", h(gqlhttp.TokenHeader, streamToken)),
+				"POST operation as SSE": doGraphQL(t, s, http.MethodPost, "", string(body), h("Content-Type", "application/json", "Accept", "text/event-stream", gqlhttp.TokenHeader, streamToken)),
+			} {
+				if got.status != http.StatusUnauthorized || !strings.Contains(got.body, "UNAUTHENTICATED") || got.hasDataKey(t) || strings.Contains(got.body, "runId") {
+					t.Errorf("single connection %s with %s, %.8s: %d %s, want 401 UNAUTHENTICATED and no data", name, credName, op, got.status, got.body)
+				}
+			}
+		}
+	}
+	if got := postOnStream(t, s, root, streamToken, "root", `{ me { subject } }`, nil, ""); got.status != http.StatusAccepted {
+		t.Fatalf("root's own operation: %d %s", got.status, got.body)
+	}
+	if ev := stream.next(t); ev.single(t).ID != "root" {
+		t.Fatalf("root's stream carried %s %s before root's operation", ev.name, ev.data)
 	}
 
 	var total struct{ RecentRuns struct{ Total int } }

@@ -8,7 +8,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/99designs/gqlgen/graphql/handler"
 	"github.com/99designs/gqlgen/graphql/handler/lru"
@@ -123,14 +122,12 @@ func executorOnly(b *testing.B, store *gormstore.Store, p runs.ListSuspendedPara
 	if err != nil {
 		b.Fatal(err)
 	}
-	registry, err := agent.NewRegistry(agent.DemoAgents(&llm.Demo{})...)
+	registry, err := agent.NewRegistry(agent.DemoAgents(&llm.Demo{}))
 	if err != nil {
 		b.Fatal(err)
 	}
-	// Its background loops stay idle while the benchmark runs: no recovery, expiry or retention
-	// of the seeded database.
-	idle := runs.Config{RecoveryInterval: 24 * time.Hour, ExpiryInterval: 24 * time.Hour, RetentionInterval: 24 * time.Hour, Retention: 87600 * time.Hour}
-	svc, err := runs.New(&readPage{Store: store, total: total, page: page}, registry, idle)
+	// Never started: no loop polls, recovers, expires or purges the seeded database.
+	svc, err := runs.New(&readPage{Store: store, total: total, page: page}, registry, runs.Config{})
 	if err != nil {
 		b.Fatal(err)
 	}

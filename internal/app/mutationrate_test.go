@@ -52,12 +52,12 @@ func (s *testServer) storedRuns(t *testing.T) int {
 // refills during the test), 800 aliased startRuns in one request
 // (each a paid model call on a real provider) used to cost one token and start 800 runs; now the
 // request holds more mutations than the burst, so it can never pass: it is refused whole with
-// BAD_USER_INPUT (422, no Retry-After) saying to split it, no run is stored, over HTTP, both
+// BAD_USER_INPUT (a request error: 200 as application/json, no Retry-After) saying to split it, no run is stored, over HTTP, both
 // WebSocket subprotocols and SSE, and it costs nothing: a full burst still passes after it.
 func TestMutationRateCountsAliases(t *testing.T) {
 	s := startServer(t, "sqlite:"+t.TempDir()+"/aliases.db", "--mutation-rate", "1/h")
 	resp, r, raw := postRaw(t, s.url, aliasedStartRuns(800), startInput)
-	if resp.StatusCode != http.StatusUnprocessableEntity || r.code() != "BAD_USER_INPUT" || len(r.Errors) != 1 || resp.Header.Get("Retry-After") != "" ||
+	if resp.StatusCode != http.StatusOK || r.code() != "BAD_USER_INPUT" || len(r.Errors) != 1 || resp.Header.Get("Retry-After") != "" ||
 		!strings.Contains(r.Errors[0].Message, "holds 800 mutations") || !strings.Contains(r.Errors[0].Message, "split it into requests of at most 100") ||
 		strings.Contains(string(r.Data), "runId") {
 		t.Fatalf("800 aliased startRuns: %d Retry-After %q %s", resp.StatusCode, resp.Header.Get("Retry-After"), raw)

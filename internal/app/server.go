@@ -26,6 +26,7 @@ import (
 	"interlock/config"
 	"interlock/gormstore"
 	"interlock/gqlguard"
+	"interlock/gqlhttp"
 	"interlock/graph"
 	"interlock/health"
 	"interlock/httpguard"
@@ -187,8 +188,8 @@ func openDatabase(ctx context.Context, cfg Config, opts ...gormstore.Option) (*g
 	return db, nil
 }
 
-// newRunService starts the run service (and its recovery and retention loops). It is a
-// variable so that a test can prove `interlock migrate` never starts one.
+// newRunService builds the run service (NewApp starts it). It is a variable so that a test can
+// prove `interlock migrate` never makes one.
 var newRunService = runs.New
 
 // NewApp opens and migrates the database and wires the service and the routes.
@@ -222,20 +223,25 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (app *App, err er
 	if a.agents, err = loadAgents(ctx, cfg, file, log); err != nil {
 		return nil, err
 	}
-	a.tracing.Agents(a.agents.List)
 	a.metrics = observe.NewMetrics(version)
-	a.metrics.Agents(a.agents.List)
-	registry, err := agent.NewRegistry(a.agents.List...)
+	// The agents call their models and tools through tracing (when on), then metrics.
+	registry, err := agent.NewRegistry(a.agents.List, a.tracing.Agents(), a.metrics.Agents())
 	if err != nil {
 		return nil, err
 	}
-	// Before the run service starts, so that no event it writes misses the outbox.
+	// The run store writes the webhooks' outbox rows in the transactions of the events they
+	// announce (none without a notifications section); the dispatcher delivers them.
+	var outbox []notify.Target
 	if file != nil && file.Notifications != nil {
-		if a.stopNotify, err = notify.Start(gormstore.New(a.db), *file.Notifications, notify.Options{Getenv: os.Getenv, Logger: log}); err != nil {
+		outbox = file.Notifications.Targets()
+	}
+	store := gormstore.New(a.db, gormstore.Outbox(outbox)).TraceGroups(a.tracing.Groups())
+	if file != nil && file.Notifications != nil {
+		if a.stopNotify, err = notify.Start(store, *file.Notifications, notify.Options{Getenv: os.Getenv, Logger: log}); err != nil {
 			return nil, fmt.Errorf("%s: %w", cfg.ConfigFile, err)
 		}
 	}
-	a.Service, err = newRunService(a.metrics.Store(gormstore.New(a.db).TraceGroups(a.tracing.Groups())), registry, runs.Config{
+	a.Service, err = newRunService(a.metrics.Store(store), registry, runs.Config{
 		MaxPerPage: cfg.MaxPerPage, LeaseTTL: cfg.LeaseTTL, Retention: cfg.Retention,
 		TextFlushInterval: cfg.TextFlushInterval, TextFlushBytes: cfg.TextFlushBytes, Logger: log,
 		SeparationOfDuties: a.authn != nil && file != nil && file.Auth != nil && file.Auth.SeparationOfDuties,
@@ -243,6 +249,11 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (app *App, err er
 		Metrics:            a.metrics,
 	})
 	if err != nil {
+		return nil, err
+	}
+	// The service runs until Serve's graceful stop or Close, not for as long as ctx, which only
+	// bounds building the app.
+	if err = a.Service.Start(context.Background()); err != nil {
 		return nil, err
 	}
 	if err = a.observe(); err != nil {
@@ -288,7 +299,6 @@ func (a *App) routes() http.Handler {
 	gql := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: &graph.Resolver{Runs: a.Service}}))
 	gql.Use(observe.Operations{Log: a.log, Metrics: a.metrics}) // first: it sees every answer
 	conns := gqlguard.NewConnections(a.cfg.MaxConnectionsPerPrincipal, limitedSubject)
-	gql.AddTransport(gqlguard.SSE{Limit: conns})
 	a.ws = gqlguard.NewWebsocket(transport.Websocket{
 		KeepAlivePingInterval: 10 * time.Second,
 		PingPongInterval:      10 * time.Second,
@@ -299,9 +309,14 @@ func (a *App) routes() http.Handler {
 	}, gqlguard.WebsocketLimits{InitTimeout: a.cfg.WSInitTimeout, MaxOperations: a.cfg.MaxSubscriptionsPerConnection,
 		Connections: conns})
 	gql.AddTransport(a.ws)
-	gql.AddTransport(transport.Options{})
-	gql.AddTransport(transport.GET{})
-	gql.AddTransport(transport.POST{})
+	// Every other request: POST and GET as the GraphQL-over-HTTP spec has them, SSE as
+	// graphql-sse has it (both modes), multipart/mixed for @defer.
+	gql.AddTransport(gqlhttp.New(gqlhttp.Options{
+		MaxOperations: a.cfg.MaxSubscriptionsPerConnection,
+		StreamFunc:    conns.Stream,
+		OwnerFunc:     streamOwner,
+		ExpiresFunc:   credentialsExpire,
+	}))
 	// Every operation acts for a principal, and a subscription ends when its token expires.
 	gql.Use(auth.Operations{})
 	if ext := a.tracing.GraphQL(); ext != nil {
@@ -317,7 +332,9 @@ func (a *App) routes() http.Handler {
 	gql.Use(extension.AutomaticPersistedQuery{Cache: lru.New[string](100)})
 	// After APQ, so that it checks the query a hash stands for; before gqlgen's validation.
 	gql.Use(gqlguard.QueryLimit{MaxTokens: a.cfg.MaxQueryTokens, Cache: queries})
-	// After validation, before execution; the rate last, so that a refused query costs no token.
+	// After validation, before execution; the rate last, so that a refused query costs no token
+	// (nor a mutation sent by GET, which is refused first).
+	gql.Use(gqlhttp.QueriesOverGET{})
 	gql.Use(gqlguard.DepthLimit{Max: a.cfg.MaxQueryDepth})
 	gql.Use(&gqlguard.ComplexityLimit{Max: a.cfg.MaxQueryComplexity, PageSizeArgs: []string{"perPage", "last"}, DefaultPageSize: 20,
 		PageSizeDefaults: map[string]int{"last": a.cfg.MaxPerPage}})
@@ -364,6 +381,24 @@ func limitedSubject(ctx context.Context) string {
 	return ""
 }
 
+// streamOwner is who a single connection SSE stream belongs to: the principal's subject (empty
+// for Anonymous, authentication off), so that one client's stream token is nothing to another.
+func streamOwner(ctx context.Context) string {
+	if p := run.PrincipalFrom(ctx); p != nil {
+		return p.Subject
+	}
+	return ""
+}
+
+// credentialsExpire is when the principal of ctx stops being valid (zero: never): a single
+// connection SSE stream ends then, as a WebSocket is closed.
+func credentialsExpire(ctx context.Context) time.Time {
+	if p := run.PrincipalFrom(ctx); p != nil {
+		return p.Expires
+	}
+	return time.Time{}
+}
+
 // authenticateSocket authenticates a WebSocket by the "authorization" of its connection_init
 // payload (browsers cannot set headers on a WebSocket), or by the Authorization header its
 // upgrade carried; without either, or with credentials refused, it is closed with 4401. A socket
@@ -402,7 +437,7 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 		Handler:           a.handler,
 		ReadHeaderTimeout: min(10*time.Second, a.cfg.ReadTimeout),
 		ReadTimeout:       a.cfg.ReadTimeout,
-		WriteTimeout:      a.cfg.WriteTimeout, // SpareStreams lifts both for subscriptions
+		WriteTimeout:      a.cfg.WriteTimeout, // lifted for subscriptions: SpareStreams, gqlhttp
 		IdleTimeout:       a.cfg.IdleTimeout,
 		BaseContext:       func(net.Listener) context.Context { return base },
 	}

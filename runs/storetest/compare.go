@@ -54,7 +54,8 @@ func sameJSON(a, b json.RawMessage) bool {
 func wantCall(t *testing.T, what string, got, want run.ToolCall) {
 	t.Helper()
 	if got.ToolCallID != want.ToolCallID || got.ToolName != want.ToolName || got.RequiresApproval != want.RequiresApproval ||
-		got.Interrupted != want.Interrupted || !sameJSON(got.Args, want.Args) || !sameJSON(got.SuspendPayload, want.SuspendPayload) {
+		got.Interrupted != want.Interrupted || got.InterruptedToolCallID != want.InterruptedToolCallID ||
+		!sameJSON(got.Args, want.Args) || !sameJSON(got.SuspendPayload, want.SuspendPayload) {
 		t.Errorf("%s = %s, want %s", what, body(got), body(want))
 	}
 }

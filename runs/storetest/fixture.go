@@ -39,7 +39,12 @@ type fixture struct {
 
 func setup(t *testing.T, open Opener) *fixture {
 	t.Helper()
-	return &fixture{t: t, ctx: t.Context(), s: open(t)}
+	return setupWith(t, open, Options{})
+}
+
+func setupWith(t *testing.T, open Opener, o Options) *fixture {
+	t.Helper()
+	return &fixture{t: t, ctx: t.Context(), s: open(t, o)}
 }
 
 // id is the run id of number n. Ids of higher numbers sort after those of lower ones, so that

@@ -11,17 +11,17 @@ import (
 	"interlock/run"
 )
 
-// outbox is the store's notify.Store, enabled for targets until the subtest ends (stores of
-// some openers share a database handle with later subtests).
-func (f *fixture) outbox(targets ...notify.Target) notify.Store {
-	f.t.Helper()
-	ob, ok := f.s.(notify.Store)
-	if !ok {
-		f.t.Fatalf("%T does not implement notify.Store", f.s)
-	}
-	ob.EnableOutbox(targets)
-	f.t.Cleanup(func() { ob.EnableOutbox(nil) })
-	return ob
+// withOutbox runs fn as a parallel subtest on a fixture over a fresh store built to announce
+// its events to targets (Options.Outbox), with the store as the notify.Store that delivers them.
+func withOutbox(t *testing.T, open Opener, name string, targets []notify.Target, fn func(t *testing.T, f *fixture, ob notify.Store)) {
+	t.Helper()
+	eachWith(t, open, Options{Outbox: targets}, name, func(t *testing.T, f *fixture) {
+		ob, ok := f.s.(notify.Store)
+		if !ok {
+			t.Fatalf("%T does not implement notify.Store", f.s)
+		}
+		fn(t, f, ob)
+	})
 }
 
 func (f *fixture) deliveries(ob notify.Store, runID string) []notify.Delivery {
@@ -62,8 +62,7 @@ func wantSummary(t *testing.T, what string, got []string, want ...string) {
 var all, decidedOnly = notify.Target{Name: "all", Events: notify.Kinds}, notify.Target{Name: "decided", Events: []notify.Kind{notify.Decided}}
 
 func testOutbox(t *testing.T, open Opener) {
-	each(t, open, "WritesARowPerEventAndTargetWithTheEvents", func(t *testing.T, f *fixture) {
-		ob := f.outbox(all, decidedOnly)
+	withOutbox(t, open, "WritesARowPerEventAndTargetWithTheEvents", []notify.Target{all, decidedOnly}, func(t *testing.T, f *fixture, ob notify.Store) {
 		r := f.insert(runOpts{ThreadID: ptr("th-1"), ResourceID: ptr("user-1")})
 		rn := f.suspend(r, approval("call-1"), at(5), "instance-1")
 		got := f.deliveries(ob, rn.ID)
@@ -92,8 +91,7 @@ func testOutbox(t *testing.T, open Opener) {
 		}
 	})
 
-	each(t, open, "TellsEachDecision", func(t *testing.T, f *fixture) {
-		ob := f.outbox(decidedOnly)
+	withOutbox(t, open, "TellsEachDecision", []notify.Target{decidedOnly}, func(t *testing.T, f *fixture, ob notify.Store) {
 		ask := run.ToolCall{ToolCallID: "ask-1", ToolName: "ask_customer", Args: json.RawMessage(`{"q":"size"}`), SuspendPayload: json.RawMessage(`{"question":"size?"}`)}
 		for i, c := range []struct {
 			kind   run.DecisionKind
@@ -132,8 +130,7 @@ func testOutbox(t *testing.T, open Opener) {
 		}
 	})
 
-	each(t, open, "TellsExpiryAndInputRequests", func(t *testing.T, f *fixture) {
-		ob := f.outbox(all)
+	withOutbox(t, open, "TellsExpiryAndInputRequests", []notify.Target{all}, func(t *testing.T, f *fixture, ob notify.Store) {
 		r := f.insert(runOpts{})
 		ask := run.ToolCall{ToolCallID: "ask-1", ToolName: "ask_customer", SuspendPayload: json.RawMessage(`{}`)}
 		s := suspension(r, ask, at(3), "instance-1")
@@ -152,10 +149,16 @@ func testOutbox(t *testing.T, open Opener) {
 		wantSummary(t, "expiry", summary(t, f.deliveries(ob, rn.ID)), "all approval_requested approval PENDING", "all expired  PENDING")
 	})
 
-	each(t, open, "NothingWithoutTargetsForSubAgentsOrOnAFailedWrite", func(t *testing.T, f *fixture) {
-		ob := f.outbox()
+	withOutbox(t, open, "NothingWithoutTargets", nil, func(t *testing.T, f *fixture, ob notify.Store) {
 		plain := f.suspended(runOpts{})
-		ob.EnableOutbox([]notify.Target{all})
+		d := decision(plain, run.DecisionApproved, "lease-p", at(45))
+		f.decide(plain, d)
+		if got := f.deliveries(ob, plain.ID); len(got) != 0 {
+			t.Errorf("a store built without targets: deliveries %q, want none", summary(t, got))
+		}
+	})
+
+	withOutbox(t, open, "NothingForSubAgentsOrOnAFailedWrite", []notify.Target{all}, func(t *testing.T, f *fixture, ob notify.Store) {
 		parent := f.insert(runOpts{})
 		child := f.insert(runOpts{ParentRunID: &parent.ID})
 		f.suspend(child, approval("inner-1"), at(40), "instance-1")
@@ -163,16 +166,13 @@ func testOutbox(t *testing.T, open Opener) {
 		d := decision(stale, run.DecisionApproved, "lease-x", at(50))
 		d.Version++ // another instance decided first
 		wantStale(t, "Decide of an old version", f.s.Decide(f.ctx, d))
-		for what, id := range map[string]string{"no targets": plain.ID, "a sub-agent's run": child.ID} {
-			if got := f.deliveries(ob, id); len(got) != 0 {
-				t.Errorf("%s: deliveries %q, want none", what, summary(t, got))
-			}
+		if got := f.deliveries(ob, child.ID); len(got) != 0 {
+			t.Errorf("a sub-agent's run: deliveries %q, want none", summary(t, got))
 		}
 		wantSummary(t, "a decision that lost", summary(t, f.deliveries(ob, stale.ID)), "all approval_requested approval PENDING")
 	})
 
-	each(t, open, "ClaimLeasesRecordsAndRetries", func(t *testing.T, f *fixture) {
-		ob := f.outbox(all)
+	withOutbox(t, open, "ClaimLeasesRecordsAndRetries", []notify.Target{all}, func(t *testing.T, f *fixture, ob notify.Store) {
 		var runIDs []string
 		for range 3 {
 			runIDs = append(runIDs, f.suspended(runOpts{}).ID)
@@ -223,8 +223,7 @@ func testOutbox(t *testing.T, open Opener) {
 		}
 	})
 
-	each(t, open, "AnExpiredLeaseIsTakenOver", func(t *testing.T, f *fixture) {
-		ob := f.outbox(all)
+	withOutbox(t, open, "AnExpiredLeaseIsTakenOver", []notify.Target{all}, func(t *testing.T, f *fixture, ob notify.Store) {
 		f.suspended(runOpts{})
 		first, err := ob.ClaimDeliveries(f.ctx, "dead", -time.Second, 10) // a lease already over
 		if err != nil || len(first) != 1 {
@@ -242,8 +241,7 @@ func testOutbox(t *testing.T, open Opener) {
 		}
 	})
 
-	each(t, open, "RacingClaimersSplitTheRows", func(t *testing.T, f *fixture) {
-		ob := f.outbox(all, decidedOnly)
+	withOutbox(t, open, "RacingClaimersSplitTheRows", []notify.Target{all, decidedOnly}, func(t *testing.T, f *fixture, ob notify.Store) {
 		for range 6 {
 			r := f.suspended(runOpts{})
 			f.decide(r, decision(r, run.DecisionDeclined, "lease-r", at(60)))
@@ -283,8 +281,7 @@ func testOutbox(t *testing.T, open Opener) {
 		}
 	})
 
-	each(t, open, "PurgeDeliveriesKeepsPendingAndRecent", func(t *testing.T, f *fixture) {
-		ob := f.outbox(all)
+	withOutbox(t, open, "PurgeDeliveriesKeepsPendingAndRecent", []notify.Target{all}, func(t *testing.T, f *fixture, ob notify.Store) {
 		a, b := f.suspended(runOpts{}), f.suspended(runOpts{})
 		list, err := ob.ClaimDeliveries(f.ctx, "one", hour, 10)
 		if err != nil || len(list) != 2 {

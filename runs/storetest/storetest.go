@@ -3,13 +3,22 @@ package storetest
 import (
 	"testing"
 
+	"interlock/notify"
 	"interlock/runs"
 )
 
-// Opener returns a new, empty store for one subtest: a fresh (or emptied) database, migrated,
-// that no other subtest uses, released by t.Cleanup. The suite calls it from parallel
-// subtests.
-type Opener func(t *testing.T) runs.Store
+// Opener returns a new, empty store for one subtest, built as o asks: a fresh (or emptied)
+// database, migrated, that no other subtest uses, released by t.Cleanup. The suite calls it
+// from parallel subtests, once per subtest.
+type Opener func(t *testing.T, o Options) runs.Store
+
+// Options are what a subtest asks of the store it opens.
+type Options struct {
+	// Outbox are the webhooks the store announces the events it writes to, in their
+	// transactions (notify; gormstore.Outbox). Only the outbox's subtests set it; every other
+	// subtest opens a store that announces nothing.
+	Outbox []notify.Target
+}
 
 // Run checks that the stores open returns keep every rule of the runs.Store contract: one
 // subtest per method and per rule, each on a store of its own. It uses nothing but the
@@ -40,6 +49,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("ExpiredRuns", func(t *testing.T) { testExpiredRuns(t, open) })
 	t.Run("ClaimExpired", func(t *testing.T) { testClaimExpired(t, open) })
 	t.Run("DeferRecovery", func(t *testing.T) { testDeferRecovery(t, open) })
+	t.Run("LateResult", func(t *testing.T) { testLateResult(t, open) })
 	t.Run("CountSuspended", func(t *testing.T) { testCountSuspended(t, open) })
 	t.Run("ListSuspended", func(t *testing.T) { testListSuspended(t, open) })
 	t.Run("Pages", func(t *testing.T) { testPages(t, open) })   // perf: pages.go
@@ -56,8 +66,14 @@ func Run(t *testing.T, open Opener) {
 // each runs fn as a parallel subtest named name, on a fixture over a fresh store.
 func each(t *testing.T, open Opener, name string, fn func(t *testing.T, f *fixture)) {
 	t.Helper()
+	eachWith(t, open, Options{}, name, fn)
+}
+
+// eachWith is each over a store opened with o.
+func eachWith(t *testing.T, open Opener, o Options, name string, fn func(t *testing.T, f *fixture)) {
+	t.Helper()
 	t.Run(name, func(t *testing.T) {
 		t.Parallel()
-		fn(t, setup(t, open))
+		fn(t, setupWith(t, open, o))
 	})
 }

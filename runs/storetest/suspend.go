@@ -50,6 +50,7 @@ func testSuspend(t *testing.T, open Opener) {
 			{ToolCallID: "ask-1", ToolName: "ask_customer", Args: json.RawMessage(`{"question":"size?"}`),
 				SuspendPayload: json.RawMessage(`{"form":{"type":"object","properties":{"answer":{"type":"string"}}}}`)},
 			{ToolCallID: "refund-1", ToolName: "issue_refund", Args: json.RawMessage(`{"amount":10}`), RequiresApproval: true, Interrupted: true},
+			{ToolCallID: "refund-3", ToolName: "issue_refund", Args: json.RawMessage(`{"amount":10}`), RequiresApproval: true, Interrupted: true, InterruptedToolCallID: "refund-2"},
 			{ToolCallID: "noargs-1", ToolName: "ping", RequiresApproval: true},
 		}
 		for _, c := range calls {

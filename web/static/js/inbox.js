@@ -21,7 +21,7 @@ const BULK_CONCURRENCY = 4;
 const TITLE = "Interlock";
 
 const RUN_FIELDS = `id runId agentId threadId resourceId createdAt suspendedAt
-      toolCalls { id toolCallId toolName args requiresApproval suspendPayload interrupted expiresAt }`;
+      toolCalls { id toolCallId toolName args requiresApproval suspendPayload interrupted expiresAt lateResult { recordedAt } }`;
 const LIST = `query Inbox($agentId: ID, $threadId: ID, $resourceId: ID, $fromDate: DateTime, $toDate: DateTime, $page: Int, $perPage: Int) {
   suspendedRuns(agentId: $agentId, threadId: $threadId, resourceId: $resourceId, fromDate: $fromDate, toDate: $toDate, page: $page, perPage: $perPage) {
     total
@@ -382,8 +382,8 @@ export function inboxView(main, params, navigate) {
 
   async function bulk(kind) {
     const runs = [...picked.values()];
-    const decidable = runs.filter((r) => r.toolCalls.some((c) => c.requiresApproval));
-    const skipped = runs.filter((r) => !r.toolCalls.some((c) => c.requiresApproval));
+    const decidable = runs.filter(bulkDecidable);
+    const skipped = runs.filter((r) => !bulkDecidable(r));
     const reason = bulkReason.value.trim();
     approveN.disabled = declineN.disabled = true;
     result.replaceChildren(el("p", { class: "notice" }, `${kind === "approve" ? "Approving" : "Declining"} ${decidable.length}…`));
@@ -438,6 +438,13 @@ function notify(change) {
   n.onclick = () => { window.focus(); n.close(); go(`/?run=${encodeURIComponent(run.runId)}`); };
 }
 
+/** Whether a run may be decided in bulk: it waits for approvals, and none of its calls is an
+ * interrupted one whose tool is known to have run (a late answer), which a person must see
+ * before running it again. */
+function bulkDecidable(r) {
+  return r.toolCalls.some((c) => c.requiresApproval) && !r.toolCalls.some((c) => c.lateResult);
+}
+
 function renderList(list, result, f, params, filtered, picked, { onPick, approveAll }) {
   if (result.total === 0) {
     const clear = "/" + (f.sort === "newest" ? "?sort=newest" : "");
@@ -457,7 +464,8 @@ function renderList(list, result, f, params, filtered, picked, { onPick, approve
   const rows = result.runs.map((r) => {
     const c = r.toolCalls[0] || {};
     const what = c.requiresApproval ? short(c.args) : short(c.suspendPayload);
-    const decidable = r.toolCalls.some((x) => x.requiresApproval);
+    const decidable = bulkDecidable(r);
+    const ranLate = r.toolCalls.some((x) => x.lateResult);
     if (picked.has(r.runId)) picked.set(r.runId, r);
     const age = el("span", { "data-since": r.suspendedAt });
     paintAge(age, now);
@@ -470,14 +478,14 @@ function renderList(list, result, f, params, filtered, picked, { onPick, approve
     return el("li", { class: "inbox-item", "data-run": r.runId }, box,
       el("a", { class: "row", href: `/?run=${encodeURIComponent(r.runId)}`, "data-run": r.runId },
         el("span", {}, el("span", { class: "tool" }, c.toolName || "?"), " ",
-          el("span", { class: "badge SUSPENDED" }, c.requiresApproval ? (c.interrupted ? "interrupted · approve again" : "approval") : "needs input"),
+          el("span", { class: "badge SUSPENDED" }, c.requiresApproval ? (c.interrupted ? (c.lateResult ? "interrupted · it ran: see its answer" : "interrupted · approve again") : "approval") : "needs input"),
           many ? el("span", { class: "badge calls" }, `${r.toolCalls.length} calls`) : null,
           el("span", { class: "muted block" }, r.agentId)),
         el("code", { title: what }, what),
         el("span", { class: "muted" }, r.threadId ? `thread ${r.threadId}` : "no thread", el("br"), r.resourceId ? `resource ${r.resourceId}` : ""),
         el("span", {}, age,
           c.expiresAt ? el("span", { class: "muted block expires", "data-expires": c.expiresAt, title: when(c.expiresAt) }, expiresIn(c.expiresAt)) : null,
-          decidable ? null : el("span", { class: "muted block", id: noteId }, "needs an answer: open it"))),
+          decidable ? null : el("span", { class: "muted block", id: noteId }, ranLate ? "its tool ran after all: open it" : "needs an answer: open it"))),
       allApproval ? el("button", { type: "button", class: "approve-all", onclick: (ev) => approveAll(r, ev.currentTarget) }, `Approve all ${r.toolCalls.length} calls`) : null);
   });
   const first = f.page * f.perPage;

@@ -6,6 +6,13 @@
 // arguments as a table (the raw JSON a click away), and the thread's earlier messages when the
 // run has a thread. Every decision says who took it and when.
 //
+// An interrupted call (its outcome unknown: its instance stopped or lost the database, or its
+// tool's server did not answer) says whether the tool's answer was recorded late by the
+// instance that ran it, and shows that answer beside the call and beside its
+// TOOL_CALL_INTERRUPTED event, as text. No event announces a late answer (it is recorded beside
+// the run, not in it), so while an interrupted call waits without one the run is read again
+// every few seconds.
+//
 // A CONFLICT (someone decided first), or a call that stops waiting while the person looks at it,
 // is said with who decided and when; what the person had typed and can no longer send is shown
 // to copy. A FORBIDDEN (this person may not take that decision) is said next to the buttons, with
@@ -17,13 +24,17 @@ import { el, json, pretty, tooDeep, TOO_DEEP, when, expiresIn } from "./dom.js";
 import { schemaForm } from "./schemaform.js";
 import { markdown } from "./markdown.js";
 
+const LATE = `toolCallId toolName result error instanceId finishedAt recordedAt`;
 const RUN = `query Run($id: ID!) { run(runId: $id) {
   runId agentId status threadId resourceId startedBy createdAt updatedAt suspendedAt lastEventSeq output error prompt
-  toolCalls { id toolCallId toolName args requiresApproval suspendPayload interrupted expiresAt }
+  toolCalls { id toolCallId toolName args requiresApproval suspendPayload interrupted interruptedToolCallId expiresAt lateResult { ${LATE} } }
   decisions { id toolCallId toolName kind decidedBy decidedAt reason resumeData args editedArgs }
+  lateResults { ${LATE} }
 } }`;
 const EVENTS = `subscription Events($runId: ID!, $after: Int) { runEvents(runId: $runId, after: $after) {
-  seq type at text status error reason decidedBy result toolCall { toolCallId toolName args suspendPayload interrupted } } }`;
+  seq type at text status error reason decidedBy result toolCall { toolCallId toolName args suspendPayload interrupted interruptedToolCallId } } }`;
+/** How often a run is read again while an interrupted call waits without a late answer. */
+const LATE_POLL_MS = 4000;
 const AGENTS = `{ agents { id tools { name description resumeSchema approverRoles } } }`;
 const THREAD = `query Thread($id: ID!, $last: Int) { thread(id: $id) { id messageCount messages(last: $last) { id runId role content createdAt } } }`;
 const THREAD_LAST = 50;
@@ -61,6 +72,7 @@ export function runView(main, params) {
   let finished = false; // RUN_FINISHED or RUN_FAILED seen: the stream has ended for good
   let asked = 0; // numbers the reads of the run: only the latest one draws
   let sentFor = null; // the call (and suspension) the "Decision sent" notice is about
+  let latePoll = null; // the next read of the run while a late answer may still come
 
   const say = (kind, ...children) => {
     notice.replaceChildren(el("p", { class: `notice ${kind}` }, ...children));
@@ -86,6 +98,11 @@ export function runView(main, params) {
     renderHead(head, summary, run);
     renderPending(pending, run, agents, decide, ctx);
     renderDecisions(decisions, run);
+    fillLate(stream, run);
+    clearTimeout(latePoll);
+    if (run.status === "SUSPENDED" && run.toolCalls.some((c) => c.interrupted && c.interruptedToolCallId && !c.lateResult)) {
+      latePoll = setTimeout(() => { if (!closed) show(); }, LATE_POLL_MS);
+    }
     // A "Decision sent" notice is stale once the next call waits or the run has ended.
     if (notice.dataset.sent && sentFor) {
       if (run.status === "COMPLETED" || run.status === "FAILED") {
@@ -226,6 +243,7 @@ export function runView(main, params) {
     if (["MODEL_CALL_RETRIED", "STEP_FINISHED", "RUN_STARTED", "RUN_RESUMED"].includes(ev.type)) { stepText = []; modelText = ""; }
     const item = describe(ev);
     if (item) append(el("li", { "data-type": ev.type }, el("span", { class: "kind" }, item.kind), " ", stamp(ev.at), el("div", { class: "body" }, item.body)), ev.at);
+    if (ev.type === "TOOL_CALL_INTERRUPTED" && lastRun) fillLate(stream, lastRun);
     if (ev.type === "TOOL_CALL" && step) { // the step's heading names the tools it called
       step.names.push(c.toolName);
       step.tools.textContent = ` · ${step.names.join(", ")}`;
@@ -241,7 +259,7 @@ export function runView(main, params) {
     resync: show, // the events missed come with the new subscription; the run's state is read again
     done: () => finished,
   });
-  return () => { closed = true; unsubscribe(); };
+  return () => { closed = true; clearTimeout(latePoll); unsubscribe(); };
 }
 
 /** A local time (the date too when not today), with the full date and time in its title. */
@@ -372,7 +390,7 @@ function renderPending(section, run, agents, decide, ctx) {
   const calls = run.status === "SUSPENDED" ? run.toolCalls : [];
   // A supervisor waits again on its delegate call, under the same id, for its sub-agent's next
   // call: the suspension's time tells the two apart.
-  const key = JSON.stringify([run.suspendedAt, calls.map((c) => [c.toolCallId, c.requiresApproval, c.interrupted, c.expiresAt])]);
+  const key = JSON.stringify([run.suspendedAt, calls.map((c) => [c.toolCallId, c.requiresApproval, c.interrupted, c.expiresAt, c.lateResult?.recordedAt])]);
   if (section.dataset.calls === key) return;
   const before = section._calls || [];
   for (const old of before) {
@@ -390,12 +408,13 @@ function renderPending(section, run, agents, decide, ctx) {
     const card = el("div", { class: "card pending", "data-call": c.toolCallId });
     const tool = findTool(agents, run.agentId, c.toolName);
     card.append(el("p", { class: "call-head" }, el("strong", {}, c.toolName), " ", el("span", { class: "muted" }, c.toolCallId),
-      c.interrupted ? el("span", { class: "badge FAILED" }, " interrupted: its server stopped while it ran — approve to run it again") : null,
+      c.interrupted ? el("span", { class: "badge FAILED" }, " interrupted: its outcome is unknown — approve to run it again") : null,
       c.expiresAt ? el("span", { class: "muted expires", title: when(c.expiresAt) }, ` ${expiresIn(c.expiresAt)} (at ${when(c.expiresAt)}); then the model is told the request timed out`) : null));
     if (tool?.description) card.append(el("p", { class: "tool-description" }, tool.description));
     if (tool?.approverRoles?.length) card.append(el("p", { class: "muted approver-roles" }, `May be decided by: ${tool.approverRoles.join(", ")} (or an admin)`));
     card.append(el("div", { class: "said-slot" }));
     fillSaid(card, c.toolCallId, ctx);
+    if (c.interrupted && c.interruptedToolCallId) card.append(lateBox(c));
     if (c.requiresApproval) {
       card.append(el("p", { class: "muted label" }, "Arguments"), argsView(c.args, `raw-${c.toolCallId}`));
       const reasonId = `reason-${c.toolCallId}`;
@@ -541,6 +560,34 @@ function renderDecisions(section, run) {
   })));
 }
 
+/** What is known of the answer of an interrupted call's execution (c.interruptedToolCallId):
+ * the answer the instance that ran it recorded late, or that none is recorded yet. */
+function lateBox(c) {
+  const was = c.interruptedToolCallId;
+  if (!c.lateResult) {
+    return el("p", { class: "muted late-none", "data-late": was },
+      `No answer of ${c.toolName} (${was}) is recorded. If the server instance that ran it holds one, it records it once it reaches the database, and it appears here.`);
+  }
+  return el("section", { class: "late", "aria-label": "The tool's answer, recorded late", "data-late": was }, lateView(c.lateResult),
+    el("p", { class: "muted" }, "Approving runs the tool again. To go on without running it, decline, with what it did in your reason: the model is told the reason."));
+}
+
+/** A late result: what the tool answered (text, never markup) and who recorded it when. */
+function lateView(l) {
+  return el("div", { class: "late-result" },
+    el("p", { class: "label" }, `${l.toolName} (${l.toolCallId}) ran: its answer, recorded late by instance ${l.instanceId}`),
+    l.error ? el("div", { class: "result-text error" }, `It failed: ${l.error}`) : resultView(l.result),
+    el("p", { class: "muted late-when" }, "The tool answered at ", stamp(l.finishedAt), "; recorded at ", stamp(l.recordedAt), "."));
+}
+
+/** Shows each TOOL_CALL_INTERRUPTED event's late answer in the timeline, once it is known. */
+function fillLate(stream, run) {
+  for (const slot of stream.querySelectorAll(".late-slot[data-late]:empty")) {
+    const l = run.lateResults.find((r) => r.toolCallId === slot.dataset.late);
+    if (l) slot.append(lateView(l));
+  }
+}
+
 /** A tool's result: text as text (a string "a\nb" is two lines), anything else as JSON. */
 function resultView(v) {
   if (typeof v === "string") return el("div", { class: "result-text" }, v);
@@ -554,7 +601,8 @@ function describe(ev) {
     case "TOOL_CALL": return { kind: "tool call", body: `${c.toolName} ${json(c.args)}` };
     case "TOOL_CALL_APPROVAL": return { kind: "waiting for approval", body: c.toolName };
     case "TOOL_CALL_SUSPENDED": return { kind: "waiting for input", body: `${c.toolName} ${json(c.suspendPayload)}` };
-    case "TOOL_CALL_INTERRUPTED": return { kind: "interrupted", body: ev.reason };
+    case "TOOL_CALL_INTERRUPTED": return { kind: "interrupted", body: [el("div", {}, ev.reason),
+      c?.interruptedToolCallId ? el("div", { class: "late-slot", "data-late": c.interruptedToolCallId }) : null] };
     case "RUN_SUSPENDED": return { kind: "suspended", body: "waiting for a person" };
     case "TOOL_CALL_APPROVED": return { kind: "approved", body: c.toolName + (ev.decidedBy ? ` by ${ev.decidedBy}` : "") };
     case "TOOL_CALL_DECLINED": return { kind: "declined", body: c.toolName + (ev.decidedBy ? ` by ${ev.decidedBy}` : "") + (ev.reason ? `: ${ev.reason}` : "") };
