@@ -108,7 +108,7 @@ func (s *MCPServer) connected(ctx context.Context) (*mcp.ClientSession, error) {
 	cs, err := s.client.Connect(startCtx, t, nil)
 	if err != nil {
 		if proc != nil {
-			proc.stop()
+			proc.abandon()
 		}
 		if ctx.Err() == nil && startCtx.Err() != nil {
 			return nil, fmt.Errorf("MCP server %s did not answer initialize within %s (mcpServers[].startTimeout)", s.cfg.Name, s.cfg.StartTimeout)

@@ -10,9 +10,11 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -300,12 +302,15 @@ func TestMCPSlowCallDoesNotStallOthers(t *testing.T) {
 }
 
 // TestMCPStartTimeout: a server that never answers initialize fails the start within the start
-// timeout, with an error naming it (it hung for ever).
+// timeout, with an error naming it (it hung for ever), and its process has ended by then: one
+// left to exit later outlived an interlock that exits on the failed start (and these tests).
 func TestMCPStartTimeout(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "pid")
 	done := make(chan error, 1)
 	go func() {
 		_, err := tools.ConnectMCP(context.Background(), tools.MCPConfig{Name: "mute-server", Command: []string{os.Args[0]},
-			Env: map[string]string{"INTERLOCK_TEST_MCP_STDIO": "mute"}, StartTimeout: 300 * time.Millisecond}, "test")
+			Env:          map[string]string{"INTERLOCK_TEST_MCP_STDIO": "mute", "INTERLOCK_TEST_MCP_PIDFILE": pidFile},
+			StartTimeout: 300 * time.Millisecond}, "test")
 		done <- err
 	}()
 	select {
@@ -315,6 +320,15 @@ func TestMCPStartTimeout(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("ConnectMCP still waits for a server that never answers")
+	}
+	raw, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatalf("the mute server wrote no pid: %v", err)
+	}
+	pid, _ := strconv.Atoi(string(raw))
+	if err := syscall.Kill(pid, 0); err != syscall.ESRCH {
+		t.Errorf("the mute server (pid %d) still runs after the failed start (%v): it is left behind when Interlock exits", pid, err)
+		syscall.Kill(pid, syscall.SIGKILL)
 	}
 }
 

@@ -126,6 +126,24 @@ func (p *process) shutdown() {
 	})
 }
 
+// abandon ends a process that did not answer initialize in time, and returns once it has
+// exited: it has done no work for Interlock, so it gets SIGTERM at once and SIGKILL 2 s later,
+// not the grace a working server gets. Returning before it is gone would leave it behind when
+// Interlock exits right after a failed start (the command ends with the error).
+func (p *process) abandon() {
+	p.stop()
+	if p.cmd == nil || p.cmd.Process == nil || p.exitedNow() {
+		return
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(2 * time.Second):
+		p.cmd.Process.Kill()
+		<-p.exited
+	}
+}
+
 // waitExit waits for the process to exit, at most as long as stop takes to kill it.
 func (p *process) waitExit() {
 	p.stop()

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -60,6 +61,9 @@ func TestMain(m *testing.M) {
 	case "fault":
 		runFaultServer()
 	case "mute":
+		if f := os.Getenv("INTERLOCK_TEST_MCP_PIDFILE"); f != "" {
+			os.WriteFile(f, []byte(strconv.Itoa(os.Getpid())), 0o600)
+		}
 		select {} // started, never answers initialize
 	}
 	os.Exit(m.Run())

@@ -20,8 +20,10 @@ export const RED_AFTER_MS = 60 * 60 * 1000;
 const BULK_CONCURRENCY = 4;
 const TITLE = "Interlock";
 
-const RUN_FIELDS = `id runId agentId threadId resourceId createdAt suspendedAt
-      toolCalls { id toolCallId toolName args requiresApproval suspendPayload interrupted expiresAt lateResult { recordedAt } }`;
+// Only what the inbox shows or sends back: a page of 500 runs must stay within the default
+// --max-query-complexity (10000), and each field costs one per run and per call.
+const RUN_FIELDS = `runId agentId threadId resourceId createdAt suspendedAt
+      toolCalls { toolCallId toolName args requiresApproval suspendPayload interrupted expiresAt lateResult { recordedAt } }`;
 const LIST = `query Inbox($agentId: ID, $threadId: ID, $resourceId: ID, $fromDate: DateTime, $toDate: DateTime, $page: Int, $perPage: Int) {
   suspendedRuns(agentId: $agentId, threadId: $threadId, resourceId: $resourceId, fromDate: $fromDate, toDate: $toDate, page: $page, perPage: $perPage) {
     total
