@@ -1,5 +1,5 @@
 // Package auth establishes who a request acts for: a static API token (kept as its SHA-256)
-// or a JSON Web Token from an identity provider, turned into a runs.Principal. It answers
+// or a JSON Web Token from an identity provider, turned into a run.Principal. It answers
 // every failure with an *Error whose message is safe to show the client; it never logs or
 // echoes a token or a secret.
 package auth
@@ -19,7 +19,7 @@ import (
 	"strings"
 	"time"
 
-	"interlock/runs"
+	"interlock/run"
 )
 
 // Error is why a request could not be authenticated (UNAUTHENTICATED). Message names the
@@ -70,7 +70,7 @@ type Authenticator struct {
 
 type staticToken struct {
 	digest    [sha256.Size]byte
-	principal runs.Principal
+	principal run.Principal
 }
 
 // New checks cfg and builds its authenticator. With a JWKS it fetches the key set once before
@@ -85,9 +85,9 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Authenticator, error)
 	}
 	a := &Authenticator{cancel: func() {}}
 	for _, t := range cfg.Tokens {
-		st := staticToken{principal: runs.Principal{
+		st := staticToken{principal: run.Principal{
 			Subject:   t.Subject,
-			Roles:     slices.Clone([]runs.Role(t.Role)),
+			Roles:     slices.Clone([]run.Role(t.Role)),
 			Resources: slices.Clone(t.Resources),
 		}}
 		raw, _ := hex.DecodeString(t.SHA256) // Problems checked it is 32 bytes of hex
@@ -116,7 +116,7 @@ func Generated() (token string, a *Authenticator) {
 	a = &Authenticator{
 		tokens: []staticToken{{
 			digest:    sha256.Sum256([]byte(token)),
-			principal: runs.Principal{Subject: "admin", Roles: []runs.Role{runs.RoleAdmin}},
+			principal: run.Principal{Subject: "admin", Roles: []run.Role{run.RoleAdmin}},
 		}},
 		cancel: func() {},
 	}
@@ -131,7 +131,7 @@ func (a *Authenticator) Close() { a.cancel() }
 // is not one and has the shape of a JWT is verified as one when jwt is configured. A JWT
 // without roles yields a principal holding none (every operation forbidden), not an error.
 // Every failure is an *Error.
-func (a *Authenticator) Authenticate(ctx context.Context, header string) (*runs.Principal, error) {
+func (a *Authenticator) Authenticate(ctx context.Context, header string) (*run.Principal, error) {
 	token, err := bearer(header)
 	if err != nil {
 		return nil, err
@@ -179,7 +179,7 @@ func (a *Authenticator) isStaticSubject(subject string) bool {
 
 // static finds the static token whose digest is the token's, comparing with every configured
 // digest in constant time so the time taken tells nothing about them.
-func (a *Authenticator) static(token string) *runs.Principal {
+func (a *Authenticator) static(token string) *run.Principal {
 	sum := sha256.Sum256([]byte(token))
 	found := -1
 	for i := range a.tokens {
@@ -191,5 +191,5 @@ func (a *Authenticator) static(token string) *runs.Principal {
 		return nil
 	}
 	p := a.tokens[found].principal
-	return &runs.Principal{Subject: p.Subject, Roles: slices.Clone(p.Roles), Resources: slices.Clone(p.Resources)}
+	return &run.Principal{Subject: p.Subject, Roles: slices.Clone(p.Roles), Resources: slices.Clone(p.Resources)}
 }

@@ -12,7 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"interlock/auth"
-	"interlock/runs"
+	"interlock/run"
 )
 
 // TestMain fails the package if anything, such as a JWKS refresh goroutine that Close should
@@ -28,10 +28,10 @@ func digest(token string) string {
 // resources empty.
 func staticConfig() *auth.Config {
 	return &auth.Config{Tokens: []auth.Token{
-		{Subject: "alice", Role: auth.Roles{runs.RoleApprover}, SHA256: digest("alice-token")},
-		{Subject: "bob", Role: auth.Roles{runs.RoleApprover, "refunds"}, SHA256: strings.ToUpper(digest("bob-token"))},
-		{Subject: "portal", Role: auth.Roles{runs.RoleViewer}, SHA256: digest("portal-token"), Resources: []string{"customer-1", "customer-2"}},
-		{Subject: "nobody", Role: auth.Roles{runs.RoleViewer}, SHA256: digest("nobody-token"), Resources: []string{}},
+		{Subject: "alice", Role: auth.Roles{run.RoleApprover}, SHA256: digest("alice-token")},
+		{Subject: "bob", Role: auth.Roles{run.RoleApprover, "refunds"}, SHA256: strings.ToUpper(digest("bob-token"))},
+		{Subject: "portal", Role: auth.Roles{run.RoleViewer}, SHA256: digest("portal-token"), Resources: []string{"customer-1", "customer-2"}},
+		{Subject: "nobody", Role: auth.Roles{run.RoleViewer}, SHA256: digest("nobody-token"), Resources: []string{}},
 	}}
 }
 
@@ -92,15 +92,15 @@ func TestStaticTokens(t *testing.T) {
 	for _, tc := range []struct {
 		header    string
 		subject   string
-		roles     []runs.Role
+		roles     []run.Role
 		resources []string
 	}{
-		{"Bearer alice-token", "alice", []runs.Role{runs.RoleApprover}, nil},
-		{"bearer alice-token", "alice", []runs.Role{runs.RoleApprover}, nil},
-		{"BEARER   alice-token ", "alice", []runs.Role{runs.RoleApprover}, nil},
-		{"Bearer bob-token", "bob", []runs.Role{runs.RoleApprover, "refunds"}, nil},
-		{"Bearer portal-token", "portal", []runs.Role{runs.RoleViewer}, []string{"customer-1", "customer-2"}},
-		{"Bearer nobody-token", "nobody", []runs.Role{runs.RoleViewer}, []string{}},
+		{"Bearer alice-token", "alice", []run.Role{run.RoleApprover}, nil},
+		{"bearer alice-token", "alice", []run.Role{run.RoleApprover}, nil},
+		{"BEARER   alice-token ", "alice", []run.Role{run.RoleApprover}, nil},
+		{"Bearer bob-token", "bob", []run.Role{run.RoleApprover, "refunds"}, nil},
+		{"Bearer portal-token", "portal", []run.Role{run.RoleViewer}, []string{"customer-1", "customer-2"}},
+		{"Bearer nobody-token", "nobody", []run.Role{run.RoleViewer}, []string{}},
 	} {
 		p, err := a.Authenticate(context.Background(), tc.header)
 		if err != nil {
@@ -116,9 +116,9 @@ func TestStaticTokens(t *testing.T) {
 
 	// A caller changing its principal changes nobody else's.
 	p, _ := a.Authenticate(context.Background(), "Bearer portal-token")
-	p.Roles[0], p.Resources[0] = runs.RoleAdmin, "customer-9"
+	p.Roles[0], p.Resources[0] = run.RoleAdmin, "customer-9"
 	again, _ := a.Authenticate(context.Background(), "Bearer portal-token")
-	if again.Roles[0] != runs.RoleViewer || again.Resources[0] != "customer-1" {
+	if again.Roles[0] != run.RoleViewer || again.Resources[0] != "customer-1" {
 		t.Fatalf("the stored principal changed: %+v", again)
 	}
 
@@ -155,7 +155,7 @@ func TestGenerated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Subject != "admin" || !slices.Equal(p.Roles, []runs.Role{runs.RoleAdmin}) || p.Resources != nil {
+	if p.Subject != "admin" || !slices.Equal(p.Roles, []run.Role{run.RoleAdmin}) || p.Resources != nil {
 		t.Fatalf("got %+v", p)
 	}
 	other, _ := auth.Generated()

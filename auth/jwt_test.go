@@ -25,7 +25,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"interlock/auth"
-	"interlock/runs"
+	"interlock/run"
 )
 
 const (
@@ -163,14 +163,14 @@ func TestJWKS(t *testing.T) {
 	for _, tc := range []struct {
 		name, token string
 		want        string // the error; "" for success
-		roles       []runs.Role
+		roles       []run.Role
 	}{
-		{"EC key", a.sign(t, claims(nil)), "", []runs.Role{runs.RoleApprover}},
-		{"RSA key", r.sign(t, claims(nil)), "", []runs.Role{runs.RoleApprover}},
-		{"role as a string", a.sign(t, claims(jwt.MapClaims{"roles": "refunds"})), "", []runs.Role{"refunds"}},
-		{"several audiences", a.sign(t, claims(jwt.MapClaims{"aud": []string{"other", audience}})), "", []runs.Role{runs.RoleApprover}},
+		{"EC key", a.sign(t, claims(nil)), "", []run.Role{run.RoleApprover}},
+		{"RSA key", r.sign(t, claims(nil)), "", []run.Role{run.RoleApprover}},
+		{"role as a string", a.sign(t, claims(jwt.MapClaims{"roles": "refunds"})), "", []run.Role{"refunds"}},
+		{"several audiences", a.sign(t, claims(jwt.MapClaims{"aud": []string{"other", audience}})), "", []run.Role{run.RoleApprover}},
 		{"no roles", a.sign(t, claims(jwt.MapClaims{"roles": nil})), "", nil},
-		{"expired within the leeway", a.sign(t, claims(jwt.MapClaims{"exp": time.Now().Add(-10 * time.Second).Unix()})), "", []runs.Role{runs.RoleApprover}},
+		{"expired within the leeway", a.sign(t, claims(jwt.MapClaims{"exp": time.Now().Add(-10 * time.Second).Unix()})), "", []run.Role{run.RoleApprover}},
 		{"expired", a.sign(t, claims(jwt.MapClaims{"exp": time.Now().Add(-time.Hour).Unix()})), "token expired", nil},
 		{"no expiry", a.sign(t, claims(jwt.MapClaims{"exp": nil})), "token has no expiry (exp)", nil},
 		{"not valid yet", a.sign(t, claims(jwt.MapClaims{"nbf": time.Now().Add(time.Hour).Unix()})), "token is not valid yet", nil},
@@ -296,7 +296,7 @@ func TestResourcesClaim(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if p.Subject != "dave@example.com" || !slices.Equal(p.Roles, []runs.Role{runs.RoleViewer, "refunds"}) {
+			if p.Subject != "dave@example.com" || !slices.Equal(p.Roles, []run.Role{run.RoleViewer, "refunds"}) {
 				t.Fatalf("got %+v", p)
 			}
 			if p.Resources == nil || !slices.Equal(p.Resources, tc.resources) {
@@ -335,7 +335,7 @@ func TestHS256(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Subject != "carol" || !slices.Equal(p.Roles, []runs.Role{runs.RoleApprover}) {
+	if p.Subject != "carol" || !slices.Equal(p.Roles, []run.Role{run.RoleApprover}) {
 		t.Fatalf("got %+v", p)
 	}
 	for name, tc := range map[string]struct{ token, want string }{
@@ -380,7 +380,7 @@ func TestJWTSubjectOfAStaticToken(t *testing.T) {
 	t.Setenv(env, secret)
 	sum := sha256.Sum256([]byte("carols-api-token"))
 	cfg := &auth.Config{
-		Tokens: []auth.Token{{Subject: "carol", Role: auth.Roles{runs.RoleApprover}, SHA256: hex.EncodeToString(sum[:])}},
+		Tokens: []auth.Token{{Subject: "carol", Role: auth.Roles{run.RoleApprover}, SHA256: hex.EncodeToString(sum[:])}},
 		JWT:    &auth.JWT{HS256SecretEnv: env, Issuer: issuer, Audience: audience},
 	}
 	authn := setup(t, cfg, auth.Options{})

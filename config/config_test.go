@@ -12,7 +12,7 @@ import (
 
 	"interlock/auth"
 	"interlock/config"
-	"interlock/runs"
+	"interlock/run"
 )
 
 func TestExampleConfigIsValid(t *testing.T) {
@@ -212,13 +212,13 @@ auth:
 		t.Fatalf("read %+v", a)
 	}
 	alice, portal, bob, kiosk := a.Tokens[0], a.Tokens[1], a.Tokens[2], a.Tokens[3]
-	if alice.Subject != "alice" || len(alice.Role) != 1 || alice.Role[0] != runs.RoleApprover || alice.SHA256 != sha256Of || alice.Resources != nil {
+	if alice.Subject != "alice" || len(alice.Role) != 1 || alice.Role[0] != run.RoleApprover || alice.SHA256 != sha256Of || alice.Resources != nil {
 		t.Fatalf("alice %+v", alice)
 	}
 	if len(portal.Resources) != 2 || portal.Resources[1] != "customer-2" {
 		t.Fatalf("portal %+v", portal)
 	}
-	if len(bob.Role) != 2 || bob.Role[0] != runs.RoleApprover || bob.Role[1] != "refunds" {
+	if len(bob.Role) != 2 || bob.Role[0] != run.RoleApprover || bob.Role[1] != "refunds" {
 		t.Fatalf("bob %+v", bob)
 	}
 	if kiosk.Resources == nil || len(kiosk.Resources) != 0 {
@@ -242,7 +242,7 @@ auth:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Subject != "alice" || !p.Has(runs.RoleApprover) || p.Resources != nil {
+	if p.Subject != "alice" || !p.Has(run.RoleApprover) || p.Resources != nil {
 		t.Fatalf("principal %+v", p)
 	}
 

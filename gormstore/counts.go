@@ -8,6 +8,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"interlock/run"
 	"interlock/runs"
 )
 
@@ -149,7 +150,7 @@ func RecountSuspended(ctx context.Context, db *gorm.DB) error {
 		}
 		err := tx.Exec(`INSERT INTO suspended_counts (agent_id, top_level, day, slot, n)
 SELECT `+agent+`, parent_run_id IS NULL, `+days+`, 0, COUNT(*) FROM agent_runs WHERE status = ?
-GROUP BY `+agent+`, parent_run_id IS NULL, `+days, runs.StatusSuspended).Error
+GROUP BY `+agent+`, parent_run_id IS NULL, `+days, run.StatusSuspended).Error
 		if err != nil {
 			return fmt.Errorf("recount suspended runs: %w", err)
 		}

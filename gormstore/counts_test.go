@@ -11,8 +11,8 @@ import (
 	"gorm.io/gorm"
 
 	"interlock/dbtest"
-	"interlock/events"
 	"interlock/gormstore"
+	"interlock/run"
 	"interlock/runs"
 )
 
@@ -47,17 +47,17 @@ func TestRecountSuspendedAgreesWithTheStore(t *testing.T) {
 		st := gormstore.New(db)
 		zone := time.FixedZone("UTC-5", -5*3600)
 		midnight := time.Date(2026, 3, 10, 0, 0, 0, 0, time.UTC)
-		var suspended []runs.Run
+		var suspended []run.Run
 		for i, off := range []time.Duration{-time.Millisecond, 0, time.Millisecond, 24*time.Hour - time.Millisecond, 24 * time.Hour, 47 * time.Hour, -19 * time.Hour, 14 * 365 * 24 * time.Hour} { // the last in 2040: past 2038
 			created := midnight.Add(off).In(zone)
-			r := runs.Run{ID: fmt.Sprintf("01900000-0000-7000-8000-%012d", i+1), AgentID: []string{"a", "b"}[i%2], Prompt: "p", Status: runs.StatusRunning, CreatedAt: created, UpdatedAt: created}
+			r := run.Run{ID: fmt.Sprintf("01900000-0000-7000-8000-%012d", i+1), AgentID: []string{"a", "b"}[i%2], Prompt: "p", Status: run.StatusRunning, CreatedAt: created, UpdatedAt: created}
 			lease := "lease"
-			if err := st.InsertRun(ctx, runs.NewRun{Run: r, Snapshot: "{}", Lease: lease, TTL: time.Hour, Events: []events.Event{{Type: events.RunStarted}}}); err != nil {
+			if err := st.InsertRun(ctx, runs.NewRun{Run: r, Snapshot: "{}", Lease: lease, TTL: time.Hour, Events: []run.Event{{Type: run.EventRunStarted}}}); err != nil {
 				t.Fatal(err)
 			}
-			call := events.ToolCall{ToolCallID: "call-1", ToolName: "tool", Args: json.RawMessage(`{}`), RequiresApproval: true}
+			call := run.ToolCall{ToolCallID: "call-1", ToolName: "tool", Args: json.RawMessage(`{}`), RequiresApproval: true}
 			err := st.Suspend(ctx, runs.Suspension{Checkpoint: runs.Checkpoint{RunID: r.ID, Lease: lease, TTL: time.Hour, After: 1, At: created,
-				Events: []events.Event{{Type: events.RunSuspended}}}, Calls: []events.ToolCall{call}, InstanceID: "i"})
+				Events: []run.Event{{Type: run.EventRunSuspended}}}, Calls: []run.ToolCall{call}, InstanceID: "i"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -68,7 +68,7 @@ func TestRecountSuspendedAgreesWithTheStore(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = st.Decide(ctx, runs.DecisionWrite{RunID: r.ID, Version: got.Version, After: got.LastSeq, ToolCallID: "call-1", Kind: runs.DecisionApproved,
+			err = st.Decide(ctx, runs.DecisionWrite{RunID: r.ID, Version: got.Version, After: got.LastSeq, ToolCallID: "call-1", Kind: run.DecisionApproved,
 				At: midnight.Add(time.Hour), Snapshot: "{}", Lease: "lease-2", TTL: time.Hour, InstanceID: "i"})
 			if err != nil {
 				t.Fatal(err)

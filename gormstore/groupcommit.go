@@ -10,8 +10,8 @@ import (
 
 	"gorm.io/gorm"
 
-	"interlock/events"
 	"interlock/notify"
+	"interlock/run"
 )
 
 // groupCommit writes the run writes that callers make at the same moment — new runs,
@@ -237,11 +237,11 @@ type announced struct {
 	runID string
 	last  int64
 	at    time.Time
-	evs   []events.Event
+	evs   []run.Event
 }
 
 // addEvents adds evs as the events after seq last of run runID.
-func (r *groupRows) addEvents(runID string, last int64, at time.Time, evs []events.Event) error {
+func (r *groupRows) addEvents(runID string, last int64, at time.Time, evs []run.Event) error {
 	if len(evs) == 0 {
 		return nil
 	}

@@ -13,8 +13,8 @@ import (
 	"gorm.io/gorm"
 
 	"interlock/dbtest"
-	"interlock/events"
 	"interlock/gormstore"
+	"interlock/run"
 	"interlock/runs"
 )
 
@@ -61,7 +61,7 @@ func TestGroupCommitSharesOneTransaction(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					c := runs.Checkpoint{RunID: fmt.Sprintf("run-%d", i), Lease: leases(i), TTL: time.Hour, After: after, At: now, Events: []events.Event{{Type: events.StepFinished}}}
+					c := runs.Checkpoint{RunID: fmt.Sprintf("run-%d", i), Lease: leases(i), TTL: time.Hour, After: after, At: now, Events: []run.Event{{Type: run.EventStepFinished}}}
 					errs[i] = s.Checkpoint(wctx, c)
 				}()
 			}
@@ -214,13 +214,13 @@ func BenchmarkRunWrites(b *testing.B) {
 							b.Error(err)
 							return
 						}
-						step := runs.Checkpoint{RunID: id, Lease: lease, TTL: time.Hour, After: 1, At: now, Events: []events.Event{{Type: events.StepFinished}}}
+						step := runs.Checkpoint{RunID: id, Lease: lease, TTL: time.Hour, After: 1, At: now, Events: []run.Event{{Type: run.EventStepFinished}}}
 						if err := s.Checkpoint(ctx, step); err != nil {
 							b.Error(err)
 							return
 						}
 						out := "done"
-						end := runs.Finish{Checkpoint: runs.Checkpoint{RunID: id, Lease: lease, After: 2, At: now, Events: []events.Event{{Type: events.RunFinished}}}, Status: runs.StatusCompleted, Output: &out}
+						end := runs.Finish{Checkpoint: runs.Checkpoint{RunID: id, Lease: lease, After: 2, At: now, Events: []run.Event{{Type: run.EventRunFinished}}}, Status: run.StatusCompleted, Output: &out}
 						if err := s.Finish(ctx, end); err != nil {
 							b.Error(err)
 							return
@@ -314,7 +314,7 @@ func TestGroupTracer(t *testing.T) {
 
 		// A lost lease rolls the group back and each write is made alone: the group's end says
 		// so, and the other write still succeeds.
-		stolen := runs.Checkpoint{RunID: "traced-1", Lease: "someone-else", TTL: time.Hour, After: 1, At: time.Now().UTC(), Events: []events.Event{{Type: events.StepFinished}}}
+		stolen := runs.Checkpoint{RunID: "traced-1", Lease: "someone-else", TTL: time.Hour, After: 1, At: time.Now().UTC(), Events: []run.Event{{Type: run.EventStepFinished}}}
 		errs := together(insert("traced-2"), func(ctx context.Context) error { return s.Checkpoint(ctx, stolen) })
 		if errs[0] != nil || !errors.Is(errs[1], runs.ErrLeaseLost) {
 			t.Fatalf("a group with a lost lease: %v; want nil, lease lost", errs)
@@ -340,6 +340,6 @@ func TestGroupTracer(t *testing.T) {
 // newRun is a new RUNNING run id, leased by "lease-" + id, with its first event.
 func newRun(id string) runs.NewRun {
 	now, lease := time.Now().UTC(), "lease-"+id
-	r := runs.Run{ID: id, AgentID: "agent", Prompt: "p", Status: runs.StatusRunning, CreatedAt: now, UpdatedAt: now, LastSeq: 1, LeaseOwner: &lease}
-	return runs.NewRun{Run: r, Snapshot: `{}`, Lease: lease, TTL: time.Hour, Events: []events.Event{{Type: events.RunStarted}}}
+	r := run.Run{ID: id, AgentID: "agent", Prompt: "p", Status: run.StatusRunning, CreatedAt: now, UpdatedAt: now, LastSeq: 1, LeaseOwner: &lease}
+	return runs.NewRun{Run: r, Snapshot: `{}`, Lease: lease, TTL: time.Hour, Events: []run.Event{{Type: run.EventRunStarted}}}
 }

@@ -9,7 +9,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
-	"interlock/events"
+	"interlock/run"
 	"interlock/runs"
 )
 
@@ -19,7 +19,7 @@ import (
 // tool_call_id) keeps one per call. On MySQL the existence check locks the key's range, so two
 // racing recorders of one call queue (or one is a deadlock victim, run again by tx) and the
 // second finds the first's row.
-func (s *Store) RecordLateResult(ctx context.Context, l runs.LateResult) (bool, error) {
+func (s *Store) RecordLateResult(ctx context.Context, l run.LateResult) (bool, error) {
 	var stored bool
 	err := s.tx(ctx, func(tx *gorm.DB) error {
 		stored = false
@@ -73,23 +73,23 @@ func (s *Store) RecordLateResult(ctx context.Context, l runs.LateResult) (bool, 
 // SQL, which the two dialects spell differently.
 func callEvents(tx *gorm.DB, runID, callID, tool string) (known, answered bool, err error) {
 	var rows []Event
-	err = tx.Select("type", "data").Where("run_id = ? AND type IN ?", runID, []events.Type{events.ToolCallRequested, events.ToolResult}).
+	err = tx.Select("type", "data").Where("run_id = ? AND type IN ?", runID, []run.EventType{run.EventToolCallRequested, run.EventToolResult}).
 		Find(&rows).Error
 	if err != nil {
 		return false, false, fmt.Errorf("read tool events of run %s: %w", runID, err)
 	}
 	for _, r := range rows {
-		var ev events.Event
+		var ev run.Event
 		if err := json.Unmarshal([]byte(r.Data), &ev); err != nil {
 			return false, false, fmt.Errorf("decode event of run %s: %w", runID, err)
 		}
 		if ev.ToolCall == nil || ev.ToolCall.ToolCallID != callID {
 			continue
 		}
-		switch events.Type(r.Type) {
-		case events.ToolResult:
+		switch run.EventType(r.Type) {
+		case run.EventToolResult:
 			answered = true
-		case events.ToolCallRequested:
+		case run.EventToolCallRequested:
 			known = known || ev.ToolCall.ToolName == tool
 		}
 	}
@@ -97,15 +97,15 @@ func callEvents(tx *gorm.DB, runID, callID, tool string) (known, answered bool, 
 }
 
 // LateResults implements runs.Store.
-func (s *Store) LateResults(ctx context.Context, runID string) ([]runs.LateResult, error) {
+func (s *Store) LateResults(ctx context.Context, runID string) ([]run.LateResult, error) {
 	byRun, err := lateResults(s.db.WithContext(ctx).Where("run_id = ?", runID), 1)
 	return byRun[runID], err
 }
 
 // lateResults reads the late results q selects, by run, each run's oldest first. A query for
 // no runs (q narrowed to an empty list) is not sent.
-func lateResults(q *gorm.DB, runsAsked int) (map[string][]runs.LateResult, error) {
-	out := map[string][]runs.LateResult{}
+func lateResults(q *gorm.DB, runsAsked int) (map[string][]run.LateResult, error) {
+	out := map[string][]run.LateResult{}
 	if runsAsked == 0 {
 		return out, nil
 	}
@@ -114,7 +114,7 @@ func lateResults(q *gorm.DB, runsAsked int) (map[string][]runs.LateResult, error
 		return nil, fmt.Errorf("load late results: %w", err)
 	}
 	for _, r := range rows {
-		out[r.RunID] = append(out[r.RunID], runs.LateResult{
+		out[r.RunID] = append(out[r.RunID], run.LateResult{
 			RunID: r.RunID, ToolCallID: r.ToolCallID, ToolName: r.ToolName, Result: rawOrNil(r.Result), Error: r.Error,
 			InstanceID: r.InstanceID, FinishedAt: r.FinishedAt.UTC(), RecordedAt: r.RecordedAt.UTC(),
 		})

@@ -10,8 +10,8 @@ import (
 
 	"gorm.io/gorm"
 
-	"interlock/events"
 	"interlock/notify"
+	"interlock/run"
 )
 
 // Notification is one row of notifications, the outbox: one event for one webhook, written in
@@ -41,11 +41,11 @@ var _ notify.Store = (*Store)(nil)
 
 // announcing reports whether any of evs may announce something to notify, so that the run row
 // is read only for those.
-func announcing(evs []events.Event) bool {
+func announcing(evs []run.Event) bool {
 	for _, ev := range evs {
 		switch ev.Type {
-		case events.ToolCallApproval, events.ToolCallSuspended, events.ToolCallApproved,
-			events.ToolCallDeclined, events.ToolCallExpired, events.RunResumed:
+		case run.EventToolCallApproval, run.EventToolCallSuspended, run.EventToolCallApproved,
+			run.EventToolCallDeclined, run.EventToolCallExpired, run.EventRunResumed:
 			return true
 		}
 	}
@@ -56,16 +56,16 @@ func announcing(evs []events.Event) bool {
 // after seq last) announce to targets (the store's Outbox; none: nothing is written). Only
 // top-level runs are announced: a sub-agent's suspension and decision surface on its
 // supervisor's run, which is announced.
-func writeOutbox(tx *gorm.DB, targets []notify.Target, runID string, last int64, at time.Time, evs []events.Event) error {
+func writeOutbox(tx *gorm.DB, targets []notify.Target, runID string, last int64, at time.Time, evs []run.Event) error {
 	if len(targets) == 0 || !announcing(evs) {
 		return nil
 	}
-	var run Run
-	err := tx.Select("id", "agent_id", "parent_run_id", "thread_id", "resource_id").Where("id = ?", runID).Take(&run).Error
+	var r Run
+	err := tx.Select("id", "agent_id", "parent_run_id", "thread_id", "resource_id").Where("id = ?", runID).Take(&r).Error
 	if err != nil {
 		return fmt.Errorf("read run %s for its notifications: %w", runID, err)
 	}
-	if run.ParentRunID != nil {
+	if r.ParentRunID != nil {
 		return nil
 	}
 	lookup := func(toolCallID string) (notify.Call, error) {
@@ -85,11 +85,11 @@ func writeOutbox(tx *gorm.DB, targets []notify.Target, runID string, last int64,
 		}
 		out := notify.Call{Edited: c.EditedArgs != nil}
 		if toolCallID == "" {
-			out.Resumed = &events.ToolCall{ToolCallID: c.ToolCallID, ToolName: c.ToolName, Args: rawOrNil(c.Args), SuspendPayload: rawOrNil(c.SuspendPayload)}
+			out.Resumed = &run.ToolCall{ToolCallID: c.ToolCallID, ToolName: c.ToolName, Args: rawOrNil(c.Args), SuspendPayload: rawOrNil(c.SuspendPayload)}
 		}
 		return out, nil
 	}
-	list, err := notify.FromRunEvents(notify.Run{ID: run.ID, AgentID: run.AgentID, ThreadID: run.ThreadID, ResourceID: run.ResourceID}, last, at, evs, lookup)
+	list, err := notify.FromRunEvents(notify.Run{ID: r.ID, AgentID: r.AgentID, ThreadID: r.ThreadID, ResourceID: r.ResourceID}, last, at, evs, lookup)
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 	"gorm.io/gorm"
 
 	"interlock/gormstore"
+	"interlock/run"
 	"interlock/runs"
 )
 
@@ -135,7 +136,7 @@ func TestSQLiteWritesTimesAsTheOldEngineDid(t *testing.T) {
 	insert := func(id string, at time.Time) {
 		t.Helper()
 		err := st.InsertRun(ctx, runs.NewRun{
-			Run:      runs.Run{ID: id, AgentID: "support-agent", Prompt: "p", CreatedAt: at, UpdatedAt: at},
+			Run:      run.Run{ID: id, AgentID: "support-agent", Prompt: "p", CreatedAt: at, UpdatedAt: at},
 			Snapshot: "{}", Lease: "lease", TTL: time.Minute,
 		})
 		if err != nil {

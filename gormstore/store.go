@@ -12,6 +12,7 @@ import (
 	"gorm.io/gorm"
 
 	"interlock/notify"
+	"interlock/run"
 	"interlock/runs"
 )
 
@@ -91,7 +92,7 @@ func retryable(err error) bool {
 
 // leased narrows a query to the run while lease holds it RUNNING.
 func leased(tx *gorm.DB, runID, lease string) *gorm.DB {
-	return tx.Model(&Run{}).Where("id = ? AND status = ? AND lease_owner = ?", runID, runs.StatusRunning, lease)
+	return tx.Model(&Run{}).Where("id = ? AND status = ? AND lease_owner = ?", runID, run.StatusRunning, lease)
 }
 
 // leaseUpdate is the compare-and-set every write of an executing run goes through. It counts

@@ -11,6 +11,7 @@ import (
 
 	"interlock/dbtest"
 	"interlock/gormstore"
+	"interlock/run"
 	"interlock/runs"
 )
 
@@ -52,9 +53,9 @@ func testThreadOwnerMigration(t *testing.T, db *gorm.DB) {
 	base := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	at := func(s int) time.Time { return base.Add(time.Duration(s) * time.Second) }
 	str := func(s string) *string { return &s }
-	run := func(id, thread string, resource *string, created int) {
+	rn := func(id, thread string, resource *string, created int) {
 		t.Helper()
-		r := gormstore.Run{ID: id, AgentID: "agent", ThreadID: &thread, ResourceID: resource, Prompt: "p", Status: string(runs.StatusCompleted), CreatedAt: at(created), UpdatedAt: at(created)}
+		r := gormstore.Run{ID: id, AgentID: "agent", ThreadID: &thread, ResourceID: resource, Prompt: "p", Status: string(run.StatusCompleted), CreatedAt: at(created), UpdatedAt: at(created)}
 		if err := db.Create(&r).Error; err != nil {
 			t.Fatal(err)
 		}
@@ -67,25 +68,25 @@ func testThreadOwnerMigration(t *testing.T, db *gorm.DB) {
 		}
 	}
 	// shared: user-2's run was stored first but user-1's was created first.
-	run("run-shared-2", "shared", str("user-2"), 10)
+	rn("run-shared-2", "shared", str("user-2"), 10)
 	message("shared", str("user-2"), "run-shared-2", "user-2's secret", 11)
-	run("run-shared-1", "shared", str("user-1"), 5)
+	rn("run-shared-1", "shared", str("user-1"), 5)
 	message("shared", str("user-1"), "run-shared-1", "user-1's question", 6)
-	run("run-shared-0", "shared", nil, 20)
+	rn("run-shared-0", "shared", nil, 20)
 	message("shared", nil, "run-shared-0", "nobody's question", 21)
 	// tie: created at the same instant; the smaller run id decides, so the answer is one.
-	run("run-tie-b", "tie", str("user-1"), 7)
-	run("run-tie-a", "tie", str("user-2"), 7)
+	rn("run-tie-b", "tie", str("user-1"), 7)
+	rn("run-tie-a", "tie", str("user-2"), 7)
 	// nobody-first: a run without resource came first, so it stays without one.
-	run("run-nobody-0", "nobody-first", nil, 1)
-	run("run-nobody-1", "nobody-first", str("user-1"), 2)
+	rn("run-nobody-0", "nobody-first", nil, 1)
+	rn("run-nobody-1", "nobody-first", str("user-1"), 2)
 	// purged: retention removed the runs, the messages stayed.
 	message("purged", str("user-3"), "gone-1", "user-3's question", 30)
 	message("purged", str("user-1"), "gone-2", "user-1's question", 31)
 	// "shared " is another thread than "shared", on MySQL too.
-	run("run-padded", "shared ", str("user-9"), 3)
+	rn("run-padded", "shared ", str("user-9"), 3)
 	// only a run, still running when the server stopped.
-	run("run-single", "single", str("user-1"), 40)
+	rn("run-single", "single", str("user-1"), 40)
 
 	if err := gormstore.Migrate(ctx, db); err != nil {
 		t.Fatal(err)
@@ -142,7 +143,7 @@ func testThreadOwnerMigration(t *testing.T, db *gorm.DB) {
 
 	insert := func(id, thread string, resource *string) error {
 		return st.InsertRun(ctx, runs.NewRun{
-			Run:      runs.Run{ID: id, AgentID: "agent", ThreadID: &thread, ResourceID: resource, Prompt: "p", CreatedAt: at(100), UpdatedAt: at(100)},
+			Run:      run.Run{ID: id, AgentID: "agent", ThreadID: &thread, ResourceID: resource, Prompt: "p", CreatedAt: at(100), UpdatedAt: at(100)},
 			Snapshot: "{}", Lease: "lease", TTL: time.Minute,
 		})
 	}

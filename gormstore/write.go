@@ -8,7 +8,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
-	"interlock/events"
+	"interlock/run"
 	"interlock/runs"
 )
 
@@ -63,7 +63,7 @@ func dupOrNil(d *runs.DuplicateRequest) error {
 // the key's row is inserted naming r when there is none, then read under a lock. It returns the
 // run that claimed it before, or nil when r did. Racing claims queue on the row's key as a
 // thread's do (claimThread).
-func (s *Store) claimKey(tx *gorm.DB, r runs.Run, k runs.Idempotency) (*runs.DuplicateRequest, error) {
+func (s *Store) claimKey(tx *gorm.DB, r run.Run, k runs.Idempotency) (*runs.DuplicateRequest, error) {
 	row := IdempotencyKey{KeyHash: k.KeyHash, RunID: r.ID, RequestHash: k.RequestHash, CreatedAt: ms(r.CreatedAt)}
 	if err := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&row).Error; err != nil {
 		return nil, fmt.Errorf("claim idempotency key: %w", err)
@@ -93,7 +93,7 @@ func (s *Store) claimKey(tx *gorm.DB, r runs.Run, k runs.Idempotency) (*runs.Dup
 // inserts its own); SQLite has one writer. The read is a locking one on MySQL so that it sees
 // the row committed by another transaction, whatever snapshot an earlier read of the same
 // (grouped) transaction took.
-func (s *Store) claimThread(tx *gorm.DB, r runs.Run) (bool, error) {
+func (s *Store) claimThread(tx *gorm.DB, r run.Run) (bool, error) {
 	if r.ThreadID == nil {
 		return true, nil
 	}
@@ -131,7 +131,7 @@ func (s *Store) addRun(rows *groupRows, n runs.NewRun) error {
 	rows.runs = append(rows.runs, map[string]any{
 		"id": r.ID, "agent_id": r.AgentID, "parent_run_id": r.ParentRunID, "thread_id": r.ThreadID,
 		"resource_id": r.ResourceID, "started_by": r.StartedBy, "prompt": r.Prompt, "require_tool_approval": r.RequireToolApproval,
-		"status": string(runs.StatusRunning), "snapshot": n.Snapshot, "created_at": ms(r.CreatedAt),
+		"status": string(run.StatusRunning), "snapshot": n.Snapshot, "created_at": ms(r.CreatedAt),
 		"updated_at": ms(r.UpdatedAt), "last_seq": int64(len(n.Events)), "lease_owner": n.Lease,
 		"lease_until": s.dbNowPlus(n.TTL), "version": 0, "recovery_attempts": 0,
 	})
@@ -167,7 +167,7 @@ func (s *Store) Checkpoint(ctx context.Context, c runs.Checkpoint) error {
 func (s *Store) Suspend(ctx context.Context, p runs.Suspension) error {
 	return s.tx(ctx, func(tx *gorm.DB) error {
 		set := s.checkpointSet(p.Checkpoint)
-		set["status"], set["suspended_at"] = runs.StatusSuspended, ms(p.At)
+		set["status"], set["suspended_at"] = run.StatusSuspended, ms(p.At)
 		set["lease_owner"], set["lease_until"], set["version"] = nil, nil, gorm.Expr("version + 1")
 		if err := leaseUpdate(tx, p.RunID, p.Lease, set); err != nil {
 			return err
@@ -194,7 +194,7 @@ func (s *Store) Suspend(ctx context.Context, p runs.Suspension) error {
 
 // pendingRow is the row of a call a run waits on, stored under id (a supervisor's delegate call
 // shows its sub-agent's call under its own id).
-func pendingRow(runID, id string, c events.ToolCall, at time.Time) ToolCall {
+func pendingRow(runID, id string, c run.ToolCall, at time.Time) ToolCall {
 	args := string(c.Args)
 	return ToolCall{
 		RunID: runID, ToolCallID: id, ToolName: c.ToolName, Args: &args,
@@ -257,17 +257,17 @@ func (s *Store) ReleaseLease(ctx context.Context, runID, lease string) error {
 // Decide implements runs.Store.
 func (s *Store) Decide(ctx context.Context, d runs.DecisionWrite) error {
 	return s.tx(ctx, func(tx *gorm.DB) error {
-		run := map[string]any{
+		r := map[string]any{
 			"version": d.Version + 1, "snapshot": d.Snapshot,
 			"updated_at": ms(d.At), "last_seq": d.After + int64(len(d.Events)),
 		}
 		if !d.Hold {
-			run["status"], run["lease_owner"], run["lease_until"] = runs.StatusRunning, d.Lease, s.dbNowPlus(d.TTL)
-			run["suspended_at"], run["recovery_attempts"], run["recover_after"] = nil, 0, nil
+			r["status"], r["lease_owner"], r["lease_until"] = run.StatusRunning, d.Lease, s.dbNowPlus(d.TTL)
+			r["suspended_at"], r["recovery_attempts"], r["recover_after"] = nil, 0, nil
 		}
 		res := tx.Model(&Run{}).
-			Where("id = ? AND status = ? AND version = ? AND last_seq = ?", d.RunID, runs.StatusSuspended, d.Version, d.After).
-			Updates(run)
+			Where("id = ? AND status = ? AND version = ? AND last_seq = ?", d.RunID, run.StatusSuspended, d.Version, d.After).
+			Updates(r)
 		if res.Error != nil {
 			return fmt.Errorf("decide run %s: %w", d.RunID, res.Error)
 		}
@@ -284,7 +284,7 @@ func (s *Store) Decide(ctx context.Context, d runs.DecisionWrite) error {
 		call := tx.Model(&ToolCall{}).Where("run_id = ? AND tool_call_id = ? AND state = ?", d.RunID, d.ToolCallID, ToolCallPending)
 		// The deadline decides between a person and the expiry: a person's decision until the
 		// call expires, an expiry from then on.
-		if d.Kind == runs.DecisionExpired {
+		if d.Kind == run.DecisionExpired {
 			call = call.Where("expires_at IS NOT NULL AND expires_at <= ?", ms(d.At))
 		} else {
 			call = call.Where("(expires_at IS NULL OR expires_at > ?)", ms(d.At))
@@ -316,7 +316,7 @@ func (s *Store) DueExpiries(ctx context.Context, now time.Time, limit int) ([]ru
 	err := s.db.WithContext(ctx).Model(&ToolCall{}).
 		Select("run_tool_calls.run_id", "run_tool_calls.tool_call_id", "run_tool_calls.expires_at").
 		Joins("JOIN agent_runs ON agent_runs.id = run_tool_calls.run_id").
-		Where("run_tool_calls.state = ? AND run_tool_calls.expires_at <= ? AND agent_runs.status = ?", ToolCallPending, ms(now), runs.StatusSuspended).
+		Where("run_tool_calls.state = ? AND run_tool_calls.expires_at <= ? AND agent_runs.status = ?", ToolCallPending, ms(now), run.StatusSuspended).
 		Order("run_tool_calls.expires_at").Order("run_tool_calls.id").Limit(limit).Find(&rows).Error
 	if err != nil {
 		return nil, fmt.Errorf("find due tool calls: %w", err)
@@ -332,17 +332,17 @@ func (s *Store) DueExpiries(ctx context.Context, now time.Time, limit int) ([]ru
 
 // expired narrows a query to RUNNING runs whose lease has expired by the database's clock.
 func (s *Store) expired(q *gorm.DB) *gorm.DB {
-	return q.Where("status = ? AND (lease_until IS NULL OR lease_until < ?)", runs.StatusRunning, s.dbNow())
+	return q.Where("status = ? AND (lease_until IS NULL OR lease_until < ?)", run.StatusRunning, s.dbNow())
 }
 
 // ExpiredRuns implements runs.Store.
-func (s *Store) ExpiredRuns(ctx context.Context, limit int) ([]*runs.Run, error) {
+func (s *Store) ExpiredRuns(ctx context.Context, limit int) ([]*run.Run, error) {
 	var rows []Run
 	q := s.expired(s.db.WithContext(ctx).Model(&Run{})).Where("recover_after IS NULL OR recover_after <= ?", s.dbNow())
 	if err := q.Order("lease_until").Order("id").Limit(limit).Find(&rows).Error; err != nil {
 		return nil, fmt.Errorf("find expired leases: %w", err)
 	}
-	out := make([]*runs.Run, len(rows))
+	out := make([]*run.Run, len(rows))
 	for i := range rows {
 		out[i] = runFromRow(&rows[i], nil)
 	}

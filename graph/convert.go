@@ -5,12 +5,12 @@ import (
 	"time"
 
 	"interlock/agent"
-	"interlock/events"
 	"interlock/graph/model"
+	"interlock/run"
 	"interlock/runs"
 )
 
-func toRun(r *runs.Run) *model.AgentRun {
+func toRun(r *run.Run) *model.AgentRun {
 	out := &model.AgentRun{
 		ID: r.ID, RunID: r.ID, AgentID: r.AgentID, Status: model.RunStatus(r.Status.Public()),
 		ThreadID: r.ThreadID, ResourceID: r.ResourceID, ParentRunID: r.ParentRunID, StartedBy: r.StartedBy,
@@ -48,7 +48,7 @@ func toRun(r *runs.Run) *model.AgentRun {
 	return out
 }
 
-func toRuns(list []*runs.Run) []*model.AgentRun {
+func toRuns(list []*run.Run) []*model.AgentRun {
 	out := make([]*model.AgentRun, len(list))
 	for i, r := range list {
 		out[i] = toRun(r)
@@ -56,7 +56,7 @@ func toRuns(list []*runs.Run) []*model.AgentRun {
 	return out
 }
 
-func toToolCall(runID string, c *events.ToolCall) *model.AgentRunToolCall {
+func toToolCall(runID string, c *run.ToolCall) *model.AgentRunToolCall {
 	out := &model.AgentRunToolCall{
 		ID: runID + ":" + c.ToolCallID, ToolCallID: &c.ToolCallID, ToolName: &c.ToolName,
 		RequiresApproval: c.RequiresApproval, SuspendPayload: c.SuspendPayload, Interrupted: c.Interrupted,
@@ -65,7 +65,7 @@ func toToolCall(runID string, c *events.ToolCall) *model.AgentRunToolCall {
 	return out
 }
 
-func toEvent(ev events.Event) *model.RunEvent {
+func toEvent(ev run.Event) *model.RunEvent {
 	out := &model.RunEvent{
 		RunID: ev.RunID, Seq: int(ev.Seq), Type: model.RunEventType(ev.Type), At: ev.At,
 		Text: nonEmpty(ev.Text), Result: ev.Result, Error: nonEmpty(ev.Error), ErrorCode: nonEmpty(ev.ErrorCode),

@@ -9,10 +9,10 @@ import (
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
-	"interlock/runs"
+	"interlock/run"
 )
 
-// PresentError is the one place errors become GraphQL errors. Application errors (runs.Error)
+// PresentError is the one place errors become GraphQL errors. Application errors (run.Error)
 // keep their message and get their code in extensions.code (UNAVAILABLE also gets
 // extensions.retryAfter, in seconds: storage could not be reached, and the driver's words stay
 // in the server); errors gqlgen classified itself
@@ -26,14 +26,14 @@ func PresentError(log *slog.Logger) graphql.ErrorPresenterFunc {
 		if !errors.As(err, &gqlErr) {
 			gqlErr = gqlerror.WrapPath(graphql.GetPath(ctx), err)
 		}
-		var appErr *runs.Error
+		var appErr *run.Error
 		if errors.As(err, &appErr) {
 			gqlErr.Message = appErr.Message
 			gqlErr.Err = appErr
 			setCode(gqlErr, string(appErr.Code))
-			if appErr.Code == runs.CodeUnavailable {
+			if appErr.Code == run.CodeUnavailable {
 				// Retry, and when: over a WebSocket or an event stream there is no Retry-After.
-				gqlErr.Extensions["retryAfter"] = runs.RetryAfter
+				gqlErr.Extensions["retryAfter"] = run.RetryAfter
 			}
 			return gqlErr
 		}
@@ -46,7 +46,7 @@ func PresentError(log *slog.Logger) graphql.ErrorPresenterFunc {
 		}
 		if gqlErr.Err == nil && len(gqlErr.Path) == 0 {
 			// Other errors gqlgen raised about the request before executing it: safe to show.
-			setCode(gqlErr, string(runs.CodeBadUserInput))
+			setCode(gqlErr, string(run.CodeBadUserInput))
 			return gqlErr
 		}
 		if gqlErr.Err == nil {
@@ -54,7 +54,7 @@ func PresentError(log *slog.Logger) graphql.ErrorPresenterFunc {
 			// the server's fault.
 			log.Error("graphql: field error", "path", gqlErr.Path.String(), "err", gqlErr.Message)
 			gqlErr.Message = "internal server error"
-			setCode(gqlErr, string(runs.CodeInternal))
+			setCode(gqlErr, string(run.CodeInternal))
 			return gqlErr
 		}
 		if errors.Is(err, context.Canceled) {
@@ -64,7 +64,7 @@ func PresentError(log *slog.Logger) graphql.ErrorPresenterFunc {
 			gqlErr.Message = "internal server error"
 		}
 		gqlErr.Err = nil
-		setCode(gqlErr, string(runs.CodeInternal))
+		setCode(gqlErr, string(run.CodeInternal))
 		return gqlErr
 	}
 }

@@ -6,8 +6,8 @@ import (
 
 	"github.com/99designs/gqlgen/graphql"
 
-	"interlock/events"
 	"interlock/graph/model"
+	"interlock/run"
 	"interlock/runs"
 )
 
@@ -29,14 +29,14 @@ func withRun(ctx context.Context, svc *runs.Service, ev *model.RunEvent) error {
 	if !strings.HasPrefix(string(ev.Type), "RUN_") {
 		return nil
 	}
-	run, err := svc.Get(ctx, ev.RunID)
-	if runs.ErrorCode(err) == runs.CodeNotFound {
+	r, err := svc.Get(ctx, ev.RunID)
+	if run.ErrorCode(err) == run.CodeNotFound {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	ev.Run = toRun(run)
+	ev.Run = toRun(r)
 	return nil
 }
 
@@ -46,7 +46,7 @@ func withRun(ctx context.Context, svc *runs.Service, ev *model.RunEvent) error {
 // be reached): the client resubscribes with after: its last seq.
 func followEvents(ctx context.Context, svc *runs.Service, runID string, after int64) (<-chan *model.RunEvent, error) {
 	wantRun := selectsRun(ctx)
-	return runs.FollowAs(svc, ctx, runID, after, func(ctx context.Context, ev events.Event) (*model.RunEvent, error) {
+	return runs.FollowAs(svc, ctx, runID, after, func(ctx context.Context, ev run.Event) (*model.RunEvent, error) {
 		next := toEvent(ev)
 		if wantRun {
 			if err := withRun(ctx, svc, next); err != nil {

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"interlock/graph/model"
+	"interlock/run"
 	"interlock/runs"
 	"time"
 )
@@ -30,17 +31,17 @@ func (r *mutationResolver) StartRun(ctx context.Context, input model.StartRunInp
 // ApproveToolCall is the resolver for the approveToolCall field.
 func (r *mutationResolver) ApproveToolCall(ctx context.Context, runID string, toolCallID *string, args json.RawMessage) (*model.AgentRun, error) {
 	p := runs.DecideParams{RunID: runID, ToolCallID: toolCallID}
-	var run *runs.Run
+	var rn *run.Run
 	var err error
 	if args != nil {
-		run, err = r.Runs.EditAndApprove(ctx, p, args)
+		rn, err = r.Runs.EditAndApprove(ctx, p, args)
 	} else {
-		run, err = r.Runs.Approve(ctx, p)
+		rn, err = r.Runs.Approve(ctx, p)
 	}
 	if err != nil {
 		return nil, err
 	}
-	return toRun(run), nil
+	return toRun(rn), nil
 }
 
 // DeclineToolCall is the resolver for the declineToolCall field.
@@ -67,7 +68,7 @@ func (r *mutationResolver) ResumeRun(ctx context.Context, runID string, resumeDa
 
 // Me is the resolver for the me field.
 func (r *queryResolver) Me(ctx context.Context) (*model.Principal, error) {
-	p := runs.PrincipalFrom(ctx)
+	p := run.PrincipalFrom(ctx)
 	if p == nil || !p.Authenticated() {
 		return nil, nil // authentication off: no token stands for anyone
 	}
@@ -92,21 +93,21 @@ func (r *queryResolver) SuspendedRuns(ctx context.Context, agentID *string, thre
 
 // Run is the resolver for the run field.
 func (r *queryResolver) Run(ctx context.Context, runID string) (*model.AgentRun, error) {
-	run, err := r.Runs.Get(ctx, runID)
-	if runs.ErrorCode(err) == runs.CodeNotFound {
+	rn, err := r.Runs.Get(ctx, runID)
+	if run.ErrorCode(err) == run.CodeNotFound {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	return toRun(run), nil
+	return toRun(rn), nil
 }
 
 // RecentRuns is the resolver for the recentRuns field.
 func (r *queryResolver) RecentRuns(ctx context.Context, statuses []model.RunStatus, agentID *string, threadID *string, resourceID *string, page *int, perPage *int, decision *model.DecisionKind, decidedBy *string) (*model.SuspendedRunsResult, error) {
 	p := runs.RecentParams{AgentID: agentID, ThreadID: threadID, ResourceID: resourceID, DecidedBy: decidedBy, PerPage: 20}
 	if decision != nil {
-		kind := runs.DecisionKind(*decision)
+		kind := run.DecisionKind(*decision)
 		p.Decision = &kind
 	}
 	if page != nil {
@@ -116,7 +117,7 @@ func (r *queryResolver) RecentRuns(ctx context.Context, statuses []model.RunStat
 		p.PerPage = *perPage
 	}
 	for _, st := range statuses {
-		p.Statuses = append(p.Statuses, runs.Status(st))
+		p.Statuses = append(p.Statuses, run.Status(st))
 	}
 	res, err := r.Runs.RecentRuns(ctx, p)
 	if err != nil {
@@ -205,7 +206,7 @@ func (r *subscriptionResolver) SuspendedRunsChanged(ctx context.Context, agentID
 // Messages is the resolver for the messages field.
 func (r *threadResolver) Messages(ctx context.Context, obj *model.Thread, last *int) ([]*model.ThreadMessage, error) {
 	if last != nil && *last == 0 {
-		return nil, runs.Errorf(runs.CodeBadUserInput, "last must be 1 or more, not 0")
+		return nil, run.Errorf(run.CodeBadUserInput, "last must be 1 or more, not 0")
 	}
 	th, err := r.Resolver.Runs.Thread(ctx, obj.ID, deref(last, 0))
 	if err != nil || th == nil {
@@ -223,7 +224,7 @@ func (r *threadResolver) Runs(ctx context.Context, obj *model.Thread, page *int,
 	// The thread's runs are its owner's: runs other resources started under the id before
 	// threads had owners are not the thread's (runs.Thread).
 	res, err := r.Resolver.Runs.RecentRuns(ctx, runs.RecentParams{
-		Statuses: runs.AllStatuses, ThreadID: &obj.ID, ResourceID: obj.ResourceID, WithoutResource: obj.ResourceID == nil,
+		Statuses: run.AllStatuses, ThreadID: &obj.ID, ResourceID: obj.ResourceID, WithoutResource: obj.ResourceID == nil,
 		Page: deref(page, 0), PerPage: deref(perPage, 20),
 	})
 	if err != nil {

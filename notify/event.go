@@ -11,7 +11,7 @@ import (
 	"net/url"
 	"time"
 
-	"interlock/events"
+	"interlock/run"
 )
 
 // Kind is what an event announces; it is also the name a webhook's events list uses.
@@ -47,7 +47,7 @@ type Event struct {
 	CreatedAt time.Time `json:"createdAt"`
 	Run       Run       `json:"run"`
 	// ToolCall is the call waited on or decided.
-	ToolCall *events.ToolCall `json:"toolCall,omitempty"`
+	ToolCall *run.ToolCall `json:"toolCall,omitempty"`
 	// WaitsFor is approval or input, on approval_requested.
 	WaitsFor string `json:"waitsFor,omitempty"`
 	// Decision is approved, edit_approved, declined or resumed, on decided.
@@ -76,25 +76,25 @@ type Call struct {
 	Edited bool
 	// Resumed is the call resumed with data, when the lookup was for one (RUN_RESUMED alone
 	// announces a resume).
-	Resumed *events.ToolCall
+	Resumed *run.ToolCall
 }
 
 // FromRunEvents picks, from events appended to a run after seq `after`, those that announce
 // something to notify, as Events without URL. lookup is asked about a decided call (by its id;
 // "" for the call a RUN_RESUMED resumed) only when a batch holds a decision: the store reads the
 // tool call row in the caller's transaction.
-func FromRunEvents(run Run, after int64, at time.Time, evs []events.Event, lookup func(toolCallID string) (Call, error)) ([]Event, error) {
+func FromRunEvents(r Run, after int64, at time.Time, evs []run.Event, lookup func(toolCallID string) (Call, error)) ([]Event, error) {
 	var out []Event
 	decided := false
 	for i, ev := range evs {
-		e := Event{ID: EventID(run.ID, after+int64(i)+1), CreatedAt: at.UTC().Truncate(time.Millisecond), Run: run, ToolCall: ev.ToolCall, Reason: ev.Reason, DecidedBy: ev.DecidedBy}
+		e := Event{ID: EventID(r.ID, after+int64(i)+1), CreatedAt: at.UTC().Truncate(time.Millisecond), Run: r, ToolCall: ev.ToolCall, Reason: ev.Reason, DecidedBy: ev.DecidedBy}
 		switch ev.Type {
-		case events.ToolCallApproval, events.ToolCallSuspended:
+		case run.EventToolCallApproval, run.EventToolCallSuspended:
 			e.Type, e.WaitsFor = ApprovalRequested, "approval"
-			if ev.Type == events.ToolCallSuspended {
+			if ev.Type == run.EventToolCallSuspended {
 				e.WaitsFor = "input"
 			}
-		case events.ToolCallApproved:
+		case run.EventToolCallApproved:
 			decided = true
 			id := ""
 			if ev.ToolCall != nil {
@@ -108,13 +108,13 @@ func FromRunEvents(run Run, after int64, at time.Time, evs []events.Event, looku
 			if c.Edited {
 				e.Decision = DecisionEditApproved
 			}
-		case events.ToolCallDeclined:
+		case run.EventToolCallDeclined:
 			decided = true
 			e.Type, e.Decision = Decided, DecisionDeclined
-		case events.ToolCallExpired:
+		case run.EventToolCallExpired:
 			decided = true
 			e.Type = Expired
-		case events.RunResumed:
+		case run.EventRunResumed:
 			// A RUN_RESUMED after a call's own decision event repeats it; alone, it is a resume.
 			if decided || ev.DecidedBy == "" {
 				continue

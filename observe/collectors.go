@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"interlock/run"
 	"interlock/runs"
 )
 
@@ -95,7 +96,7 @@ func (c *runsCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 1)
-	for _, s := range runs.AllStatuses {
+	for _, s := range run.AllStatuses {
 		ch <- prometheus.MustNewConstMetric(c.byStatus, prometheus.GaugeValue, float64(st.ByStatus[s]), string(s))
 	}
 	ch <- prometheus.MustNewConstMetric(c.suspended, prometheus.GaugeValue, float64(st.Suspended))

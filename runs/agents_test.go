@@ -12,8 +12,8 @@ import (
 
 	"interlock/agent"
 	"interlock/dbtest"
-	"interlock/events"
 	"interlock/llm"
+	"interlock/run"
 	"interlock/runs"
 )
 
@@ -36,18 +36,18 @@ func TestInvalidArgumentsNeverReachAPerson(t *testing.T) {
 		f := setupWith(t, db, runs.Config{}, setupOpts{agents: []*agent.Agent{a}})
 		r := f.start(t, runs.StartParams{AgentID: "refunder", Prompt: "refund order 4"})
 		done := f.finished(t, r.ID)
-		if done.Status != runs.StatusCompleted {
+		if done.Status != run.StatusCompleted {
 			t.Fatalf("run is %s, want COMPLETED without waiting for a person", done.Status)
 		}
 		evs := allEvents(t, f, r.ID)
-		if n := len(ofType(evs, events.RunSuspended)); n != 0 || executed.Load() != 0 {
+		if n := len(ofType(evs, run.EventRunSuspended)); n != 0 || executed.Load() != 0 {
 			t.Fatalf("%d suspensions, %d executions; want none", n, executed.Load())
 		}
-		calls := ofType(evs, events.ToolCallRequested)
+		calls := ofType(evs, run.EventToolCallRequested)
 		if len(calls) != 1 || calls[0].ToolCall.RequiresApproval {
 			t.Fatalf("TOOL_CALL events %+v: the call must not be shown as waiting for approval", calls)
 		}
-		results := ofType(evs, events.ToolResult)
+		results := ofType(evs, run.EventToolResult)
 		if len(results) != 1 || !strings.Contains(results[0].Error, "missing property 'amount'") {
 			t.Fatalf("TOOL_RESULT events %+v", results)
 		}
@@ -83,13 +83,13 @@ func TestEditedArgumentsAreToldToTheModel(t *testing.T) {
 		}}}
 		f := setupWith(t, db, runs.Config{}, setupOpts{agents: []*agent.Agent{a}})
 		r := f.start(t, runs.StartParams{AgentID: "refunder", Prompt: "refund"})
-		f.until(t, r.ID, 0, runs.StatusSuspended)
+		f.until(t, r.ID, 0, run.StatusSuspended)
 		_, err := f.svc.EditAndApprove(bg(), runs.DecideParams{RunID: r.ID}, json.RawMessage(`{"amount":25}`))
-		wantCode(t, err, runs.CodeBadUserInput)
+		wantCode(t, err, run.CodeBadUserInput)
 		if _, err := f.svc.EditAndApprove(bg(), runs.DecideParams{RunID: r.ID}, json.RawMessage(`{"amount":12}`)); err != nil {
 			t.Fatal(err)
 		}
-		if done := f.finished(t, r.ID); done.Status != runs.StatusCompleted {
+		if done := f.finished(t, r.ID); done.Status != run.StatusCompleted {
 			t.Fatalf("run %s", done.Status)
 		}
 		mu.Lock()

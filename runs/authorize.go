@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"interlock/agent"
+	"interlock/run"
 )
 
 // The authorization rules. Every entry point of the service checks the principal of its context
@@ -20,51 +21,51 @@ import (
 
 // errUnauthenticated is the answer of every rule to a context that acts for nobody.
 func errUnauthenticated(what string) error {
-	return Errorf(CodeUnauthenticated, "%s needs credentials: send Authorization: Bearer <token>", what)
+	return run.Errorf(run.CodeUnauthenticated, "%s needs credentials: send Authorization: Bearer <token>", what)
 }
 
 // require answers FORBIDDEN unless the principal of ctx holds role (UNAUTHENTICATED without a
 // principal). what names the operation.
-func require(ctx context.Context, role Role, what string) error {
-	p := PrincipalFrom(ctx)
+func require(ctx context.Context, role run.Role, what string) error {
+	p := run.PrincipalFrom(ctx)
 	if p == nil {
 		return errUnauthenticated(what)
 	}
 	if p.Has(role) {
 		return nil
 	}
-	return Errorf(CodeForbidden, "%s needs the %s role; %s has %s", what, role, p.Subject, roleList(p.Roles))
+	return run.Errorf(run.CodeForbidden, "%s needs the %s role; %s has %s", what, role, p.Subject, roleList(p.Roles))
 }
 
 // Authorize answers FORBIDDEN unless the principal of ctx may read: for the entry points whose
 // data is not a run's (the agents and their tools).
-func Authorize(ctx context.Context) error { return require(ctx, RoleViewer, "reading") }
+func Authorize(ctx context.Context) error { return require(ctx, run.RoleViewer, "reading") }
 
 // mayDecide answers FORBIDDEN unless the principal of ctx may decide some tool calls: an
 // approver, or the holder of a custom role (which tools' approverRoles may name). It is checked
 // before anything about the run is read, so that a principal who may not decide learns nothing
 // from trying, and changes nothing.
 func mayDecide(ctx context.Context) error {
-	p := PrincipalFrom(ctx)
+	p := run.PrincipalFrom(ctx)
 	if p == nil {
 		return errUnauthenticated("deciding a tool call")
 	}
-	if p.Has(RoleApprover) {
+	if p.Has(run.RoleApprover) {
 		return nil
 	}
 	for _, r := range p.Roles {
-		if _, builtin := rank[r]; !builtin {
+		if !r.Builtin() {
 			return nil
 		}
 	}
-	return Errorf(CodeForbidden, "deciding a tool call needs the approver role; %s has %s", p.Subject, roleList(p.Roles))
+	return run.Errorf(run.CodeForbidden, "deciding a tool call needs the approver role; %s has %s", p.Subject, roleList(p.Roles))
 }
 
 // scope narrows a listing to the principal's resources. requested is the resourceId filter the
 // client gave. It returns the resources to admit (nil: any) and whether nothing can match:
 // nothing does without a principal.
 func scope(ctx context.Context, requested *string) (resources []string, none bool) {
-	p := PrincipalFrom(ctx)
+	p := run.PrincipalFrom(ctx)
 	if p == nil {
 		return nil, true
 	}
@@ -80,58 +81,58 @@ func scope(ctx context.Context, requested *string) (resources []string, none boo
 // visible reports whether the principal of ctx may see runs of the resource (nothing is visible
 // without a principal).
 func visible(ctx context.Context, resourceID *string) bool {
-	p := PrincipalFrom(ctx)
+	p := run.PrincipalFrom(ctx)
 	return p != nil && p.Sees(resourceID)
 }
 
 // notFound is the answer about a run that does not exist, or that the principal may not see.
-func notFound(runID string) error { return Errorf(CodeNotFound, "no run with id %q", runID) }
+func notFound(runID string) error { return run.Errorf(run.CodeNotFound, "no run with id %q", runID) }
 
 // authorizeStart checks that the principal may start a run of the resource.
 func authorizeStart(ctx context.Context, resourceID *string) error {
-	if err := require(ctx, RoleOperator, "starting a run"); err != nil {
+	if err := require(ctx, run.RoleOperator, "starting a run"); err != nil {
 		return err
 	}
-	p := PrincipalFrom(ctx)
+	p := run.PrincipalFrom(ctx)
 	if p.Sees(resourceID) { // require refused a context without a principal
 		return nil
 	}
 	if resourceID == nil {
-		return Errorf(CodeForbidden, "%s may start runs only of its resources (%s): pass resourceId", p.Subject, strings.Join(p.Resources, ", "))
+		return run.Errorf(run.CodeForbidden, "%s may start runs only of its resources (%s): pass resourceId", p.Subject, strings.Join(p.Resources, ", "))
 	}
-	return Errorf(CodeForbidden, "%s may not start runs of resource %q, only of %s", p.Subject, *resourceID, strings.Join(p.Resources, ", "))
+	return run.Errorf(run.CodeForbidden, "%s may not start runs of resource %q, only of %s", p.Subject, *resourceID, strings.Join(p.Resources, ", "))
 }
 
 // authorizeDecision checks that the principal may take decision d on call (of tool, nil when the
 // agent no longer has it) of run, which top is the run the decision was addressed to (a
 // supervisor's, or run itself). Visibility was checked on top when it was read.
-func (s *Service) authorizeDecision(ctx context.Context, top, run *Run, toolName string, tool *agent.Tool, d agent.Decision) error {
-	p := PrincipalFrom(ctx)
+func (s *Service) authorizeDecision(ctx context.Context, top, rn *run.Run, toolName string, tool *agent.Tool, d agent.Decision) error {
+	p := run.PrincipalFrom(ctx)
 	if p == nil {
 		return errUnauthenticated("deciding a tool call")
 	}
 	if tool != nil && len(tool.ApproverRoles) > 0 {
-		roles := make([]Role, len(tool.ApproverRoles))
+		roles := make([]run.Role, len(tool.ApproverRoles))
 		for i, r := range tool.ApproverRoles {
-			roles[i] = Role(r)
+			roles[i] = run.Role(r)
 		}
-		if !p.Has(RoleAdmin) && !p.HasAny(roles) {
-			return Errorf(CodeForbidden, "only %s may decide %s calls; %s has %s", roleList(roles), toolName, p.Subject, roleList(p.Roles))
+		if !p.Has(run.RoleAdmin) && !p.HasAny(roles) {
+			return run.Errorf(run.CodeForbidden, "only %s may decide %s calls; %s has %s", roleList(roles), toolName, p.Subject, roleList(p.Roles))
 		}
-	} else if err := require(ctx, RoleApprover, "deciding a tool call"); err != nil {
+	} else if err := require(ctx, run.RoleApprover, "deciding a tool call"); err != nil {
 		return err
 	}
 	if s.cfg.SeparationOfDuties && d.Kind == agent.CallApproved {
-		for _, r := range []*Run{top, run} {
+		for _, r := range []*run.Run{top, rn} {
 			if r.StartedBy != nil && p.Authenticated() && *r.StartedBy == p.Subject {
-				return Errorf(CodeForbidden, "%s started run %s: with separation of duties someone else must approve its tool calls (you may still decline them)", p.Subject, top.ID)
+				return run.Errorf(run.CodeForbidden, "%s started run %s: with separation of duties someone else must approve its tool calls (you may still decline them)", p.Subject, top.ID)
 			}
 		}
 	}
 	return nil
 }
 
-func roleList(roles []Role) string {
+func roleList(roles []run.Role) string {
 	if len(roles) == 0 {
 		return "no role"
 	}

@@ -12,42 +12,25 @@ import (
 	"interlock/agent"
 	"interlock/dbtest"
 	"interlock/llm"
+	"interlock/run"
 	"interlock/runs"
 )
 
 // as is a context acting for a principal.
-func as(subject string, resources []string, roles ...runs.Role) context.Context {
-	return runs.WithPrincipal(context.Background(), &runs.Principal{Subject: subject, Roles: roles, Resources: resources})
-}
-
-func TestPrincipalRoles(t *testing.T) {
-	p := &runs.Principal{Roles: []runs.Role{"refunds"}}
-	if !p.Has(runs.RoleViewer) || p.Has(runs.RoleOperator) || !p.Has("refunds") || p.Has("payroll") {
-		t.Errorf("a custom role grants viewer and itself only")
-	}
-	a := &runs.Principal{Roles: []runs.Role{runs.RoleApprover}}
-	if !a.Has(runs.RoleViewer) || !a.Has(runs.RoleOperator) || !a.Has(runs.RoleApprover) || a.Has(runs.RoleAdmin) || a.Has("refunds") {
-		t.Errorf("approver includes viewer and operator, not admin nor custom roles")
-	}
-	if (&runs.Principal{}).Has(runs.RoleViewer) {
-		t.Errorf("no role grants nothing")
-	}
-	s := &runs.Principal{Resources: []string{"r1"}}
-	if !s.Sees(ptr("r1")) || s.Sees(ptr("r2")) || s.Sees(nil) || !(&runs.Principal{}).Sees(nil) {
-		t.Errorf("Sees: a scoped principal sees only its resources, never runs without one")
-	}
+func as(subject string, resources []string, roles ...run.Role) context.Context {
+	return run.WithPrincipal(context.Background(), &run.Principal{Subject: subject, Roles: roles, Resources: resources})
 }
 
 func TestRolesGateEachOperation(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := setup(t, db, runs.Config{})
-		viewer := as("vera", nil, runs.RoleViewer)
-		operator := as("otto", nil, runs.RoleOperator)
-		approver := as("alice", nil, runs.RoleApprover)
+		viewer := as("vera", nil, run.RoleViewer)
+		operator := as("otto", nil, run.RoleOperator)
+		approver := as("alice", nil, run.RoleApprover)
 		nobody := as("nora", nil)
 
 		_, err := f.svc.StartRun(viewer, runs.StartParams{AgentID: "support-agent", Prompt: "refund order 1 for 5"})
-		wantCode(t, err, runs.CodeForbidden)
+		wantCode(t, err, run.CodeForbidden)
 		started, err := f.svc.StartRun(operator, runs.StartParams{AgentID: "support-agent", Prompt: "refund order 1 for 5", ResourceID: ptr("r1")})
 		if err != nil {
 			t.Fatal(err)
@@ -55,7 +38,7 @@ func TestRolesGateEachOperation(t *testing.T) {
 		if started.StartedBy == nil || *started.StartedBy != "otto" {
 			t.Fatalf("startedBy = %v, want otto", started.StartedBy)
 		}
-		f.until(t, started.ID, 0, runs.StatusSuspended)
+		f.until(t, started.ID, 0, run.StatusSuspended)
 
 		for name, read := range map[string]func(context.Context) error{
 			"Get": func(ctx context.Context) error { _, err := f.svc.Get(ctx, started.ID); return err },
@@ -88,16 +71,16 @@ func TestRolesGateEachOperation(t *testing.T) {
 			if err := read(viewer); err != nil {
 				t.Errorf("%s as a viewer: %v", name, err)
 			}
-			if err := read(nobody); runs.ErrorCode(err) != runs.CodeForbidden {
+			if err := read(nobody); run.ErrorCode(err) != run.CodeForbidden {
 				t.Errorf("%s as a principal without a role: %v, want FORBIDDEN", name, err)
 			}
 		}
 
 		for _, ctx := range []context.Context{viewer, operator} {
 			_, err := f.svc.Approve(ctx, runs.DecideParams{RunID: started.ID})
-			wantCode(t, err, runs.CodeForbidden)
+			wantCode(t, err, run.CodeForbidden)
 			_, err = f.svc.Decline(ctx, runs.DecideParams{RunID: started.ID}, "no")
-			wantCode(t, err, runs.CodeForbidden)
+			wantCode(t, err, run.CodeForbidden)
 		}
 		// Who decides is who authenticated.
 		after, err := f.svc.Approve(approver, runs.DecideParams{RunID: started.ID})
@@ -114,8 +97,8 @@ func TestRolesGateEachOperation(t *testing.T) {
 func TestScopedPrincipalLearnsNothingOfOtherResources(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := setup(t, db, runs.Config{})
-		admin := as("root", nil, runs.RoleAdmin)
-		scoped := as("portal", []string{"r2"}, runs.RoleAdmin)
+		admin := as("root", nil, run.RoleAdmin)
+		scoped := as("portal", []string{"r2"}, run.RoleAdmin)
 		watchCtx, stopWatch := context.WithCancel(scoped)
 		defer stopWatch()
 		changes, err := f.svc.WatchSuspended(watchCtx, runs.WatchFilter{})
@@ -127,12 +110,12 @@ func TestScopedPrincipalLearnsNothingOfOtherResources(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f.until(t, other.ID, 0, runs.StatusSuspended)
+		f.until(t, other.ID, 0, run.StatusSuspended)
 		unscoped, err := f.svc.StartRun(admin, runs.StartParams{AgentID: "support-agent", Prompt: "refund order 8 for 9"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		f.until(t, unscoped.ID, 0, runs.StatusSuspended)
+		f.until(t, unscoped.ID, 0, run.StatusSuspended)
 		before, err := f.svc.Get(admin, other.ID)
 		if err != nil {
 			t.Fatal(err)
@@ -144,26 +127,26 @@ func TestScopedPrincipalLearnsNothingOfOtherResources(t *testing.T) {
 				t.Errorf("ListSuspended(%+v) = %+v, %v; want nothing", p, res, err)
 			}
 		}
-		if res, err := f.svc.RecentRuns(scoped, runs.RecentParams{Statuses: runs.AllStatuses, PerPage: 10}); err != nil || res.Total != 0 {
+		if res, err := f.svc.RecentRuns(scoped, runs.RecentParams{Statuses: run.AllStatuses, PerPage: 10}); err != nil || res.Total != 0 {
 			t.Errorf("RecentRuns = %+v, %v; want nothing", res, err)
 		}
 		if th, err := f.svc.Thread(scoped, "t1", 0); err != nil || th != nil {
 			t.Errorf("Thread(t1) = %+v, %v; want nil", th, err)
 		}
 		_, err = f.svc.Get(scoped, other.ID)
-		wantCode(t, err, runs.CodeNotFound)
+		wantCode(t, err, run.CodeNotFound)
 		_, err = f.svc.Get(scoped, unscoped.ID)
-		wantCode(t, err, runs.CodeNotFound)
+		wantCode(t, err, run.CodeNotFound)
 		_, err = f.svc.Follow(scoped, other.ID, 0)
-		wantCode(t, err, runs.CodeNotFound)
+		wantCode(t, err, run.CodeNotFound)
 		_, err = f.svc.Approve(scoped, runs.DecideParams{RunID: other.ID})
-		wantCode(t, err, runs.CodeNotFound)
+		wantCode(t, err, run.CodeNotFound)
 		_, err = f.svc.Decline(scoped, runs.DecideParams{RunID: other.ID}, "no")
-		wantCode(t, err, runs.CodeNotFound)
+		wantCode(t, err, run.CodeNotFound)
 		_, err = f.svc.Resume(scoped, runs.DecideParams{RunID: other.ID}, json.RawMessage(`{}`))
-		wantCode(t, err, runs.CodeNotFound)
+		wantCode(t, err, run.CodeNotFound)
 		_, err = f.svc.EditAndApprove(scoped, runs.DecideParams{RunID: other.ID}, json.RawMessage(`{"orderId":"1","amount":1}`))
-		wantCode(t, err, runs.CodeNotFound)
+		wantCode(t, err, run.CodeNotFound)
 		// The answers about a run it may not see are those about a run that does not exist.
 		_, errNone := f.svc.Approve(scoped, runs.DecideParams{RunID: "no-such-run"})
 		_, errOther := f.svc.Approve(scoped, runs.DecideParams{RunID: other.ID})
@@ -172,14 +155,14 @@ func TestScopedPrincipalLearnsNothingOfOtherResources(t *testing.T) {
 		}
 
 		after, err := f.svc.Get(admin, other.ID)
-		if err != nil || after.Status != runs.StatusSuspended || after.Version != before.Version || len(after.Decisions) != 0 {
+		if err != nil || after.Status != run.StatusSuspended || after.Version != before.Version || len(after.Decisions) != 0 {
 			t.Fatalf("the other resource's run changed: %+v, %v", after, err)
 		}
 
 		_, err = f.svc.StartRun(scoped, runs.StartParams{AgentID: "support-agent", Prompt: "hi", ResourceID: ptr("r1")})
-		wantCode(t, err, runs.CodeForbidden)
+		wantCode(t, err, run.CodeForbidden)
 		_, err = f.svc.StartRun(scoped, runs.StartParams{AgentID: "support-agent", Prompt: "hi"})
-		wantCode(t, err, runs.CodeForbidden)
+		wantCode(t, err, run.CodeForbidden)
 		own, err := f.svc.StartRun(scoped, runs.StartParams{AgentID: "support-agent", Prompt: "refund order 3 for 1", ResourceID: ptr("r2")})
 		if err != nil {
 			t.Fatal(err)
@@ -203,24 +186,24 @@ func TestScopedPrincipalLearnsNothingOfOtherResources(t *testing.T) {
 func TestSeparationOfDuties(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := setup(t, db, runs.Config{SeparationOfDuties: true})
-		alice := as("alice", nil, runs.RoleApprover)
-		bob := as("bob", nil, runs.RoleApprover)
-		suspend := func() *runs.Run {
+		alice := as("alice", nil, run.RoleApprover)
+		bob := as("bob", nil, run.RoleApprover)
+		suspend := func() *run.Run {
 			r, err := f.svc.StartRun(alice, runs.StartParams{AgentID: "support-agent", Prompt: "refund order 1 for 5"})
 			if err != nil {
 				t.Fatal(err)
 			}
-			f.until(t, r.ID, 0, runs.StatusSuspended)
+			f.until(t, r.ID, 0, run.StatusSuspended)
 			return r
 		}
 		r := suspend()
 		_, err := f.svc.Approve(alice, runs.DecideParams{RunID: r.ID})
-		wantCode(t, err, runs.CodeForbidden)
+		wantCode(t, err, run.CodeForbidden)
 		if !strings.Contains(err.Error(), "separation of duties") {
 			t.Errorf("message %q does not say why", err)
 		}
 		_, err = f.svc.EditAndApprove(alice, runs.DecideParams{RunID: r.ID}, json.RawMessage(`{"orderId":"1","amount":1}`))
-		wantCode(t, err, runs.CodeForbidden)
+		wantCode(t, err, run.CodeForbidden)
 		if _, err := f.svc.Approve(bob, runs.DecideParams{RunID: r.ID}); err != nil {
 			t.Fatal(err)
 		}
@@ -237,7 +220,7 @@ func TestSeparationOfDuties(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		off.until(t, r2.ID, 0, runs.StatusSuspended)
+		off.until(t, r2.ID, 0, run.StatusSuspended)
 		if _, err := off.svc.Approve(alice, runs.DecideParams{RunID: r2.ID}); err != nil {
 			t.Fatalf("without separation of duties the starter may approve: %v", err)
 		}
@@ -256,25 +239,25 @@ func TestApproverRolesOfATool(t *testing.T) {
 			}},
 		}
 		f := setupWith(t, db, runs.Config{}, setupOpts{agents: []*agent.Agent{guarded}})
-		admin := as("root", nil, runs.RoleAdmin)
-		approver := as("alice", nil, runs.RoleApprover)
+		admin := as("root", nil, run.RoleAdmin)
+		approver := as("alice", nil, run.RoleApprover)
 		refunds := as("rita", nil, "refunds")
-		suspend := func() *runs.Run {
+		suspend := func() *run.Run {
 			r, err := f.svc.StartRun(admin, runs.StartParams{AgentID: "guarded-agent", Prompt: "refund order 1 for 5"})
 			if err != nil {
 				t.Fatal(err)
 			}
-			f.until(t, r.ID, 0, runs.StatusSuspended)
+			f.until(t, r.ID, 0, run.StatusSuspended)
 			return r
 		}
 		r := suspend()
 		_, err := f.svc.Approve(approver, runs.DecideParams{RunID: r.ID})
-		wantCode(t, err, runs.CodeForbidden)
+		wantCode(t, err, run.CodeForbidden)
 		if !strings.Contains(err.Error(), "refunds") {
 			t.Errorf("message %q does not name the role needed", err)
 		}
 		_, err = f.svc.Decline(approver, runs.DecideParams{RunID: r.ID}, "no")
-		wantCode(t, err, runs.CodeForbidden)
+		wantCode(t, err, run.CodeForbidden)
 		if _, err := f.svc.Approve(refunds, runs.DecideParams{RunID: r.ID}); err != nil {
 			t.Fatalf("a holder of the tool's approver role: %v", err)
 		}
@@ -289,9 +272,9 @@ func TestApproverRolesOfATool(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f.until(t, r2.ID, 0, runs.StatusSuspended)
+		f.until(t, r2.ID, 0, run.StatusSuspended)
 		_, err = f.svc.Approve(refunds, runs.DecideParams{RunID: r2.ID})
-		wantCode(t, err, runs.CodeForbidden)
+		wantCode(t, err, run.CodeForbidden)
 		if _, err := f.svc.Approve(approver, runs.DecideParams{RunID: r2.ID}); err != nil {
 			t.Fatal(err)
 		}
@@ -329,7 +312,7 @@ func TestNoPrincipalIsUnauthenticated(t *testing.T) {
 			"Threads":        func() error { _, _, err := f.svc.Threads(nobody, runs.ThreadsParams{PerPage: 20}); return err },
 			"Authorize":      func() error { return runs.Authorize(nobody) },
 		} {
-			if err := call(); runs.ErrorCode(err) != runs.CodeUnauthenticated {
+			if err := call(); run.ErrorCode(err) != run.CodeUnauthenticated {
 				t.Errorf("%s without a principal: %v, want UNAUTHENTICATED", name, err)
 			}
 		}
@@ -337,17 +320,17 @@ func TestNoPrincipalIsUnauthenticated(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.Status != runs.StatusSuspended || len(got.Decisions) != 0 || f.executed.Load() != 0 {
+		if got.Status != run.StatusSuspended || len(got.Decisions) != 0 || f.executed.Load() != 0 {
 			t.Fatalf("after the refused calls: %s, decisions %+v, executed %d; want it untouched", got.Status, got.Decisions, f.executed.Load())
 		}
 		// The server's own principals may do everything, and are recorded as nobody.
-		for name, ctx := range map[string]context.Context{"System": bg(), "Anonymous": runs.WithPrincipal(context.Background(), runs.Anonymous())} {
+		for name, ctx := range map[string]context.Context{"System": bg(), "Anonymous": run.WithPrincipal(context.Background(), run.Anonymous())} {
 			started, err := f.svc.StartRun(ctx, runs.StartParams{AgentID: "support-agent", Prompt: "hello"})
 			if err != nil || started.StartedBy != nil {
 				t.Fatalf("%s starts a run: %v, startedBy %v; want started by nobody", name, err, started.StartedBy)
 			}
 		}
-		after, err := f.svc.Approve(runs.WithPrincipal(context.Background(), runs.Anonymous()), runs.DecideParams{RunID: r.ID})
+		after, err := f.svc.Approve(run.WithPrincipal(context.Background(), run.Anonymous()), runs.DecideParams{RunID: r.ID})
 		if err != nil || len(after.Decisions) != 1 || after.Decisions[0].DecidedBy != nil {
 			t.Fatalf("Anonymous approves: %v, decisions %+v; want one decided by nobody", err, after.Decisions)
 		}

@@ -9,6 +9,7 @@ import (
 	"gorm.io/gorm"
 
 	"interlock/dbtest"
+	"interlock/run"
 	"interlock/runs"
 )
 
@@ -55,9 +56,9 @@ func seedMany(b *testing.B, db *gorm.DB, n int) {
 		list = list[:0]
 	}
 	for i := 0; i < n; i++ {
-		status := runs.StatusCompleted
+		status := run.StatusCompleted
 		if i%10 == 0 {
-			status = runs.StatusSuspended
+			status = run.StatusSuspended
 		}
 		list = append(list, seedOpts{
 			id: fmt.Sprintf("bench-%08d", i), agent: fmt.Sprintf("agent-%d", i/10%20),

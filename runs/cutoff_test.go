@@ -13,8 +13,8 @@ import (
 
 	"interlock/agent"
 	"interlock/dbtest"
-	"interlock/events"
 	"interlock/llm"
+	"interlock/run"
 	"interlock/runs"
 )
 
@@ -57,10 +57,10 @@ func TestCutOffModelAnswerNeverCompletesARun(t *testing.T) {
 
 		r := f.start(t, runs.StartParams{AgentID: "once-agent", Prompt: "hi"})
 		got := f.finished(t, r.ID)
-		if got.Status != runs.StatusCompleted || got.Output == nil || *got.Output != "Hello, world" {
+		if got.Status != run.StatusCompleted || got.Output == nil || *got.Output != "Hello, world" {
 			t.Fatalf("run %s, output %v", got.Status, got.Output)
 		}
-		evs := f.until(t, r.ID, 0, runs.StatusCompleted)
+		evs := f.until(t, r.ID, 0, run.StatusCompleted)
 		var kinds []string
 		for _, ev := range evs {
 			kinds = append(kinds, string(ev.Type)+" "+ev.Text)
@@ -72,15 +72,15 @@ func TestCutOffModelAnswerNeverCompletesARun(t *testing.T) {
 
 		r = f.start(t, runs.StartParams{AgentID: "always-agent", Prompt: "hi"})
 		got = f.finished(t, r.ID)
-		if got.Status != runs.StatusFailed || got.Output != nil || got.ErrorCode == nil || *got.ErrorCode != runs.FailureModel {
+		if got.Status != run.StatusFailed || got.Output != nil || got.ErrorCode == nil || *got.ErrorCode != runs.FailureModel {
 			t.Fatalf("every answer cut off: run %s, output %v, code %v", got.Status, got.Output, got.ErrorCode)
 		}
 		if requests.Load() != 3 {
 			t.Fatalf("%d model requests, want 3 (MaxRetries 2)", requests.Load())
 		}
 		n := 0
-		for _, ev := range f.until(t, r.ID, 0, runs.StatusFailed) {
-			if ev.Type == events.ModelCallRetried {
+		for _, ev := range f.until(t, r.ID, 0, run.StatusFailed) {
+			if ev.Type == run.EventModelCallRetried {
 				n++
 			}
 		}

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"interlock/agent"
-	"interlock/events"
+	"interlock/run"
 )
 
 // DecideParams name the call a decision is about. Who takes it is the principal of the context,
@@ -28,7 +28,7 @@ type DecideParams struct {
 // or expired (its tool's approvalTimeout passed: the message says so) — a toolCallId names one
 // call for ever, so a stale decision never lands on another; BAD_USER_INPUT when the call waits
 // for resume data, or the toolCallId is ambiguous or unknown.
-func (s *Service) Approve(ctx context.Context, p DecideParams) (*Run, error) {
+func (s *Service) Approve(ctx context.Context, p DecideParams) (*run.Run, error) {
 	return s.decide(ctx, p, agent.Decision{Kind: agent.CallApproved})
 }
 
@@ -36,20 +36,20 @@ func (s *Service) Approve(ctx context.Context, p DecideParams) (*Run, error) {
 // tool's input schema and be canonical JSON (agent.CanonicalJSON: no key twice in an object, at
 // most agent.MaxJSONDepth levels deep) — BAD_USER_INPUT otherwise, and the run stays suspended; the tool runs with
 // them, the model is told they changed, and the decision keeps both. Errors as Approve.
-func (s *Service) EditAndApprove(ctx context.Context, p DecideParams, args json.RawMessage) (*Run, error) {
+func (s *Service) EditAndApprove(ctx context.Context, p DecideParams, args json.RawMessage) (*run.Run, error) {
 	args, err := agent.CanonicalJSON(args)
 	if err != nil {
-		return nil, Errorf(CodeBadUserInput, "args: %v", err)
+		return nil, run.Errorf(run.CodeBadUserInput, "args: %v", err)
 	}
 	if len(args) == 0 || args[0] != '{' {
-		return nil, Errorf(CodeBadUserInput, "args must be a JSON object of the tool's arguments")
+		return nil, run.Errorf(run.CodeBadUserInput, "args must be a JSON object of the tool's arguments")
 	}
 	return s.decide(ctx, p, agent.Decision{Kind: agent.CallApproved, Args: args})
 }
 
 // Decline answers the held call with the reason instead of running it (or with
 // agent.DeclinedMessage when reason is empty); the run continues. Errors as Approve.
-func (s *Service) Decline(ctx context.Context, p DecideParams, reason string) (*Run, error) {
+func (s *Service) Decline(ctx context.Context, p DecideParams, reason string) (*run.Run, error) {
 	return s.decide(ctx, p, agent.Decision{Kind: agent.CallDeclined, Reason: reason})
 }
 
@@ -57,13 +57,13 @@ func (s *Service) Decline(ctx context.Context, p DecideParams, reason string) (*
 // agent.MaxJSONDepth levels deep, no key twice in an object), then against the tool's
 // resumeSchema: when it does not match, the error is BAD_USER_INPUT and the run stays
 // suspended. Other errors as Approve, with BAD_USER_INPUT for a call that waits for approval.
-func (s *Service) Resume(ctx context.Context, p DecideParams, resumeData json.RawMessage) (*Run, error) {
+func (s *Service) Resume(ctx context.Context, p DecideParams, resumeData json.RawMessage) (*run.Run, error) {
 	if len(resumeData) == 0 {
 		resumeData = json.RawMessage("null")
 	}
 	resumeData, err := agent.CanonicalJSON(resumeData)
 	if err != nil {
-		return nil, Errorf(CodeBadUserInput, "resumeData: %v", err)
+		return nil, run.Errorf(run.CodeBadUserInput, "resumeData: %v", err)
 	}
 	return s.decide(ctx, p, agent.Decision{Kind: agent.CallResumed, ResumeData: resumeData})
 }
@@ -73,61 +73,61 @@ func (s *Service) Resume(ctx context.Context, p DecideParams, resumeData json.Ra
 // instance, the call is marked decided, the snapshot holds the decision and the events are
 // appended, in one transaction. When anything moved since the read, someone else decided
 // first: CONFLICT. Only after the commit does it tell subscribers and continue the run.
-func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) (*Run, error) {
+func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) (*run.Run, error) {
 	if err := mayDecide(ctx); err != nil {
 		return nil, err
 	}
 	// Who decides is who authenticated; nobody for the server's own principals (mayDecide
 	// refused a context without one).
 	var by string
-	if who := PrincipalFrom(ctx).recorded(); who != nil {
+	if who := run.PrincipalFrom(ctx).Recorded(); who != nil {
 		by = *who
 	}
-	run, err := s.store.GetRun(ctx, p.RunID)
+	r, err := s.store.GetRun(ctx, p.RunID)
 	if err != nil {
 		return nil, err
 	}
-	if run == nil || !visible(ctx, run.ResourceID) {
+	if r == nil || !visible(ctx, r.ResourceID) {
 		return nil, notFound(p.RunID)
 	}
-	if repeatedDecision(run, p.ToolCallID, d, by) != nil {
-		return asDecided(run), nil // a retry of a decision already stored (repeat.go)
+	if repeatedDecision(r, p.ToolCallID, d, by) != nil {
+		return asDecided(r), nil // a retry of a decision already stored (repeat.go)
 	}
-	if run.Status != StatusSuspended {
+	if r.Status != run.StatusSuspended {
 		if p.ToolCallID != nil && *p.ToolCallID != "" {
-			if err := alreadyDecided(run, *p.ToolCallID); err != nil {
+			if err := alreadyDecided(r, *p.ToolCallID); err != nil {
 				return nil, err
 			}
 		}
-		if err := expiredConflict(run, p.ToolCallID); err != nil {
+		if err := expiredConflict(r, p.ToolCallID); err != nil {
 			return nil, err
 		}
-		return nil, Errorf(CodeConflict, "run %s is %s, not SUSPENDED: it was already decided or has not suspended", run.ID, run.Status)
+		return nil, run.Errorf(run.CodeConflict, "run %s is %s, not SUSPENDED: it was already decided or has not suspended", r.ID, r.Status)
 	}
-	call, err := pickCall(run, p.ToolCallID)
+	call, err := pickCall(r, p.ToolCallID)
 	if err != nil {
 		return nil, err
 	}
 	// A supervisor's run suspended on a sub-agent's call: the decision is the inner run's, on
 	// the very call the supervisor's shows (never a later one of the same sub-agent run).
-	target := run
+	target := r
 	var innerID string
-	if run, innerID, err = s.innermost(ctx, run, call.ToolCallID); err != nil {
+	if r, innerID, err = s.innermost(ctx, r, call.ToolCallID); err != nil {
 		return nil, err
 	}
-	if run != target {
-		if call, err = pickCall(run, &innerID); err != nil {
+	if r != target {
+		if call, err = pickCall(r, &innerID); err != nil {
 			return nil, err
 		}
 	}
-	a := s.agents.Get(run.AgentID)
+	a := s.agents.Get(r.AgentID)
 	if a == nil {
-		return nil, fmt.Errorf("run %s: agent %q is not served by this instance", run.ID, run.AgentID)
+		return nil, fmt.Errorf("run %s: agent %q is not served by this instance", r.ID, r.AgentID)
 	}
-	if err := s.authorizeDecision(ctx, target, run, call.ToolName, a.Tool(call.ToolName), d); err != nil {
+	if err := s.authorizeDecision(ctx, target, r, call.ToolName, a.Tool(call.ToolName), d); err != nil {
 		return nil, err
 	}
-	if err := s.refuseExpired(ctx, run, call); err != nil {
+	if err := s.refuseExpired(ctx, r, call); err != nil {
 		return nil, err
 	}
 	if err := checkKind(call, d.Kind); err != nil {
@@ -136,39 +136,39 @@ func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) 
 	if d.Args != nil {
 		tool := a.Tool(call.ToolName)
 		if tool == nil {
-			return nil, fmt.Errorf("run %s: agent %q has no tool %q", run.ID, run.AgentID, call.ToolName)
+			return nil, fmt.Errorf("run %s: agent %q has no tool %q", r.ID, r.AgentID, call.ToolName)
 		}
 		if err := tool.ValidateInput(d.Args); err != nil {
-			return nil, Errorf(CodeBadUserInput, "args do not match the inputSchema of %s: %v", call.ToolName, err)
+			return nil, run.Errorf(run.CodeBadUserInput, "args do not match the inputSchema of %s: %v", call.ToolName, err)
 		}
 	}
 	if d.Kind == agent.CallResumed {
 		tool := a.Tool(call.ToolName)
 		if tool == nil {
-			return nil, fmt.Errorf("run %s: agent %q has no tool %q", run.ID, run.AgentID, call.ToolName)
+			return nil, fmt.Errorf("run %s: agent %q has no tool %q", r.ID, r.AgentID, call.ToolName)
 		}
 		if err := tool.ValidateResume(d.ResumeData); err != nil {
-			return nil, Errorf(CodeBadUserInput, "resumeData does not match the resumeSchema of %s: %v", call.ToolName, err)
+			return nil, run.Errorf(run.CodeBadUserInput, "resumeData does not match the resumeSchema of %s: %v", call.ToolName, err)
 		}
 	}
-	if run.Snapshot == nil {
-		return nil, fmt.Errorf("run %s is suspended without a snapshot", run.ID)
+	if r.Snapshot == nil {
+		return nil, fmt.Errorf("run %s is suspended without a snapshot", r.ID)
 	}
-	snap, err := agent.DecodeSnapshot(*run.Snapshot)
+	snap, err := agent.DecodeSnapshot(*r.Snapshot)
 	if err != nil {
 		return nil, err
 	}
-	w, err := s.commitDecision(ctx, a, run, call, snap, d, by, CauseDecision)
+	w, err := s.commitDecision(ctx, a, r, call, snap, d, by, CauseDecision)
 	if err != nil {
 		if errors.Is(err, ErrStale) {
-			if err := pastDeadline(run, call, w.At); err != nil {
+			if err := pastDeadline(r, call, w.At); err != nil {
 				return nil, err
 			}
-			if again, gerr := s.store.GetRun(ctx, run.ID); gerr == nil && again != nil {
+			if again, gerr := s.store.GetRun(ctx, r.ID); gerr == nil && again != nil {
 				if repeatedDecision(again, &call.ToolCallID, d, by) != nil {
 					// The same decision by the same principal won the race (a client that
 					// sent it twice at once): this one is answered as that one.
-					if target == run {
+					if target == r {
 						return asDecided(again), nil
 					}
 					if top, terr := s.store.GetRun(ctx, target.ID); terr == nil && top != nil {
@@ -179,22 +179,22 @@ func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) 
 					return nil, err // who won, and when
 				}
 			}
-			return nil, Errorf(CodeConflict, "run %s was decided by someone else first", run.ID)
+			return nil, run.Errorf(run.CodeConflict, "run %s was decided by someone else first", r.ID)
 		}
 		return nil, err
 	}
-	if target != run {
+	if target != r {
 		return s.decidedSupervisor(ctx, target, w.Ancestors, w, call), nil
 	}
 	// The decision is committed: a failure to read the audit trail back must not turn it into
 	// an error, so the decision is then shown as taken, without its stored id.
-	out := *run
+	out := *r
 	out.LeaseOwner = nil
-	if again, err := s.store.GetRun(context.WithoutCancel(ctx), run.ID); err == nil && again != nil {
+	if again, err := s.store.GetRun(context.WithoutCancel(ctx), r.ID); err == nil && again != nil {
 		out.Decisions = again.Decisions
 	} else {
-		s.cfg.Logger.Warn("decide: load decisions", "run", run.ID, "err", err)
-		out.Decisions = append(out.Decisions, Decision{RunID: run.ID, ToolCallID: call.ToolCallID, ToolName: call.ToolName,
+		s.cfg.Logger.Warn("decide: load decisions", "run", r.ID, "err", err)
+		out.Decisions = append(out.Decisions, run.Decision{RunID: r.ID, ToolCallID: call.ToolCallID, ToolName: call.ToolName,
 			Kind: w.Kind, DecidedBy: w.DecidedBy, DecidedAt: w.At, Reason: w.Reason, ResumeData: d.ResumeData, Args: call.Args, EditedArgs: d.Args})
 	}
 	return &out, nil
@@ -205,19 +205,19 @@ func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) 
 // call of the step waiting, the run continues here, leased to this instance; otherwise it stays
 // SUSPENDED on the others. cause says, to tracing, why the run executes again. run is updated to what was stored (without its snapshot). The write
 // is returned, with At set, also when the store found the run changed (ErrStale).
-func (s *Service) commitDecision(ctx context.Context, a *agent.Agent, run *Run, call *events.ToolCall, snap *agent.Snapshot, d agent.Decision, by string, cause Cause) (DecisionWrite, error) {
-	w := DecisionWrite{RunID: run.ID, Version: run.Version, After: run.LastSeq, ToolCallID: call.ToolCallID,
+func (s *Service) commitDecision(ctx context.Context, a *agent.Agent, r *run.Run, call *run.ToolCall, snap *agent.Snapshot, d agent.Decision, by string, cause Cause) (DecisionWrite, error) {
+	w := DecisionWrite{RunID: r.ID, Version: r.Version, After: r.LastSeq, ToolCallID: call.ToolCallID,
 		Kind: decisionKind[d.Kind], DecidedBy: emptyToNil(&by), Reason: emptyToNil(&d.Reason), ResumeData: d.ResumeData,
-		EditedArgs: d.Args, At: s.now(), InstanceID: s.cfg.InstanceID, Hold: len(run.ToolCalls) > 1}
+		EditedArgs: d.Args, At: s.now(), InstanceID: s.cfg.InstanceID, Hold: len(r.ToolCalls) > 1}
 	if err := snap.Decide(call.ToolCallID, d); err != nil {
-		return w, fmt.Errorf("run %s: snapshot does not wait on %s: %w", run.ID, call.ToolCallID, err)
+		return w, fmt.Errorf("run %s: snapshot does not wait on %s: %w", r.ID, call.ToolCallID, err)
 	}
 	w.Events = decisionEvents(call, d, by, w.Hold)
 	var err error
-	if w.Ancestors, err = s.surfaceDecision(ctx, run, call.ToolCallID, d, by); err != nil {
+	if w.Ancestors, err = s.surfaceDecision(ctx, r, call.ToolCallID, d, by); err != nil {
 		return w, err
 	}
-	seq := run.LastSeq + int64(len(w.Events))
+	seq := r.LastSeq + int64(len(w.Events))
 	snap.Seq = seq
 	if w.Snapshot, err = snap.Encode(); err != nil {
 		return w, err
@@ -230,42 +230,42 @@ func (s *Service) commitDecision(ctx context.Context, a *agent.Agent, run *Run, 
 	if err := s.store.Decide(ctx, w); err != nil {
 		return w, err
 	}
-	s.decided(w.Kind, run.SuspendedAt, w.At) // metrics (observe hook)
-	s.runHub.Publish(run.ID, struct{}{})
-	run.Version, run.UpdatedAt, run.LastSeq, run.Snapshot = run.Version+1, w.At, seq, nil
+	s.decided(w.Kind, r.SuspendedAt, w.At) // metrics (observe hook)
+	s.runHub.Publish(r.ID, struct{}{})
+	r.Version, r.UpdatedAt, r.LastSeq, r.Snapshot = r.Version+1, w.At, seq, nil
 	if w.Hold {
 		// Still waiting, on the other calls: watchers of the suspended set get the changed run.
-		s.changes.Publish(changesTopic, Change{Kind: ChangeChanged, RunID: run.ID})
-		run.ToolCalls = slices.DeleteFunc(slices.Clone(run.ToolCalls), func(c events.ToolCall) bool { return c.ToolCallID == call.ToolCallID })
+		s.changes.Publish(changesTopic, Change{Kind: ChangeChanged, RunID: r.ID})
+		r.ToolCalls = slices.DeleteFunc(slices.Clone(r.ToolCalls), func(c run.ToolCall) bool { return c.ToolCallID == call.ToolCallID })
 		return w, nil
 	}
-	s.changes.Publish(changesTopic, Change{Kind: ChangeLeft, RunID: run.ID})
+	s.changes.Publish(changesTopic, Change{Kind: ChangeLeft, RunID: r.ID})
 	for _, anc := range w.Ancestors {
 		s.runHub.Publish(anc.RunID, struct{}{})
 		s.changes.Publish(changesTopic, Change{Kind: ChangeLeft, RunID: anc.RunID})
 	}
 	lease := w.Lease
-	run.Status, run.LeaseOwner, run.SuspendedAt, run.ToolCalls = StatusRunning, &lease, nil, []events.ToolCall{}
-	s.execute(a, run, snap, taken, causedBy(ctx, cause)) // its span links to what caused it (trace.go)
+	r.Status, r.LeaseOwner, r.SuspendedAt, r.ToolCalls = run.StatusRunning, &lease, nil, []run.ToolCall{}
+	s.execute(a, r, snap, taken, causedBy(ctx, cause)) // its span links to what caused it (trace.go)
 	return w, nil
 }
 
-var decisionKind = map[agent.CallState]DecisionKind{
-	agent.CallApproved: DecisionApproved, agent.CallDeclined: DecisionDeclined, agent.CallResumed: DecisionResumed,
-	agent.CallExpired: DecisionExpired,
+var decisionKind = map[agent.CallState]run.DecisionKind{
+	agent.CallApproved: run.DecisionApproved, agent.CallDeclined: run.DecisionDeclined, agent.CallResumed: run.DecisionResumed,
+	agent.CallExpired: run.DecisionExpired,
 }
 
 // pickCall finds the pending call a decision is about.
-func pickCall(run *Run, toolCallID *string) (*events.ToolCall, error) {
-	pending := run.ToolCalls
+func pickCall(r *run.Run, toolCallID *string) (*run.ToolCall, error) {
+	pending := r.ToolCalls
 	if toolCallID == nil || *toolCallID == "" {
 		switch len(pending) {
 		case 0:
-			return nil, Errorf(CodeConflict, "run %s has no pending tool call", run.ID)
+			return nil, run.Errorf(run.CodeConflict, "run %s has no pending tool call", r.ID)
 		case 1:
 			return &pending[0], nil
 		default:
-			return nil, Errorf(CodeBadUserInput, "run %s has %d pending tool calls: pass toolCallId", run.ID, len(pending))
+			return nil, run.Errorf(run.CodeBadUserInput, "run %s has %d pending tool calls: pass toolCallId", r.ID, len(pending))
 		}
 	}
 	for i := range pending {
@@ -273,40 +273,40 @@ func pickCall(run *Run, toolCallID *string) (*events.ToolCall, error) {
 			return &pending[i], nil
 		}
 	}
-	if err := alreadyDecided(run, *toolCallID); err != nil {
+	if err := alreadyDecided(r, *toolCallID); err != nil {
 		return nil, err
 	}
-	return nil, Errorf(CodeBadUserInput, "run %s has no tool call %q waiting", run.ID, *toolCallID)
+	return nil, run.Errorf(run.CodeBadUserInput, "run %s has no tool call %q waiting", r.ID, *toolCallID)
 }
 
 // alreadyDecided is the CONFLICT of a decision on run's call callID once it no longer waits: a
 // toolCallId names one call for ever, so the answer says who decided that call and when (or
 // when it expired), and never decides another. nil when run has no decision on that call.
-func alreadyDecided(run *Run, callID string) error {
-	for i := len(run.Decisions) - 1; i >= 0; i-- {
-		d := run.Decisions[i]
+func alreadyDecided(r *run.Run, callID string) error {
+	for i := len(r.Decisions) - 1; i >= 0; i-- {
+		d := r.Decisions[i]
 		if d.ToolCallID != callID {
 			continue
 		}
-		if d.Kind == DecisionExpired {
-			return expiredAt(run.ID, d.ToolCallID, d.DecidedAt)
+		if d.Kind == run.DecisionExpired {
+			return expiredAt(r.ID, d.ToolCallID, d.DecidedAt)
 		}
 		by := "by someone unnamed"
 		if d.DecidedBy != nil && *d.DecidedBy != "" {
 			by = "by " + *d.DecidedBy
 		}
-		return Errorf(CodeConflict, "tool call %s (%s) of run %s was already %s %s at %s: it can no longer be decided",
-			d.ToolCallID, d.ToolName, run.ID, strings.ToLower(string(d.Kind)), by, d.DecidedAt.UTC().Format("2006-01-02T15:04:05.000Z"))
+		return run.Errorf(run.CodeConflict, "tool call %s (%s) of run %s was already %s %s at %s: it can no longer be decided",
+			d.ToolCallID, d.ToolName, r.ID, strings.ToLower(string(d.Kind)), by, d.DecidedAt.UTC().Format("2006-01-02T15:04:05.000Z"))
 	}
 	return nil
 }
 
-func checkKind(call *events.ToolCall, kind agent.CallState) error {
+func checkKind(call *run.ToolCall, kind agent.CallState) error {
 	if kind == agent.CallResumed && call.RequiresApproval {
-		return Errorf(CodeBadUserInput, "tool call %s (%s) waits for approval, not resume data: use approveToolCall or declineToolCall", call.ToolCallID, call.ToolName)
+		return run.Errorf(run.CodeBadUserInput, "tool call %s (%s) waits for approval, not resume data: use approveToolCall or declineToolCall", call.ToolCallID, call.ToolName)
 	}
 	if kind != agent.CallResumed && !call.RequiresApproval {
-		return Errorf(CodeBadUserInput, "tool call %s (%s) waits for resume data, not approval: use resumeRun", call.ToolCallID, call.ToolName)
+		return run.Errorf(run.CodeBadUserInput, "tool call %s (%s) waits for resume data, not approval: use resumeRun", call.ToolCallID, call.ToolName)
 	}
 	return nil
 }
@@ -314,30 +314,30 @@ func checkKind(call *events.ToolCall, kind agent.CallState) error {
 // decisionEvents are the events of a decision on call: what was decided, then RUN_RESUMED, but
 // not while the run holds on other calls (hold). A resume has no event of its own: its
 // RUN_RESUMED says who resumed (and a run that waits on input waits on nothing else).
-func decisionEvents(call *events.ToolCall, d agent.Decision, by string, hold bool) []events.Event {
+func decisionEvents(call *run.ToolCall, d agent.Decision, by string, hold bool) []run.Event {
 	ev := *call
-	var out []events.Event
+	var out []run.Event
 	switch d.Kind {
 	case agent.CallApproved:
 		if d.Args != nil {
 			ev.Args = d.Args // the arguments the tool will run with
 		}
-		out = []events.Event{{Type: events.ToolCallApproved, ToolCall: &ev, DecidedBy: by}}
+		out = []run.Event{{Type: run.EventToolCallApproved, ToolCall: &ev, DecidedBy: by}}
 	case agent.CallDeclined:
-		out = []events.Event{{Type: events.ToolCallDeclined, ToolCall: &ev, Reason: d.Reason, DecidedBy: by}}
+		out = []run.Event{{Type: run.EventToolCallDeclined, ToolCall: &ev, Reason: d.Reason, DecidedBy: by}}
 	case agent.CallExpired:
-		out = []events.Event{{Type: events.ToolCallExpired, ToolCall: &ev, Reason: d.Reason}}
+		out = []run.Event{{Type: run.EventToolCallExpired, ToolCall: &ev, Reason: d.Reason}}
 	}
 	if hold {
 		return out
 	}
-	return append(out, events.Event{Type: events.RunResumed, Status: string(StatusRunning), DecidedBy: by})
+	return append(out, run.Event{Type: run.EventRunResumed, Status: string(run.StatusRunning), DecidedBy: by})
 }
 
 // decidedSupervisor is the supervisor's run a decision was taken on, as stored right after it
 // (RUNNING to clients: its sub-agent's run continues). When it cannot be read back, it is shown
 // from what was read before, with the decision on its delegate call.
-func (s *Service) decidedSupervisor(ctx context.Context, target *Run, ancestors []AncestorWrite, w DecisionWrite, inner *events.ToolCall) *Run {
+func (s *Service) decidedSupervisor(ctx context.Context, target *run.Run, ancestors []AncestorWrite, w DecisionWrite, inner *run.ToolCall) *run.Run {
 	if again, err := s.store.GetRun(context.WithoutCancel(ctx), target.ID); err == nil && again != nil {
 		again.Snapshot, again.LeaseOwner = nil, nil
 		return again
@@ -345,11 +345,11 @@ func (s *Service) decidedSupervisor(ctx context.Context, target *Run, ancestors 
 		s.cfg.Logger.Warn("decide: load supervisor run", "run", target.ID, "err", err)
 	}
 	out := *target
-	out.Status, out.SuspendedAt, out.Snapshot, out.LeaseOwner, out.ToolCalls = StatusWaiting, nil, nil, nil, []events.ToolCall{}
+	out.Status, out.SuspendedAt, out.Snapshot, out.LeaseOwner, out.ToolCalls = run.StatusWaiting, nil, nil, nil, []run.ToolCall{}
 	for _, a := range ancestors {
 		if a.RunID == target.ID {
 			out.Version, out.LastSeq = a.Version+1, a.After+int64(len(a.Events))
-			out.Decisions = append(out.Decisions, Decision{RunID: target.ID, ToolCallID: a.ToolCallID, ToolName: inner.ToolName,
+			out.Decisions = append(out.Decisions, run.Decision{RunID: target.ID, ToolCallID: a.ToolCallID, ToolName: inner.ToolName,
 				Kind: w.Kind, DecidedBy: w.DecidedBy, DecidedAt: w.At, Reason: w.Reason, ResumeData: w.ResumeData, Args: inner.Args, EditedArgs: w.EditedArgs})
 		}
 	}

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"interlock/agent"
-	"interlock/events"
 	"interlock/llm"
+	"interlock/run"
 )
 
 // execution is one stretch of a run's loop on this instance, from a start, a decision or a
@@ -22,8 +22,8 @@ import (
 type execution struct {
 	s     *Service
 	agent *agent.Agent
-	run   Run    // id, agent, thread, resource and prompt; other fields are not kept current
-	owner string // the lease token of this execution: every write checks it
+	run   run.Run // id, agent, thread, resource and prompt; other fields are not kept current
+	owner string  // the lease token of this execution: every write checks it
 
 	mu        sync.Mutex // serialises writes: the loop's and the text flush timer's
 	seq       int64      // last seq written; only the lease holder writes, so this is the truth
@@ -65,7 +65,7 @@ const (
 // renewing the lease while it runs; why is what started it, for tracing. A snapshot with a call
 // that was executing when its previous owner died is not run: the call goes back to a person
 // (see recover.go). A panic anywhere in the execution fails the run, never the server.
-func (s *Service) execute(a *agent.Agent, r *Run, snap *agent.Snapshot, taken time.Time, why origin) {
+func (s *Service) execute(a *agent.Agent, r *run.Run, snap *agent.Snapshot, taken time.Time, why origin) {
 	e := &execution{s: s, agent: a, run: *r, seq: r.LastSeq, owner: deref(r.LeaseOwner)}
 	e.retryText = snap.Seq > 0 && r.LastSeq > snap.Seq && snap.Executing() == nil
 	if !s.started() {
@@ -90,7 +90,7 @@ func (s *Service) execute(a *agent.Agent, r *Run, snap *agent.Snapshot, taken ti
 		defer e.recoverPanic()
 		if c := snap.Executing(); c != nil {
 			late := s.recordedLate(ctx, e.run.ID, c.CallID())
-			e.interrupted(ctx, snap, c, interruptedReason(c.Name, c.CallID(), e.run.recoveredFrom, late))
+			e.interrupted(ctx, snap, c, interruptedReason(c.Name, c.CallID(), e.run.RecoveredFrom, late))
 			return
 		}
 		e.loop(ctx, snap)
@@ -132,7 +132,7 @@ func (e *execution) loop(ctx context.Context, snap *agent.Snapshot) {
 	var err error
 	if e.retryText {
 		// Text streamed before the previous owner stopped is stale: the model call is repeated.
-		err = e.emit(ctx, nil, events.Event{Type: events.ModelCallRetried})
+		err = e.emit(ctx, nil, run.Event{Type: run.EventModelCallRetried})
 	}
 	var out agent.Outcome
 	if err == nil {
@@ -281,7 +281,7 @@ func (e *execution) release() {
 
 // checkpoint is emit at a point where no tool is executing; while the instance shuts down it
 // stops the execution there, after storing, so the run is handed over cleanly.
-func (e *execution) checkpoint(ctx context.Context, snap *agent.Snapshot, evs ...events.Event) error {
+func (e *execution) checkpoint(ctx context.Context, snap *agent.Snapshot, evs ...run.Event) error {
 	if err := e.emit(ctx, snap, evs...); err != nil {
 		return err
 	}
@@ -293,7 +293,7 @@ func (e *execution) checkpoint(ctx context.Context, snap *agent.Snapshot, evs ..
 
 // emit stores evs, after any text still waiting, and snap when not nil, renewing the lease;
 // then wakes followers.
-func (e *execution) emit(ctx context.Context, snap *agent.Snapshot, evs ...events.Event) error {
+func (e *execution) emit(ctx context.Context, snap *agent.Snapshot, evs ...run.Event) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.writeLocked(ctx, snap, evs)
@@ -301,13 +301,13 @@ func (e *execution) emit(ctx context.Context, snap *agent.Snapshot, evs ...event
 
 // writeLocked is emit with e.mu held. The waiting text goes first, in the same transaction; it
 // is dropped from the buffer only once stored, so a failed write can be made again.
-func (e *execution) writeLocked(ctx context.Context, snap *agent.Snapshot, evs []events.Event) error {
+func (e *execution) writeLocked(ctx context.Context, snap *agent.Snapshot, evs []run.Event) error {
 	if err := e.flushErr; err != nil {
 		e.flushErr = nil
 		return err
 	}
 	if e.text.Len() > 0 {
-		evs = append([]events.Event{{Type: events.TextDelta, Text: e.text.String()}}, evs...)
+		evs = append([]run.Event{{Type: run.EventTextDelta, Text: e.text.String()}}, evs...)
 	}
 	seq := e.seq + int64(len(evs))
 	c := Checkpoint{RunID: e.run.ID, Lease: e.owner, TTL: e.s.cfg.LeaseTTL, After: e.seq, At: e.s.now(), Events: evs}
@@ -383,9 +383,9 @@ func (e *execution) stopFlush() {
 
 // ToolCalls appends one TOOL_CALL event per call, with the snapshot holding them.
 func (e *execution) ToolCalls(ctx context.Context, snap *agent.Snapshot, calls []agent.PendingCall) error {
-	evs := make([]events.Event, len(calls))
+	evs := make([]run.Event, len(calls))
 	for i, c := range calls {
-		evs[i] = events.Event{Type: events.ToolCallRequested, ToolCall: e.eventCall(snap, c)}
+		evs[i] = run.Event{Type: run.EventToolCallRequested, ToolCall: e.eventCall(snap, c)}
 	}
 	return e.checkpoint(ctx, snap, evs...)
 }
@@ -433,11 +433,11 @@ func (e *execution) ToolResult(ctx context.Context, snap *agent.Snapshot, c agen
 		e.s.cfg.Logger.Warn("run: a tool cut off by the execution's end failed; its outcome is unknown", "run", e.run.ID, "tool", c.Name, "tool_call", c.CallID(), "tool_error", errMsg)
 		return ctx.Err()
 	}
-	late := LateResult{RunID: e.run.ID, ToolCallID: c.CallID(), ToolName: c.Name, Result: result, InstanceID: e.s.cfg.InstanceID, FinishedAt: e.s.now()}
+	late := run.LateResult{RunID: e.run.ID, ToolCallID: c.CallID(), ToolName: c.Name, Result: result, InstanceID: e.s.cfg.InstanceID, FinishedAt: e.s.now()}
 	if errMsg != "" {
 		late.Result, late.Error = nil, &errMsg
 	}
-	ev := events.Event{Type: events.ToolResult, ToolCall: e.eventCall(snap, c), Result: result, Error: errMsg}
+	ev := run.Event{Type: run.EventToolResult, ToolCall: e.eventCall(snap, c), Result: result, Error: errMsg}
 	wctx := context.WithoutCancel(ctx)
 	wait, first := resultBackoff, time.Now()
 	for try := 1; ; try++ {
@@ -494,11 +494,11 @@ func (e *execution) Run() agent.RunInfo {
 }
 
 func (e *execution) StepFinished(ctx context.Context, snap *agent.Snapshot) error {
-	return e.checkpoint(ctx, snap, events.Event{Type: events.StepFinished})
+	return e.checkpoint(ctx, snap, run.Event{Type: run.EventStepFinished})
 }
 
-func (e *execution) eventCall(snap *agent.Snapshot, c agent.PendingCall) *events.ToolCall {
-	return &events.ToolCall{
+func (e *execution) eventCall(snap *agent.Snapshot, c agent.PendingCall) *run.ToolCall {
+	return &run.ToolCall{
 		ToolCallID: c.CallID(), ToolName: c.Name, Args: c.Args,
 		RequiresApproval: e.agent.NeedsApproval(snap, c.Name) && c.State != agent.CallSuspended && c.ArgsError == "",
 		SuspendPayload:   c.SuspendPayload, Interrupted: c.Interrupted, InterruptedToolCallID: c.InterruptedToolCallID,
@@ -509,7 +509,7 @@ func (e *execution) eventCall(snap *agent.Snapshot, c agent.PendingCall) *events
 // for approval), with their rows and the events that announce them, in one transaction, and
 // only then tells anyone. The lease is released. A call of a
 // tool with an ApprovalTimeout gets its deadline (ExpiresAt), counted from now.
-func (e *execution) suspend(ctx context.Context, snap *agent.Snapshot, held *agent.PendingCall, prelude ...events.Event) error {
+func (e *execution) suspend(ctx context.Context, snap *agent.Snapshot, held *agent.PendingCall, prelude ...run.Event) error {
 	now := e.s.now()
 	// A run waits on every call of the step that waits for a person; a sub-agent's run on one
 	// at a time, because its supervisor's delegate call shows one.
@@ -517,17 +517,17 @@ func (e *execution) suspend(ctx context.Context, snap *agent.Snapshot, held *age
 	if e.run.ParentRunID == nil {
 		waiting = snap.WaitingCalls()
 	}
-	calls := make([]events.ToolCall, len(waiting))
+	calls := make([]run.ToolCall, len(waiting))
 	evs := prelude
 	for i, w := range waiting {
 		calls[i] = e.waitingCall(w, now)
-		ev := events.Event{Type: events.ToolCallApproval, ToolCall: &calls[i]}
+		ev := run.Event{Type: run.EventToolCallApproval, ToolCall: &calls[i]}
 		if !calls[i].RequiresApproval {
-			ev.Type = events.ToolCallSuspended
+			ev.Type = run.EventToolCallSuspended
 		}
 		evs = append(evs, ev)
 	}
-	evs = append(evs, events.Event{Type: events.RunSuspended, Status: string(StatusSuspended)})
+	evs = append(evs, run.Event{Type: run.EventRunSuspended, Status: string(run.StatusSuspended)})
 	// The supervisors above a sub-agent's run suspend with it, showing its call.
 	ancestors, err := e.s.surfaceSuspension(ctx, &e.run, calls[0], evs[len(prelude)].Type)
 	if err != nil {
@@ -536,7 +536,7 @@ func (e *execution) suspend(ctx context.Context, snap *agent.Snapshot, held *age
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.text.Len() > 0 {
-		evs = append([]events.Event{{Type: events.TextDelta, Text: e.text.String()}}, evs...)
+		evs = append([]run.Event{{Type: run.EventTextDelta, Text: e.text.String()}}, evs...)
 	}
 	seq := e.seq + int64(len(evs))
 	snap.Seq = seq
@@ -564,8 +564,8 @@ func (e *execution) suspend(ctx context.Context, snap *agent.Snapshot, held *age
 
 // waitingCall is how a call that waits for a person is stored and shown, with its deadline when
 // its tool has an approval timeout.
-func (e *execution) waitingCall(c agent.PendingCall, now time.Time) events.ToolCall {
-	call := events.ToolCall{ToolCallID: c.CallID(), ToolName: c.Name, Args: c.Args, RequiresApproval: c.State == agent.CallAwaitingApproval,
+func (e *execution) waitingCall(c agent.PendingCall, now time.Time) run.ToolCall {
+	call := run.ToolCall{ToolCallID: c.CallID(), ToolName: c.Name, Args: c.Args, RequiresApproval: c.State == agent.CallAwaitingApproval,
 		SuspendPayload: c.SuspendPayload, Interrupted: c.Interrupted, InterruptedToolCallID: c.InterruptedToolCallID}
 	if t := e.agent.Tool(c.Name); t != nil && t.ApprovalTimeout > 0 {
 		deadline := ms(now.Add(t.ApprovalTimeout))
@@ -580,13 +580,13 @@ func (e *execution) complete(ctx context.Context, text string) error {
 	if e.run.ParentRunID != nil {
 		// A sub-agent's run hands its answer to its supervisor; the supervisor's exchange is
 		// what the thread remembers.
-		return e.finish(ctx, Finish{Status: StatusCompleted, Output: &text}, events.Event{Type: events.RunFinished, Status: string(StatusCompleted)})
+		return e.finish(ctx, Finish{Status: run.StatusCompleted, Output: &text}, run.Event{Type: run.EventRunFinished, Status: string(run.StatusCompleted)})
 	}
 	return e.finish(ctx, Finish{
-		Status: StatusCompleted, Output: &text,
+		Status: run.StatusCompleted, Output: &text,
 		ThreadID: e.run.ThreadID, ResourceID: e.run.ResourceID,
 		Memory: []llm.Message{{Role: llm.RoleUser, Content: e.run.Prompt}, {Role: llm.RoleAssistant, Content: text}},
-	}, events.Event{Type: events.RunFinished, Status: string(StatusCompleted)})
+	}, run.Event{Type: run.EventRunFinished, Status: string(run.StatusCompleted)})
 }
 
 // fail stores the run as FAILED. People reading the run get a short message and a code for what
@@ -609,17 +609,17 @@ func (e *execution) fail(ctx context.Context, cause error) error {
 }
 
 func (e *execution) failWith(ctx context.Context, code, msg string) error {
-	return e.finish(ctx, Finish{Status: StatusFailed, Error: &msg, ErrorCode: &code},
-		events.Event{Type: events.RunFailed, Status: string(StatusFailed), Error: msg, ErrorCode: code})
+	return e.finish(ctx, Finish{Status: run.StatusFailed, Error: &msg, ErrorCode: &code},
+		run.Event{Type: run.EventRunFailed, Status: string(run.StatusFailed), Error: msg, ErrorCode: code})
 }
 
 // finish stores the run's outcome with its last event (after any text still waiting).
-func (e *execution) finish(ctx context.Context, f Finish, ev events.Event) error {
+func (e *execution) finish(ctx context.Context, f Finish, ev run.Event) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	evs := []events.Event{ev}
+	evs := []run.Event{ev}
 	if e.text.Len() > 0 {
-		evs = append([]events.Event{{Type: events.TextDelta, Text: e.text.String()}}, evs...)
+		evs = append([]run.Event{{Type: run.EventTextDelta, Text: e.text.String()}}, evs...)
 	}
 	f.Checkpoint = Checkpoint{RunID: e.run.ID, Lease: e.owner, TTL: e.s.cfg.LeaseTTL, After: e.seq, At: e.s.now(), Events: evs}
 	// A sub-agent's run continues its supervisor in the same transaction.

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"interlock/agent"
-	"interlock/events"
+	"interlock/run"
 )
 
 // expiryBatch is how many due calls one pass of the expiry loop reads.
@@ -41,15 +41,15 @@ func (s *Service) ExpireDue(ctx context.Context) (int, error) {
 
 // expireDue expires one due call, unless it moved since it was listed.
 func (s *Service) expireDue(ctx context.Context, due DueCall) (bool, error) {
-	run, err := s.store.GetRun(ctx, due.RunID)
-	if err != nil || run == nil || run.Status != StatusSuspended || run.Snapshot == nil {
+	r, err := s.store.GetRun(ctx, due.RunID)
+	if err != nil || r == nil || r.Status != run.StatusSuspended || r.Snapshot == nil {
 		return false, err
 	}
-	call := waitingCall(run, due.ToolCallID)
+	call := waitingCall(r, due.ToolCallID)
 	if call == nil {
 		return false, nil
 	}
-	snap, err := agent.DecodeSnapshot(*run.Snapshot)
+	snap, err := agent.DecodeSnapshot(*r.Snapshot)
 	if err != nil {
 		return false, err
 	}
@@ -58,74 +58,74 @@ func (s *Service) expireDue(ctx context.Context, due DueCall) (bool, error) {
 		// the call (its row is due as well), and expiring it resolves this one with it.
 		return false, nil
 	}
-	return s.expire(ctx, run, call, snap)
+	return s.expire(ctx, r, call, snap)
 }
 
 // expire stores the expiry of run's waiting call as a decision of kind EXPIRED, taken by nobody,
 // with TOOL_CALL_EXPIRED and RUN_RESUMED (on the supervisors above too), and continues the run
 // here (unless other calls of its step still wait). It reports false, without error, when the deadline has not passed, the agent is not
 // served here, or someone else decided or expired the call first.
-func (s *Service) expire(ctx context.Context, run *Run, call *events.ToolCall, snap *agent.Snapshot) (bool, error) {
+func (s *Service) expire(ctx context.Context, r *run.Run, call *run.ToolCall, snap *agent.Snapshot) (bool, error) {
 	now := s.now()
 	if call.ExpiresAt == nil || now.Before(*call.ExpiresAt) {
 		return false, nil
 	}
-	a := s.agents.Get(run.AgentID)
+	a := s.agents.Get(r.AgentID)
 	if a == nil {
 		return false, nil
 	}
 	var after time.Duration
-	if run.SuspendedAt != nil {
-		after = call.ExpiresAt.Sub(*run.SuspendedAt) // the timeout it waited with
+	if r.SuspendedAt != nil {
+		after = call.ExpiresAt.Sub(*r.SuspendedAt) // the timeout it waited with
 	}
 	msg := agent.ExpiredMessage(call.ToolName, after, call.RequiresApproval)
-	if _, err := s.commitDecision(ctx, a, run, call, snap, agent.Decision{Kind: agent.CallExpired, Reason: msg}, "", CauseExpiry); err != nil {
-		if errors.Is(err, ErrStale) || ErrorCode(err) == CodeConflict {
+	if _, err := s.commitDecision(ctx, a, r, call, snap, agent.Decision{Kind: agent.CallExpired, Reason: msg}, "", CauseExpiry); err != nil {
+		if errors.Is(err, ErrStale) || run.ErrorCode(err) == run.CodeConflict {
 			// Another instance expired it, a person decided in time, or a supervisor moved.
 			return false, nil
 		}
 		return false, err
 	}
-	s.cfg.Logger.Info("tool call expired", "run", run.ID, "tool_call", call.ToolCallID, "tool", call.ToolName, "expires_at", *call.ExpiresAt)
+	s.cfg.Logger.Info("tool call expired", "run", r.ID, "tool_call", call.ToolCallID, "tool", call.ToolName, "expires_at", *call.ExpiresAt)
 	return true, nil
 }
 
 // refuseExpired is decide's check of the call's deadline: once it has passed nobody may decide
 // the call any more. The call is expired at once, when the loop has not done it yet, and the
 // answer is CONFLICT saying it expired.
-func (s *Service) refuseExpired(ctx context.Context, run *Run, call *events.ToolCall) error {
-	err := pastDeadline(run, call, s.now())
-	if err == nil || run.Snapshot == nil {
+func (s *Service) refuseExpired(ctx context.Context, r *run.Run, call *run.ToolCall) error {
+	err := pastDeadline(r, call, s.now())
+	if err == nil || r.Snapshot == nil {
 		return err
 	}
 	// The expiry is the server's own decision, whoever's request found the deadline passed.
-	ctx = WithSystem(context.WithoutCancel(ctx))
-	if snap, derr := agent.DecodeSnapshot(*run.Snapshot); derr == nil {
-		if _, xerr := s.expire(ctx, run, call, snap); xerr != nil {
-			s.cfg.Logger.Warn("decide: expire a call past its deadline", "run", run.ID, "tool_call", call.ToolCallID, "err", xerr)
+	ctx = run.WithSystem(context.WithoutCancel(ctx))
+	if snap, derr := agent.DecodeSnapshot(*r.Snapshot); derr == nil {
+		if _, xerr := s.expire(ctx, r, call, snap); xerr != nil {
+			s.cfg.Logger.Warn("decide: expire a call past its deadline", "run", r.ID, "tool_call", call.ToolCallID, "err", xerr)
 		}
 	}
 	return err
 }
 
 // pastDeadline is the CONFLICT of a decision on a call whose deadline is at or before now.
-func pastDeadline(run *Run, call *events.ToolCall, now time.Time) error {
+func pastDeadline(r *run.Run, call *run.ToolCall, now time.Time) error {
 	if call.ExpiresAt == nil || now.Before(*call.ExpiresAt) {
 		return nil
 	}
-	return expiredAt(run.ID, call.ToolCallID, *call.ExpiresAt)
+	return expiredAt(r.ID, call.ToolCallID, *call.ExpiresAt)
 }
 
 // expiredConflict words the CONFLICT of a decision on a run that moved on because its call
 // expired: the named call's decision, or without a name the run's last one, is EXPIRED.
-func expiredConflict(run *Run, toolCallID *string) error {
-	for i := len(run.Decisions) - 1; i >= 0; i-- {
-		d := run.Decisions[i]
+func expiredConflict(r *run.Run, toolCallID *string) error {
+	for i := len(r.Decisions) - 1; i >= 0; i-- {
+		d := r.Decisions[i]
 		if toolCallID != nil && *toolCallID != "" && d.ToolCallID != *toolCallID {
 			continue
 		}
-		if d.Kind == DecisionExpired {
-			return expiredAt(run.ID, d.ToolCallID, d.DecidedAt)
+		if d.Kind == run.DecisionExpired {
+			return expiredAt(r.ID, d.ToolCallID, d.DecidedAt)
 		}
 		return nil
 	}
@@ -133,15 +133,15 @@ func expiredConflict(run *Run, toolCallID *string) error {
 }
 
 func expiredAt(runID, callID string, at time.Time) error {
-	return Errorf(CodeConflict, "tool call %s of run %s expired at %s without a decision: it can no longer be approved, declined or resumed",
+	return run.Errorf(run.CodeConflict, "tool call %s of run %s expired at %s without a decision: it can no longer be approved, declined or resumed",
 		callID, runID, at.UTC().Format("2006-01-02T15:04:05.000Z"))
 }
 
 // waitingCall is the run's pending call of that id, or nil.
-func waitingCall(run *Run, callID string) *events.ToolCall {
-	for i := range run.ToolCalls {
-		if run.ToolCalls[i].ToolCallID == callID {
-			return &run.ToolCalls[i]
+func waitingCall(r *run.Run, callID string) *run.ToolCall {
+	for i := range r.ToolCalls {
+		if r.ToolCalls[i].ToolCallID == callID {
+			return &r.ToolCalls[i]
 		}
 	}
 	return nil

@@ -16,9 +16,9 @@ import (
 
 	"interlock/agent"
 	"interlock/dbtest"
-	"interlock/events"
 	"interlock/gormstore"
 	"interlock/llm"
+	"interlock/run"
 	"interlock/runs"
 )
 
@@ -181,8 +181,8 @@ func TestCutOffInstanceStopsItsToolBeforeAnotherClaimsTheRun(t *testing.T) {
 	if cancelled < 0 || cancelled > claimed {
 		t.Fatalf("a's tool was not cancelled before b claimed the run: %q", tl.list())
 	}
-	evs := b.until(t, r.ID, 0, runs.StatusSuspended)
-	i := slices.IndexFunc(evs, func(ev events.Event) bool { return ev.Type == events.ToolCallInterrupted })
+	evs := b.until(t, r.ID, 0, run.StatusSuspended)
+	i := slices.IndexFunc(evs, func(ev run.Event) bool { return ev.Type == run.EventToolCallInterrupted })
 	if i < 0 {
 		t.Fatalf("no TOOL_CALL_INTERRUPTED: %+v", evs)
 	}
@@ -195,7 +195,7 @@ func TestCutOffInstanceStopsItsToolBeforeAnotherClaimsTheRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Status != runs.StatusSuspended || len(got.ToolCalls) != 1 || !got.ToolCalls[0].Interrupted {
+	if got.Status != run.StatusSuspended || len(got.ToolCalls) != 1 || !got.ToolCalls[0].Interrupted {
 		t.Fatalf("run after b recovered it: %s with %+v; want SUSPENDED on the interrupted call", got.Status, got.ToolCalls)
 	}
 	if n := c.executed.Load(); n != 1 || c.overlap.Load() {
@@ -227,13 +227,13 @@ func TestToolResultIsStoredAfterAnOutageShorterThanTheLease(t *testing.T) {
 	time.Sleep(2*time.Second - time.Since(outage))
 	proxy.restore()
 
-	evs := b.until(t, r.ID, 0, runs.StatusCompleted, runs.StatusSuspended, runs.StatusFailed)
+	evs := b.until(t, r.ID, 0, run.StatusCompleted, run.StatusSuspended, run.StatusFailed)
 	for _, ev := range evs {
-		if ev.Type == events.ToolCallInterrupted {
+		if ev.Type == run.EventToolCallInterrupted {
 			t.Fatalf("the call was reported interrupted: %s", ev.Reason)
 		}
 	}
-	if last := evs[len(evs)-1]; last.Status != string(runs.StatusCompleted) {
+	if last := evs[len(evs)-1]; last.Status != string(run.StatusCompleted) {
 		t.Fatalf("run ended %s (%s); want COMPLETED. Log: %q", last.Status, last.Type, tl.list())
 	}
 	if n := c.executed.Load(); n != 1 {

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"interlock/events"
+	"interlock/run"
 )
 
 const followBatch = 500
@@ -22,8 +23,8 @@ const followBatch = 500
 // Events are always read from storage; the hub only wakes the reader (at once for events stored
 // here, from the instance's notify loop for events stored elsewhere). So a slow reader never
 // loses an event.
-func (s *Service) Follow(ctx context.Context, runID string, after int64) (<-chan events.Event, error) {
-	return FollowAs(s, ctx, runID, after, func(_ context.Context, ev events.Event) (events.Event, error) { return ev, nil }, nil)
+func (s *Service) Follow(ctx context.Context, runID string, after int64) (<-chan run.Event, error) {
+	return FollowAs(s, ctx, runID, after, func(_ context.Context, ev run.Event) (run.Event, error) { return ev, nil }, nil)
 }
 
 // FollowAs is Follow with each event turned into what the caller streams by conv, in the
@@ -37,12 +38,12 @@ func (s *Service) Follow(ctx context.Context, runID string, after int64) (<-chan
 // nil) with the error just before its channel closes, in the stream's goroutine: the transport
 // then tells the client it must resubscribe with after: its last seq, instead of letting a bare
 // end of the stream pass for the end of the run.
-func FollowAs[T any](s *Service, ctx context.Context, runID string, after int64, conv func(context.Context, events.Event) (T, error), failed func(error)) (<-chan T, error) {
-	if err := require(ctx, RoleViewer, "following runs"); err != nil {
+func FollowAs[T any](s *Service, ctx context.Context, runID string, after int64, conv func(context.Context, run.Event) (T, error), failed func(error)) (<-chan T, error) {
+	if err := require(ctx, run.RoleViewer, "following runs"); err != nil {
 		return nil, err
 	}
 	if after < 0 {
-		return nil, Errorf(CodeBadUserInput, "after must be 0 or more, not %d", after)
+		return nil, run.Errorf(run.CodeBadUserInput, "after must be 0 or more, not %d", after)
 	}
 	// Subscribed before reading where the run stands, so that no wake-up is missed; busy until
 	// the stream is set up, so that one arriving meanwhile only asks for another read.
@@ -59,7 +60,7 @@ func FollowAs[T any](s *Service, ctx context.Context, runID string, after int64,
 	}
 	if p.Status.Finished() && after > p.LastSeq {
 		st.sub.Close()
-		return nil, Errorf(CodeBadUserInput, "after is %d, beyond the last event (%d) of run %s, which has finished", after, p.LastSeq, runID)
+		return nil, run.Errorf(run.CodeBadUserInput, "after is %d, beyond the last event (%d) of run %s, which has finished", after, p.LastSeq, runID)
 	}
 	st.known, st.finished = p.LastSeq, p.Status.Finished() && p.LastSeq <= after
 	st.ctx, st.cancel = s.streamContext(ctx)
@@ -76,7 +77,7 @@ func FollowAs[T any](s *Service, ctx context.Context, runID string, after int64,
 type stream[T any] struct {
 	s        *Service
 	runID    string
-	conv     func(context.Context, events.Event) (T, error)
+	conv     func(context.Context, run.Event) (T, error)
 	failed   func(error)
 	sub      *events.Sub[struct{}]
 	ctx      context.Context
@@ -183,7 +184,7 @@ func (st *stream[T]) fail(msg string, err error, args ...any) {
 		return
 	}
 	st.err = err
-	if !errors.Is(err, ErrUnavailable) {
+	if !errors.Is(err, run.ErrUnavailable) {
 		st.s.cfg.Logger.Error(msg, append([]any{"run", st.runID, "err", err}, args...)...)
 	}
 }
@@ -222,17 +223,17 @@ type WatchFilter struct {
 // RunChange is a change of the suspended set with the run as it is now.
 type RunChange struct {
 	Kind ChangeKind
-	Run  *Run
+	Run  *run.Run
 }
 
 // WatchSuspended reports runs entering (SUSPENDED) and leaving (LEFT) the set of suspended runs
 // that match f, until ctx ends. A watcher that falls far behind is ended (its channel closes);
 // it subscribes again and lists the suspended runs to catch up.
 func (s *Service) WatchSuspended(ctx context.Context, f WatchFilter) (<-chan RunChange, error) {
-	if err := require(ctx, RoleViewer, "watching runs"); err != nil {
+	if err := require(ctx, run.RoleViewer, "watching runs"); err != nil {
 		return nil, err
 	}
-	principal := PrincipalFrom(ctx)
+	principal := run.PrincipalFrom(ctx)
 	sub := s.watched.Subscribe(changesTopic)
 	ctx, cancel := s.streamContext(ctx)
 	out := make(chan RunChange)
@@ -297,22 +298,22 @@ func (s *Service) watch(sub *events.Sub[Change]) {
 		if s.watched.Count(changesTopic) == 0 {
 			continue
 		}
-		run, err := s.store.GetRun(s.ctx, ch.RunID)
-		if err != nil || run == nil {
+		r, err := s.store.GetRun(s.ctx, ch.RunID)
+		if err != nil || r == nil {
 			if err != nil && s.ctx.Err() == nil {
 				s.cfg.Logger.Warn("watch: read run", "run", ch.RunID, "err", err)
 			}
 			continue
 		}
-		if ch.Kind != ChangeLeft && run.Status != StatusSuspended {
+		if ch.Kind != ChangeLeft && r.Status != run.StatusSuspended {
 			continue // a suspension already decided is not news; its LEFT follows
 		}
-		run.Snapshot, run.LeaseOwner = nil, nil
-		s.watched.Publish(changesTopic, RunChange{Kind: ch.Kind, Run: run})
+		r.Snapshot, r.LeaseOwner = nil, nil
+		s.watched.Publish(changesTopic, RunChange{Kind: ch.Kind, Run: r})
 	}
 }
 
-func (f WatchFilter) matches(r *Run) bool {
+func (f WatchFilter) matches(r *run.Run) bool {
 	if f.AgentID != nil {
 		if r.AgentID != *f.AgentID {
 			return false

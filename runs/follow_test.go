@@ -10,7 +10,7 @@ import (
 	"gorm.io/gorm"
 
 	"interlock/dbtest"
-	"interlock/events"
+	"interlock/run"
 	"interlock/runs"
 )
 
@@ -24,9 +24,9 @@ func TestIdleStreamsHoldNoGoroutine(t *testing.T) {
 		f.svc.Wait()
 
 		const n = 40
-		streams := make([]<-chan events.Event, n)
+		streams := make([]<-chan run.Event, n)
 		for i := range streams {
-			ch, err := f.svc.Follow(runs.WithSystem(t.Context()), r.ID, 0)
+			ch, err := f.svc.Follow(run.WithSystem(t.Context()), r.ID, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -39,12 +39,12 @@ func TestIdleStreamsHoldNoGoroutine(t *testing.T) {
 		}
 		waitStreamGoroutines(t, "forty idle streams", 0)
 
-		if _, err := f.svc.Approve(runs.WithSystem(t.Context()), runs.DecideParams{RunID: r.ID}); err != nil {
+		if _, err := f.svc.Approve(run.WithSystem(t.Context()), runs.DecideParams{RunID: r.ID}); err != nil {
 			t.Fatal(err)
 		}
 		for i, ch := range streams {
 			seq := r.LastSeq
-			var last events.Type
+			var last run.EventType
 			for ev := range within(t, ch) {
 				if ev.Seq != seq+1 {
 					t.Fatalf("stream %d: seq %d after %d", i, ev.Seq, seq)
@@ -67,7 +67,7 @@ func TestCancelledIdleStreamCloses(t *testing.T) {
 		f := setup(t, db, runs.Config{PollInterval: time.Hour})
 		r := f.suspended(t, runs.StartParams{Prompt: "refund order 1"})
 		f.svc.Wait()
-		ctx, cancel := context.WithCancel(runs.WithSystem(t.Context()))
+		ctx, cancel := context.WithCancel(run.WithSystem(t.Context()))
 		ch, err := f.svc.Follow(ctx, r.ID, r.LastSeq)
 		if err != nil {
 			t.Fatal(err)
@@ -91,8 +91,8 @@ func TestCancelledIdleStreamCloses(t *testing.T) {
 }
 
 // within yields the events of ch until it closes, failing the test when one takes over 20s.
-func within(t *testing.T, ch <-chan events.Event) func(yield func(events.Event) bool) {
-	return func(yield func(events.Event) bool) {
+func within(t *testing.T, ch <-chan run.Event) func(yield func(run.Event) bool) {
+	return func(yield func(run.Event) bool) {
 		for {
 			select {
 			case ev, ok := <-ch:

@@ -12,9 +12,9 @@ import (
 	"gorm.io/gorm"
 
 	"interlock/agent"
-	"interlock/events"
 	"interlock/gormstore"
 	"interlock/llm"
+	"interlock/run"
 	"interlock/runs"
 )
 
@@ -76,7 +76,7 @@ func setupWith(t testing.TB, db *gorm.DB, cfg runs.Config, o setupOpts) *fixture
 func ptr[T any](v T) *T { return &v }
 
 // start begins a run and fails the test on error.
-func (f *fixture) start(t *testing.T, p runs.StartParams) *runs.Run {
+func (f *fixture) start(t *testing.T, p runs.StartParams) *run.Run {
 	t.Helper()
 	if p.AgentID == "" {
 		p.AgentID = "support-agent"
@@ -90,7 +90,7 @@ func (f *fixture) start(t *testing.T, p runs.StartParams) *runs.Run {
 
 // until follows a run from seq `after` until an event with a status in want (or the stream
 // ends), and returns the events seen.
-func (f *fixture) until(t *testing.T, runID string, after int64, want ...runs.Status) []events.Event {
+func (f *fixture) until(t *testing.T, runID string, after int64, want ...run.Status) []run.Event {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(bg(), 20*time.Second)
 	defer cancel()
@@ -98,11 +98,11 @@ func (f *fixture) until(t *testing.T, runID string, after int64, want ...runs.St
 	if err != nil {
 		t.Fatalf("Follow: %v", err)
 	}
-	var seen []events.Event
+	var seen []run.Event
 	for ev := range ch {
 		seen = append(seen, ev)
 		for _, s := range want {
-			if ev.Status == string(s) && ev.Type != events.RunResumed && ev.Type != events.RunStarted {
+			if ev.Status == string(s) && ev.Type != run.EventRunResumed && ev.Type != run.EventRunStarted {
 				return seen
 			}
 		}
@@ -114,24 +114,24 @@ func (f *fixture) until(t *testing.T, runID string, after int64, want ...runs.St
 }
 
 // suspended starts a run and waits for it to suspend.
-func (f *fixture) suspended(t *testing.T, p runs.StartParams) *runs.Run {
+func (f *fixture) suspended(t *testing.T, p runs.StartParams) *run.Run {
 	t.Helper()
 	r := f.start(t, p)
-	f.until(t, r.ID, 0, runs.StatusSuspended, runs.StatusCompleted, runs.StatusFailed)
+	f.until(t, r.ID, 0, run.StatusSuspended, run.StatusCompleted, run.StatusFailed)
 	got, err := f.svc.Get(bg(), r.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Status != runs.StatusSuspended {
+	if got.Status != run.StatusSuspended {
 		t.Fatalf("run %s is %s, want SUSPENDED", r.ID, got.Status)
 	}
 	return got
 }
 
 // finished waits for a run to finish and returns it.
-func (f *fixture) finished(t *testing.T, runID string) *runs.Run {
+func (f *fixture) finished(t *testing.T, runID string) *run.Run {
 	t.Helper()
-	f.until(t, runID, 0, runs.StatusCompleted, runs.StatusFailed)
+	f.until(t, runID, 0, run.StatusCompleted, run.StatusFailed)
 	f.svc.Wait()
 	got, err := f.svc.Get(bg(), runID)
 	if err != nil {
@@ -140,16 +140,16 @@ func (f *fixture) finished(t *testing.T, runID string) *runs.Run {
 	return got
 }
 
-func wantCode(t *testing.T, err error, code runs.Code) {
+func wantCode(t *testing.T, err error, code run.Code) {
 	t.Helper()
 	if err == nil {
 		t.Fatalf("no error, want %s", code)
 	}
-	if got := runs.ErrorCode(err); got != code {
+	if got := run.ErrorCode(err); got != code {
 		t.Fatalf("error %q has code %s, want %s", err, got, code)
 	}
 }
 
-// bg is a context acting for the server itself (runs.System). The service fails closed, so a test
+// bg is a context acting for the server itself (run.System). The service fails closed, so a test
 // that is not about who acts acts for the server; one that is about it uses as.
-func bg() context.Context { return runs.WithSystem(context.Background()) }
+func bg() context.Context { return run.WithSystem(context.Background()) }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"interlock/run"
 	"unicode/utf8"
 )
 
@@ -22,10 +23,10 @@ func idempotency(ctx context.Context, key *string, request any) (*Idempotency, e
 		return nil, nil
 	}
 	if *key == "" || utf8.RuneCountInString(*key) > maxIdempotencyKeyLength {
-		return nil, Errorf(CodeBadUserInput, "idempotencyKey must be 1 to %d characters long", maxIdempotencyKeyLength)
+		return nil, run.Errorf(run.CodeBadUserInput, "idempotencyKey must be 1 to %d characters long", maxIdempotencyKeyLength)
 	}
 	var who string
-	if s := PrincipalFrom(ctx).recorded(); s != nil {
+	if s := run.PrincipalFrom(ctx).Recorded(); s != nil {
 		who = *s
 	}
 	// The subject's length first, so that no other subject and key make the same bytes.
@@ -41,13 +42,13 @@ func idempotency(ctx context.Context, key *string, request any) (*Idempotency, e
 // repeated answers a request whose idempotency key was claimed before (err is a
 // *DuplicateRequest; ok false otherwise): the same request gets the run it made, as stored now,
 // and another request reusing the key BAD_USER_INPUT.
-func (s *Service) repeated(ctx context.Context, key string, err error) (run *Run, ok bool, _ error) {
+func (s *Service) repeated(ctx context.Context, key string, err error) (rn *run.Run, ok bool, _ error) {
 	var dup *DuplicateRequest
 	if !errors.As(err, &dup) {
 		return nil, false, nil
 	}
 	if !dup.SameRequest {
-		return nil, true, Errorf(CodeBadUserInput, "idempotencyKey %q was used for another request: a new request needs a new key", key)
+		return nil, true, run.Errorf(run.CodeBadUserInput, "idempotencyKey %q was used for another request: a new request needs a new key", key)
 	}
 	r, gerr := s.store.GetRun(ctx, dup.RunID)
 	if gerr != nil {

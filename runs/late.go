@@ -2,37 +2,10 @@ package runs
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
+	"interlock/run"
 	"time"
 )
-
-// LateResult is the outcome of a tool call that ran on an instance which could not store it with
-// its run: the database was out of reach for longer than the instance could hold the run (twice
-// LeaseTTL), or another instance took the run over first (see execution.ToolResult). The call
-// was then found executing by recovery and reported interrupted, its outcome unknown to
-// whoever looked at the run: this is what was known after all. The instance keeps such an
-// outcome and records it, as soon as the database answers, in storage of its own, never with
-// the run (whose events, seq and lease belong to whichever instance holds it now).
-//
-// A late result belongs to the call as it ran: ToolCallID is the id the call executed under,
-// which the interrupted call that waits in its place names (events.ToolCall.InterruptedToolCallID;
-// it waits under a new id, see agent.Snapshot.Reissue). A call has one at most.
-type LateResult struct {
-	RunID      string
-	ToolCallID string
-	ToolName   string
-	// Result is what the tool returned; nil when it failed (Error).
-	Result json.RawMessage
-	// Error is the tool's error message, nil when it returned a result.
-	Error *string
-	// InstanceID is the instance that ran the call and held its outcome.
-	InstanceID string
-	// FinishedAt is when the tool answered, on that instance's clock; RecordedAt when the
-	// outcome was recorded.
-	FinishedAt time.Time
-	RecordedAt time.Time
-}
 
 // ErrNoSuchCall is RecordLateResult's answer for a call the run never had (or a run that is not
 // stored): a late result is never recorded for a call it is not the outcome of.
@@ -52,7 +25,7 @@ var lateBackoffMax = 5 * time.Second
 //
 // Called from an execution only (ToolResult), which Close waits for before it waits for the
 // background loops, so the loop count is never raised after Close stopped waiting for it.
-func (s *Service) keepLate(l LateResult, why error) {
+func (s *Service) keepLate(l run.LateResult, why error) {
 	s.cfg.Logger.Warn("run: a tool ran but its result could not be stored with the run; keeping it to record as the call's late result",
 		"run", l.RunID, "tool", l.ToolName, "tool_call", l.ToolCallID, "err", why)
 	key := lateKey{l.RunID, l.ToolCallID}
@@ -101,9 +74,9 @@ type lateKey struct{ runID, callID string }
 // true). When this instance is the one holding it (it gave the run up and now recovers it
 // itself, as a lone instance does), it records it first, so that the reason can say what it is
 // rather than that it may come.
-func (s *Service) recordedLate(ctx context.Context, runID, callID string) *LateResult {
+func (s *Service) recordedLate(ctx context.Context, runID, callID string) *run.LateResult {
 	if v, ok := s.held.Load(lateKey{runID, callID}); ok {
-		l := v.(LateResult)
+		l := v.(run.LateResult)
 		l.RecordedAt = s.now()
 		if _, err := s.store.RecordLateResult(ctx, l); err != nil {
 			s.cfg.Logger.Warn("recovery: cannot record the late result this instance holds; it goes on trying", "run", runID, "tool_call", callID, "err", err)
@@ -125,7 +98,7 @@ func (s *Service) recordedLate(ctx context.Context, runID, callID string) *LateR
 // unstored logs the outcome of a tool that ran but could be stored neither with its run nor as
 // its late result (the service closed first, or the run is gone), so that whoever is asked to
 // approve the interrupted call again can still find what it returned, in this instance's log.
-func (s *Service) unstored(l LateResult, err error) {
+func (s *Service) unstored(l run.LateResult, err error) {
 	const most = 4096
 	res := string(l.Result)
 	if len(res) > most {

@@ -9,8 +9,8 @@ import (
 
 	"interlock/agent"
 	"interlock/dbtest"
-	"interlock/events"
 	"interlock/gormstore"
+	"interlock/run"
 	"interlock/runs"
 )
 
@@ -30,15 +30,15 @@ func TestApproveRunsTheToolAndCompletes(t *testing.T) {
 		if args["orderId"] != "42" || args["amount"] != 30.0 {
 			t.Fatalf("args = %s", tc.Args)
 		}
-		after, err := f.svc.Approve(as("alice", nil, runs.RoleAdmin), runs.DecideParams{RunID: r.ID})
+		after, err := f.svc.Approve(as("alice", nil, run.RoleAdmin), runs.DecideParams{RunID: r.ID})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if after.Status != runs.StatusRunning || len(after.ToolCalls) != 0 || after.SuspendedAt != nil {
+		if after.Status != run.StatusRunning || len(after.ToolCalls) != 0 || after.SuspendedAt != nil {
 			t.Fatalf("after approve: %+v", after)
 		}
 		done := f.finished(t, r.ID)
-		if done.Status != runs.StatusCompleted || done.Output == nil || !strings.Contains(*done.Output, "rf_42") {
+		if done.Status != run.StatusCompleted || done.Output == nil || !strings.Contains(*done.Output, "rf_42") {
 			t.Fatalf("finished run: status %s output %v", done.Status, done.Output)
 		}
 		var row gormstore.Run
@@ -64,13 +64,13 @@ func checkGapless(t *testing.T, f *fixture, runID string, last int64) {
 		t.Fatal(err)
 	}
 	var n int64
-	var lastType events.Type
+	var lastType run.EventType
 	for ev := range ch {
 		n++
 		if ev.Seq != n {
 			t.Fatalf("event %d has seq %d", n, ev.Seq)
 		}
-		if n == 1 && ev.Type != events.RunStarted {
+		if n == 1 && ev.Type != run.EventRunStarted {
 			t.Fatalf("first event is %s", ev.Type)
 		}
 		lastType = ev.Type
@@ -92,7 +92,7 @@ func TestDeclineTellsTheModelAndSkipsTheTool(t *testing.T) {
 				t.Fatal(err)
 			}
 			done := f.finished(t, r.ID)
-			if done.Status != runs.StatusCompleted || !strings.Contains(*done.Output, tc.want) || strings.Contains(*done.Output, "rf_9") {
+			if done.Status != run.StatusCompleted || !strings.Contains(*done.Output, tc.want) || strings.Contains(*done.Output, "rf_9") {
 				t.Fatalf("reason %q: output %q", tc.reason, *done.Output)
 			}
 		}
@@ -109,23 +109,23 @@ func TestResumeValidatesAgainstResumeSchema(t *testing.T) {
 			t.Fatalf("pending call = %+v payload %s", tc, tc.SuspendPayload)
 		}
 		_, err := f.svc.Approve(ctx, runs.DecideParams{RunID: r.ID})
-		wantCode(t, err, runs.CodeBadUserInput)
+		wantCode(t, err, run.CodeBadUserInput)
 		_, err = f.svc.Decline(ctx, runs.DecideParams{RunID: r.ID}, "")
-		wantCode(t, err, runs.CodeBadUserInput)
+		wantCode(t, err, run.CodeBadUserInput)
 		_, err = f.svc.Resume(ctx, runs.DecideParams{RunID: r.ID}, json.RawMessage(`{"answr":"blue"}`))
-		wantCode(t, err, runs.CodeBadUserInput)
+		wantCode(t, err, run.CodeBadUserInput)
 		if !strings.Contains(err.Error(), "answer") {
 			t.Fatalf("validation message does not name the field: %q", err)
 		}
 		still, _ := f.svc.Get(ctx, r.ID)
-		if still.Status != runs.StatusSuspended || len(still.ToolCalls) != 1 {
+		if still.Status != run.StatusSuspended || len(still.ToolCalls) != 1 {
 			t.Fatalf("after a bad resume the run is %s with %d calls", still.Status, len(still.ToolCalls))
 		}
 		if _, err := f.svc.Resume(ctx, runs.DecideParams{RunID: r.ID, ToolCallID: &tc.ToolCallID}, json.RawMessage(`{"answer":"blue"}`)); err != nil {
 			t.Fatal(err)
 		}
 		done := f.finished(t, r.ID)
-		if done.Status != runs.StatusCompleted || !strings.Contains(*done.Output, "blue") {
+		if done.Status != run.StatusCompleted || !strings.Contains(*done.Output, "blue") {
 			t.Fatalf("output %v", done.Output)
 		}
 		var call gormstore.ToolCall
@@ -148,28 +148,28 @@ func TestSeveralApprovalsWaitTogether(t *testing.T) {
 			t.Fatalf("suspension: %+v, want calls for 7 and 8", r.ToolCalls)
 		}
 		evs := allEvents(t, f, r.ID)
-		if n := countType(evs, events.ToolCallApproval); n != 2 || countType(evs, events.RunSuspended) != 1 {
+		if n := countType(evs, run.EventToolCallApproval); n != 2 || countType(evs, run.EventRunSuspended) != 1 {
 			t.Fatalf("events %s: want two TOOL_CALL_APPROVAL and one RUN_SUSPENDED", typesOf(evs))
 		}
 		// Two calls wait: a decision must say which.
 		_, err := f.svc.Approve(ctx, runs.DecideParams{RunID: r.ID})
-		wantCode(t, err, runs.CodeBadUserInput)
+		wantCode(t, err, run.CodeBadUserInput)
 
 		first := r.ToolCalls[0].ToolCallID
-		got, err := f.svc.Approve(as("alice", nil, runs.RoleAdmin), runs.DecideParams{RunID: r.ID, ToolCallID: &first})
+		got, err := f.svc.Approve(as("alice", nil, run.RoleAdmin), runs.DecideParams{RunID: r.ID, ToolCallID: &first})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.Status != runs.StatusSuspended || len(got.ToolCalls) != 1 || got.ToolCalls[0].ToolCallID == first || len(got.Decisions) != 1 {
+		if got.Status != run.StatusSuspended || len(got.ToolCalls) != 1 || got.ToolCalls[0].ToolCallID == first || len(got.Decisions) != 1 {
 			t.Fatalf("after the first approval: %s, pending %+v, decisions %+v; want SUSPENDED on the second", got.Status, got.ToolCalls, got.Decisions)
 		}
 		f.svc.Wait()
 		held, _ := f.svc.Get(ctx, r.ID)
-		if held.Status != runs.StatusSuspended || !held.SuspendedAt.Equal(*r.SuspendedAt) || len(held.ToolCalls) != 1 {
+		if held.Status != run.StatusSuspended || !held.SuspendedAt.Equal(*r.SuspendedAt) || len(held.ToolCalls) != 1 {
 			t.Fatalf("held run: %s, suspendedAt %v (was %v), pending %+v", held.Status, held.SuspendedAt, r.SuspendedAt, held.ToolCalls)
 		}
 		evs = allEvents(t, f, r.ID)
-		if countType(evs, events.ToolCallApproved) != 1 || countType(evs, events.RunResumed) != 0 || countType(evs, events.ToolResult) != 0 {
+		if countType(evs, run.EventToolCallApproved) != 1 || countType(evs, run.EventRunResumed) != 0 || countType(evs, run.EventToolResult) != 0 {
 			t.Fatalf("events after the first approval %s: want it approved, not resumed, nothing run", typesOf(evs))
 		}
 		n, err := f.svc.ListSuspended(ctx, runs.ListSuspendedParams{})
@@ -179,7 +179,7 @@ func TestSeveralApprovalsWaitTogether(t *testing.T) {
 
 		// The first call is decided: naming it again is a conflict.
 		_, err = f.svc.Approve(ctx, runs.DecideParams{RunID: r.ID, ToolCallID: &first})
-		wantCode(t, err, runs.CodeConflict)
+		wantCode(t, err, run.CodeConflict)
 		if _, err := f.svc.Decline(ctx, runs.DecideParams{RunID: r.ID}, "only one refund per day"); err != nil {
 			t.Fatal(err)
 		}
@@ -206,18 +206,18 @@ func TestSubAgentApprovalsSurfaceOneAtATime(t *testing.T) {
 				t.Fatal(err)
 			}
 			if order == `"7"` {
-				f.until(t, r.ID, r.LastSeq, runs.StatusSuspended)
+				f.until(t, r.ID, r.LastSeq, run.StatusSuspended)
 				r, _ = f.svc.Get(ctx, r.ID)
 			}
 		}
 		done := f.finished(t, r.ID)
-		if done.Status != runs.StatusCompleted || !strings.Contains(*done.Output, "rf_7") || !strings.Contains(*done.Output, "rf_8") {
+		if done.Status != run.StatusCompleted || !strings.Contains(*done.Output, "rf_7") || !strings.Contains(*done.Output, "rf_8") {
 			t.Fatalf("supervisor: %s, output %v", done.Status, show(done.Output))
 		}
 	})
 }
 
-func typesOf(evs []events.Event) string {
+func typesOf(evs []run.Event) string {
 	var b strings.Builder
 	for _, ev := range evs {
 		b.WriteString(string(ev.Type) + " ")
@@ -230,38 +230,38 @@ func TestDecisionErrors(t *testing.T) {
 		f := setup(t, db, runs.Config{})
 		ctx := bg()
 		_, err := f.svc.Approve(ctx, runs.DecideParams{RunID: "no-such-run"})
-		wantCode(t, err, runs.CodeNotFound)
+		wantCode(t, err, run.CodeNotFound)
 		_, err = f.svc.Decline(ctx, runs.DecideParams{RunID: "no-such-run"}, "x")
-		wantCode(t, err, runs.CodeNotFound)
+		wantCode(t, err, run.CodeNotFound)
 		_, err = f.svc.Resume(ctx, runs.DecideParams{RunID: "no-such-run"}, json.RawMessage(`{}`))
-		wantCode(t, err, runs.CodeNotFound)
+		wantCode(t, err, run.CodeNotFound)
 		_, err = f.svc.Get(ctx, "no-such-run")
-		wantCode(t, err, runs.CodeNotFound)
+		wantCode(t, err, run.CodeNotFound)
 		_, err = f.svc.Follow(ctx, "no-such-run", 0)
-		wantCode(t, err, runs.CodeNotFound)
+		wantCode(t, err, run.CodeNotFound)
 
 		_, err = f.svc.StartRun(ctx, runs.StartParams{AgentID: "nobody", Prompt: "hi"})
-		wantCode(t, err, runs.CodeNotFound)
+		wantCode(t, err, run.CodeNotFound)
 		_, err = f.svc.StartRun(ctx, runs.StartParams{AgentID: "support-agent", Prompt: "  "})
-		wantCode(t, err, runs.CodeBadUserInput)
+		wantCode(t, err, run.CodeBadUserInput)
 
 		r := f.suspended(t, runs.StartParams{Prompt: "refund order 1"})
 		_, err = f.svc.Approve(ctx, runs.DecideParams{RunID: r.ID, ToolCallID: ptr("call_99")})
-		wantCode(t, err, runs.CodeBadUserInput)
+		wantCode(t, err, run.CodeBadUserInput)
 		_, err = f.svc.Resume(ctx, runs.DecideParams{RunID: r.ID}, json.RawMessage(`{"answer":"x"}`))
-		wantCode(t, err, runs.CodeBadUserInput)
+		wantCode(t, err, run.CodeBadUserInput)
 		if _, err := f.svc.Approve(ctx, runs.DecideParams{RunID: r.ID}); err != nil {
 			t.Fatal(err)
 		}
 		f.finished(t, r.ID)
 		_, err = f.svc.Approve(ctx, runs.DecideParams{RunID: r.ID})
-		wantCode(t, err, runs.CodeConflict)
+		wantCode(t, err, run.CodeConflict)
 
 		// A run that completes without suspending cannot be decided.
 		plain := f.start(t, runs.StartParams{Prompt: "hello"})
 		f.finished(t, plain.ID)
 		_, err = f.svc.Decline(ctx, runs.DecideParams{RunID: plain.ID}, "")
-		wantCode(t, err, runs.CodeConflict)
+		wantCode(t, err, run.CodeConflict)
 	})
 }
 
@@ -269,7 +269,7 @@ func TestRequireToolApprovalHoldsEveryCall(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := setup(t, db, runs.Config{})
 		free := f.start(t, runs.StartParams{Prompt: "what is the status of order 5"})
-		if done := f.finished(t, free.ID); done.Status != runs.StatusCompleted || !strings.Contains(*done.Output, "shipped") {
+		if done := f.finished(t, free.ID); done.Status != run.StatusCompleted || !strings.Contains(*done.Output, "shipped") {
 			t.Fatalf("lookup without approval: %s %v", done.Status, done.Output)
 		}
 		r := f.suspended(t, runs.StartParams{Prompt: "what is the status of order 5", RequireToolApproval: true})

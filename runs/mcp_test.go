@@ -18,8 +18,8 @@ import (
 
 	"interlock/agent"
 	"interlock/dbtest"
-	"interlock/events"
 	"interlock/llm"
+	"interlock/run"
 	"interlock/runs"
 	"interlock/tools"
 )
@@ -121,16 +121,16 @@ func checkInterruptedMCPCall(t *testing.T, db *gorm.DB, cfg tools.MCPConfig, cal
 	if _, err := f.svc.Approve(bg(), runs.DecideParams{RunID: r.ID}); err != nil {
 		t.Fatal(err)
 	}
-	evs := f.until(t, r.ID, r.LastSeq, runs.StatusSuspended, runs.StatusCompleted, runs.StatusFailed)
+	evs := f.until(t, r.ID, r.LastSeq, run.StatusSuspended, run.StatusCompleted, run.StatusFailed)
 	got, err := f.svc.Get(bg(), r.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Status != runs.StatusSuspended || len(got.ToolCalls) != 1 || !got.ToolCalls[0].Interrupted || !got.ToolCalls[0].RequiresApproval {
+	if got.Status != run.StatusSuspended || len(got.ToolCalls) != 1 || !got.ToolCalls[0].Interrupted || !got.ToolCalls[0].RequiresApproval {
 		t.Fatalf("after the call was cut off: run %s, calls %+v; events %s", got.Status, got.ToolCalls, typesOf(evs))
 	}
-	interrupted := ofType(evs, events.ToolCallInterrupted)
-	if len(interrupted) != 1 || interrupted[0].Reason != want || len(ofType(evs, events.ToolResult)) != 0 {
+	interrupted := ofType(evs, run.EventToolCallInterrupted)
+	if len(interrupted) != 1 || interrupted[0].Reason != want || len(ofType(evs, run.EventToolResult)) != 0 {
 		t.Fatalf("events %s; interrupted %+v", typesOf(evs), interrupted)
 	}
 	if n := calls(); n != 1 {
@@ -147,7 +147,7 @@ func checkInterruptedMCPCall(t *testing.T, db *gorm.DB, cfg tools.MCPConfig, cal
 	if _, err := f.svc.Approve(bg(), runs.DecideParams{RunID: r.ID}); err != nil {
 		t.Fatal(err)
 	}
-	if done := f.finished(t, r.ID); done.Status != runs.StatusCompleted || calls() != 2 {
+	if done := f.finished(t, r.ID); done.Status != run.StatusCompleted || calls() != 2 {
 		t.Fatalf("approved again: run %s, %d calls", done.Status, calls())
 	}
 }

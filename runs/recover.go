@@ -9,7 +9,7 @@ import (
 	"unicode/utf8"
 
 	"interlock/agent"
-	"interlock/events"
+	"interlock/run"
 )
 
 // recoveryBatch is how many expired runs one pass reads at a time; a pass reads a few batches.
@@ -55,7 +55,7 @@ func (s *Service) RecoverExpired(ctx context.Context) (int, error) {
 
 // recoverRun takes over one expired run, or defers or fails it. It reports whether it
 // continues the run here.
-func (s *Service) recoverRun(ctx context.Context, r *Run) (bool, error) {
+func (s *Service) recoverRun(ctx context.Context, r *run.Run) (bool, error) {
 	a := s.agents.Get(r.AgentID)
 	if a == nil {
 		why := fmt.Sprintf("its agent %q is not served by the instances that tried to recover it", r.AgentID)
@@ -82,7 +82,7 @@ func (s *Service) recoverRun(ctx context.Context, r *Run) (bool, error) {
 		return false, err // not claimed: another instance was first, or the owner came back
 	}
 	s.cfg.Logger.Info("recovering run", "run", r.ID, "previous_owner", deref(r.LeaseOwner), "attempt", r.RecoveryAttempts+1)
-	r.recoveredFrom = deref(r.LeaseOwner)
+	r.RecoveredFrom = deref(r.LeaseOwner)
 	r.LeaseOwner, r.Version = &lease, r.Version+1
 	s.execute(a, r, snap, taken, causedBy(ctx, CauseRecovery))
 	return true, nil
@@ -96,7 +96,7 @@ func (s *Service) backoff(n int) time.Duration {
 
 // failUnrecoverable claims an expired run and stores it as FAILED, with the reason in the log
 // and in its message.
-func (s *Service) failUnrecoverable(ctx context.Context, r *Run, why string) error {
+func (s *Service) failUnrecoverable(ctx context.Context, r *run.Run, why string) error {
 	lease := s.newLease()
 	claimed, err := s.store.ClaimExpired(ctx, Claim{RunID: r.ID, Version: r.Version, LastSeq: r.LastSeq, Lease: lease, TTL: s.cfg.LeaseTTL})
 	if err != nil || !claimed {
@@ -110,8 +110,8 @@ func (s *Service) failUnrecoverable(ctx context.Context, r *Run, why string) err
 	}
 	err = s.store.Finish(ctx, Finish{
 		Checkpoint: Checkpoint{RunID: r.ID, Lease: lease, TTL: s.cfg.LeaseTTL, After: r.LastSeq, At: s.now(),
-			Events: []events.Event{{Type: events.RunFailed, Status: string(StatusFailed), Error: msg, ErrorCode: code}}},
-		Status: StatusFailed, Error: &msg, ErrorCode: &code, Parent: parent,
+			Events: []run.Event{{Type: run.EventRunFailed, Status: string(run.StatusFailed), Error: msg, ErrorCode: code}}},
+		Status: run.StatusFailed, Error: &msg, ErrorCode: &code, Parent: parent,
 	})
 	if err != nil {
 		return fmt.Errorf("fail unrecoverable run %s: %w", r.ID, err)
@@ -134,9 +134,9 @@ func (s *Service) failUnrecoverable(ctx context.Context, r *Run, why string) err
 func (e *execution) interrupted(ctx context.Context, snap *agent.Snapshot, c *agent.PendingCall, reason string) {
 	c.InterruptedToolCallID = snap.Reissue(c)
 	c.State, c.Interrupted = agent.CallAwaitingApproval, true
-	why := events.Event{
-		Type: events.ToolCallInterrupted,
-		ToolCall: &events.ToolCall{ToolCallID: c.CallID(), ToolName: c.Name, Args: c.Args, RequiresApproval: true, Interrupted: true,
+	why := run.Event{
+		Type: run.EventToolCallInterrupted,
+		ToolCall: &run.ToolCall{ToolCallID: c.CallID(), ToolName: c.Name, Args: c.Args, RequiresApproval: true, Interrupted: true,
 			InterruptedToolCallID: c.InterruptedToolCallID},
 		Reason: reason,
 	}
@@ -153,7 +153,7 @@ func (e *execution) interrupted(ctx context.Context, snap *agent.Snapshot, c *ag
 // to. An instance that holds the answer keeps it and records it as the call's late result
 // (LateResult) once the database takes it: late, when recovery finds it recorded already, says
 // what it is; otherwise the reason says where it will appear if it comes.
-func interruptedReason(tool, callID, lease string, late *LateResult) string {
+func interruptedReason(tool, callID, lease string, late *run.LateResult) string {
 	who := "the instance executing it"
 	switch i := strings.LastIndex(lease, "/"); {
 	case late != nil:

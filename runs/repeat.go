@@ -6,6 +6,7 @@ import (
 	"reflect"
 
 	"interlock/agent"
+	"interlock/run"
 )
 
 // The same decision again. A client whose approval timed out, or was answered with an error
@@ -21,21 +22,21 @@ import (
 // repeatedDecision returns the stored decision on run that d, taken by by, repeats: on the call
 // callID names, or, without callID, on the call decided last when no call waits (a retry of a
 // decision that named no call, because one call waited). nil when there is none.
-func repeatedDecision(run *Run, callID *string, d agent.Decision, by string) *Decision {
+func repeatedDecision(r *run.Run, callID *string, d agent.Decision, by string) *run.Decision {
 	if by == "" {
 		return nil
 	}
-	var stored *Decision
+	var stored *run.Decision
 	switch {
 	case callID != nil && *callID != "":
-		for i := len(run.Decisions) - 1; i >= 0; i-- {
-			if run.Decisions[i].ToolCallID == *callID {
-				stored = &run.Decisions[i]
+		for i := len(r.Decisions) - 1; i >= 0; i-- {
+			if r.Decisions[i].ToolCallID == *callID {
+				stored = &r.Decisions[i]
 				break
 			}
 		}
-	case len(run.ToolCalls) == 0 && len(run.Decisions) > 0:
-		stored = &run.Decisions[len(run.Decisions)-1]
+	case len(r.ToolCalls) == 0 && len(r.Decisions) > 0:
+		stored = &r.Decisions[len(r.Decisions)-1]
 	}
 	if stored == nil || stored.Kind != decisionKind[d.Kind] || deref(stored.DecidedBy) != by ||
 		deref(stored.Reason) != d.Reason || !sameJSON(stored.EditedArgs, d.Args) {
@@ -67,8 +68,8 @@ func sameJSON(a, b json.RawMessage) bool {
 }
 
 // asDecided is run as a decision on it answers: without its snapshot and lease.
-func asDecided(run *Run) *Run {
-	out := *run
+func asDecided(r *run.Run) *run.Run {
+	out := *r
 	out.Snapshot, out.LeaseOwner = nil, nil
 	return &out
 }

@@ -20,6 +20,7 @@ import (
 	"interlock/events"
 	"interlock/llm"
 	"interlock/outage"
+	"interlock/run"
 )
 
 // Config configures a Service. Zero fields take the defaults given.
@@ -256,7 +257,7 @@ func New(st Store, agents *agent.Registry, cfg Config) (*Service, error) {
 	}
 	// The server's own work (executions, recovery, expiry, retention, sub-agents' runs) acts
 	// for System: a context of the service never acts for nobody.
-	ctx, cancel := context.WithCancel(WithSystem(context.Background()))
+	ctx, cancel := context.WithCancel(run.WithSystem(context.Background()))
 	s := &Service{
 		cfg: cfg, store: st, agents: agents,
 		runHub: events.NewWakeHub(), changes: events.NewHub[Change](1024), watched: events.NewHub[RunChange](256),
@@ -433,16 +434,16 @@ const maxIDLength = 191
 // Errors: NOT_FOUND for an unknown agent; BAD_USER_INPUT for an empty prompt, a threadId or
 // resourceId longer than 191 characters, a threadId that belongs to another resource
 // (threadOwned; nothing is stored), or an idempotencyKey used before for another request.
-func (s *Service) StartRun(ctx context.Context, p StartParams) (*Run, error) {
-	if err := require(ctx, RoleOperator, "starting a run"); err != nil {
+func (s *Service) StartRun(ctx context.Context, p StartParams) (*run.Run, error) {
+	if err := require(ctx, run.RoleOperator, "starting a run"); err != nil {
 		return nil, err
 	}
 	a := s.agents.Get(p.AgentID)
 	if a == nil {
-		return nil, Errorf(CodeNotFound, "no agent with id %q", p.AgentID)
+		return nil, run.Errorf(run.CodeNotFound, "no agent with id %q", p.AgentID)
 	}
 	if strings.TrimSpace(p.Prompt) == "" {
-		return nil, Errorf(CodeBadUserInput, "prompt must not be empty")
+		return nil, run.Errorf(run.CodeBadUserInput, "prompt must not be empty")
 	}
 	p.ThreadID, p.ResourceID = emptyToNil(p.ThreadID), emptyToNil(p.ResourceID)
 	if err := authorizeStart(ctx, p.ResourceID); err != nil {
@@ -450,7 +451,7 @@ func (s *Service) StartRun(ctx context.Context, p StartParams) (*Run, error) {
 	}
 	for name, v := range map[string]*string{"threadId": p.ThreadID, "resourceId": p.ResourceID} {
 		if v != nil && utf8.RuneCountInString(*v) > maxIDLength {
-			return nil, Errorf(CodeBadUserInput, "%s is %d characters long; at most %d are allowed", name, utf8.RuneCountInString(*v), maxIDLength)
+			return nil, run.Errorf(run.CodeBadUserInput, "%s is %d characters long; at most %d are allowed", name, utf8.RuneCountInString(*v), maxIDLength)
 		}
 	}
 	key, err := idempotency(ctx, p.IdempotencyKey, struct {
@@ -484,15 +485,15 @@ func (s *Service) StartRun(ctx context.Context, p StartParams) (*Run, error) {
 	}
 	now := s.now()
 	lease, taken := s.newLease(), time.Now()
-	r := Run{
+	r := run.Run{
 		ID: id.String(), AgentID: a.ID, ThreadID: p.ThreadID, ResourceID: p.ResourceID, StartedBy: startedBy(ctx),
-		Prompt: p.Prompt, RequireToolApproval: p.RequireToolApproval, Status: StatusRunning,
+		Prompt: p.Prompt, RequireToolApproval: p.RequireToolApproval, Status: run.StatusRunning,
 		CreatedAt: now, UpdatedAt: now, LastSeq: 1, LeaseOwner: &lease,
-		ToolCalls: []events.ToolCall{}, Decisions: []Decision{},
+		ToolCalls: []run.ToolCall{}, Decisions: []run.Decision{},
 	}
 	err = s.store.InsertRun(ctx, NewRun{
 		Run: r, Snapshot: encoded, Lease: lease, TTL: s.cfg.LeaseTTL,
-		Events:      []events.Event{{Type: events.RunStarted, Status: string(StatusRunning)}},
+		Events:      []run.Event{{Type: run.EventRunStarted, Status: string(run.StatusRunning)}},
 		Idempotency: key,
 	})
 	if again, ok, rerr := s.repeated(ctx, deref(p.IdempotencyKey), err); ok {
@@ -513,8 +514,8 @@ func (s *Service) StartRun(ctx context.Context, p StartParams) (*Run, error) {
 // Get returns a run in any status. Errors: NOT_FOUND when there is no such run, or the
 // principal may not see it; UNAVAILABLE when storage could not be reached (never a nil run: a
 // failed read says nothing about whether the run exists).
-func (s *Service) Get(ctx context.Context, runID string) (*Run, error) {
-	if err := require(ctx, RoleViewer, "reading runs"); err != nil {
+func (s *Service) Get(ctx context.Context, runID string) (*run.Run, error) {
+	if err := require(ctx, run.RoleViewer, "reading runs"); err != nil {
 		return nil, err
 	}
 	r, err := s.store.GetRun(ctx, runID)
@@ -543,12 +544,12 @@ func (s *Service) Get(ctx context.Context, runID string) (*Run, error) {
 // FORBIDDEN for the invisible and something else for the visible would tell them apart), and
 // nothing of the thread's messages or runs.
 func threadOwned(threadID string) error {
-	return Errorf(CodeBadUserInput, "threadId %q is already used with another resourceId; a thread stays with the resource of its first run, so give this run a threadId of its own", threadID)
+	return run.Errorf(run.CodeBadUserInput, "threadId %q is already used with another resourceId; a thread stays with the resource of its first run, so give this run a threadId of its own", threadID)
 }
 
 // startedBy is the subject of the principal of ctx to record, nil for the server's own
 // principals (System, Anonymous).
-func startedBy(ctx context.Context) *string { return PrincipalFrom(ctx).recorded() }
+func startedBy(ctx context.Context) *string { return run.PrincipalFrom(ctx).Recorded() }
 
 func emptyToNil(s *string) *string {
 	if s == nil || *s == "" {

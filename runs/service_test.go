@@ -16,6 +16,7 @@ import (
 	"interlock/dbtest"
 	"interlock/gormstore"
 	"interlock/llm"
+	"interlock/run"
 	"interlock/runs"
 )
 
@@ -67,7 +68,7 @@ func (c *loopCalls) Changes(ctx context.Context, since time.Time, notInstance st
 	return c.Store.Changes(ctx, since, notInstance)
 }
 
-func (c *loopCalls) ExpiredRuns(ctx context.Context, limit int) ([]*runs.Run, error) {
+func (c *loopCalls) ExpiredRuns(ctx context.Context, limit int) ([]*run.Run, error) {
 	c.called("recovery")
 	return c.Store.ExpiredRuns(ctx, limit)
 }
@@ -119,7 +120,7 @@ func TestServiceStartsNothingUntilStart(t *testing.T) {
 			t.Fatal(err)
 		}
 		svc.Wait()
-		if got, err := svc.Get(bg(), r.ID); err != nil || got.Status != runs.StatusCompleted {
+		if got, err := svc.Get(bg(), r.ID); err != nil || got.Status != run.StatusCompleted {
 			t.Fatalf("a run started before Start: %+v, %v; want it COMPLETED", got, err)
 		}
 		for loop, ch := range st.seen {

@@ -3,6 +3,7 @@ package runs_test
 import (
 	"testing"
 
+	"interlock/run"
 	"interlock/runs"
 )
 
@@ -19,7 +20,7 @@ func BenchmarkStats(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		if st.ByStatus[runs.StatusCompleted] != 90_000 || st.Suspended != 10_000 {
+		if st.ByStatus[run.StatusCompleted] != 90_000 || st.Suspended != 10_000 {
 			b.Fatalf("stats %+v", st)
 		}
 	})

@@ -16,8 +16,8 @@ import (
 
 	"interlock/agent"
 	"interlock/dbtest"
-	"interlock/events"
 	"interlock/llm"
+	"interlock/run"
 	"interlock/runs"
 	"interlock/tools"
 )
@@ -84,16 +84,16 @@ func checkTimedOutCall(t *testing.T, db *gorm.DB, exec func(context.Context, *ag
 	if _, err := f.svc.Approve(bg(), runs.DecideParams{RunID: r.ID}); err != nil {
 		t.Fatal(err)
 	}
-	evs := f.until(t, r.ID, r.LastSeq, runs.StatusSuspended, runs.StatusCompleted, runs.StatusFailed)
+	evs := f.until(t, r.ID, r.LastSeq, run.StatusSuspended, run.StatusCompleted, run.StatusFailed)
 	got, err := f.svc.Get(bg(), r.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Status != runs.StatusSuspended || len(got.ToolCalls) != 1 || !got.ToolCalls[0].Interrupted || !got.ToolCalls[0].RequiresApproval {
+	if got.Status != run.StatusSuspended || len(got.ToolCalls) != 1 || !got.ToolCalls[0].Interrupted || !got.ToolCalls[0].RequiresApproval {
 		t.Fatalf("after the approved call timed out: run %s, calls %+v; events %s", got.Status, got.ToolCalls, typesOf(evs))
 	}
-	interrupted := ofType(evs, events.ToolCallInterrupted)
-	if len(interrupted) != 1 || !strings.HasPrefix(interrupted[0].Reason, reason) || len(ofType(evs, events.ToolResult)) != 0 {
+	interrupted := ofType(evs, run.EventToolCallInterrupted)
+	if len(interrupted) != 1 || !strings.HasPrefix(interrupted[0].Reason, reason) || len(ofType(evs, run.EventToolResult)) != 0 {
 		t.Fatalf("events %s; interrupted %+v; want the reason to start %q", typesOf(evs), interrupted, reason)
 	}
 	for _, req := range gatedModel.requests() {
@@ -108,7 +108,7 @@ func checkTimedOutCall(t *testing.T, db *gorm.DB, exec func(context.Context, *ag
 	}
 
 	free := f.start(t, runs.StartParams{AgentID: "free", Prompt: "write a.txt"})
-	if done := f.finished(t, free.ID); done.Status != runs.StatusCompleted {
+	if done := f.finished(t, free.ID); done.Status != run.StatusCompleted {
 		t.Fatalf("the ungated run ended %s (%v)", done.Status, done.Error)
 	}
 	reqs := freeModel.requests()

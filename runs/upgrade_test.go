@@ -9,6 +9,7 @@ import (
 
 	"interlock/dbtest"
 	"interlock/gormstore"
+	"interlock/run"
 	"interlock/runs"
 )
 
@@ -53,7 +54,7 @@ func asBeforeServerIDs(t *testing.T, db *gorm.DB, runID string, rename map[strin
 func TestRunsSuspendedBeforeServerIDsStayDecidable(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := setupChain(t, db)
-		ctx := as("alice", nil, runs.RoleAdmin)
+		ctx := as("alice", nil, run.RoleAdmin)
 
 		two := f.suspended(t, runs.StartParams{AgentID: "support-agent", Prompt: "refund order 1 and order 2"})
 		if len(two.ToolCalls) != 2 || two.ToolCalls[0].ToolCallID != "tc_1" || two.ToolCalls[1].ToolCallID != "tc_2" {
@@ -63,13 +64,13 @@ func TestRunsSuspendedBeforeServerIDsStayDecidable(t *testing.T) {
 		if _, err := f.svc.Approve(ctx, runs.DecideParams{RunID: two.ID, ToolCallID: ptr("call_2")}); err != nil {
 			t.Fatalf("approve call_2 of an upgraded run: %v", err)
 		}
-		_, err := f.svc.Approve(as("bob", nil, runs.RoleAdmin), runs.DecideParams{RunID: two.ID, ToolCallID: ptr("call_2")})
-		wantCode(t, err, runs.CodeConflict)
+		_, err := f.svc.Approve(as("bob", nil, run.RoleAdmin), runs.DecideParams{RunID: two.ID, ToolCallID: ptr("call_2")})
+		wantCode(t, err, run.CodeConflict)
 		if _, err := f.svc.Decline(ctx, runs.DecideParams{RunID: two.ID, ToolCallID: ptr("call_1")}, "no"); err != nil {
 			t.Fatalf("decline call_1 of an upgraded run: %v", err)
 		}
 		done := f.finished(t, two.ID)
-		if done.Status != runs.StatusCompleted || !strings.Contains(*done.Output, "rf_2") || strings.Contains(*done.Output, "rf_1") {
+		if done.Status != run.StatusCompleted || !strings.Contains(*done.Output, "rf_2") || strings.Contains(*done.Output, "rf_1") {
 			t.Fatalf("upgraded run: %s, output %v", done.Status, done.Output)
 		}
 
@@ -81,15 +82,15 @@ func TestRunsSuspendedBeforeServerIDsStayDecidable(t *testing.T) {
 			t.Fatalf("approve an upgraded supervisor chain: %v", err)
 		}
 		chief := f.finished(t, c.chief.ID)
-		if chief.Status != runs.StatusCompleted || !strings.Contains(*chief.Output, "rf_42") {
+		if chief.Status != run.StatusCompleted || !strings.Contains(*chief.Output, "rf_42") {
 			t.Fatalf("upgraded chief run: %s, output %v", chief.Status, chief.Output)
 		}
-		for _, r := range []*runs.Run{c.chief, c.supervisor, c.support} {
+		for _, r := range []*run.Run{c.chief, c.supervisor, c.support} {
 			got, err := f.svc.Get(ctx, r.ID)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(got.Decisions) != 1 || got.Decisions[0].ToolCallID != "call_1" || got.Decisions[0].Kind != runs.DecisionApproved {
+			if len(got.Decisions) != 1 || got.Decisions[0].ToolCallID != "call_1" || got.Decisions[0].Kind != run.DecisionApproved {
 				t.Fatalf("run %s (%s) decisions %+v", r.ID, r.AgentID, got.Decisions)
 			}
 		}

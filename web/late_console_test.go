@@ -20,11 +20,11 @@ import (
 	"interlock/agent"
 	"interlock/auth"
 	"interlock/dbtest"
-	"interlock/events"
 	"interlock/gormstore"
 	"interlock/graph"
 	"interlock/httpguard"
 	"interlock/llm"
+	"interlock/run"
 	"interlock/runs"
 	"interlock/web"
 )
@@ -53,7 +53,7 @@ func TestRunViewShowsALateResult(t *testing.T) {
 	if err := svc.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	sys := runs.WithSystem(context.Background())
+	sys := run.WithSystem(context.Background())
 
 	// Instance a ran tc_1 of two runs and lost the database before it could store the answers.
 	deadRun(t, db, "run-recorded")
@@ -62,7 +62,7 @@ func TestRunViewShowsALateResult(t *testing.T) {
 	late := func(runID string, result json.RawMessage, errMsg *string) {
 		t.Helper()
 		now := time.Now().UTC()
-		ok, err := store.RecordLateResult(sys, runs.LateResult{RunID: runID, ToolCallID: "tc_1", ToolName: "issue_refund",
+		ok, err := store.RecordLateResult(sys, run.LateResult{RunID: runID, ToolCallID: "tc_1", ToolName: "issue_refund",
 			Result: result, Error: errMsg, InstanceID: "a", FinishedAt: now.Add(-time.Minute), RecordedAt: now})
 		if err != nil || !ok {
 			t.Fatalf("RecordLateResult %s: %v, %v", runID, ok, err)
@@ -136,15 +136,15 @@ func deadRun(t *testing.T, db *gorm.DB, id string) {
 	owner := "a/7"
 	snap := `{"messages":[{"role":"user","content":"refund order 5"},{"role":"assistant","toolCalls":[{"id":"call_1","name":"issue_refund","args":{"order":5}}]}],` +
 		`"pending":[{"id":"call_1","serverId":"tc_1","name":"issue_refund","args":{"order":5},"state":"executing"}],"steps":0,"callIds":1,"seq":2}`
-	row := gormstore.Run{ID: id, AgentID: "refunds", Prompt: "refund order 5", Status: string(runs.StatusRunning),
+	row := gormstore.Run{ID: id, AgentID: "refunds", Prompt: "refund order 5", Status: string(run.StatusRunning),
 		Snapshot: &snap, CreatedAt: past, UpdatedAt: past, LastSeq: 2, LeaseOwner: &owner, LeaseUntil: &past}
 	if err := db.Create(&row).Error; err != nil {
 		t.Fatal(err)
 	}
-	call, _ := json.Marshal(events.Event{ToolCall: &events.ToolCall{ToolCallID: "tc_1", ToolName: "issue_refund", Args: json.RawMessage(`{"order":5}`)}})
+	call, _ := json.Marshal(run.Event{ToolCall: &run.ToolCall{ToolCallID: "tc_1", ToolName: "issue_refund", Args: json.RawMessage(`{"order":5}`)}})
 	for _, ev := range []gormstore.Event{
-		{RunID: id, Seq: 1, Type: string(events.RunStarted), Data: `{"status":"RUNNING"}`, CreatedAt: past},
-		{RunID: id, Seq: 2, Type: string(events.ToolCallRequested), Data: string(call), CreatedAt: past},
+		{RunID: id, Seq: 1, Type: string(run.EventRunStarted), Data: `{"status":"RUNNING"}`, CreatedAt: past},
+		{RunID: id, Seq: 2, Type: string(run.EventToolCallRequested), Data: string(call), CreatedAt: past},
 	} {
 		if err := db.Create(&ev).Error; err != nil {
 			t.Fatal(err)
@@ -157,7 +157,7 @@ func waitSuspended(t *testing.T, svc *runs.Service, ctx context.Context, id stri
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		r, err := svc.Get(ctx, id)
-		if err == nil && r.Status == runs.StatusSuspended {
+		if err == nil && r.Status == run.StatusSuspended {
 			return
 		}
 		if time.Now().After(deadline) {

@@ -13,9 +13,9 @@ import (
 	"gorm.io/gorm/clause"
 
 	"interlock/agent"
-	"interlock/events"
 	"interlock/gormstore"
 	"interlock/llm"
+	"interlock/run"
 )
 
 // demoGreeting is the demo model's answer to a prompt it has no tool for: the output of every
@@ -106,8 +106,8 @@ type seedRows struct {
 func rowsOf(s runSpec, into *seedRows) error {
 	t0, t1, t2 := s.CreatedAt, s.CreatedAt.Add(time.Millisecond), s.CreatedAt.Add(2*time.Millisecond)
 	thread, resource := s.ThreadID, s.ResourceID
-	evs := []events.Event{{Type: events.RunStarted, Status: "RUNNING", At: t0}}
-	run := gormstore.Run{
+	evs := []run.Event{{Type: run.EventRunStarted, Status: "RUNNING", At: t0}}
+	r := gormstore.Run{
 		ID: s.ID, AgentID: s.AgentID, ThreadID: &thread, ResourceID: &resource, Prompt: s.Prompt,
 		CreatedAt: t0, Version: 1,
 	}
@@ -129,12 +129,12 @@ func rowsOf(s runSpec, into *seedRows) error {
 			return err
 		}
 		snapshot, argText := string(raw), string(args)
-		tc := &events.ToolCall{ToolCallID: "tc_1", ToolName: call.Name, Args: args, RequiresApproval: true}
+		tc := &run.ToolCall{ToolCallID: "tc_1", ToolName: call.Name, Args: args, RequiresApproval: true}
 		evs = append(evs,
-			events.Event{Type: events.ToolCallRequested, ToolCall: tc, At: t1},
-			events.Event{Type: events.ToolCallApproval, ToolCall: tc, At: t2},
-			events.Event{Type: events.RunSuspended, Status: "SUSPENDED", At: t2})
-		run.Status, run.Snapshot, run.UpdatedAt, run.SuspendedAt = "SUSPENDED", &snapshot, t2, &t2
+			run.Event{Type: run.EventToolCallRequested, ToolCall: tc, At: t1},
+			run.Event{Type: run.EventToolCallApproval, ToolCall: tc, At: t2},
+			run.Event{Type: run.EventRunSuspended, Status: "SUSPENDED", At: t2})
+		r.Status, r.Snapshot, r.UpdatedAt, r.SuspendedAt = "SUSPENDED", &snapshot, t2, &t2
 		into.Calls = append(into.Calls, gormstore.ToolCall{
 			RunID: s.ID, ToolCallID: tc.ToolCallID, ToolName: call.Name, Args: &argText, RequiresApproval: true,
 			State: gormstore.ToolCallPending, CreatedAt: t2,
@@ -142,15 +142,15 @@ func rowsOf(s runSpec, into *seedRows) error {
 	} else {
 		out := demoGreeting
 		evs = append(evs,
-			events.Event{Type: events.TextDelta, Text: demoGreeting, At: t1},
-			events.Event{Type: events.RunFinished, Status: "COMPLETED", At: t1})
-		run.Status, run.Output, run.UpdatedAt = "COMPLETED", &out, t1
+			run.Event{Type: run.EventTextDelta, Text: demoGreeting, At: t1},
+			run.Event{Type: run.EventRunFinished, Status: "COMPLETED", At: t1})
+		r.Status, r.Output, r.UpdatedAt = "COMPLETED", &out, t1
 		into.Messages = append(into.Messages,
 			gormstore.Message{ThreadID: thread, ResourceID: &resource, RunID: s.ID, Role: string(llm.RoleUser), Content: s.Prompt, CreatedAt: t1},
 			gormstore.Message{ThreadID: thread, ResourceID: &resource, RunID: s.ID, Role: string(llm.RoleAssistant), Content: demoGreeting, CreatedAt: t1})
 	}
-	run.LastSeq = int64(len(evs))
-	into.Runs = append(into.Runs, run)
+	r.LastSeq = int64(len(evs))
+	into.Runs = append(into.Runs, r)
 	for i, ev := range evs {
 		data, err := json.Marshal(ev)
 		if err != nil {

@@ -316,7 +316,7 @@ func TestConfigErrorsNameTheSetting(t *testing.T) {
 		{[]string{"--heap-floor-mib", "64MiB"}, "INTERLOCK_HEAP_FLOOR_MIB"},
 		{[]string{"--db", "sqlite:" + t.TempDir() + "/x.db", "--addr", "256.0.0.1:99999"}, "INTERLOCK_ADDR"},
 	} {
-		err := run(tc.args, discardLog())
+		err := runCommand(tc.args, discardLog())
 		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("run(%v) = %v, want one line naming %s", tc.args, err, tc.want)
 		}

@@ -58,7 +58,7 @@ func Main(buildVersion string) int {
 	if buildVersion != "" {
 		version = buildVersion
 	}
-	return exitCode(run(os.Args[1:], nil), os.Stderr)
+	return exitCode(runCommand(os.Args[1:], nil), os.Stderr)
 }
 
 // exitCode prints err, when there is one, and returns the process's exit code.
@@ -85,8 +85,8 @@ func exitCode(err error, stderr io.Writer) int {
 	}
 }
 
-// run runs the command line args (without the program name): a command, then flags.
-func run(args []string, log *slog.Logger) error {
+// runCommand runs the command line args (without the program name): a command, then flags.
+func runCommand(args []string, log *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	command, args, err := splitCommand(args)

@@ -18,6 +18,7 @@ import (
 	"interlock/gormstore"
 	"interlock/graph"
 	"interlock/llm"
+	"interlock/run"
 	"interlock/runs"
 )
 
@@ -99,14 +100,14 @@ func benchHandler(b *testing.B, h http.Handler, query string, vars map[string]an
 type readPage struct {
 	*gormstore.Store
 	total int64
-	page  []*runs.Run
+	page  []*run.Run
 }
 
 func (r *readPage) CountSuspended(context.Context, runs.ListSuspendedParams) (int64, error) {
 	return r.total, nil
 }
 
-func (r *readPage) ListSuspended(context.Context, runs.ListSuspendedParams, int, int) ([]*runs.Run, error) {
+func (r *readPage) ListSuspended(context.Context, runs.ListSuspendedParams, int, int) ([]*run.Run, error) {
 	return r.page, nil
 }
 

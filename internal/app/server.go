@@ -34,6 +34,7 @@ import (
 	"interlock/notify"
 	"interlock/observe"
 	"interlock/playground"
+	"interlock/run"
 	"interlock/runs"
 	"interlock/tracing"
 	"interlock/web"
@@ -374,7 +375,7 @@ func (a *App) routes() http.Handler {
 // against: the authenticated principal's subject, or "" for Anonymous (authentication off), which
 // the limits take for the client's address.
 func limitedSubject(ctx context.Context) string {
-	if p := runs.PrincipalFrom(ctx); p != nil && p.Authenticated() {
+	if p := run.PrincipalFrom(ctx); p != nil && p.Authenticated() {
 		return p.Subject
 	}
 	return ""
@@ -383,7 +384,7 @@ func limitedSubject(ctx context.Context) string {
 // streamOwner is who a single connection SSE stream belongs to: the principal's subject (empty
 // for Anonymous, authentication off), so that one client's stream token is nothing to another.
 func streamOwner(ctx context.Context) string {
-	if p := runs.PrincipalFrom(ctx); p != nil {
+	if p := run.PrincipalFrom(ctx); p != nil {
 		return p.Subject
 	}
 	return ""
@@ -392,7 +393,7 @@ func streamOwner(ctx context.Context) string {
 // credentialsExpire is when the principal of ctx stops being valid (zero: never): a single
 // connection SSE stream ends then, as a WebSocket is closed.
 func credentialsExpire(ctx context.Context) time.Time {
-	if p := runs.PrincipalFrom(ctx); p != nil {
+	if p := run.PrincipalFrom(ctx); p != nil {
 		return p.Expires
 	}
 	return time.Time{}
@@ -409,8 +410,8 @@ func (a *App) authenticateSocket(ctx context.Context, payload transport.InitPayl
 	}
 	p, err := a.authn.FromInitPayload(ctx, payload)
 	var authErr *auth.Error
-	if errors.As(err, &authErr) && authErr.Missing && runs.PrincipalFrom(ctx) != nil {
-		p, err = runs.PrincipalFrom(ctx), nil // authenticated by the upgrade's header
+	if errors.As(err, &authErr) && authErr.Missing && run.PrincipalFrom(ctx) != nil {
+		p, err = run.PrincipalFrom(ctx), nil // authenticated by the upgrade's header
 	}
 	if err != nil {
 		ctx = transport.WithWebsocketCloseCode(ctx, gqlguard.CloseUnauthenticated)
@@ -419,7 +420,7 @@ func (a *App) authenticateSocket(ctx context.Context, payload transport.InitPayl
 	if !p.Expires.IsZero() {
 		gqlguard.CloseAt(ctx, p.Expires, gqlguard.CloseUnauthenticated, "token expired")
 	}
-	return runs.WithPrincipal(ctx, p), nil, nil
+	return run.WithPrincipal(ctx, p), nil, nil
 }
 
 // Handler is the HTTP handler of every route.

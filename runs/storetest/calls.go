@@ -4,23 +4,23 @@ import (
 	"errors"
 	"testing"
 
-	"interlock/events"
+	"interlock/run"
 	"interlock/runs"
 )
 
 // suspendOnTwo stores a new run as suspended on two approvals at once, call-1 and call-2, as a
 // run whose step asked for two calls that need approval.
-func (f *fixture) suspendOnTwo() *runs.Run {
+func (f *fixture) suspendOnTwo() *run.Run {
 	f.t.Helper()
 	r := f.insert(runOpts{})
 	first, second := approval("call-1"), approval("call-2")
 	second.ToolName = "delete_account"
 	s := suspension(r, first, at(10), "instance-1")
 	s.Calls = append(s.Calls, second)
-	s.Events = []events.Event{
-		{Type: events.ToolCallApproval, ToolCall: &first},
-		{Type: events.ToolCallApproval, ToolCall: &second},
-		{Type: events.RunSuspended, Status: string(runs.StatusSuspended)},
+	s.Events = []run.Event{
+		{Type: run.EventToolCallApproval, ToolCall: &first},
+		{Type: run.EventToolCallApproval, ToolCall: &second},
+		{Type: run.EventRunSuspended, Status: string(run.StatusSuspended)},
 	}
 	if err := f.s.Suspend(f.ctx, s); err != nil {
 		f.t.Fatalf("Suspend %s on two calls: %v", r.ID, err)
@@ -29,8 +29,8 @@ func (f *fixture) suspendOnTwo() *runs.Run {
 }
 
 // holding is the Decide of run's first pending call that keeps the run SUSPENDED on the others.
-func holding(run *runs.Run, kind runs.DecisionKind, when int) runs.DecisionWrite {
-	d := decision(run, kind, "", at(when))
+func holding(r *run.Run, kind run.DecisionKind, when int) runs.DecisionWrite {
+	d := decision(r, kind, "", at(when))
 	d.Lease, d.TTL, d.Hold = "", 0, true
 	d.Events = d.Events[:len(d.Events)-1] // no RUN_RESUMED: the run does not resume yet
 	return d
@@ -38,13 +38,13 @@ func holding(run *runs.Run, kind runs.DecisionKind, when int) runs.DecisionWrite
 
 func testSeveralCalls(t *testing.T, open Opener) {
 	each(t, open, "SuspendWaitsOnEveryCallInOrder", func(t *testing.T, f *fixture) {
-		run := f.suspendOnTwo()
-		if run.Status != runs.StatusSuspended || len(run.ToolCalls) != 2 {
-			t.Fatalf("status %s, pending %+v; want SUSPENDED on two calls", run.Status, run.ToolCalls)
+		r := f.suspendOnTwo()
+		if r.Status != run.StatusSuspended || len(r.ToolCalls) != 2 {
+			t.Fatalf("status %s, pending %+v; want SUSPENDED on two calls", r.Status, r.ToolCalls)
 		}
-		wantCall(t, "first pending call", run.ToolCalls[0], approval("call-1"))
-		if run.ToolCalls[1].ToolCallID != "call-2" || run.ToolCalls[1].ToolName != "delete_account" {
-			t.Errorf("second pending call = %+v", run.ToolCalls[1])
+		wantCall(t, "first pending call", r.ToolCalls[0], approval("call-1"))
+		if r.ToolCalls[1].ToolCallID != "call-2" || r.ToolCalls[1].ToolName != "delete_account" {
+			t.Errorf("second pending call = %+v", r.ToolCalls[1])
 		}
 		n, err := f.s.CountSuspended(f.ctx, runs.ListSuspendedParams{})
 		if err != nil || n != 1 {
@@ -63,48 +63,48 @@ func testSeveralCalls(t *testing.T, open Opener) {
 		if err := f.s.Suspend(f.ctx, s); err == nil {
 			t.Fatal("Suspend without a call succeeded")
 		}
-		if got := f.get(r.ID); got.Status != runs.StatusRunning || got.LastSeq != r.Seq {
+		if got := f.get(r.ID); got.Status != run.StatusRunning || got.LastSeq != r.Seq {
 			t.Errorf("after a refused Suspend: status %s, last seq %d; want RUNNING at %d", got.Status, got.LastSeq, r.Seq)
 		}
 	})
 
 	each(t, open, "HoldKeepsTheRunSuspendedOnTheOthers", func(t *testing.T, f *fixture) {
-		run := f.suspendOnTwo()
+		rn := f.suspendOnTwo()
 		before := len(f.changes())
-		d := holding(run, runs.DecisionDeclined, 20)
+		d := holding(rn, run.DecisionDeclined, 20)
 		d.DecidedBy = ptr("alice")
 		if err := f.s.Decide(f.ctx, d); err != nil {
 			t.Fatal(err)
 		}
-		got := f.get(run.ID)
-		if got.Status != runs.StatusSuspended || got.LeaseOwner != nil {
+		got := f.get(rn.ID)
+		if got.Status != run.StatusSuspended || got.LeaseOwner != nil {
 			t.Fatalf("status %s, lease %v; want SUSPENDED without a lease", got.Status, show(got.LeaseOwner))
 		}
 		if got.SuspendedAt == nil {
 			t.Fatal("suspendedAt cleared by a decision that keeps the run waiting")
 		}
-		wantTime(t, "suspendedAt", *got.SuspendedAt, *run.SuspendedAt)
+		wantTime(t, "suspendedAt", *got.SuspendedAt, *rn.SuspendedAt)
 		wantTime(t, "updatedAt", got.UpdatedAt, at(20))
 		wantStr(t, "snapshot", got.Snapshot, &d.Snapshot)
-		if got.Version <= run.Version || got.LastSeq != run.LastSeq+1 {
-			t.Errorf("version %d → %d, last seq %d → %d; want a new version and one more event", run.Version, got.Version, run.LastSeq, got.LastSeq)
+		if got.Version <= rn.Version || got.LastSeq != rn.LastSeq+1 {
+			t.Errorf("version %d → %d, last seq %d → %d; want a new version and one more event", rn.Version, got.Version, rn.LastSeq, got.LastSeq)
 		}
 		if len(got.ToolCalls) != 1 || got.ToolCalls[0].ToolCallID != "call-2" {
 			t.Fatalf("pending calls = %+v, want call-2 alone", got.ToolCalls)
 		}
-		if len(got.Decisions) != 1 || got.Decisions[0].ToolCallID != "call-1" || got.Decisions[0].Kind != runs.DecisionDeclined {
+		if len(got.Decisions) != 1 || got.Decisions[0].ToolCallID != "call-1" || got.Decisions[0].Kind != run.DecisionDeclined {
 			t.Fatalf("decisions = %+v, want call-1 declined", got.Decisions)
 		}
 		wantStr(t, "decided by", got.Decisions[0].DecidedBy, ptr("alice"))
-		wantEvents(t, "decision events", f.eventsAfter(run.ID, run.LastSeq), stored(run.ID, run.LastSeq, at(20), d.Events...))
-		if f.expired(run.ID) {
+		wantEvents(t, "decision events", f.eventsAfter(rn.ID, rn.LastSeq), stored(rn.ID, rn.LastSeq, at(20), d.Events...))
+		if f.expired(rn.ID) {
 			t.Error("a held run, which has no lease, is listed as expired")
 		}
 		changes := f.changes()
 		if len(changes) != before+1 || changes[len(changes)-1].Kind != runs.ChangeChanged {
 			t.Errorf("changes after a held decision: %+v; want one CHANGED more (the run is still in the set, changed)", changes[before:])
 		}
-		for _, p := range []runs.ListSuspendedParams{{}, {AgentID: ptr(run.AgentID)}, {ThreadID: ptr("none")}} {
+		for _, p := range []runs.ListSuspendedParams{{}, {AgentID: ptr(rn.AgentID)}, {ThreadID: ptr("none")}} {
 			n, err := f.s.CountSuspended(f.ctx, p)
 			want := int64(1)
 			if p.ThreadID != nil {
@@ -116,18 +116,18 @@ func testSeveralCalls(t *testing.T, open Opener) {
 		}
 
 		// The decision as read before is stale now, for either call.
-		if err := f.s.Decide(f.ctx, holding(run, runs.DecisionApproved, 21)); !errors.Is(err, runs.ErrStale) {
+		if err := f.s.Decide(f.ctx, holding(rn, run.DecisionApproved, 21)); !errors.Is(err, runs.ErrStale) {
 			t.Errorf("a decision at the old version: %v, want ErrStale", err)
 		}
 		// The last call's decision resumes the run under the new lease.
-		last := decision(got, runs.DecisionApproved, "lease-3", at(22))
+		last := decision(got, run.DecisionApproved, "lease-3", at(22))
 		r := f.decide(got, last)
-		final := f.get(run.ID)
-		if final.Status != runs.StatusRunning || final.SuspendedAt != nil || len(final.ToolCalls) != 0 || len(final.Decisions) != 2 {
+		final := f.get(rn.ID)
+		if final.Status != run.StatusRunning || final.SuspendedAt != nil || len(final.ToolCalls) != 0 || len(final.Decisions) != 2 {
 			t.Fatalf("after the last decision: status %s, suspendedAt %v, pending %+v, decisions %d", final.Status, final.SuspendedAt, final.ToolCalls, len(final.Decisions))
 		}
 		wantStr(t, "lease owner", final.LeaseOwner, ptr("lease-3"))
-		f.checkpoint(r, at(23), events.Event{Type: events.StepFinished})
-		wantGapless(t, f.events(run.ID), r.Seq)
+		f.checkpoint(r, at(23), run.Event{Type: run.EventStepFinished})
+		wantGapless(t, f.events(rn.ID), r.Seq)
 	})
 }

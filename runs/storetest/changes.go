@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"interlock/run"
 	"interlock/runs"
 )
 
@@ -11,10 +12,10 @@ func testChanges(t *testing.T, open Opener) {
 	each(t, open, "AtOrAfterSinceByOtherInstancesInIDOrder", func(t *testing.T, f *fixture) {
 		// Times are the callers' and instances' clocks differ, so they need not grow with ids.
 		a := f.insert(runOpts{})
-		run := f.suspend(a, approval("call-1"), at(30), "inst-A")
-		d := decision(run, runs.DecisionApproved, "lease-2", at(20))
+		r := f.suspend(a, approval("call-1"), at(30), "inst-A")
+		d := decision(r, run.DecisionApproved, "lease-2", at(20))
 		d.InstanceID = "inst-B"
-		f.decide(run, d)
+		f.decide(r, d)
 		b := f.insert(runOpts{})
 		f.suspend(b, approval("call-1"), at(25), "inst-A")
 

@@ -8,8 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"interlock/events"
-	"interlock/runs"
+	"interlock/run"
 )
 
 // wantTime fails unless got is want as stored: the same instant at millisecond precision, in UTC.
@@ -52,7 +51,7 @@ func sameJSON(a, b json.RawMessage) bool {
 }
 
 // wantCall fails unless got is the call want.
-func wantCall(t *testing.T, what string, got, want events.ToolCall) {
+func wantCall(t *testing.T, what string, got, want run.ToolCall) {
 	t.Helper()
 	if got.ToolCallID != want.ToolCallID || got.ToolName != want.ToolName || got.RequiresApproval != want.RequiresApproval ||
 		got.Interrupted != want.Interrupted || got.InterruptedToolCallID != want.InterruptedToolCallID ||
@@ -70,8 +69,8 @@ func body(v any) string {
 }
 
 // stored is evs as a store gives them back: of run runID, numbered from seq after+1, at when.
-func stored(runID string, after int64, when time.Time, evs ...events.Event) []events.Event {
-	out := make([]events.Event, len(evs))
+func stored(runID string, after int64, when time.Time, evs ...run.Event) []run.Event {
+	out := make([]run.Event, len(evs))
 	for i, ev := range evs {
 		ev.RunID, ev.Seq, ev.At = runID, after+int64(i)+1, ms(when)
 		out[i] = ev
@@ -80,7 +79,7 @@ func stored(runID string, after int64, when time.Time, evs ...events.Event) []ev
 }
 
 // wantEvents fails unless got are the events want, field by field, in order.
-func wantEvents(t *testing.T, what string, got, want []events.Event) {
+func wantEvents(t *testing.T, what string, got, want []run.Event) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("%s: %d events %s, want %d %s", what, len(got), seqTypes(got), len(want), seqTypes(want))
@@ -94,7 +93,7 @@ func wantEvents(t *testing.T, what string, got, want []events.Event) {
 	}
 }
 
-func seqTypes(evs []events.Event) string {
+func seqTypes(evs []run.Event) string {
 	s := make([]string, len(evs))
 	for i, ev := range evs {
 		s[i] = fmt.Sprintf("%d:%s", ev.Seq, ev.Type)
@@ -103,7 +102,7 @@ func seqTypes(evs []events.Event) string {
 }
 
 // wantGapless fails unless the events of a run are numbered 1, 2, … n.
-func wantGapless(t *testing.T, evs []events.Event, n int64) {
+func wantGapless(t *testing.T, evs []run.Event, n int64) {
 	t.Helper()
 	if int64(len(evs)) != n {
 		t.Fatalf("%d events %s, want %d", len(evs), seqTypes(evs), n)
@@ -116,7 +115,7 @@ func wantGapless(t *testing.T, evs []events.Event, n int64) {
 }
 
 // runIDs lists the ids of runs in order.
-func runIDs(list []*runs.Run) []string {
+func runIDs(list []*run.Run) []string {
 	out := make([]string, len(list))
 	for i, r := range list {
 		out[i] = r.ID
@@ -137,7 +136,7 @@ func wantIDs(t *testing.T, what string, got []string, want ...string) {
 
 // wantUnchanged fails unless the run's status, version, last seq, lease owner and pending calls
 // are as in before: a failed write must leave no trace.
-func wantUnchanged(t *testing.T, what string, got, before *runs.Run) {
+func wantUnchanged(t *testing.T, what string, got, before *run.Run) {
 	t.Helper()
 	if got.Status != before.Status || got.Version != before.Version || got.LastSeq != before.LastSeq ||
 		len(got.ToolCalls) != len(before.ToolCalls) || len(got.Decisions) != len(before.Decisions) ||

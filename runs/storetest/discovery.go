@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"interlock/run"
 	"interlock/runs"
 )
 
@@ -144,8 +145,8 @@ func testListSuspended(t *testing.T, open Opener) {
 	})
 
 	each(t, open, "EachWithItsPendingCallsAndDecisions", func(t *testing.T, f *fixture) {
-		run := f.suspended(runOpts{})
-		r := f.decide(run, decision(run, runs.DecisionApproved, "lease-2", at(20)))
+		rn := f.suspended(runOpts{})
+		r := f.decide(rn, decision(rn, run.DecisionApproved, "lease-2", at(20)))
 		f.suspend(r, approval("call-2"), at(21), "instance-1")
 		list, err := f.s.ListSuspended(f.ctx, runs.ListSuspendedParams{}, 10, 0)
 		if err != nil {
@@ -159,7 +160,7 @@ func testListSuspended(t *testing.T, open Opener) {
 			t.Errorf("pending calls = %+v, want call-2", got.ToolCalls)
 		}
 		wantCall(t, "pending call", got.ToolCalls[0], approval("call-2"))
-		if len(got.Decisions) != 1 || got.Decisions[0].ToolCallID != "call-1" || got.Decisions[0].Kind != runs.DecisionApproved {
+		if len(got.Decisions) != 1 || got.Decisions[0].ToolCallID != "call-1" || got.Decisions[0].Kind != run.DecisionApproved {
 			t.Errorf("decisions = %+v, want call-1 APPROVED", got.Decisions)
 		}
 		if got.SuspendedAt == nil || !got.SuspendedAt.Equal(ms(at(21))) {
@@ -177,16 +178,16 @@ func testListRecent(t *testing.T, open Opener) {
 		f.fail(c2, at(12))
 		c3 := f.finished(runOpts{N: 2, AgentID: "b", ThreadID: ptr("t1"), ResourceID: ptr("r2")}, at(12)) // same updatedAt as c2
 		c1 := f.finished(runOpts{N: 3, AgentID: "a", ThreadID: ptr("t1"), ResourceID: ptr("r2")}, at(10)) // t1 is r2's
-		run := f.suspended(runOpts{N: 4, AgentID: "a"})
-		declined := decision(run, runs.DecisionDeclined, "lease-2", at(8))
+		rn := f.suspended(runOpts{N: 4, AgentID: "a"})
+		declined := decision(rn, run.DecisionDeclined, "lease-2", at(8))
 		declined.DecidedBy = ptr("alice")
-		c4 := f.decide(run, declined)
+		c4 := f.decide(rn, declined)
 		f.finish(c4, at(11))
 		s := f.suspended(runOpts{N: 5, CreatedAt: at(5)})
 		r := f.insert(runOpts{N: 6, CreatedAt: at(6)})
 		return history{c1: c1.ID, c2: c2.ID, c3: c3.ID, c4: c4.ID, suspended: s.ID, running: r.ID}
 	}
-	finished := []runs.Status{runs.StatusCompleted, runs.StatusFailed}
+	finished := []run.Status{run.StatusCompleted, run.StatusFailed}
 
 	each(t, open, "StatusesFilterMostRecentlyUpdatedFirst", func(t *testing.T, f *fixture) {
 		h := build(f)
@@ -196,10 +197,10 @@ func testListRecent(t *testing.T, open Opener) {
 			want []string
 		}{
 			{"finished", runs.RecentParams{Statuses: finished, PerPage: 100}, []string{h.c3, h.c2, h.c4, h.c1}},
-			{"completed", runs.RecentParams{Statuses: []runs.Status{runs.StatusCompleted}, PerPage: 100}, []string{h.c3, h.c4, h.c1}},
-			{"failed", runs.RecentParams{Statuses: []runs.Status{runs.StatusFailed}, PerPage: 100}, []string{h.c2}},
-			{"suspended", runs.RecentParams{Statuses: []runs.Status{runs.StatusSuspended}, PerPage: 100}, []string{h.suspended}},
-			{"running and suspended", runs.RecentParams{Statuses: []runs.Status{runs.StatusRunning, runs.StatusSuspended}, PerPage: 100}, []string{h.running, h.suspended}},
+			{"completed", runs.RecentParams{Statuses: []run.Status{run.StatusCompleted}, PerPage: 100}, []string{h.c3, h.c4, h.c1}},
+			{"failed", runs.RecentParams{Statuses: []run.Status{run.StatusFailed}, PerPage: 100}, []string{h.c2}},
+			{"suspended", runs.RecentParams{Statuses: []run.Status{run.StatusSuspended}, PerPage: 100}, []string{h.suspended}},
+			{"running and suspended", runs.RecentParams{Statuses: []run.Status{run.StatusRunning, run.StatusSuspended}, PerPage: 100}, []string{h.running, h.suspended}},
 			{"agent a", runs.RecentParams{Statuses: finished, AgentID: ptr("a"), PerPage: 100}, []string{h.c2, h.c4, h.c1}},
 			{"thread t1", runs.RecentParams{Statuses: finished, ThreadID: ptr("t1"), PerPage: 100}, []string{h.c3, h.c1}},
 			{"resource r1", runs.RecentParams{Statuses: finished, ResourceID: ptr("r1"), PerPage: 100}, []string{h.c2}},
@@ -210,12 +211,12 @@ func testListRecent(t *testing.T, open Opener) {
 			{"scope r1, r2: not runs without a resource", runs.RecentParams{Statuses: finished, Resources: []string{"r1", "r2"}, PerPage: 100}, []string{h.c3, h.c2, h.c1}},
 			{"scope r1 with a trailing space", runs.RecentParams{Statuses: finished, Resources: []string{"r1 "}, PerPage: 100}, nil},
 			{"an empty scope", runs.RecentParams{Statuses: finished, Resources: []string{}, PerPage: 100}, nil},
-			{"declined", runs.RecentParams{Statuses: finished, Decision: ptr(runs.DecisionDeclined), PerPage: 100}, []string{h.c4}},
-			{"approved: none", runs.RecentParams{Statuses: finished, Decision: ptr(runs.DecisionApproved), PerPage: 100}, nil},
+			{"declined", runs.RecentParams{Statuses: finished, Decision: ptr(run.DecisionDeclined), PerPage: 100}, []string{h.c4}},
+			{"approved: none", runs.RecentParams{Statuses: finished, Decision: ptr(run.DecisionApproved), PerPage: 100}, nil},
 			{"decided by alice", runs.RecentParams{Statuses: finished, DecidedBy: ptr("alice"), PerPage: 100}, []string{h.c4}},
 			{"decided by alice, padded", runs.RecentParams{Statuses: finished, DecidedBy: ptr("alice "), PerPage: 100}, nil},
-			{"declined by bob: none", runs.RecentParams{Statuses: finished, Decision: ptr(runs.DecisionDeclined), DecidedBy: ptr("bob"), PerPage: 100}, nil},
-			{"declined by alice", runs.RecentParams{Statuses: finished, Decision: ptr(runs.DecisionDeclined), DecidedBy: ptr("alice"), PerPage: 100}, []string{h.c4}},
+			{"declined by bob: none", runs.RecentParams{Statuses: finished, Decision: ptr(run.DecisionDeclined), DecidedBy: ptr("bob"), PerPage: 100}, nil},
+			{"declined by alice", runs.RecentParams{Statuses: finished, Decision: ptr(run.DecisionDeclined), DecidedBy: ptr("alice"), PerPage: 100}, []string{h.c4}},
 		} {
 			list, total, err := f.s.ListRecent(f.ctx, c.p)
 			if err != nil {
@@ -279,7 +280,7 @@ func testListRecent(t *testing.T, open Opener) {
 			if len(r.Decisions) != want {
 				t.Errorf("%s: %d decisions, want %d", r.ID, len(r.Decisions), want)
 			}
-			if r.ID == h.c4 && r.Decisions[0].Kind != runs.DecisionDeclined {
+			if r.ID == h.c4 && r.Decisions[0].Kind != run.DecisionDeclined {
 				t.Errorf("decision of %s = %s, want DECLINED", r.ID, r.Decisions[0].Kind)
 			}
 		}

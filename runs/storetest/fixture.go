@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"interlock/events"
 	"interlock/llm"
+	"interlock/run"
 	"interlock/runs"
 )
 
@@ -72,7 +72,7 @@ type runOpts struct {
 	Lease               string
 	TTL                 time.Duration // default an hour
 	Snapshot            string
-	Events              []events.Event // default one RUN_STARTED
+	Events              []run.Event // default one RUN_STARTED
 	Idempotency         *runs.Idempotency
 }
 
@@ -126,24 +126,24 @@ func (f *fixture) newRun(o runOpts) runs.NewRun {
 		o.Snapshot = `{"snapshot":0}`
 	}
 	if o.Events == nil {
-		o.Events = []events.Event{{Type: events.RunStarted, Status: string(runs.StatusRunning)}}
+		o.Events = []run.Event{{Type: run.EventRunStarted, Status: string(run.StatusRunning)}}
 	}
-	r := runs.Run{
+	r := run.Run{
 		ID: id(o.N), AgentID: o.AgentID, ParentRunID: o.ParentRunID, ThreadID: o.ThreadID,
 		ResourceID: o.ResourceID, StartedBy: o.StartedBy, Prompt: o.Prompt, RequireToolApproval: o.RequireToolApproval,
-		Status: runs.StatusRunning, CreatedAt: o.CreatedAt, UpdatedAt: o.CreatedAt,
+		Status: run.StatusRunning, CreatedAt: o.CreatedAt, UpdatedAt: o.CreatedAt,
 		LastSeq: int64(len(o.Events)), LeaseOwner: &o.Lease,
 	}
 	return runs.NewRun{Run: r, Snapshot: o.Snapshot, Lease: o.Lease, TTL: o.TTL, Events: o.Events, Idempotency: o.Idempotency}
 }
 
 // cp is a checkpoint by the holder of r.
-func cp(r *live, when time.Time, evs ...events.Event) runs.Checkpoint {
+func cp(r *live, when time.Time, evs ...run.Event) runs.Checkpoint {
 	return runs.Checkpoint{RunID: r.ID, Lease: r.Lease, TTL: hour, After: r.Seq, At: when, Events: evs}
 }
 
 // checkpoint stores evs as the holder of r, and advances r.
-func (f *fixture) checkpoint(r *live, when time.Time, evs ...events.Event) {
+func (f *fixture) checkpoint(r *live, when time.Time, evs ...run.Event) {
 	f.t.Helper()
 	if err := f.s.Checkpoint(f.ctx, cp(r, when, evs...)); err != nil {
 		f.t.Fatalf("Checkpoint %s: %v", r.ID, err)
@@ -152,28 +152,28 @@ func (f *fixture) checkpoint(r *live, when time.Time, evs ...events.Event) {
 }
 
 // approval is a call that waits for approval.
-func approval(callID string) events.ToolCall {
-	return events.ToolCall{ToolCallID: callID, ToolName: "issue_refund", Args: json.RawMessage(`{"amount":30,"order":42}`), RequiresApproval: true}
+func approval(callID string) run.ToolCall {
+	return run.ToolCall{ToolCallID: callID, ToolName: "issue_refund", Args: json.RawMessage(`{"amount":30,"order":42}`), RequiresApproval: true}
 }
 
 // suspendEvents are the events that announce a suspension on c.
-func suspendEvents(c events.ToolCall) []events.Event {
-	return []events.Event{
-		{Type: events.ToolCallApproval, ToolCall: &c},
-		{Type: events.RunSuspended, Status: string(runs.StatusSuspended)},
+func suspendEvents(c run.ToolCall) []run.Event {
+	return []run.Event{
+		{Type: run.EventToolCallApproval, ToolCall: &c},
+		{Type: run.EventRunSuspended, Status: string(run.StatusSuspended)},
 	}
 }
 
 // suspension is the Suspend the holder of r writes to wait on c.
-func suspension(r *live, c events.ToolCall, when time.Time, instance string) runs.Suspension {
+func suspension(r *live, c run.ToolCall, when time.Time, instance string) runs.Suspension {
 	snap := fmt.Sprintf(`{"waitsOn":%q}`, c.ToolCallID)
 	ck := cp(r, when, suspendEvents(c)...)
 	ck.Snapshot = &snap
-	return runs.Suspension{Checkpoint: ck, Calls: []events.ToolCall{c}, InstanceID: instance}
+	return runs.Suspension{Checkpoint: ck, Calls: []run.ToolCall{c}, InstanceID: instance}
 }
 
 // suspend stores r as suspended on c and returns the run as stored.
-func (f *fixture) suspend(r *live, c events.ToolCall, when time.Time, instance string) *runs.Run {
+func (f *fixture) suspend(r *live, c run.ToolCall, when time.Time, instance string) *run.Run {
 	f.t.Helper()
 	s := suspension(r, c, when, instance)
 	if err := f.s.Suspend(f.ctx, s); err != nil {
@@ -184,7 +184,7 @@ func (f *fixture) suspend(r *live, c events.ToolCall, when time.Time, instance s
 }
 
 // suspended inserts a run and suspends it on an approval, at its creation time.
-func (f *fixture) suspended(o runOpts) *runs.Run {
+func (f *fixture) suspended(o runOpts) *run.Run {
 	f.t.Helper()
 	r := f.insert(o)
 	got := f.get(r.ID)
@@ -192,40 +192,40 @@ func (f *fixture) suspended(o runOpts) *runs.Run {
 }
 
 // decision is the Decide of the first pending call of run as read, leasing the run to lease.
-func decision(run *runs.Run, kind runs.DecisionKind, lease string, when time.Time) runs.DecisionWrite {
-	call := run.ToolCalls[0]
+func decision(r *run.Run, kind run.DecisionKind, lease string, when time.Time) runs.DecisionWrite {
+	call := r.ToolCalls[0]
 	d := runs.DecisionWrite{
-		RunID: run.ID, Version: run.Version, After: run.LastSeq, ToolCallID: call.ToolCallID, Kind: kind,
+		RunID: r.ID, Version: r.Version, After: r.LastSeq, ToolCallID: call.ToolCallID, Kind: kind,
 		At: when, Snapshot: fmt.Sprintf(`{"decided":%q}`, call.ToolCallID), Lease: lease, TTL: hour,
 		InstanceID: "instance-1",
 	}
 	switch kind {
-	case runs.DecisionApproved:
-		d.Events = []events.Event{{Type: events.ToolCallApproved, ToolCall: &call}, {Type: events.RunResumed, Status: string(runs.StatusRunning)}}
-	case runs.DecisionDeclined:
-		d.Events = []events.Event{{Type: events.ToolCallDeclined, ToolCall: &call}, {Type: events.RunResumed, Status: string(runs.StatusRunning)}}
+	case run.DecisionApproved:
+		d.Events = []run.Event{{Type: run.EventToolCallApproved, ToolCall: &call}, {Type: run.EventRunResumed, Status: string(run.StatusRunning)}}
+	case run.DecisionDeclined:
+		d.Events = []run.Event{{Type: run.EventToolCallDeclined, ToolCall: &call}, {Type: run.EventRunResumed, Status: string(run.StatusRunning)}}
 	default:
-		d.Events = []events.Event{{Type: events.RunResumed, Status: string(runs.StatusRunning)}}
+		d.Events = []run.Event{{Type: run.EventRunResumed, Status: string(run.StatusRunning)}}
 	}
 	return d
 }
 
 // decide approves (or otherwise decides) the first pending call of run, and returns the run as
 // its new holder knows it.
-func (f *fixture) decide(run *runs.Run, d runs.DecisionWrite) *live {
+func (f *fixture) decide(r *run.Run, d runs.DecisionWrite) *live {
 	f.t.Helper()
 	if err := f.s.Decide(f.ctx, d); err != nil {
-		f.t.Fatalf("Decide %s: %v", run.ID, err)
+		f.t.Fatalf("Decide %s: %v", r.ID, err)
 	}
-	return &live{ID: run.ID, Lease: d.Lease, Seq: d.After + int64(len(d.Events))}
+	return &live{ID: r.ID, Lease: d.Lease, Seq: d.After + int64(len(d.Events))}
 }
 
 // finishing is the Finish that completes r.
 func finishing(r *live, when time.Time) runs.Finish {
 	out := "done: " + r.ID
 	return runs.Finish{
-		Checkpoint: cp(r, when, events.Event{Type: events.RunFinished, Status: string(runs.StatusCompleted)}),
-		Status:     runs.StatusCompleted, Output: &out,
+		Checkpoint: cp(r, when, run.Event{Type: run.EventRunFinished, Status: string(run.StatusCompleted)}),
+		Status:     run.StatusCompleted, Output: &out,
 	}
 }
 
@@ -244,8 +244,8 @@ func (f *fixture) fail(r *live, when time.Time) {
 	f.t.Helper()
 	msg, code := "the run stopped on an internal error", "INTERNAL"
 	err := f.s.Finish(f.ctx, runs.Finish{
-		Checkpoint: cp(r, when, events.Event{Type: events.RunFailed, Status: string(runs.StatusFailed), Error: msg, ErrorCode: code}),
-		Status:     runs.StatusFailed, Error: &msg, ErrorCode: &code,
+		Checkpoint: cp(r, when, run.Event{Type: run.EventRunFailed, Status: string(run.StatusFailed), Error: msg, ErrorCode: code}),
+		Status:     run.StatusFailed, Error: &msg, ErrorCode: &code,
 	})
 	if err != nil {
 		f.t.Fatalf("Finish %s as FAILED: %v", r.ID, err)
@@ -254,7 +254,7 @@ func (f *fixture) fail(r *live, when time.Time) {
 }
 
 // eventsAfter returns the events of a run after seq after.
-func (f *fixture) eventsAfter(runID string, after int64) []events.Event {
+func (f *fixture) eventsAfter(runID string, after int64) []run.Event {
 	f.t.Helper()
 	evs, err := f.s.Events(f.ctx, runID, after, 10_000)
 	if err != nil {
@@ -272,7 +272,7 @@ func (f *fixture) finished(o runOpts, when time.Time) *live {
 }
 
 // get returns the stored run, which must exist.
-func (f *fixture) get(runID string) *runs.Run {
+func (f *fixture) get(runID string) *run.Run {
 	f.t.Helper()
 	r, err := f.s.GetRun(f.ctx, runID)
 	if err != nil {
@@ -285,7 +285,7 @@ func (f *fixture) get(runID string) *runs.Run {
 }
 
 // events returns all events of a run.
-func (f *fixture) events(runID string) []events.Event {
+func (f *fixture) events(runID string) []run.Event {
 	f.t.Helper()
 	evs, err := f.s.Events(f.ctx, runID, 0, 10_000)
 	if err != nil {

@@ -7,9 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"interlock/events"
 	"interlock/notify"
-	"interlock/runs"
+	"interlock/run"
 )
 
 // withOutbox runs fn as a parallel subtest on a fixture over a fresh store built to announce
@@ -65,15 +64,15 @@ var all, decidedOnly = notify.Target{Name: "all", Events: notify.Kinds}, notify.
 func testOutbox(t *testing.T, open Opener) {
 	withOutbox(t, open, "WritesARowPerEventAndTargetWithTheEvents", []notify.Target{all, decidedOnly}, func(t *testing.T, f *fixture, ob notify.Store) {
 		r := f.insert(runOpts{ThreadID: ptr("th-1"), ResourceID: ptr("user-1")})
-		run := f.suspend(r, approval("call-1"), at(5), "instance-1")
-		got := f.deliveries(ob, run.ID)
+		rn := f.suspend(r, approval("call-1"), at(5), "instance-1")
+		got := f.deliveries(ob, rn.ID)
 		wantSummary(t, "after the suspension", summary(t, got), "all approval_requested approval PENDING")
 		e := payload(t, got[0])
 		// The event is the TOOL_CALL_APPROVAL, the second event of the run.
-		if e.ID != notify.EventID(run.ID, 2) || got[0].EventID != e.ID || e.Type != notify.ApprovalRequested {
-			t.Errorf("event id %q (row %q), type %s; want %q approval_requested", e.ID, got[0].EventID, e.Type, notify.EventID(run.ID, 2))
+		if e.ID != notify.EventID(rn.ID, 2) || got[0].EventID != e.ID || e.Type != notify.ApprovalRequested {
+			t.Errorf("event id %q (row %q), type %s; want %q approval_requested", e.ID, got[0].EventID, e.Type, notify.EventID(rn.ID, 2))
 		}
-		if e.Run.ID != run.ID || e.Run.AgentID != "agent" || !sameStr(e.Run.ThreadID, ptr("th-1")) || !sameStr(e.Run.ResourceID, ptr("user-1")) {
+		if e.Run.ID != rn.ID || e.Run.AgentID != "agent" || !sameStr(e.Run.ThreadID, ptr("th-1")) || !sameStr(e.Run.ResourceID, ptr("user-1")) {
 			t.Errorf("run of the event = %+v", e.Run)
 		}
 		if e.ToolCall == nil || e.ToolCall.ToolCallID != "call-1" || e.ToolCall.ToolName != "issue_refund" {
@@ -81,33 +80,33 @@ func testOutbox(t *testing.T, open Opener) {
 		}
 		wantTime(t, "createdAt", e.CreatedAt, at(5))
 
-		d := decision(run, runs.DecisionApproved, "lease-2", at(9))
+		d := decision(rn, run.DecisionApproved, "lease-2", at(9))
 		d.DecidedBy, d.Events[0].DecidedBy, d.Events[1].DecidedBy = ptr("alice"), "alice", "alice"
-		f.decide(run, d)
-		got = f.deliveries(ob, run.ID)
+		f.decide(rn, d)
+		got = f.deliveries(ob, rn.ID)
 		wantSummary(t, "after the approval", summary(t, got),
 			"all approval_requested approval PENDING", "all decided approved PENDING", "decided decided approved PENDING")
-		if e := payload(t, got[1]); e.DecidedBy != "alice" || e.ID != notify.EventID(run.ID, run.LastSeq+1) || got[2].EventID != got[1].EventID {
-			t.Errorf("decided event: by %q, id %q / %q; want alice, %q for both targets", e.DecidedBy, e.ID, got[2].EventID, notify.EventID(run.ID, run.LastSeq+1))
+		if e := payload(t, got[1]); e.DecidedBy != "alice" || e.ID != notify.EventID(rn.ID, rn.LastSeq+1) || got[2].EventID != got[1].EventID {
+			t.Errorf("decided event: by %q, id %q / %q; want alice, %q for both targets", e.DecidedBy, e.ID, got[2].EventID, notify.EventID(rn.ID, rn.LastSeq+1))
 		}
 	})
 
 	withOutbox(t, open, "TellsEachDecision", []notify.Target{decidedOnly}, func(t *testing.T, f *fixture, ob notify.Store) {
-		ask := events.ToolCall{ToolCallID: "ask-1", ToolName: "ask_customer", Args: json.RawMessage(`{"q":"size"}`), SuspendPayload: json.RawMessage(`{"question":"size?"}`)}
+		ask := run.ToolCall{ToolCallID: "ask-1", ToolName: "ask_customer", Args: json.RawMessage(`{"q":"size"}`), SuspendPayload: json.RawMessage(`{"question":"size?"}`)}
 		for i, c := range []struct {
-			kind   runs.DecisionKind
-			call   events.ToolCall
+			kind   run.DecisionKind
+			call   run.ToolCall
 			edited bool
 			want   string
 		}{
-			{runs.DecisionApproved, approval("call-1"), false, notify.DecisionApproved},
-			{runs.DecisionApproved, approval("call-1"), true, notify.DecisionEditApproved},
-			{runs.DecisionDeclined, approval("call-1"), false, notify.DecisionDeclined},
-			{runs.DecisionResumed, ask, false, notify.DecisionResumed},
+			{run.DecisionApproved, approval("call-1"), false, notify.DecisionApproved},
+			{run.DecisionApproved, approval("call-1"), true, notify.DecisionEditApproved},
+			{run.DecisionDeclined, approval("call-1"), false, notify.DecisionDeclined},
+			{run.DecisionResumed, ask, false, notify.DecisionResumed},
 		} {
 			r := f.insert(runOpts{})
-			run := f.suspend(r, c.call, at(10+i), "instance-1")
-			d := decision(run, c.kind, "lease-d", at(30+i))
+			rn := f.suspend(r, c.call, at(10+i), "instance-1")
+			d := decision(rn, c.kind, "lease-d", at(30+i))
 			d.DecidedBy = ptr("carol")
 			for j := range d.Events {
 				d.Events[j].DecidedBy = "carol"
@@ -115,11 +114,11 @@ func testOutbox(t *testing.T, open Opener) {
 			if c.edited {
 				d.EditedArgs = json.RawMessage(`{"amount":20,"order":42}`)
 			}
-			if c.kind == runs.DecisionResumed {
+			if c.kind == run.DecisionResumed {
 				d.ResumeData = json.RawMessage(`{"answer":"M"}`)
 			}
-			f.decide(run, d)
-			got := f.deliveries(ob, run.ID)
+			f.decide(rn, d)
+			got := f.deliveries(ob, rn.ID)
 			if len(got) != 1 {
 				t.Errorf("%s: deliveries %q, want one decided", c.want, summary(t, got))
 				continue
@@ -133,26 +132,26 @@ func testOutbox(t *testing.T, open Opener) {
 
 	withOutbox(t, open, "TellsExpiryAndInputRequests", []notify.Target{all}, func(t *testing.T, f *fixture, ob notify.Store) {
 		r := f.insert(runOpts{})
-		ask := events.ToolCall{ToolCallID: "ask-1", ToolName: "ask_customer", SuspendPayload: json.RawMessage(`{}`)}
+		ask := run.ToolCall{ToolCallID: "ask-1", ToolName: "ask_customer", SuspendPayload: json.RawMessage(`{}`)}
 		s := suspension(r, ask, at(3), "instance-1")
-		s.Events[0].Type = events.ToolCallSuspended
+		s.Events[0].Type = run.EventToolCallSuspended
 		if err := f.s.Suspend(f.ctx, s); err != nil {
 			t.Fatal(err)
 		}
 		r2 := f.insert(runOpts{})
 		call := approval("call-1")
 		call.ExpiresAt = ptr(ms(at(4)))
-		run := f.suspend(r2, call, at(3), "instance-1")
-		d := decision(run, runs.DecisionExpired, "lease-e", at(5))
-		d.Events = []events.Event{{Type: events.ToolCallExpired, ToolCall: &run.ToolCalls[0], Reason: "timed out"}, {Type: events.RunResumed, Status: string(runs.StatusRunning)}}
-		f.decide(run, d)
+		rn := f.suspend(r2, call, at(3), "instance-1")
+		d := decision(rn, run.DecisionExpired, "lease-e", at(5))
+		d.Events = []run.Event{{Type: run.EventToolCallExpired, ToolCall: &rn.ToolCalls[0], Reason: "timed out"}, {Type: run.EventRunResumed, Status: string(run.StatusRunning)}}
+		f.decide(rn, d)
 		wantSummary(t, "input request", summary(t, f.deliveries(ob, r.ID)), "all approval_requested input PENDING")
-		wantSummary(t, "expiry", summary(t, f.deliveries(ob, run.ID)), "all approval_requested approval PENDING", "all expired  PENDING")
+		wantSummary(t, "expiry", summary(t, f.deliveries(ob, rn.ID)), "all approval_requested approval PENDING", "all expired  PENDING")
 	})
 
 	withOutbox(t, open, "NothingWithoutTargets", nil, func(t *testing.T, f *fixture, ob notify.Store) {
 		plain := f.suspended(runOpts{})
-		d := decision(plain, runs.DecisionApproved, "lease-p", at(45))
+		d := decision(plain, run.DecisionApproved, "lease-p", at(45))
 		f.decide(plain, d)
 		if got := f.deliveries(ob, plain.ID); len(got) != 0 {
 			t.Errorf("a store built without targets: deliveries %q, want none", summary(t, got))
@@ -164,7 +163,7 @@ func testOutbox(t *testing.T, open Opener) {
 		child := f.insert(runOpts{ParentRunID: &parent.ID})
 		f.suspend(child, approval("inner-1"), at(40), "instance-1")
 		stale := f.suspended(runOpts{})
-		d := decision(stale, runs.DecisionApproved, "lease-x", at(50))
+		d := decision(stale, run.DecisionApproved, "lease-x", at(50))
 		d.Version++ // another instance decided first
 		wantStale(t, "Decide of an old version", f.s.Decide(f.ctx, d))
 		if got := f.deliveries(ob, child.ID); len(got) != 0 {
@@ -244,8 +243,8 @@ func testOutbox(t *testing.T, open Opener) {
 
 	withOutbox(t, open, "RacingClaimersSplitTheRows", []notify.Target{all, decidedOnly}, func(t *testing.T, f *fixture, ob notify.Store) {
 		for range 6 {
-			run := f.suspended(runOpts{})
-			f.decide(run, decision(run, runs.DecisionDeclined, "lease-r", at(60)))
+			r := f.suspended(runOpts{})
+			f.decide(r, decision(r, run.DecisionDeclined, "lease-r", at(60)))
 		}
 		const claimers = 6
 		var mu sync.Mutex

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"interlock/events"
+	"interlock/run"
 	"interlock/runs"
 )
 
@@ -173,18 +173,18 @@ func wantCounts(t *testing.T, f *fixture, when string, agents ...string) {
 func testCounts(t *testing.T, open Opener) {
 	each(t, open, "FollowSuspensionsAndDecisions", func(t *testing.T, f *fixture) {
 		wantCounts(t, f, "empty", "a")
-		var suspended []*runs.Run
+		var suspended []*run.Run
 		for i := 0; i < 6; i++ {
 			suspended = append(suspended, f.suspended(runOpts{AgentID: []string{"a", "b"}[i%2]}))
 		}
 		wantCounts(t, f, "six suspended", "a", "b", "c")
-		r := f.decide(suspended[0], decision(suspended[0], runs.DecisionApproved, "lease-x", at(50)))
-		f.decide(suspended[1], decision(suspended[1], runs.DecisionDeclined, "lease-y", at(50)))
+		r := f.decide(suspended[0], decision(suspended[0], run.DecisionApproved, "lease-x", at(50)))
+		f.decide(suspended[1], decision(suspended[1], run.DecisionDeclined, "lease-y", at(50)))
 		wantCounts(t, f, "two decided", "a", "b")
 		f.suspend(r, approval("call-2"), at(51), "instance-1")
 		wantCounts(t, f, "one suspended again", "a", "b")
 		// A decision that loses its compare-and-set changes nothing.
-		if err := f.s.Decide(f.ctx, decision(suspended[1], runs.DecisionApproved, "lease-z", at(52))); err == nil {
+		if err := f.s.Decide(f.ctx, decision(suspended[1], run.DecisionApproved, "lease-z", at(52))); err == nil {
 			t.Fatal("a stale decision was accepted")
 		}
 		wantCounts(t, f, "a stale decision", "a", "b")
@@ -205,10 +205,10 @@ func testCounts(t *testing.T, open Opener) {
 		}
 		p := f.get(parent.ID)
 		c := f.get(child.ID)
-		d := decision(c, runs.DecisionApproved, "new-lease", at(40))
+		d := decision(c, run.DecisionApproved, "new-lease", at(40))
 		pc := p.ToolCalls[0]
 		d.Ancestors = []runs.AncestorWrite{{RunID: p.ID, Version: p.Version, After: p.LastSeq, ToolCallID: pc.ToolCallID, Call: pc,
-			Events: []events.Event{{Type: events.ToolCallApproved, ToolCall: &pc}, {Type: events.RunResumed, Status: string(runs.StatusRunning)}}}}
+			Events: []run.Event{{Type: run.EventToolCallApproved, ToolCall: &pc}, {Type: run.EventRunResumed, Status: string(run.StatusRunning)}}}}
 		if err := f.s.Decide(f.ctx, d); err != nil {
 			t.Fatal(err)
 		}
@@ -216,7 +216,7 @@ func testCounts(t *testing.T, open Opener) {
 	})
 
 	each(t, open, "ConcurrentDecisionsCountOnce", func(t *testing.T, f *fixture) {
-		var list []*runs.Run
+		var list []*run.Run
 		for i := 0; i < 8; i++ {
 			list = append(list, f.suspended(runOpts{AgentID: "a"}))
 		}
@@ -226,7 +226,7 @@ func testCounts(t *testing.T, open Opener) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					f.s.Decide(f.ctx, decision(r, runs.DecisionApproved, fmt.Sprintf("lease-%s-%d", r.ID, k), at(60)))
+					f.s.Decide(f.ctx, decision(r, run.DecisionApproved, fmt.Sprintf("lease-%s-%d", r.ID, k), at(60)))
 				}()
 			}
 		}

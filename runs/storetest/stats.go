@@ -4,7 +4,7 @@ import (
 	"maps"
 	"testing"
 
-	"interlock/runs"
+	"interlock/run"
 )
 
 func testCountByStatus(t *testing.T, open Opener) {
@@ -27,27 +27,27 @@ func testCountByStatus(t *testing.T, open Opener) {
 		f.finished(runOpts{}, at(50))       // COMPLETED
 		f.fail(f.insert(runOpts{}), at(51)) // FAILED
 		f.delegated()                       // WAITING, and its child RUNNING
-		want := map[runs.Status]int64{
-			runs.StatusRunning: 3, runs.StatusSuspended: 2, runs.StatusWaiting: 1,
-			runs.StatusCompleted: 1, runs.StatusFailed: 1,
+		want := map[run.Status]int64{
+			run.StatusRunning: 3, run.StatusSuspended: 2, run.StatusWaiting: 1,
+			run.StatusCompleted: 1, run.StatusFailed: 1,
 		}
 		f.wantCounts(want)
 
-		f.decide(decided, decision(decided, runs.DecisionApproved, "lease-new", at(60)))
-		want[runs.StatusSuspended]--
-		want[runs.StatusRunning]++
+		f.decide(decided, decision(decided, run.DecisionApproved, "lease-new", at(60)))
+		want[run.StatusSuspended]--
+		want[run.StatusRunning]++
 		f.wantCounts(want)
 	})
 }
 
 // wantCounts checks CountByStatus against want (a status missing from the answer counts 0).
-func (f *fixture) wantCounts(want map[runs.Status]int64) {
+func (f *fixture) wantCounts(want map[run.Status]int64) {
 	f.t.Helper()
 	got, err := f.s.CountByStatus(f.ctx)
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	norm := map[runs.Status]int64{}
+	norm := map[run.Status]int64{}
 	for st, n := range got {
 		if n != 0 {
 			norm[st] = n

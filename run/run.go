@@ -1,14 +1,20 @@
-package runs
+// Package run is the vocabulary every layer of Interlock speaks about runs: a run and what it is
+// made of (its Status, the ToolCalls it waits on, the Decisions taken on them, the Events of its
+// stream), who acts on it (Principal, Role), and the one application error (Error, Code).
+//
+// It is a leaf: it imports nothing of the module, so that authentication, the GraphQL models,
+// storage and observability can name these things without importing the run service (package
+// runs), which holds the rules: who may do what, and how a run moves from one status to the next.
+package run
 
 import (
 	"encoding/json"
 	"time"
-
-	"interlock/events"
 )
 
 // Run is a run of an agent, in any status: the one type every layer uses for it, from storage to
-// the API's mapping.
+// the API's mapping. It is the run itself, not a projection of it: beside what clients see, it
+// carries what the run service's rules need (Version, Snapshot, LeaseOwner, RecoveryAttempts).
 type Run struct {
 	ID          string
 	AgentID     string
@@ -27,7 +33,7 @@ type Run struct {
 	// SuspendedAt is set while the run is SUSPENDED.
 	SuspendedAt *time.Time
 	// ToolCalls are the calls the run waits on; empty unless SUSPENDED.
-	ToolCalls []events.ToolCall
+	ToolCalls []ToolCall
 	LastSeq   int64
 	Output    *string
 	// Error is the safe, short message of a FAILED run; ErrorCode classifies it (FailureCode).
@@ -49,9 +55,10 @@ type Run struct {
 	// RecoveryAttempts counts claims and deferred recoveries since the run's last checkpoint.
 	RecoveryAttempts int
 
-	// recoveredFrom is the lease a recovering instance took the run over from (not stored):
-	// it names the instance that was executing the run, for the reason of an interrupted call.
-	recoveredFrom string
+	// RecoveredFrom is the lease a recovering instance took the run over from (never stored, set
+	// only on the copy that instance executes): it names the instance that was executing the
+	// run, for the reason of an interrupted call.
+	RecoveredFrom string
 }
 
 // DecisionKind is what was decided about a tool call.

@@ -1,50 +1,51 @@
-// Package events holds a run's event log — every event stored with a per-run seq, the source of
-// truth of streams — and the hubs that wake subscribers when something new is stored.
-package events
+package run
 
 import (
 	"encoding/json"
 	"time"
 )
 
-// Type is the kind of a run event, as RunEventType in the API.
-type Type string
+// EventType is the kind of a run event, as RunEventType in the API.
+type EventType string
 
-// The event types. A run's stream starts with RunStarted and ends with RunFinished or RunFailed.
+// The event types. A run's stream starts with EventRunStarted and ends with EventRunFinished or
+// EventRunFailed.
 const (
-	RunStarted Type = "RUN_STARTED"
-	TextDelta  Type = "TEXT_DELTA"
-	// ModelCallRetried: the model call of the current step was cut off and is made again; followers
-	// drop the TEXT_DELTA text of the step so far.
-	ModelCallRetried  Type = "MODEL_CALL_RETRIED"
-	ToolCallRequested Type = "TOOL_CALL"
-	ToolCallApproval  Type = "TOOL_CALL_APPROVAL"
-	ToolCallSuspended Type = "TOOL_CALL_SUSPENDED"
-	// ToolCallInterrupted: the instance executing the call died, or the tool said its request
+	EventRunStarted EventType = "RUN_STARTED"
+	EventTextDelta  EventType = "TEXT_DELTA"
+	// EventModelCallRetried: the model call of the current step was cut off and is made again;
+	// followers drop the TEXT_DELTA text of the step so far.
+	EventModelCallRetried  EventType = "MODEL_CALL_RETRIED"
+	EventToolCallRequested EventType = "TOOL_CALL"
+	EventToolCallApproval  EventType = "TOOL_CALL_APPROVAL"
+	EventToolCallSuspended EventType = "TOOL_CALL_SUSPENDED"
+	// EventToolCallInterrupted: the instance executing the call died, or the tool said its request
 	// may have reached its server without an answer (agent.OutcomeUnknown); its outcome is
 	// unknown, so it waits for a new approval (Reason says why).
-	ToolCallInterrupted Type = "TOOL_CALL_INTERRUPTED"
-	RunSuspended        Type = "RUN_SUSPENDED"
-	ToolCallApproved    Type = "TOOL_CALL_APPROVED"
-	ToolCallDeclined    Type = "TOOL_CALL_DECLINED"
-	// ToolCallExpired: nobody decided on the call before its tool's approvalTimeout passed; the
-	// tool did not run, and the model is told the request timed out (Reason says what it is told).
-	ToolCallExpired Type = "TOOL_CALL_EXPIRED"
-	RunResumed      Type = "RUN_RESUMED"
-	ToolResult      Type = "TOOL_RESULT"
-	StepFinished    Type = "STEP_FINISHED"
-	RunFinished     Type = "RUN_FINISHED"
-	RunFailed       Type = "RUN_FAILED"
+	EventToolCallInterrupted EventType = "TOOL_CALL_INTERRUPTED"
+	EventRunSuspended        EventType = "RUN_SUSPENDED"
+	EventToolCallApproved    EventType = "TOOL_CALL_APPROVED"
+	EventToolCallDeclined    EventType = "TOOL_CALL_DECLINED"
+	// EventToolCallExpired: nobody decided on the call before its tool's approvalTimeout passed;
+	// the tool did not run, and the model is told the request timed out (Reason says what it is
+	// told).
+	EventToolCallExpired EventType = "TOOL_CALL_EXPIRED"
+	EventRunResumed      EventType = "RUN_RESUMED"
+	EventToolResult      EventType = "TOOL_RESULT"
+	EventStepFinished    EventType = "STEP_FINISHED"
+	EventRunFinished     EventType = "RUN_FINISHED"
+	EventRunFailed       EventType = "RUN_FAILED"
 )
 
 // Terminal reports whether t ends a run's stream.
-func (t Type) Terminal() bool { return t == RunFinished || t == RunFailed }
+func (t EventType) Terminal() bool { return t == EventRunFinished || t == EventRunFailed }
 
-// Event is one event of a run. RunID, Seq, Type and At are columns; the rest is stored as JSON.
+// Event is one event of a run: stored with a per-run seq without gaps, it is the source of truth
+// of streams. RunID, Seq, Type and At are columns; the rest is stored as JSON.
 type Event struct {
 	RunID string    `json:"-"`
 	Seq   int64     `json:"-"`
-	Type  Type      `json:"-"`
+	Type  EventType `json:"-"`
 	At    time.Time `json:"-"`
 
 	Text     string          `json:"text,omitempty"`

@@ -1,4 +1,4 @@
-package runs
+package run
 
 import (
 	"context"
@@ -26,11 +26,18 @@ const (
 // rank orders the built-in roles; custom roles rank as viewers.
 var rank = map[Role]int{RoleViewer: 1, RoleOperator: 2, RoleApprover: 3, RoleAdmin: 4}
 
-// Principal is who a request acts for, as authentication established it. The service checks
-// every operation against the principal in the request's context, and fails closed: a context
-// without one is UNAUTHENTICATED at every rule, never "unrestricted". The server's own work acts
-// for System, and every request of a server with authentication off for Anonymous, so that
-// being unrestricted is always a principal someone chose to give, never an absence.
+// Builtin reports whether r is one of the four built-in roles, not a custom one.
+func (r Role) Builtin() bool {
+	_, ok := rank[r]
+	return ok
+}
+
+// Principal is who a request acts for, as authentication established it. The run service checks
+// every operation against the principal in the request's context (its rules are in
+// runs/authorize.go), and fails closed: a context without one is UNAUTHENTICATED at every rule,
+// never "unrestricted". The server's own work acts for System, and every request of a server
+// with authentication off for Anonymous, so that being unrestricted is always a principal someone
+// chose to give, never an absence.
 type Principal struct {
 	// Subject names the person or client; decisions record it as decidedBy, runs as startedBy.
 	Subject string
@@ -73,9 +80,9 @@ func Anonymous() *Principal {
 // server's own (System, Anonymous).
 func (p *Principal) Authenticated() bool { return p.kind == authenticated }
 
-// recorded returns the subject to store as startedBy or decidedBy: nil for System and Anonymous,
-// which stand for nobody in particular.
-func (p *Principal) recorded() *string {
+// Recorded returns the subject to store as startedBy or decidedBy: nil for System and Anonymous,
+// which stand for nobody in particular, and for no principal (p nil).
+func (p *Principal) Recorded() *string {
 	if p == nil || !p.Authenticated() {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package runs
+package run
 
 // Status is where a run stands.
 //
