@@ -1,0 +1,76 @@
+package app
+
+import (
+	"context"
+	"database/sql"
+	"strings"
+	"testing"
+
+	cdppage "github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+
+	"interlock/dbtest"
+)
+
+// TestConsoleResubscribesAfterUnavailable: the run view follows a run whose events cannot be read
+// for a while (run_events locked past the server's lock wait timeout, after an event was stored):
+// the server ends the console's runEvents with UNAVAILABLE, the console subscribes again after
+// the last event it showed, and once storage answers it shows the missed event exactly once.
+func TestConsoleResubscribesAfterUnavailable(t *testing.T) {
+	dsn := dbtest.MySQLDSN(t)
+	ctx := browser(t)
+	s := startServer(t, dbtest.MySQLURL(dsn)+"?lock_wait_timeout=1")
+	run := s.suspendAs(t, "", "refund order 42", nil)
+	last := int64(run.LastEventSeq)
+
+	page := tab(t, ctx, false)
+	// Count the UNAVAILABLE errors the page's sockets receive: the evidence that the stream broke.
+	if _, err := chromedp.Call(page, cdppage.AddScriptToEvaluateOnNewDocument, cdppage.AddScriptToEvaluateOnNewDocumentParams{Source: `
+		window.__unavailable = 0;
+		const Socket = window.WebSocket;
+		window.WebSocket = class extends Socket {
+			constructor(...args) {
+				super(...args);
+				this.addEventListener("message", (e) => {
+					if (String(e.data).includes('"UNAVAILABLE"')) window.__unavailable++;
+				});
+			}
+		};`}); err != nil {
+		t.Fatal(err)
+	}
+	do(t, page, chromedp.Navigate(s.url+"/?run="+run.ID), until(`document.querySelector("#run-status")?.textContent === "SUSPENDED"`))
+
+	admin, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	bg := context.Background()
+	lock, err := admin.Conn(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if _, err := lock.ExecContext(bg, "LOCK TABLES run_events WRITE"); err != nil {
+		t.Fatal(err)
+	}
+	const marker = "text stored while storage could not be read"
+	if _, err := lock.ExecContext(bg, `INSERT INTO run_events (run_id, seq, type, data, created_at)
+		VALUES (?, ?, 'TEXT_DELTA', ?, UTC_TIMESTAMP(3))`, run.ID, last+1, `{"text":"`+marker+`"}`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.ExecContext(bg, "UPDATE agent_runs SET last_seq = ? WHERE id = ?", last+1, run.ID); err != nil {
+		t.Fatal(err)
+	}
+	do(t, page, until(`window.__unavailable > 0`))
+	if strings.Contains(textOf(t, page, "#stream"), marker) {
+		t.Fatal("the event showed while run_events was locked")
+	}
+	if _, err := lock.ExecContext(bg, "UNLOCK TABLES"); err != nil {
+		t.Fatal(err)
+	}
+	do(t, page, until(`document.querySelector("#stream").innerText.includes(`+jsString(marker)+`)`))
+	if n := strings.Count(textOf(t, page, "#stream"), marker); n != 1 {
+		t.Errorf("the missed event shows %d times, want once:\n%s", n, textOf(t, page, "#stream"))
+	}
+}
