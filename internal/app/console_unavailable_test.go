@@ -1,8 +1,6 @@
 package app
 
 import (
-	"context"
-	"database/sql"
 	"strings"
 	"testing"
 
@@ -40,35 +38,13 @@ func TestConsoleResubscribesAfterUnavailable(t *testing.T) {
 	}
 	do(t, page, chromedp.Navigate(s.url+"/?run="+run.ID), until(`document.querySelector("#run-status")?.textContent === "SUSPENDED"`))
 
-	admin, err := sql.Open("mysql", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	bg := context.Background()
-	lock, err := admin.Conn(bg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Close()
-	if _, err := lock.ExecContext(bg, "LOCK TABLES run_events WRITE"); err != nil {
-		t.Fatal(err)
-	}
 	const marker = "text stored while storage could not be read"
-	if _, err := lock.ExecContext(bg, `INSERT INTO run_events (run_id, seq, type, data, created_at)
-		VALUES (?, ?, 'TEXT_DELTA', ?, UTC_TIMESTAMP(3))`, run.ID, last+1, `{"text":"`+marker+`"}`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.ExecContext(bg, "UPDATE agent_runs SET last_seq = ? WHERE id = ?", last+1, run.ID); err != nil {
-		t.Fatal(err)
-	}
+	unlock := lockRunEvents(t, dsn, run.ID, last+1, `{"text":"`+marker+`"}`)
 	do(t, page, until(`window.__unavailable > 0`))
 	if strings.Contains(textOf(t, page, "#stream"), marker) {
 		t.Fatal("the event showed while run_events was locked")
 	}
-	if _, err := lock.ExecContext(bg, "UNLOCK TABLES"); err != nil {
-		t.Fatal(err)
-	}
+	unlock()
 	do(t, page, until(`document.querySelector("#stream").innerText.includes(`+jsString(marker)+`)`))
 	if n := strings.Count(textOf(t, page, "#stream"), marker); n != 1 {
 		t.Errorf("the missed event shows %d times, want once:\n%s", n, textOf(t, page, "#stream"))

@@ -322,39 +322,50 @@ func TestRunEventsBreaksWithUnavailable(t *testing.T) {
 		readUntil(t, name, st, last)
 	}
 
-	admin, err := sql.Open("mysql", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	ctx := context.Background()
-	lock, err := admin.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Close()
-	if _, err := lock.ExecContext(ctx, "LOCK TABLES run_events WRITE"); err != nil {
-		t.Fatal(err)
-	}
 	// An event stored meanwhile (by the session holding the lock), which the poll notices.
-	if _, err := lock.ExecContext(ctx, `INSERT INTO run_events (run_id, seq, type, data, created_at)
-		VALUES (?, ?, 'TEXT_DELTA', '{"delta":"x"}', UTC_TIMESTAMP(3))`, run.ID, last+1); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.ExecContext(ctx, "UPDATE agent_runs SET last_seq = ? WHERE id = ?", last+1, run.ID); err != nil {
-		t.Fatal(err)
-	}
+	unlock := lockRunEvents(t, dsn, run.ID, last+1, `{"delta":"x"}`)
 	for name, st := range streams {
 		if it := st.next(t); it.code != "UNAVAILABLE" {
 			t.Errorf("%s: a failed read gave %+v, want an UNAVAILABLE error (a bare complete says the run ended)", name, it)
 		}
 	}
-	if _, err := lock.ExecContext(ctx, "UNLOCK TABLES"); err != nil {
-		t.Fatal(err)
-	}
+	unlock()
 	for name, st := range openEach(t, s, map[string]any{"id": run.ID, "after": last}) {
 		if it := st.next(t); it.seq != last+1 {
 			t.Errorf("%s: resubscribed after %d, got %+v, want the missed event %d", name, last, it, last+1)
+		}
+	}
+}
+
+// lockRunEvents locks run_events (LOCK TABLES … WRITE) from a session of its own, stores a
+// TEXT_DELTA with data as event seq of runID from that session, and moves the run's last_seq to
+// it: the server's poll sees a new event that it cannot read until unlock is called.
+func lockRunEvents(t *testing.T, dsn, runID string, seq int64, data string) (unlock func()) {
+	t.Helper()
+	admin, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Close() })
+	ctx := context.Background()
+	lock, err := admin.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lock.Close() })
+	if _, err := lock.ExecContext(ctx, "LOCK TABLES run_events WRITE"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lock.ExecContext(ctx, `INSERT INTO run_events (run_id, seq, type, data, created_at)
+		VALUES (?, ?, 'TEXT_DELTA', ?, UTC_TIMESTAMP(3))`, runID, seq, data); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.ExecContext(ctx, "UPDATE agent_runs SET last_seq = ? WHERE id = ?", seq, runID); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		if _, err := lock.ExecContext(ctx, "UNLOCK TABLES"); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
