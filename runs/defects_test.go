@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -114,6 +115,9 @@ func (b *logBuffer) String() string {
 
 func (b *logBuffer) logger() *slog.Logger { return slog.New(slog.NewTextHandler(b, nil)) }
 
+// allEvents reads a run's events through Follow: all of them when the run finishes; for a run
+// that waits for a person (SUSPENDED when the stream begins), those up to its last seq — the
+// stream would stay open for events that do not come.
 func allEvents(t *testing.T, f *fixture, runID string) []run.Event {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(bg(), 20*time.Second)
@@ -122,9 +126,21 @@ func allEvents(t *testing.T, f *fixture, runID string) []run.Event {
 	if err != nil {
 		t.Fatal(err)
 	}
+	upTo := int64(math.MaxInt64)
+	if r, err := f.svc.Get(ctx, runID); err != nil {
+		t.Fatal(err)
+	} else if r.Status == run.StatusSuspended {
+		upTo = r.LastSeq
+	}
 	var out []run.Event
 	for ev := range ch {
 		out = append(out, ev)
+		if ev.Seq >= upTo {
+			return out
+		}
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("run %s: the stream did not end within 20s; saw %d events", runID, len(out))
 	}
 	return out
 }
