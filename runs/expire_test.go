@@ -89,13 +89,15 @@ func show(s *string) string {
 func TestApprovalExpires(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		clock := &testClock{}
-		f := expirySetup(t, db, clock, 10*time.Millisecond)
+		var passes *loopPasses
+		f := setupWith(t, db, runs.Config{NowFunc: clock.now, ExpiryInterval: 10 * time.Millisecond}, setupOpts{agents: expiringAgents(),
+			wrap: func(st runs.Store) runs.Store { passes = &loopPasses{Store: st}; return passes }})
 		r := f.suspended(t, runs.StartParams{AgentID: "expiring-agent", Prompt: "refund order 42 for 30"})
 		call := r.ToolCalls[0]
 		if call.ExpiresAt == nil || !call.ExpiresAt.Equal(r.SuspendedAt.Add(30*time.Minute)) {
 			t.Fatalf("expiresAt = %v, want suspendedAt %v + 30m", call.ExpiresAt, r.SuspendedAt)
 		}
-		time.Sleep(100 * time.Millisecond) // several passes of the loop: nothing is due yet
+		waitPasses(t, "the expiry loop", &passes.expiry, 3) // several passes of the loop: nothing is due yet
 		if got, _ := f.svc.Get(bg(), r.ID); got.Status != run.StatusSuspended {
 			t.Fatalf("run is %s before its deadline", got.Status)
 		}

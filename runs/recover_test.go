@@ -139,11 +139,13 @@ func TestRetentionDeletesOnlyOldFinishedRuns(t *testing.T) {
 func TestWatchSuspendedAcrossInstances(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		a := setup(t, db, runs.Config{InstanceID: "a", PollInterval: 50 * time.Millisecond})
-		b := setup(t, db, runs.Config{InstanceID: "b", PollInterval: 50 * time.Millisecond})
+		var passes *loopPasses
+		b := setupWith(t, db, runs.Config{InstanceID: "b", PollInterval: 50 * time.Millisecond},
+			setupOpts{wrap: func(st runs.Store) runs.Store { passes = &loopPasses{Store: st}; return passes }})
 		ctx, cancel := context.WithTimeout(bg(), 20*time.Second)
 		defer cancel()
 		watch, _ := b.svc.WatchSuspended(ctx, runs.WatchFilter{ThreadID: ptr("watched")})
-		time.Sleep(200 * time.Millisecond) // b's notify loop primes what it has seen
+		waitPasses(t, "b's notify loop", &passes.notify, 1) // b's notify loop primes what it has seen
 		a.start(t, runs.StartParams{Prompt: "refund order 1", ThreadID: ptr("other")})
 		r := a.suspended(t, runs.StartParams{Prompt: "refund order 2", ThreadID: ptr("watched")})
 		got := <-watch
