@@ -87,6 +87,7 @@ func show(s *string) string {
 // that long and no longer: then it is EXPIRED, the model is told the request timed out, and a
 // late approval is CONFLICT saying it expired.
 func TestApprovalExpires(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		clock := &testClock{}
 		var passes *loopPasses
@@ -116,6 +117,7 @@ func TestApprovalExpires(t *testing.T) {
 // TestDecisionAfterTheDeadlineIsRefused: past the deadline, before the expiry loop has looked,
 // a decision is CONFLICT (expired), and the call is expired there and then.
 func TestDecisionAfterTheDeadlineIsRefused(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		clock := &testClock{}
 		f := expirySetup(t, db, clock, time.Hour) // the loop never runs
@@ -136,6 +138,7 @@ func TestDecisionAfterTheDeadlineIsRefused(t *testing.T) {
 // TestSuspendedCallExpires: a call waiting for resume data expires the same way, and the model
 // is told the request for input timed out.
 func TestSuspendedCallExpires(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		clock := &testClock{}
 		f := expirySetup(t, db, clock, 10*time.Millisecond)
@@ -153,6 +156,7 @@ func TestSuspendedCallExpires(t *testing.T) {
 // TestSubAgentCallExpires: a sub-agent's call surfaces on the supervisor's run with its
 // expiresAt; its expiry resolves both, once each, and the supervisor goes on.
 func TestSubAgentCallExpires(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		clock := &testClock{}
 		f := expirySetup(t, db, clock, 10*time.Millisecond)
@@ -182,6 +186,7 @@ func TestSubAgentCallExpires(t *testing.T) {
 // TestTwoServicesExpireOnce: two instances over one database, both running the expiry loop
 // often: the call expires once.
 func TestTwoServicesExpireOnce(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		clock := &testClock{}
 		a := expirySetup(t, db, clock, 5*time.Millisecond)
@@ -204,6 +209,7 @@ func TestTwoServicesExpireOnce(t *testing.T) {
 // expires and the run goes on with the other's decision; when neither is decided, the first
 // expiry keeps the run waiting on the second and the second resumes it.
 func TestExpiryOfOneOfSeveralCalls(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		clock := &testClock{}
 		f := expirySetup(t, db, clock, 10*time.Millisecond)

@@ -3,8 +3,11 @@ package runs_test
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"io"
 	"log/slog"
+	"runtime"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -181,5 +184,19 @@ func waitPasses(t *testing.T, what string, passes *atomic.Int64, n int64) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: %d of %d passes within 20s", what, passes.Load()-want+n, n)
 		}
+	}
+}
+
+// waitingTestsInParallel lets 8 parallel tests run at once (or GOMAXPROCS, when more) unless
+// -parallel says otherwise. go test's default, GOMAXPROCS, is for tests that compute; these
+// mostly wait — on the database, a tool, a lease or an outage of 15 s
+// (TestSQLiteWriteLockHeldByAnotherConnection, TestDatabaseFaultsAtScale) — and on 2 CPUs two
+// such waits held up every other test.
+func waitingTestsInParallel() {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		flag.Set("test.parallel", strconv.Itoa(max(8, runtime.GOMAXPROCS(0))))
 	}
 }
