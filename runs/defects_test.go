@@ -454,8 +454,10 @@ func TestDeclinedCallHasNoToolResult(t *testing.T) {
 	}
 }
 
+// Not parallel: the default batch (1 KiB, or 50 ms after the first piece) makes at most 4
+// events of the 300 numbers only while nothing holds the stream up for 100 ms; the load of other
+// tests must not.
 func TestTextDeltasAreBatched(t *testing.T) {
-	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		want := ""
 		for i := 1; i <= 300; i++ {

@@ -28,8 +28,10 @@ import (
 // is SUSPENDED on it, marked interrupted, with a reason that says it timed out after it was
 // sent, and the tool ran once. A call of the same tool that nobody gates is answered to the model
 // as a timeout, as before, and the run goes on; that tool too ran once.
+//
+// Not parallel: its tools time out after 300 ms and 500 ms, within which the request must have
+// reached them; the load of other tests must not decide that.
 func TestTimedOutCallIsNeverSentAgain(t *testing.T) {
-	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		t.Run("http", func(t *testing.T) {
 			var calls atomic.Int64
