@@ -1,10 +1,9 @@
-package app
+package app_test
 
 import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"interlock/dbtest"
+	"interlock/internal/app"
 )
 
 // cliResult is what one run of the real binary printed and how it exited.
@@ -67,16 +67,15 @@ func TestCLIHelpListsEveryFlag(t *testing.T) {
 				t.Errorf("interlock %v does not show the command %q", args, c)
 			}
 		}
-		s, _ := defineFlags(func(string) string { return "" })
-		s.fs.VisitAll(func(f *flag.Flag) {
-			want := fmt.Sprintf("  --%s\n        %s [%s", f.Name, f.Usage, s.env[f.Name])
-			if f.DefValue != "" {
-				want += fmt.Sprintf(", default %q]", f.DefValue)
+		for _, f := range app.FlagDocs() {
+			want := fmt.Sprintf("  --%s\n        %s [%s", f.Name, f.Usage, f.Env)
+			if f.Default != "" {
+				want += fmt.Sprintf(", default %q]", f.Default)
 			}
 			if !strings.Contains(r.stdout, want) {
 				t.Errorf("interlock %v lacks\n%s", args, want)
 			}
-		})
+		}
 	}
 }
 
@@ -168,7 +167,7 @@ func TestCLIMigrateStatusAndUp(t *testing.T) {
 // nothing listens there or /healthz answers an error.
 func TestCLIHealthcheck(t *testing.T) {
 	p := startProc(t, "sqlite:"+filepath.Join(t.TempDir(), "health.db"))
-	port := strings.TrimPrefix(p.url, "http://127.0.0.1")
+	port := strings.TrimPrefix(p.URL, "http://127.0.0.1")
 	for _, env := range []string{"INTERLOCK_ADDR=" + port, "INTERLOCK_ADDR=0.0.0.0" + port, "INTERLOCK_ADDR=127.0.0.1" + port} {
 		if r := runCLI(t, []string{env}, "healthcheck"); r.code != 0 {
 			t.Errorf("healthcheck with %s: exit %d\n%s", env, r.code, r.stderr)

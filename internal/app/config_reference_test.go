@@ -3,6 +3,7 @@ package app
 import (
 	"flag"
 	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -18,7 +19,7 @@ import (
 // a row, with the flag's variable and default; each row must name something that exists. A
 // failure says exactly which row to add or remove.
 
-var configDoc = repoPath("docs", "configuration.md")
+var configDoc = filepath.Join("..", "..", "docs", "configuration.md") // tests run in this directory
 
 // docTable returns the rows of the tables in the section of configDoc under heading, each as
 // its cells (trimmed, backticks kept), header and separator rows left out.

@@ -1,9 +1,10 @@
-package app
+package app_test
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"interlock/internal/apptest"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -44,10 +45,10 @@ func BenchmarkSuspendedRunsHandler(b *testing.B) {
 	if db == "" {
 		b.Skip("INTERLOCK_BENCH_DB is not set: seed a database with cmd/interlock-bench first")
 	}
-	cfg := writeConfig(b, "agents:\n  - id: agent-1\n    name: Bench agent 1\n    model: {provider: demo}\n")
-	s := startServer(b, db, "--config", cfg, "--retention", "87600h", "--mutation-rate", "0")
-	store := gormstore.New(s.app.db)
-	h := s.app.Handler()
+	cfg := apptest.WriteConfig(b, "agents:\n  - id: agent-1\n    name: Bench agent 1\n    model: {provider: demo}\n")
+	s := apptest.Start(b, db, "--config", cfg, "--retention", "87600h", "--mutation-rate", "0")
+	store := gormstore.New(s.App.DB())
+	h := s.App.Handler()
 	agent, thread, zero, fifty := "agent-1", "thread-7", 0, 50
 	for _, sh := range []struct {
 		name string

@@ -1,8 +1,9 @@
-package app
+package app_test
 
 import (
 	"bytes"
 	"fmt"
+	"interlock/internal/apptest"
 	"net"
 	"net/http"
 	"os"
@@ -30,7 +31,7 @@ func binary(t testing.TB) string {
 			return
 		}
 		binPath = filepath.Join(dir, "interlock")
-		out, err := exec.Command("go", "build", "-o", binPath, repoRoot).CombinedOutput()
+		out, err := exec.Command("go", "build", "-o", binPath, apptest.RepoRoot).CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}
@@ -43,7 +44,7 @@ func binary(t testing.TB) string {
 
 // proc is a real server process.
 type proc struct {
-	*testServer
+	*apptest.Server
 	cmd  *exec.Cmd
 	out  *bytes.Buffer
 	done chan error
@@ -70,7 +71,7 @@ func startProc(t testing.TB, db string, args ...string) *proc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{testServer: &testServer{url: "http://" + addr}, cmd: cmd, out: &out, done: make(chan error, 1)}
+	p := &proc{Server: &apptest.Server{URL: "http://" + addr}, cmd: cmd, out: &out, done: make(chan error, 1)}
 	go func() { p.done <- cmd.Wait() }()
 	t.Cleanup(func() {
 		cmd.Process.Kill()
@@ -81,7 +82,7 @@ func startProc(t testing.TB, db string, args ...string) *proc {
 	})
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		resp, err := http.Get(p.url + "/healthz")
+		resp, err := http.Get(p.URL + "/healthz")
 		if err == nil {
 			resp.Body.Close()
 			return p

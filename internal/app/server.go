@@ -426,6 +426,13 @@ func (a *App) authenticateSocket(ctx context.Context, payload transport.InitPayl
 // Handler is the HTTP handler of every route.
 func (a *App) Handler() http.Handler { return a.handler }
 
+// DB is the app's database handle, for tools and tests that look at what is stored.
+func (a *App) DB() *gorm.DB { return a.db }
+
+// ActiveOperations is the number of GraphQL operations in flight over WebSockets: a socket's
+// subscriptions are counted until the socket is closed and the server has let them go.
+func (a *App) ActiveOperations() int { return a.ws.Active() }
+
 // Serve answers HTTP on ln until ctx ends, then stops gracefully within ShutdownTimeout: it
 // stops accepting connections, lets executing runs reach their next checkpoint and hands them
 // over (leases released, so another instance continues them at once), completes open

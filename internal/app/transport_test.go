@@ -1,10 +1,11 @@
-package app
+package app_test
 
 import (
 	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"interlock/internal/apptest"
 	"net/http"
 	"strings"
 	"testing"
@@ -61,25 +62,25 @@ func sse(t *testing.T, ctx context.Context, url, query string, vars map[string]a
 }
 
 func TestRunEventsOverSSE(t *testing.T) {
-	s := startServer(t, "sqlite:"+t.TempDir()+"/sse.db")
-	run := s.startRun(t, "refund order 3 for 4", nil)
+	s := apptest.Start(t, "sqlite:"+t.TempDir()+"/sse.db")
+	run := s.StartRun(t, "refund order 3 for 4", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	got := sse(t, ctx, s.url, eventsQuery, map[string]any{"runId": run.RunID}, func(d json.RawMessage) bool {
+	got := sse(t, ctx, s.URL, apptest.EventsQuery, map[string]any{"runId": run.RunID}, func(d json.RawMessage) bool {
 		return strings.Contains(string(d), `"RUN_SUSPENDED"`)
 	})
-	var out struct{ ApproveToolCall apiRun }
-	s.must(t, `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": run.RunID}, &out)
-	rest := sse(t, ctx, s.url, eventsQuery, map[string]any{"runId": run.RunID, "after": len(got)}, nil)
+	var out struct{ ApproveToolCall apptest.Run }
+	s.Must(t, `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": run.RunID}, &out)
+	rest := sse(t, ctx, s.URL, apptest.EventsQuery, map[string]any{"runId": run.RunID, "after": len(got)}, nil)
 	if len(rest) == 0 || !strings.Contains(string(rest[len(rest)-1]), `"RUN_FINISHED"`) {
 		t.Fatalf("SSE stream after approval: %d events, last %s", len(rest), rest[len(rest)-1])
 	}
 	// An unknown run is NOT_FOUND over SSE too, and the server keeps serving.
-	errs := sse(t, ctx, s.url, eventsQuery, map[string]any{"runId": "nope"}, nil)
+	errs := sse(t, ctx, s.URL, apptest.EventsQuery, map[string]any{"runId": "nope"}, nil)
 	if len(errs) != 1 || !strings.Contains(string(errs[0]), "NOT_FOUND") {
 		t.Fatalf("unknown run over SSE: %s", errs)
 	}
-	if r := s.run(t, run.RunID); r.Status != "COMPLETED" {
+	if r := s.Run(t, run.RunID); r.Status != "COMPLETED" {
 		t.Fatalf("run is %s", r.Status)
 	}
 }
@@ -87,31 +88,31 @@ func TestRunEventsOverSSE(t *testing.T) {
 // TestGoneSubscribersReleaseEverything: clients that vanish mid-stream, over WebSocket (both
 // subprotocols) and SSE, leave no goroutine behind.
 func TestGoneSubscribersReleaseEverything(t *testing.T) {
-	s := startServer(t, "sqlite:"+t.TempDir()+"/leak.db")
-	run := s.startRun(t, "refund order 8", nil)
-	ws := dialWS(t, s.url, "graphql-transport-ws")
-	follow(t, ws, ws.subscribe(eventsQuery, map[string]any{"runId": run.RunID}), isType("RUN_SUSPENDED"))
-	ws.conn.CloseNow()
+	s := apptest.Start(t, "sqlite:"+t.TempDir()+"/leak.db")
+	run := s.StartRun(t, "refund order 8", nil)
+	ws := apptest.DialWS(t, s.URL, "graphql-transport-ws")
+	apptest.Follow(t, ws, ws.Subscribe(apptest.EventsQuery, map[string]any{"runId": run.RunID}), apptest.IsType("RUN_SUSPENDED"))
+	ws.Conn.CloseNow()
 	time.Sleep(100 * time.Millisecond)
 	http.DefaultClient.CloseIdleConnections()
 	ignore := goleak.IgnoreCurrent()
 
 	for i := 0; i < 5; i++ {
 		for _, proto := range protocols {
-			c := dialWS(t, s.url, proto)
-			c.subscribe(eventsQuery, map[string]any{"runId": run.RunID}) // waits: the run is suspended
-			c.subscribe(`subscription { suspendedRunsChanged { kind } }`, nil)
-			c.read()
-			c.conn.CloseNow()
+			c := apptest.DialWS(t, s.URL, proto)
+			c.Subscribe(apptest.EventsQuery, map[string]any{"runId": run.RunID}) // waits: the run is suspended
+			c.Subscribe(`subscription { suspendedRunsChanged { kind } }`, nil)
+			c.Read()
+			c.Conn.CloseNow()
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		n := 0
-		sse(t, ctx, s.url, eventsQuery, map[string]any{"runId": run.RunID}, func(json.RawMessage) bool { n++; return n == 2 })
+		sse(t, ctx, s.URL, apptest.EventsQuery, map[string]any{"runId": run.RunID}, func(json.RawMessage) bool { n++; return n == 2 })
 		cancel()
 	}
 	http.DefaultClient.CloseIdleConnections()
 	goleak.VerifyNone(t, ignore)
-	if n := s.app.Service.Followers(run.RunID); n != 0 {
+	if n := s.App.Service.Followers(run.RunID); n != 0 {
 		t.Fatalf("%d followers still registered", n)
 	}
 }
