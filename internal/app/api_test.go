@@ -188,7 +188,7 @@ func TestTwoRefundsWaitTogether(t *testing.T) {
 		}
 		cws := apptest.DialWS(t, s.URL, "graphql-transport-ws")
 		changes := cws.Subscribe(`subscription { suspendedRunsChanged { kind run { id status toolCalls { toolCallId } } } }`, nil)
-		time.Sleep(200 * time.Millisecond) // the subscription is active before the run changes
+		s.WaitWatchers(t, 1)
 		approve := `mutation($id: ID!, $c: ID) { approveToolCall(runId: $id, toolCallId: $c) { status toolCalls { toolCallId } decisions { toolCallId kind } } }`
 		var out struct {
 			ApproveToolCall struct {

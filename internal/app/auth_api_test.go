@@ -211,7 +211,7 @@ func TestScopedPrincipalAttacksAnotherResource(t *testing.T) {
 
 		watch := apptest.DialAs(t, s.URL, "graphql-transport-ws", portal)
 		changes := watch.Subscribe(`subscription { suspendedRunsChanged { kind run { id resourceId } } }`, nil)
-		time.Sleep(200 * time.Millisecond) // the subscription is active before runs change
+		s.WaitWatchers(t, 1)
 
 		for _, q := range []string{
 			`{ suspendedRuns { total runs { id } } }`,

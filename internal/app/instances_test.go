@@ -216,7 +216,7 @@ func TestSuspendedRunsChangedAcrossInstances(t *testing.T) {
 	a, b := twoInstances(t)
 	ws := apptest.DialWS(t, b.URL, "graphql-transport-ws")
 	op := ws.Subscribe(`subscription { suspendedRunsChanged(agentId: "support-agent", threadId: "inbox-1") { kind run { runId status toolCalls { toolName } } } }`, nil)
-	time.Sleep(300 * time.Millisecond) // the subscription is registered on B
+	b.WaitWatchers(t, 1)
 	a.StartRun(t, "refund order 1", map[string]any{"threadId": "elsewhere"})
 	run := a.StartRun(t, "refund order 2", map[string]any{"threadId": "inbox-1"})
 	type change struct {

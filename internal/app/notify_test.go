@@ -171,7 +171,7 @@ func TestWebhookRetriedSignedAndSlack(t *testing.T) {
 `)
 	s := apptest.Start(t, "sqlite:"+filepath.Join(t.TempDir(), "n.db"), "--config", file, "--auth=on")
 	run := s.SuspendAs(t, s.App.AdminToken, "refund order 3 for 5", nil)
-	eventually(t, func() bool { return len(flaky.got()) >= 3 }, func() string { return fmt.Sprintf("%d requests to the flaky receiver, want 3", len(flaky.got())) })
+	apptest.Eventually(t, func() bool { return len(flaky.got()) >= 3 }, func() string { return fmt.Sprintf("%d requests to the flaky receiver, want 3", len(flaky.got())) })
 
 	hits := flaky.got()
 	want := notify.EventID(run.RunID, 3) // RUN_STARTED, TOOL_CALL, TOOL_CALL_APPROVAL
@@ -195,7 +195,7 @@ func TestWebhookRetriedSignedAndSlack(t *testing.T) {
 		t.Errorf("event = %s", hits[2].body)
 	}
 	store := gormstore.New(s.App.DB())
-	eventually(t, func() bool {
+	apptest.Eventually(t, func() bool {
 		list, _ := store.Deliveries(t.Context(), run.RunID)
 		return len(list) == 2 && list[0].State == notify.StateDelivered && list[1].State == notify.StateDelivered
 	}, func() string {
@@ -227,7 +227,7 @@ func TestWebhookRetriedSignedAndSlack(t *testing.T) {
 	}
 
 	s.MustAs(t, s.App.AdminToken, `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": run.RunID}, nil)
-	eventually(t, func() bool { n, _ := flaky.delivered(); return len(n) == 2 }, func() string { return fmt.Sprintf("%d events delivered, want 2", len(flaky.got())) })
+	apptest.Eventually(t, func() bool { n, _ := flaky.delivered(); return len(n) == 2 }, func() string { return fmt.Sprintf("%d events delivered, want 2", len(flaky.got())) })
 	_, last := flaky.delivered()
 	d := last[notify.EventID(run.RunID, 5)] // after RUN_SUSPENDED (4)
 	if d.Type != notify.Decided || d.Decision != notify.DecisionApproved || d.DecidedBy == "" {
@@ -252,7 +252,7 @@ func TestWebhookDeliveredOnceAcrossARestart(t *testing.T) {
 	first := startProc(t, db, "--config", file)
 	run := first.StartRun(t, "refund order 4 for 5", nil)
 	waitSuspended(t, first.URL, run.RunID)
-	eventually(t, func() bool { return len(r.got()) >= 2 }, func() string { return "no retried attempt" })
+	apptest.Eventually(t, func() bool { return len(r.got()) >= 2 }, func() string { return "no retried attempt" })
 	first.cmd.Process.Signal(syscallSIGTERM)
 	if err := <-first.done; err != nil {
 		t.Fatalf("first server: %v\n%s", err, first.out)
@@ -267,9 +267,9 @@ func TestWebhookDeliveredOnceAcrossARestart(t *testing.T) {
 
 	r.setFail()
 	second := startProc(t, db, "--config", file)
-	eventually(t, func() bool { n, _ := r.delivered(); return n[notify.EventID(run.RunID, 3)] == 1 }, func() string { return "not delivered after the restart" })
+	apptest.Eventually(t, func() bool { n, _ := r.delivered(); return n[notify.EventID(run.RunID, 3)] == 1 }, func() string { return "not delivered after the restart" })
 	approve(t, second.Server, run.RunID)
-	eventually(t, func() bool { n, _ := r.delivered(); return len(n) == 2 }, func() string { return "decision not delivered" })
+	apptest.Eventually(t, func() bool { n, _ := r.delivered(); return len(n) == 2 }, func() string { return "decision not delivered" })
 	if n, _ := r.delivered(); n[notify.EventID(run.RunID, 3)] != 1 {
 		t.Errorf("the approval request was delivered %d times, want once", n[notify.EventID(run.RunID, 3)])
 	}
@@ -300,7 +300,7 @@ func TestTwoInstancesDeliverEachEventOnce(t *testing.T) {
 		}
 		approve(t, srv.Server, id)
 	}
-	eventually(t, func() bool { c, _ := r.delivered(); return len(c) == 2*n }, func() string { c, _ := r.delivered(); return fmt.Sprintf("%d events delivered, want %d", len(c), 2*n) })
+	apptest.Eventually(t, func() bool { c, _ := r.delivered(); return len(c) == 2*n }, func() string { c, _ := r.delivered(); return fmt.Sprintf("%d events delivered, want %d", len(c), 2*n) })
 	count, _ := r.delivered()
 	for _, id := range ids {
 		for _, seq := range []int64{3, 5} {
@@ -336,7 +336,7 @@ func TestDeadReceiverDoesNotDelayRuns(t *testing.T) {
 			ws := apptest.DialWS(t, s.URL, "graphql-transport-ws")
 			op := ws.Subscribe(apptest.EventsQuery, map[string]any{"runId": run.RunID})
 			apptest.Follow(t, ws, op, apptest.IsType("RUN_SUSPENDED"))
-			eventually(t, func() bool { return len(r.got()) >= 1 }, func() string { return "the receiver was never called" })
+			apptest.Eventually(t, func() bool { return len(r.got()) >= 1 }, func() string { return "the receiver was never called" })
 			approve(t, s, run.RunID)
 			evs := apptest.Follow(t, ws, op, nil)
 			if last := evs[len(evs)-1]; last.Type != "RUN_FINISHED" {
@@ -360,7 +360,7 @@ func TestWebhookGivenUpAfterMaxAttempts(t *testing.T) {
 	run := s.StartRun(t, "refund order 6 for 5", nil)
 	waitSuspended(t, s.URL, run.RunID)
 	store := gormstore.New(s.App.DB())
-	eventually(t, func() bool {
+	apptest.Eventually(t, func() bool {
 		list, _ := store.Deliveries(t.Context(), run.RunID)
 		return len(list) == 1 && list[0].State == notify.StateFailed
 	}, func() string {
@@ -399,7 +399,7 @@ func TestWebhookOnExpiry(t *testing.T) {
 		}
 		return out
 	}
-	eventually(t, func() bool { return slices.Contains(types(), notify.Expired) }, func() string {
+	apptest.Eventually(t, func() bool { return slices.Contains(types(), notify.Expired) }, func() string {
 		return fmt.Sprintf("events delivered %v, want one expired", types())
 	})
 	time.Sleep(200 * time.Millisecond) // ten poll intervals: anything more would have come

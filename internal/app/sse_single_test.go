@@ -146,19 +146,6 @@ func stopOnStream(t *testing.T, s *apptest.Server, token, streamToken, opID stri
 		"Authorization": "Bearer " + token, gqlhttp.TokenHeader: streamToken})
 }
 
-// pollUntil polls cond (a state the server reaches on its own, such as a subscription being
-// released after a disconnect) until it holds, failing the test after 10 s.
-func pollUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 10s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // TestSSESingleConnection: graphql-sse's single connection mode over real HTTP, with
 // authentication on, over SQLite and MySQL. PUT reserves a stream (201, its token as
 // text/plain); GET with the token connects it; operations POSTed with the token are accepted
@@ -213,7 +200,7 @@ func TestSSESingleConnection(t *testing.T) {
 				break
 			}
 		}
-		pollUntil(t, "f follows the run", func() bool { return s.App.Service.Followers(run.ID) == 1 })
+		apptest.Until(t, "f follows the run", func() bool { return s.App.Service.Followers(run.ID) == 1 })
 		for _, other := range []exchange{
 			postOnStream(t, s, bob, tok, "b", `{ agents { id } }`, nil, ""),
 			stopOnStream(t, s, bob, tok, "f"),
@@ -226,7 +213,7 @@ func TestSSESingleConnection(t *testing.T) {
 		if got := stopOnStream(t, s, alice, tok, "f"); got.status != http.StatusOK {
 			t.Fatalf("DELETE f: %d %s", got.status, got.body)
 		}
-		pollUntil(t, "DELETE releases f's subscription", func() bool { return s.App.Service.Followers(run.ID) == 0 })
+		apptest.Until(t, "DELETE releases f's subscription", func() bool { return s.App.Service.Followers(run.ID) == 0 })
 
 		// Refusals on the POST itself, before anything streams.
 		if got := postOnStream(t, s, alice, tok, "", `{ agents { id } }`, nil, ""); got.status != http.StatusBadRequest || !strings.Contains(got.body, "operationId") {
@@ -250,10 +237,10 @@ func TestSSESingleConnection(t *testing.T) {
 		if got := postOnStream(t, s, alice, tok, "f2", apptest.EventsQuery, map[string]any{"runId": run.ID}, ""); got.status != http.StatusAccepted {
 			t.Fatalf("POST f2: %d %s", got.status, got.body)
 		}
-		pollUntil(t, "f2 follows the run", func() bool { return s.App.Service.Followers(run.ID) == 1 })
+		apptest.Until(t, "f2 follows the run", func() bool { return s.App.Service.Followers(run.ID) == 1 })
 		st.cancel()
-		pollUntil(t, "the closed stream's subscriptions end", func() bool { return s.App.Service.Followers(run.ID) == 0 })
-		pollUntil(t, "the closed stream's token is forgotten", func() bool {
+		apptest.Until(t, "the closed stream's subscriptions end", func() bool { return s.App.Service.Followers(run.ID) == 0 })
+		apptest.Until(t, "the closed stream's token is forgotten", func() bool {
 			return postOnStream(t, s, alice, tok, "late", `{ agents { id } }`, nil, "").status == http.StatusNotFound
 		})
 	})
@@ -286,7 +273,7 @@ func TestSSEStreamsCountAgainstTheConnectionCap(t *testing.T) {
 		t.Fatalf("connecting: %d %s", refused.status, refused.body)
 	}
 	st.cancel()
-	pollUntil(t, "the closed stream gives its slot back", func() bool { return reserveStream(t, s, alice).status == http.StatusCreated })
+	apptest.Until(t, "the closed stream gives its slot back", func() bool { return reserveStream(t, s, alice).status == http.StatusCreated })
 }
 
 // TestSSESingleConnectionEndsWithItsToken: a single connection stream lasts no longer than the

@@ -24,19 +24,6 @@ func openFDs(t testing.TB) int {
 	return len(entries)
 }
 
-// eventually polls cond until it holds or a generous deadline passes, then fails with what
-// describe says.
-func eventually(t testing.TB, cond func() bool, describe func() string) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal(describe())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // TestMalformedInitFreesTheConnection: 200 sockets per subprotocol that send a connection_init
 // whose payload is not an object and hang up leave no descriptor and no goroutine behind, and
 // one that stays to listen is closed with 4400.
@@ -58,7 +45,7 @@ func TestMalformedInitFreesTheConnection(t *testing.T) {
 		}
 	}
 	http.DefaultClient.CloseIdleConnections()
-	eventually(t, func() bool { return openFDs(t) <= fds0+5 && runtime.NumGoroutine() <= g0+5 }, func() string {
+	apptest.Eventually(t, func() bool { return openFDs(t) <= fds0+5 && runtime.NumGoroutine() <= g0+5 }, func() string {
 		return fmt.Sprintf("after 400 malformed inits: %d descriptors (were %d), %d goroutines (were %d)", openFDs(t), fds0, runtime.NumGoroutine(), g0)
 	})
 	for _, proto := range protocols {
@@ -108,7 +95,7 @@ func TestDuplicateOperationIDClosesWith4409(t *testing.T) {
 			t.Fatalf("%s: closed with %d %q, want 4409", proto, code, reason)
 		}
 	}
-	eventually(t, func() bool { return s.App.ActiveOperations() == 0 }, func() string {
+	apptest.Eventually(t, func() bool { return s.App.ActiveOperations() == 0 }, func() string {
 		return fmt.Sprintf("%d operations still counted after the sockets closed", s.App.ActiveOperations())
 	})
 }
