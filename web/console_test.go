@@ -70,6 +70,11 @@ func browser(t *testing.T) context.Context {
 			chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(dir), chromedp.WindowSize(1200, 900),
 			chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
 			chromedp.Flag("disable-sync", true), chromedp.Flag("disable-quic", true),
+			// Tests run side by side, each in a window of its own: none of them is in the
+			// background, so none may have its timers or renderer slowed down.
+			chromedp.Flag("disable-background-timer-throttling", true),
+			chromedp.Flag("disable-backgrounding-occluded-windows", true),
+			chromedp.Flag("disable-renderer-backgrounding", true),
 		}
 		alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 		ctx, cancel := chromedp.NewContext(alloc)
