@@ -3,7 +3,6 @@ package web_test
 import (
 	"context"
 	"fmt"
-	"interlock/internal/apptest"
 	"net/url"
 	"path/filepath"
 	"strings"
@@ -13,6 +12,8 @@ import (
 
 	cdppage "github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+
+	"interlock/internal/apptest"
 )
 
 // consoleLog records every message the tab's pages write to the browser console, so that a

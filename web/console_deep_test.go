@@ -1,7 +1,6 @@
 package web_test
 
 import (
-	"interlock/internal/apptest"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/chromedp/chromedp"
+
+	"interlock/internal/apptest"
 )
 
 // TestConsoleRunShowsDeepValuesSafely: a tool's result and a tool's question 9,000 levels deep

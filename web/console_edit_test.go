@@ -2,12 +2,13 @@ package web_test
 
 import (
 	"encoding/json"
-	"interlock/internal/apptest"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/chromedp/chromedp"
+
+	"interlock/internal/apptest"
 )
 
 // TestConsoleEditAndApprove: a person opens "Edit and approve", is refused arguments the tool's

@@ -1,12 +1,13 @@
 package web_test
 
 import (
-	"interlock/internal/apptest"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/chromedp/chromedp"
+
+	"interlock/internal/apptest"
 )
 
 // TestConsoleShowsExpiry: the inbox and the run view say when a waiting call expires, and the

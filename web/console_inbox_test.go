@@ -3,7 +3,6 @@ package web_test
 import (
 	"context"
 	"fmt"
-	"interlock/internal/apptest"
 	"net/url"
 	"path/filepath"
 	"slices"
@@ -18,6 +17,7 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"interlock/gormstore"
+	"interlock/internal/apptest"
 )
 
 // focused describes document.activeElement: "BODY", or tag#id.class[data-run=…].

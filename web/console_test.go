@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"interlock/internal/app"
-	"interlock/internal/apptest"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -23,6 +21,8 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"interlock/gormstore"
+	"interlock/internal/app"
+	"interlock/internal/apptest"
 )
 
 // chromium is the one headless Chromium the package's tests share: started by the first test

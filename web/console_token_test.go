@@ -3,7 +3,6 @@ package web_test
 import (
 	"context"
 	"fmt"
-	"interlock/internal/apptest"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -15,6 +14,8 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 	"github.com/golang-jwt/jwt/v5"
+
+	"interlock/internal/apptest"
 )
 
 // jwtServer starts a server that takes HS256 JWTs (and no static tokens) and returns it with a

@@ -1,7 +1,6 @@
 package web_test
 
 import (
-	"interlock/internal/apptest"
 	"strings"
 	"testing"
 
@@ -9,6 +8,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"interlock/dbtest"
+	"interlock/internal/apptest"
 )
 
 // TestConsoleResubscribesAfterUnavailable: the run view follows a run whose events cannot be read

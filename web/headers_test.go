@@ -2,7 +2,6 @@ package web_test
 
 import (
 	"context"
-	"interlock/internal/apptest"
 	"net/http"
 	"strings"
 	"testing"
@@ -11,6 +10,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"interlock/httpguard"
+	"interlock/internal/apptest"
 	"interlock/playground"
 )
 

@@ -3,7 +3,6 @@ package web_test
 import (
 	"context"
 	"encoding/json"
-	"interlock/internal/apptest"
 	"net/url"
 	"path/filepath"
 	"slices"
@@ -15,6 +14,8 @@ import (
 	"github.com/chromedp/cdproto/fetch"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
+
+	"interlock/internal/apptest"
 )
 
 // requestLog records every request a tab makes, HTTP and WebSocket, and fails at once any HTTP

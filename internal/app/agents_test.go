@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"interlock/internal/app"
-	"interlock/internal/apptest"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +13,9 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"interlock/internal/app"
+	"interlock/internal/apptest"
 )
 
 // configServer starts a server on its own config file: a billing agent on the fake model with

@@ -2,12 +2,13 @@ package app_test
 
 import (
 	"encoding/json"
-	"interlock/internal/app"
-	"interlock/internal/apptest"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"interlock/internal/app"
+	"interlock/internal/apptest"
 )
 
 var protocols = []string{"graphql-transport-ws", "graphql-ws"}

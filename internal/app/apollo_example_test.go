@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"interlock/internal/apptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"interlock/dbtest"
+	"interlock/internal/apptest"
 )
 
 // apolloDir is the Apollo Client example, a Node program with its own package-lock.json.
@@ -91,7 +91,7 @@ func runApolloExample(t *testing.T, node, db string) {
 	file := apptest.WriteConfig(t, fmt.Sprintf("auth:\n  tokens:\n    - {subject: front-end, role: approver, sha256: %s}\n", apptest.Sha256Hex(token)))
 	// The demo model answers after 300ms, so the example's watch of the suspended set is
 	// surely live before its run suspends (nothing in the protocol says when it is).
-	s := startProc(t, db, "--auth=on", "--config", file, "--demo-delay=300ms")
+	s := apptest.StartProc(t, db, "--auth=on", "--config", file, "--demo-delay=300ms")
 	// A run that already waits, for the example's inbox to list.
 	waiting := s.SuspendAs(t, token, "refund order 7 for 5", nil)
 

@@ -4,9 +4,10 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"interlock/internal/apptest"
 	"path/filepath"
 	"testing"
+
+	"interlock/internal/apptest"
 )
 
 // TestAutomaticPersistedQueries: Apollo's APQ protocol. A hash the server has not seen is

@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"interlock/internal/app"
-	"interlock/internal/apptest"
 	"io"
 	"log/slog"
 	"net/http"
@@ -22,6 +20,8 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"interlock/dbtest"
+	"interlock/internal/app"
+	"interlock/internal/apptest"
 )
 
 // eachAuthDB runs fn on an authServer over SQLite and one over MySQL.

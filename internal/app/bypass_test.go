@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"interlock/internal/apptest"
 	"io"
 	"net/http"
 	"net/url"
@@ -15,6 +14,7 @@ import (
 	"github.com/coder/websocket"
 
 	"interlock/gqlhttp"
+	"interlock/internal/apptest"
 )
 
 // TestNoCredentialsNoData sends every transport (POST, GET, SSE in both of graphql-sse's modes,

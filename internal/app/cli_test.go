@@ -18,6 +18,7 @@ import (
 
 	"interlock/dbtest"
 	"interlock/internal/app"
+	"interlock/internal/apptest"
 )
 
 // cliResult is what one run of the real binary printed and how it exited.
@@ -31,7 +32,7 @@ type cliResult struct {
 // when the deadline passes.
 func runCLI(t *testing.T, env []string, args ...string) cliResult {
 	t.Helper()
-	bin := binary(t) // built before the deadline starts: a build on a busy machine is no hang
+	bin := apptest.Binary(t) // built before the deadline starts: a build on a busy machine is no hang
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
@@ -84,7 +85,7 @@ func TestCLIHelpListsEveryFlag(t *testing.T) {
 // server or touches the database.
 func TestCLIRefusesWhatItDoesNotUnderstand(t *testing.T) {
 	dbFile := filepath.Join(t.TempDir(), "never.db")
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", apptest.FreePort(t))
 	for _, tc := range []struct {
 		args      []string
 		want      string
@@ -166,7 +167,7 @@ func TestCLIMigrateStatusAndUp(t *testing.T) {
 // port of INTERLOCK_ADDR (a wildcard address as in the image, or a specific one), and 1 when
 // nothing listens there or /healthz answers an error.
 func TestCLIHealthcheck(t *testing.T) {
-	p := startProc(t, "sqlite:"+filepath.Join(t.TempDir(), "health.db"))
+	p := apptest.StartProc(t, "sqlite:"+filepath.Join(t.TempDir(), "health.db"))
 	port := strings.TrimPrefix(p.URL, "http://127.0.0.1")
 	for _, env := range []string{"INTERLOCK_ADDR=" + port, "INTERLOCK_ADDR=0.0.0.0" + port, "INTERLOCK_ADDR=127.0.0.1" + port} {
 		if r := runCLI(t, []string{env}, "healthcheck"); r.code != 0 {
@@ -188,7 +189,7 @@ func TestCLIHealthcheck(t *testing.T) {
 	if r.code != 1 || !strings.Contains(r.stderr, "503") {
 		t.Errorf("healthcheck of a server answering 503: exit %d, %q", r.code, r.stderr)
 	}
-	r = runCLI(t, []string{fmt.Sprintf("INTERLOCK_ADDR=:%d", freePort(t))}, "healthcheck")
+	r = runCLI(t, []string{fmt.Sprintf("INTERLOCK_ADDR=:%d", apptest.FreePort(t))}, "healthcheck")
 	if r.code != 1 || !strings.Contains(r.stderr, "healthcheck:") {
 		t.Errorf("healthcheck with nothing listening: exit %d, %q", r.code, r.stderr)
 	}

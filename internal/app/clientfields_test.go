@@ -3,12 +3,13 @@ package app_test
 import (
 	"context"
 	"encoding/json"
-	"interlock/internal/apptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
+
+	"interlock/internal/apptest"
 )
 
 // The fields a client cache needs (issue 11): RunEvent.run and Tool.id.

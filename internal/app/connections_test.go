@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"interlock/internal/app"
-	"interlock/internal/apptest"
 	"io"
 	"net/http"
 	"strings"
@@ -16,6 +14,9 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/coder/websocket/wsjson"
+
+	"interlock/internal/app"
+	"interlock/internal/apptest"
 )
 
 // capServer starts a server allowing each principal (or client address) max WebSockets and

@@ -2,10 +2,11 @@ package app_test
 
 import (
 	"encoding/json"
-	"interlock/internal/apptest"
 	"net/http"
 	"strings"
 	"testing"
+
+	"interlock/internal/apptest"
 )
 
 // deferQuery defers a thread's runs, a field with its own resolver: gqlgen sends it in a later

@@ -1,12 +1,12 @@
 package app_test
 
 import (
-	"interlock/internal/apptest"
 	"strings"
 	"testing"
 	"time"
 
 	"interlock/dbtest"
+	"interlock/internal/apptest"
 )
 
 // TestExpiresAtOverGraphQL: suspendedRuns shows when a waiting call expires (the tool's
@@ -49,7 +49,7 @@ func TestExpiresAtOverGraphQL(t *testing.T) {
 func TestExpiryAcrossTwoProcesses(t *testing.T) {
 	file, refunds := apptest.ExpiryConfig(t, "1s")
 	db := dbtest.MySQLURL(dbtest.MySQLDSN(t))
-	a, b := startProc(t, db, "--config", file), startProc(t, db, "--config", file)
+	a, b := apptest.StartProc(t, db, "--config", file), apptest.StartProc(t, db, "--config", file)
 	var ids []string
 	for i := range 4 {
 		srv := a
@@ -66,7 +66,7 @@ func TestExpiryAcrossTwoProcesses(t *testing.T) {
 		if len(done.Decisions) != 1 || done.Decisions[0].Kind != "EXPIRED" || done.Decisions[0].DecidedBy != nil {
 			t.Fatalf("run %s: decisions %+v, want one EXPIRED by nobody", id, done.Decisions)
 		}
-		srv := []*proc{a, b}[i%2]
+		srv := []*apptest.Proc{a, b}[i%2]
 		ws := apptest.DialWS(t, srv.URL, "graphql-transport-ws")
 		evs := apptest.Follow(t, ws, ws.Subscribe(apptest.EventsQuery, map[string]any{"runId": id}), nil)
 		checkSeqs(t, evs)

@@ -3,13 +3,14 @@ package app_test
 import (
 	"bytes"
 	"encoding/json"
-	"interlock/internal/apptest"
 	"io"
 	"net/http"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
+
+	"interlock/internal/apptest"
 )
 
 // fuzzServer is a server for a fuzz target, on a temporary SQLite database, without the

@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"interlock/internal/app"
-	"interlock/internal/apptest"
 	"io"
 	"net"
 	"net/http"
@@ -19,6 +17,9 @@ import (
 	"time"
 
 	"github.com/99designs/gqlgen/graphql/introspection"
+
+	"interlock/internal/app"
+	"interlock/internal/apptest"
 )
 
 // nest is `subAgents { subAgents { … id } }`, fields nested depth deep.

@@ -2,12 +2,12 @@ package app_test
 
 import (
 	"encoding/json"
-	"interlock/internal/apptest"
 	"strings"
 	"sync"
 	"testing"
 
 	"interlock/dbtest"
+	"interlock/internal/apptest"
 )
 
 // TestStartRunIdempotencyKey: a client that retries startRun with its idempotency key — after a

@@ -2,8 +2,6 @@ package app_test
 
 import (
 	"encoding/json"
-	"fmt"
-	"interlock/internal/apptest"
 	"reflect"
 	"strings"
 	"sync"
@@ -11,13 +9,14 @@ import (
 	"time"
 
 	"interlock/dbtest"
+	"interlock/internal/apptest"
 )
 
 // twoInstances starts two server processes over one new MySQL database.
-func twoInstances(t *testing.T, args ...string) (a, b *proc) {
+func twoInstances(t *testing.T, args ...string) (a, b *apptest.Proc) {
 	t.Helper()
 	db := dbtest.MySQLURL(dbtest.MySQLDSN(t))
-	return startProc(t, db, args...), startProc(t, db, args...)
+	return apptest.StartProc(t, db, args...), apptest.StartProc(t, db, args...)
 }
 
 func TestTwoInstancesSeeTheSameStream(t *testing.T) {
@@ -101,7 +100,7 @@ func TestKilledInstanceRunsAreRecovered(t *testing.T) {
 		a.Must(t, approve, map[string]any{"id": id}, &out)
 	}
 	waitEvent(t, a, ids, "TOOL_CALL_APPROVED") // every slow_task is executing on A now
-	a.kill9(t)
+	a.Kill9(t)
 	runs := waitTotal(t, b, "kill", n, true)
 	for _, r := range runs {
 		tc := r.ToolCalls[0]
@@ -133,7 +132,7 @@ func TestKilledInstanceRunsAreRecovered(t *testing.T) {
 }
 
 // waitTotal waits until suspendedRuns of the thread lists n runs (all interrupted, if asked).
-func waitTotal(t *testing.T, s *proc, thread string, n int, interrupted bool) []apptest.Run {
+func waitTotal(t *testing.T, s *apptest.Proc, thread string, n int, interrupted bool) []apptest.Run {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -162,7 +161,7 @@ func waitTotal(t *testing.T, s *proc, thread string, n int, interrupted bool) []
 }
 
 // waitEvent follows each run until it has an event of the type.
-func waitEvent(t *testing.T, s *proc, ids []string, typ string) {
+func waitEvent(t *testing.T, s *apptest.Proc, ids []string, typ string) {
 	t.Helper()
 	for _, id := range ids {
 		ws := apptest.DialWS(t, s.URL, "graphql-transport-ws")
@@ -259,16 +258,15 @@ func TestGracefulShutdownHandsRunsOver(t *testing.T) {
 	opB := wsB.Subscribe(apptest.EventsQuery, map[string]any{"runId": run.RunID})
 	apptest.Follow(t, wsA, opA, apptest.IsType("TOOL_CALL")) // slow_task is executing on A
 	stopped := time.Now()
-	a.cmd.Process.Signal(syscallSIGTERM)
+	a.Terminate()
 	// A's subscriber is completed (the stream ends without RUN_FINISHED).
 	rest := apptest.Follow(t, wsA, opA, nil)
 	if len(rest) > 0 && rest[len(rest)-1].Type == "RUN_FINISHED" {
 		t.Fatal("A finished the run instead of handing it over")
 	}
-	if err := <-a.done; err != nil {
+	if err := a.Wait(); err != nil {
 		t.Fatalf("A exited with %v", err)
 	}
-	a.done <- nil
 	// The step in flight finished on A; B took the run over at once (not after the 30s lease).
 	evs := apptest.Follow(t, wsB, opB, nil)
 	checkSeqs(t, evs)
@@ -281,7 +279,7 @@ func TestGracefulShutdownHandsRunsOver(t *testing.T) {
 	if results != 1 || evs[len(evs)-1].Type != "RUN_FINISHED" || time.Since(stopped) > 15*time.Second {
 		t.Fatalf("%d results, ends with %s, %v after SIGTERM", results, evs[len(evs)-1].Type, time.Since(stopped))
 	}
-	if !strings.Contains(fmt.Sprint(a.out), "shutting down") {
-		t.Fatalf("A did not log its shutdown:\n%s", a.out)
+	if !strings.Contains(a.Output(), "shutting down") {
+		t.Fatalf("A did not log its shutdown:\n%s", a.Output())
 	}
 }

@@ -1,13 +1,13 @@
 package app_test
 
 import (
-	"interlock/internal/apptest"
 	"math/rand/v2"
 	"sort"
 	"testing"
 	"time"
 
 	"interlock/dbtest"
+	"interlock/internal/apptest"
 )
 
 // BenchmarkApproveToFirstEvent measures, on MySQL with two instances (two apps, each with its own

@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"interlock/internal/app"
-	"interlock/internal/apptest"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,6 +11,8 @@ import (
 
 	"interlock/dbtest"
 	"interlock/gormstore"
+	"interlock/internal/app"
+	"interlock/internal/apptest"
 	"interlock/observe"
 )
 

@@ -2,13 +2,14 @@ package app_test
 
 import (
 	"fmt"
-	"interlock/internal/app"
-	"interlock/internal/apptest"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"interlock/internal/app"
+	"interlock/internal/apptest"
 )
 
 // TestMetricsFollowTheDemoFlow: a run started, suspended on its refund, approved and finished

@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"interlock/internal/apptest"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
+
+	"interlock/internal/apptest"
 )
 
 // aliasedStartRuns is one mutation with n startRun fields under aliases s0…, all of input $i.

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"interlock/internal/apptest"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -21,6 +20,7 @@ import (
 
 	"interlock/dbtest"
 	"interlock/gormstore"
+	"interlock/internal/apptest"
 	"interlock/notify"
 )
 
@@ -249,24 +249,23 @@ func TestWebhookDeliveredOnceAcrossARestart(t *testing.T) {
 	r := newReceiver(t, down...)
 	file := notifyConfig(t, r.URL, "", "")
 	db := "sqlite:" + filepath.Join(t.TempDir(), "restart.db")
-	first := startProc(t, db, "--config", file)
+	first := apptest.StartProc(t, db, "--config", file)
 	run := first.StartRun(t, "refund order 4 for 5", nil)
 	waitSuspended(t, first.URL, run.RunID)
 	apptest.Eventually(t, func() bool { return len(r.got()) >= 2 }, func() string { return "no retried attempt" })
-	first.cmd.Process.Signal(syscallSIGTERM)
-	if err := <-first.done; err != nil {
-		t.Fatalf("first server: %v\n%s", err, first.out)
+	first.Terminate()
+	if err := first.Wait(); err != nil {
+		t.Fatalf("first server: %v\n%s", err, first.Output())
 	}
-	first.done <- nil
 	if n, _ := r.delivered(); len(n) != 0 {
 		t.Fatalf("delivered while down: %v", n)
 	}
-	if strings.Contains(first.out.String(), notifySecret) {
+	if strings.Contains(first.Output(), notifySecret) {
 		t.Error("the webhook secret is in the log")
 	}
 
 	r.setFail()
-	second := startProc(t, db, "--config", file)
+	second := apptest.StartProc(t, db, "--config", file)
 	apptest.Eventually(t, func() bool { n, _ := r.delivered(); return n[notify.EventID(run.RunID, 3)] == 1 }, func() string { return "not delivered after the restart" })
 	approve(t, second.Server, run.RunID)
 	apptest.Eventually(t, func() bool { n, _ := r.delivered(); return len(n) == 2 }, func() string { return "decision not delivered" })

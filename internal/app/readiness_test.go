@@ -2,7 +2,6 @@ package app_test
 
 import (
 	"encoding/json"
-	"interlock/internal/apptest"
 	"io"
 	"net"
 	"net/http"
@@ -14,6 +13,7 @@ import (
 	gomysql "github.com/go-sql-driver/mysql"
 
 	"interlock/dbtest"
+	"interlock/internal/apptest"
 )
 
 // probe is one answer of /healthz or /readyz.

@@ -1,13 +1,14 @@
 package app_test
 
 import (
-	"interlock/internal/apptest"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql/introspection"
+
+	"interlock/internal/apptest"
 )
 
 // TestVariableErrorsAreValidationErrors: a missing or mistyped variable is the client's mistake,

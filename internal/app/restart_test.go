@@ -2,11 +2,11 @@ package app_test
 
 import (
 	"context"
-	"interlock/internal/apptest"
 	"path/filepath"
 	"testing"
 
 	"interlock/dbtest"
+	"interlock/internal/apptest"
 )
 
 // TestSuspendedRunsSurviveARestart: suspend runs, stop the server, start a new one on the same

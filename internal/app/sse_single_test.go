@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"interlock/internal/apptest"
 	"net/http"
 	"net/url"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"interlock/gqlhttp"
+	"interlock/internal/apptest"
 )
 
 // sseEvent is one event of an event stream.

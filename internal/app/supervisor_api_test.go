@@ -1,9 +1,10 @@
 package app_test
 
 import (
-	"interlock/internal/apptest"
 	"strings"
 	"testing"
+
+	"interlock/internal/apptest"
 )
 
 // TestSupervisorAPIApproval: the demo supervisor delegates to support-agent; the refund the

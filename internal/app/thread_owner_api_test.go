@@ -3,7 +3,6 @@ package app_test
 import (
 	"context"
 	"fmt"
-	"interlock/internal/apptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,6 +10,7 @@ import (
 
 	"interlock/dbtest"
 	"interlock/gormstore"
+	"interlock/internal/apptest"
 )
 
 // A scoped operator of r2, added to authServer's principals.

@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"interlock/internal/app"
-	"interlock/internal/apptest"
 	"io"
 	"net"
 	"net/http"
@@ -15,6 +13,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"interlock/internal/app"
+	"interlock/internal/apptest"
 )
 
 // serveOnPort runs the real app with App.Serve (the server's own timeouts and shutdown) on a

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"interlock/internal/apptest"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +12,7 @@ import (
 	"testing"
 
 	"interlock/dbtest"
+	"interlock/internal/apptest"
 )
 
 // toolPost is one request an HTTP tool's endpoint received, its arguments as raw bytes.

@@ -3,8 +3,6 @@ package app_test
 import (
 	"context"
 	"encoding/hex"
-	"interlock/internal/app"
-	"interlock/internal/apptest"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -15,6 +13,8 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
 	"interlock/dbtest"
+	"interlock/internal/app"
+	"interlock/internal/apptest"
 )
 
 // spanSet finds received spans.
@@ -308,16 +308,15 @@ func TestTracingFlushedOnShutdown(t *testing.T) {
 			t.Setenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", protocol)
 			t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "600000")
 			t.Setenv("OTEL_SERVICE_NAME", "interlock-"+strings.ReplaceAll(protocol, "/", "-"))
-			p := startProc(t, "sqlite:"+filepath.Join(t.TempDir(), "interlock.db"))
+			p := apptest.StartProc(t, "sqlite:"+filepath.Join(t.TempDir(), "interlock.db"))
 			run := p.SuspendAs(t, "", "refund order 9 for 4", nil)
 			if spans, _ := c.received(); len(spans) != 0 {
 				t.Fatalf("%d spans exported before the batch delay or shutdown", len(spans))
 			}
-			p.cmd.Process.Signal(syscallSIGTERM)
-			if err := <-p.done; err != nil {
+			p.Terminate()
+			if err := p.Wait(); err != nil {
 				t.Fatalf("server exit: %v", err)
 			}
-			p.done <- nil // for the cleanup
 			spans, _ := c.received()
 			exec := spanSet(spans).named("execute_run support-agent", "interlock.run.id", run.ID, "interlock.execution.end", "suspended")
 			if len(exec) != 1 || len(spanSet(spans).named("mutation")) == 0 {

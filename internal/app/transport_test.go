@@ -5,13 +5,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"interlock/internal/apptest"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"interlock/internal/apptest"
 )
 
 // sse runs a subscription over Server-Sent Events and returns the data of each "next" event

@@ -5,8 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"interlock/internal/app"
-	"interlock/internal/apptest"
 	"io"
 	"log/slog"
 	"net"
@@ -20,6 +18,8 @@ import (
 	gomysql "github.com/go-sql-driver/mysql"
 
 	"interlock/dbtest"
+	"interlock/internal/app"
+	"interlock/internal/apptest"
 )
 
 // dbProxy is a TCP proxy between the server and MariaDB whose cut makes the database

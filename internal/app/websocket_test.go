@@ -3,7 +3,6 @@ package app_test
 import (
 	"encoding/json"
 	"fmt"
-	"interlock/internal/apptest"
 	"net/http"
 	"os"
 	"runtime"
@@ -12,6 +11,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"interlock/internal/apptest"
 )
 
 // openFDs is how many file descriptors this process has open; the server runs in it.

@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"interlock/internal/apptest"
 	"os"
 	"os/exec"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"interlock/internal/apptest"
 )
 
 // wireDir is a Node project of third-party clients and conformance suites, with its own

@@ -3,11 +3,12 @@ package app_test
 import (
 	"context"
 	"encoding/json"
-	"interlock/internal/apptest"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
+
+	"interlock/internal/apptest"
 )
 
 // TestTransportWSCloseCodes: graphql-transport-ws's close codes, from a Go WebSocket client

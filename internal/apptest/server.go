@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"interlock/dbtest"
-	"interlock/internal/app"
 	"io"
 	"log/slog"
 	"net/http"
@@ -16,6 +14,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"interlock/dbtest"
+	"interlock/internal/app"
 )
 
 // Server is the real app over a real database, served over real HTTP.

@@ -1,11 +1,9 @@
-package app_test
+package deploy_test
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"interlock/internal/app"
-	"interlock/internal/apptest"
 	"net"
 	"net/url"
 	"os"
@@ -19,6 +17,8 @@ import (
 
 	"interlock/config"
 	"interlock/dbtest"
+	"interlock/internal/app"
+	"interlock/internal/apptest"
 )
 
 // There is no Docker engine where the tests run, so these tests read docker-compose.yml (anchors
@@ -201,8 +201,8 @@ func TestComposeReplicasShareOneAuthConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	db := dbtest.MySQLURL(dbtest.MySQLDSN(t))
-	a := startProc(t, db, "--auth=on", "--config", written)
-	b := startProc(t, db, "--auth=on", "--config", written)
+	a := apptest.StartProc(t, db, "--auth=on", "--config", written)
+	b := apptest.StartProc(t, db, "--auth=on", "--config", written)
 	run := a.SuspendAs(t, token, "refund order 11 for 5", nil)
 	var got struct{ ApproveToolCall apptest.Run }
 	b.MustAs(t, token, `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": run.ID}, &got)
