@@ -23,7 +23,6 @@ import (
 func configServer(t *testing.T, db string) (*apptest.Server, *apptest.RefundEndpoint) {
 	t.Helper()
 	model, refunds := apptest.FakeModel(t, "refund"), apptest.NewRefundEndpoint(t)
-	t.Setenv("INTERLOCK_TEST_REFUND_TOKEN", "s3cret")
 	file := apptest.WriteConfig(t, `
 agents:
   - id: billing
@@ -45,6 +44,7 @@ tools:
 // calls an HTTP tool that needs approval: approving POSTs exactly once with the run's context,
 // declining never does and the model gets the reason.
 func TestConfiguredAgentEndToEnd(t *testing.T) {
+	t.Parallel()
 	s, refunds := configServer(t, "sqlite:"+filepath.Join(t.TempDir(), "interlock.db"))
 	var agents struct {
 		Agents []struct {
@@ -112,6 +112,7 @@ func TestConfiguredAgentEndToEnd(t *testing.T) {
 
 // TestBadConfigStopsTheServer: a config mistake is an error at start naming the file and path.
 func TestBadConfigStopsTheServer(t *testing.T) {
+	t.Parallel()
 	file := apptest.WriteConfig(t, "agents:\n  - id: billing\n    model: {provider: openai, name: m, baseURL: 'localhost:1'}\n")
 	cfg, err := app.ParseConfig([]string{"--db", "sqlite:" + filepath.Join(t.TempDir(), "x.db"), "--config", file}, func(string) string { return "" })
 	if err != nil {
@@ -126,6 +127,7 @@ func TestBadConfigStopsTheServer(t *testing.T) {
 // TestConfiguredMCPToolEndToEnd: an MCP server's tool, held for approval by the server's
 // policy, runs once when approved and its result reaches the model.
 func TestConfiguredMCPToolEndToEnd(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	var got []map[string]any
 	srv := mcp.NewServer(&mcp.Implementation{Name: "orders", Version: "1"}, nil)
@@ -190,6 +192,7 @@ func deref(s *string) string {
 // match the tool's schema are refused and consume nothing; valid ones run the tool, and the
 // decision keeps both.
 func TestEditAndApprove(t *testing.T) {
+	t.Parallel()
 	apptest.EachDB(t, func(t *testing.T, s *apptest.Server) {
 		run := s.StartRun(t, "refund order 42 for 30", nil)
 		ws := apptest.DialWS(t, s.URL, "graphql-transport-ws")
@@ -257,6 +260,7 @@ func countingModel(t *testing.T) *httptest.Server {
 // TestMemoryThreads: a second run of a thread is given the first one's messages (as many as
 // the agent's memory.lastMessages), and thread/threads show them — on both databases.
 func TestMemoryThreads(t *testing.T) {
+	t.Parallel()
 	model := countingModel(t)
 	file := apptest.WriteConfig(t, `
 agents:
@@ -315,6 +319,7 @@ agents:
 // TestConfiguredHTTPToolSuspendsAndResumes: an HTTP tool answering {"suspend": …} holds the run
 // for a person; resumeRun calls it again with the resumeData and the payload it suspended with.
 func TestConfiguredHTTPToolSuspendsAndResumes(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	var bodies []map[string]any
 	endpoint := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -17,6 +17,7 @@ var protocols = []string{"graphql-transport-ws", "graphql-ws"}
 // the moment RUN_SUSPENDED arrives, and follow runEvents to RUN_FINISHED — on each database,
 // over each WebSocket subprotocol.
 func TestApproveEndToEnd(t *testing.T) {
+	t.Parallel()
 	apptest.EachDB(t, func(t *testing.T, s *apptest.Server) {
 		for _, proto := range protocols {
 			t.Run(proto, func(t *testing.T) {
@@ -113,6 +114,7 @@ func checkSeqs(t *testing.T, evs []apptest.Event) {
 }
 
 func TestDeclineEndToEnd(t *testing.T) {
+	t.Parallel()
 	apptest.EachDB(t, func(t *testing.T, s *apptest.Server) {
 		run := s.StartRun(t, "please refund order 5", nil)
 		ws := apptest.DialWS(t, s.URL, "graphql-transport-ws")
@@ -142,6 +144,7 @@ func TestDeclineEndToEnd(t *testing.T) {
 func mustJSON(v any) []byte { b, _ := json.Marshal(v); return b }
 
 func TestResumeEndToEnd(t *testing.T) {
+	t.Parallel()
 	apptest.EachDB(t, func(t *testing.T, s *apptest.Server) {
 		run := s.StartRun(t, "ask the customer which size they want", nil)
 		ws := apptest.DialWS(t, s.URL, "graphql-ws")
@@ -178,6 +181,7 @@ func TestResumeEndToEnd(t *testing.T) {
 // first approval answers SUSPENDED with the other call still waiting, the suspended set sends the
 // run as CHANGED with one call, and the second approval resumes it.
 func TestTwoRefundsWaitTogether(t *testing.T) {
+	t.Parallel()
 	apptest.EachDB(t, func(t *testing.T, s *apptest.Server) {
 		run := s.StartRun(t, "refund orders 7 and 8", nil)
 		ws := apptest.DialWS(t, s.URL, "graphql-transport-ws")
@@ -224,6 +228,7 @@ func TestTwoRefundsWaitTogether(t *testing.T) {
 }
 
 func TestErrorsCarryCodes(t *testing.T) {
+	t.Parallel()
 	s := apptest.Start(t, "sqlite:"+t.TempDir()+"/e.db")
 	approve := `mutation($id: ID!, $c: ID) { approveToolCall(runId: $id, toolCallId: $c) { status } }`
 	s.WantError(t, "NOT_FOUND", approve, map[string]any{"id": "nope"})
@@ -265,6 +270,7 @@ func TestErrorsCarryCodes(t *testing.T) {
 }
 
 func TestAgentsQuery(t *testing.T) {
+	t.Parallel()
 	s := apptest.Start(t, "sqlite:"+t.TempDir()+"/a.db")
 	var out struct {
 		Agents []struct {
@@ -297,6 +303,7 @@ func TestAgentsQuery(t *testing.T) {
 }
 
 func TestPlaygroundAndConsoleAreServed(t *testing.T) {
+	t.Parallel()
 	s := apptest.Start(t, "sqlite:"+t.TempDir()+"/p.db")
 	for path, want := range map[string]string{"/playground": "/graphql", "/": "Interlock", "/healthz": "ok"} {
 		resp, err := apptest.HttpGet(s.URL + path)
@@ -307,6 +314,7 @@ func TestPlaygroundAndConsoleAreServed(t *testing.T) {
 }
 
 func TestConfigErrorsNameTheSetting(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -327,6 +335,7 @@ func TestConfigErrorsNameTheSetting(t *testing.T) {
 }
 
 func TestRecentRunsShowDecisions(t *testing.T) {
+	t.Parallel()
 	apptest.EachDB(t, func(t *testing.T, s *apptest.Server) {
 		run := s.StartRun(t, "refund order 6", map[string]any{"threadId": "hist"})
 		ws := apptest.DialWS(t, s.URL, "graphql-transport-ws")
@@ -370,6 +379,7 @@ func TestRecentRunsShowDecisions(t *testing.T) {
 
 // TestToolCallEventsCarryArguments: a tool that needs no approval shows its arguments too.
 func TestToolCallEventsCarryArguments(t *testing.T) {
+	t.Parallel()
 	s := apptest.Start(t, "sqlite:"+filepath.Join(t.TempDir(), "interlock.db"))
 	run := s.StartRun(t, "what is the status of order 4", nil)
 	ws := apptest.DialWS(t, s.URL, "graphql-transport-ws")

@@ -28,6 +28,7 @@ const lockStamp = "node_modules/.interlock-package-lock.sha256"
 // starts, approves and streams a run, and checks its normalized cache. It fails when the
 // program exits non-zero. Without node and npm it skips, except under CI=true.
 func TestApolloExample(t *testing.T) {
+	t.Parallel()
 	node, npm := nodeTools(t)
 	npmCI(t, npm)
 	t.Run("sqlite", func(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 // PERSISTED_QUERY_NOT_FOUND; sent again with its query it runs and is kept; from then on the hash
 // alone runs it, by POST and by GET. A query whose hash does not match is refused.
 func TestAutomaticPersistedQueries(t *testing.T) {
+	t.Parallel()
 	s := apptest.Start(t, "sqlite:"+filepath.Join(t.TempDir(), "apq.db"))
 	const query = `query Agents { agents { id name } }`
 	sum := sha256.Sum256([]byte(query))

@@ -47,6 +47,7 @@ func transports(s *apptest.Server) map[string]func(t testing.TB, token, query st
 // TestAuthRoleByOperation: every role against every operation (the queries, startRun, the three
 // decisions, both subscriptions) over HTTP, SSE and both WebSocket subprotocols.
 func TestAuthRoleByOperation(t *testing.T) {
+	t.Parallel()
 	eachAuthDB(t, "", func(t *testing.T, s *apptest.Server) {
 		root := apptest.TokenOf("root")
 		seen := s.SuspendAs(t, root, "refund order 1 for 5", map[string]any{"threadId": "th-1"})
@@ -202,6 +203,7 @@ func TestAuthRejectsBadCredentials(t *testing.T) {
 // on a run of r1; it learns nothing (empty lists, null, NOT_FOUND, no events) and changes
 // nothing.
 func TestScopedPrincipalAttacksAnotherResource(t *testing.T) {
+	t.Parallel()
 	eachAuthDB(t, "", func(t *testing.T, s *apptest.Server) {
 		root, portal := apptest.TokenOf("root"), apptest.TokenOf("portal")
 		victim := s.SuspendAs(t, root, "refund order 1 for 5", map[string]any{"resourceId": "r1", "threadId": "victim-thread"})
@@ -294,6 +296,7 @@ func TestScopedPrincipalAttacksAnotherResource(t *testing.T) {
 // TestSeparationOfDutiesOverTheAPI: with separationOfDuties, who started a run cannot approve
 // its calls; another approver can, and decidedBy on the decision and the events names them.
 func TestSeparationOfDutiesOverTheAPI(t *testing.T) {
+	t.Parallel()
 	eachAuthDB(t, "  separationOfDuties: true\n", func(t *testing.T, s *apptest.Server) {
 		r := s.SuspendAs(t, apptest.TokenOf("alice"), "refund order 4 for 5", nil)
 		got := s.PostAs(t, apptest.TokenOf("alice"), `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": r.ID})
@@ -334,6 +337,7 @@ func TestSeparationOfDutiesOverTheAPI(t *testing.T) {
 // TestToolApproverRolesOverTheAPI: a tool with approverRoles is decided only by those roles
 // (and admin); an approver without them gets FORBIDDEN naming the role.
 func TestToolApproverRolesOverTheAPI(t *testing.T) {
+	t.Parallel()
 	refunds := apptest.NewRefundEndpoint(t)
 	file := apptest.WriteConfig(t, fmt.Sprintf(`
 auth:
@@ -512,6 +516,7 @@ func waitClosed(t *testing.T, c *apptest.WSClient) (websocket.StatusCode, string
 // TestTokensNeverLogged: whatever the requests, good tokens, refused tokens and the generated
 // admin token never reach the server's log.
 func TestTokensNeverLogged(t *testing.T) {
+	t.Parallel()
 	var logs syncBuffer
 	cfg, err := app.ParseConfig([]string{"--auth=on", "--db", "sqlite:" + t.TempDir() + "/interlock.db"}, func(string) string { return "" })
 	if err != nil {

@@ -57,6 +57,7 @@ func runCLI(t *testing.T, env []string, args ...string) cliResult {
 // flag with its environment variable and built-in default, and exit 0 — even with the
 // environment setting other values.
 func TestCLIHelpListsEveryFlag(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}, {"migrate", "--help"}} {
 		r := runCLI(t, []string{"INTERLOCK_ADDR=:9999"}, args...)
 		if r.code != 0 {
@@ -84,6 +85,7 @@ func TestCLIHelpListsEveryFlag(t *testing.T) {
 // among or after the flags, or a bad value exits 2 naming the mistake, and never starts a
 // server or touches the database.
 func TestCLIRefusesWhatItDoesNotUnderstand(t *testing.T) {
+	t.Parallel()
 	dbFile := filepath.Join(t.TempDir(), "never.db")
 	addr := fmt.Sprintf("127.0.0.1:%d", apptest.FreePort(t))
 	for _, tc := range []struct {
@@ -131,6 +133,7 @@ var statusRow = regexp.MustCompile(`(?m)^(\d{4})  +(\w+) +(pending|applied \S+)$
 // 3; `migrate up` applies them; then status lists them applied and exits 0. The database is
 // named by INTERLOCK_DB, as in a container.
 func TestCLIMigrateStatusAndUp(t *testing.T) {
+	t.Parallel()
 	check := func(t *testing.T, db string) {
 		env := []string{"INTERLOCK_DB=" + db}
 		r := runCLI(t, env, "migrate", "status")
@@ -167,6 +170,7 @@ func TestCLIMigrateStatusAndUp(t *testing.T) {
 // port of INTERLOCK_ADDR (a wildcard address as in the image, or a specific one), and 1 when
 // nothing listens there or /healthz answers an error.
 func TestCLIHealthcheck(t *testing.T) {
+	t.Parallel()
 	p := apptest.StartProc(t, "sqlite:"+filepath.Join(t.TempDir(), "health.db"))
 	port := strings.TrimPrefix(p.URL, "http://127.0.0.1")
 	for _, env := range []string{"INTERLOCK_ADDR=" + port, "INTERLOCK_ADDR=0.0.0.0" + port, "INTERLOCK_ADDR=127.0.0.1" + port} {

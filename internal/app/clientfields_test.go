@@ -62,6 +62,7 @@ func checkEventRuns(t *testing.T, runID string, evs []eventWithRun, wantStatus f
 // the RUN_* events carry the run as stored (SUSPENDED with its waiting call while it waits,
 // COMPLETED with its output at RUN_FINISHED), the others none.
 func TestRunEventsCarryTheRun(t *testing.T) {
+	t.Parallel()
 	eachAuthDB(t, "", func(t *testing.T, s *apptest.Server) {
 		portal := apptest.TokenOf("portal")
 		run := s.SuspendAs(t, portal, "refund order 42 for 30", map[string]any{"resourceId": "r2"})
@@ -111,6 +112,7 @@ func TestRunEventsCarryTheRun(t *testing.T) {
 // TestRunEventsCarryTheRunOverSSE: the same over Server-Sent Events, and an event replayed
 // after the run finished carries the run as it is now.
 func TestRunEventsCarryTheRunOverSSE(t *testing.T) {
+	t.Parallel()
 	s := apptest.Start(t, "sqlite:"+t.TempDir()+"/sse-run.db")
 	run := s.StartRun(t, "refund order 42 for 30", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -164,6 +166,7 @@ func decodeEventWithRun(t *testing.T, data json.RawMessage) eventWithRun {
 // every agent (sub-agents included) has an id of its own, the same from agents and agent(id:),
 // and the same after a restart.
 func TestToolIDsAreUniqueAcrossAgents(t *testing.T) {
+	t.Parallel()
 	db := "sqlite:" + t.TempDir() + "/tools.db"
 	file := apptest.WriteConfig(t, `
 agents:

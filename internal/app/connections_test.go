@@ -176,6 +176,7 @@ func eventuallyAcked(t *testing.T, dial func() *apptest.WSClient, who string) *a
 // with 429; another principal has a quota of its own; closing a socket or a stream frees its
 // slot.
 func TestConnectionCapPerPrincipal(t *testing.T) {
+	t.Parallel()
 	s := capServer(t, true, 2)
 	vera, alice := apptest.TokenOf("vera"), apptest.TokenOf("alice")
 	first := dialFrom(t, s.URL, "graphql-transport-ws", nil, vera)
@@ -206,6 +207,7 @@ func TestConnectionCapPerPrincipal(t *testing.T) {
 // third socket (either subprotocol) or stream from 127.0.0.1 is refused while 127.0.0.2 is
 // served, and a closed socket frees its slot.
 func TestConnectionCapPerAddress(t *testing.T) {
+	t.Parallel()
 	s := capServer(t, false, 2)
 	first := dialFrom(t, s.URL, "graphql-ws", nil, "")
 	wantAcked(t, first, "127.0.0.1")
@@ -233,6 +235,7 @@ func TestConnectionCapPerAddress(t *testing.T) {
 // TestConnectionCapSetting: the flag's default, its variable, 0 for no limit, and a bad value
 // named in the error.
 func TestConnectionCapSetting(t *testing.T) {
+	t.Parallel()
 	none := func(string) string { return "" }
 	if cfg, err := app.ParseConfig(nil, none); err != nil || cfg.MaxConnectionsPerPrincipal != 32 {
 		t.Fatalf("default: %d, %v", cfg.MaxConnectionsPerPrincipal, err)

@@ -12,6 +12,7 @@ import (
 // TestExpiresAtOverGraphQL: suspendedRuns shows when a waiting call expires (the tool's
 // approvalTimeout after the run suspended), and agents show the tool's timeout.
 func TestExpiresAtOverGraphQL(t *testing.T) {
+	t.Parallel()
 	file, _ := apptest.ExpiryConfig(t, "30m")
 	apptest.EachDB(t, func(t *testing.T, s *apptest.Server) {
 		run := s.StartRun(t, "refund order 7", map[string]any{"agentId": "billing"})
@@ -47,6 +48,7 @@ func TestExpiresAtOverGraphQL(t *testing.T) {
 // exactly once — one TOOL_CALL_EXPIRED event, one EXPIRED decision — the tool never runs, the
 // model is told the request timed out, and a late approval is CONFLICT saying it expired.
 func TestExpiryAcrossTwoProcesses(t *testing.T) {
+	t.Parallel()
 	file, refunds := apptest.ExpiryConfig(t, "1s")
 	db := dbtest.MySQLURL(dbtest.MySQLDSN(t))
 	a, b := apptest.StartProc(t, db, "--config", file), apptest.StartProc(t, db, "--config", file)

@@ -69,6 +69,7 @@ func consoleQueries(t *testing.T) []string {
 // runs with QUERY_TOO_DEEP (a request error: 200 as application/json), fragments counted where they are spread, over HTTP and
 // WebSocket; what the console and introspection clients send passes.
 func TestQueryDepthLimit(t *testing.T) {
+	t.Parallel()
 	s := apptest.Start(t, "sqlite:"+t.TempDir()+"/depth.db")
 	for name, q := range map[string]string{
 		"15 deep":                  deepAgents(15),
@@ -144,6 +145,7 @@ func aliases(n int, field string) string {
 // first; by complexity when that is raised), nested pages, a fragment chain that doubles at every
 // step (gqlgen's own complexity walk would take minutes on it), aliased introspection.
 func TestComplexityLimit(t *testing.T) {
+	t.Parallel()
 	s := apptest.Start(t, "sqlite:"+t.TempDir()+"/complexity.db")
 	if r := s.PostJSON(t, map[string]any{"query": aliases(10_000, "agents { id }")}); r.Status != http.StatusOK || r.Code() != "GRAPHQL_VALIDATION_FAILED" || !strings.Contains(r.Errors[0].Message, "the limit is 10000") {
 		t.Fatalf("10,000 aliases under the token limit: status %d, errors %+v", r.Status, r.Errors)
@@ -186,6 +188,7 @@ func TestComplexityLimit(t *testing.T) {
 // INTROSPECTION_DISABLED (200 as application/json, no data), through fragments too, while __typename and ordinary queries
 // pass; by default introspection is served.
 func TestIntrospectionSetting(t *testing.T) {
+	t.Parallel()
 	on := apptest.Start(t, "sqlite:"+t.TempDir()+"/on.db")
 	if r := on.PostJSON(t, map[string]any{"query": introspection.Query}); r.Status != 200 || len(r.Errors) != 0 || !strings.Contains(string(r.Data), "AgentRun") {
 		t.Fatalf("introspection on: status %d, errors %+v", r.Status, r.Errors)
@@ -362,6 +365,7 @@ func TestMutationRateLimit(t *testing.T) {
 }
 
 func TestParseRate(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]float64{"20": 20, "20/s": 20, "600/m": 10, "1800/h": 0.5, "0": 0, "0.5": 0.5} {
 		if got, err := app.ParseRate(in); err != nil || got != want {
 			t.Errorf("app.ParseRate(%q) = %v, %v; want %v", in, got, err, want)
@@ -384,6 +388,7 @@ func TestParseRate(t *testing.T) {
 // TestNoMutationOverGET: a mutation sent as GET (a link, an <img>) is refused (405, Allow: POST,
 // BAD_USER_INPUT) and changes nothing.
 func TestNoMutationOverGET(t *testing.T) {
+	t.Parallel()
 	s := apptest.Start(t, "sqlite:"+t.TempDir()+"/get.db")
 	q := `mutation { startRun(input: {agentId: "support-agent", prompt: "refund order 42 for 30"}) { runId } }`
 	resp, err := http.Get(s.URL + "/graphql?query=" + url.QueryEscape(q))
@@ -414,6 +419,7 @@ var leaks = regexp.MustCompile(`(?i)\.go:\d|goroutine |panic|/root/|/home/|/work
 // with code INTERNAL and nothing of the cause; malformed, mistyped and oversized requests get a
 // clear error; no answer carries Go paths, stack traces or SQL.
 func TestErrorHygiene(t *testing.T) {
+	t.Parallel()
 	s := apptest.Start(t, "sqlite:"+t.TempDir()+"/hygiene.db")
 	check := func(name string, status int, body string, wantStatus int, want string) {
 		t.Helper()

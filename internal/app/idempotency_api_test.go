@@ -15,6 +15,7 @@ import (
 // never a second (ghost) run; the key with another request is BAD_USER_INPUT, and keys are each
 // principal's own. Two server instances over one database, over real HTTP.
 func TestStartRunIdempotencyKey(t *testing.T) {
+	t.Parallel()
 	for name, db := range map[string]func(t *testing.T) string{
 		"sqlite": func(t *testing.T) string { return "sqlite:" + t.TempDir() + "/interlock.db" },
 		"mysql":  func(t *testing.T) string { return dbtest.MySQLURL(dbtest.MySQLDSN(t)) },
@@ -91,6 +92,7 @@ func TestStartRunIdempotencyKey(t *testing.T) {
 // answer), is answered with the run and changes nothing; the same approval by bob, or a decline
 // by alice, is CONFLICT naming alice — through the whole handler, with real tokens.
 func TestARetriedDecisionOverTheAPI(t *testing.T) {
+	t.Parallel()
 	eachAuthDB(t, "", func(t *testing.T, s *apptest.Server) {
 		r := s.SuspendAs(t, apptest.TokenOf("otto"), "refund order 3 for 5", nil)
 		call := r.ToolCalls[0].ToolCallID

@@ -20,6 +20,7 @@ func twoInstances(t *testing.T, args ...string) (a, b *apptest.Proc) {
 }
 
 func TestTwoInstancesSeeTheSameStream(t *testing.T) {
+	t.Parallel()
 	a, b := twoInstances(t)
 	run := a.StartRun(t, "refund order 11 for 5", nil)
 	wsA, wsB := apptest.DialWS(t, a.URL, "graphql-transport-ws"), apptest.DialWS(t, b.URL, "graphql-ws")
@@ -41,6 +42,7 @@ func TestTwoInstancesSeeTheSameStream(t *testing.T) {
 }
 
 func TestHundredApprovalsOverTwoInstancesRunTheToolOnce(t *testing.T) {
+	t.Parallel()
 	a, b := twoInstances(t)
 	run := a.StartRun(t, "refund order 12 for 7", nil)
 	ws := apptest.DialWS(t, a.URL, "graphql-transport-ws")
@@ -87,6 +89,7 @@ func TestHundredApprovalsOverTwoInstancesRunTheToolOnce(t *testing.T) {
 }
 
 func TestKilledInstanceRunsAreRecovered(t *testing.T) {
+	t.Parallel()
 	a, b := twoInstances(t, "--lease-ttl", "2s")
 	const n = 20
 	ids := make([]string, n)
@@ -171,6 +174,7 @@ func waitEvent(t *testing.T, s *apptest.Proc, ids []string, typ string) {
 }
 
 func TestReconnectingSubscriberMissesNothing(t *testing.T) {
+	t.Parallel()
 	a, b := twoInstances(t, "--text-flush-bytes", "1") // every number its own event: many events to reconnect between
 	run := a.StartRun(t, "count to 1000", nil)
 	var got []apptest.Event
@@ -212,6 +216,7 @@ func TestReconnectingSubscriberMissesNothing(t *testing.T) {
 }
 
 func TestSuspendedRunsChangedAcrossInstances(t *testing.T) {
+	t.Parallel()
 	a, b := twoInstances(t)
 	ws := apptest.DialWS(t, b.URL, "graphql-transport-ws")
 	op := ws.Subscribe(`subscription { suspendedRunsChanged(agentId: "support-agent", threadId: "inbox-1") { kind run { runId status toolCalls { toolName } } } }`, nil)
@@ -251,6 +256,7 @@ func TestSuspendedRunsChangedAcrossInstances(t *testing.T) {
 }
 
 func TestGracefulShutdownHandsRunsOver(t *testing.T) {
+	t.Parallel()
 	a, b := twoInstances(t, "--lease-ttl", "30s")
 	run := a.StartRun(t, "run a slow task for 2 seconds", nil)
 	wsA, wsB := apptest.DialWS(t, a.URL, "graphql-transport-ws"), apptest.DialWS(t, b.URL, "graphql-transport-ws")

@@ -49,6 +49,7 @@ func postRaw(t *testing.T, base, query string, vars map[string]any) (*http.Respo
 // BAD_USER_INPUT (a request error: 200 as application/json, no Retry-After) saying to split it, no run is stored, over HTTP, both
 // WebSocket subprotocols and SSE, and it costs nothing: a full burst still passes after it.
 func TestMutationRateCountsAliases(t *testing.T) {
+	t.Parallel()
 	s := apptest.Start(t, "sqlite:"+t.TempDir()+"/aliases.db", "--mutation-rate", "1/h")
 	resp, r, raw := postRaw(t, s.URL, aliasedStartRuns(800), startInput)
 	if resp.StatusCode != http.StatusOK || r.Code() != "BAD_USER_INPUT" || len(r.Errors) != 1 || resp.Header.Get("Retry-After") != "" ||
@@ -87,6 +88,7 @@ func TestMutationRateCountsAliases(t *testing.T) {
 // (but no more than the burst) is RATE_LIMITED as a whole (429, Retry-After, the number of
 // mutations it holds), none of its fields run, and it takes nothing, so a smaller one passes.
 func TestMutationRateCountsFragments(t *testing.T) {
+	t.Parallel()
 	s := apptest.Start(t, "sqlite:"+t.TempDir()+"/fragments.db", "--mutation-rate", "1/h", "--mutation-burst", "5")
 	three := `mutation($i: StartRunInput!) {
 		a: startRun(input: $i) { runId }

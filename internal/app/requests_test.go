@@ -14,6 +14,7 @@ import (
 // TestVariableErrorsAreValidationErrors: a missing or mistyped variable is the client's mistake,
 // told with its code (a request error: 200 as application/json), never "internal server error".
 func TestVariableErrorsAreValidationErrors(t *testing.T) {
+	t.Parallel()
 	s := apptest.Start(t, "sqlite:"+t.TempDir()+"/vars.db")
 	const q = `query($r: ID!) { run(runId: $r) { id } }`
 	for name, req := range map[string]map[string]any{
@@ -41,6 +42,7 @@ func TestVariableErrorsAreValidationErrors(t *testing.T) {
 // GraphQL request with 400; each with one short GraphQL error that neither echoes the body nor
 // names Go types.
 func TestBodyErrorsAreShort(t *testing.T) {
+	t.Parallel()
 	s := apptest.Start(t, "sqlite:"+t.TempDir()+"/body.db")
 	const marker = "SECRET-BODY-TEXT"
 	big := `{"query": "{ agents { id } }", "variables": {"pad": "` + strings.Repeat("x", 1<<20) + `"}}`
@@ -94,6 +96,7 @@ func nested(names []string, d int) string {
 // multiplies with nesting), is refused at once with GRAPHQL_VALIDATION_FAILED and a message
 // naming the limit, over HTTP and WebSocket; introspection and ordinary queries pass.
 func TestCostlyQueriesAreRefusedBeforeValidation(t *testing.T) {
+	t.Parallel()
 	s := apptest.Start(t, "sqlite:"+t.TempDir()+"/cost.db")
 	for _, tc := range []struct{ name, query, want string }{
 		{"100,000 repeated fields", "{ agents { " + strings.Repeat("id ", 100_000) + "} }", "the query has 100005 tokens; the limit is 10000"},

@@ -12,6 +12,7 @@ import (
 // TestSuspendedRunsSurviveARestart: suspend runs, stop the server, start a new one on the same
 // database: it lists every run and each can be decided.
 func TestSuspendedRunsSurviveARestart(t *testing.T) {
+	t.Parallel()
 	for name, db := range map[string]func(t *testing.T) string{
 		"sqlite": func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "restart.db") },
 		"mysql":  func(t *testing.T) string { return dbtest.MySQLURL(dbtest.MySQLDSN(t)) },

@@ -11,6 +11,7 @@ import (
 // support agent asks for is what the inbox shows for the supervisor's run, and approving the
 // supervisor's run runs it and finishes both.
 func TestSupervisorAPIApproval(t *testing.T) {
+	t.Parallel()
 	apptest.EachDB(t, func(t *testing.T, s *apptest.Server) {
 		var agents struct {
 			Agents []struct {
@@ -68,6 +69,7 @@ func TestSupervisorAPIApproval(t *testing.T) {
 // A decline on the chief's run reaches billing's model and the tool never runs; an approval
 // runs the tool once, in billing's run.
 func TestSupervisorAPIThreeLevels(t *testing.T) {
+	t.Parallel()
 	refunds := apptest.NewRefundEndpoint(t)
 	file := apptest.WriteConfig(t, `
 agents:

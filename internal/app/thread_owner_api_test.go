@@ -22,6 +22,7 @@ var scopedOperator = fmt.Sprintf("    - {subject: opal, role: operator, resource
 // owner nor anything of the thread), nothing is stored, and an unscoped reader sees the thread
 // under r1 only, with r1's messages only. r1's next run continues the conversation.
 func TestThreadBelongsToTheResourceOfItsFirstRun(t *testing.T) {
+	t.Parallel()
 	eachAuthDB(t, scopedOperator, func(t *testing.T, s *apptest.Server) {
 		root, opal := apptest.TokenOf("root"), apptest.TokenOf("opal")
 		s.FinishAs(t, root, map[string]any{"prompt": "hello, my secret is PINEAPPLE", "threadId": "shared-id", "resourceId": "r1"})
@@ -124,6 +125,7 @@ func TestThreadBelongsToTheResourceOfItsFirstRun(t *testing.T) {
 // only its owner's — and a thread of no resource only the runs without one — so that an
 // unscoped reader sees no other resource's run under the thread's label.
 func TestThreadRunsAreItsOwners(t *testing.T) {
+	t.Parallel()
 	for name, db := range map[string]func(t *testing.T) string{
 		"sqlite": func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "interlock.db") },
 		"mysql":  func(t *testing.T) string { return dbtest.MySQLURL(dbtest.MySQLDSN(t)) },

@@ -135,6 +135,7 @@ func oneCallPerID(t *testing.T, s *apptest.Server, runID string, seen ...[]appte
 // bob once the second call waits, is CONFLICT naming alice and when, and never approves the
 // second call (amount 1 was shown, amount 5000 must not run).
 func TestModelReusingCallIDsAcrossSteps(t *testing.T) {
+	t.Parallel()
 	eachIDServer(t, func(t *testing.T, s *apptest.Server, refunds *rawEndpoint) {
 		runID := s.IdStart(t, "billing", "refund order 1")
 		first := s.SuspendedOn(t, runID, 1)
@@ -178,6 +179,7 @@ func TestModelReusingCallIDsAcrossSteps(t *testing.T) {
 // TestModelReusingCallIDsWithinAStep: two calls of one step with the same model id are two
 // calls, each decided on its own (one click is one decision), and the run goes on once both are.
 func TestModelReusingCallIDsWithinAStep(t *testing.T) {
+	t.Parallel()
 	eachIDServer(t, func(t *testing.T, s *apptest.Server, refunds *rawEndpoint) {
 		runID := s.IdStart(t, "billing", "refund orders 1 and 2")
 		r := s.SuspendedOn(t, runID, 2)
@@ -219,6 +221,7 @@ func TestModelReusingCallIDsWithinAStep(t *testing.T) {
 // approver saw (as the console's Approve and bulk approve send it) after the second call
 // surfaced is CONFLICT naming who approved and when: order 800 never runs unseen.
 func TestSupervisorLateApproveNeverDecidesALaterCall(t *testing.T) {
+	t.Parallel()
 	eachIDServer(t, func(t *testing.T, s *apptest.Server, refunds *rawEndpoint) {
 		runID := s.IdStart(t, "desk", "refund what the customer asks")
 		first := s.SuspendedOn(t, runID, 1)
@@ -265,6 +268,7 @@ func TestSupervisorLateApproveNeverDecidesALaterCall(t *testing.T) {
 // twice are refused (a tool error the model reads), never held for a person or run, since
 // parsers disagree on which "amount" wins.
 func TestArgumentsAreCanonicalEverywhere(t *testing.T) {
+	t.Parallel()
 	eachIDServer(t, func(t *testing.T, s *apptest.Server, refunds *rawEndpoint) {
 		runID := s.IdStart(t, "billing", "refund order 1")
 		r := s.SuspendedOn(t, runID, 1)
@@ -301,6 +305,7 @@ func TestArgumentsAreCanonicalEverywhere(t *testing.T) {
 // reads, and the run goes on; edited arguments and resume data as deep are BAD_USER_INPUT and
 // nothing is stored.
 func TestDeepArgumentsAreRefused(t *testing.T) {
+	t.Parallel()
 	eachIDServer(t, func(t *testing.T, s *apptest.Server, refunds *rawEndpoint) {
 		runID := s.IdStart(t, "billing", "refund order 1")
 		r := s.SuspendedOn(t, runID, 1)

@@ -233,6 +233,7 @@ func readUntil(t *testing.T, name string, st eventStream, seq int64) {
 // UNAVAILABLE on every transport, the log holds a few lines per loop rather than one per poll,
 // and after the outage everything works again.
 func TestUnavailableDuringOutage(t *testing.T) {
+	t.Parallel()
 	s, proxy, logs, _ := unavailableServer(t)
 	run := s.SuspendAs(t, "", "refund order 42", nil)
 
@@ -314,6 +315,7 @@ func TestUnavailableDuringOutage(t *testing.T) {
 // (which says the run has ended), and resubscribing with after: its last seq gets exactly the
 // event it missed.
 func TestRunEventsBreaksWithUnavailable(t *testing.T) {
+	t.Parallel()
 	dsn := dbtest.MySQLDSN(t)
 	s := apptest.Start(t, dbtest.MySQLURL(dsn)+"?lock_wait_timeout=1")
 	run := s.SuspendAs(t, "", "refund order 42", nil)
