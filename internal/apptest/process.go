@@ -21,8 +21,14 @@ var build struct {
 }
 
 // Binary builds the server once per test process and returns its path.
+//
+// With -short (the race detector's run: it cannot see into another process) tests that run the
+// binary are skipped.
 func Binary(t testing.TB) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: tests of the server as a process run in the full suite")
+	}
 	build.once.Do(func() {
 		dir, err := os.MkdirTemp("", "interlock-bin-")
 		if err != nil {
