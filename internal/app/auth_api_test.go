@@ -34,7 +34,7 @@ func eachAuthDB(t *testing.T, extra string, fn func(t *testing.T, s *apptest.Ser
 func transports(s *apptest.Server) map[string]func(t testing.TB, token, query string, vars map[string]any) apptest.Result {
 	return map[string]func(t testing.TB, token, query string, vars map[string]any) apptest.Result{
 		"http": s.PostAs,
-		"sse":  s.SseAs,
+		"sse":  s.SSEAs,
 		"ws graphql-transport-ws": func(t testing.TB, token, q string, v map[string]any) apptest.Result {
 			return s.WsAs(t, "graphql-transport-ws", token, q, v)
 		},

@@ -141,8 +141,8 @@ func TestNoCredentialsNoData(t *testing.T) {
 	if got := postOnStream(t, s, root, streamToken, "root", `{ me { subject } }`, nil, ""); got.status != http.StatusAccepted {
 		t.Fatalf("root's own operation: %d %s", got.status, got.body)
 	}
-	if ev := stream.next(t); ev.single(t).ID != "root" {
-		t.Fatalf("root's stream carried %s %s before root's operation", ev.name, ev.data)
+	if ev := stream.next(t); single(t, ev).ID != "root" {
+		t.Fatalf("root's stream carried %s %s before root's operation", ev.Name, ev.Data)
 	}
 
 	var total struct{ RecentRuns struct{ Total int } }

@@ -117,12 +117,12 @@ func TestRunEventsCarryTheRunOverSSE(t *testing.T) {
 	run := s.StartRun(t, "refund order 42 for 30", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	got := sse(t, ctx, s.URL, eventsWithRun, map[string]any{"runId": run.RunID}, func(d json.RawMessage) bool {
+	got := sse(t, ctx, s, eventsWithRun, map[string]any{"runId": run.RunID}, func(d json.RawMessage) bool {
 		return strings.Contains(string(d), `"RUN_SUSPENDED"`)
 	})
 	s.Must(t, `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": run.RunID}, &struct{}{})
 	var rest []eventWithRun
-	for _, d := range sse(t, ctx, s.URL, eventsWithRun, map[string]any{"runId": run.RunID, "after": len(got)}, nil) {
+	for _, d := range sse(t, ctx, s, eventsWithRun, map[string]any{"runId": run.RunID, "after": len(got)}, nil) {
 		rest = append(rest, decodeEventWithRun(t, d))
 	}
 	if len(rest) == 0 || rest[len(rest)-1].Type != "RUN_FINISHED" {
@@ -138,7 +138,7 @@ func TestRunEventsCarryTheRunOverSSE(t *testing.T) {
 	const viaFragment = `subscription($runId: ID!) { runEvents(runId: $runId) { ...E } }
 	fragment E on RunEvent { seq type status run { id status output lastEventSeq toolCalls { id toolCallId } } again: run { id } }`
 	var replay []eventWithRun
-	for _, d := range sse(t, ctx, s.URL, viaFragment, map[string]any{"runId": run.RunID}, nil) {
+	for _, d := range sse(t, ctx, s, viaFragment, map[string]any{"runId": run.RunID}, nil) {
 		replay = append(replay, decodeEventWithRun(t, d))
 	}
 	checkEventRuns(t, run.RunID, replay, func(eventWithRun) string { return "COMPLETED" })

@@ -60,8 +60,8 @@ func TestDeferIsDelivered(t *testing.T) {
 			t.Fatalf("SSE: %d %s", refused.status, refused.body)
 		}
 		var events []json.RawMessage
-		for ev := st.next(t); ev.name != "complete"; ev = st.next(t) {
-			events = append(events, ev.data)
+		for ev := st.next(t); ev.Name != "complete"; ev = st.next(t) {
+			events = append(events, ev.Data)
 		}
 		checkDeferred(t, "SSE", events, run.ID)
 

@@ -354,7 +354,7 @@ func TestMutationRateLimit(t *testing.T) {
 	if _, _, errs := ws.Next(ws.Subscribe(cheapMutation, nil)); !strings.Contains(string(errs), "RATE_LIMITED") || !strings.Contains(string(errs), "retryAfter") {
 		t.Fatalf("over WebSocket: %s", errs)
 	}
-	if out := sse(t, context.Background(), s.URL, cheapMutation, nil, nil); len(out) != 1 || !strings.Contains(string(out[0]), "RATE_LIMITED") {
+	if out := sse(t, context.Background(), s, cheapMutation, nil, nil); len(out) != 1 || !strings.Contains(string(out[0]), "RATE_LIMITED") {
 		t.Fatalf("over SSE: %s", out)
 	}
 	// A rate of 0 is no limit.

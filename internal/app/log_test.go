@@ -80,7 +80,7 @@ func TestRequestLogLines(t *testing.T) {
 		map[string]any{"id": r.ID, "data": map[string]any{"answer": resumeSecret + "-again"}}); got.Code != "CONFLICT" {
 		t.Fatalf("second resume: %+v", got)
 	}
-	s.SseAs(t, token, `subscription Stream($id: ID!) { runEvents(runId: $id, after: 0) { seq } }`, map[string]any{"id": r.ID})
+	s.SSEAs(t, token, `subscription Stream($id: ID!) { runEvents(runId: $id, after: 0) { seq } }`, map[string]any{"id": r.ID})
 	s.App.Service.Wait()
 
 	// A model behind a key that answers 500: the failure is logged, the key is not.

@@ -63,7 +63,7 @@ func TestMutationRateCountsAliases(t *testing.T) {
 			t.Fatalf("over %s: %s", protocol, errs)
 		}
 	}
-	if out := sse(t, t.Context(), s.URL, aliasedStartRuns(800), startInput, nil); len(out) != 1 || !strings.Contains(string(out[0]), "holds 800 mutations") {
+	if out := sse(t, t.Context(), s, aliasedStartRuns(800), startInput, nil); len(out) != 1 || !strings.Contains(string(out[0]), "holds 800 mutations") {
 		t.Fatalf("over SSE: %s", out)
 	}
 	if n := s.StoredRuns(t); n != 0 {

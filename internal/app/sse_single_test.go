@@ -16,17 +16,11 @@ import (
 	"interlock/internal/apptest"
 )
 
-// sseEvent is one event of an event stream.
-type sseEvent struct {
-	name string
-	data json.RawMessage
-}
-
 // sseReader reads an event stream as its events come; comment lines (the heartbeat) are
-// counted, not delivered.
+// skipped.
 type sseReader struct {
 	resp   *http.Response
-	events chan sseEvent
+	events chan apptest.SSEEvent
 	ended  chan struct{} // closed when the server ends the stream
 	cancel func()
 }
@@ -51,33 +45,24 @@ func openSSEReader(t *testing.T, req *http.Request) (*sseReader, *exchange) {
 		cancel()
 		return nil, &exchange{status: resp.StatusCode, header: resp.Header, body: b.String()}
 	}
-	es := &sseReader{resp: resp, events: make(chan sseEvent, 100), ended: make(chan struct{}), cancel: cancel}
+	es := &sseReader{resp: resp, events: make(chan apptest.SSEEvent, 100), ended: make(chan struct{}), cancel: cancel}
 	go func() {
 		defer close(es.ended)
 		defer resp.Body.Close()
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		var ev sseEvent
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case line == "":
-				if ev.name != "" {
-					es.events <- ev
-				}
-				ev = sseEvent{}
-			case strings.HasPrefix(line, "event: "):
-				ev.name = strings.TrimPrefix(line, "event: ")
-			case strings.HasPrefix(line, "data: "):
-				ev.data = json.RawMessage(strings.TrimPrefix(line, "data: "))
+		events := apptest.NewSSEReader(resp.Body)
+		for {
+			ev, ok := events.Next()
+			if !ok {
+				return
 			}
+			es.events <- ev
 		}
 	}()
 	return es, nil
 }
 
 // next returns the stream's next event; the test fails when none comes within 20 s.
-func (es *sseReader) next(t *testing.T) sseEvent {
+func (es *sseReader) next(t *testing.T) apptest.SSEEvent {
 	t.Helper()
 	select {
 	case ev := <-es.events:
@@ -92,7 +77,7 @@ func (es *sseReader) next(t *testing.T) sseEvent {
 	case <-time.After(20 * time.Second):
 		t.Fatal("no event within 20s")
 	}
-	return sseEvent{}
+	return apptest.SSEEvent{}
 }
 
 // singleEvent is the data of an event of a single connection stream.
@@ -104,11 +89,11 @@ type singleEvent struct {
 	} `json:"payload"`
 }
 
-func (ev sseEvent) single(t *testing.T) singleEvent {
+func single(t *testing.T, ev apptest.SSEEvent) singleEvent {
 	t.Helper()
 	var se singleEvent
-	if err := json.Unmarshal(ev.data, &se); err != nil {
-		t.Fatalf("%s event data %s: %v", ev.name, ev.data, err)
+	if err := json.Unmarshal(ev.Data, &se); err != nil {
+		t.Fatalf("%s event data %s: %v", ev.Name, ev.Data, err)
 	}
 	return se
 }
@@ -178,11 +163,11 @@ func TestSSESingleConnection(t *testing.T) {
 		if got := postOnStream(t, s, alice, tok, "q1", `{ agents { id } }`, nil, ""); got.status != http.StatusAccepted || got.body != "" {
 			t.Fatalf("POST q1: %d %s", got.status, got.body)
 		}
-		if ev := st.next(t); ev.name != "next" || ev.single(t).ID != "q1" || !strings.Contains(string(ev.single(t).Payload.Data), "support-agent") {
-			t.Fatalf("q1's result: %s %s", ev.name, ev.data)
+		if ev := st.next(t); ev.Name != "next" || single(t, ev).ID != "q1" || !strings.Contains(string(single(t, ev).Payload.Data), "support-agent") {
+			t.Fatalf("q1's result: %s %s", ev.Name, ev.Data)
 		}
-		if ev := st.next(t); ev.name != "complete" || ev.single(t).ID != "q1" {
-			t.Fatalf("q1's end: %s %s", ev.name, ev.data)
+		if ev := st.next(t); ev.Name != "complete" || single(t, ev).ID != "q1" {
+			t.Fatalf("q1's end: %s %s", ev.Name, ev.Data)
 		}
 
 		// A subscription: its events, then DELETE releases it.
@@ -192,9 +177,9 @@ func TestSSESingleConnection(t *testing.T) {
 		}
 		for {
 			ev := st.next(t)
-			se := ev.single(t)
-			if ev.name != "next" || se.ID != "f" || len(se.Payload.Errors) > 0 {
-				t.Fatalf("f's events: %s %s", ev.name, ev.data)
+			se := single(t, ev)
+			if ev.Name != "next" || se.ID != "f" || len(se.Payload.Errors) > 0 {
+				t.Fatalf("f's events: %s %s", ev.Name, ev.Data)
 			}
 			if strings.Contains(string(se.Payload.Data), `"RUN_SUSPENDED"`) {
 				break
@@ -320,12 +305,12 @@ func TestRequestErrorOverDistinctSSE(t *testing.T) {
 	}
 	ev := st.next(t)
 	var r map[string]json.RawMessage
-	json.Unmarshal(ev.data, &r)
-	if _, hasData := r["data"]; ev.name != "next" || hasData || !strings.Contains(string(r["errors"]), "GRAPHQL_VALIDATION_FAILED") {
-		t.Fatalf("the error event: %s %s", ev.name, ev.data)
+	json.Unmarshal(ev.Data, &r)
+	if _, hasData := r["data"]; ev.Name != "next" || hasData || !strings.Contains(string(r["errors"]), "GRAPHQL_VALIDATION_FAILED") {
+		t.Fatalf("the error event: %s %s", ev.Name, ev.Data)
 	}
-	if ev := st.next(t); ev.name != "complete" {
-		t.Fatalf("after the error: %s %s", ev.name, ev.data)
+	if ev := st.next(t); ev.Name != "complete" {
+		t.Fatalf("after the error: %s %s", ev.Name, ev.Data)
 	}
 	get := doGraphQL(t, s, http.MethodGet, "query="+url.QueryEscape(`mutation { declineToolCall(runId: "x") { status } }`), "", map[string]string{"Accept": "text/event-stream"})
 	if get.status != http.StatusMethodNotAllowed || get.header.Get("Allow") != "POST" {
@@ -338,8 +323,8 @@ func TestRequestErrorOverDistinctSSE(t *testing.T) {
 	if refused != nil {
 		t.Fatalf("GET as an event stream: %d %s", refused.status, refused.body)
 	}
-	if ev := st.next(t); ev.name != "next" || !strings.Contains(string(ev.data), `"__typename":"Query"`) {
-		t.Fatalf("GET as an event stream: %s %s", ev.name, ev.data)
+	if ev := st.next(t); ev.Name != "next" || !strings.Contains(string(ev.Data), `"__typename":"Query"`) {
+		t.Fatalf("GET as an event stream: %s %s", ev.Name, ev.Data)
 	}
 }
 

@@ -113,7 +113,7 @@ func TestSubscriptionsOutliveReadAndWriteTimeouts(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	got := sse(t, ctx, s.URL, apptest.EventsQuery, map[string]any{"runId": run.RunID}, func(d json.RawMessage) bool {
+	got := sse(t, ctx, s, apptest.EventsQuery, map[string]any{"runId": run.RunID}, func(d json.RawMessage) bool {
 		if strings.Contains(string(d), `"RUN_SUSPENDED"`) {
 			time.Sleep(time.Second) // outlive both timeouts, then make events happen
 			var out struct{ ApproveToolCall apptest.Run }

@@ -1,7 +1,6 @@
 package app_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -142,46 +141,28 @@ func decodeItem(t *testing.T, data, errs json.RawMessage) streamItem {
 	return streamItem{seq: d.RunEvents.Seq}
 }
 
-type sseStream struct {
-	sc   *bufio.Scanner
-	stop func()
-}
+type sseStream struct{ events *apptest.SSEReader }
 
 func openSSE(t *testing.T, s *apptest.Server, vars map[string]any) *sseStream {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	body, _ := json.Marshal(map[string]any{"query": followQuery, "variables": vars})
-	req, _ := http.NewRequestWithContext(ctx, "POST", s.URL+"/graphql", bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "text/event-stream")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := s.SubscribeSSE(t, ctx, "", followQuery, vars)
 	t.Cleanup(func() { cancel(); resp.Body.Close() })
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	return &sseStream{sc: sc, stop: cancel}
+	return &sseStream{events: apptest.NewSSEReader(resp.Body)}
 }
 
 func (s *sseStream) next(t *testing.T) streamItem {
 	t.Helper()
-	event := ""
-	for s.sc.Scan() {
-		line := s.sc.Text()
-		switch {
-		case strings.HasPrefix(line, "event: "):
-			event = strings.TrimPrefix(line, "event: ")
-			if event == "complete" {
-				return streamItem{done: true}
-			}
-		case strings.HasPrefix(line, "data: ") && event == "next":
-			var r struct{ Data, Errors json.RawMessage }
-			json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &r)
-			return decodeItem(t, r.Data, r.Errors)
+	for {
+		ev, ok := s.events.Next()
+		if !ok || ev.Name == "complete" {
+			return streamItem{done: true} // the stream closed, or completed
+		}
+		if ev.Name == "next" {
+			data, errs := ev.Result()
+			return decodeItem(t, data, errs)
 		}
 	}
-	return streamItem{done: true} // the stream closed
 }
 
 type wsStream struct {

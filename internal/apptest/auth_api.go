@@ -1,7 +1,6 @@
 package apptest
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -105,51 +104,30 @@ func (s *Server) MustAs(t testing.TB, token, query string, vars map[string]any, 
 	}
 }
 
-// SseAs runs an operation over Server-Sent Events with the token and returns its first result.
-func (s *Server) SseAs(t testing.TB, token, query string, vars map[string]any) Result {
+// SSEAs runs an operation over Server-Sent Events with the token and returns its first result.
+func (s *Server) SSEAs(t testing.TB, token, query string, vars map[string]any) Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	body, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
-	req, _ := http.NewRequestWithContext(ctx, "POST", s.URL+"/graphql", bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "text/event-stream")
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := s.SubscribeSSE(t, ctx, token, query, vars)
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		raw, _ := io.ReadAll(resp.Body)
 		code, msg := FirstError(json.RawMessage(GjsonErrors(raw)))
 		return Result{Status: resp.StatusCode, Code: code, Msg: msg}
 	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	event := ""
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case strings.HasPrefix(line, "event: "):
-			event = strings.TrimPrefix(line, "event: ")
-			if event == "complete" {
-				return Result{Status: resp.StatusCode}
-			}
-		case strings.HasPrefix(line, "data: ") && event == "next":
-			var r struct {
-				Data   json.RawMessage
-				Errors json.RawMessage
-			}
-			json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &r)
-			code, msg := FirstError(r.Errors)
-			return Result{Status: resp.StatusCode, Data: r.Data, Code: code, Msg: msg}
+	events := NewSSEReader(resp.Body)
+	for {
+		ev, ok := events.Next()
+		if !ok || ev.Name == "complete" {
+			return Result{Status: resp.StatusCode}
+		}
+		if ev.Name == "next" {
+			data, errs := ev.Result()
+			code, msg := FirstError(errs)
+			return Result{Status: resp.StatusCode, Data: data, Code: code, Msg: msg}
 		}
 	}
-	t.Fatalf("SSE stream ended without a result: %v", sc.Err())
-	return Result{}
 }
 
 func GjsonErrors(raw []byte) []byte {
