@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -517,7 +516,7 @@ func waitClosed(t *testing.T, c *apptest.WSClient) (websocket.StatusCode, string
 // admin token never reach the server's log.
 func TestTokensNeverLogged(t *testing.T) {
 	t.Parallel()
-	var logs syncBuffer
+	var logs apptest.SyncBuffer
 	cfg, err := app.ParseConfig([]string{"--auth=on", "--db", "sqlite:" + t.TempDir() + "/interlock.db"}, func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
@@ -541,22 +540,4 @@ func TestTokensNeverLogged(t *testing.T) {
 	if strings.Contains(logs.String(), app.AdminToken) {
 		t.Fatalf("the log holds the token:\n%s", logs.String())
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger's concurrent writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -18,7 +18,7 @@ import (
 
 // jsonLogApp starts the app with args over a fresh SQLite file, logging JSON at debug level
 // into logs, served over real HTTP.
-func jsonLogApp(t *testing.T, logs *syncBuffer, args ...string) *apptest.Server {
+func jsonLogApp(t *testing.T, logs *apptest.SyncBuffer, args ...string) *apptest.Server {
 	t.Helper()
 	cfg, err := app.ParseConfig(append([]string{"--db", "sqlite:" + t.TempDir() + "/interlock.db"}, args...), func(string) string { return "" })
 	if err != nil {
@@ -34,7 +34,7 @@ func jsonLogApp(t *testing.T, logs *syncBuffer, args ...string) *apptest.Server 
 }
 
 // logLines parses the JSON log, one object per line; a line that is not JSON fails the test.
-func logLines(t *testing.T, logs *syncBuffer) []map[string]any {
+func logLines(t *testing.T, logs *apptest.SyncBuffer) []map[string]any {
 	t.Helper()
 	var out []map[string]any
 	sc := bufio.NewScanner(strings.NewReader(logs.String()))
@@ -68,7 +68,7 @@ next:
 func TestRequestLogLines(t *testing.T) {
 	const resumeSecret = "resume-secret-9f2c1e"
 	const apiKey = "sk-observe-test-7d1a0b"
-	var logs syncBuffer
+	var logs apptest.SyncBuffer
 	s := jsonLogApp(t, &logs, "--auth=on")
 	token := s.App.AdminToken
 	r := s.SuspendAs(t, token, "ask the customer for their size", nil)
@@ -152,7 +152,7 @@ func strs(v any) []string {
 // TestInternalErrorsAreLoggedWithTheOperation: a query the database cannot answer shows the
 // client INTERNAL and a plain message, and logs the error with the operation's name and type.
 func TestInternalErrorsAreLoggedWithTheOperation(t *testing.T) {
-	var logs syncBuffer
+	var logs apptest.SyncBuffer
 	s := jsonLogApp(t, &logs, "--auth=off")
 	// The tables are gone under the server: a fault (INTERNAL), not an outage (UNAVAILABLE).
 	for _, table := range []string{"agent_runs", "suspended_counts"} {
@@ -183,7 +183,7 @@ func TestInternalErrorsAreLoggedWithTheOperation(t *testing.T) {
 // TestLogFormat: auto is JSON when the output is not a terminal; text and json are forced.
 func TestLogFormat(t *testing.T) {
 	for format, json := range map[string]bool{observe.LogAuto: true, observe.LogJSON: true, observe.LogText: false} {
-		var b syncBuffer
+		var b apptest.SyncBuffer
 		observe.NewLogger(&b, format, 0).Info("hello", "run", "r1")
 		if got := strings.HasPrefix(b.String(), "{"); got != json {
 			t.Errorf("--log-format %s wrote %q", format, b.String())
@@ -206,7 +206,7 @@ func TestLogFormat(t *testing.T) {
 // the MySQL driver says about it is a warning in the server's own log (JSON here), and the next
 // request is still answered.
 func TestMySQLDriverLogsInTheServersLog(t *testing.T) {
-	var logs syncBuffer
+	var logs apptest.SyncBuffer
 	dsn := dbtest.MySQLDSN(t)
 	s := jsonLogApp(t, &logs, "--auth=off", "--db", dbtest.MySQLURL(dsn))
 	var out struct{ SuspendedRuns struct{ Total int } }

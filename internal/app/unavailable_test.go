@@ -87,7 +87,7 @@ func (p *dbProxy) setCut(cut bool) {
 }
 
 // unavailableServer is the app on a fresh MariaDB database reached through a proxy, with its log.
-func unavailableServer(t *testing.T) (*apptest.Server, *dbProxy, *syncBuffer, string) {
+func unavailableServer(t *testing.T) (*apptest.Server, *dbProxy, *apptest.SyncBuffer, string) {
 	t.Helper()
 	dsn := dbtest.MySQLDSN(t)
 	cfg, err := gomysql.ParseDSN(dsn)
@@ -100,7 +100,7 @@ func unavailableServer(t *testing.T) (*apptest.Server, *dbProxy, *syncBuffer, st
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &apptest.SyncBuffer{}
 	app, err := app.NewApp(context.Background(), c, slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		t.Fatal(err)

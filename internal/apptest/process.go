@@ -52,7 +52,7 @@ func Binary(t testing.TB) string {
 type Proc struct {
 	*Server
 	cmd    *exec.Cmd
-	out    syncBuffer
+	out    SyncBuffer
 	exited chan struct{}
 	err    error // how the process exited, once exited is closed
 }
@@ -126,19 +126,19 @@ func (p *Proc) Kill9(t testing.TB) {
 // Output is what the process wrote to stdout and stderr so far.
 func (p *Proc) Output() string { return p.out.String() }
 
-// syncBuffer is a bytes.Buffer a process writes while a test reads it.
-type syncBuffer struct {
+// SyncBuffer is a bytes.Buffer one goroutine (a process, a logger) writes while a test reads it.
+type SyncBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
-func (b *syncBuffer) Write(p []byte) (int, error) {
+func (b *SyncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
-func (b *syncBuffer) String() string {
+func (b *SyncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
