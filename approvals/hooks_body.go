@@ -147,13 +147,14 @@ func jsonProblem(err error) string {
 	return strings.TrimPrefix(err.Error(), "json: ")
 }
 
-// idempotencyKey names the request so that the same call asked again in the same session and turn
-// (a hook the agent sends again) gets the same run: neither agent sends a tool-call id with
-// PermissionRequest, so the key is a digest of the agent, the session, the turn, the subagent,
-// the tool and its input.
-func (r hookRequest) idempotencyKey(a hookAgent) string {
+// idempotencyKey names the request to Interlock's agent agentID, with context md, so that the
+// same call asked again in the same session and turn (a hook the agent sends again) gets the same
+// run: neither agent sends a tool-call id with PermissionRequest, so the key is a digest of the
+// coding agent, the session, the turn, the subagent, the tool, its input and the context (which
+// holds the working directory and the permission mode).
+func (r hookRequest) idempotencyKey(a hookAgent, agentID, md string) string {
 	h := sha256.New()
-	for _, part := range []string{string(a), r.SessionID, r.Turn, r.AgentID, r.ToolName, string(r.ToolInput)} {
+	for _, part := range []string{string(a), agentID, r.SessionID, r.Turn, r.AgentID, r.ToolName, string(r.ToolInput), md} {
 		fmt.Fprintf(h, "%d:%s;", len(part), part)
 	}
 	return "hook:" + string(a) + ":" + hex.EncodeToString(h.Sum(nil))

@@ -149,12 +149,15 @@ func TestHookContextQuotesWhatTheAgentSent(t *testing.T) {
 			t.Errorf("context %q lacks %q", md, want)
 		}
 	}
-	if k1, k2 := r.idempotencyKey(codex), r.idempotencyKey(claudeCode); k1 == k2 || !strings.HasPrefix(k1, "hook:codex:") {
+	if k1, k2 := r.idempotencyKey(codex, "a", md), r.idempotencyKey(claudeCode, "a", md); k1 == k2 || !strings.HasPrefix(k1, "hook:codex:") {
 		t.Errorf("keys %s %s", k1, k2)
 	}
 	r2 := r
 	r2.Turn = "t2"
-	if r.idempotencyKey(codex) == r2.idempotencyKey(codex) {
+	if r.idempotencyKey(codex, "a", md) == r2.idempotencyKey(codex, "a", md) {
 		t.Error("another turn has the same key")
+	}
+	if r.idempotencyKey(codex, "a", md) == r.idempotencyKey(codex, "b", md) {
+		t.Error("another agent has the same key")
 	}
 }
