@@ -11,12 +11,11 @@ package approvals
 // asks, where and what for), and the answer waits for its decision — at most wait (default
 // DefaultHookWait, the agents' default hook timeout less a margin), capped by MaxWait — then is
 // the agent's own JSON (hooks_body.go). A refusal (401, 403, 404, 400, 413, 415, 429, 503) is
-// {"error": {"code", "message"}} with its status: both agents then ask their own person, as they
-// do when a hook fails.
+// {"error": {"code", "message"}} with its status, as /approvals answers them: both agents then
+// ask their own person, as they do when a hook fails.
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -75,12 +74,12 @@ func (h *Hooks) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	kind, agentID, _ := strings.Cut(rest, "/")
 	a := hookAgent(kind)
 	if !ok || (a != claudeCode && a != codex) || agentID == "" || strings.Contains(agentID, "/") {
-		hookError(w, http.StatusNotFound, string(run.CodeNotFound), "not found: the hook endpoints are POST /hooks/claude-code/{agentId} and POST /hooks/codex/{agentId}, agentId an external agent")
+		writeError(w, http.StatusNotFound, string(run.CodeNotFound), "not found: the hook endpoints are POST /hooks/claude-code/{agentId} and POST /hooks/codex/{agentId}, agentId an external agent")
 		return
 	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		hookError(w, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", fmt.Sprintf("%s's PermissionRequest hook POSTs its JSON input here", a.name()))
+		writeError(w, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", fmt.Sprintf("%s's PermissionRequest hook POSTs its JSON input here", a.name()))
 		return
 	}
 	wait, ok := h.wait(w, r)
@@ -89,7 +88,7 @@ func (h *Hooks) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
-			hookError(w, http.StatusUnsupportedMediaType, string(run.CodeBadUserInput), "send the hook's input as Content-Type: application/json")
+			writeError(w, http.StatusUnsupportedMediaType, string(run.CodeBadUserInput), "send the hook's input as Content-Type: application/json")
 			return
 		}
 	}
@@ -97,22 +96,22 @@ func (h *Hooks) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			hookError(w, http.StatusRequestEntityTooLarge, string(run.CodeBadUserInput), fmt.Sprintf("the hook's input is larger than %d bytes", h.o.MaxBodyBytes))
+			writeError(w, http.StatusRequestEntityTooLarge, string(run.CodeBadUserInput), fmt.Sprintf("the hook's input is larger than %d bytes", h.o.MaxBodyBytes))
 			return
 		}
-		hookError(w, http.StatusBadRequest, string(run.CodeBadUserInput), "the hook's input could not be read")
+		writeError(w, http.StatusBadRequest, string(run.CodeBadUserInput), "the hook's input could not be read")
 		return
 	}
 	req, err := parseHook(a, body)
 	if err != nil {
-		hookError(w, http.StatusBadRequest, string(run.CodeBadUserInput), err.Error())
+		writeError(w, http.StatusBadRequest, string(run.CodeBadUserInput), err.Error())
 		return
 	}
 	if h.o.RateFunc != nil {
 		if d := h.o.RateFunc(r.Context()); d > 0 {
 			secs := max(1, int(math.Ceil(d.Seconds())))
 			w.Header().Set("Retry-After", strconv.Itoa(secs))
-			hookError(w, http.StatusTooManyRequests, "RATE_LIMITED", fmt.Sprintf("too many requests: retry in %d seconds", secs))
+			writeError(w, http.StatusTooManyRequests, "RATE_LIMITED", fmt.Sprintf("too many requests: retry in %d seconds", secs))
 			return
 		}
 	}
@@ -145,7 +144,7 @@ func (h *Hooks) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if time.Since(start) < wait {
 			// The wait ended early: the server is stopping. The agent asks its person instead.
 			w.Header().Set("Retry-After", strconv.Itoa(run.RetryAfter))
-			hookError(w, http.StatusServiceUnavailable, string(run.CodeUnavailable), "Interlock is stopping: the request "+rn.ID+" still waits in its inbox")
+			writeError(w, http.StatusServiceUnavailable, string(run.CodeUnavailable), "Interlock is stopping: the request "+rn.ID+" still waits in its inbox")
 			return
 		}
 		o = hookOutcome{kind: outcomeUndecided, waited: wait}
@@ -193,13 +192,13 @@ func (h *Hooks) wait(w http.ResponseWriter, r *http.Request) (time.Duration, boo
 	if err != nil {
 		secs, serr := strconv.ParseFloat(v, 64)
 		if serr != nil || math.IsNaN(secs) || math.IsInf(secs, 0) {
-			hookError(w, http.StatusBadRequest, string(run.CodeBadUserInput), fmt.Sprintf("wait=%q is not a duration: give seconds (590) or a duration (590s, 9m50s), less than the hook's timeout", v))
+			writeError(w, http.StatusBadRequest, string(run.CodeBadUserInput), fmt.Sprintf("wait=%q is not a duration: give seconds (590) or a duration (590s, 9m50s), less than the hook's timeout", v))
 			return 0, false
 		}
 		d = time.Duration(min(secs, h.o.MaxWait.Seconds()+1) * float64(time.Second))
 	}
 	if d < 0 {
-		hookError(w, http.StatusBadRequest, string(run.CodeBadUserInput), fmt.Sprintf("wait=%q is negative", v))
+		writeError(w, http.StatusBadRequest, string(run.CodeBadUserInput), fmt.Sprintf("wait=%q is negative", v))
 		return 0, false
 	}
 	return min(d, h.o.MaxWait), true
@@ -213,7 +212,7 @@ func (h *Hooks) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if errors.As(err, &app) {
 		code, msg = app.Code, app.Message
 	}
-	status := hookStatus[code]
+	status := statusOf[code]
 	if status == 0 {
 		status = http.StatusInternalServerError
 	}
@@ -224,29 +223,5 @@ func (h *Hooks) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case run.CodeUnavailable:
 		w.Header().Set("Retry-After", strconv.Itoa(run.RetryAfter))
 	}
-	hookError(w, status, string(code), msg)
-}
-
-var hookStatus = map[run.Code]int{
-	run.CodeBadUserInput:    http.StatusBadRequest,
-	run.CodeUnauthenticated: http.StatusUnauthorized,
-	run.CodeForbidden:       http.StatusForbidden,
-	run.CodeNotFound:        http.StatusNotFound,
-	run.CodeConflict:        http.StatusConflict,
-	run.CodeUnavailable:     http.StatusServiceUnavailable,
-	run.CodeInternal:        http.StatusInternalServerError,
-}
-
-// hookError writes {"error": {"code", "message"}} with status.
-func hookError(w http.ResponseWriter, status int, code, message string) {
-	var b struct {
-		Error struct {
-			Code    string `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}
-	b.Error.Code, b.Error.Message = code, message
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(b)
+	writeError(w, status, string(code), msg)
 }

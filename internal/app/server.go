@@ -373,6 +373,8 @@ func (a *App) routes() http.Handler {
 	approvalsRoute := a.tracing.HTTP(observe.HTTP(a.log, httpguard.CORS(a.approvals(rate), a.cfg.CORSOrigins)), "approvals")
 	mux.Handle("/approvals", approvalsRoute)
 	mux.Handle("/approvals/", approvalsRoute)
+	// Coding-agent permission hooks (approvals/hooks.go), guarded as /approvals (hooks_wiring.go).
+	mux.Handle("/hooks/", a.tracing.HTTP(observe.HTTP(a.log, a.hooks(rate)), "hooks"))
 	// GraphiQL with its files embedded (playground/): the page, and its files under /playground/.
 	graphiql := httpguard.NoFraming(playground.Handler())
 	mux.Handle("/playground", graphiql)
