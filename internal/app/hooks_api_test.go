@@ -3,11 +3,14 @@ package app
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -449,4 +452,160 @@ func TestHooksRefuseWhatIsNotAHook(t *testing.T) {
 			}
 		}
 	})
+}
+
+// readmeBlock is the body of the first ```lang block of README.md after the line holding marker.
+func readmeBlock(t testing.TB, marker, lang string) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(raw)
+	i := strings.Index(s, marker)
+	if i < 0 {
+		t.Fatalf("README.md has no %q", marker)
+	}
+	s = s[i:]
+	j := strings.Index(s, "```"+lang+"\n")
+	if j < 0 {
+		t.Fatalf("README.md has no ```%s block after %q", lang, marker)
+	}
+	s = s[j+len("```"+lang+"\n"):]
+	return s[:strings.Index(s, "```")]
+}
+
+// claudeHeader fills a Claude Code HTTP hook's header value as its reference says: $VAR and
+// ${VAR} take the variable's value when allowedEnvVars names it, else the empty string.
+func claudeHeader(v string, allowed []string, env map[string]string) string {
+	return hookEnvRef.ReplaceAllStringFunc(v, func(ref string) string {
+		name := strings.Trim(ref, "${}")
+		for _, a := range allowed {
+			if a == name {
+				return env[name]
+			}
+		}
+		return ""
+	})
+}
+
+var hookEnvRef = regexp.MustCompile(`\$\{[A-Za-z_][A-Za-z0-9_]*\}|\$[A-Za-z_][A-Za-z0-9_]*`)
+
+// TestHooksReadmeConfigs: the README's configuration, as written: its agent and policy serve the
+// requests; its Claude Code settings.json hook, sent as Claude Code sends an HTTP hook (the
+// header filled from allowedEnvVars), gets the allow once approved; its Codex command, run by a
+// shell with the hook's input on stdin, prints the deny with the reason, and exits 22 printing
+// nothing when Interlock refuses the token, so that Codex asks its own person.
+func TestHooksReadmeConfigs(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Fatal("the Codex hook command needs curl:", err)
+	}
+	yaml := readmeBlock(t, "**1. An external agent", "yaml")
+	yaml = strings.Replace(yaml, "<sha256 of the token>", sha256Hex("token-ana"), 1)
+	yaml = strings.Replace(yaml, "role: requester, sha256: "+sha256Hex("token-ana")+"}",
+		"role: requester, sha256: "+sha256Hex("token-ana")+"}\n    - {subject: alice, role: approver, sha256: "+sha256Hex(tokenOf("alice"))+"}", 1)
+	for _, db := range []string{"sqlite", "mysql"} {
+		t.Run(db, func(t *testing.T) {
+			url := "sqlite:" + filepath.Join(t.TempDir(), "interlock.db")
+			if db == "mysql" {
+				url = dbtest.MySQLURL(dbtest.MySQLDSN(t))
+			}
+			s := startServer(t, url, "--auth=on", "--config", writeConfig(t, yaml))
+
+			// Claude Code.
+			var settings struct {
+				Hooks map[string][]struct {
+					Matcher string
+					Hooks   []struct {
+						Type, URL      string
+						Timeout        int
+						Headers        map[string]string
+						AllowedEnvVars []string
+					}
+				}
+			}
+			if err := json.Unmarshal([]byte(readmeBlock(t, "**2. Claude Code**", "json")), &settings); err != nil {
+				t.Fatal("the README's settings.json:", err)
+			}
+			groups := settings.Hooks["PermissionRequest"]
+			if len(groups) != 1 || groups[0].Matcher != "*" || len(groups[0].Hooks) != 1 {
+				t.Fatalf("the README's PermissionRequest hooks: %+v", groups)
+			}
+			h := groups[0].Hooks[0]
+			if h.Type != "http" || h.Timeout != 600 || !strings.HasPrefix(h.URL, "http://localhost:8080/") {
+				t.Fatalf("the README's hook: %+v", h)
+			}
+			req, _ := http.NewRequest(http.MethodPost, s.url+strings.TrimPrefix(h.URL, "http://localhost:8080"), bytes.NewReader(hookFixture(t, "claude-code/permission-request.json")))
+			req.Header.Set("Content-Type", "application/json")
+			for k, v := range h.Headers {
+				req.Header.Set(k, claudeHeader(v, h.AllowedEnvVars, map[string]string{"INTERLOCK_TOKEN": "token-ana", "HOME": "/root"}))
+			}
+			held := make(chan hookAnswer, 1)
+			go func() {
+				resp, err := (&http.Client{Timeout: time.Duration(h.Timeout) * time.Second}).Do(req)
+				if err != nil {
+					held <- hookAnswer{status: -1, body: []byte(err.Error())}
+					return
+				}
+				defer resp.Body.Close()
+				b, _ := io.ReadAll(resp.Body)
+				held <- hookAnswer{status: resp.StatusCode, header: resp.Header, body: b}
+			}()
+			r := s.waitingRequest(t, "coding")
+			if r.StartedBy == nil || *r.StartedBy != "ana-laptop" || r.ToolCalls[0].ToolName != "Bash" {
+				t.Fatalf("the request: %+v", r)
+			}
+			s.mustAs(t, tokenOf("alice"), `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": r.RunID}, nil)
+			wantAnswer(t, "Claude Code's hook", answered(t, held), hookFixture(t, "claude-code/answer-allow.json"))
+
+			// Codex.
+			toml := readmeBlock(t, "**3. Codex**", "toml")
+			m := regexp.MustCompile(`(?m)^command = '([^']*)'$`).FindStringSubmatch(toml)
+			if m == nil || !strings.Contains(toml, "[[hooks.PermissionRequest.hooks]]\ntype = \"command\"\n") || !strings.Contains(toml, "timeout = 600\n") {
+				t.Fatalf("the README's Codex hook:\n%s", toml)
+			}
+			codexHook := func(token string) (stdout, stderr string, code int) {
+				cmd := exec.Command("sh", "-c", m[1])
+				cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "INTERLOCK_TOKEN=" + token, "INTERLOCK_URL=" + s.url}
+				cmd.Stdin = bytes.NewReader(hookFixture(t, "codex/permission-request.json"))
+				var out, errb bytes.Buffer
+				cmd.Stdout, cmd.Stderr = &out, &errb
+				err := cmd.Run()
+				var exit *exec.ExitError
+				if errors.As(err, &exit) {
+					return out.String(), errb.String(), exit.ExitCode()
+				} else if err != nil {
+					t.Fatal(err)
+				}
+				return out.String(), errb.String(), 0
+			}
+			type ran struct {
+				stdout, stderr string
+				code           int
+			}
+			done := make(chan ran, 1)
+			go func() {
+				o, e, c := codexHook("token-ana")
+				done <- ran{o, e, c}
+			}()
+			r = s.waitingRequest(t, "coding")
+			if !strings.Contains(*r.Context, "**Codex** asks to run `Bash` in `/path/to/cwd`") {
+				t.Fatalf("the context: %s", *r.Context)
+			}
+			s.mustAs(t, tokenOf("alice"), `mutation($id: ID!, $r: String) { declineToolCall(runId: $id, reason: $r) { status } }`,
+				map[string]any{"id": r.RunID, "r": "Reason for denial"}, nil)
+			var got ran
+			select {
+			case got = <-done:
+			case <-time.After(45 * time.Second):
+				t.Fatal("the Codex hook command did not end")
+			}
+			if got.code != 0 || !sameJSONValue(t, []byte(got.stdout), hookFixture(t, "codex/answer-deny.json")) {
+				t.Fatalf("the Codex hook command: exit %d, stdout %q, stderr %q", got.code, got.stdout, got.stderr)
+			}
+			if o, e, c := codexHook("token-wrong"); c != 22 || o != "" || !strings.Contains(e, "401") {
+				t.Fatalf("refused: exit %d, stdout %q, stderr %q; want exit 22, nothing on stdout", c, o, e)
+			}
+		})
+	}
 }
