@@ -223,7 +223,9 @@ func (s *testServer) pendingRunID(t testing.TB) string {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
-		var out struct{ SuspendedRuns struct{ Runs []struct{ RunID string } } }
+		var out struct {
+			SuspendedRuns struct{ Runs []struct{ RunID string } }
+		}
 		s.mustAs(t, tokenOf("vera"), `{ suspendedRuns(agentId: "hooks") { runs { runId } } }`, nil, &out)
 		if len(out.SuspendedRuns.Runs) > 0 {
 			return out.SuspendedRuns.Runs[0].RunID
@@ -341,7 +343,9 @@ func TestApprovalsOverHTTP(t *testing.T) {
 
 		// Decline: the POST's own wait ends with the reason.
 		done := make(chan approvalAnswer, 1)
-		go func() { done <- s.ask(t, "bot", "60s", map[string]any{"agentId": "hooks", "toolName": "Bash", "args": map[string]any{"command": "rm -rf build"}}) }()
+		go func() {
+			done <- s.ask(t, "bot", "60s", map[string]any{"agentId": "hooks", "toolName": "Bash", "args": map[string]any{"command": "rm -rf build"}})
+		}()
 		id := s.pendingRunID(t)
 		s.waitFollowed(t, id)
 		s.mustAs(t, tokenOf("alice"), declineMutation, map[string]any{"id": id, "reason": "use make clean"}, nil)
