@@ -143,9 +143,9 @@ type Config struct {
 	// MetricsAddr, when set, serves /metrics on this address only, off the API's port
 	// (--metrics-addr, INTERLOCK_METRICS_ADDR). Default: /metrics on the API's port.
 	MetricsAddr string
-	// MaxApprovalWait is the longest wait of POST /approvals and GET /approvals/{runId}: a
-	// longer one is capped to it (--max-approval-wait, INTERLOCK_MAX_APPROVAL_WAIT). Default
-	// 10m; 0 answers at once.
+	// MaxApprovalWait is the longest wait of POST /approvals, GET /approvals/{runId} and the
+	// coding-agent hooks (/hooks/…): a longer one is capped to it (--max-approval-wait,
+	// INTERLOCK_MAX_APPROVAL_WAIT). Default 10m; 0 answers at once.
 	MaxApprovalWait time.Duration
 	// DrainDelay is how long a stopping server keeps serving with /readyz at 503 before it
 	// stops accepting connections, for load balancers to notice (--drain-delay,
