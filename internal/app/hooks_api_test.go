@@ -609,3 +609,19 @@ func TestHooksReadmeConfigs(t *testing.T) {
 		})
 	}
 }
+
+// TestHooksStoppingServerLetsTheAgentAsk: a hook held when the server stops is answered 503 (the
+// agent then asks its own person), not a deny saying nobody decided; the request stays in the
+// inbox for another instance.
+func TestHooksStoppingServerLetsTheAgentAsk(t *testing.T) {
+	eachHooksDB(t, func(t *testing.T, s *testServer) {
+		held := s.postHookAsync(t, "/hooks/claude-code/wait?wait=30s", "Bearer "+tokenOf("cc"), hookFixture(t, "claude-code/permission-request.json"))
+		r := s.waitingRequest(t, "wait")
+		s.app.Service.Close()
+		a := answered(t, held)
+		wantRefused(t, "held while stopping", a, http.StatusServiceUnavailable, "UNAVAILABLE", "Interlock is stopping: the request "+r.RunID+" still waits")
+		if a.header.Get("Retry-After") == "" {
+			t.Fatal("no Retry-After")
+		}
+	})
+}
