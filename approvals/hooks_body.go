@@ -175,13 +175,17 @@ func (r hookRequest) contextMarkdown(a hookAgent) string {
 	var input map[string]json.RawMessage
 	_ = json.Unmarshal(r.ToolInput, &input) // an object: parseHook checked
 	if d := stringField(input, "description"); d != "" {
-		for _, line := range strings.Split(d, "\n") {
+		for _, line := range strings.Split(cut(d, maxDescription), "\n") {
 			b.WriteString("> " + line + "\n")
 		}
 		b.WriteString("\n")
 	}
 	if c := stringField(input, "command"); c != "" {
-		b.WriteString(codeBlock(c, "sh"))
+		lang := ""
+		if r.ToolName == "Bash" {
+			lang = "sh"
+		}
+		b.WriteString(codeBlock(cut(c, maxCommand), lang))
 	} else if p := stringField(input, "file_path"); p != "" {
 		fmt.Fprintf(&b, "File: %s\n\n", codeSpan(p))
 	}
@@ -201,6 +205,22 @@ func (r hookRequest) contextMarkdown(a hookAgent) string {
 	}
 	b.WriteString(strings.Join(facts, " · ") + "\n")
 	return b.String()
+}
+
+// How much of the agent's description and command the context quotes: the arguments hold them
+// whole, and a context is at most runs.MaxContextLength characters.
+const (
+	maxDescription = 2000
+	maxCommand     = 8000
+)
+
+// cut is s, or its first n characters and a note of how many more the arguments hold.
+func cut(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n]) + fmt.Sprintf("\n… (%d more characters: see the arguments)", len(r)-n)
 }
 
 func stringField(m map[string]json.RawMessage, key string) string {

@@ -161,3 +161,28 @@ func TestHookContextQuotesWhatTheAgentSent(t *testing.T) {
 		t.Error("another agent has the same key")
 	}
 }
+
+// A long command or description is cut in the context (the arguments keep it whole), so that a
+// hook never fails for the length of its context.
+func TestHookContextIsBounded(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("x", 50_000)
+	body, _ := json.Marshal(map[string]any{"hook_event_name": "PermissionRequest", "session_id": "s", "tool_name": "apply_patch",
+		"tool_input": map[string]any{"command": long, "description": long}})
+	r, err := parseHook(codex, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := r.contextMarkdown(codex)
+	if n := len([]rune(md)); n > 12_000 {
+		t.Fatalf("the context is %d characters long", n)
+	}
+	for _, want := range []string{"(48000 more characters: see the arguments)", "(42000 more characters: see the arguments)", "```\nxxx"} {
+		if !strings.Contains(md, want) {
+			t.Fatalf("the context lacks %q", want)
+		}
+	}
+	if strings.Contains(md, "```sh") {
+		t.Fatal("apply_patch's command is marked as shell")
+	}
+}

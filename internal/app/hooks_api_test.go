@@ -42,6 +42,7 @@ func hooksConfig(t testing.TB) string {
 	for _, p := range []struct{ subject, role string }{{"cc", "requester"}, {"vera", "viewer"}, {"otto", "operator"}, {"alice", "approver"}} {
 		fmt.Fprintf(&tokens, "    - {subject: %s, role: %s, sha256: %s}\n", p.subject, p.role, sha256Hex(tokenOf(p.subject)))
 	}
+	fmt.Fprintf(&tokens, "    - {subject: scoped, role: requester, resources: [r1], sha256: %s}\n", sha256Hex(tokenOf("scoped")))
 	var agents strings.Builder
 	for _, id := range []string{"approve", "edit", "decline", "wait", "repeat", "auth", "curl", "settings"} {
 		fmt.Fprintf(&agents, "  - {id: %s, name: Coding agents (%s), external: true, tools: ['*']}\n", id, id)
@@ -408,6 +409,13 @@ func TestHooksCredentials(t *testing.T) {
 					t.Fatalf("%s: no request started by %s", agent, c.subject)
 				}
 			}
+			// A requester scoped to resource r1 asks in r1 only (?resourceId=); the session's
+			// thread then belongs to r1 (a thread stays with the resource of its first run).
+			wantRefused(t, agent+": another resource", s.postHook(t, path+"&resourceId=r2", "Bearer "+tokenOf("scoped"), body), 403, "FORBIDDEN", "")
+			wantRefused(t, agent+": no resource", s.postHook(t, path, "Bearer "+tokenOf("scoped"), body), 403, "FORBIDDEN", "")
+			other := bytes.Replace(body, []byte(`"session_id": "`), []byte(`"session_id": "r1-`), 1)
+			wantAnswer(t, agent+": its resource", s.postHook(t, path+"&resourceId=r1", "Bearer "+tokenOf("scoped"), other),
+				denyWith(t, agent, "Not approved: nobody decided in Interlock within 0s."))
 		}
 	})
 }
