@@ -241,3 +241,18 @@ func (s *Snapshot) Decide(callID string, d Decision) error {
 	}
 	return nil
 }
+
+// NewRequest is the snapshot of an external agent's approval request: no conversation, and one
+// call of the tool with args, under the run's first server id (tc_1), waiting for approval
+// (needsApproval) or already approved by the tool's policy.
+func NewRequest(tool string, args json.RawMessage, needsApproval bool) *Snapshot {
+	s := &Snapshot{Messages: []llm.Message{}}
+	c := PendingCall{ToolCall: llm.ToolCall{Name: tool, Args: args}, State: CallAwaitingApproval}
+	c.ServerID = s.nextCallID(nil)
+	c.ID = c.ServerID
+	if !needsApproval {
+		c.State = CallApproved
+	}
+	s.Pending = []PendingCall{c}
+	return s
+}
