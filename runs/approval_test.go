@@ -190,7 +190,7 @@ func TestApprovalDecisions(t *testing.T) {
 
 		expiring := request(t, f, bg(), runs.ApprovalParams{})
 		clock.advance(31 * time.Minute)
-		evs := allEvents(t, f, expiring.ID) // ends with RUN_FINISHED
+		evs := allEventsUntil(t, f, expiring.ID, 6) // the expiry loop ends it: TOOL_CALL_EXPIRED, RUN_FINISHED
 		if !sameTypes(eventTypes(evs)[4:], run.EventToolCallExpired, run.EventRunFinished) {
 			t.Fatalf("expiry events: %v", eventTypes(evs))
 		}
