@@ -1,0 +1,248 @@
+package app_test
+
+// A hostile review of approvals for external agents (issue 27): the seams where requests, hooks
+// and decisions meet idempotency, authorization, decisions on ids, and input.
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+
+	"interlock/dbtest"
+	"interlock/internal/apptest"
+)
+
+// TestReviewHookDecisionIsNotReplayedForALaterCall: Claude Code sends no turn or call id with
+// PermissionRequest, so two calls of the same command in one session have identical bodies. A
+// person who approved the first approved that call, once: the second must be asked again (a new
+// request in the inbox), never answered "allow" from the first decision. Likewise a decline is
+// not replayed onto a later call the person might allow.
+func TestReviewHookDecisionIsNotReplayedForALaterCall(t *testing.T) {
+	eachApprovalsDB(t, func(t *testing.T, s *apptest.Server) {
+		for _, kind := range []string{"claude-code", "codex"} {
+			body := apptest.HookFixture(t, kind+"/permission-request.json")
+			path := "/hooks/" + kind + "/hooks?wait=30s"
+			first := s.PostHookAsync(t, path, "Bearer "+apptest.TokenOf("bot"), body)
+			id := pendingRunID(s, t)
+			waitFollowed(s, t, id)
+			s.MustAs(t, apptest.TokenOf("alice"), approveMutation, map[string]any{"id": id}, nil)
+			if a := apptest.Answered(t, first); a.Status != 200 || !strings.Contains(string(a.Body), `"allow"`) {
+				t.Fatalf("%s: the first call: %d %s", kind, a.Status, a.Body)
+			}
+			// The same command again, later in the same session (and turn): a new call.
+			again := postHookAs(s, t, "/hooks/"+kind+"/hooks?wait=0", "bot", body)
+			if strings.Contains(string(again.Body), `"allow"`) {
+				t.Fatalf("%s: a later identical call was allowed by the decision on the first one, without asking: %s", kind, again.Body)
+			}
+			second := pendingRunID(s, t)
+			if second == id {
+				t.Fatalf("%s: the later call joined the decided request %s", kind, id)
+			}
+			// Declined, then asked again: asked again (not denied from the old decision).
+			s.MustAs(t, apptest.TokenOf("alice"), declineMutation, map[string]any{"id": second, "reason": "not now"}, nil)
+			third := postHookAs(s, t, "/hooks/"+kind+"/hooks?wait=0", "bot", body)
+			if strings.Contains(string(third.Body), "not now") {
+				t.Fatalf("%s: a later identical call was denied by the old decline: %s", kind, third.Body)
+			}
+			s.MustAs(t, apptest.TokenOf("alice"), declineMutation, map[string]any{"id": pendingRunID(s, t)}, nil)
+		}
+	})
+}
+
+// postHookAs POSTs a hook body as subject and returns the answer.
+func postHookAs(s *apptest.Server, t testing.TB, path, subject string, body []byte) apptest.HookAnswer {
+	t.Helper()
+	return apptest.Answered(t, s.PostHookAsync(t, path, "Bearer "+apptest.TokenOf(subject), body))
+}
+
+// TestReviewIdempotencyKeyIsPerPrincipal: an idempotencyKey names a request of one principal.
+// Another principal sending the same key (with the same body or another) gets a run of its own:
+// never the first principal's run, and no error that would tell the key was used. The same
+// principal reusing the key for another request is refused, nothing stored. The hooks' derived
+// keys are per principal too: two users' sessions with identical bodies are two requests.
+func TestReviewIdempotencyKeyIsPerPrincipal(t *testing.T) {
+	eachApprovalsDB(t, func(t *testing.T, s *apptest.Server) {
+		req := deployRequest(map[string]any{"idempotencyKey": "shared-key"})
+		mine := ask(s, t, "bot", "0", req)
+		theirs := ask(s, t, "other-bot", "0", req)
+		if theirs.RunID == mine.RunID {
+			t.Fatalf("another principal's key returned bot's run %s", mine.RunID)
+		}
+		jwtBot := signJWT(t, map[string]any{"sub": "jay", "roles": "requester"})
+		body, _ := json.Marshal(req)
+		if a := approvalRequest(s, t, context.Background(), "Bearer "+jwtBot, "POST", "/approvals", string(body)); a.status != 200 || a.body.RunID == mine.RunID || a.body.RunID == theirs.RunID {
+			t.Fatalf("a JWT principal with the same key: %d %s", a.status, a.raw)
+		}
+		other := deployRequest(map[string]any{"idempotencyKey": "shared-key", "context": "something else"})
+		otherBody, _ := json.Marshal(other)
+		// Another principal, same key, another body: a run of its own, no CONFLICT.
+		const mutation = `mutation($input: ApprovalRequestInput!) { requestApproval(input: $input) { runId startedBy } }`
+		var out struct{ RequestApproval struct{ RunID, StartedBy string } }
+		s.MustAs(t, apptest.TokenOf("otto"), mutation, map[string]any{"input": other}, &out)
+		if out.RequestApproval.RunID == mine.RunID || out.RequestApproval.StartedBy != "otto" {
+			t.Fatalf("otto with bot's key: %+v", out.RequestApproval)
+		}
+		// The same principal, the same key, another body: refused, nothing stored.
+		before := countRuns(s, t)
+		if a := approvalRequest(s, t, context.Background(), "Bearer "+apptest.TokenOf("bot"), "POST", "/approvals", string(otherBody)); a.status != 400 || a.code != "BAD_USER_INPUT" || strings.Contains(a.message, mine.RunID) {
+			t.Fatalf("bot reusing its key for another request: %d %s", a.status, a.raw)
+		}
+		if r := s.PostAs(t, apptest.TokenOf("bot"), mutation, map[string]any{"input": other}); r.Code != "BAD_USER_INPUT" {
+			t.Fatalf("bot reusing its key over GraphQL: %s %s", r.Code, r.Msg)
+		}
+		if n := countRuns(s, t); n != before {
+			t.Fatalf("a refused reuse stored %d runs", n-before)
+		}
+		// The hooks: the same session body from two principals is two requests.
+		hook := apptest.HookFixture(t, "codex/permission-request.json")
+		a := s.PostHookAsync(t, "/hooks/codex/hooks?wait=0", "Bearer "+apptest.TokenOf("bot"), hook)
+		b := s.PostHookAsync(t, "/hooks/codex/hooks?wait=0", "Bearer "+apptest.TokenOf("other-bot"), hook)
+		apptest.Answered(t, a)
+		apptest.Answered(t, b)
+		var list struct {
+			SuspendedRuns struct{ Runs []struct{ StartedBy string } }
+		}
+		s.MustAs(t, apptest.TokenOf("vera"), `{ suspendedRuns(agentId: "hooks") { runs { startedBy } } }`, nil, &list)
+		by := map[string]int{}
+		for _, r := range list.SuspendedRuns.Runs {
+			by[r.StartedBy]++
+		}
+		if by["bot"] != 1 || by["other-bot"] != 1 {
+			t.Fatalf("the same hook body from two principals: %v, want one request each", by)
+		}
+	})
+}
+
+// TestReviewConcurrentKeyAcrossInstances: many requests with one key, sent at once to two
+// instances over one MariaDB database, make one run; every answer names it.
+func TestReviewConcurrentKeyAcrossInstances(t *testing.T) {
+	db := dbtest.MySQLURL(dbtest.MySQLDSN(t))
+	a, b := approvalsServer(t, db), approvalsServer(t, db)
+	body, _ := json.Marshal(deployRequest(map[string]any{"idempotencyKey": "at-once"}))
+	const n = 16
+	ids := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := a
+			if i%2 == 1 {
+				s = b
+			}
+			got := approvalRequest(s, t, context.Background(), "Bearer "+apptest.TokenOf("bot"), "POST", "/approvals", string(body))
+			if got.status != 200 {
+				t.Errorf("request %d: %d %s", i, got.status, got.raw)
+			}
+			ids[i] = got.body.RunID
+		}()
+	}
+	wg.Wait()
+	for i := range ids {
+		if ids[i] != ids[0] {
+			t.Fatalf("answers name runs %v, want one", ids)
+		}
+	}
+	if c := countRuns(a, t); c != 1 {
+		t.Fatalf("%d runs stored, want 1", c)
+	}
+}
+
+// TestReviewRequesterSeesOnlyItsOwnAndDecidesNothing: a requester reads its own requests and
+// nothing else — another requester's request, an internal run and an unknown id are alike
+// NOT_FOUND over GET /approvals/{id} and GraphQL run — lists nothing, follows nothing (the same
+// answer for its own run and another's, over SSE and both WebSocket subprotocols), and decides
+// nothing (approve, edit, decline, resume) on its own request or another's.
+func TestReviewRequesterSeesOnlyItsOwnAndDecidesNothing(t *testing.T) {
+	s := approvalsServer(t, "sqlite:"+t.TempDir()+"/interlock.db")
+	mine := ask(s, t, "bot", "0", deployRequest(nil))
+	theirs := ask(s, t, "other-bot", "0", deployRequest(nil))
+	var started struct{ StartRun struct{ RunID string } }
+	s.MustAs(t, apptest.TokenOf("otto"), `mutation { startRun(input: {agentId: "helper", prompt: "hello"}) { runId } }`, nil, &started)
+	unknown := "00000000-0000-7000-8000-000000000000"
+	bot := apptest.TokenOf("bot")
+
+	var msgs []string
+	for _, id := range []string{theirs.RunID, started.StartRun.RunID, unknown} {
+		if got := poll(s, t, "bot", id, "0"); got.status != 404 || got.code != "NOT_FOUND" {
+			t.Errorf("GET /approvals/%s as bot: %d %s", id, got.status, got.raw)
+		}
+		// run(runId) answers null for a run that does not exist for the caller.
+		r := s.PostAs(t, bot, `query($id: ID!) { run(runId: $id) { runId } }`, map[string]any{"id": id})
+		if r.Code != "" || string(r.Data) != `{"run":null}` {
+			t.Errorf("run(%s) as bot: %s %s %s", id, r.Code, r.Msg, r.Data)
+		}
+		msgs = append(msgs, string(r.Data))
+	}
+	if msgs[0] != msgs[2] {
+		t.Errorf("another's run and an unknown one answer differently: %q vs %q", msgs[0], msgs[2])
+	}
+	if r := s.PostAs(t, bot, `query($id: ID!) { run(runId: $id) { runId startedBy } }`, map[string]any{"id": mine.RunID}); r.Code != "" {
+		t.Errorf("run(own) as bot: %s %s", r.Code, r.Msg)
+	}
+	for _, q := range []string{`{ suspendedRuns { total } }`, `{ recentRuns { total } }`, `{ threads { total } }`} {
+		if r := s.PostAs(t, bot, q, nil); r.Code != "FORBIDDEN" {
+			t.Errorf("%s as bot: %s %s %s", q, r.Code, r.Msg, r.Data)
+		}
+	}
+	// Following: the same answer for its own request and another's, on every transport.
+	const follow = `subscription($id: ID!) { runEvents(runId: $id) { type } }`
+	for _, id := range []string{mine.RunID, theirs.RunID} {
+		vars := map[string]any{"id": id}
+		sse := s.SSEAs(t, bot, follow, vars)
+		ws1 := s.WsAs(t, "graphql-transport-ws", bot, follow, vars)
+		ws2 := s.WsAs(t, "graphql-ws", bot, follow, vars)
+		for name, r := range map[string]apptest.Result{"SSE": sse, "graphql-transport-ws": ws1, "graphql-ws": ws2} {
+			if r.Code != "FORBIDDEN" {
+				t.Errorf("runEvents(%s) as bot over %s: %q %s %s", id, name, r.Code, r.Msg, r.Data)
+			}
+		}
+	}
+	ws := apptest.DialAs(t, s.URL, "graphql-transport-ws", bot)
+	_, _, errs := ws.Next(ws.Subscribe(`subscription { suspendedRunsChanged { kind } }`, nil))
+	if code, _ := apptest.FirstError(errs); code != "FORBIDDEN" {
+		t.Errorf("suspendedRunsChanged as bot: %s", errs)
+	}
+	// Deciding: refused, nothing decided.
+	for _, id := range []string{mine.RunID, theirs.RunID} {
+		for name, m := range map[string]string{
+			"approve": approveMutation, "decline": declineMutation,
+			"edit":   `mutation($id: ID!) { approveToolCall(runId: $id, args: {service: "api", version: "9"}) { status } }`,
+			"resume": `mutation($id: ID!) { resumeRun(runId: $id, resumeData: {}) { status } }`,
+		} {
+			if r := s.PostAs(t, bot, m, map[string]any{"id": id}); r.Code != "FORBIDDEN" {
+				t.Errorf("%s of %s as bot: %s %s", name, id, r.Code, r.Msg)
+			}
+		}
+	}
+	for _, id := range []string{mine.RunID, theirs.RunID} {
+		if got := poll(s, t, "vera", id, "0"); got.body.Status != "PENDING" {
+			t.Errorf("%s after the refused decisions: %+v", id, got.body)
+		}
+	}
+	// A mutation over GET is refused, and stores nothing.
+	before := countRuns(s, t)
+	q := `mutation { requestApproval(input: {agentId: "hooks", toolName: "Bash", args: {}}) { runId } }`
+	req, _ := http.NewRequest("GET", s.URL+"/graphql?query="+urlQuery(q), nil)
+	req.Header.Set("Authorization", "Bearer "+bot)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode == 200 && countRuns(s, t) != before {
+		t.Fatalf("requestApproval over GET stored a run")
+	}
+	if countRuns(s, t) != before {
+		t.Fatalf("requestApproval over GET (%d) stored a run", resp.StatusCode)
+	}
+	if resp.StatusCode < 400 {
+		t.Errorf("requestApproval over GET: %d, want a refusal", resp.StatusCode)
+	}
+}
+
+func urlQuery(s string) string { return url.QueryEscape(s) }
