@@ -119,6 +119,7 @@ func (h *Hooks) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rn, err := h.o.Service.RequestApproval(r.Context(), runs.ApprovalParams{
 		AgentID: agentID, ToolName: req.ToolName, Args: req.ToolInput, ThreadID: req.SessionID,
 		ResourceID: r.URL.Query().Get("resourceId"), Context: md, IdempotencyKey: req.idempotencyKey(a, agentID, md),
+		KeyWhilePending: true, // a decided request is never the answer to a later call
 	})
 	if err != nil {
 		h.fail(w, r, err)

@@ -148,10 +148,12 @@ func jsonProblem(err error) string {
 }
 
 // idempotencyKey names the request to Interlock's agent agentID, with context md, so that the
-// same call asked again in the same session and turn (a hook the agent sends again) gets the same
-// run: neither agent sends a tool-call id with PermissionRequest, so the key is a digest of the
-// coding agent, the session, the turn, the subagent, the tool, its input and the context (which
-// holds the working directory and the permission mode).
+// same call asked again in the same session and turn while it waits (a hook the agent sends
+// again) joins the same run: neither agent sends a tool-call id with PermissionRequest, so the
+// key is a digest of the coding agent, the session, the turn, the subagent, the tool, its input
+// and the context (which holds the working directory and the permission mode). The same key may
+// thus stand for a later call of the same command (Claude Code sends no turn at all): the hooks
+// ask with runs.ApprovalParams.KeyWhilePending, so that once decided the key makes a new request.
 func (r hookRequest) idempotencyKey(a hookAgent, agentID, md string) string {
 	h := sha256.New()
 	for _, part := range []string{string(a), agentID, r.SessionID, r.Turn, r.AgentID, r.ToolName, string(r.ToolInput), md} {

@@ -38,6 +38,12 @@ type ApprovalParams struct {
 	// Context is Markdown shown to the person beside the call: what the agent is doing and why.
 	// IdempotencyKey makes the request safe to repeat, as StartParams' does.
 	ThreadID, ResourceID, Context, IdempotencyKey string
+	// KeyWhilePending makes IdempotencyKey name the request only while it waits: once it is
+	// decided (or expired), the same key makes a new request, which a person decides anew. For
+	// keys derived from what a call looks like rather than given per call (the coding-agent
+	// hooks: the agents send no call id, so a later call of the same command in the same
+	// session has the same key), so that one decision is never taken for a later call.
+	KeyWhilePending bool
 }
 
 // MaxContextLength is the longest context (in characters) an approval request may carry.
@@ -64,7 +70,7 @@ const policyReason = "approved by policy: the tool needs no approval"
 // longer than 191 characters, a threadId that belongs to another resource, or an
 // idempotencyKey used before for another request. The same idempotencyKey from the same
 // principal with the same request returns the run the first one made (as it is now, decided or
-// not), on any instance, for IdempotencyWindow at least.
+// not; with KeyWhilePending only while it waits), on any instance, for IdempotencyWindow at least.
 func (s *Service) RequestApproval(ctx context.Context, p ApprovalParams) (*run.Run, error) {
 	if err := require(ctx, run.RoleRequester, "requesting an approval"); err != nil {
 		return nil, err
@@ -114,12 +120,13 @@ func (s *Service) RequestApproval(ctx context.Context, p ApprovalParams) (*run.R
 			return nil, run.Errorf(run.CodeBadUserInput, "%s is %d characters long; at most %d are allowed", name, utf8.RuneCountInString(*v), maxIDLength)
 		}
 	}
-	key, err := idempotency(ctx, emptyToNil(&p.IdempotencyKey), struct {
+	request := struct {
 		Kind, Agent, Tool string
 		Args              json.RawMessage
 		Thread, Resource  *string
 		Context           *string
-	}{"approval", a.ID, p.ToolName, args, threadID, resourceID, reqContext})
+	}{"approval", a.ID, p.ToolName, args, threadID, resourceID, reqContext}
+	key, err := idempotency(ctx, emptyToNil(&p.IdempotencyKey), request)
 	if err != nil {
 		return nil, err
 	}
@@ -166,9 +173,21 @@ func (s *Service) RequestApproval(ctx context.Context, p ApprovalParams) (*run.R
 		r.Status, r.Decisions = run.StatusCompleted, []run.Decision{*ext.Decision}
 	}
 	r.LastSeq = int64(len(evs))
-	err = s.store.InsertRun(ctx, NewRun{Run: r, Snapshot: encoded, Events: evs, Idempotency: key, External: ext})
-	if again, ok, rerr := s.repeated(ctx, p.IdempotencyKey, err); ok {
-		return again, rerr
+	for keyText := p.IdempotencyKey; ; {
+		err = s.store.InsertRun(ctx, NewRun{Run: r, Snapshot: encoded, Events: evs, Idempotency: key, External: ext})
+		again, ok, rerr := s.repeated(ctx, keyText, err)
+		if !ok {
+			break
+		}
+		if rerr != nil || !p.KeyWhilePending || again.Status == run.StatusSuspended {
+			return again, rerr
+		}
+		// The request of that key was decided: this one is a new request, under a key naming
+		// the one it follows (so that it is the same for every repeat of this one in turn).
+		keyText = p.IdempotencyKey + "/after/" + again.ID
+		if key, err = idempotency(ctx, &keyText, request); err != nil {
+			return nil, err
+		}
 	}
 	if errors.Is(err, ErrThreadOwned) {
 		return nil, threadOwned(*threadID)

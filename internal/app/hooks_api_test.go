@@ -204,8 +204,9 @@ func TestHooksReplayDocumentedBodies(t *testing.T) {
 }
 
 // TestHooksRepeatedIsTheSameRequest: a hook sent again with the same body (a retry, or the agent
-// asking again in the same turn) is the same request: while it waits, both are held and both
-// get its decision; once decided, the answer is at once. Another turn is a new request.
+// asking again in the same turn) while it waits is the same request: both are held and both get
+// its decision; once decided, the same body is a new call, asked anew (never answered from the
+// earlier decision). Another turn is a new request.
 func TestHooksRepeatedIsTheSameRequest(t *testing.T) {
 	eachHooksDB(t, func(t *testing.T, s *apptest.Server) {
 		body := apptest.HookFixture(t, "codex/permission-request.json")
@@ -218,14 +219,19 @@ func TestHooksRepeatedIsTheSameRequest(t *testing.T) {
 		want := denyWith(t, "codex", "not in prod")
 		apptest.WantAnswer(t, "first", apptest.Answered(t, first), want)
 		apptest.WantAnswer(t, "second", apptest.Answered(t, second), want)
-		apptest.WantAnswer(t, "after the decision", postHook(s, t, "/hooks/codex/repeat?wait=30s", requester, body), want)
 		if n := len(s.HookRequests(t, "repeat")); n != 1 {
 			t.Fatalf("%d requests stored, want 1", n)
 		}
-		other := bytes.Replace(body, []byte(`"<turn-id>"`), []byte(`"turn-2"`), 1)
-		apptest.WantAnswer(t, "another turn", postHook(s, t, "/hooks/codex/repeat?wait=0", requester, other), denyWith(t, "codex", "Not approved: nobody decided in Interlock within 0s."))
+		undecided := denyWith(t, "codex", "Not approved: nobody decided in Interlock within 0s.")
+		apptest.WantAnswer(t, "after the decision", postHook(s, t, "/hooks/codex/repeat?wait=0", requester, body), undecided)
+		apptest.WantAnswer(t, "after the decision, again", postHook(s, t, "/hooks/codex/repeat?wait=0", requester, body), undecided)
 		if n := len(s.HookRequests(t, "repeat")); n != 2 {
-			t.Fatalf("%d requests stored after another turn, want 2", n)
+			t.Fatalf("%d requests stored after the decision, want 2 (the later call joins its own while it waits)", n)
+		}
+		other := bytes.Replace(body, []byte(`"<turn-id>"`), []byte(`"turn-2"`), 1)
+		apptest.WantAnswer(t, "another turn", postHook(s, t, "/hooks/codex/repeat?wait=0", requester, other), undecided)
+		if n := len(s.HookRequests(t, "repeat")); n != 3 {
+			t.Fatalf("%d requests stored after another turn, want 3", n)
 		}
 	})
 }
