@@ -81,7 +81,9 @@ func TestReviewIdempotencyKeyIsPerPrincipal(t *testing.T) {
 		otherBody, _ := json.Marshal(other)
 		// Another principal, same key, another body: a run of its own, no CONFLICT.
 		const mutation = `mutation($input: ApprovalRequestInput!) { requestApproval(input: $input) { runId startedBy } }`
-		var out struct{ RequestApproval struct{ RunID, StartedBy string } }
+		var out struct {
+			RequestApproval struct{ RunID, StartedBy string }
+		}
 		s.MustAs(t, apptest.TokenOf("otto"), mutation, map[string]any{"input": other}, &out)
 		if out.RequestApproval.RunID == mine.RunID || out.RequestApproval.StartedBy != "otto" {
 			t.Fatalf("otto with bot's key: %+v", out.RequestApproval)
