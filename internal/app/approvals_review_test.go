@@ -248,3 +248,122 @@ func TestReviewRequesterSeesOnlyItsOwnAndDecidesNothing(t *testing.T) {
 }
 
 func urlQuery(s string) string { return url.QueryEscape(s) }
+
+// TestReviewDecisionsOnRequests: a decision naming a call the request does not have decides
+// nothing; edited arguments that break the tool's schema, or that are not an object on a tool
+// of "*", are BAD_USER_INPUT with nothing decided; resumeRun on a request is refused with
+// nothing changed; startRun of an external agent is BAD_USER_INPUT; a second decision is
+// CONFLICT naming who decided, and the answer of the request stays the first decision.
+func TestReviewDecisionsOnRequests(t *testing.T) {
+	eachApprovalsDB(t, func(t *testing.T, s *apptest.Server) {
+		sue, alice := apptest.TokenOf("sue"), apptest.TokenOf("alice")
+		deploy := ask(s, t, "bot", "0", deployRequest(nil))
+		bash := ask(s, t, "bot", "0", map[string]any{"agentId": "hooks", "toolName": "Bash", "args": map[string]any{"command": "ls"}})
+		var read struct {
+			Run struct{ ToolCalls []struct{ ToolCallID string } }
+		}
+		s.MustAs(t, apptest.TokenOf("vera"), `query($id: ID!) { run(runId: $id) { toolCalls { toolCallId } } }`, map[string]any{"id": deploy.RunID}, &read)
+		callID := read.Run.ToolCalls[0].ToolCallID
+		pending := func(what, id string) {
+			t.Helper()
+			if got := poll(s, t, "vera", id, "0"); got.body.Status != "PENDING" {
+				t.Fatalf("%s: the request is %+v, want PENDING", what, got.body)
+			}
+		}
+		const approveCall = `mutation($id: ID!, $call: ID, $args: JSON) { approveToolCall(runId: $id, toolCallId: $call, args: $args) { status } }`
+		for _, wrong := range []string{"tc_2", callID + "x", "tc_0"} {
+			if r := s.PostAs(t, sue, approveCall, map[string]any{"id": deploy.RunID, "call": wrong}); r.Code == "" || r.Code == "INTERNAL" {
+				t.Fatalf("approving call %q: %q %s", wrong, r.Code, r.Msg)
+			}
+			pending("a wrong toolCallId", deploy.RunID)
+		}
+		for name, args := range map[string]any{"missing version": map[string]any{"service": "api"}, "extra property": map[string]any{"service": "api", "version": "1", "x": 1},
+			"a string": "api", "an array": []any{1}} {
+			if r := s.PostAs(t, sue, approveCall, map[string]any{"id": deploy.RunID, "args": args}); r.Code != "BAD_USER_INPUT" {
+				t.Fatalf("edit with %s: %q %s", name, r.Code, r.Msg)
+			}
+			pending("edit with "+name, deploy.RunID)
+		}
+		for name, args := range map[string]any{"a string": "ls", "an array": []any{"ls"}, "a number": 1, "deep": json.RawMessage(apptest.DeepJSON(200))} {
+			if r := s.PostAs(t, alice, approveCall, map[string]any{"id": bash.RunID, "args": args}); r.Code != "BAD_USER_INPUT" {
+				t.Fatalf("edit of a * tool with %s: %q %s", name, r.Code, r.Msg)
+			}
+			pending("edit of a * tool with "+name, bash.RunID)
+		}
+		if r := s.PostAs(t, alice, `mutation($id: ID!) { resumeRun(runId: $id, resumeData: {ok: true}) { status } }`, map[string]any{"id": bash.RunID}); r.Code != "BAD_USER_INPUT" {
+			t.Fatalf("resumeRun on a request: %q %s", r.Code, r.Msg)
+		}
+		pending("resumeRun", bash.RunID)
+		if r := s.PostAs(t, apptest.TokenOf("otto"), `mutation { startRun(input: {agentId: "deploy-bot", prompt: "deploy"}) { runId } }`, nil); r.Code != "BAD_USER_INPUT" {
+			t.Fatalf("startRun of an external agent: %q %s", r.Code, r.Msg)
+		}
+		// The right call, then a second decision by someone else.
+		s.MustAs(t, sue, approveCall, map[string]any{"id": deploy.RunID, "call": callID}, nil)
+		r := s.PostAs(t, apptest.TokenOf("sam"), `mutation($id: ID!, $call: ID) { declineToolCall(runId: $id, toolCallId: $call, reason: "no") { status } }`, map[string]any{"id": deploy.RunID, "call": callID})
+		if r.Code != "CONFLICT" || !strings.Contains(r.Msg, "sue") {
+			t.Fatalf("a second decision: %q %s, want CONFLICT naming sue", r.Code, r.Msg)
+		}
+		if r := s.PostAs(t, apptest.TokenOf("sam"), declineMutation, map[string]any{"id": deploy.RunID}); r.Code != "CONFLICT" {
+			t.Fatalf("a second decision without toolCallId: %q %s", r.Code, r.Msg)
+		}
+		if got := poll(s, t, "bot", deploy.RunID, "0"); got.body.Status != "APPROVED" || *got.body.DecidedBy != "sue" || string(got.body.Args) != `{"service":"api","version":"1.2.3"}` {
+			t.Fatalf("after the second decision: %+v", got.body)
+		}
+	})
+}
+
+// TestReviewBadInputIsRefusedCleanly: whatever a POST /approvals or a hook sends, a refusal is a
+// 4xx with {"error": {code, message}} — never a 500, never SQL — and stores nothing.
+func TestReviewBadInputIsRefusedCleanly(t *testing.T) {
+	eachApprovalsDB(t, func(t *testing.T, s *apptest.Server) {
+		long := func(n int, r string) string { return strings.Repeat(r, n) }
+		for name, body := range map[string]string{
+			"args nested too deep":     `{"agentId":"hooks","toolName":"Bash","args":` + apptest.DeepJSON(500) + `}`,
+			"args an array":            `{"agentId":"hooks","toolName":"Bash","args":[1]}`,
+			"args a number":            `{"agentId":"hooks","toolName":"Bash","args":1}`,
+			"args true":                `{"agentId":"hooks","toolName":"Bash","args":true}`,
+			"args with a key twice":    `{"agentId":"hooks","toolName":"Bash","args":{"a":1,"a":2}}`,
+			"args invalid UTF-8":       "{\"agentId\":\"hooks\",\"toolName\":\"Bash\",\"args\":{\"c\":\"\xff\xfe\"}}",
+			"context too long":         `{"agentId":"hooks","toolName":"Bash","args":{},"context":"` + long(32*1024+1, "é") + `"}`,
+			"toolName too long":        `{"agentId":"hooks","toolName":"` + long(192, "𝄞") + `","args":{}}`,
+			"threadId too long":        `{"agentId":"hooks","toolName":"Bash","args":{},"threadId":"` + long(192, "t") + `"}`,
+			"resourceId too long":      `{"agentId":"hooks","toolName":"Bash","args":{},"resourceId":"` + long(192, "r") + `"}`,
+			"idempotencyKey too long":  `{"agentId":"hooks","toolName":"Bash","args":{},"idempotencyKey":"` + long(256, "k") + `"}`,
+			"agentId too long":         `{"agentId":"` + long(5000, "a") + `","toolName":"Bash","args":{}}`,
+			"a second JSON value":      `{"agentId":"hooks","toolName":"Bash","args":{}} {}`,
+			"an array body":            `[{"agentId":"hooks","toolName":"Bash","args":{}}]`,
+			"null":                     `null`,
+			"args null":                `{"agentId":"hooks","toolName":"Bash","args":null}`,
+			"toolName with NUL":        `{"agentId":"deploy-bot","toolName":"deploy\u0000","args":{}}`,
+			"agentId of a number":      `{"agentId":1,"toolName":"Bash","args":{}}`,
+			"an unknown nested field":  `{"agentId":"hooks","toolName":"Bash","args":{},"Context":"x","context":"y"}`,
+			"a huge number in args":    `{"agentId":"deploy-bot","toolName":"deploy","args":{"service":"a","version":1e999999}}`,
+			"a string for the version": `{"agentId":"deploy-bot","toolName":"deploy","args":{"service":"a","version":1}}`,
+		} {
+			got := approvalRequest(s, t, context.Background(), "Bearer "+apptest.TokenOf("bot"), "POST", "/approvals?wait=1s", body)
+			if got.status < 400 || got.status >= 500 || got.code == "" || got.message == "" {
+				t.Errorf("%s: %d %s", name, got.status, got.raw)
+			}
+			if low := strings.ToLower(got.message); strings.Contains(low, "sql") || strings.Contains(low, "error 1") || strings.Contains(low, "gorm") {
+				t.Errorf("%s: the message tells the storage: %s", name, got.message)
+			}
+		}
+		for name, body := range map[string]string{
+			"tool_input invalid UTF-8": "{\"session_id\":\"s\",\"hook_event_name\":\"PermissionRequest\",\"tool_name\":\"Bash\",\"tool_input\":{\"command\":\"\xff\"}}",
+			"tool_input too deep":      `{"session_id":"s","hook_event_name":"PermissionRequest","tool_name":"Bash","tool_input":` + apptest.DeepJSON(500) + `}`,
+			"tool_name too long":       `{"session_id":"s","hook_event_name":"PermissionRequest","tool_name":"` + long(300, "x") + `","tool_input":{}}`,
+			"session_id too long":      `{"session_id":"` + long(300, "s") + `","hook_event_name":"PermissionRequest","tool_name":"Bash","tool_input":{}}`,
+			"a huge command":           `{"session_id":"s","hook_event_name":"PermissionRequest","tool_name":"Bash","tool_input":{"command":"` + long(40000, "x") + `"},"cwd":"` + long(40000, "c") + `"}`,
+		} {
+			a := postHookAs(s, t, "/hooks/claude-code/hooks?wait=0", "bot", []byte(body))
+			var e struct{ Error struct{ Code, Message string } }
+			_ = json.Unmarshal(a.Body, &e)
+			if a.Status < 400 || a.Status >= 500 || e.Error.Code == "" {
+				t.Errorf("hook with %s: %d %.300s", name, a.Status, a.Body)
+			}
+		}
+		if n := countRuns(s, t); n != 0 {
+			t.Fatalf("refused requests stored %d runs", n)
+		}
+	})
+}
