@@ -299,6 +299,9 @@ func decode(body []byte) (Request, string) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return req, "the request body is empty: send a JSON object with agentId, toolName and args"
 	}
+	if msg := checkFields(body); msg != "" {
+		return req, msg
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
@@ -326,6 +329,40 @@ func decode(body []byte) (Request, string) {
 		return req, "args is required: a JSON object of the tool's arguments"
 	}
 	return req, ""
+}
+
+// requestFields are the names of Request's fields, as they must be spelled.
+var requestFields = map[string]bool{"agentId": true, "toolName": true, "args": true, "threadId": true, "resourceId": true, "context": true, "idempotencyKey": true}
+
+// checkFields reads the names of a body's top-level fields, when it is an object, and says which
+// one is not a field of Request as spelled, or is given twice ("" when none): encoding/json
+// matches names regardless of case and keeps the last of a repeated one, so that a body read one
+// way by whatever passed it on would be read another way here.
+func checkFields(body []byte) string {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return "" // not an object: decode says what is wrong
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		name, ok := tok.(string)
+		if err != nil || !ok {
+			return ""
+		}
+		switch {
+		case !requestFields[name]:
+			return fmt.Sprintf("the request has an unknown field %q: the fields are agentId, toolName, args, threadId, resourceId, context and idempotencyKey", name)
+		case seen[name]:
+			return fmt.Sprintf("the request has the field %q twice", name)
+		}
+		seen[name] = true
+		var skip json.RawMessage
+		if dec.Decode(&skip) != nil {
+			return ""
+		}
+	}
+	return ""
 }
 
 // fail answers err: an application error with its code and status, anything else as INTERNAL

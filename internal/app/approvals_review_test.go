@@ -336,7 +336,10 @@ func TestReviewBadInputIsRefusedCleanly(t *testing.T) {
 			"args null":                `{"agentId":"hooks","toolName":"Bash","args":null}`,
 			"toolName with NUL":        `{"agentId":"deploy-bot","toolName":"deploy\u0000","args":{}}`,
 			"agentId of a number":      `{"agentId":1,"toolName":"Bash","args":{}}`,
-			"an unknown nested field":  `{"agentId":"hooks","toolName":"Bash","args":{},"Context":"x","context":"y"}`,
+			"a field in another case":  `{"agentId":"hooks","toolName":"Bash","args":{},"Context":"x"}`,
+			"a field twice":            `{"agentId":"hooks","toolName":"Bash","args":{},"context":"x","context":"y"}`,
+			"a field twice, case":      `{"agentId":"hooks","toolName":"Bash","args":{},"Context":"x","context":"y"}`,
+			"toolName twice":           `{"agentId":"deploy-bot","toolName":"status","args":{},"toolName":"deploy"}`,
 			"a huge number in args":    `{"agentId":"deploy-bot","toolName":"deploy","args":{"service":"a","version":1e999999}}`,
 			"a string for the version": `{"agentId":"deploy-bot","toolName":"deploy","args":{"service":"a","version":1}}`,
 		} {
@@ -356,7 +359,9 @@ func TestReviewBadInputIsRefusedCleanly(t *testing.T) {
 			"a huge command":           `{"session_id":"s","hook_event_name":"PermissionRequest","tool_name":"Bash","tool_input":{"command":"` + long(40000, "x") + `"},"cwd":"` + long(40000, "c") + `"}`,
 		} {
 			a := postHookAs(s, t, "/hooks/claude-code/hooks?wait=0", "bot", []byte(body))
-			var e struct{ Error struct{ Code, Message string } }
+			var e struct {
+				Error struct{ Code, Message string }
+			}
 			_ = json.Unmarshal(a.Body, &e)
 			if a.Status < 400 || a.Status >= 500 || e.Error.Code == "" {
 				t.Errorf("hook with %s: %d %.300s", name, a.Status, a.Body)
