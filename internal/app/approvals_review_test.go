@@ -6,8 +6,10 @@ package app_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -371,4 +373,101 @@ func TestReviewBadInputIsRefusedCleanly(t *testing.T) {
 			t.Fatalf("refused requests stored %d runs", n)
 		}
 	})
+}
+
+// TestReviewWebhooksAndInboxSeeEachRequestOnce: two instances over one MariaDB database, with a
+// webhook: requests made on either and decided on the other (approved, declined, expired) are
+// announced to the webhook exactly once each — approval_requested, then decided or expired — and
+// to suspendedRunsChanged(external: true) at most once as SUSPENDED and once as LEFT; a request of a tool
+// that needs no approval is announced to neither (nobody is asked), and its decision is on
+// record with decidedBy null.
+func TestReviewWebhooksAndInboxSeeEachRequestOnce(t *testing.T) {
+	t.Setenv("INTERLOCK_TEST_APPROVALS_JWT", approvalsJWTSecret)
+	t.Setenv("INTERLOCK_TEST_WEBHOOK_SECRET", "s3cret")
+	rec := newReceiver(t)
+	file := apptest.WriteConfig(t, approvalsYAML()+fmt.Sprintf(`notifications:
+  pollInterval: 20ms
+  retryBackoff: 20ms
+  webhooks: [{url: %q, secretEnv: INTERLOCK_TEST_WEBHOOK_SECRET}]
+`, rec.URL))
+	db := dbtest.MySQLURL(dbtest.MySQLDSN(t))
+	a := apptest.Start(t, db, "--auth=on", "--config", file)
+	b := apptest.Start(t, db, "--auth=on", "--config", file)
+	ws := apptest.DialAs(t, a.URL, "graphql-transport-ws", apptest.TokenOf("vera"))
+	sub := ws.Subscribe(`subscription { suspendedRunsChanged(external: true) { kind run { runId } } }`, nil)
+	a.WaitWatchers(t, 1)
+
+	approved := ask(a, t, "bot", "0", deployRequest(nil))
+	declined := ask(b, t, "bot", "0", map[string]any{"agentId": "hooks", "toolName": "Bash", "args": map[string]any{"command": "make"}})
+	policy := ask(a, t, "bot", "0", map[string]any{"agentId": "deploy-bot", "toolName": "status", "args": map[string]any{}})
+	b.MustAs(t, apptest.TokenOf("sue"), approveMutation, map[string]any{"id": approved.RunID}, nil)
+	a.MustAs(t, apptest.TokenOf("alice"), declineMutation, map[string]any{"id": declined.RunID, "reason": "no"}, nil)
+	expired := ask(b, t, "bot", "30s", map[string]any{"agentId": "deploy-bot", "toolName": "quick", "args": map[string]any{}})
+	if expired.Status != "EXPIRED" || policy.Status != "APPROVED" || policy.DecidedBy != nil {
+		t.Fatalf("expired %+v, policy %+v", expired, policy)
+	}
+
+	want := map[string]int{
+		"approval_requested  " + approved.RunID: 1, "decided approved " + approved.RunID: 1,
+		"approval_requested  " + declined.RunID: 1, "decided declined " + declined.RunID: 1,
+		"approval_requested  " + expired.RunID: 1, "expired  " + expired.RunID: 1,
+	}
+	got := map[string]int{}
+	apptest.Until(t, "the webhook got every announcement and the outbox is drained", func() bool {
+		var pending int64
+		if err := a.App.DB().Table("notifications").Where("delivered_at IS NULL").Count(&pending).Error; err != nil {
+			t.Fatal(err)
+		}
+		got = map[string]int{}
+		for _, h := range rec.got() {
+			var e struct {
+				Type, Decision string
+				Run            struct{ ID string }
+			}
+			_ = json.Unmarshal(h.body, &e)
+			got[fmt.Sprintf("%s %s %s", e.Type, e.Decision, e.Run.ID)]++
+		}
+		return pending == 0 && len(got) >= len(want)
+	})
+	for k, n := range got {
+		if want[k] != n {
+			t.Errorf("webhook: %q delivered %d times, want %d", k, n, want[k])
+		}
+	}
+	for k := range want {
+		if got[k] == 0 {
+			t.Errorf("webhook: %q never delivered", k)
+		}
+	}
+	// suspendedRunsChanged: SUSPENDED and LEFT once each per request that waited, in order.
+	seen := map[string][]string{}
+	left := func(id string) bool { return slices.Contains(seen[id], "LEFT") }
+	for !left(approved.RunID) || !left(declined.RunID) || !left(expired.RunID) {
+		data, done, errs := ws.Next(sub)
+		if done || errs != nil {
+			t.Fatalf("suspendedRunsChanged ended: %s", errs)
+		}
+		var c struct {
+			SuspendedRunsChanged struct {
+				Kind string
+				Run  struct{ RunID string }
+			}
+		}
+		_ = json.Unmarshal(data, &c)
+		id := c.SuspendedRunsChanged.Run.RunID
+		if id == policy.RunID {
+			t.Fatalf("suspendedRunsChanged announced the policy's approval: %s", data)
+		}
+		seen[id] = append(seen[id], c.SuspendedRunsChanged.Kind)
+		if len(seen[id]) > 2 {
+			t.Fatalf("suspendedRunsChanged announced %s %v", id, seen[id])
+		}
+	}
+	for _, id := range []string{approved.RunID, declined.RunID, expired.RunID} {
+		// A suspension another instance stored and this one read only once it was decided is
+		// not news (runs.Service.watch): then LEFT alone.
+		if k := strings.Join(seen[id], ","); k != "SUSPENDED,LEFT" && k != "LEFT" {
+			t.Errorf("suspendedRunsChanged for %s: %v", id, seen[id])
+		}
+	}
 }
