@@ -471,3 +471,103 @@ func TestReviewWebhooksAndInboxSeeEachRequestOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestReviewKilledInstanceRunsNothing: an instance holding a long-poll on a request is killed
+// with SIGKILL; another instance over the same database (MariaDB) recovers what it must and
+// executes nothing for the request: it stays SUSPENDED with its four events, the client's re-POST
+// with the same idempotencyKey finds it, and the decision on the survivor ends it — the stored
+// events never show the run RUNNING again or failed.
+func TestReviewKilledInstanceRunsNothing(t *testing.T) {
+	t.Setenv("INTERLOCK_TEST_APPROVALS_JWT", approvalsJWTSecret)
+	file := apptest.WriteConfig(t, approvalsYAML())
+	db := dbtest.MySQLURL(dbtest.MySQLDSN(t))
+	a := apptest.StartProc(t, db, "--auth=on", "--config", file)
+	req := deployRequest(map[string]any{"idempotencyKey": "crash-1"})
+	body, _ := json.Marshal(req)
+	held := make(chan struct{})
+	go func() {
+		defer close(held)
+		r, _ := http.NewRequest("POST", a.URL+"/approvals?wait=10m", strings.NewReader(string(body)))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Authorization", "Bearer "+apptest.TokenOf("bot"))
+		if resp, err := http.DefaultClient.Do(r); err == nil {
+			resp.Body.Close()
+			t.Errorf("the long-poll on the killed instance was answered %d", resp.StatusCode)
+		}
+	}()
+	b := approvalsServer(t, db, "--lease-ttl", "1s")
+	var id string
+	apptest.Until(t, "the request is stored", func() bool {
+		var out struct {
+			SuspendedRuns struct{ Runs []struct{ RunID string } }
+		}
+		b.MustAs(t, apptest.TokenOf("vera"), `{ suspendedRuns(agentId: "deploy-bot") { runs { runId } } }`, nil, &out)
+		if len(out.SuspendedRuns.Runs) == 1 {
+			id = out.SuspendedRuns.Runs[0].RunID
+		}
+		return id != ""
+	})
+	a.Kill9(t)
+	<-held
+	if n, err := b.App.Service.RecoverExpired(context.Background()); err != nil || n != 0 {
+		t.Fatalf("recovery after the kill: %d runs, %v", n, err)
+	}
+	again := ask(b, t, "bot", "0", req)
+	if again.RunID != id || again.Status != "PENDING" {
+		t.Fatalf("re-POST on the survivor: %+v, want %s PENDING", again, id)
+	}
+	types := func() []string {
+		var out []string
+		if err := b.App.DB().Table("run_events").Where("run_id = ?", id).Order("seq").Pluck("type", &out).Error; err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if got := strings.Join(types(), ","); got != "RUN_STARTED,TOOL_CALL,TOOL_CALL_APPROVAL,RUN_SUSPENDED" {
+		t.Fatalf("events after the kill and recovery: %s", got)
+	}
+	waited := make(chan approvalAnswer, 1)
+	go func() { waited <- poll(b, t, "bot", id, "60s").body }()
+	waitFollowed(b, t, id)
+	b.MustAs(t, apptest.TokenOf("sue"), approveMutation, map[string]any{"id": id}, nil)
+	if got := <-waited; got.Status != "APPROVED" {
+		t.Fatalf("after the decision: %+v", got)
+	}
+	if got := strings.Join(types(), ","); got != "RUN_STARTED,TOOL_CALL,TOOL_CALL_APPROVAL,RUN_SUSPENDED,TOOL_CALL_APPROVED,RUN_FINISHED" {
+		t.Fatalf("events after the decision: %s", got)
+	}
+}
+
+// TestReviewWaitValues: ?wait= on both routes and the hooks: negative, garbage, NaN and
+// overflowing values are 400 saying so; values above --max-approval-wait (a duration or a number
+// of seconds, however large) wait the maximum and answer PENDING.
+func TestReviewWaitValues(t *testing.T) {
+	s := approvalsServer(t, "sqlite:"+t.TempDir()+"/interlock.db", "--max-approval-wait", "1s")
+	r := ask(s, t, "bot", "0", deployRequest(nil))
+	hook := apptest.HookFixture(t, "codex/permission-request.json")
+	for _, w := range []string{"-1s", "-3", "-0.5", "soon", "NaN", "Inf", "-Inf", "1e400", "9999999999999999h", "1h30", "%00", "10%20s"} {
+		if got := poll(s, t, "bot", r.RunID, w); got.status != 400 || got.code != "BAD_USER_INPUT" || !strings.Contains(got.message, "wait") {
+			t.Errorf("GET ?wait=%s: %d %s", w, got.status, got.raw)
+		}
+		if got := approvalRequest(s, t, context.Background(), "Bearer "+apptest.TokenOf("bot"), "POST", "/approvals?wait="+w, `{"agentId":"hooks","toolName":"Bash","args":{}}`); got.status != 400 {
+			t.Errorf("POST ?wait=%s: %d %s", w, got.status, got.raw)
+		}
+		if a := postHookAs(s, t, "/hooks/codex/hooks?wait="+w, "bot", hook); a.Status != 400 {
+			t.Errorf("hook ?wait=%s: %d %s", w, a.Status, a.Body)
+		}
+	}
+	if n := countRuns(s, t); n != 1 {
+		t.Fatalf("bad waits stored %d runs", n-1)
+	}
+	var wg sync.WaitGroup
+	for _, w := range []string{"1h", "1e18", "9223372036854775807ns", "3600"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if got := poll(s, t, "bot", r.RunID, w); got.status != 200 || got.body.Status != "PENDING" {
+				t.Errorf("GET ?wait=%s: %d %s", w, got.status, got.raw)
+			}
+		}()
+	}
+	wg.Wait()
+}
