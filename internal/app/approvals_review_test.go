@@ -571,3 +571,37 @@ func TestReviewWaitValues(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestReviewSeparationOfDutiesForJWTs: a JWT principal that requests (startedBy its subject) may
+// not approve its own request even holding the tool's approver role, may still decline it; a JWT
+// approver without the tool's approverRoles may not decide it; one with them may.
+func TestReviewSeparationOfDutiesForJWTs(t *testing.T) {
+	s := approvalsServer(t, "sqlite:"+t.TempDir()+"/interlock.db")
+	jay := signJWT(t, map[string]any{"sub": "jay", "roles": []string{"requester", "approver", "sre"}})
+	kim := signJWT(t, map[string]any{"sub": "kim", "roles": []string{"approver"}})
+	lee := signJWT(t, map[string]any{"sub": "lee", "roles": []string{"sre"}})
+	body, _ := json.Marshal(deployRequest(nil))
+	mine := approvalRequest(s, t, context.Background(), "Bearer "+jay, "POST", "/approvals", string(body))
+	if mine.status != 200 {
+		t.Fatalf("jay's request: %d %s", mine.status, mine.raw)
+	}
+	id := mine.body.RunID
+	if r := s.PostAs(t, jay, approveMutation, map[string]any{"id": id}); r.Code != "FORBIDDEN" {
+		t.Fatalf("jay approving jay's request: %q %s", r.Code, r.Msg)
+	}
+	if r := s.PostAs(t, jay, `mutation($id: ID!) { approveToolCall(runId: $id, args: {service: "api", version: "2"}) { status } }`, map[string]any{"id": id}); r.Code != "FORBIDDEN" {
+		t.Fatalf("jay editing and approving jay's request: %q %s", r.Code, r.Msg)
+	}
+	if r := s.PostAs(t, kim, approveMutation, map[string]any{"id": id}); r.Code != "FORBIDDEN" {
+		t.Fatalf("kim (approver, not sre) approving: %q %s", r.Code, r.Msg)
+	}
+	if got := poll(s, t, "vera", id, "0"); got.body.Status != "PENDING" {
+		t.Fatalf("after the refused approvals: %+v", got.body)
+	}
+	s.MustAs(t, lee, approveMutation, map[string]any{"id": id}, nil)
+	if got := approvalRequest(s, t, context.Background(), "Bearer "+jay, "GET", "/approvals/"+id, ""); got.body.Status != "APPROVED" || *got.body.DecidedBy != "lee" {
+		t.Fatalf("approved by lee, as jay reads it: %d %s", got.status, got.raw)
+	}
+	second := approvalRequest(s, t, context.Background(), "Bearer "+jay, "POST", "/approvals", string(body))
+	s.MustAs(t, jay, declineMutation, map[string]any{"id": second.body.RunID, "reason": "changed my mind"}, nil)
+}
