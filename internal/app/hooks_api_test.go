@@ -214,6 +214,8 @@ func TestHooksRepeatedIsTheSameRequest(t *testing.T) {
 		first := s.PostHookAsync(t, "/hooks/codex/repeat?wait=30s", requester, body)
 		r := waitingRequest(s, t, "repeat")
 		second := s.PostHookAsync(t, "/hooks/codex/repeat?wait=30s", requester, body)
+		// Both are held before the decision: one sent after it is a new call (asked anew).
+		apptest.Until(t, "both hooks wait on the request", func() bool { return s.App.Service.Followers(r.RunID) == 2 })
 		s.MustAs(t, apptest.TokenOf("alice"), `mutation($id: ID!, $r: String) { declineToolCall(runId: $id, reason: $r) { status } }`,
 			map[string]any{"id": r.RunID, "r": "not in prod"}, nil)
 		want := denyWith(t, "codex", "not in prod")
