@@ -154,6 +154,29 @@ func TestReviewConcurrentKeyAcrossInstances(t *testing.T) {
 	if c := countRuns(a, t); c != 1 {
 		t.Fatalf("%d runs stored, want 1", c)
 	}
+	// The hooks' derived key, once its request is decided: the same body sent at once to both
+	// instances makes one new request, which every hook joins.
+	hook := apptest.HookFixture(t, "claude-code/permission-request.json")
+	postHookAs(a, t, "/hooks/claude-code/hooks?wait=0", "bot", hook)
+	first := pendingRunID(a, t)
+	b.MustAs(t, apptest.TokenOf("alice"), declineMutation, map[string]any{"id": first}, nil)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := a
+			if i%2 == 1 {
+				s = b
+			}
+			if got := postHookAs(s, t, "/hooks/claude-code/hooks?wait=0", "bot", hook); got.Status != 200 {
+				t.Errorf("hook %d: %d %s", i, got.Status, got.Body)
+			}
+		}()
+	}
+	wg.Wait()
+	if c := countRuns(a, t); c != 3 {
+		t.Fatalf("%d runs stored, want 3 (the deploy, the decided hook request, and one new one)", c)
+	}
 }
 
 // TestReviewRequesterSeesOnlyItsOwnAndDecidesNothing: a requester reads its own requests and
