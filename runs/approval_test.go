@@ -390,18 +390,26 @@ func TestAwaitApproval(t *testing.T) {
 		case <-time.After(20 * time.Second):
 			t.Fatal("a decision on another service did not end the wait")
 		}
+		// A wait ends when its ctx does (the client went away): on a service whose poll of other
+		// instances never runs, so that nothing else wakes it.
+		quiet := externalSetup(t, db, runs.Config{PollInterval: time.Hour})
 		ctx, cancel := context.WithCancel(bot)
-		pending := request(t, a, bot, runs.ApprovalParams{})
+		pending := request(t, quiet, bot, runs.ApprovalParams{})
 		ended := make(chan error, 1)
-		go func() { _, err := a.svc.AwaitApproval(ctx, pending.ID, time.Minute); ended <- err }()
-		for a.svc.Followers(pending.ID) == 0 {
+		go func() { _, err := quiet.svc.AwaitApproval(ctx, pending.ID, time.Hour); ended <- err }()
+		for quiet.svc.Followers(pending.ID) == 0 {
 			time.Sleep(time.Millisecond)
 		}
 		cancel()
-		if err := <-ended; !errors.Is(err, context.Canceled) {
-			t.Fatalf("ended with %v", err)
+		select {
+		case err := <-ended:
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("ended with %v", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("the wait did not end with its ctx")
 		}
-		if n := a.svc.Followers(pending.ID); n != 0 {
+		if n := quiet.svc.Followers(pending.ID); n != 0 {
 			t.Fatalf("%d subscriptions left after the wait ended", n)
 		}
 		internal := a.suspended(t, runs.StartParams{Prompt: "refund order 1 for 5"})

@@ -620,7 +620,8 @@ func TestApprovalsAcrossInstances(t *testing.T) {
 
 // TestApprovalsClientGoesAway: a client that disconnects mid-wait ends the wait on the server
 // (no subscription is left), and its re-POST with the same idempotencyKey gets the same run:
-// one run exists. A wait above --max-approval-wait is capped, not refused.
+// one run exists (the service's own test, TestAwaitApproval, shows that it is the end of the
+// request's context that ends the wait).
 func TestApprovalsClientGoesAway(t *testing.T) {
 	eachApprovalsDB(t, func(t *testing.T, s *testServer) {
 		req := map[string]any{"agentId": "hooks", "toolName": "Bash", "args": map[string]any{"command": "make deploy"}, "idempotencyKey": "session-1/tool-7"}
@@ -649,13 +650,19 @@ func TestApprovalsClientGoesAway(t *testing.T) {
 		if n := s.countRuns(t); n != 1 {
 			t.Fatalf("%d runs, want 1", n)
 		}
-		// --max-approval-wait is 1s here: an hour's wait answers PENDING after it.
-		start := time.Now()
-		capped := s.poll(t, "bot", id, "1h")
-		if capped.status != 200 || capped.body.Status != "PENDING" || time.Since(start) > 30*time.Second {
-			t.Fatalf("a wait above the maximum: %d %+v after %s", capped.status, capped.body, time.Since(start))
-		}
-	}, "--max-approval-wait", "1s")
+	})
+}
+
+// TestApprovalsWaitIsCapped: a wait above --max-approval-wait waits that long, and answers
+// PENDING; it is not refused.
+func TestApprovalsWaitIsCapped(t *testing.T) {
+	s := approvalsServer(t, "sqlite:"+t.TempDir()+"/interlock.db", "--max-approval-wait", "1s")
+	id := s.ask(t, "bot", "0", deployRequest(nil)).RunID
+	start := time.Now()
+	capped := s.poll(t, "bot", id, "1h")
+	if capped.status != 200 || capped.body.Status != "PENDING" || time.Since(start) < time.Second || time.Since(start) > 30*time.Second {
+		t.Fatalf("a wait above the maximum: %d %+v after %s", capped.status, capped.body, time.Since(start))
+	}
 }
 
 // TestApprovalsMutationRate: each POST /approvals takes a token of its client's mutation rate,
