@@ -42,6 +42,7 @@ func countsByDay(t *testing.T, db *gorm.DB) map[string]int64 {
 // RecountSuspended — the SQL the migration also runs — puts every run in the day the store
 // counted it in; retention drops the counts that came back to zero and changes no sum.
 func TestRecountSuspendedAgreesWithTheStore(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		ctx := context.Background()
 		st := gormstore.New(db)

@@ -22,6 +22,7 @@ import (
 // of three runs queue, then lets it commit them: their events go in one INSERT, and a lost
 // lease among them sends each write to a transaction of its own, with its own answer.
 func TestGroupCommitSharesOneTransaction(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		s := gormstore.New(db)
 		ctx := t.Context()
@@ -130,6 +131,7 @@ func TestGroupCommitSharesOneTransaction(t *testing.T) {
 // three runs are not stored — a write retried alone would have stored its run. MySQL only:
 // SQLite has no way to lose the connection of a transaction from outside.
 func TestFailedGroupCommitIsNotRetried(t *testing.T) {
+	t.Parallel()
 	db := dbtest.MySQL(t)
 	s := gormstore.New(db)
 	ctx := t.Context()
@@ -258,6 +260,7 @@ func (g *groupSpy) StartGroup(base context.Context, members []gormstore.GroupMem
 // with how it ended — committed, or rolled back with each write made again alone; a write
 // committed alone is not announced, and its statements run in its caller's context.
 func TestGroupTracer(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		spy := &groupSpy{}
 		s := gormstore.New(db).TraceGroups(spy)

@@ -10,6 +10,7 @@ import (
 // A MySQL connection has read and write timeouts unless the setting names its own (0 included),
 // so a statement on a dead connection cannot wait forever.
 func TestMySQLConnectionsHaveIOTimeouts(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		dsn         string
 		read, write time.Duration

@@ -16,6 +16,7 @@ import (
 // version order; one whose record is removed is pending again, and one recorded by a newer
 // binary is listed as applied but unknown.
 func TestMigrationStatusOfAMigratedDatabase(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		ctx := context.Background()
 		list, err := gormstore.MigrationStatus(ctx, db)
@@ -53,6 +54,7 @@ func TestMigrationStatusOfAMigratedDatabase(t *testing.T) {
 // TestMigrationStatusOnlyReads: a database never migrated has every migration pending, and
 // asking does not create schema_migrations.
 func TestMigrationStatusOnlyReads(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	check := func(t *testing.T, db *gorm.DB) {
 		list, err := gormstore.MigrationStatus(ctx, db)

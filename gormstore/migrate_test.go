@@ -13,6 +13,7 @@ import (
 // TestMigratedSchemaMatchesModels checks that every column of every model exists after the
 // migrations, and that the tables have no column the models do not know.
 func TestMigratedSchemaMatchesModels(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		for _, m := range gormstore.All() {
 			stmt := &gorm.Statement{DB: db}
@@ -46,6 +47,7 @@ func TestMigratedSchemaMatchesModels(t *testing.T) {
 
 // TestMigrateIsIdempotent runs the migrations a second time on a migrated database.
 func TestMigrateIsIdempotent(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		if err := gormstore.Migrate(context.Background(), db); err != nil {
 			t.Fatalf("second migrate: %v", err)
@@ -61,6 +63,7 @@ func TestMigrateIsIdempotent(t *testing.T) {
 }
 
 func TestOpenRejectsBadSettings(t *testing.T) {
+	t.Parallel()
 	for _, s := range []string{"postgres://x", "mysql://host-only", "sqlite:", "mysql://u:secret@127.0.0.1:1/db"} {
 		_, err := gormstore.Open(context.Background(), s)
 		if err == nil {

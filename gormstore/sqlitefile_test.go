@@ -94,6 +94,7 @@ func storedText(t *testing.T, db *gorm.DB, id string) string {
 }
 
 func TestSQLiteReadsTheOldEnginesFile(t *testing.T) {
+	t.Parallel()
 	db := openOldSQLiteFile(t)
 
 	var n int64
@@ -130,6 +131,7 @@ func TestSQLiteReadsTheOldEnginesFile(t *testing.T) {
 // and checks that a time is stored as the very text the old engine wrote, and that ORDER BY and a
 // range filter on created_at treat old and new rows as the instants they are.
 func TestSQLiteWritesTimesAsTheOldEngineDid(t *testing.T) {
+	t.Parallel()
 	db := openOldSQLiteFile(t)
 	st := gormstore.New(db)
 	ctx := context.Background()
@@ -188,6 +190,7 @@ func TestSQLiteWritesTimesAsTheOldEngineDid(t *testing.T) {
 const minSQLite = "3.50.0"
 
 func TestSQLiteEngineIsCurrent(t *testing.T) {
+	t.Parallel()
 	db, err := gormstore.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "v.db"))
 	if err != nil {
 		t.Fatal(err)

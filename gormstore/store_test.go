@@ -13,6 +13,7 @@ import (
 
 // TestStoreSQLite runs the runs.Store conformance suite on SQLite, a new file per subtest.
 func TestStoreSQLite(t *testing.T) {
+	t.Parallel()
 	storetest.Run(t, func(t *testing.T, o storetest.Options) runs.Store {
 		return gormstore.New(dbtest.SQLite(t), gormstore.Outbox(o.Outbox))
 	})
@@ -26,6 +27,7 @@ func TestStoreSQLite(t *testing.T) {
 // databases are made once, for this test, and each subtest takes one emptied of the rows the
 // previous one left: subtests stay independent, and still run in parallel.
 func TestStoreMySQL(t *testing.T) {
+	t.Parallel()
 	const databases = 4 // more than the subtests that run at once (GOMAXPROCS by default)
 	pool := make(chan *gorm.DB, databases)
 	for range databases {

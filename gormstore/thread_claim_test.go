@@ -18,6 +18,7 @@ import (
 // commit); a run refused its thread writes nothing and fails only itself, so the others still
 // commit together, in one INSERT, rather than each again alone.
 func TestRefusedThreadClaimKeepsItsGroup(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		s := gormstore.New(db)
 		ctx := t.Context()

@@ -21,6 +21,7 @@ import (
 // purged, of its earliest message), nil included; thread and threads show a thread under that
 // resource only, with that resource's messages; and from then on only the owner may add runs.
 func TestMigrationGivesOldThreadsTheOwnerOfTheirFirstRun(t *testing.T) {
+	t.Parallel()
 	t.Run(gormstore.DialectSQLite, func(t *testing.T) {
 		db, err := gormstore.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "old.db"))
 		if err != nil {

@@ -72,6 +72,7 @@ func sseModel(t *testing.T, s *sseServer) *llm.OpenAI {
 // connection cut) is not the answer: the call is made again, and the text streamed so far is
 // declared void through RetryFunc before the next attempt streams its own.
 func TestOpenAIRepeatsACutOffAnswer(t *testing.T) {
+	t.Parallel()
 	s := newSSEServer(t,
 		sse(chunk(`{"role":"assistant","content":"Hel"}`)),         // ends cleanly, unfinished
 		"CUT"+sse(chunk(`{"role":"assistant","content":"Hello"}`)), // connection dropped
@@ -107,6 +108,7 @@ func TestOpenAIRepeatsACutOffAnswer(t *testing.T) {
 // When every attempt is cut off, the call fails with ErrCutOff once MaxRetries are used: the
 // fragment is never returned as the answer.
 func TestOpenAIFailsWhenEveryAnswerIsCutOff(t *testing.T) {
+	t.Parallel()
 	s := newSSEServer(t, sse(chunk(`{"role":"assistant","tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"refund","arguments":"{\"amo"}}]}`)))
 	retries := 0
 	r := req
@@ -123,6 +125,7 @@ func TestOpenAIFailsWhenEveryAnswerIsCutOff(t *testing.T) {
 
 // Some servers change the chunk id mid-stream; the answer is the whole stream all the same.
 func TestOpenAIKeepsTheAnswerWhenTheChunkIDChanges(t *testing.T) {
+	t.Parallel()
 	second := strings.ReplaceAll(chunk(`{"content":"lo, world"}`), `"c1"`, `"c2"`)
 	call := strings.ReplaceAll(chunk(`{"tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"lookup","arguments":"{}"}}]}`), `"c1"`, `"c3"`)
 	s := newSSEServer(t, sse(chunk(`{"role":"assistant","content":"Hel"}`), second, call, finish("tool_calls"))+done)
@@ -136,6 +139,7 @@ func TestOpenAIKeepsTheAnswerWhenTheChunkIDChanges(t *testing.T) {
 // the call before has one, starts the next call. With an index they go by index, even
 // interleaved.
 func TestOpenAIAssemblesParallelToolCalls(t *testing.T) {
+	t.Parallel()
 	for name, tc := range map[string]struct {
 		chunks []string
 		want   string

@@ -10,6 +10,7 @@ import (
 // TestDemoModelUsesARefundToolNamedRefund: examples/interlock.yaml's demo agent offers its
 // refund tool as "refund", not "issue_refund"; the demo model calls that one.
 func TestDemoModelUsesARefundToolNamedRefund(t *testing.T) {
+	t.Parallel()
 	req := Request{Messages: []Message{{Role: RoleUser, Content: "refund order 42 for 30"}}, Tools: []ToolDef{{Name: "refund"}}}
 	resp, err := (&Demo{}).Stream(context.Background(), req, func(string) error { return nil })
 	if err != nil {
@@ -28,6 +29,7 @@ func TestDemoModelUsesARefundToolNamedRefund(t *testing.T) {
 }
 
 func TestDemoModel(t *testing.T) {
+	t.Parallel()
 	tools := []ToolDef{{Name: "lookup_order"}, {Name: "issue_refund"}, {Name: "ask_customer"}, {Name: "slow_task"}}
 	cases := []struct {
 		prompt string
@@ -65,6 +67,7 @@ func TestDemoModel(t *testing.T) {
 }
 
 func TestDemoModelSummarisesResults(t *testing.T) {
+	t.Parallel()
 	args, _ := json.Marshal(map[string]any{"orderId": "1"})
 	msgs := []Message{
 		{Role: RoleUser, Content: "refund orders 1 and 2"},
@@ -83,6 +86,7 @@ func TestDemoModelSummarisesResults(t *testing.T) {
 }
 
 func TestDemoModelCounts(t *testing.T) {
+	t.Parallel()
 	var deltas []string
 	resp, _ := (&Demo{}).Stream(context.Background(), Request{Messages: []Message{{Role: RoleUser, Content: "count to 1000"}}},
 		func(d string) error { deltas = append(deltas, d); return nil })

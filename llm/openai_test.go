@@ -84,6 +84,7 @@ var req = llm.Request{
 }
 
 func TestOpenAIStreamsText(t *testing.T) {
+	t.Parallel()
 	s := newChatServer(t, nil, 0, chunk(`{"role":"assistant","content":"Hel"}`), chunk(`{"content":"lo, "}`), chunk(`{"content":"world"}`))
 	var pieces []string
 	resp, err := model(t, s, 5*time.Second).Stream(context.Background(), req, func(d string) error { pieces = append(pieces, d); return nil })
@@ -106,6 +107,7 @@ func TestOpenAIStreamsText(t *testing.T) {
 }
 
 func TestOpenAIAssemblesToolCallsSplitOverChunks(t *testing.T) {
+	t.Parallel()
 	s := newChatServer(t, nil, 0,
 		chunk(`{"role":"assistant","tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"lookup","arguments":""}}]}`),
 		chunk(`{"tool_calls":[{"index":0,"function":{"arguments":"{\"order"}}]}`),
@@ -125,6 +127,7 @@ func TestOpenAIAssemblesToolCallsSplitOverChunks(t *testing.T) {
 }
 
 func TestOpenAIRetriesRateLimitsAndServerErrors(t *testing.T) {
+	t.Parallel()
 	s := newChatServer(t, []int{429}, 0, chunk(`{"content":"ok"}`))
 	resp, err := model(t, s, 5*time.Second).Stream(context.Background(), req, func(string) error { return nil })
 	if err != nil || resp.Text != "ok" || s.requests.Load() != 2 {
@@ -140,6 +143,7 @@ func TestOpenAIRetriesRateLimitsAndServerErrors(t *testing.T) {
 }
 
 func TestOpenAIDoesNotRetryRefusalsAndHidesTheKey(t *testing.T) {
+	t.Parallel()
 	s := newChatServer(t, []int{401}, 0)
 	_, err := model(t, s, 5*time.Second).Stream(context.Background(), req, func(string) error { return nil })
 	var pe *llm.ProviderError
@@ -152,6 +156,7 @@ func TestOpenAIDoesNotRetryRefusalsAndHidesTheKey(t *testing.T) {
 }
 
 func TestOpenAITimesOutASlowServer(t *testing.T) {
+	t.Parallel()
 	s := newChatServer(t, nil, 5*time.Second, chunk(`{"content":"late"}`))
 	start := time.Now()
 	_, err := model(t, s, 200*time.Millisecond).Stream(context.Background(), req, func(string) error { return nil })

@@ -20,6 +20,7 @@ import (
 // TestInvalidArgumentsNeverReachAPerson: arguments that do not match the tool's input schema
 // go back to the model as a tool error before any approval is asked.
 func TestInvalidArgumentsNeverReachAPerson(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		var executed atomic.Int64
 		m := &scripted{steps: []step{
@@ -62,6 +63,7 @@ func TestInvalidArgumentsNeverReachAPerson(t *testing.T) {
 // TestEditedArgumentsAreToldToTheModel: the tool runs with a person's edited arguments and the
 // model learns they changed.
 func TestEditedArgumentsAreToldToTheModel(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		var mu sync.Mutex
 		var ran []string

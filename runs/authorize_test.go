@@ -22,6 +22,7 @@ func as(subject string, resources []string, roles ...run.Role) context.Context {
 }
 
 func TestRolesGateEachOperation(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := setup(t, db, runs.Config{})
 		viewer := as("vera", nil, run.RoleViewer)
@@ -95,6 +96,7 @@ func TestRolesGateEachOperation(t *testing.T) {
 }
 
 func TestScopedPrincipalLearnsNothingOfOtherResources(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := setup(t, db, runs.Config{})
 		admin := as("root", nil, run.RoleAdmin)
@@ -184,6 +186,7 @@ func TestScopedPrincipalLearnsNothingOfOtherResources(t *testing.T) {
 }
 
 func TestSeparationOfDuties(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := setup(t, db, runs.Config{SeparationOfDuties: true})
 		alice := as("alice", nil, run.RoleApprover)
@@ -229,6 +232,7 @@ func TestSeparationOfDuties(t *testing.T) {
 }
 
 func TestApproverRolesOfATool(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		guarded := &agent.Agent{
 			ID: "guarded-agent", Name: "Guarded", Model: &llm.Demo{},
@@ -287,6 +291,7 @@ func TestApproverRolesOfATool(t *testing.T) {
 // unrestricted and recorded as nobody. (Before, a context without a principal was unrestricted:
 // a request that slipped past authentication started and approved runs as nobody.)
 func TestNoPrincipalIsUnauthenticated(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := setup(t, db, runs.Config{})
 		r := f.suspended(t, runs.StartParams{AgentID: "counter-agent", Prompt: "refund order 3"})

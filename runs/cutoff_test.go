@@ -47,6 +47,7 @@ func cutOffModel(t *testing.T, cut int) (*llm.OpenAI, *atomic.Int64) {
 // the provider's retries), followers are told to drop the fragment, and when every attempt is
 // cut off the run fails with MODEL_ERROR.
 func TestCutOffModelAnswerNeverCompletesARun(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		once, _ := cutOffModel(t, 1)
 		always, requests := cutOffModel(t, 100)

@@ -84,6 +84,7 @@ func discoveryRuns() []seedOpts {
 }
 
 func TestSuspendedRunsDiscovery(t *testing.T) {
+	t.Parallel()
 	at := func(d time.Duration) *time.Time { v := base.Add(d); return &v }
 	parse := func(s string) *time.Time {
 		v, err := time.Parse(time.RFC3339Nano, s)
@@ -152,6 +153,7 @@ func TestSuspendedRunsDiscovery(t *testing.T) {
 }
 
 func TestSuspendedRunsValidation(t *testing.T) {
+	t.Parallel()
 	at := func(d time.Duration) *time.Time { v := base.Add(d); return &v }
 	cases := []struct {
 		name string
@@ -177,6 +179,7 @@ func TestSuspendedRunsValidation(t *testing.T) {
 }
 
 func TestUnpaginatedAnswerAboveTheLimitAsksToPaginate(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := setup(t, db, runs.Config{MaxUnpaginated: 3, MaxPerPage: 2})
 		seed(t, db, discoveryRuns()...)
@@ -196,6 +199,7 @@ func TestUnpaginatedAnswerAboveTheLimitAsksToPaginate(t *testing.T) {
 }
 
 func TestAmbiguousToolCall(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := setup(t, db, runs.Config{})
 		seed(t, db, seedOpts{id: "run-two", agent: "support-agent"})
@@ -211,6 +215,7 @@ func TestAmbiguousToolCall(t *testing.T) {
 }
 
 func TestConcurrentApprovalsOneWins(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := setup(t, db, runs.Config{})
 		r := f.suspended(t, runs.StartParams{AgentID: "counter-agent", Prompt: "refund order 3"})

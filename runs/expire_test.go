@@ -87,15 +87,18 @@ func show(s *string) string {
 // that long and no longer: then it is EXPIRED, the model is told the request timed out, and a
 // late approval is CONFLICT saying it expired.
 func TestApprovalExpires(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		clock := &testClock{}
-		f := expirySetup(t, db, clock, 10*time.Millisecond)
+		var passes *loopPasses
+		f := setupWith(t, db, runs.Config{NowFunc: clock.now, ExpiryInterval: 10 * time.Millisecond}, setupOpts{agents: expiringAgents(),
+			wrap: func(st runs.Store) runs.Store { passes = &loopPasses{Store: st}; return passes }})
 		r := f.suspended(t, runs.StartParams{AgentID: "expiring-agent", Prompt: "refund order 42 for 30"})
 		call := r.ToolCalls[0]
 		if call.ExpiresAt == nil || !call.ExpiresAt.Equal(r.SuspendedAt.Add(30*time.Minute)) {
 			t.Fatalf("expiresAt = %v, want suspendedAt %v + 30m", call.ExpiresAt, r.SuspendedAt)
 		}
-		time.Sleep(100 * time.Millisecond) // several passes of the loop: nothing is due yet
+		waitPasses(t, "the expiry loop", &passes.expiry, 3) // several passes of the loop: nothing is due yet
 		if got, _ := f.svc.Get(bg(), r.ID); got.Status != run.StatusSuspended {
 			t.Fatalf("run is %s before its deadline", got.Status)
 		}
@@ -114,6 +117,7 @@ func TestApprovalExpires(t *testing.T) {
 // TestDecisionAfterTheDeadlineIsRefused: past the deadline, before the expiry loop has looked,
 // a decision is CONFLICT (expired), and the call is expired there and then.
 func TestDecisionAfterTheDeadlineIsRefused(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		clock := &testClock{}
 		f := expirySetup(t, db, clock, time.Hour) // the loop never runs
@@ -134,6 +138,7 @@ func TestDecisionAfterTheDeadlineIsRefused(t *testing.T) {
 // TestSuspendedCallExpires: a call waiting for resume data expires the same way, and the model
 // is told the request for input timed out.
 func TestSuspendedCallExpires(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		clock := &testClock{}
 		f := expirySetup(t, db, clock, 10*time.Millisecond)
@@ -151,6 +156,7 @@ func TestSuspendedCallExpires(t *testing.T) {
 // TestSubAgentCallExpires: a sub-agent's call surfaces on the supervisor's run with its
 // expiresAt; its expiry resolves both, once each, and the supervisor goes on.
 func TestSubAgentCallExpires(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		clock := &testClock{}
 		f := expirySetup(t, db, clock, 10*time.Millisecond)
@@ -180,6 +186,7 @@ func TestSubAgentCallExpires(t *testing.T) {
 // TestTwoServicesExpireOnce: two instances over one database, both running the expiry loop
 // often: the call expires once.
 func TestTwoServicesExpireOnce(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		clock := &testClock{}
 		a := expirySetup(t, db, clock, 5*time.Millisecond)
@@ -202,6 +209,7 @@ func TestTwoServicesExpireOnce(t *testing.T) {
 // expires and the run goes on with the other's decision; when neither is decided, the first
 // expiry keeps the run waiting on the second and the second resumes it.
 func TestExpiryOfOneOfSeveralCalls(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		clock := &testClock{}
 		f := expirySetup(t, db, clock, 10*time.Millisecond)

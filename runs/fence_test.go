@@ -161,6 +161,9 @@ func cutOffPair(t *testing.T) (direct, proxied *gorm.DB, proxy *dbProxy) {
 // An instance cut off from the database (the proxy freezes: nothing answers, nothing fails)
 // cancels its tool's execution before another instance may claim the run, and the other
 // instance does not run the tool while the first one's execution is live: it asks a person.
+//
+// Not parallel: what it checks turns on leases of a few seconds, renewed (or not) in time;
+// the load of other tests must not decide it.
 func TestCutOffInstanceStopsItsToolBeforeAnotherClaimsTheRun(t *testing.T) {
 	direct, proxied, proxy := cutOffPair(t)
 	tl := newTimeline()
@@ -206,6 +209,9 @@ func TestCutOffInstanceStopsItsToolBeforeAnotherClaimsTheRun(t *testing.T) {
 // A database outage shorter than the lease, while a tool finishes, does not lose its result:
 // the result is stored once the database answers again, the run goes on, and no call is
 // reported interrupted (nor run again).
+//
+// Not parallel: what it checks turns on leases of a few seconds, renewed (or not) in time;
+// the load of other tests must not decide it.
 func TestToolResultIsStoredAfterAnOutageShorterThanTheLease(t *testing.T) {
 	direct, proxied, proxy := cutOffPair(t)
 	tl := newTimeline()
@@ -247,6 +253,7 @@ func TestToolResultIsStoredAfterAnOutageShorterThanTheLease(t *testing.T) {
 // A graceful stop whose deadline passes while a tool still runs cuts the call, and says so in
 // the log, naming the run, the tool and the call.
 func TestShutdownTimeoutLogsEachCutCall(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		tl := newTimeline()
 		var c counted

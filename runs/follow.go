@@ -345,3 +345,7 @@ func (s *Service) streamContext(ctx context.Context) (context.Context, context.C
 
 // Followers returns how many streams of this instance follow the run (for leak checks).
 func (s *Service) Followers(runID string) int { return s.runHub.Count(runID) }
+
+// Watchers is how many WatchSuspended streams this instance is serving (tests wait on it
+// rather than sleep until a subscription is active).
+func (s *Service) Watchers() int { return s.watched.Count(changesTopic) }

@@ -17,6 +17,9 @@ import (
 // TestIdleStreamsHoldNoGoroutine follows one suspended run forty times: once each stream has
 // sent what is stored, it waits without a goroutine of its own; the approval wakes every one
 // of them, each gets the rest of the run once, in order, and closes.
+//
+// Not parallel: it counts the goroutines of the process that run Follow streams, which other
+// tests would add to.
 func TestIdleStreamsHoldNoGoroutine(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := setup(t, db, runs.Config{})
@@ -62,6 +65,9 @@ func TestIdleStreamsHoldNoGoroutine(t *testing.T) {
 // TestCancelledIdleStreamCloses ends a stream that waits on a suspended run by cancelling its
 // context: its channel closes, and the run has no follower left. The notify loop polls once an
 // hour, so nothing but the cancellation wakes the stream.
+//
+// Not parallel: it counts the goroutines of the process that run Follow streams, which other
+// tests would add to.
 func TestCancelledIdleStreamCloses(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := setup(t, db, runs.Config{PollInterval: time.Hour})

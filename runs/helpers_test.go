@@ -3,8 +3,11 @@ package runs_test
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"io"
 	"log/slog"
+	"runtime"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -153,3 +156,47 @@ func wantCode(t *testing.T, err error, code run.Code) {
 // bg is a context acting for the server itself (run.System). The service fails closed, so a test
 // that is not about who acts acts for the server; one that is about it uses as.
 func bg() context.Context { return run.WithSystem(context.Background()) }
+
+// loopPasses is a store that counts the passes of a service's background loops over it: the
+// expiry loop's reads of the due calls, the notify loop's reads of the changes made elsewhere.
+// A test waits for passes instead of sleeping "long enough" for them.
+type loopPasses struct {
+	runs.Store
+	expiry, notify atomic.Int64
+}
+
+func (p *loopPasses) DueExpiries(ctx context.Context, now time.Time, limit int) ([]runs.DueCall, error) {
+	defer p.expiry.Add(1)
+	return p.Store.DueExpiries(ctx, now, limit)
+}
+
+func (p *loopPasses) Changes(ctx context.Context, since time.Time, notInstance string) ([]runs.ChangeRecord, error) {
+	defer p.notify.Add(1)
+	return p.Store.Changes(ctx, since, notInstance)
+}
+
+// waitPasses waits until n more passes than now are counted by passes (one of loopPasses's
+// counters), failing the test after 20s.
+func waitPasses(t *testing.T, what string, passes *atomic.Int64, n int64) {
+	t.Helper()
+	want := passes.Load() + n
+	for deadline := time.Now().Add(20 * time.Second); passes.Load() < want; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %d of %d passes within 20s", what, passes.Load()-want+n, n)
+		}
+	}
+}
+
+// waitingTestsInParallel lets 8 parallel tests run at once (or GOMAXPROCS, when more) unless
+// -parallel says otherwise. go test's default, GOMAXPROCS, is for tests that compute; these
+// mostly wait — on the database, a tool, a lease or an outage of 15 s
+// (TestSQLiteWriteLockHeldByAnotherConnection, TestDatabaseFaultsAtScale) — and on 2 CPUs two
+// such waits held up every other test.
+func waitingTestsInParallel() {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		flag.Set("test.parallel", strconv.Itoa(max(8, runtime.GOMAXPROCS(0))))
+	}
+}

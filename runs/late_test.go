@@ -23,6 +23,9 @@ import (
 // the run b now holds: the run waits on the call under its new id (tc_2), which names tc_1 and
 // shows the answer. The tool ran once. A person who approves the call again may: it runs a
 // second time, and the run completes, the late result still there, on tc_1 only.
+//
+// Not parallel: what it checks turns on leases of a few seconds, renewed (or not) in time;
+// the load of other tests must not decide it.
 func TestALateResultIsShownWithTheInterruptedCall(t *testing.T) {
 	direct, proxied, proxy := cutOffPair(t)
 	tl := newTimeline()
@@ -90,6 +93,9 @@ func TestALateResultIsShownWithTheInterruptedCall(t *testing.T) {
 // than twice the lease while a tool fails; the instance that ran it keeps its answer and records
 // it as a late result when the database is back. The instance that recovers the run afterwards
 // finds it, and its reason says what is known: the answer was recorded, when, and what it was.
+//
+// Not parallel: what it checks turns on leases of a few seconds, renewed (or not) in time;
+// the load of other tests must not decide it.
 func TestRecoverySaysWhatALateResultHolds(t *testing.T) {
 	direct, proxied, proxy := cutOffPair(t)
 	tl := newTimeline()
@@ -153,6 +159,9 @@ func TestRecoverySaysWhatALateResultHolds(t *testing.T) {
 // longer than twice its lease while a tool finishes; when the database is back it recovers the
 // run itself, before its own retry of the late result came round. Its reason still says what
 // the tool answered: recovery records the result the instance holds before it says anything.
+//
+// Not parallel: what it checks turns on leases of a few seconds, renewed (or not) in time;
+// the load of other tests must not decide it.
 func TestALoneInstanceSaysWhatItHeld(t *testing.T) {
 	_, proxied, proxy := cutOffPair(t)
 	tl := newTimeline()

@@ -15,6 +15,7 @@ import (
 )
 
 func TestApproveRunsTheToolAndCompletes(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := setup(t, db, runs.Config{})
 		r := f.suspended(t, runs.StartParams{Prompt: "refund order 42 for 30", ThreadID: ptr("t1"), ResourceID: ptr("u1")})
@@ -81,6 +82,7 @@ func checkGapless(t *testing.T, f *fixture, runID string, last int64) {
 }
 
 func TestDeclineTellsTheModelAndSkipsTheTool(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := setup(t, db, runs.Config{})
 		for _, tc := range []struct{ reason, want string }{
@@ -100,6 +102,7 @@ func TestDeclineTellsTheModelAndSkipsTheTool(t *testing.T) {
 }
 
 func TestResumeValidatesAgainstResumeSchema(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := setup(t, db, runs.Config{})
 		ctx := bg()
@@ -140,6 +143,7 @@ func TestResumeValidatesAgainstResumeSchema(t *testing.T) {
 // both at once; deciding one keeps the run SUSPENDED on the other, nothing runs yet, and the last
 // decision resumes the run, which then runs the calls in the model's order.
 func TestSeveralApprovalsWaitTogether(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := setup(t, db, runs.Config{})
 		ctx := bg()
@@ -194,6 +198,7 @@ func TestSeveralApprovalsWaitTogether(t *testing.T) {
 // TestSubAgentApprovalsSurfaceOneAtATime: a supervisor's delegate call shows one call of its
 // sub-agent, so a sub-agent's run with two approvals waits on them in turn.
 func TestSubAgentApprovalsSurfaceOneAtATime(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := setup(t, db, runs.Config{})
 		ctx := bg()
@@ -226,6 +231,7 @@ func typesOf(evs []run.Event) string {
 }
 
 func TestDecisionErrors(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := setup(t, db, runs.Config{})
 		ctx := bg()
@@ -266,6 +272,7 @@ func TestDecisionErrors(t *testing.T) {
 }
 
 func TestRequireToolApprovalHoldsEveryCall(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := setup(t, db, runs.Config{})
 		free := f.start(t, runs.StartParams{Prompt: "what is the status of order 5"})

@@ -65,6 +65,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
+	waitingTestsInParallel()
 	os.Exit(m.Run())
 }
 
@@ -74,6 +75,7 @@ func TestMain(m *testing.M) {
 // interrupted, and the reason says what is known. Approved again, it runs once more, on a new
 // session, and the run completes.
 func TestMCPServerDyingMidCallSuspendsTheRun(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		t.Run("stdio", func(t *testing.T) {
 			calls := filepath.Join(t.TempDir(), "calls")

@@ -33,6 +33,7 @@ func deadRun(t *testing.T, db *gorm.DB, id, snapshot string) {
 }
 
 func TestRecoveryNeverRerunsAnExecutingTool(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := setup(t, db, runs.Config{RecoveryInterval: time.Hour})
 		ctx := bg()
@@ -76,6 +77,7 @@ func TestRecoveryNeverRerunsAnExecutingTool(t *testing.T) {
 }
 
 func TestOnlyOneInstanceRecoversARun(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		a := setup(t, db, runs.Config{RecoveryInterval: time.Hour, InstanceID: "a"})
 		b := setup(t, db, runs.Config{RecoveryInterval: time.Hour, InstanceID: "b"})
@@ -103,6 +105,7 @@ func TestOnlyOneInstanceRecoversARun(t *testing.T) {
 }
 
 func TestRetentionDeletesOnlyOldFinishedRuns(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		now := base.Add(30 * 24 * time.Hour)
 		f := setup(t, db, runs.Config{Retention: 7 * 24 * time.Hour, RetentionInterval: time.Hour, NowFunc: func() time.Time { return now }})
@@ -137,13 +140,16 @@ func TestRetentionDeletesOnlyOldFinishedRuns(t *testing.T) {
 }
 
 func TestWatchSuspendedAcrossInstances(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		a := setup(t, db, runs.Config{InstanceID: "a", PollInterval: 50 * time.Millisecond})
-		b := setup(t, db, runs.Config{InstanceID: "b", PollInterval: 50 * time.Millisecond})
+		var passes *loopPasses
+		b := setupWith(t, db, runs.Config{InstanceID: "b", PollInterval: 50 * time.Millisecond},
+			setupOpts{wrap: func(st runs.Store) runs.Store { passes = &loopPasses{Store: st}; return passes }})
 		ctx, cancel := context.WithTimeout(bg(), 20*time.Second)
 		defer cancel()
 		watch, _ := b.svc.WatchSuspended(ctx, runs.WatchFilter{ThreadID: ptr("watched")})
-		time.Sleep(200 * time.Millisecond) // b's notify loop primes what it has seen
+		waitPasses(t, "b's notify loop", &passes.notify, 1) // b's notify loop primes what it has seen
 		a.start(t, runs.StartParams{Prompt: "refund order 1", ThreadID: ptr("other")})
 		r := a.suspended(t, runs.StartParams{Prompt: "refund order 2", ThreadID: ptr("watched")})
 		got := <-watch
@@ -171,6 +177,7 @@ func TestWatchSuspendedAcrossInstances(t *testing.T) {
 // on the new id runs the tool once. (Under the old id, the retry was taken for a repeat of the
 // first approval: the new approval was silently dropped, or a late retry could run it again.)
 func TestAnInterruptedCallWaitsUnderANewID(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := setup(t, db, runs.Config{RecoveryInterval: time.Hour})
 		alice := as("alice", nil, run.RoleAdmin)

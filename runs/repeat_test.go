@@ -18,6 +18,7 @@ import (
 // anything — the principal, the kind, the reason — is another decision and gets the CONFLICT
 // naming who decided and when.
 func TestTheSameDecisionAgainReturnsTheStoredResult(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := setup(t, db, runs.Config{})
 		alice, bob := as("alice", nil, run.RoleAdmin), as("bob", nil, run.RoleAdmin)

@@ -98,6 +98,7 @@ func suspendedChain(t *testing.T, f *fixture, prompt string) chain {
 }
 
 func TestSupervisorSurfacesInnerApprovalTwoLevelsDeep(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := setupChain(t, db)
 		ctx := bg()
@@ -179,6 +180,7 @@ func TestSupervisorSurfacesInnerApprovalTwoLevelsDeep(t *testing.T) {
 }
 
 func TestSupervisorDeclineReachesTheInnerModel(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := setupChain(t, db)
 		ctx := bg()
@@ -208,6 +210,7 @@ func TestSupervisorDeclineReachesTheInnerModel(t *testing.T) {
 }
 
 func TestSupervisorResumesInnerSuspension(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := setupChain(t, db)
 		ctx := bg()
@@ -241,6 +244,7 @@ func (brokenModel) Stream(ctx context.Context, req llm.Request, onText func(stri
 }
 
 func TestSupervisorGetsTheFailureOfItsSubAgent(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		broken := &agent.Agent{ID: "broken.agent", Model: brokenModel{}}
 		boss := &agent.Agent{ID: "boss", Model: &llm.Demo{}, SubAgents: []*agent.Agent{broken}}
@@ -259,6 +263,7 @@ func TestSupervisorGetsTheFailureOfItsSubAgent(t *testing.T) {
 // executes; b recovers the sub-agent's run, which suspends on the interrupted call; that
 // surfaces on the supervisor, and approving the supervisor on b finishes both runs there.
 func TestSupervisorChainSurvivesTheLossOfAnInstance(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		var calls atomic.Int64
 		started := make(chan struct{}, 1)

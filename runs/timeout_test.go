@@ -29,6 +29,7 @@ import (
 // sent, and the tool ran once. A call of the same tool that nobody gates is answered to the model
 // as a timeout, as before, and the run goes on; that tool too ran once.
 func TestTimedOutCallIsNeverSentAgain(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		t.Run("http", func(t *testing.T) {
 			var calls atomic.Int64

@@ -52,6 +52,7 @@ func asBeforeServerIDs(t *testing.T, db *gorm.DB, runID string, rename map[strin
 // upgrade by the ids they showed: a run waiting on two calls, and a supervisor chain whose
 // supervisor shows the inner call under its delegate call's id.
 func TestRunsSuspendedBeforeServerIDsStayDecidable(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := setupChain(t, db)
 		ctx := as("alice", nil, run.RoleAdmin)

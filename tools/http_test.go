@@ -52,6 +52,7 @@ func endpoint(t *testing.T, fn func(w http.ResponseWriter, req tools.HTTPRequest
 }
 
 func TestHTTPToolResult(t *testing.T) {
+	t.Parallel()
 	s, got, headers := endpoint(t, func(w http.ResponseWriter, req tools.HTTPRequest) {
 		io.WriteString(w, `{"result": {"refundId": "rf_7", "args": `+string(req.Args)+`}}`)
 	})
@@ -79,6 +80,7 @@ func sameRequest(a, b tools.HTTPRequest) bool {
 }
 
 func TestHTTPToolSuspendsThenResumes(t *testing.T) {
+	t.Parallel()
 	s, got, _ := endpoint(t, func(w http.ResponseWriter, req tools.HTTPRequest) {
 		if req.ResumeData == nil {
 			io.WriteString(w, `{"suspend": {"question": "Which card?"}}`)
@@ -107,6 +109,7 @@ func TestHTTPToolSuspendsThenResumes(t *testing.T) {
 }
 
 func TestHTTPToolFailuresAreToolErrors(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, want string
 		answer     func(w http.ResponseWriter)
@@ -126,6 +129,7 @@ func TestHTTPToolFailuresAreToolErrors(t *testing.T) {
 }
 
 func TestHTTPToolTimeout(t *testing.T) {
+	t.Parallel()
 	var calls atomic.Int64
 	release := make(chan struct{})
 	defer close(release)
@@ -147,6 +151,7 @@ func TestHTTPToolTimeout(t *testing.T) {
 }
 
 func TestHTTPToolUnreachable(t *testing.T) {
+	t.Parallel()
 	s := httptest.NewServer(http.NotFoundHandler())
 	url := s.URL
 	s.Close()
@@ -162,6 +167,7 @@ func TestHTTPToolUnreachable(t *testing.T) {
 // tool error the model could answer by calling again — and the request went out once. A
 // refused connection (nothing sent) stays a tool error.
 func TestHTTPToolConnectionCutAfterSending(t *testing.T) {
+	t.Parallel()
 	for name, cut := range map[string]func(w http.ResponseWriter){
 		"before the answer": func(w http.ResponseWriter) {},
 		"mid-body": func(w http.ResponseWriter) {

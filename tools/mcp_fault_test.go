@@ -176,6 +176,7 @@ func wantUnknown(t *testing.T, err error, reason string) {
 // the new process: its outcome is unknown, for a person to decide. The death is logged once
 // with its status, and the restart once; the next call goes to a new process.
 func TestMCPStdioServerDiesMidCall(t *testing.T) {
+	t.Parallel()
 	f := newStdioFault(t)
 	srv := f.connect(t)
 	_, err := srv.Execute("write_file")(context.Background(), call(`{"then":"die"}`))
@@ -202,6 +203,7 @@ func TestMCPStdioServerDiesMidCall(t *testing.T) {
 // TestMCPHTTPConnectionCutMidCall: the same for a url server whose connection is cut while it
 // executes a call.
 func TestMCPHTTPConnectionCutMidCall(t *testing.T) {
+	t.Parallel()
 	var calls atomic.Int64
 	var hs *httptest.Server
 	s := faultServer(func() { calls.Add(1) }, func() { hs.CloseClientConnections() }, func() {}, func() {})
@@ -226,6 +228,7 @@ func TestMCPHTTPConnectionCutMidCall(t *testing.T) {
 // and its result was too large (not that its outcome is unknown), and it is not sent again.
 // Past what Interlock reads of one message (16 MiB) the session ends, with the same answer.
 func TestMCPOversizedResult(t *testing.T) {
+	t.Parallel()
 	f := newStdioFault(t)
 	srv := f.connect(t)
 	for i, n := range []int{2 << 20, 17 << 20} {
@@ -261,6 +264,7 @@ func TestMCPOversizedResult(t *testing.T) {
 // same server, and when it times out the session (and the stdio process) stays: the next call
 // is answered by the same process while the stubborn call is still running in it.
 func TestMCPSlowCallDoesNotStallOthers(t *testing.T) {
+	t.Parallel()
 	f := newStdioFault(t)
 	f.cfg.Timeout = 3 * time.Second
 	srv := f.connect(t)
@@ -305,6 +309,7 @@ func TestMCPSlowCallDoesNotStallOthers(t *testing.T) {
 // timeout, with an error naming it (it hung for ever), and its process has ended by then: one
 // left to exit later outlived an interlock that exits on the failed start (and these tests).
 func TestMCPStartTimeout(t *testing.T) {
+	t.Parallel()
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	done := make(chan error, 1)
 	go func() {
@@ -334,6 +339,7 @@ func TestMCPStartTimeout(t *testing.T) {
 
 // TestMCPStderrInTheLog: what a stdio server writes to stderr is in the log, with its name.
 func TestMCPStderrInTheLog(t *testing.T) {
+	t.Parallel()
 	f := newStdioFault(t)
 	f.connect(t)
 	eventually(t, "the stderr line in the log", func() bool {
@@ -345,6 +351,7 @@ func TestMCPStderrInTheLog(t *testing.T) {
 // TestMCPNonTextContent: an image or a resource in a result is described to the model, not
 // dropped.
 func TestMCPNonTextContent(t *testing.T) {
+	t.Parallel()
 	s := faultServer(func() {}, func() {}, func() {}, func() {})
 	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
 	defer hs.Close()

@@ -107,6 +107,7 @@ func checkOrdersServer(t *testing.T, srv *tools.MCPServer) {
 }
 
 func TestMCPStreamableHTTP(t *testing.T) {
+	t.Parallel()
 	var calls atomic.Int64
 	h := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ordersServer(&calls) }, nil))
 	defer h.Close()
@@ -130,6 +131,7 @@ func stdioOrders(env map[string]string) tools.MCPConfig {
 }
 
 func TestMCPStdio(t *testing.T) {
+	t.Parallel()
 	srv, err := tools.ConnectMCP(context.Background(), stdioOrders(nil), "test")
 	if err != nil {
 		t.Fatal(err)
@@ -139,6 +141,7 @@ func TestMCPStdio(t *testing.T) {
 }
 
 func TestMCPUnreachable(t *testing.T) {
+	t.Parallel()
 	_, err := tools.ConnectMCP(context.Background(), tools.MCPConfig{Name: "orders", Command: []string{"/nonexistent/orders-mcp"}}, "test")
 	if err == nil || !strings.Contains(err.Error(), "MCP server orders") {
 		t.Fatalf("error %v", err)
@@ -191,6 +194,7 @@ func TestMCPStdioEnvironment(t *testing.T) {
 // TestMCPHeadersOnEveryRequest: a url server's headers go with every request: the initialize,
 // each call, the new session after the server forgot the old one, and the session's end.
 func TestMCPHeadersOnEveryRequest(t *testing.T) {
+	t.Parallel()
 	var handler atomic.Pointer[http.Handler]
 	restart := func() {
 		h := http.Handler(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ordersServer(nil) }, nil))

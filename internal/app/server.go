@@ -143,9 +143,9 @@ type Config struct {
 	// MetricsAddr, when set, serves /metrics on this address only, off the API's port
 	// (--metrics-addr, INTERLOCK_METRICS_ADDR). Default: /metrics on the API's port.
 	MetricsAddr string
-	// MaxApprovalWait is the longest wait of POST /approvals and GET /approvals/{runId}: a
-	// longer one is capped to it (--max-approval-wait, INTERLOCK_MAX_APPROVAL_WAIT). Default
-	// 10m; 0 answers at once.
+	// MaxApprovalWait is the longest wait of POST /approvals, GET /approvals/{runId} and the
+	// coding-agent hooks (/hooks/…): a longer one is capped to it (--max-approval-wait,
+	// INTERLOCK_MAX_APPROVAL_WAIT). Default 10m; 0 answers at once.
 	MaxApprovalWait time.Duration
 	// DrainDelay is how long a stopping server keeps serving with /readyz at 503 before it
 	// stops accepting connections, for load balancers to notice (--drain-delay,
@@ -373,6 +373,8 @@ func (a *App) routes() http.Handler {
 	approvalsRoute := a.tracing.HTTP(observe.HTTP(a.log, httpguard.CORS(a.approvals(rate), a.cfg.CORSOrigins)), "approvals")
 	mux.Handle("/approvals", approvalsRoute)
 	mux.Handle("/approvals/", approvalsRoute)
+	// Coding-agent permission hooks (approvals/hooks.go), guarded as /approvals (hooks_wiring.go).
+	mux.Handle("/hooks/", a.tracing.HTTP(observe.HTTP(a.log, a.hooks(rate)), "hooks"))
 	// GraphiQL with its files embedded (playground/): the page, and its files under /playground/.
 	graphiql := httpguard.NoFraming(playground.Handler())
 	mux.Handle("/playground", graphiql)
@@ -457,6 +459,13 @@ func (a *App) authenticateSocket(ctx context.Context, payload transport.InitPayl
 
 // Handler is the HTTP handler of every route.
 func (a *App) Handler() http.Handler { return a.handler }
+
+// DB is the app's database handle, for tools and tests that look at what is stored.
+func (a *App) DB() *gorm.DB { return a.db }
+
+// ActiveOperations is the number of GraphQL operations in flight over WebSockets: a socket's
+// subscriptions are counted until the socket is closed and the server has let them go.
+func (a *App) ActiveOperations() int { return a.ws.Active() }
 
 // Serve answers HTTP on ln until ctx ends, then stops gracefully within ShutdownTimeout: it
 // stops accepting connections, lets executing runs reach their next checkpoint and hands them

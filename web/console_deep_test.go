@@ -1,4 +1,4 @@
-package app
+package web_test
 
 import (
 	"io"
@@ -9,30 +9,32 @@ import (
 	"testing"
 
 	"github.com/chromedp/chromedp"
+
+	"interlock/internal/apptest"
 )
 
 // TestConsoleRunShowsDeepValuesSafely: a tool's result and a tool's question 9,000 levels deep
 // (values the server does not bound: tools answer what they answer) are shown as a notice, and
 // the run view keeps its Approve, Decline and Resume controls.
 func TestConsoleRunShowsDeepValuesSafely(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
-	model := scriptedModel(t,
-		[]scriptedCall{{"call_1", "probe", `{}`}},
-		[]scriptedCall{{"call_1", "refund", `{"orderId":"7"}`}},
-		[]scriptedCall{{"call_1", "ask", `{}`}})
+	model := apptest.ScriptedModel(t,
+		[]apptest.ScriptedCall{{ID: "call_1", Tool: "probe", Args: `{}`}},
+		[]apptest.ScriptedCall{{ID: "call_1", Tool: "refund", Args: `{"orderId":"7"}`}},
+		[]apptest.ScriptedCall{{ID: "call_1", Tool: "ask", Args: `{}`}})
 	tool := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/probe":
-			io.WriteString(w, `{"result":`+deepJSON(9000)+`}`)
+			io.WriteString(w, `{"result":`+apptest.DeepJSON(9000)+`}`)
 		case "/ask":
-			io.WriteString(w, `{"suspend":`+deepJSON(9000)+`}`)
+			io.WriteString(w, `{"suspend":`+apptest.DeepJSON(9000)+`}`)
 		default:
 			io.WriteString(w, `{"result":"refunded"}`)
 		}
 	}))
 	t.Cleanup(tool.Close)
-	t.Setenv("INTERLOCK_TEST_MODEL_KEY", "sk-test")
-	file := writeConfig(t, `
+	file := apptest.WriteConfig(t, `
 agents:
   - id: deep
     model: {provider: openai, baseURL: `+model.URL+`/v1, name: test-model, apiKeyEnv: INTERLOCK_TEST_MODEL_KEY}
@@ -42,17 +44,17 @@ tools:
   - {name: refund, description: Refund, inputSchema: {type: object}, requireApproval: true, http: {url: `+tool.URL+`/refund, timeout: 5s}}
   - {name: ask, description: Ask, inputSchema: {type: object}, http: {url: `+tool.URL+`/ask, timeout: 5s}}
 `)
-	s := startServer(t, "sqlite:"+filepath.Join(t.TempDir(), "deep.db"), "--config", file)
-	run := s.startRun(t, "go deep", map[string]any{"agentId": "deep"})
-	s.waitStatus(t, run.RunID, "SUSPENDED")
+	s := apptest.Start(t, "sqlite:"+filepath.Join(t.TempDir(), "deep.db"), "--config", file)
+	run := s.StartRun(t, "go deep", map[string]any{"agentId": "deep"})
+	s.WaitStatus(t, run.RunID, "SUSPENDED")
 	page := tab(t, ctx, false)
 	const notice = "nested more than 64 levels deep"
-	do(t, page, chromedp.Navigate(s.url+"/?run="+run.RunID),
+	do(t, page, chromedp.Navigate(s.URL+"/?run="+run.RunID),
 		chromedp.WaitVisible(chromedp.CSS(`.pending button.approve`)), chromedp.WaitVisible(chromedp.CSS(`.pending button.decline`)),
 		until(`document.body.innerText.includes("`+notice+`")`))
 
 	do(t, page, chromedp.Click(chromedp.CSS(`.pending button.approve`)))
-	s.waitStatus(t, run.RunID, "SUSPENDED")
+	s.WaitStatus(t, run.RunID, "SUSPENDED")
 	do(t, page, chromedp.WaitVisible(chromedp.CSS(`.pending form button[type=submit]`)),
 		until(`[...document.querySelectorAll(".pending")].some((p) => p.innerText.includes("`+notice+`"))`))
 	if body := bodyText(t, page); strings.Count(body, notice) < 2 {

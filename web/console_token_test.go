@@ -1,4 +1,4 @@
-package app
+package web_test
 
 import (
 	"context"
@@ -14,20 +14,21 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 	"github.com/golang-jwt/jwt/v5"
+
+	"interlock/internal/apptest"
 )
 
 // jwtServer starts a server that takes HS256 JWTs (and no static tokens) and returns it with a
 // function signing a token for subject with role that is good for life (a negative life: expired).
 // The server's leeway is 30 s: a token is expired at exp + 30 s, for requests and streams alike.
-func jwtServer(t *testing.T) (*testServer, func(subject, role string, life time.Duration) string) {
+func jwtServer(t *testing.T) (*apptest.Server, func(subject, role string, life time.Duration) string) {
 	t.Helper()
-	const secret = "a-shared-secret-of-at-least-32-bytes!"
-	t.Setenv("INTERLOCK_TEST_JWT", secret)
-	file := writeConfig(t, `
+	const secret = jwtSecret
+	file := apptest.WriteConfig(t, `
 auth:
   jwt: {hs256SecretEnv: INTERLOCK_TEST_JWT, issuer: https://idp.test/, audience: interlock}
 `)
-	s := startServer(t, "sqlite:"+filepath.Join(t.TempDir(), "jwt.db"), "--auth=on", "--config", file)
+	s := apptest.Start(t, "sqlite:"+filepath.Join(t.TempDir(), "jwt.db"), "--auth=on", "--config", file)
 	return s, func(subject, role string, life time.Duration) string {
 		claims := jwt.MapClaims{"iss": "https://idp.test/", "aud": "interlock", "sub": subject, "roles": role,
 			"exp": time.Now().Add(life - 30*time.Second).Unix()}
@@ -75,12 +76,13 @@ func noteSubscribes(t *testing.T, page context.Context) {
 // token the socket opens once more, runEvents resumes after the last seq seen, and a decision
 // taken through the API afterwards shows up live; the header names who is signed in.
 func TestConsoleAsksAgainWhenTheTokenExpires(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
 	s, sign := jwtServer(t)
 	var sockets atomic.Int64
-	url := serve(t, countSockets(s.app.Handler(), &sockets))
+	url := serve(t, countSockets(s.App.Handler(), &sockets))
 	admin := sign("ada", "admin", time.Hour)
-	run := s.suspendAs(t, admin, "refund order 42 for 30", nil)
+	run := s.SuspendAs(t, admin, "refund order 42 for 30", nil)
 
 	page := tab(t, ctx, true)
 	noteSubscribes(t, page)
@@ -121,7 +123,7 @@ func TestConsoleAsksAgainWhenTheTokenExpires(t *testing.T) {
 		t.Fatalf("after the new token [focus back on the reason|reason|runEvents after] = %q, want %q", back, want)
 	}
 
-	s.mustAs(t, admin, approveAs, map[string]any{"id": run.RunID}, nil)
+	s.MustAs(t, admin, approveAs, map[string]any{"id": run.RunID}, nil)
 	do(t, page, until(`document.querySelector("#run-status")?.textContent === "COMPLETED"`),
 		until(`document.querySelectorAll('#stream li[data-type="RUN_FINISHED"]').length === 1`))
 	if n := get(t, page, chromedp.Evaluate[int](`document.querySelectorAll('#stream li[data-type="RUN_SUSPENDED"]').length`)); n != 1 {
@@ -137,12 +139,13 @@ func TestConsoleAsksAgainWhenTheTokenExpires(t *testing.T) {
 // the decline fails saying so, what was typed stays, and the header offers Sign in. Asked again,
 // the decline waits while the dialog is open and is sent with the new token, reason and all.
 func TestConsoleRequestWaitsForANewToken(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
-	s := authServer(t, "sqlite:"+filepath.Join(t.TempDir(), "wait.db"), "")
-	run := s.suspendAs(t, tokenOf("root"), "refund order 42 for 30", nil)
+	s := apptest.AuthServer(t, "sqlite:"+filepath.Join(t.TempDir(), "wait.db"), "")
+	run := s.SuspendAs(t, apptest.TokenOf("root"), "refund order 42 for 30", nil)
 	page := tab(t, ctx, true)
 	reason := fmt.Sprintf(`document.querySelector('[id="reason-%s"]')`, run.ToolCalls[0].ToolCallID)
-	do(t, page, chromedp.Navigate(s.url+"/?run="+run.RunID+"#token="+tokenOf("alice")), chromedp.WaitVisible(chromedp.CSS(`button.approve`)),
+	do(t, page, chromedp.Navigate(s.URL+"/?run="+run.RunID+"#token="+apptest.TokenOf("alice")), chromedp.WaitVisible(chromedp.CSS(`button.approve`)),
 		chromedp.SendKeys(chromedp.CSS(`.pending input[type=text]`), "no receipt"),
 		js(`localStorage.setItem("interlock.token", "revoked")`),
 		chromedp.Click(chromedp.CSS(`button.decline`)),
@@ -158,7 +161,7 @@ func TestConsoleRequestWaitsForANewToken(t *testing.T) {
 	if state != "no receipt|true|true|true" {
 		t.Fatalf("after Escape [reason|focus kept off <body>|Sign in shown|Sign out hidden] = %q", state)
 	}
-	if st := s.runAs(t, tokenOf("root"), run.RunID); st != "SUSPENDED" {
+	if st := s.RunAs(t, apptest.TokenOf("root"), run.RunID); st != "SUSPENDED" {
 		t.Fatalf("after Escape the run is %s", st)
 	}
 
@@ -168,18 +171,18 @@ func TestConsoleRequestWaitsForANewToken(t *testing.T) {
 		js(`localStorage.setItem("interlock.token", "revoked")`),
 		chromedp.Click(chromedp.CSS(`#token-dialog button.cancel`)),
 		chromedp.Click(chromedp.CSS(`button.decline`)), until(`!!document.querySelector("#token-dialog")?.open`))
-	if st := s.runAs(t, tokenOf("root"), run.RunID); st != "SUSPENDED" {
+	if st := s.RunAs(t, apptest.TokenOf("root"), run.RunID); st != "SUSPENDED" {
 		t.Fatalf("a refused token decided: the run is %s", st)
 	}
-	do(t, page, chromedp.SendKeys(chromedp.CSS(`#access-token`), tokenOf("alice")), chromedp.Click(chromedp.CSS(`#token-dialog button[type=submit]`)),
+	do(t, page, chromedp.SendKeys(chromedp.CSS(`#access-token`), apptest.TokenOf("alice")), chromedp.Click(chromedp.CSS(`#token-dialog button[type=submit]`)),
 		until(`document.querySelector("#run-status")?.textContent === "COMPLETED"`))
-	if ds := s.decisionsAs(t, tokenOf("root"), run.RunID); len(ds) != 1 || ds[0]["kind"] != "DECLINED" || ds[0]["decidedBy"] != "alice" {
+	if ds := s.DecisionsAs(t, apptest.TokenOf("root"), run.RunID); len(ds) != 1 || ds[0]["kind"] != "DECLINED" || ds[0]["decidedBy"] != "alice" {
 		t.Fatalf("decisions %v, want one DECLINED by alice", ds)
 	}
 	var out struct {
 		Run struct{ Decisions []struct{ Reason string } }
 	}
-	s.mustAs(t, tokenOf("root"), `query($id: ID!) { run(runId: $id) { decisions { reason } } }`, map[string]any{"id": run.RunID}, &out)
+	s.MustAs(t, apptest.TokenOf("root"), `query($id: ID!) { run(runId: $id) { decisions { reason } } }`, map[string]any{"id": run.RunID}, &out)
 	if got := out.Run.Decisions[0].Reason; got != "no receipt" {
 		t.Fatalf("the decline was sent with reason %q, want the one typed", got)
 	}
@@ -194,9 +197,10 @@ func TestConsoleRequestWaitsForANewToken(t *testing.T) {
 // token, or none stored, asks nothing. The header shows who is signed in, and nothing after
 // signing out.
 func TestConsoleLinkAsksBeforeReplacingTheToken(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
-	s := authServer(t, "sqlite:"+filepath.Join(t.TempDir(), "link.db"), "")
-	alice, bob := tokenOf("alice"), tokenOf("bob")
+	s := apptest.AuthServer(t, "sqlite:"+filepath.Join(t.TempDir(), "link.db"), "")
+	alice, bob := apptest.TokenOf("alice"), apptest.TokenOf("bob")
 	page := tab(t, ctx, true)
 	signedIn := func(t *testing.T, want string) {
 		t.Helper()
@@ -216,7 +220,7 @@ func TestConsoleLinkAsksBeforeReplacingTheToken(t *testing.T) {
 	}
 
 	t.Run("none stored: not asked", func(t *testing.T) {
-		do(t, page, chromedp.Navigate(s.url+"/?view=history#token="+alice), until(`!!document.querySelector("#history-empty")`))
+		do(t, page, chromedp.Navigate(s.URL+"/?view=history#token="+alice), until(`!!document.querySelector("#history-empty")`))
 		signedIn(t, "alice · approver")
 		if get(t, page, chromedp.Evaluate[bool](`!!document.querySelector("#replace-dialog")`)) {
 			t.Fatal("asked to replace a token when none was stored")
@@ -225,7 +229,7 @@ func TestConsoleLinkAsksBeforeReplacingTheToken(t *testing.T) {
 		noToken(t)
 	})
 	t.Run("differs: asked; declined keeps the stored token", func(t *testing.T) {
-		do(t, page, chromedp.Navigate(s.url+"/?view=new#token="+bob), until(`!!document.querySelector("#replace-dialog")?.open`))
+		do(t, page, chromedp.Navigate(s.URL+"/?view=new#token="+bob), until(`!!document.querySelector("#replace-dialog")?.open`))
 		text := get(t, page, chromedp.Evaluate[string](`[document.querySelector("#replace-title").textContent,
 			document.querySelector("#replace-text").innerText, document.activeElement.id].join("|")`))
 		if !strings.Contains(text, "Replace the access token?") || !strings.Contains(text, "signed in as alice · approver") ||
@@ -241,13 +245,13 @@ func TestConsoleLinkAsksBeforeReplacingTheToken(t *testing.T) {
 		noToken(t)
 	})
 	t.Run("differs: Escape keeps it too", func(t *testing.T) {
-		do(t, page, chromedp.Navigate(s.url+"/?view=history#token="+bob), until(`!!document.querySelector("#replace-dialog")?.open`),
+		do(t, page, chromedp.Navigate(s.URL+"/?view=history#token="+bob), until(`!!document.querySelector("#replace-dialog")?.open`),
 			key(kb.Escape), until(`!document.querySelector("#replace-dialog")`), until(`!!document.querySelector("#history-empty")`))
 		stored(t, alice)
 		noToken(t)
 	})
 	t.Run("differs: accepted takes the link's token", func(t *testing.T) {
-		do(t, page, chromedp.Navigate(s.url+"/?view=new#token="+bob), until(`!!document.querySelector("#replace-dialog")?.open`),
+		do(t, page, chromedp.Navigate(s.URL+"/?view=new#token="+bob), until(`!!document.querySelector("#replace-dialog")?.open`),
 			chromedp.Click(chromedp.CSS(`#replace-token`)), until(`!document.querySelector("#replace-dialog")`),
 			until(`!!document.querySelector("#n-agent option")`))
 		stored(t, bob)
@@ -262,7 +266,7 @@ func TestConsoleLinkAsksBeforeReplacingTheToken(t *testing.T) {
 		signedIn(t, "alice · approver")
 	})
 	t.Run("same token: not asked", func(t *testing.T) {
-		do(t, page, chromedp.Navigate(s.url+"/?view=history#token="+alice), until(`!!document.querySelector("#history-empty")`))
+		do(t, page, chromedp.Navigate(s.URL+"/?view=history#token="+alice), until(`!!document.querySelector("#history-empty")`))
 		signedIn(t, "alice · approver")
 		if get(t, page, chromedp.Evaluate[bool](`!!document.querySelector("#replace-dialog")`)) {
 			t.Fatal("asked to replace the token with itself")
@@ -280,10 +284,11 @@ func TestConsoleLinkAsksBeforeReplacingTheToken(t *testing.T) {
 // TestConsoleHeaderWithoutAuthentication: with authentication off, me is null and the header
 // names nobody.
 func TestConsoleHeaderWithoutAuthentication(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
-	s := startServer(t, "sqlite:"+filepath.Join(t.TempDir(), "off.db"), "--auth=off")
+	s := apptest.Start(t, "sqlite:"+filepath.Join(t.TempDir(), "off.db"), "--auth=off")
 	page := tab(t, ctx, true)
-	do(t, page, chromedp.Navigate(s.url+"/?view=history"), until(`!!document.querySelector("#history-empty")`))
+	do(t, page, chromedp.Navigate(s.URL+"/?view=history"), until(`!!document.querySelector("#history-empty")`))
 	time.Sleep(300 * time.Millisecond) // me answered by now
 	if got := get(t, page, chromedp.Evaluate[string](`(() => { const w = document.querySelector("#whoami"); return w ? w.hidden + "|" + w.textContent : "none"; })()`)); got != "true|" {
 		t.Fatalf("with authentication off the header's who is %q, want hidden and empty", got)

@@ -1,4 +1,4 @@
-package app
+package web_test
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 	"github.com/chromedp/cdproto/fetch"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
+
+	"interlock/internal/apptest"
 )
 
 // requestLog records every request a tab makes, HTTP and WebSocket, and fails at once any HTTP
@@ -116,14 +118,15 @@ func runInGraphiQL(t *testing.T, page context.Context, query, want string) strin
 // a subscription over WebSocket with the token from its Headers pane, and no request leaves
 // the server's origin (none is even attempted: the page's CSP would report it).
 func TestPlaygroundWorksOffline(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
-	s := authServer(t, "sqlite:"+filepath.Join(t.TempDir(), "playground.db"), "")
-	run := s.suspendAs(t, tokenOf("root"), "refund order 42 for 30", nil)
+	s := apptest.AuthServer(t, "sqlite:"+filepath.Join(t.TempDir(), "playground.db"), "")
+	run := s.SuspendAs(t, apptest.TokenOf("root"), "refund order 42 for 30", nil)
 
 	page := tab(t, ctx, true)
-	requests := watchRequests(t, page, s.url)
+	requests := watchRequests(t, page, s.URL)
 	violations := cspWatch(t, page)
-	do(t, page, chromedp.Navigate(s.url+"/playground"),
+	do(t, page, chromedp.Navigate(s.URL+"/playground"),
 		until(`!!document.querySelector(".graphiql-container .graphiql-query-editor .CodeMirror")`),
 		until(`!!`+editor("Headers")))
 	if got := get(t, page, chromedp.Evaluate[string](editor("Headers")+`.getValue()`)); strings.TrimSpace(got) != "" {
@@ -133,7 +136,7 @@ func TestPlaygroundWorksOffline(t *testing.T) {
 	// Without a token the server says so, and GraphiQL shows it.
 	runInGraphiQL(t, page, `{ suspendedRuns { total } }`, "UNAUTHENTICATED")
 
-	do(t, page, js(editor("Headers")+`.setValue('{"Authorization": "Bearer `+tokenOf("root")+`"}')`))
+	do(t, page, js(editor("Headers")+`.setValue('{"Authorization": "Bearer `+apptest.TokenOf("root")+`"}')`))
 	// With the token, GraphiQL's introspection query passes (auth and the depth limit): the
 	// documentation explorer lists the schema's root types.
 	do(t, page, chromedp.Click(chromedp.CSS(`[aria-label="Re-fetch GraphQL schema"]`)),
@@ -150,12 +153,12 @@ func TestPlaygroundWorksOffline(t *testing.T) {
 	if len(foreign) > 0 {
 		t.Errorf("requests to other origins: %v", foreign)
 	}
-	for _, want := range []string{s.url + "/playground", s.url + "/playground/vendor/graphiql@4.1.2/graphiql.min.js", s.url + "/graphql"} {
+	for _, want := range []string{s.URL + "/playground", s.URL + "/playground/vendor/graphiql@4.1.2/graphiql.min.js", s.URL + "/graphql"} {
 		if !slices.Contains(all, want) {
 			t.Errorf("no request for %s among %v", want, all)
 		}
 	}
-	wsURL := "ws" + strings.TrimPrefix(s.url, "http") + "/graphql"
+	wsURL := "ws" + strings.TrimPrefix(s.URL, "http") + "/graphql"
 	if !slices.Contains(all, wsURL) {
 		t.Errorf("the subscription opened no WebSocket to %s: %v", wsURL, all)
 	}

@@ -1,4 +1,4 @@
-package app
+package web_test
 
 import (
 	"encoding/json"
@@ -7,22 +7,25 @@ import (
 	"testing"
 
 	"github.com/chromedp/chromedp"
+
+	"interlock/internal/apptest"
 )
 
 // TestConsoleEditAndApprove: a person opens "Edit and approve", is refused arguments the tool's
 // schema rejects (on the field, the run still waiting), and approves with a smaller amount; the
 // tool runs with it and the decisions show both.
 func TestConsoleEditAndApprove(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
-	s := startServer(t, "sqlite:"+filepath.Join(t.TempDir(), "edit.db"))
-	run := s.suspended(t, "refund order 42 for 30")
+	s := apptest.Start(t, "sqlite:"+filepath.Join(t.TempDir(), "edit.db"))
+	run := s.Suspended(t, "refund order 42 for 30")
 	page := tab(t, ctx, false)
 	const editor = `.pending details.edit textarea`
 	setArgs := func(v string) chromedp.Action[chromedp.Void] {
 		b, _ := json.Marshal(v)
 		return js(`document.querySelector("` + editor + `").value = ` + string(b))
 	}
-	do(t, page, chromedp.Navigate(s.url+"/?run="+run.RunID), chromedp.WaitVisible(chromedp.CSS(`.pending details.edit summary`)),
+	do(t, page, chromedp.Navigate(s.URL+"/?run="+run.RunID), chromedp.WaitVisible(chromedp.CSS(`.pending details.edit summary`)),
 		chromedp.Click(chromedp.CSS(`.pending details.edit summary`)), chromedp.WaitVisible(chromedp.CSS(editor)))
 	if v := get(t, page, chromedp.Evaluate[string](`JSON.stringify(JSON.parse(document.querySelector("`+editor+`").value))`)); v != `{"amount":30,"orderId":"42"}` {
 		t.Fatalf("the editor starts with %s, want the call's arguments", v)
@@ -35,7 +38,7 @@ func TestConsoleEditAndApprove(t *testing.T) {
 	}
 	do(t, page, setArgs(`{"orderId": "42", "amount": 10`), chromedp.Click(chromedp.CSS(`.pending details.edit button[type=submit]`)),
 		until(`document.querySelector(".pending details.edit .field-error").textContent.includes("not valid JSON")`))
-	if r := s.run(t, run.RunID); r.Status != "SUSPENDED" {
+	if r := s.Run(t, run.RunID); r.Status != "SUSPENDED" {
 		t.Fatalf("after refused arguments the run is %s", r.Status)
 	}
 
@@ -47,7 +50,7 @@ func TestConsoleEditAndApprove(t *testing.T) {
 			Decisions []struct{ Args, EditedArgs json.RawMessage }
 		}
 	}
-	s.must(t, `query($id: ID!) { run(runId: $id) { decisions { args editedArgs } } }`, map[string]any{"id": run.RunID}, &out)
+	s.Must(t, `query($id: ID!) { run(runId: $id) { decisions { args editedArgs } } }`, map[string]any{"id": run.RunID}, &out)
 	if d := out.Run.Decisions; len(d) != 1 || string(d[0].EditedArgs) != `{"amount":10,"orderId":"42"}` || string(d[0].Args) != `{"amount":30,"orderId":"42"}` {
 		t.Fatalf("decisions %+v", d)
 	}

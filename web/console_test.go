@@ -1,4 +1,4 @@
-package app
+package web_test
 
 import (
 	"bufio"
@@ -21,12 +21,42 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"interlock/gormstore"
+	"interlock/internal/app"
+	"interlock/internal/apptest"
 )
 
-// browser starts Debian's headless Chromium for the test, or skips (fails under CI=true) when
-// there is none.
+// chromium is the one headless Chromium the package's tests share: started by the first test
+// that asks for a browser, ended by TestMain. Each test gets a browser context of its own
+// (separate cookies, storage and tabs), so tests stay isolated and can run in parallel.
+var chromium struct {
+	once   sync.Once
+	ctx    context.Context // the browser's first tab, parent of every test's context
+	err    error
+	cancel func()
+}
+
+// jwtSecret signs the tests' JWTs; the servers read it from INTERLOCK_TEST_JWT, set once here
+// since parallel tests cannot Setenv.
+const jwtSecret = "a-shared-secret-of-at-least-32-bytes!"
+
+func TestMain(m *testing.M) {
+	os.Setenv("INTERLOCK_TEST_JWT", jwtSecret)
+	code := m.Run()
+	if chromium.cancel != nil {
+		chromium.cancel()
+	}
+	os.Exit(code)
+}
+
+// browser gives the test a fresh browser context in the shared Chromium (Debian's, headless),
+// or skips (fails under CI=true) when there is none. Tabs opened from it share its cookies.
+//
+// With -short (the race detector's run) the browser tests are skipped: they run in the full suite.
 func browser(t *testing.T) context.Context {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: the browser tests run in the full suite")
+	}
 	path, err := exec.LookPath("chromium")
 	if err != nil {
 		if os.Getenv("CI") == "true" {
@@ -34,20 +64,39 @@ func browser(t *testing.T) context.Context {
 		}
 		t.Skip("chromium not installed")
 	}
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(path), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1200, 900),
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-quic", true),
-	}
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancel := chromedp.NewContext(alloc)
-	t.Cleanup(func() { cancel(); cancelAlloc() })
-	if err := chromedp.Do(ctx); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("chromium does not start: %v", err)
+	chromium.once.Do(func() {
+		dir, err := os.MkdirTemp("", "interlock-chromium-")
+		if err != nil {
+			chromium.err = err
+			return
 		}
-		t.Skipf("chromium does not start: %v", err)
+		opts := []chromedp.ExecAllocatorOption{
+			chromedp.ExecPath(path), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+			chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(dir), chromedp.WindowSize(1200, 900),
+			chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+			chromedp.Flag("disable-sync", true), chromedp.Flag("disable-quic", true),
+			// Tests run side by side, each in a window of its own: none of them is in the
+			// background, so none may have its timers or renderer slowed down.
+			chromedp.Flag("disable-background-timer-throttling", true),
+			chromedp.Flag("disable-backgrounding-occluded-windows", true),
+			chromedp.Flag("disable-renderer-backgrounding", true),
+		}
+		alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+		ctx, cancel := chromedp.NewContext(alloc)
+		chromium.ctx = ctx
+		chromium.cancel = func() { cancel(); cancelAlloc(); os.RemoveAll(dir) }
+		chromium.err = chromedp.Do(ctx)
+	})
+	if chromium.err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("chromium does not start: %v", chromium.err)
+		}
+		t.Skipf("chromium does not start: %v", chromium.err)
+	}
+	ctx, cancel := chromedp.NewContext(chromium.ctx, chromedp.WithNewBrowserContext())
+	t.Cleanup(cancel)
+	if err := chromedp.Do(ctx); err != nil { // opens the tab; it must have no timeout
+		t.Fatal(err)
 	}
 	return ctx
 }
@@ -131,14 +180,15 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 }
 
 func TestConsole(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
-	s := startServer(t, "sqlite:"+filepath.Join(t.TempDir(), "console.db"))
+	s := apptest.Start(t, "sqlite:"+filepath.Join(t.TempDir(), "console.db"))
 	inbox := tab(t, ctx, false)
-	do(t, inbox, chromedp.Navigate(s.url+"/"), until(`document.body.innerText.includes("Nothing waits")`))
+	do(t, inbox, chromedp.Navigate(s.URL+"/"), until(`document.body.innerText.includes("Nothing waits")`))
 
 	t.Run("a run created in the UI appears in the inbox live, and is approved", func(t *testing.T) {
 		creator := tab(t, ctx, false)
-		do(t, creator, chromedp.Navigate(s.url+"/?view=new"), until(`!!document.querySelector("#n-agent option")`),
+		do(t, creator, chromedp.Navigate(s.URL+"/?view=new"), until(`!!document.querySelector("#n-agent option")`),
 			chromedp.SetValue(chromedp.CSS(`#n-prompt`), "refund order 42 for 30"),
 			chromedp.SetValue(chromedp.CSS(`#n-thread`), "web-thread"),
 			chromedp.Click(chromedp.CSS(`form button[type=submit]`)),
@@ -165,9 +215,9 @@ func TestConsole(t *testing.T) {
 	})
 
 	t.Run("decline with a reason", func(t *testing.T) {
-		run := s.startRun(t, "refund order 9", nil)
+		run := s.StartRun(t, "refund order 9", nil)
 		page := tab(t, ctx, false)
-		do(t, page, chromedp.Navigate(s.url+"/?run="+run.RunID), chromedp.WaitVisible(chromedp.CSS(`button.decline`)),
+		do(t, page, chromedp.Navigate(s.URL+"/?run="+run.RunID), chromedp.WaitVisible(chromedp.CSS(`button.decline`)),
 			chromedp.SendKeys(chromedp.CSS(`.pending input[type=text]`), "needs a receipt"),
 			chromedp.Click(chromedp.CSS(`button.decline`)),
 			until(`document.querySelector("#run-status")?.textContent === "COMPLETED"`))
@@ -177,13 +227,13 @@ func TestConsole(t *testing.T) {
 	})
 
 	t.Run("resume through the generated form", func(t *testing.T) {
-		run := s.startRun(t, "ask the customer for their shoe size", nil)
+		run := s.StartRun(t, "ask the customer for their shoe size", nil)
 		page := tab(t, ctx, false)
 		field := `#resume-tc_1-answer`
-		do(t, page, chromedp.Navigate(s.url+"/?run="+run.RunID), chromedp.WaitVisible(chromedp.CSS(field)),
+		do(t, page, chromedp.Navigate(s.URL+"/?run="+run.RunID), chromedp.WaitVisible(chromedp.CSS(field)),
 			chromedp.Click(chromedp.CSS(`.pending button[type=submit]`)),
 			until(`document.querySelector(".field-error").textContent.includes("answer")`))
-		if st := s.run(t, run.RunID).Status; st != "SUSPENDED" {
+		if st := s.Run(t, run.RunID).Status; st != "SUSPENDED" {
 			t.Fatalf("after an invalid resume the run is %s", st)
 		}
 		label := textOf(t, page, `label[for="resume-tc_1-answer"]`)
@@ -198,10 +248,10 @@ func TestConsole(t *testing.T) {
 	})
 
 	t.Run("two browsers decide the same run: one wins, the other sees the conflict", func(t *testing.T) {
-		run := s.startRun(t, "refund order 5", nil)
+		run := s.StartRun(t, "refund order 5", nil)
 		a, b := tab(t, ctx, true), tab(t, ctx, true)
 		for _, p := range []context.Context{a, b} {
-			do(t, p, chromedp.Navigate(s.url+"/?run="+run.RunID), chromedp.WaitVisible(chromedp.CSS(`button.approve`)))
+			do(t, p, chromedp.Navigate(s.URL+"/?run="+run.RunID), chromedp.WaitVisible(chromedp.CSS(`button.approve`)))
 		}
 		var wg sync.WaitGroup
 		for _, p := range []context.Context{a, b} {
@@ -226,7 +276,7 @@ func TestConsole(t *testing.T) {
 
 	t.Run("history lists the finished runs with their decisions", func(t *testing.T) {
 		page := tab(t, ctx, false)
-		do(t, page, chromedp.Navigate(s.url+"/?view=history"), until(`document.querySelectorAll("a.row").length >= 4`))
+		do(t, page, chromedp.Navigate(s.URL+"/?view=history"), until(`document.querySelectorAll("a.row").length >= 4`))
 		body := bodyText(t, page)
 		for _, want := range []string{"declined issue_refund", "needs a receipt", "resumed ask_customer", "approved issue_refund"} {
 			if !strings.Contains(body, want) {
@@ -236,19 +286,19 @@ func TestConsole(t *testing.T) {
 	})
 
 	t.Run("filters live in the URL and the back button restores them", func(t *testing.T) {
-		s.startRun(t, "refund order 77", map[string]any{"threadId": "t-77"})
-		s.startRun(t, "refund order 78", map[string]any{"threadId": "t-78"})
+		s.StartRun(t, "refund order 77", map[string]any{"threadId": "t-77"})
+		s.StartRun(t, "refund order 78", map[string]any{"threadId": "t-78"})
 		page := tab(t, ctx, false)
-		do(t, page, chromedp.Navigate(s.url+"/"), until(`document.querySelectorAll("a[data-run]").length === 2`),
+		do(t, page, chromedp.Navigate(s.URL+"/"), until(`document.querySelectorAll("a[data-run]").length === 2`),
 			chromedp.SendKeys(chromedp.CSS(`#f-thread`), "t-77"), chromedp.Click(chromedp.CSS(`form.filters button[type=submit]`)),
 			until(`location.search === "?thread=t-77" && document.querySelectorAll("a[data-run]").length === 1`),
 			chromedp.NavigateBack(), until(`location.search === "" && document.querySelectorAll("a[data-run]").length === 2`),
-			chromedp.Navigate(s.url+"/?thread=t-78"), until(`document.querySelectorAll("a[data-run]").length === 1 && document.querySelector("#f-thread").value === "t-78"`))
+			chromedp.Navigate(s.URL+"/?thread=t-78"), until(`document.querySelectorAll("a[data-run]").length === 1 && document.querySelector("#f-thread").value === "t-78"`))
 	})
 
 	t.Run("the resume form covers string, number, integer, boolean and enum", func(t *testing.T) {
 		page := tab(t, ctx, false)
-		do(t, page, chromedp.Navigate(s.url+"/?view=history"), until(`document.readyState === "complete"`))
+		do(t, page, chromedp.Navigate(s.URL+"/?view=history"), until(`document.readyState === "complete"`))
 		got := get(t, page, chromedp.Evaluate[string](`(async () => {
 			const { schemaForm } = await import("/js/schemaform.js");
 			const f = schemaForm({ type: "object", required: ["name", "size"], properties: {
@@ -287,9 +337,9 @@ func TestConsole(t *testing.T) {
 	})
 
 	t.Run("readable at phone width: nothing overflows sideways", func(t *testing.T) {
-		s.startRun(t, "refund order 123456789 for 30", map[string]any{"threadId": "a-rather-long-thread-name-for-a-phone", "resourceId": "customer-with-long-id"})
+		s.StartRun(t, "refund order 123456789 for 30", map[string]any{"threadId": "a-rather-long-thread-name-for-a-phone", "resourceId": "customer-with-long-id"})
 		page := tab(t, ctx, false)
-		do(t, page, chromedp.EmulateViewport(375, 740, chromedp.EmulateMobile), chromedp.Navigate(s.url+"/"),
+		do(t, page, chromedp.EmulateViewport(375, 740, chromedp.EmulateMobile), chromedp.Navigate(s.URL+"/"),
 			until(`document.querySelectorAll("a[data-run]").length > 0`),
 			until(`document.documentElement.scrollWidth <= 375`),
 			js(`document.querySelector("a[data-run]").click()`), chromedp.WaitVisible(chromedp.CSS(`button.approve`)),
@@ -299,8 +349,8 @@ func TestConsole(t *testing.T) {
 
 	t.Run("an unreachable server is said so", func(t *testing.T) {
 		page := tab(t, ctx, false)
-		do(t, page, chromedp.Navigate(s.url+"/?view=history"), until(`document.querySelectorAll("a.row").length > 0`))
-		s.closeHTTP()
+		do(t, page, chromedp.Navigate(s.URL+"/?view=history"), until(`document.querySelectorAll("a.row").length > 0`))
+		s.CloseHTTP()
 		do(t, page, js(`document.querySelector('a[href="/?view=new"]').click()`),
 			until(`/unreachable|Reconnecting/.test(document.querySelector("#conn").textContent)`))
 	})
@@ -366,9 +416,10 @@ func cspWatch(t *testing.T, page context.Context) func() []string {
 // sends, and none makes the browser block anything (no inline script, style attribute, inline
 // handler or eval).
 func TestConsoleUnderStrictCSP(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
-	s := startServer(t, "sqlite:"+filepath.Join(t.TempDir(), "csp.db"))
-	url := serve(t, withCSP(s.app.Handler()))
+	s := apptest.Start(t, "sqlite:"+filepath.Join(t.TempDir(), "csp.db"))
+	url := serve(t, withCSP(s.App.Handler()))
 	page := tab(t, ctx, false)
 	violations := cspWatch(t, page)
 	check := func(name string) {
@@ -378,8 +429,8 @@ func TestConsoleUnderStrictCSP(t *testing.T) {
 		}
 	}
 
-	s.startRun(t, "refund order 42 for 30", map[string]any{"threadId": "csp"})
-	s.startRun(t, "ask the customer for their size", map[string]any{"threadId": "csp"})
+	s.StartRun(t, "refund order 42 for 30", map[string]any{"threadId": "csp"})
+	s.StartRun(t, "ask the customer for their size", map[string]any{"threadId": "csp"})
 	do(t, page, chromedp.Navigate(url+"/"), until(`document.querySelectorAll("a[data-run]").length === 2`))
 	check("inbox")
 
@@ -458,26 +509,6 @@ func (h *hijackRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	return c, rw, err
 }
 
-// suspended starts a run and waits until it is suspended.
-func (s *testServer) suspended(t *testing.T, prompt string) apiRun {
-	t.Helper()
-	r := s.startRun(t, prompt, nil)
-	ws := dialWS(t, s.url, "graphql-transport-ws")
-	defer ws.conn.CloseNow()
-	follow(t, ws, ws.subscribe(eventsQuery, map[string]any{"runId": r.RunID}), isType("RUN_SUSPENDED"))
-	return r
-}
-
-// decisions reads the decisions recorded on a run.
-func (s *testServer) decisions(t *testing.T, runID string) []map[string]any {
-	t.Helper()
-	var out struct {
-		Run struct{ Decisions []map[string]any }
-	}
-	s.must(t, `query($id: ID!) { run(runId: $id) { decisions { kind reason resumeData } } }`, map[string]any{"id": runID}, &out)
-	return out.Run.Decisions
-}
-
 // rerendered marks the run view's current header, and then waits until the view has drawn the
 // run anew (it redraws the header and the pending form together).
 func rerendered(t *testing.T, page context.Context, trigger func()) {
@@ -491,8 +522,9 @@ func rerendered(t *testing.T, page context.Context, trigger func()) {
 // replays the run's RUN_SUSPENDED) and after it reconnects; a reason or answer being typed
 // survives every redraw, keeps the focus, and is the one recorded with the decision.
 func TestConsoleKeepsWhatThePersonTypes(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
-	s := startServer(t, "sqlite:"+filepath.Join(t.TempDir(), "typing.db"))
+	s := apptest.Start(t, "sqlite:"+filepath.Join(t.TempDir(), "typing.db"))
 
 	cases := []struct {
 		name, prompt, field, submit, kind string
@@ -505,8 +537,8 @@ func TestConsoleKeepsWhatThePersonTypes(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			run := s.suspended(t, c.prompt)
-			gate := newSocketGate(s.app.Handler())
+			run := s.Suspended(t, c.prompt)
+			gate := newSocketGate(s.App.Handler())
 			url := serve(t, gate)
 			t.Cleanup(gate.release)
 			page := tab(t, ctx, false)
@@ -530,7 +562,7 @@ func TestConsoleKeepsWhatThePersonTypes(t *testing.T) {
 			kept("needs a rec")
 			// The pending call changes (now marked interrupted): the form is drawn anew, with what
 			// was typed in it carried over.
-			if err := s.app.db.Model(&gormstore.ToolCall{}).Where("run_id = ?", run.RunID).Update("interrupted", true).Error; err != nil {
+			if err := s.App.DB().Model(&gormstore.ToolCall{}).Where("run_id = ?", run.RunID).Update("interrupted", true).Error; err != nil {
 				t.Fatal(err)
 			}
 			rerendered(t, page, gate.drop)
@@ -540,7 +572,7 @@ func TestConsoleKeepsWhatThePersonTypes(t *testing.T) {
 			kept("needs a rec")
 			do(t, page, chromedp.SendKeys(chromedp.CSS(c.field), "eipt"), chromedp.Click(chromedp.CSS(c.submit)),
 				until(`document.querySelector("#run-status")?.textContent === "COMPLETED"`))
-			ds := s.decisions(t, run.RunID)
+			ds := s.Decisions(t, run.RunID)
 			if len(ds) != 1 || ds[0]["kind"] != c.kind || c.recorded(ds[0]) != "needs a receipt" {
 				t.Fatalf("decisions recorded %v, want one %s with %q", ds, c.kind, "needs a receipt")
 			}
@@ -552,15 +584,16 @@ func TestConsoleKeepsWhatThePersonTypes(t *testing.T) {
 // streamed text is recovered; the model call is made again after MODEL_CALL_RETRIED, and the run
 // view drops the cut-off text instead of showing it before the repeat's. Both live and replayed.
 func TestConsoleDropsTextOfARetriedModelCall(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
-	s := startServer(t, "sqlite:"+filepath.Join(t.TempDir(), "retried.db"))
+	s := apptest.Start(t, "sqlite:"+filepath.Join(t.TempDir(), "retried.db"))
 	// A run executing on an instance that is gone: its model call had streamed two pieces of text
 	// (seq 2 and 3) after the snapshot (seq 1). Its lease is still valid, so nobody recovers it yet.
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	owner, snapshot := "dead-instance", `{"messages":[{"role":"user","content":"hello"}],"steps":0,"seq":1}`
 	lease := now.Add(time.Hour)
 	id := "run-cut-off"
-	db := s.app.db
+	db := s.App.DB()
 	if err := db.Create(&gormstore.Run{ID: id, AgentID: "support-agent", Prompt: "hello", Status: "RUNNING", Snapshot: &snapshot,
 		CreatedAt: now, UpdatedAt: now, LastSeq: 3, LeaseOwner: &owner, LeaseUntil: &lease}).Error; err != nil {
 		t.Fatal(err)
@@ -572,18 +605,18 @@ func TestConsoleDropsTextOfARetriedModelCall(t *testing.T) {
 	}
 
 	live := tab(t, ctx, false)
-	do(t, live, chromedp.Navigate(s.url+"/?run="+id), until(`document.querySelector("#stream").innerText.includes("Half an answer that was cut off")`))
+	do(t, live, chromedp.Navigate(s.URL+"/?run="+id), until(`document.querySelector("#stream").innerText.includes("Half an answer that was cut off")`))
 	// The instance's lease runs out: recovery (this server's) takes the run over.
 	if err := db.Model(&gormstore.Run{}).Where("id = ?", id).Update("lease_until", now.Add(-time.Minute)).Error; err != nil {
 		t.Fatal(err)
 	}
-	if n, err := s.app.Service.RecoverExpired(context.Background()); err != nil || n > 1 {
+	if n, err := s.App.Service.RecoverExpired(context.Background()); err != nil || n > 1 {
 		t.Fatalf("recovered %d runs: %v", n, err)
 	}
 	replayed := tab(t, ctx, false)
 	for name, page := range map[string]context.Context{"live": live, "replayed": replayed} {
 		if name == "replayed" {
-			do(t, page, chromedp.Navigate(s.url+"/?run="+id))
+			do(t, page, chromedp.Navigate(s.URL+"/?run="+id))
 		}
 		do(t, page, until(`document.querySelector("#run-status")?.textContent === "COMPLETED"`),
 			until(`document.querySelector("#stream").innerText.includes("FINISHED")`))
@@ -596,13 +629,13 @@ func TestConsoleDropsTextOfARetriedModelCall(t *testing.T) {
 
 // serveApp runs the real app on ln with App.Serve, as main does; stop ends it gracefully (as
 // SIGTERM would) and closes its database.
-func serveApp(t *testing.T, db string, ln net.Listener) (s *testServer, stop func()) {
+func serveApp(t *testing.T, db string, ln net.Listener) (s *apptest.Server, stop func()) {
 	t.Helper()
-	cfg, err := ParseConfig([]string{"--auth=off", "--db", db}, func(string) string { return "" })
+	cfg, err := app.ParseConfig([]string{"--auth=off", "--db", db}, func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
-	app, err := NewApp(context.Background(), cfg, discardLog())
+	app, err := app.NewApp(context.Background(), cfg, apptest.DiscardLog())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -620,7 +653,7 @@ func serveApp(t *testing.T, db string, ln net.Listener) (s *testServer, stop fun
 		})
 	}
 	t.Cleanup(stop)
-	return &testServer{url: "http://" + ln.Addr().String(), app: app, closeHTTP: stop}, stop
+	return &apptest.Server{URL: "http://" + ln.Addr().String(), App: app, CloseHTTP: stop}, stop
 }
 
 // TestConsoleFollowsARollingDeploy: the server an open console talks to stops (completing its
@@ -628,6 +661,7 @@ func serveApp(t *testing.T, db string, ln net.Listener) (s *testServer, stop fun
 // Without a reload, the inbox shows a run suspended after the restart, the run view follows its
 // run to the end, and the status line said that the console reconnected.
 func TestConsoleFollowsARollingDeploy(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
 	db := "sqlite:" + filepath.Join(t.TempDir(), "deploy.db")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -636,14 +670,14 @@ func TestConsoleFollowsARollingDeploy(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	first, stopFirst := serveApp(t, db, ln)
-	before := first.suspended(t, "refund order 1")
+	before := first.Suspended(t, "refund order 1")
 
 	// The status line's every change is noted, so that a short-lived message is not missed.
 	const noteStatus = `window.__conn = []; new MutationObserver(() => window.__conn.push(document.querySelector("#conn").textContent))
 		.observe(document.querySelector("#conn"), { childList: true, characterData: true, subtree: true })`
 	inbox, runPage := tab(t, ctx, false), tab(t, ctx, false)
-	do(t, inbox, chromedp.Navigate(first.url+"/"), until(`document.querySelectorAll("a[data-run]").length === 1`), js(noteStatus))
-	do(t, runPage, chromedp.Navigate(first.url+"/?run="+before.RunID), chromedp.WaitVisible(chromedp.CSS(`button.approve`)), js(noteStatus))
+	do(t, inbox, chromedp.Navigate(first.URL+"/"), until(`document.querySelectorAll("a[data-run]").length === 1`), js(noteStatus))
+	do(t, runPage, chromedp.Navigate(first.URL+"/?run="+before.RunID), chromedp.WaitVisible(chromedp.CSS(`button.approve`)), js(noteStatus))
 
 	stopFirst()
 	ln, err = net.Listen("tcp", addr)
@@ -651,11 +685,11 @@ func TestConsoleFollowsARollingDeploy(t *testing.T) {
 		t.Fatal(err)
 	}
 	second, _ := serveApp(t, db, ln)
-	after := second.suspended(t, "refund order 2")
+	after := second.Suspended(t, "refund order 2")
 	do(t, inbox, until(fmt.Sprintf(`!!document.querySelector('a[data-run=%q]') && document.querySelectorAll("a[data-run]").length === 2`, after.RunID)))
 
-	var approved map[string]apiRun
-	second.must(t, `mutation($id: ID!) { d: approveToolCall(runId: $id) { status } }`, map[string]any{"id": before.RunID}, &approved)
+	var approved map[string]apptest.Run
+	second.Must(t, `mutation($id: ID!) { d: approveToolCall(runId: $id) { status } }`, map[string]any{"id": before.RunID}, &approved)
 	do(t, runPage, until(`document.querySelector("#run-status")?.textContent === "COMPLETED"`),
 		until(`document.querySelectorAll('#stream li[data-type="RUN_FINISHED"]').length === 1`))
 	if n := get(t, runPage, chromedp.Evaluate[int](`document.querySelectorAll('#stream li[data-type="RUN_SUSPENDED"]').length`)); n != 1 {

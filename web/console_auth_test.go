@@ -1,4 +1,4 @@
-package app
+package web_test
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 
 	cdppage "github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+
+	"interlock/internal/apptest"
 )
 
 // consoleLog records every message the tab's pages write to the browser console, so that a
@@ -67,18 +69,19 @@ const storedToken = `localStorage.getItem("interlock.token")`
 // token leaves the address; without a token the console asks for one, says when one is refused,
 // and signs out; live updates come over the authenticated WebSocket.
 func TestConsoleWithAuthentication(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
-	s := startServer(t, "sqlite:"+filepath.Join(t.TempDir(), "auth.db"), "--auth=on")
-	admin := s.app.AdminToken
+	s := apptest.Start(t, "sqlite:"+filepath.Join(t.TempDir(), "auth.db"), "--auth=on")
+	admin := s.App.AdminToken
 	if admin == "" {
 		t.Fatal("no admin token was made")
 	}
 
 	t.Run("the console link signs in; the token leaves the address; approve is recorded as admin", func(t *testing.T) {
-		run := s.suspendAs(t, admin, "refund order 42 for 30", nil)
+		run := s.SuspendAs(t, admin, "refund order 42 for 30", nil)
 		page := tab(t, ctx, true)
 		logged := consoleLog(t, page)
-		do(t, page, chromedp.Navigate(s.url+"/#token="+admin), until(`document.querySelectorAll("a[data-run]").length === 1`))
+		do(t, page, chromedp.Navigate(s.URL+"/#token="+admin), until(`document.querySelectorAll("a[data-run]").length === 1`))
 		if href := get(t, page, chromedp.Evaluate[string](`location.href`)); strings.Contains(href, admin) || strings.Contains(href, "token") {
 			t.Fatalf("the address still carries the token: %s", href)
 		}
@@ -99,7 +102,7 @@ func TestConsoleWithAuthentication(t *testing.T) {
 		do(t, page, chromedp.Click(chromedp.CSS(`button.approve`)),
 			until(`document.querySelector("#run-status")?.textContent === "COMPLETED"`),
 			until(`document.querySelector('section[aria-label="Decisions"]')?.innerText.includes("by admin")`))
-		if ds := s.decisionsAs(t, admin, run.RunID); len(ds) != 1 || ds[0]["decidedBy"] != "admin" {
+		if ds := s.DecisionsAs(t, admin, run.RunID); len(ds) != 1 || ds[0]["decidedBy"] != "admin" {
 			t.Fatalf("decisions recorded %v, want one decided by admin", ds)
 		}
 		if strings.Contains(logged(), admin) {
@@ -108,8 +111,8 @@ func TestConsoleWithAuthentication(t *testing.T) {
 	})
 
 	t.Run("without a token the console asks for one; a wrong one is refused; sign out forgets it", func(t *testing.T) {
-		s.suspendAs(t, admin, "refund order 43 for 30", nil)
-		url := serve(t, withCSP(s.app.Handler())) // and under the strict policy the server sends
+		s.SuspendAs(t, admin, "refund order 43 for 30", nil)
+		url := serve(t, withCSP(s.App.Handler())) // and under the strict policy the server sends
 		page := tab(t, ctx, true)
 		logged := consoleLog(t, page)
 		violations := cspWatch(t, page)
@@ -166,23 +169,23 @@ func TestConsoleWithAuthentication(t *testing.T) {
 
 	t.Run("live updates come over the authenticated WebSocket", func(t *testing.T) {
 		// Nothing waits: decide what the earlier subtests left.
-		var left struct{ SuspendedRuns struct{ Runs []apiRun } }
-		s.mustAs(t, admin, `{ suspendedRuns { runs { runId } } }`, nil, &left)
+		var left struct{ SuspendedRuns struct{ Runs []apptest.Run } }
+		s.MustAs(t, admin, `{ suspendedRuns { runs { runId } } }`, nil, &left)
 		for _, r := range left.SuspendedRuns.Runs {
-			s.mustAs(t, admin, `mutation($id: ID!) { declineToolCall(runId: $id) { status } }`, map[string]any{"id": r.RunID}, nil)
+			s.MustAs(t, admin, `mutation($id: ID!) { declineToolCall(runId: $id) { status } }`, map[string]any{"id": r.RunID}, nil)
 		}
 		page := tab(t, ctx, true)
 		noteSocketInits(t, page)
-		do(t, page, chromedp.Navigate(s.url+"/#token="+admin), until(`document.body.innerText.includes("Nothing waits")`))
+		do(t, page, chromedp.Navigate(s.URL+"/#token="+admin), until(`document.body.innerText.includes("Nothing waits")`))
 		// The inbox's subscription is running: the WebSocket was accepted.
 		deadline := time.Now().Add(10 * time.Second)
-		for s.app.ws.Active() == 0 {
+		for s.App.ActiveOperations() == 0 {
 			if time.Now().After(deadline) {
 				t.Fatal("the inbox's subscription never started")
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
-		run := s.suspendAs(t, admin, "refund order 44 for 30", nil)
+		run := s.SuspendAs(t, admin, "refund order 44 for 30", nil)
 		do(t, page, until(fmt.Sprintf(`!!document.querySelector('a[data-run=%q]')`, run.RunID)))
 		inits := get(t, page, chromedp.Evaluate[[]bool](`window.__inits`))
 		if len(inits) == 0 || strings.Contains(fmt.Sprint(inits), "false") {
@@ -191,27 +194,18 @@ func TestConsoleWithAuthentication(t *testing.T) {
 	})
 }
 
-// decisionsAs reads a run's decisions with the token.
-func (s *testServer) decisionsAs(t *testing.T, token, runID string) []map[string]any {
-	t.Helper()
-	var out struct {
-		Run struct{ Decisions []map[string]any }
-	}
-	s.mustAs(t, token, `query($id: ID!) { run(runId: $id) { decisions { kind decidedBy decidedAt } } }`, map[string]any{"id": runID}, &out)
-	return out.Run.Decisions
-}
-
 // TestConsoleShowsForbidden: the server's FORBIDDEN is said next to the decision buttons, and
 // what the person typed stays: a viewer may not approve; with separation of duties, who started
 // a run may not approve it (but may decline it).
 func TestConsoleShowsForbidden(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
 
 	t.Run("a viewer approves", func(t *testing.T) {
-		s := authServer(t, "sqlite:"+filepath.Join(t.TempDir(), "viewer.db"), "")
-		run := s.suspendAs(t, tokenOf("root"), "refund order 42 for 30", nil)
+		s := apptest.AuthServer(t, "sqlite:"+filepath.Join(t.TempDir(), "viewer.db"), "")
+		run := s.SuspendAs(t, apptest.TokenOf("root"), "refund order 42 for 30", nil)
 		page := tab(t, ctx, true)
-		do(t, page, chromedp.Navigate(s.url+"/?run="+run.RunID+"#token="+tokenOf("vera")), chromedp.WaitVisible(chromedp.CSS(`button.approve`)),
+		do(t, page, chromedp.Navigate(s.URL+"/?run="+run.RunID+"#token="+apptest.TokenOf("vera")), chromedp.WaitVisible(chromedp.CSS(`button.approve`)),
 			chromedp.SendKeys(chromedp.CSS(`.pending input[type=text]`), "half typed"),
 			chromedp.Click(chromedp.CSS(`button.approve`)),
 			until(`document.querySelector(".pending .decision-error")?.textContent.includes("approver")`))
@@ -224,17 +218,17 @@ func TestConsoleShowsForbidden(t *testing.T) {
 		if state != "half typed|false|alert" {
 			t.Fatalf("after the refusal [reason|approve disabled|role] is %q", state)
 		}
-		if st := s.runAs(t, tokenOf("root"), run.RunID); st != "SUSPENDED" {
+		if st := s.RunAs(t, apptest.TokenOf("root"), run.RunID); st != "SUSPENDED" {
 			t.Fatalf("after a refused approval the run is %s", st)
 		}
 		screenshot(t, page, "forbidden.png")
 	})
 
 	t.Run("separation of duties: who started the run approves, then declines", func(t *testing.T) {
-		s := authServer(t, "sqlite:"+filepath.Join(t.TempDir(), "sod.db"), "  separationOfDuties: true\n")
-		run := s.suspendAs(t, tokenOf("alice"), "refund order 7 for 30", nil)
+		s := apptest.AuthServer(t, "sqlite:"+filepath.Join(t.TempDir(), "sod.db"), "  separationOfDuties: true\n")
+		run := s.SuspendAs(t, apptest.TokenOf("alice"), "refund order 7 for 30", nil)
 		page := tab(t, ctx, true)
-		do(t, page, chromedp.Navigate(s.url+"/#token="+tokenOf("alice")), until(`document.querySelectorAll("a[data-run]").length === 1`),
+		do(t, page, chromedp.Navigate(s.URL+"/#token="+apptest.TokenOf("alice")), until(`document.querySelectorAll("a[data-run]").length === 1`),
 			chromedp.Click(chromedp.CSS(`a[data-run]`)), chromedp.WaitVisible(chromedp.CSS(`button.approve`)))
 		if by := textOf(t, page, `#run-started-by`); by != "Started by alice" {
 			t.Fatalf("run view says %q, want Started by alice", by)
@@ -248,18 +242,10 @@ func TestConsoleShowsForbidden(t *testing.T) {
 		do(t, page, chromedp.Click(chromedp.CSS(`button.decline`)),
 			until(`document.querySelector("#run-status")?.textContent === "COMPLETED"`),
 			until(`document.querySelector('section[aria-label="Decisions"]')?.innerText.includes("by alice")`))
-		if ds := s.decisionsAs(t, tokenOf("root"), run.RunID); len(ds) != 1 || ds[0]["kind"] != "DECLINED" || ds[0]["decidedBy"] != "alice" {
+		if ds := s.DecisionsAs(t, apptest.TokenOf("root"), run.RunID); len(ds) != 1 || ds[0]["kind"] != "DECLINED" || ds[0]["decidedBy"] != "alice" {
 			t.Fatalf("decisions %v, want one DECLINED by alice", ds)
 		}
 	})
-}
-
-// runAs reads a run's status with the token.
-func (s *testServer) runAs(t *testing.T, token, runID string) string {
-	t.Helper()
-	var out struct{ Run struct{ Status string } }
-	s.mustAs(t, token, `query($id: ID!) { run(runId: $id) { status } }`, map[string]any{"id": runID}, &out)
-	return out.Run.Status
 }
 
 // TestConsoleLinkTakesTheTokenAsWritten: a token made with `openssl rand -base64 32` (as the
@@ -267,11 +253,12 @@ func (s *testServer) runAs(t *testing.T, token, runID string) string {
 // the console must keep exactly that token, not read "+" as a space. The rest of the fragment
 // stays in the address.
 func TestConsoleLinkTakesTheTokenAsWritten(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
 	const token = "q+9Zr/Lm+0a=="
-	s := authServer(t, "sqlite:"+filepath.Join(t.TempDir(), "plus.db"),
-		fmt.Sprintf("    - {subject: plus, role: admin, sha256: %s}\n", sha256Hex(token)))
-	s.suspendAs(t, token, "refund order 42 for 30", nil)
+	s := apptest.AuthServer(t, "sqlite:"+filepath.Join(t.TempDir(), "plus.db"),
+		fmt.Sprintf("    - {subject: plus, role: admin, sha256: %s}\n", apptest.Sha256Hex(token)))
+	s.SuspendAs(t, token, "refund order 42 for 30", nil)
 	for name, link := range map[string]string{
 		"as written": "#token=" + token + "&keep=1",
 		"escaped":    "#keep=1&token=" + url.QueryEscape(token),
@@ -279,7 +266,7 @@ func TestConsoleLinkTakesTheTokenAsWritten(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			page := tab(t, ctx, true)
-			do(t, page, chromedp.Navigate(s.url+"/"+link), until(`document.querySelectorAll("a[data-run]").length === 1`))
+			do(t, page, chromedp.Navigate(s.URL+"/"+link), until(`document.querySelectorAll("a[data-run]").length === 1`))
 			if got := get(t, page, chromedp.Evaluate[string](storedToken)); got != token {
 				t.Fatalf("localStorage holds %q, want %q", got, token)
 			}
@@ -290,7 +277,7 @@ func TestConsoleLinkTakesTheTokenAsWritten(t *testing.T) {
 	}
 	t.Run("a bare token key signs nothing in and leaves the address", func(t *testing.T) {
 		page := tab(t, ctx, true)
-		do(t, page, chromedp.Navigate(s.url+"/#token&keep=1"), chromedp.WaitVisible(chromedp.CSS(`#access-token`)))
+		do(t, page, chromedp.Navigate(s.URL+"/#token&keep=1"), chromedp.WaitVisible(chromedp.CSS(`#access-token`)))
 		if got := get(t, page, chromedp.Evaluate[string](`String(`+storedToken+`)`)); got != "null" {
 			t.Fatalf("localStorage holds %q, want no token", got)
 		}

@@ -1,4 +1,4 @@
-package app
+package web_test
 
 import (
 	"strings"
@@ -8,6 +8,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"interlock/dbtest"
+	"interlock/internal/apptest"
 )
 
 // TestConsoleResubscribesAfterUnavailable: the run view follows a run whose events cannot be read
@@ -15,10 +16,11 @@ import (
 // the server ends the console's runEvents with UNAVAILABLE, the console subscribes again after
 // the last event it showed, and once storage answers it shows the missed event exactly once.
 func TestConsoleResubscribesAfterUnavailable(t *testing.T) {
+	t.Parallel()
 	dsn := dbtest.MySQLDSN(t)
 	ctx := browser(t)
-	s := startServer(t, dbtest.MySQLURL(dsn)+"?lock_wait_timeout=1")
-	run := s.suspendAs(t, "", "refund order 42", nil)
+	s := apptest.Start(t, dbtest.MySQLURL(dsn)+"?lock_wait_timeout=1")
+	run := s.SuspendAs(t, "", "refund order 42", nil)
 	last := int64(run.LastEventSeq)
 
 	page := tab(t, ctx, false)
@@ -36,10 +38,10 @@ func TestConsoleResubscribesAfterUnavailable(t *testing.T) {
 		};`}); err != nil {
 		t.Fatal(err)
 	}
-	do(t, page, chromedp.Navigate(s.url+"/?run="+run.ID), until(`document.querySelector("#run-status")?.textContent === "SUSPENDED"`))
+	do(t, page, chromedp.Navigate(s.URL+"/?run="+run.ID), until(`document.querySelector("#run-status")?.textContent === "SUSPENDED"`))
 
 	const marker = "text stored while storage could not be read"
-	unlock := lockRunEvents(t, dsn, run.ID, last+1, `{"text":"`+marker+`"}`)
+	unlock := apptest.LockRunEvents(t, dsn, run.ID, last+1, `{"text":"`+marker+`"}`)
 	do(t, page, until(`window.__unavailable > 0`))
 	if strings.Contains(textOf(t, page, "#stream"), marker) {
 		t.Fatal("the event showed while run_events was locked")

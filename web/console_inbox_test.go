@@ -1,4 +1,4 @@
-package app
+package web_test
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"interlock/gormstore"
+	"interlock/internal/apptest"
 )
 
 // focused describes document.activeElement: "BODY", or tag#id.class[data-run=…].
@@ -45,25 +46,6 @@ func rowOrder(t *testing.T, page context.Context) []string {
 	return get(t, page, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#inbox-list a.row[data-run]")].map((a) => a.dataset.run)`))
 }
 
-// approveAPI approves the run's waiting call over the API (someone else, elsewhere).
-func (s *testServer) approveAPI(t *testing.T, id string) {
-	t.Helper()
-	var out map[string]any
-	s.must(t, `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": id}, &out)
-}
-
-// suspendedMany starts n refund runs, one after the other (so their createdAt differ), each
-// waiting on issue_refund; their ids, oldest first.
-func (s *testServer) suspendedMany(t *testing.T, n int, tag string) []string {
-	t.Helper()
-	var ids []string
-	for i := range n {
-		ids = append(ids, s.suspended(t, fmt.Sprintf("refund order %s%d for 5", tag, i+1)).RunID)
-		time.Sleep(5 * time.Millisecond)
-	}
-	return ids
-}
-
 func inZone(t *testing.T, page context.Context, zone string) {
 	t.Helper()
 	if _, err := chromedp.Call(page, emulation.SetTimezoneOverride, emulation.SetTimezoneOverrideParams{TimezoneID: zone}); err != nil {
@@ -75,13 +57,14 @@ func inZone(t *testing.T, page context.Context, zone string) {
 // only; focus always lands on the next waiting item, never on <body>, also when the list is
 // redrawn by a live update; shortcuts stay quiet while typing; the ? dialog; the skip link.
 func TestConsoleInboxKeyboard(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
-	s := startServer(t, "sqlite:"+filepath.Join(t.TempDir(), "keys.db"))
+	s := apptest.Start(t, "sqlite:"+filepath.Join(t.TempDir(), "keys.db"))
 
 	t.Run("three runs in a row, keyboard only", func(t *testing.T) {
-		ids := s.suspendedMany(t, 3, "")
+		ids := s.SuspendedMany(t, 3, "")
 		page := tab(t, ctx, false)
-		do(t, page, chromedp.Navigate(s.url+"/"), until(`document.querySelectorAll("#inbox-list a.row").length === 3`))
+		do(t, page, chromedp.Navigate(s.URL+"/"), until(`document.querySelectorAll("#inbox-list a.row").length === 3`))
 		if got := rowOrder(t, page); !slices.Equal(got, ids) {
 			t.Fatalf("inbox order %v, want oldest first %v", got, ids)
 		}
@@ -113,26 +96,26 @@ func TestConsoleInboxKeyboard(t *testing.T) {
 			until(`document.activeElement?.matches(".pending button.approve")`))
 		// a approves: the next run opens, focus on its Approve.
 		do(t, page, key("a"))
-		s.waitStatus(t, ids[0], "COMPLETED")
+		s.WaitStatus(t, ids[0], "COMPLETED")
 		do(t, page, until(fmt.Sprintf(`location.search === "?run=%s"`, ids[1])), until(`document.activeElement?.matches(".pending button.approve")`))
 		// d goes to the reason, Enter in it declines with what was typed.
 		do(t, page, key("d"), until(`document.activeElement?.id?.startsWith("reason-")`), key("no receipt"), key(kb.Enter))
-		s.waitStatus(t, ids[1], "COMPLETED")
-		if ds := s.decisions(t, ids[1]); len(ds) != 1 || ds[0]["kind"] != "DECLINED" || ds[0]["reason"] != "no receipt" {
+		s.WaitStatus(t, ids[1], "COMPLETED")
+		if ds := s.Decisions(t, ids[1]); len(ds) != 1 || ds[0]["kind"] != "DECLINED" || ds[0]["reason"] != "no receipt" {
 			t.Fatalf("decisions of the declined run: %v", ds)
 		}
 		do(t, page, until(fmt.Sprintf(`location.search === "?run=%s"`, ids[2])), until(`document.activeElement?.matches(".pending button.approve")`))
 		// The last one: back to the inbox, now empty, the focus on what it says.
 		do(t, page, key("a"))
-		s.waitStatus(t, ids[2], "COMPLETED")
+		s.WaitStatus(t, ids[2], "COMPLETED")
 		do(t, page, until(`location.search === "" && document.body.innerText.includes("Nothing waits")`),
 			until(`document.activeElement?.matches("#inbox-list .empty")`))
 	})
 
 	t.Run("decided with the mouse: the run stays on screen, a focused link leads to the next", func(t *testing.T) {
-		ids := s.suspendedMany(t, 2, "8")
+		ids := s.SuspendedMany(t, 2, "8")
 		page := tab(t, ctx, false)
-		do(t, page, chromedp.Navigate(s.url+"/"), until(`document.querySelectorAll("#inbox-list a.row").length === 2`),
+		do(t, page, chromedp.Navigate(s.URL+"/"), until(`document.querySelectorAll("#inbox-list a.row").length === 2`),
 			chromedp.Click(chromedp.CSS(`#inbox-list a.row`)), chromedp.WaitVisible(chromedp.CSS(`button.approve`)),
 			chromedp.Click(chromedp.CSS(`button.approve`)), until(`document.activeElement?.id === "next-up-link"`),
 			until(`document.querySelector("#run-status")?.textContent === "COMPLETED"`))
@@ -149,23 +132,23 @@ func TestConsoleInboxKeyboard(t *testing.T) {
 	})
 
 	t.Run("a live update keeps the focus on the same run's row, or the next", func(t *testing.T) {
-		ids := s.suspendedMany(t, 3, "4")
+		ids := s.SuspendedMany(t, 3, "4")
 		page := tab(t, ctx, false)
-		do(t, page, chromedp.Navigate(s.url+"/"), until(`document.querySelectorAll("#inbox-list a.row").length === 3`),
+		do(t, page, chromedp.Navigate(s.URL+"/"), until(`document.querySelectorAll("#inbox-list a.row").length === 3`),
 			key("j"), key("j"), until(fmt.Sprintf(`document.activeElement?.dataset.run === %q`, ids[1])))
 		// Another run decided elsewhere: the list is drawn again, the focus stays on the same run.
-		s.approveAPI(t, ids[0])
+		s.ApproveAPI(t, ids[0])
 		do(t, page, until(`document.querySelectorAll("#inbox-list a.row").length === 2`))
 		if got := focused(t, page); got != "A.row["+ids[1]+"]" {
 			t.Fatalf("after a redraw focus is on %s, want the same row %s", got, ids[1])
 		}
 		// The focused run itself decided elsewhere: the focus goes to the next row.
-		s.approveAPI(t, ids[1])
+		s.ApproveAPI(t, ids[1])
 		do(t, page, until(`document.querySelectorAll("#inbox-list a.row").length === 1`))
 		if got := focused(t, page); got != "A.row["+ids[2]+"]" {
 			t.Fatalf("after its row left, focus is on %s, want the next row %s", got, ids[2])
 		}
-		s.approveAPI(t, ids[2])
+		s.ApproveAPI(t, ids[2])
 		do(t, page, until(`document.body.innerText.includes("Nothing waits")`))
 		if got := focused(t, page); got == "BODY" {
 			t.Fatalf("focus fell to <body> when the last row left")
@@ -173,39 +156,39 @@ func TestConsoleInboxKeyboard(t *testing.T) {
 	})
 
 	t.Run("shortcuts stay quiet while typing", func(t *testing.T) {
-		id := s.suspended(t, "refund order 61 for 5").RunID
+		id := s.Suspended(t, "refund order 61 for 5").RunID
 		page := tab(t, ctx, false)
-		do(t, page, chromedp.Navigate(s.url+"/"), until(`document.querySelectorAll("#inbox-list a.row").length === 1`),
+		do(t, page, chromedp.Navigate(s.URL+"/"), until(`document.querySelectorAll("#inbox-list a.row").length === 1`),
 			chromedp.Focus(chromedp.CSS(`#f-thread`)), key("jk?"))
 		if v := get(t, page, chromedp.Evaluate[string](`document.querySelector("#f-thread").value + "|" + !!document.querySelector("a.row[aria-current]") + "|" + !!document.querySelector("dialog[open]")`)); v != "jk?|false|false" {
 			t.Fatalf("typing j, k and ? in a field: %s", v)
 		}
 		// In the run view, a typed in the reason is text, not an approval.
-		do(t, page, chromedp.Navigate(s.url+"/?run="+id), chromedp.WaitVisible(chromedp.CSS(`.pending input[id^="reason-"]`)),
+		do(t, page, chromedp.Navigate(s.URL+"/?run="+id), chromedp.WaitVisible(chromedp.CSS(`.pending input[id^="reason-"]`)),
 			chromedp.Focus(chromedp.CSS(`.pending input[id^="reason-"]`)), key("a"))
 		time.Sleep(300 * time.Millisecond)
-		if st := s.run(t, id).Status; st != "SUSPENDED" {
+		if st := s.Run(t, id).Status; st != "SUSPENDED" {
 			t.Fatalf("typing a in the reason approved the run: %s", st)
 		}
 		// e opens Edit and approve, with the focus in its editor.
 		do(t, page, chromedp.Focus(chromedp.CSS(`button.approve`)), key("e"),
 			until(`document.querySelector(".pending details.edit").open && document.activeElement?.matches(".pending details.edit textarea")`))
-		s.approveAPI(t, id)
+		s.ApproveAPI(t, id)
 	})
 
 	t.Run("r goes to the resume form", func(t *testing.T) {
-		id := s.suspended(t, "ask the customer for their shoe size").RunID
+		id := s.Suspended(t, "ask the customer for their shoe size").RunID
 		page := tab(t, ctx, false)
-		do(t, page, chromedp.Navigate(s.url+"/?run="+id), chromedp.WaitVisible(chromedp.CSS(`#resume-tc_1-answer`)),
+		do(t, page, chromedp.Navigate(s.URL+"/?run="+id), chromedp.WaitVisible(chromedp.CSS(`#resume-tc_1-answer`)),
 			js(`document.activeElement?.blur()`), key("r"), until(`document.activeElement?.id === "resume-tc_1-answer"`),
 			key("43"), key(kb.Enter))
-		s.waitStatus(t, id, "COMPLETED")
+		s.WaitStatus(t, id, "COMPLETED")
 	})
 
 	t.Run("? lists the shortcuts in a modal dialog", func(t *testing.T) {
-		s.suspended(t, "refund order 62 for 5")
+		s.Suspended(t, "refund order 62 for 5")
 		page := tab(t, ctx, false)
-		do(t, page, chromedp.Navigate(s.url+"/"), until(`document.querySelectorAll("#inbox-list a.row").length === 1`),
+		do(t, page, chromedp.Navigate(s.URL+"/"), until(`document.querySelectorAll("#inbox-list a.row").length === 1`),
 			key("j"), key("?"), until(`!!document.querySelector("dialog[open]")`))
 		info := get(t, page, chromedp.Evaluate[string](`(() => { const d = document.querySelector("dialog[open]");
 			return [d.getAttribute("role"), d.getAttribute("aria-modal"), document.getElementById(d.getAttribute("aria-labelledby"))?.textContent,
@@ -232,7 +215,7 @@ func TestConsoleInboxKeyboard(t *testing.T) {
 
 	t.Run("the skip link moves the focus to main without redrawing", func(t *testing.T) {
 		page := tab(t, ctx, false)
-		do(t, page, chromedp.Navigate(s.url+"/?view=history"), until(`document.readyState === "complete" && !!document.querySelector("main h1")`),
+		do(t, page, chromedp.Navigate(s.URL+"/?view=history"), until(`document.readyState === "complete" && !!document.querySelector("main h1")`),
 			js(`document.querySelector("main h1").dataset.mark = "1"`), key(kb.Tab), until(`document.activeElement?.matches("a.skip")`),
 			key(kb.Enter), until(`document.activeElement?.id === "main"`))
 		if still := get(t, page, chromedp.Evaluate[bool](`!!document.querySelector("main h1[data-mark]") && location.search === "?view=history"`)); !still {
@@ -245,12 +228,13 @@ func TestConsoleInboxKeyboard(t *testing.T) {
 // API after the page loaded; "Approve 20" reports 18 approved and names the two as decided by
 // someone else. A run waiting for an answer cannot be ticked.
 func TestConsoleInboxBulk(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
-	s := startServer(t, "sqlite:"+filepath.Join(t.TempDir(), "bulk.db"))
-	ids := s.suspendedMany(t, 20, "1")
-	ask := s.suspended(t, "ask the customer for their size").RunID
+	s := apptest.Start(t, "sqlite:"+filepath.Join(t.TempDir(), "bulk.db"))
+	ids := s.SuspendedMany(t, 20, "1")
+	ask := s.Suspended(t, "ask the customer for their size").RunID
 	page := tab(t, ctx, false)
-	do(t, page, chromedp.Navigate(s.url+"/?perPage=50"), until(`document.querySelectorAll("#inbox-list a.row").length === 21`),
+	do(t, page, chromedp.Navigate(s.URL+"/?perPage=50"), until(`document.querySelectorAll("#inbox-list a.row").length === 21`),
 		chromedp.Click(chromedp.CSS(`#pick-all`)), until(`!document.querySelector("#bulk").hidden`))
 	if txt := textOf(t, page, `#bulk-approve`); txt != "Approve 20" {
 		t.Fatalf("bulk button %q, want Approve 20", txt)
@@ -261,7 +245,7 @@ func TestConsoleInboxBulk(t *testing.T) {
 	}
 	elsewhere := []string{ids[3], ids[11]}
 	for _, id := range elsewhere {
-		s.approveAPI(t, id)
+		s.ApproveAPI(t, id)
 	}
 	do(t, page, chromedp.Click(chromedp.CSS(`#bulk-approve`)), until(`document.querySelector("#bulk-result").innerText.includes("approved")`))
 	summary := textOf(t, page, `#bulk-result .bulk-summary`)
@@ -282,12 +266,12 @@ func TestConsoleInboxBulk(t *testing.T) {
 		t.Fatalf("after the bulk decision focus is on %s, want the result", got)
 	}
 	for _, id := range ids {
-		if st := s.run(t, id).Status; st == "SUSPENDED" {
+		if st := s.Run(t, id).Status; st == "SUSPENDED" {
 			t.Fatalf("run %s still waits after the bulk approval", id)
 		}
 	}
 	do(t, page, until(`document.querySelectorAll("#inbox-list a.row").length === 1`))
-	if st := s.run(t, ask).Status; st != "SUSPENDED" {
+	if st := s.Run(t, ask).Status; st != "SUSPENDED" {
 		t.Fatalf("the run waiting for an answer is %s", st)
 	}
 	if got := focused(t, page); got == "BODY" {
@@ -298,9 +282,10 @@ func TestConsoleInboxBulk(t *testing.T) {
 // TestConsoleInboxSeveralCalls: a run whose step asked for two refunds waits on both; its row
 // says "2 calls" and approves them all, one mutation per call in order, and the run completes.
 func TestConsoleInboxSeveralCalls(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
-	s := startServer(t, "sqlite:"+filepath.Join(t.TempDir(), "calls.db"))
-	id := s.suspended(t, "refund orders 31 and 32 for 5").RunID
+	s := apptest.Start(t, "sqlite:"+filepath.Join(t.TempDir(), "calls.db"))
+	id := s.Suspended(t, "refund orders 31 and 32 for 5").RunID
 	page := tab(t, ctx, false)
 	if _, err := chromedp.Call(page, cdppage.AddScriptToEvaluateOnNewDocument, cdppage.AddScriptToEvaluateOnNewDocumentParams{Source: `
 		window.__approved = [];
@@ -312,7 +297,7 @@ func TestConsoleInboxSeveralCalls(t *testing.T) {
 		};`}); err != nil {
 		t.Fatal(err)
 	}
-	do(t, page, chromedp.Navigate(s.url+"/"), until(`document.querySelectorAll("#inbox-list a.row").length === 1`))
+	do(t, page, chromedp.Navigate(s.URL+"/"), until(`document.querySelectorAll("#inbox-list a.row").length === 1`))
 	if txt := textOf(t, page, `#inbox-list li[data-run]`); !strings.Contains(txt, "2 calls") || !strings.Contains(txt, "Approve all 2 calls") {
 		t.Fatalf("row of a run with two waiting calls: %q", txt)
 	}
@@ -320,8 +305,8 @@ func TestConsoleInboxSeveralCalls(t *testing.T) {
 	if got := get(t, page, chromedp.Evaluate[[]string](`window.__approved`)); !slices.Equal(got, []string{"tc_1", "tc_2"}) {
 		t.Fatalf("mutations sent for the calls %v, want tc_1 then tc_2", got)
 	}
-	s.waitStatus(t, id, "COMPLETED")
-	if ds := s.decisions(t, id); len(ds) != 2 || ds[0]["kind"] != "APPROVED" || ds[1]["kind"] != "APPROVED" {
+	s.WaitStatus(t, id, "COMPLETED")
+	if ds := s.Decisions(t, id); len(ds) != 2 || ds[0]["kind"] != "APPROVED" || ds[1]["kind"] != "APPROVED" {
 		t.Fatalf("decisions: %v, want both calls approved", ds)
 	}
 }
@@ -329,28 +314,29 @@ func TestConsoleInboxSeveralCalls(t *testing.T) {
 // TestConsoleInboxTriage: the count in the tab's title, live; oldest / newest first across
 // pages; the age mark; desktop notifications while the tab is hidden.
 func TestConsoleInboxTriage(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
-	s := startServer(t, "sqlite:"+filepath.Join(t.TempDir(), "triage.db"))
+	s := apptest.Start(t, "sqlite:"+filepath.Join(t.TempDir(), "triage.db"))
 
 	t.Run("the count of waiting runs is in the title, live", func(t *testing.T) {
 		page := tab(t, ctx, false)
-		do(t, page, chromedp.Navigate(s.url+"/"), until(`document.body.innerText.includes("Nothing waits")`))
+		do(t, page, chromedp.Navigate(s.URL+"/"), until(`document.body.innerText.includes("Nothing waits")`))
 		if title := get(t, page, chromedp.Evaluate[string](`document.title`)); title != "Interlock" {
 			t.Fatalf("empty inbox title %q", title)
 		}
-		a := s.suspended(t, "refund order 1 for 5").RunID
+		a := s.Suspended(t, "refund order 1 for 5").RunID
 		do(t, page, until(`document.title === "(1) Interlock"`))
-		b := s.suspended(t, "refund order 2 for 5").RunID
+		b := s.Suspended(t, "refund order 2 for 5").RunID
 		do(t, page, until(`document.title === "(2) Interlock"`))
-		s.approveAPI(t, a)
+		s.ApproveAPI(t, a)
 		do(t, page, until(`document.title === "(1) Interlock"`))
 		do(t, page, js(`document.querySelector('a[data-nav="history"]').click()`), until(`location.search === "?view=history"`),
 			until(`document.title === "Interlock"`))
-		s.approveAPI(t, b)
+		s.ApproveAPI(t, b)
 	})
 
 	t.Run("oldest or newest first, across pages", func(t *testing.T) {
-		ids := s.suspendedMany(t, 5, "2")
+		ids := s.SuspendedMany(t, 5, "2")
 		rev := slices.Clone(ids)
 		slices.Reverse(rev)
 		page := tab(t, ctx, false)
@@ -371,33 +357,33 @@ func TestConsoleInboxTriage(t *testing.T) {
 			{"?perPage=20&sort=newest", rev},
 		}
 		for _, c := range cases {
-			do(t, page, chromedp.Navigate(s.url+"/"+c.query), until(fmt.Sprintf(`document.querySelectorAll("#inbox-list a.row").length === %d`, len(c.want))))
+			do(t, page, chromedp.Navigate(s.URL+"/"+c.query), until(fmt.Sprintf(`document.querySelectorAll("#inbox-list a.row").length === %d`, len(c.want))))
 			if got := rowOrder(t, page); !slices.Equal(got, c.want) {
 				t.Errorf("%s: rows %v, want %v", c.query, got, c.want)
 			}
 		}
 		// The select: kept in the URL, the focus kept on it.
-		do(t, page, chromedp.Navigate(s.url+"/"), until(`document.querySelectorAll("#inbox-list a.row").length === 5`),
+		do(t, page, chromedp.Navigate(s.URL+"/"), until(`document.querySelectorAll("#inbox-list a.row").length === 5`),
 			js(`const s = document.querySelector("#f-sort"); s.focus(); s.value = "newest"; s.dispatchEvent(new Event("change"))`),
 			until(`location.search === "?sort=newest"`), until(fmt.Sprintf(`document.querySelector("#inbox-list a.row")?.dataset.run === %q`, rev[0])))
 		if got := focused(t, page); got != "SELECT#f-sort" {
 			t.Fatalf("after sorting focus is on %s", got)
 		}
 		for _, id := range ids {
-			s.approveAPI(t, id)
+			s.ApproveAPI(t, id)
 		}
 	})
 
 	t.Run("runs waiting long are marked amber, then red, not by color alone", func(t *testing.T) {
-		ids := s.suspendedMany(t, 3, "3")
+		ids := s.SuspendedMany(t, 3, "3")
 		now := time.Now()
 		for id, ago := range map[string]time.Duration{ids[1]: 20 * time.Minute, ids[2]: 2 * time.Hour} {
-			if err := s.app.db.Model(&gormstore.Run{}).Where("id = ?", id).Update("suspended_at", now.Add(-ago)).Error; err != nil {
+			if err := s.App.DB().Model(&gormstore.Run{}).Where("id = ?", id).Update("suspended_at", now.Add(-ago)).Error; err != nil {
 				t.Fatal(err)
 			}
 		}
 		page := tab(t, ctx, false)
-		do(t, page, chromedp.Navigate(s.url+"/"), until(`document.querySelectorAll("#inbox-list a.row").length === 3`))
+		do(t, page, chromedp.Navigate(s.URL+"/"), until(`document.querySelectorAll("#inbox-list a.row").length === 3`))
 		for id, want := range map[string][2]string{ids[0]: {"fresh", "waiting "}, ids[1]: {"amber", "waiting long: waiting 20 min · over 15 min"}, ids[2]: {"red", "waiting very long: waiting 2 h · over 1 h"}} {
 			got := get(t, page, chromedp.Evaluate[[]string](fmt.Sprintf(`(() => { const a = document.querySelector('#inbox-list a.row[data-run=%q] .age');
 				const vis = [...a.childNodes].filter((n) => !(n.classList && n.classList.contains("age-mark"))).map((n) => n.textContent).join("");
@@ -421,7 +407,7 @@ func TestConsoleInboxTriage(t *testing.T) {
 			t.Errorf("age levels: %s", levels)
 		}
 		for _, id := range ids {
-			s.approveAPI(t, id)
+			s.ApproveAPI(t, id)
 		}
 	})
 
@@ -440,11 +426,11 @@ func TestConsoleInboxTriage(t *testing.T) {
 			Object.defineProperty(document, "hidden", { get: () => !!window.__hidden });`}); err != nil {
 			t.Fatal(err)
 		}
-		do(t, page, chromedp.Navigate(s.url+"/"), until(`document.querySelector("#notify")?.textContent === "Notify me"`),
+		do(t, page, chromedp.Navigate(s.URL+"/"), until(`document.querySelector("#notify")?.textContent === "Notify me"`),
 			chromedp.Click(chromedp.CSS(`#notify`)), until(`document.querySelector("#notify").textContent === "Notifications on"`))
-		s.suspended(t, "refund order 71 for 5") // visible tab: no notification
+		s.Suspended(t, "refund order 71 for 5") // visible tab: no notification
 		do(t, page, until(`document.title === "(1) Interlock"`), js(`window.__hidden = true`))
-		id := s.suspended(t, "refund order 72 for 5").RunID
+		id := s.Suspended(t, "refund order 72 for 5").RunID
 		do(t, page, until(`window.__notes.length === 1`))
 		if n := get(t, page, chromedp.Evaluate[string](`window.__notes[0].title + "|" + window.__notes[0].body`)); n != "issue_refund|support-agent" {
 			t.Fatalf("notification %q", n)
@@ -457,16 +443,17 @@ func TestConsoleInboxTriage(t *testing.T) {
 // every time zone; old offset-less links are read in local time; a bad date says which field and
 // what is expected; no match is not an empty inbox.
 func TestConsoleInboxFilters(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
-	s := startServer(t, "sqlite:"+filepath.Join(t.TempDir(), "filters.db"))
+	s := apptest.Start(t, "sqlite:"+filepath.Join(t.TempDir(), "filters.db"))
 	berlin := tab(t, ctx, true)
 	inZone(t, berlin, "Europe/Berlin")
 	newYork := tab(t, ctx, true)
 	inZone(t, newYork, "America/New_York")
 
 	t.Run("an empty inbox, and filters that match nothing", func(t *testing.T) {
-		do(t, berlin, chromedp.Navigate(s.url+"/"), until(`document.body.innerText.includes("Nothing waits for a decision")`),
-			chromedp.Navigate(s.url+"/?thread=nope"), until(`document.body.innerText.includes("No waiting runs match these filters")`))
+		do(t, berlin, chromedp.Navigate(s.URL+"/"), until(`document.body.innerText.includes("Nothing waits for a decision")`),
+			chromedp.Navigate(s.URL+"/?thread=nope"), until(`document.body.innerText.includes("No waiting runs match these filters")`))
 		if body := bodyText(t, berlin); strings.Contains(body, "Nothing waits") {
 			t.Fatalf("no match says the inbox is empty:\n%s", body)
 		}
@@ -477,7 +464,7 @@ func TestConsoleInboxFilters(t *testing.T) {
 
 	t.Run("bad dates in the link name the field and the expected form", func(t *testing.T) {
 		for q, field := range map[string]string{"?from=yesterday": "Created from", "?to=2026-13-45T25:00": "Created to", "?to=2026-02-30T10:00:00Z": "Created to"} {
-			do(t, berlin, chromedp.Navigate(s.url+"/"+q), until(`!!document.querySelector("#filter-error")`))
+			do(t, berlin, chromedp.Navigate(s.URL+"/"+q), until(`!!document.querySelector("#filter-error")`))
 			msg := textOf(t, berlin, `#filter-error`)
 			if !strings.Contains(msg, "“"+field+"”") || !strings.Contains(msg, "+01:00") || strings.Contains(msg, "RangeError") {
 				t.Errorf("%s: message %q", q, msg)
@@ -488,21 +475,21 @@ func TestConsoleInboxFilters(t *testing.T) {
 			}
 		}
 		// from after to: said in local time, in the console's words.
-		do(t, berlin, chromedp.Navigate(s.url+"/?from=2026-12-02T21:00:00Z&to=2026-12-02T20:00:00Z"), until(`!!document.querySelector("#filter-error")`))
+		do(t, berlin, chromedp.Navigate(s.URL+"/?from=2026-12-02T21:00:00Z&to=2026-12-02T20:00:00Z"), until(`!!document.querySelector("#filter-error")`))
 		msg := textOf(t, berlin, `#filter-error`)
 		local := get(t, berlin, chromedp.Evaluate[string](`new Date("2026-12-02T21:00:00Z").getHours() === 22 ? new Date("2026-12-02T21:00:00Z").toLocaleString() : "not in Berlin"`))
 		if !strings.Contains(msg, "is after") || !strings.Contains(msg, local) {
 			t.Errorf("from after to: %q (local %q)", msg, local)
 		}
 		// The old offset-less form with seconds, which used to throw a RangeError, is read as local time.
-		do(t, berlin, chromedp.Navigate(s.url+"/?to=2026-12-02T21:00:30"), until(`!!document.querySelector("#inbox-list .card, #inbox-list .pager")`))
+		do(t, berlin, chromedp.Navigate(s.URL+"/?to=2026-12-02T21:00:30"), until(`!!document.querySelector("#inbox-list .card, #inbox-list .pager")`))
 		if v := get(t, berlin, chromedp.Evaluate[string](`document.querySelector("#f-to").value + "|" + !!document.querySelector("#filter-error")`)); v != "2026-12-02T21:00:30|false" {
 			t.Errorf("?to=2026-12-02T21:00:30: field and error %s", v)
 		}
 	})
 
 	t.Run("applied filters are written with their offset", func(t *testing.T) {
-		do(t, berlin, chromedp.Navigate(s.url+"/"), until(`!!document.querySelector("#f-from")`),
+		do(t, berlin, chromedp.Navigate(s.URL+"/"), until(`!!document.querySelector("#f-from")`),
 			js(`document.querySelector("#f-from").value = "2026-12-02T21:00"; document.querySelector("#f-to").value = "2026-12-03T08:15"`),
 			chromedp.Click(chromedp.CSS(`#f-apply`)), until(`location.search.includes("from=")`))
 		q := get(t, berlin, chromedp.Evaluate[string](`(() => { const p = new URLSearchParams(location.search); return p.get("from") + " " + p.get("to"); })()`))
@@ -520,15 +507,15 @@ func TestConsoleInboxFilters(t *testing.T) {
 	})
 
 	t.Run("a shared link means the same runs in every time zone", func(t *testing.T) {
-		id := s.suspended(t, "refund order 5 for 5").RunID
-		created, err := time.Parse(time.RFC3339, s.run(t, id).CreatedAt)
+		id := s.Suspended(t, "refund order 5 for 5").RunID
+		created, err := time.Parse(time.RFC3339, s.Run(t, id).CreatedAt)
 		if err != nil {
 			t.Fatal(err)
 		}
 		india := time.FixedZone("IST", 5*3600+1800)
 		count := func(page context.Context, from string) int {
 			t.Helper()
-			do(t, page, chromedp.Navigate(s.url+"/?from="+url.QueryEscape(from)),
+			do(t, page, chromedp.Navigate(s.URL+"/?from="+url.QueryEscape(from)),
 				until(`!!document.querySelector("#inbox-list .card, #inbox-list .pager, #filter-error")`))
 			return get(t, page, chromedp.Evaluate[int](`document.querySelectorAll("#inbox-list a.row").length`))
 		}
@@ -555,6 +542,6 @@ func TestConsoleInboxFilters(t *testing.T) {
 		if n := count(newYork, old); n != 0 {
 			t.Errorf("New York, old link from=%s: %d runs, want 0", old, n)
 		}
-		s.approveAPI(t, id)
+		s.ApproveAPI(t, id)
 	})
 }

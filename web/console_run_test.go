@@ -1,4 +1,4 @@
-package app
+package web_test
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/chromedp/chromedp"
+
+	"interlock/internal/apptest"
 )
 
 // evalJSON runs an async expression in the page that returns JSON.stringify(…) and decodes it.
@@ -26,10 +28,11 @@ func evalJSON(t *testing.T, page context.Context, expr string, v any) {
 // TestConsoleMarkdownIsSafe: model text rendered as Markdown keeps markup, scripts, images and
 // javascript: links inert (shown as text), and renders the subset it knows.
 func TestConsoleMarkdownIsSafe(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
-	s := startServer(t, "sqlite:"+filepath.Join(t.TempDir(), "md.db"))
+	s := apptest.Start(t, "sqlite:"+filepath.Join(t.TempDir(), "md.db"))
 	page := tab(t, ctx, false)
-	do(t, page, chromedp.Navigate(s.url+"/?view=history"), until(`document.readyState === "complete"`))
+	do(t, page, chromedp.Navigate(s.URL+"/?view=history"), until(`document.readyState === "complete"`))
 	const source = "Hello **bold** and *em* and _also em_ and `x < y` in issue_refund.\n" +
 		"A second line.\n\n" +
 		"<img src=x onerror=\"window.__pwned = 1\"> <script>window.__pwned = 2</script>\n\n" +
@@ -118,14 +121,14 @@ func textModel(t *testing.T) *httptest.Server {
 // disclosure button; once approved, the tool's text result and the final answer show as text
 // (two lines, not JSON-escaped), and the timeline groups the events by step, each with its time.
 func TestConsoleRunShowsTheRequestReadably(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
 	model := textModel(t)
 	tool := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, `{"result": "Refund rf_7 issued.\nReceipt mailed."}`)
 	}))
 	t.Cleanup(tool.Close)
-	t.Setenv("INTERLOCK_TEST_MODEL_KEY", "sk-test")
-	file := writeConfig(t, `
+	file := apptest.WriteConfig(t, `
 agents:
   - id: billing
     name: Billing assistant
@@ -139,11 +142,11 @@ tools:
     requireApproval: true
     http: {url: `+tool.URL+`/refund, timeout: 5s}
 `)
-	s := startServer(t, "sqlite:"+filepath.Join(t.TempDir(), "readable.db"), "--config", file)
-	run := s.startRun(t, "refund order 7", map[string]any{"agentId": "billing"})
-	s.waitStatus(t, run.RunID, "SUSPENDED")
+	s := apptest.Start(t, "sqlite:"+filepath.Join(t.TempDir(), "readable.db"), "--config", file)
+	run := s.StartRun(t, "refund order 7", map[string]any{"agentId": "billing"})
+	s.WaitStatus(t, run.RunID, "SUSPENDED")
 	page := tab(t, ctx, false)
-	do(t, page, chromedp.Navigate(s.url+"/?run="+run.RunID), chromedp.WaitVisible(chromedp.CSS(`button.approve`)),
+	do(t, page, chromedp.Navigate(s.URL+"/?run="+run.RunID), chromedp.WaitVisible(chromedp.CSS(`button.approve`)),
 		until(`!!document.querySelector(".pending .said")`))
 	if d := textOf(t, page, `.pending .tool-description`); d != "Refund an order to the customer's card." {
 		t.Errorf("tool description %q", d)
@@ -240,14 +243,15 @@ tools:
 
 // TestConsoleRunShowsTheThread: a run on a thread shows the thread's earlier messages, collapsed.
 func TestConsoleRunShowsTheThread(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
-	s := startServer(t, "sqlite:"+filepath.Join(t.TempDir(), "thread.db"))
-	first := s.startRun(t, "hello there", map[string]any{"threadId": "t-ctx"})
-	s.waitStatus(t, first.RunID, "COMPLETED")
-	run := s.startRun(t, "refund order 43 for 30", map[string]any{"threadId": "t-ctx"})
-	s.waitStatus(t, run.RunID, "SUSPENDED")
+	s := apptest.Start(t, "sqlite:"+filepath.Join(t.TempDir(), "thread.db"))
+	first := s.StartRun(t, "hello there", map[string]any{"threadId": "t-ctx"})
+	s.WaitStatus(t, first.RunID, "COMPLETED")
+	run := s.StartRun(t, "refund order 43 for 30", map[string]any{"threadId": "t-ctx"})
+	s.WaitStatus(t, run.RunID, "SUSPENDED")
 	page := tab(t, ctx, false)
-	do(t, page, chromedp.Navigate(s.url+"/?run="+run.RunID), chromedp.WaitVisible(chromedp.CSS(`button.approve`)),
+	do(t, page, chromedp.Navigate(s.URL+"/?run="+run.RunID), chromedp.WaitVisible(chromedp.CSS(`button.approve`)),
 		until(`!!document.querySelector("#thread-earlier")`))
 	var th struct {
 		Summary string
@@ -266,7 +270,7 @@ func TestConsoleRunShowsTheThread(t *testing.T) {
 		t.Fatalf("opened thread box: %+v", th)
 	}
 	// A run without earlier messages shows no box.
-	do(t, page, chromedp.Navigate(s.url+"/?run="+first.RunID), until(`document.querySelector("#run-status")?.textContent === "COMPLETED"`))
+	do(t, page, chromedp.Navigate(s.URL+"/?run="+first.RunID), until(`document.querySelector("#run-status")?.textContent === "COMPLETED"`))
 	if n := get(t, page, chromedp.Evaluate[int](`document.querySelectorAll("#thread-earlier").length`)); n != 0 {
 		t.Errorf("the thread's first run shows %d earlier-messages boxes", n)
 	}
@@ -276,22 +280,23 @@ func TestConsoleRunShowsTheThread(t *testing.T) {
 // the loser of a race is told who won and when; a half-written decline reason made unsendable by
 // someone else's decision is shown with a Copy button.
 func TestConsoleRunAccountability(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
 
 	t.Run("the admin token: who decided, when", func(t *testing.T) {
-		s := startServer(t, "sqlite:"+filepath.Join(t.TempDir(), "who.db"), "--auth=on")
-		admin := s.app.AdminToken
-		run := s.suspendAs(t, admin, "refund order 42 for 30", nil)
+		s := apptest.Start(t, "sqlite:"+filepath.Join(t.TempDir(), "who.db"), "--auth=on")
+		admin := s.App.AdminToken
+		run := s.SuspendAs(t, admin, "refund order 42 for 30", nil)
 		page := tab(t, ctx, true)
-		do(t, page, chromedp.Navigate(s.url+"/#token="+admin), until(`document.querySelectorAll("a[data-run]").length === 1`),
-			chromedp.Navigate(s.url+"/?run="+run.RunID), chromedp.WaitVisible(chromedp.CSS(`button.approve`)),
+		do(t, page, chromedp.Navigate(s.URL+"/#token="+admin), until(`document.querySelectorAll("a[data-run]").length === 1`),
+			chromedp.Navigate(s.URL+"/?run="+run.RunID), chromedp.WaitVisible(chromedp.CSS(`button.approve`)),
 			chromedp.Click(chromedp.CSS(`button.approve`)),
 			until(`document.querySelector("#run-status")?.textContent === "COMPLETED"`),
 			until(`!!document.querySelector('section[aria-label="Decisions"] li time')`))
 		var d struct{ Text, Datetime, Title string }
 		evalJSON(t, page, `(() => { const li = document.querySelector('section[aria-label="Decisions"] li'), t = li.querySelector("time");
 			return JSON.stringify({ text: li.innerText, datetime: t.getAttribute("datetime"), title: t.title }); })()`, &d)
-		ds := s.decisionsAs(t, admin, run.RunID)
+		ds := s.DecisionsAs(t, admin, run.RunID)
 		if !strings.HasPrefix(d.Text, "Approved by admin at ") || len(ds) != 1 || d.Datetime != ds[0]["decidedAt"] || d.Title == "" {
 			t.Fatalf("decision shown %+v, recorded %v", d, ds)
 		}
@@ -300,35 +305,35 @@ func TestConsoleRunAccountability(t *testing.T) {
 		}
 	})
 
-	s := authServer(t, "sqlite:"+filepath.Join(t.TempDir(), "race.db"), "")
+	s := apptest.AuthServer(t, "sqlite:"+filepath.Join(t.TempDir(), "race.db"), "")
 
 	t.Run("the race loser is told who decided and when", func(t *testing.T) {
-		run := s.suspendAs(t, tokenOf("root"), "refund order 42 for 30", nil)
-		gate := newSocketGate(s.app.Handler()) // the page hears of nothing: it still shows the call
+		run := s.SuspendAs(t, apptest.TokenOf("root"), "refund order 42 for 30", nil)
+		gate := newSocketGate(s.App.Handler()) // the page hears of nothing: it still shows the call
 		url := serve(t, gate)
 		t.Cleanup(gate.release)
 		page := tab(t, ctx, true)
-		do(t, page, chromedp.Navigate(url+"/?run="+run.RunID+"#token="+tokenOf("bob")), chromedp.WaitVisible(chromedp.CSS(`button.approve`)))
-		s.mustAs(t, tokenOf("alice"), `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": run.RunID}, nil)
+		do(t, page, chromedp.Navigate(url+"/?run="+run.RunID+"#token="+apptest.TokenOf("bob")), chromedp.WaitVisible(chromedp.CSS(`button.approve`)))
+		s.MustAs(t, apptest.TokenOf("alice"), `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": run.RunID}, nil)
 		do(t, page, chromedp.Click(chromedp.CSS(`button.approve`)),
 			until(`document.querySelector('[role="alert"] .notice')?.innerText.includes("alice approved this at")`),
 			until(`!document.querySelector("button.approve")`))
 		var n struct{ Text, Datetime string }
 		evalJSON(t, page, `(() => { const p = document.querySelector('[role="alert"] .notice');
 			return JSON.stringify({ text: p.innerText, datetime: p.querySelector("time")?.getAttribute("datetime") || "" }); })()`, &n)
-		ds := s.decisionsAs(t, tokenOf("root"), run.RunID)
+		ds := s.DecisionsAs(t, apptest.TokenOf("root"), run.RunID)
 		if !strings.HasPrefix(n.Text, "Someone else decided first: alice approved this at ") || len(ds) != 1 || n.Datetime != ds[0]["decidedAt"] {
 			t.Fatalf("notice %+v, decisions %v", n, ds)
 		}
 	})
 
 	t.Run("a half-written reason lost to someone else's decision can be copied", func(t *testing.T) {
-		run := s.suspendAs(t, tokenOf("root"), "refund order 43 for 30", nil)
+		run := s.SuspendAs(t, apptest.TokenOf("root"), "refund order 43 for 30", nil)
 		page := tab(t, ctx, true)
 		const typed = "the receipt is missing, ask for"
-		do(t, page, chromedp.Navigate(s.url+"/?run="+run.RunID+"#token="+tokenOf("bob")), chromedp.WaitVisible(chromedp.CSS(`button.decline`)),
+		do(t, page, chromedp.Navigate(s.URL+"/?run="+run.RunID+"#token="+apptest.TokenOf("bob")), chromedp.WaitVisible(chromedp.CSS(`button.decline`)),
 			chromedp.SendKeys(chromedp.CSS(`#reason-tc_1`), typed))
-		s.mustAs(t, tokenOf("alice"), `mutation($id: ID!) { declineToolCall(runId: $id, reason: "no") { status } }`, map[string]any{"id": run.RunID}, nil)
+		s.MustAs(t, apptest.TokenOf("alice"), `mutation($id: ID!) { declineToolCall(runId: $id, reason: "no") { status } }`, map[string]any{"id": run.RunID}, nil)
 		do(t, page, until(`!!document.querySelector(".lost textarea")`))
 		var lost struct {
 			Value, Label, Notice string
@@ -345,7 +350,7 @@ func TestConsoleRunAccountability(t *testing.T) {
 		}
 		do(t, page, chromedp.Click(chromedp.CSS(`.lost button.copy`)),
 			until(`/Copied|Selected/.test(document.querySelector(".lost .copy-status").textContent)`))
-		if ds := s.decisionsAs(t, tokenOf("root"), run.RunID); len(ds) != 1 || ds[0]["decidedBy"] != "alice" {
+		if ds := s.DecisionsAs(t, apptest.TokenOf("root"), run.RunID); len(ds) != 1 || ds[0]["decidedBy"] != "alice" {
 			t.Fatalf("decisions %v", ds)
 		}
 	})
@@ -355,15 +360,16 @@ func TestConsoleRunAccountability(t *testing.T) {
 // after the other, under the same delegate call id; after approving the first, "Decision sent"
 // goes once the second waits; after the last, it says the run has finished.
 func TestConsoleRunClearsAStaleNotice(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
-	s := startServer(t, "sqlite:"+filepath.Join(t.TempDir(), "stale.db"))
-	run := s.startRun(t, "refund orders 7 and 8", map[string]any{"agentId": "supervisor"})
-	s.waitStatus(t, run.RunID, "SUSPENDED")
+	s := apptest.Start(t, "sqlite:"+filepath.Join(t.TempDir(), "stale.db"))
+	run := s.StartRun(t, "refund orders 7 and 8", map[string]any{"agentId": "supervisor"})
+	s.WaitStatus(t, run.RunID, "SUSPENDED")
 	page := tab(t, ctx, false)
 	order := func(n string) string {
 		return `/"orderId":\s*"` + n + `"/.test(document.querySelector(".pending pre.raw-json")?.textContent || "")`
 	}
-	do(t, page, chromedp.Navigate(s.url+"/?run="+run.RunID), chromedp.WaitVisible(chromedp.CSS(`.pending button.approve`)),
+	do(t, page, chromedp.Navigate(s.URL+"/?run="+run.RunID), chromedp.WaitVisible(chromedp.CSS(`.pending button.approve`)),
 		until(order("7")), chromedp.Click(chromedp.CSS(`button.approve`)),
 		until(`!!document.querySelector(".pending button.approve:not(:disabled)") && `+order("8")))
 	// Give a late answer to the first approval the time to (wrongly) say it was sent.
@@ -383,24 +389,25 @@ func TestConsoleRunClearsAStaleNotice(t *testing.T) {
 // from the keyboard keeps the view on the run, says one more call waits, and focuses the second
 // call's Approve; approving that one resumes the run.
 func TestConsoleRunSeveralCalls(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
-	s := startServer(t, "sqlite:"+filepath.Join(t.TempDir(), "calls.db"))
-	run := s.suspended(t, "refund orders 7 and 8")
+	s := apptest.Start(t, "sqlite:"+filepath.Join(t.TempDir(), "calls.db"))
+	run := s.Suspended(t, "refund orders 7 and 8")
 	page := tab(t, ctx, false)
-	do(t, page, chromedp.Navigate(s.url+"/?run="+run.RunID),
+	do(t, page, chromedp.Navigate(s.URL+"/?run="+run.RunID),
 		chromedp.WaitVisible(chromedp.CSS(`.pending[data-call="tc_2"] button.approve`)),
 		chromedp.Focus(chromedp.CSS(`.pending[data-call="tc_1"] button.approve`)), key("a"),
 		until(`!document.querySelector('.pending[data-call="tc_1"]') && document.activeElement?.matches('.pending[data-call="tc_2"] button.approve')`),
 		until(`document.body.innerText.includes("1 more call waits for you")`))
-	if r := s.run(t, run.RunID); r.Status != "SUSPENDED" || len(r.ToolCalls) != 1 || r.ToolCalls[0].ToolCallID != "tc_2" {
+	if r := s.Run(t, run.RunID); r.Status != "SUSPENDED" || len(r.ToolCalls) != 1 || r.ToolCalls[0].ToolCallID != "tc_2" {
 		t.Fatalf("after the first approval the run is %s waiting on %+v", r.Status, r.ToolCalls)
 	}
 	if loc := get(t, page, chromedp.Evaluate[string](`location.search`)); loc != "?run="+run.RunID {
 		t.Fatalf("the view moved to %q while the run still waits", loc)
 	}
 	do(t, page, key("a"))
-	s.waitStatus(t, run.RunID, "COMPLETED")
-	if ds := s.decisions(t, run.RunID); len(ds) != 2 {
+	s.WaitStatus(t, run.RunID, "COMPLETED")
+	if ds := s.Decisions(t, run.RunID); len(ds) != 2 {
 		t.Fatalf("decisions: %v, want two", ds)
 	}
 }
@@ -408,12 +415,13 @@ func TestConsoleRunSeveralCalls(t *testing.T) {
 // TestConsoleRunResumeFormErrors: an answer of only spaces is refused on the field, in plain
 // words, with aria-invalid and aria-describedby; the error goes as it is corrected.
 func TestConsoleRunResumeFormErrors(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
-	s := startServer(t, "sqlite:"+filepath.Join(t.TempDir(), "resume.db"))
-	run := s.suspended(t, "ask the customer for their size")
+	s := apptest.Start(t, "sqlite:"+filepath.Join(t.TempDir(), "resume.db"))
+	run := s.Suspended(t, "ask the customer for their size")
 	page := tab(t, ctx, false)
 	const field = `#resume-tc_1-answer`
-	do(t, page, chromedp.Navigate(s.url+"/?run="+run.RunID), chromedp.WaitVisible(chromedp.CSS(field)),
+	do(t, page, chromedp.Navigate(s.URL+"/?run="+run.RunID), chromedp.WaitVisible(chromedp.CSS(field)),
 		chromedp.SendKeys(chromedp.CSS(field), "   "), chromedp.Click(chromedp.CSS(`.pending button[type=submit]`)),
 		until(`document.querySelector("`+field+`").getAttribute("aria-invalid") === "true"`))
 	var st struct {
@@ -426,7 +434,7 @@ func TestConsoleRunResumeFormErrors(t *testing.T) {
 	if st.Described != "resume-tc_1-answer-error" || st.Error != "Enter an answer" || !st.Focused {
 		t.Fatalf("field after refusing spaces: %+v", st)
 	}
-	if r := s.run(t, run.RunID); r.Status != "SUSPENDED" {
+	if r := s.Run(t, run.RunID); r.Status != "SUSPENDED" {
 		t.Fatalf("spaces were sent: the run is %s", r.Status)
 	}
 	do(t, page, chromedp.SendKeys(chromedp.CSS(field), "M"),

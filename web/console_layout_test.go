@@ -1,4 +1,4 @@
-package app
+package web_test
 
 import (
 	"context"
@@ -8,11 +8,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/cdproto/emulation"
 	cdppage "github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+
+	"interlock/internal/apptest"
 )
 
 // axeSource is axe-core (testdata/README.md says which version, from where, under which
@@ -103,20 +104,6 @@ func colorScheme(t *testing.T, page context.Context, scheme string) {
 	}
 }
 
-// decideAs takes a decision on a suspended run with the token, and waits until the run is
-// finished.
-func (s *testServer) decideAs(t *testing.T, token, mutation string, vars map[string]any) {
-	t.Helper()
-	s.mustAs(t, token, mutation, vars, nil)
-	deadline := time.Now().Add(20 * time.Second)
-	for st := s.runAs(t, token, vars["id"].(string)); st != "COMPLETED" && st != "FAILED"; st = s.runAs(t, token, vars["id"].(string)) {
-		if time.Now().After(deadline) {
-			t.Fatalf("run %s is still %s", vars["id"], st)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 const (
 	approveAs = `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`
 	declineAs = `mutation($id: ID!, $r: String) { declineToolCall(runId: $id, reason: $r) { status } }`
@@ -128,14 +115,15 @@ const (
 // the sign-in prompt), at desktop and phone width, in the light and the dark theme: axe-core
 // finds no violation, and at 375 px nothing reaches or scrolls sideways.
 func TestConsoleLayoutAndAccessibility(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
-	s := authServer(t, "sqlite:"+filepath.Join(t.TempDir(), "layout.db"), "")
-	root := tokenOf("root")
+	s := apptest.AuthServer(t, "sqlite:"+filepath.Join(t.TempDir(), "layout.db"), "")
+	root := apptest.TokenOf("root")
 	long := map[string]any{"threadId": "a-rather-long-thread-name-for-a-phone-screen-0123456789", "resourceId": "customer-with-a-long-identifier-0123456789abcdef"}
-	refund := s.suspendAs(t, root, "refund order 123456789012345678901234567890 for 30", long)
-	ask := s.suspendAs(t, root, "ask the customer for their shoe size", long)
-	done := s.suspendAs(t, root, "refund order 9 for 30", long)
-	s.decideAs(t, tokenOf("alice"), declineAs, map[string]any{"id": done.RunID, "r": "needs a receipt from the customer, a rather long reason to wrap"})
+	refund := s.SuspendAs(t, root, "refund order 123456789012345678901234567890 for 30", long)
+	ask := s.SuspendAs(t, root, "ask the customer for their shoe size", long)
+	done := s.SuspendAs(t, root, "refund order 9 for 30", long)
+	s.DecideAs(t, apptest.TokenOf("alice"), declineAs, map[string]any{"id": done.RunID, "r": "needs a receipt from the customer, a rather long reason to wrap"})
 
 	pages := []struct {
 		name, path, ready string
@@ -148,7 +136,7 @@ func TestConsoleLayoutAndAccessibility(t *testing.T) {
 		{"history with no match", "/?view=history&decidedBy=nobody", `document.body.innerText.includes("No runs match")`},
 	}
 	page := tab(t, ctx, true)
-	do(t, page, chromedp.Navigate(s.url+"/#token="+root), until(`document.querySelectorAll("a[data-run]").length === 2`))
+	do(t, page, chromedp.Navigate(s.URL+"/#token="+root), until(`document.querySelectorAll("a[data-run]").length === 2`))
 	signin := tab(t, ctx, true)
 
 	for _, width := range []int64{1200, 375} {
@@ -173,7 +161,7 @@ func TestConsoleLayoutAndAccessibility(t *testing.T) {
 					axeCheck(t, p, name)
 				}
 				for _, pg := range pages {
-					do(t, page, chromedp.Navigate(s.url+pg.path), until(pg.ready))
+					do(t, page, chromedp.Navigate(s.URL+pg.path), until(pg.ready))
 					check(page, pg.name)
 					if pg.name == "inbox" && width == 375 {
 						if top := get(t, page, chromedp.Evaluate[float64](`document.querySelector("a[data-run]").getBoundingClientRect().top`)); top > 740-60 {
@@ -181,7 +169,7 @@ func TestConsoleLayoutAndAccessibility(t *testing.T) {
 						}
 					}
 				}
-				do(t, signin, chromedp.Navigate(s.url+"/"), chromedp.WaitVisible(chromedp.CSS(`#access-token`)))
+				do(t, signin, chromedp.Navigate(s.URL+"/"), chromedp.WaitVisible(chromedp.CSS(`#access-token`)))
 				check(signin, "sign-in prompt")
 				do(t, signin, chromedp.SendKeys(chromedp.CSS(`#access-token`), "wrong"), chromedp.Click(chromedp.CSS(`form.signin button[type=submit]`)),
 					until(`!!document.querySelector("#token-error")?.textContent.includes("refused")`))
@@ -195,29 +183,30 @@ func TestConsoleLayoutAndAccessibility(t *testing.T) {
 // them in the URL (the back button restores them), pages through what matches, shows who decided
 // what and when on every row, and says when a filter matches nothing (not "no runs yet").
 func TestConsoleHistoryFilters(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
-	s := authServer(t, "sqlite:"+filepath.Join(t.TempDir(), "history.db"), "")
-	root := tokenOf("root")
+	s := apptest.AuthServer(t, "sqlite:"+filepath.Join(t.TempDir(), "history.db"), "")
+	root := apptest.TokenOf("root")
 	page := tab(t, ctx, true)
 	rows := `document.querySelectorAll("#history-list a.row")`
-	do(t, page, chromedp.Navigate(s.url+"/?view=history#token="+root), until(`!!document.querySelector("#history-empty")`))
+	do(t, page, chromedp.Navigate(s.URL+"/?view=history#token="+root), until(`!!document.querySelector("#history-empty")`))
 	if body := bodyText(t, page); !strings.Contains(body, "No finished runs yet") || strings.Contains(body, "match") {
 		t.Fatalf("an empty history says:\n%s", body)
 	}
 
-	approved := s.suspendAs(t, root, "refund order 1 for 30", nil)
-	s.decideAs(t, tokenOf("alice"), approveAs, map[string]any{"id": approved.RunID})
-	declined := s.suspendAs(t, root, "refund order 2 for 30", nil)
-	s.decideAs(t, tokenOf("bob"), declineAs, map[string]any{"id": declined.RunID, "r": "no receipt"})
-	resumed := s.suspendAs(t, root, "ask the customer for their shoe size", nil)
-	s.decideAs(t, tokenOf("alice"), resumeAs, map[string]any{"id": resumed.RunID, "d": map[string]any{"answer": "43"}})
-	waiting := s.suspendAs(t, root, "refund order 3 for 30", nil)
+	approved := s.SuspendAs(t, root, "refund order 1 for 30", nil)
+	s.DecideAs(t, apptest.TokenOf("alice"), approveAs, map[string]any{"id": approved.RunID})
+	declined := s.SuspendAs(t, root, "refund order 2 for 30", nil)
+	s.DecideAs(t, apptest.TokenOf("bob"), declineAs, map[string]any{"id": declined.RunID, "r": "no receipt"})
+	resumed := s.SuspendAs(t, root, "ask the customer for their shoe size", nil)
+	s.DecideAs(t, apptest.TokenOf("alice"), resumeAs, map[string]any{"id": resumed.RunID, "d": map[string]any{"answer": "43"}})
+	waiting := s.SuspendAs(t, root, "refund order 3 for 30", nil)
 
 	rowOf := func(runID string) string {
 		t.Helper()
 		return get(t, page, chromedp.Evaluate[string](fmt.Sprintf(`document.querySelector('#history-list a.row[href="/?run=%s"]')?.innerText || ""`, runID)))
 	}
-	do(t, page, chromedp.Navigate(s.url+"/?view=history"), until(rows+`.length === 3`))
+	do(t, page, chromedp.Navigate(s.URL+"/?view=history"), until(rows+`.length === 3`))
 	for id, want := range map[string]string{approved.RunID: "approved issue_refund by alice", declined.RunID: "declined issue_refund by bob",
 		resumed.RunID: "resumed ask_customer by alice"} {
 		if row := rowOf(id); !strings.Contains(row, want) || !strings.Contains(row, "COMPLETED") {
@@ -252,14 +241,14 @@ func TestConsoleHistoryFilters(t *testing.T) {
 			"status=ANY":                           {approved.RunID, declined.RunID, resumed.RunID, waiting.RunID},
 			"agent=support-agent&status=COMPLETED": {approved.RunID, declined.RunID, resumed.RunID},
 		} {
-			do(t, page, chromedp.Navigate(s.url+"/?view=history&"+q), until(rows+fmt.Sprintf(`.length === %d`, len(want))))
+			do(t, page, chromedp.Navigate(s.URL+"/?view=history&"+q), until(rows+fmt.Sprintf(`.length === %d`, len(want))))
 			for _, id := range want {
 				if rowOf(id) == "" {
 					t.Errorf("?%s lacks run %s", q, id)
 				}
 			}
 		}
-		do(t, page, chromedp.Navigate(s.url+"/?view=history&agent=support-agent&decision=APPROVED&decidedBy=bob&status=COMPLETED"),
+		do(t, page, chromedp.Navigate(s.URL+"/?view=history&agent=support-agent&decision=APPROVED&decidedBy=bob&status=COMPLETED"),
 			until(`!!document.querySelector("#history-empty")`))
 		form := get(t, page, chromedp.Evaluate[string](`["h-status", "h-agent", "h-decision", "h-decidedby"].map((id) => document.getElementById(id).value).join("|")`))
 		if form != "COMPLETED|support-agent|APPROVED|bob" {
@@ -271,7 +260,7 @@ func TestConsoleHistoryFilters(t *testing.T) {
 	})
 
 	t.Run("pages keep the filters", func(t *testing.T) {
-		do(t, page, chromedp.Navigate(s.url+"/?view=history&agent=support-agent&perPage=1"), until(rows+`.length === 1`))
+		do(t, page, chromedp.Navigate(s.URL+"/?view=history&agent=support-agent&perPage=1"), until(rows+`.length === 1`))
 		if pager := textOf(t, page, `nav.pager`); !strings.Contains(pager, "1–1 of 3") || strings.Contains(pager, "Newer") {
 			t.Fatalf("pager %q", pager)
 		}
@@ -289,8 +278,9 @@ func TestConsoleHistoryFilters(t *testing.T) {
 // in the header overrides it (Light, Dark) and is remembered across reloads, applied before the
 // page's body exists (no flash of the other theme); System goes back to following the system.
 func TestConsoleTheme(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
-	s := startServer(t, "sqlite:"+filepath.Join(t.TempDir(), "theme.db"))
+	s := apptest.Start(t, "sqlite:"+filepath.Join(t.TempDir(), "theme.db"))
 	page := tab(t, ctx, true)
 	if _, err := chromedp.Call(page, cdppage.AddScriptToEvaluateOnNewDocument, cdppage.AddScriptToEvaluateOnNewDocumentParams{Source: `
 		window.__themeAtBody = "no body seen";
@@ -316,7 +306,7 @@ func TestConsoleTheme(t *testing.T) {
 	}
 
 	colorScheme(t, page, "light")
-	do(t, page, chromedp.Navigate(s.url+"/"), until(`document.body.innerText.includes("Nothing waits")`))
+	do(t, page, chromedp.Navigate(s.URL+"/"), until(`document.body.innerText.includes("Nothing waits")`))
 	want("a light system", "light|system||"+light+"|light")
 	colorScheme(t, page, "dark")
 	do(t, page, until(`document.documentElement.dataset.theme === "dark"`))
@@ -329,6 +319,6 @@ func TestConsoleTheme(t *testing.T) {
 	want("System chosen", "dark|system||"+dark+"|light")
 	colorScheme(t, page, "light")
 	choose("dark")
-	do(t, page, chromedp.Navigate(s.url+"/?view=history"), until(`!!document.querySelector("#history-empty")`))
+	do(t, page, chromedp.Navigate(s.URL+"/?view=history"), until(`!!document.querySelector("#history-empty")`))
 	want("Dark chosen on a light system, another page", "dark|dark|dark|"+dark+"|dark")
 }

@@ -1,4 +1,4 @@
-package app
+package web_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"interlock/httpguard"
+	"interlock/internal/apptest"
 	"interlock/playground"
 )
 
@@ -17,7 +18,8 @@ import (
 // headers; the Playground carries its own CSP (its GraphiQL is embedded, with inline styles) and
 // may not be framed either.
 func TestConsoleSecurityHeaders(t *testing.T) {
-	s := startServer(t, "sqlite:"+t.TempDir()+"/headers.db")
+	t.Parallel()
+	s := apptest.Start(t, "sqlite:"+t.TempDir()+"/headers.db")
 	want := map[string]string{
 		"Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self' ws: wss:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
 		"X-Frame-Options":         "DENY",
@@ -28,7 +30,7 @@ func TestConsoleSecurityHeaders(t *testing.T) {
 		t.Fatalf("ConsoleCSP = %q", httpguard.ConsoleCSP)
 	}
 	for _, path := range []string{"/", "/js/app.js", "/app.css", "/no-such-file"} {
-		resp, err := http.Get(s.url + path)
+		resp, err := http.Get(s.URL + path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -39,7 +41,7 @@ func TestConsoleSecurityHeaders(t *testing.T) {
 			}
 		}
 	}
-	resp, err := http.Get(s.url + "/playground")
+	resp, err := http.Get(s.URL + "/playground")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +49,7 @@ func TestConsoleSecurityHeaders(t *testing.T) {
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Security-Policy") != playground.CSP || resp.Header.Get("X-Frame-Options") != "DENY" {
 		t.Fatalf("/playground: status %d, CSP %q, X-Frame-Options %q", resp.StatusCode, resp.Header.Get("Content-Security-Policy"), resp.Header.Get("X-Frame-Options"))
 	}
-	if body, _ := httpGet(s.url + "/playground"); !strings.Contains(body, "/graphql") {
+	if body, _ := apptest.HttpGet(s.URL + "/playground"); !strings.Contains(body, "/graphql") {
 		t.Fatal("the playground page lost its endpoint")
 	}
 }
@@ -58,17 +60,18 @@ func TestConsoleSecurityHeaders(t *testing.T) {
 // Blocked inline style attributes are logged, not failed: the console still sets three
 // (display:block/inline, cosmetic), and removing them is the console's own change.
 func TestConsoleRunsUnderItsCSP(t *testing.T) {
-	s := startServer(t, "sqlite:"+t.TempDir()+"/csp.db")
-	run := s.startRun(t, "refund order 4", nil)
+	t.Parallel()
+	s := apptest.Start(t, "sqlite:"+t.TempDir()+"/csp.db")
+	run := s.StartRun(t, "refund order 4", nil)
 	page := tab(t, browser(t), false)
 	ctx, cancel := context.WithTimeout(page, 60*time.Second)
 	defer cancel()
 	messages := chromedp.Console(ctx)
 	do(t, page,
-		chromedp.Navigate(s.url+"/"), until(`document.body.innerText.length > 0`),
-		chromedp.Navigate(s.url+"/?view=history"), until(`document.body.innerText.length > 0`),
-		chromedp.Navigate(s.url+"/?view=new"), until(`!!document.querySelector("#n-agent option")`),
-		chromedp.Navigate(s.url+"/?run="+run.RunID), until(`document.body.innerText.includes("issue_refund")`),
+		chromedp.Navigate(s.URL+"/"), until(`document.body.innerText.length > 0`),
+		chromedp.Navigate(s.URL+"/?view=history"), until(`document.body.innerText.length > 0`),
+		chromedp.Navigate(s.URL+"/?view=new"), until(`!!document.querySelector("#n-agent option")`),
+		chromedp.Navigate(s.URL+"/?run="+run.RunID), until(`document.body.innerText.includes("issue_refund")`),
 		js(`{ const el = document.createElement("script"); el.textContent = "window.cspMarker = 1"; document.body.append(el); }`))
 	var violations []string
 	for m, err := range messages {

@@ -1,4 +1,4 @@
-package app
+package apptest
 
 import (
 	"context"
@@ -13,33 +13,33 @@ import (
 	"github.com/coder/websocket/wsjson"
 )
 
-// wsClient speaks one of the two GraphQL WebSocket subprotocols, as Apollo (graphql-transport-ws)
+// WSClient speaks one of the two GraphQL WebSocket subprotocols, as Apollo (graphql-transport-ws)
 // or GraphQL Playground (graphql-ws) do.
-type wsClient struct {
-	t        testing.TB
-	conn     *websocket.Conn
-	protocol string
-	nextID   int
+type WSClient struct {
+	T        testing.TB
+	Conn     *websocket.Conn
+	Protocol string
+	NextID   int
 }
 
-type wsMessage struct {
+type WSMessage struct {
 	ID      string          `json:"id,omitempty"`
 	Type    string          `json:"type"`
 	Payload json.RawMessage `json:"payload,omitempty"`
 }
 
-func dialWS(t testing.TB, baseURL, protocol string) *wsClient {
+func DialWS(t testing.TB, baseURL, protocol string) *WSClient {
 	t.Helper()
-	c := dialRawWS(t, baseURL, protocol)
-	c.send(wsMessage{Type: "connection_init", Payload: json.RawMessage(`{}`)})
-	if m := c.read(); m.Type != "connection_ack" {
+	c := DialRawWS(t, baseURL, protocol)
+	c.Send(WSMessage{Type: "connection_init", Payload: json.RawMessage(`{}`)})
+	if m := c.Read(); m.Type != "connection_ack" {
 		t.Fatalf("after connection_init got %s %s", m.Type, m.Payload)
 	}
 	return c
 }
 
-// dialRawWS opens a WebSocket with the subprotocol and sends nothing.
-func dialRawWS(t testing.TB, baseURL, protocol string) *wsClient {
+// DialRawWS opens a WebSocket with the subprotocol and sends nothing.
+func DialRawWS(t testing.TB, baseURL, protocol string) *WSClient {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -51,89 +51,89 @@ func dialRawWS(t testing.TB, baseURL, protocol string) *wsClient {
 	if conn.Subprotocol() != protocol {
 		t.Fatalf("server chose subprotocol %q, want %q", conn.Subprotocol(), protocol)
 	}
-	c := &wsClient{t: t, conn: conn, protocol: protocol}
+	c := &WSClient{T: t, Conn: conn, Protocol: protocol}
 	t.Cleanup(func() { conn.Close(websocket.StatusNormalClosure, "") })
 	return c
 }
 
-// closed reads until the server closes the socket and returns its close status and reason;
+// Closed reads until the server closes the socket and returns its close status and reason;
 // the test fails if a message other than a keep-alive (or graphql-ws's connection_error)
 // arrives first, or nothing within 20s.
-func (c *wsClient) closed() (websocket.StatusCode, string) {
-	c.t.Helper()
+func (c *WSClient) Closed() (websocket.StatusCode, string) {
+	c.T.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for {
-		var m wsMessage
-		err := wsjson.Read(ctx, c.conn, &m)
+		var m WSMessage
+		err := wsjson.Read(ctx, c.Conn, &m)
 		if err == nil {
 			if m.Type == "ka" || m.Type == "ping" || m.Type == "pong" || m.Type == "connection_error" {
 				continue // keep-alives, and graphql-ws's announcement of the close
 			}
-			c.t.Fatalf("%s: waiting for the close, got %s %s (id %s)", c.protocol, m.Type, m.Payload, m.ID)
+			c.T.Fatalf("%s: waiting for the close, got %s %s (id %s)", c.Protocol, m.Type, m.Payload, m.ID)
 		}
 		var ce websocket.CloseError
 		if !errors.As(err, &ce) {
-			c.t.Fatalf("waiting for the close: %v", err)
+			c.T.Fatalf("waiting for the close: %v", err)
 		}
 		return ce.Code, ce.Reason
 	}
 }
 
-func (c *wsClient) send(m wsMessage) {
-	c.t.Helper()
+func (c *WSClient) Send(m WSMessage) {
+	c.T.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := wsjson.Write(ctx, c.conn, m); err != nil {
-		c.t.Fatalf("ws write: %v", err)
+	if err := wsjson.Write(ctx, c.Conn, m); err != nil {
+		c.T.Fatalf("ws write: %v", err)
 	}
 }
 
-// read returns the next message that is not a keep-alive, answering pings; the test fails when
+// Read returns the next message that is not a keep-alive, answering pings; the test fails when
 // none arrives within 20s.
-func (c *wsClient) read() wsMessage {
-	c.t.Helper()
+func (c *WSClient) Read() WSMessage {
+	c.T.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		ctx, cancel := context.WithDeadline(context.Background(), deadline)
-		var m wsMessage
-		err := wsjson.Read(ctx, c.conn, &m)
+		var m WSMessage
+		err := wsjson.Read(ctx, c.Conn, &m)
 		cancel()
 		if err != nil {
-			c.t.Fatalf("ws read (%s): %v", c.protocol, err)
+			c.T.Fatalf("ws read (%s): %v", c.Protocol, err)
 		}
 		switch m.Type {
 		case "ka", "pong":
 			continue
 		case "ping":
-			c.send(wsMessage{Type: "pong"})
+			c.Send(WSMessage{Type: "pong"})
 			continue
 		}
 		return m
 	}
 }
 
-// subscribe starts an operation and returns its id.
-func (c *wsClient) subscribe(query string, vars map[string]any) string {
-	c.t.Helper()
-	c.nextID++
-	id := fmt.Sprint(c.nextID)
+// Subscribe starts an operation and returns its id.
+func (c *WSClient) Subscribe(query string, vars map[string]any) string {
+	c.T.Helper()
+	c.NextID++
+	id := fmt.Sprint(c.NextID)
 	payload, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
 	typ := "subscribe"
-	if c.protocol == "graphql-ws" {
+	if c.Protocol == "graphql-ws" {
 		typ = "start"
 	}
-	c.send(wsMessage{ID: id, Type: typ, Payload: payload})
+	c.Send(WSMessage{ID: id, Type: typ, Payload: payload})
 	return id
 }
 
-// next returns the data of the operation's next result; done is true when it completed instead.
+// Next returns the data of the operation's next result; done is true when it completed instead.
 // An error message fails the test unless wantErr is set, in which case its payload is returned.
-func (c *wsClient) next(id string) (data json.RawMessage, done bool, errPayload json.RawMessage) {
-	c.t.Helper()
-	m := c.read()
+func (c *WSClient) Next(id string) (data json.RawMessage, done bool, errPayload json.RawMessage) {
+	c.T.Helper()
+	m := c.Read()
 	if m.ID != id {
-		c.t.Fatalf("message for operation %q while waiting for %q: %s %s", m.ID, id, m.Type, m.Payload)
+		c.T.Fatalf("message for operation %q while waiting for %q: %s %s", m.ID, id, m.Type, m.Payload)
 	}
 	switch m.Type {
 	case "next", "data":
@@ -151,7 +151,7 @@ func (c *wsClient) next(id string) (data json.RawMessage, done bool, errPayload 
 	case "error":
 		return nil, false, m.Payload
 	default:
-		c.t.Fatalf("unexpected message %s %s", m.Type, m.Payload)
+		c.T.Fatalf("unexpected message %s %s", m.Type, m.Payload)
 		return nil, false, nil
 	}
 }

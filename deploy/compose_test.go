@@ -1,4 +1,4 @@
-package app
+package deploy_test
 
 import (
 	"crypto/sha256"
@@ -17,6 +17,8 @@ import (
 
 	"interlock/config"
 	"interlock/dbtest"
+	"interlock/internal/app"
+	"interlock/internal/apptest"
 )
 
 // There is no Docker engine where the tests run, so these tests read docker-compose.yml (anchors
@@ -78,7 +80,7 @@ func interpolate(t *testing.T, s string, env map[string]string) string {
 // loadCompose reads docker-compose.yml as Compose would with the variables env (as from .env).
 func loadCompose(t *testing.T, env map[string]string) composeFile {
 	t.Helper()
-	raw, err := os.ReadFile(repoPath("docker-compose.yml"))
+	raw, err := os.ReadFile(apptest.RepoPath("docker-compose.yml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +158,7 @@ func TestComposeRunsTwoReplicasOverMySQL(t *testing.T) {
 			if !slices.Equal(got, want) {
 				t.Errorf("%s INTERLOCK_DB reaches host, port, user, password, database %q; the mysql service makes %q", name, got, want)
 			}
-			if _, err := ParseConfig(nil, func(k string) string { return s.Environment[k] }); err != nil {
+			if _, err := app.ParseConfig(nil, func(k string) string { return s.Environment[k] }); err != nil {
 				t.Errorf("%s environment: %v", name, err)
 			}
 		}
@@ -199,13 +201,13 @@ func TestComposeReplicasShareOneAuthConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	db := dbtest.MySQLURL(dbtest.MySQLDSN(t))
-	a := startProc(t, db, "--auth=on", "--config", written)
-	b := startProc(t, db, "--auth=on", "--config", written)
-	run := a.suspendAs(t, token, "refund order 11 for 5", nil)
-	var got struct{ ApproveToolCall apiRun }
-	b.mustAs(t, token, `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": run.ID}, &got)
-	if r := b.postAs(t, "not-"+token, `{ suspendedRuns { total } }`, nil); r.code != "UNAUTHENTICATED" {
-		t.Errorf("another token: %s, want UNAUTHENTICATED", r.code)
+	a := apptest.StartProc(t, db, "--auth=on", "--config", written)
+	b := apptest.StartProc(t, db, "--auth=on", "--config", written)
+	run := a.SuspendAs(t, token, "refund order 11 for 5", nil)
+	var got struct{ ApproveToolCall apptest.Run }
+	b.MustAs(t, token, `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": run.ID}, &got)
+	if r := b.PostAs(t, "not-"+token, `{ suspendedRuns { total } }`, nil); r.Code != "UNAUTHENTICATED" {
+		t.Errorf("another token: %s, want UNAUTHENTICATED", r.Code)
 	}
 }
 
@@ -259,7 +261,7 @@ func TestComposeProxyBalancesBothReplicas(t *testing.T) {
 	if conf == "" {
 		t.Fatalf("proxy volumes %v mount no /etc/nginx/nginx.conf", proxy.Volumes)
 	}
-	directives := nginxDirectives(t, repoPath(conf))
+	directives := nginxDirectives(t, apptest.RepoPath(conf))
 
 	_, port, err := net.SplitHostPort(f.Services[replicas[0]].Environment["INTERLOCK_ADDR"])
 	if err != nil {
