@@ -1,4 +1,4 @@
-package app
+package app_test
 
 import (
 	"bytes"
@@ -19,6 +19,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"interlock/dbtest"
+	"interlock/internal/apptest"
 )
 
 // The config of the approval tests: two external agents (deploy-bot with a schema, approval,
@@ -54,6 +55,8 @@ auth:
   tokens:
 `
 
+// approvalsJWTSecret signs the approval tests' JWTs: TestMain puts it in
+// INTERLOCK_TEST_APPROVALS_JWT, which their config names.
 const approvalsJWTSecret = "a-shared-secret-of-at-least-32-bytes!"
 
 // approvalPrincipals are subject: roles (and resources after a |).
@@ -68,7 +71,7 @@ func approvalsYAML() string {
 	b.WriteString(approvalsConfig)
 	for subject, spec := range approvalPrincipals {
 		roles, resources, scoped := strings.Cut(spec, "|")
-		fmt.Fprintf(&b, "    - {subject: %s, role: [%s], sha256: %s", subject, roles, sha256Hex(tokenOf(subject)))
+		fmt.Fprintf(&b, "    - {subject: %s, role: [%s], sha256: %s", subject, roles, apptest.Sha256Hex(apptest.TokenOf(subject)))
 		if scoped {
 			fmt.Fprintf(&b, ", resources: [%s]", resources)
 		}
@@ -78,15 +81,14 @@ func approvalsYAML() string {
 }
 
 // approvalsServer starts a server with the approvals config over db.
-func approvalsServer(t *testing.T, db string, args ...string) *testServer {
+func approvalsServer(t *testing.T, db string, args ...string) *apptest.Server {
 	t.Helper()
-	t.Setenv("INTERLOCK_TEST_APPROVALS_JWT", approvalsJWTSecret)
-	file := writeConfig(t, approvalsYAML())
-	return startServer(t, db, append([]string{"--auth=on", "--config", file}, args...)...)
+	file := apptest.WriteConfig(t, approvalsYAML())
+	return apptest.Start(t, db, append([]string{"--auth=on", "--config", file}, args...)...)
 }
 
 // eachApprovalsDB runs fn on an approvals server over SQLite and one over MySQL.
-func eachApprovalsDB(t *testing.T, fn func(t *testing.T, s *testServer), args ...string) {
+func eachApprovalsDB(t *testing.T, fn func(t *testing.T, s *apptest.Server), args ...string) {
 	t.Run("sqlite", func(t *testing.T) { fn(t, approvalsServer(t, "sqlite:"+t.TempDir()+"/interlock.db", args...)) })
 	t.Run("mysql", func(t *testing.T) { fn(t, approvalsServer(t, dbtest.MySQLURL(dbtest.MySQLDSN(t)), args...)) })
 }
@@ -128,13 +130,13 @@ type httpAnswer struct {
 
 // approvalRequest sends a request to /approvals with the Authorization header (none when
 // empty) and decodes the answer.
-func (s *testServer) approvalRequest(t testing.TB, ctx context.Context, authorization, method, path, body string) httpAnswer {
+func approvalRequest(t testing.TB, s *apptest.Server, ctx context.Context, authorization, method, path, body string) httpAnswer {
 	t.Helper()
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, s.url+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, s.URL+path, rd)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,10 +174,10 @@ func (s *testServer) approvalRequest(t testing.TB, ctx context.Context, authoriz
 
 // ask POSTs an approval request as subject (by its token) and returns the answer, which must
 // be 200.
-func (s *testServer) ask(t testing.TB, subject, wait string, req map[string]any) approvalAnswer {
+func ask(t testing.TB, s *apptest.Server, subject, wait string, req map[string]any) approvalAnswer {
 	t.Helper()
 	body, _ := json.Marshal(req)
-	a := s.approvalRequest(t, context.Background(), "Bearer "+tokenOf(subject), "POST", "/approvals?wait="+wait, string(body))
+	a := approvalRequest(t, s, context.Background(), "Bearer "+apptest.TokenOf(subject), "POST", "/approvals?wait="+wait, string(body))
 	if a.status != http.StatusOK {
 		t.Fatalf("POST /approvals as %s: %d %s", subject, a.status, a.raw)
 	}
@@ -183,9 +185,9 @@ func (s *testServer) ask(t testing.TB, subject, wait string, req map[string]any)
 }
 
 // poll GETs the request as subject.
-func (s *testServer) poll(t testing.TB, subject, runID, wait string) httpAnswer {
+func poll(t testing.TB, s *apptest.Server, subject, runID, wait string) httpAnswer {
 	t.Helper()
-	return s.approvalRequest(t, context.Background(), "Bearer "+tokenOf(subject), "GET", "/approvals/"+runID+"?wait="+wait, "")
+	return approvalRequest(t, s, context.Background(), "Bearer "+apptest.TokenOf(subject), "GET", "/approvals/"+runID+"?wait="+wait, "")
 }
 
 func deployRequest(extra map[string]any) map[string]any {
@@ -196,21 +198,19 @@ func deployRequest(extra map[string]any) map[string]any {
 	return req
 }
 
-// countRuns counts the runs stored by the server.
-func (s *testServer) countRuns(t testing.TB) int64 {
+// countRuns counts the runs stored by the server, in every status (as an unscoped viewer).
+func countRuns(t testing.TB, s *apptest.Server) int64 {
 	t.Helper()
-	var n int64
-	if err := s.app.db.Table("agent_runs").Count(&n).Error; err != nil {
-		t.Fatal(err)
-	}
-	return n
+	var out struct{ RecentRuns struct{ Total int64 } }
+	s.MustAs(t, apptest.TokenOf("vera"), `{ recentRuns(statuses: [RUNNING, SUSPENDED, COMPLETED, FAILED]) { total } }`, nil, &out)
+	return out.RecentRuns.Total
 }
 
 // waitFollowed waits until the server holds a wait on the run (its hub has a subscriber).
-func (s *testServer) waitFollowed(t testing.TB, runID string) {
+func waitFollowed(t testing.TB, s *apptest.Server, runID string) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
-	for s.app.Service.Followers(runID) == 0 {
+	for s.App.Service.Followers(runID) == 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("nobody waits on run %s", runID)
 		}
@@ -219,14 +219,14 @@ func (s *testServer) waitFollowed(t testing.TB, runID string) {
 }
 
 // pendingRunID waits until the server stores a request of hooks and returns its run id.
-func (s *testServer) pendingRunID(t testing.TB) string {
+func pendingRunID(t testing.TB, s *apptest.Server) string {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		var out struct {
 			SuspendedRuns struct{ Runs []struct{ RunID string } }
 		}
-		s.mustAs(t, tokenOf("vera"), `{ suspendedRuns(agentId: "hooks") { runs { runId } } }`, nil, &out)
+		s.MustAs(t, apptest.TokenOf("vera"), `{ suspendedRuns(agentId: "hooks") { runs { runId } } }`, nil, &out)
 		if len(out.SuspendedRuns.Runs) > 0 {
 			return out.SuspendedRuns.Runs[0].RunID
 		}
@@ -243,7 +243,8 @@ const declineMutation = `mutation($id: ID!, $reason: String) { declineToolCall(r
 // while pending, and once approved, edited, declined, expired or approved by the policy; what
 // it refuses (storing nothing); and that the request is a run like any other in GraphQL.
 func TestApprovalsOverHTTP(t *testing.T) {
-	eachApprovalsDB(t, func(t *testing.T, s *testServer) {
+	t.Parallel()
+	eachApprovalsDB(t, func(t *testing.T, s *apptest.Server) {
 		// Refused with nothing stored.
 		for _, tc := range []struct {
 			name, body string
@@ -261,49 +262,49 @@ func TestApprovalsOverHTTP(t *testing.T) {
 			{"not JSON", `{"agentId":`, 400, "BAD_USER_INPUT", "not valid JSON"},
 			{"a number for a string", `{"agentId":"hooks","toolName":3,"args":{}}`, 400, "BAD_USER_INPUT", `"toolName" must be a string`},
 		} {
-			got := s.approvalRequest(t, context.Background(), "Bearer "+tokenOf("bot"), "POST", "/approvals?wait=5s", tc.body)
+			got := approvalRequest(t, s, context.Background(), "Bearer "+apptest.TokenOf("bot"), "POST", "/approvals?wait=5s", tc.body)
 			if got.status != tc.status || got.code != tc.code || !strings.Contains(got.message, tc.says) {
 				t.Errorf("%s: %d %s %q, want %d %s saying %q", tc.name, got.status, got.code, got.message, tc.status, tc.code, tc.says)
 			}
 		}
-		if got := s.approvalRequest(t, context.Background(), "Bearer "+tokenOf("bot"), "POST", "/approvals?wait=soon", `{}`); got.status != 400 || !strings.Contains(got.message, "wait") {
+		if got := approvalRequest(t, s, context.Background(), "Bearer "+apptest.TokenOf("bot"), "POST", "/approvals?wait=soon", `{}`); got.status != 400 || !strings.Contains(got.message, "wait") {
 			t.Errorf("a bad wait: %d %s", got.status, got.raw)
 		}
-		req, _ := http.NewRequest("POST", s.url+"/approvals", strings.NewReader(`{"agentId":"hooks","toolName":"Bash","args":{}}`))
-		req.Header.Set("Authorization", "Bearer "+tokenOf("bot"))
+		req, _ := http.NewRequest("POST", s.URL+"/approvals", strings.NewReader(`{"agentId":"hooks","toolName":"Bash","args":{}}`))
+		req.Header.Set("Authorization", "Bearer "+apptest.TokenOf("bot"))
 		req.Header.Set("Content-Type", "text/plain")
 		if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusUnsupportedMediaType {
 			t.Errorf("text/plain: %v %v, want 415", resp.StatusCode, err)
 		} else {
 			resp.Body.Close()
 		}
-		big := `{"agentId":"hooks","toolName":"Bash","args":{},"context":"` + strings.Repeat("x", maxBodyBytes) + `"}`
-		if got := s.approvalRequest(t, context.Background(), "Bearer "+tokenOf("bot"), "POST", "/approvals", big); got.status != http.StatusRequestEntityTooLarge {
+		big := `{"agentId":"hooks","toolName":"Bash","args":{},"context":"` + strings.Repeat("x", 1<<20) + `"}`
+		if got := approvalRequest(t, s, context.Background(), "Bearer "+apptest.TokenOf("bot"), "POST", "/approvals", big); got.status != http.StatusRequestEntityTooLarge {
 			t.Errorf("a body over the limit: %d", got.status)
 		}
-		if n := s.countRuns(t); n != 0 {
+		if n := countRuns(t, s); n != 0 {
 			t.Fatalf("refused requests stored %d runs", n)
 		}
-		if got := s.approvalRequest(t, context.Background(), "Bearer "+tokenOf("bot"), "DELETE", "/approvals/x", ""); got.status != 405 || got.header.Get("Allow") == "" {
+		if got := approvalRequest(t, s, context.Background(), "Bearer "+apptest.TokenOf("bot"), "DELETE", "/approvals/x", ""); got.status != 405 || got.header.Get("Allow") == "" {
 			t.Errorf("DELETE: %d %s", got.status, got.raw)
 		}
-		if got := s.poll(t, "vera", "00000000-0000-7000-8000-000000000000", "0"); got.status != 404 || got.code != "NOT_FOUND" {
+		if got := poll(t, s, "vera", "00000000-0000-7000-8000-000000000000", "0"); got.status != 404 || got.code != "NOT_FOUND" {
 			t.Errorf("an unknown run: %d %s", got.status, got.raw)
 		}
 
 		// Pending, as the requester and a viewer see it.
-		pending := s.ask(t, "bot", "0", deployRequest(map[string]any{"context": "Deploying **api** 1.2.3", "args": json.RawMessage(`{"version": "1.2.3",  "service": "api"}`)}))
+		pending := ask(t, s, "bot", "0", deployRequest(map[string]any{"context": "Deploying **api** 1.2.3", "args": json.RawMessage(`{"version": "1.2.3",  "service": "api"}`)}))
 		if pending.Status != "PENDING" || string(pending.Args) != `{"version":"1.2.3","service":"api"}` || pending.ExpiresAt == nil ||
-			pending.DecidedAt != nil || pending.URL != s.url+"/?run="+pending.RunID {
+			pending.DecidedAt != nil || pending.URL != s.URL+"/?run="+pending.RunID {
 			t.Fatalf("pending: %+v (args %s)", pending, pending.Args)
 		}
-		if got := s.poll(t, "bot", pending.RunID, "0"); got.status != 200 || got.body.Status != "PENDING" {
+		if got := poll(t, s, "bot", pending.RunID, "0"); got.status != 200 || got.body.Status != "PENDING" {
 			t.Fatalf("GET as the requester: %d %s", got.status, got.raw)
 		}
-		if got := s.poll(t, "vera", pending.RunID, "0"); got.status != 200 || got.body.Status != "PENDING" {
+		if got := poll(t, s, "vera", pending.RunID, "0"); got.status != 200 || got.body.Status != "PENDING" {
 			t.Fatalf("GET as a viewer: %d %s", got.status, got.raw)
 		}
-		if got := s.poll(t, "other-bot", pending.RunID, "0"); got.status != 404 {
+		if got := poll(t, s, "other-bot", pending.RunID, "0"); got.status != 404 {
 			t.Fatalf("GET as another requester: %d %s", got.status, got.raw)
 		}
 		// In GraphQL it is a run like any other: in the inbox, with its context.
@@ -319,7 +320,7 @@ func TestApprovalsOverHTTP(t *testing.T) {
 			}
 			Ext, Int struct{ Total int }
 		}
-		s.mustAs(t, tokenOf("vera"), `query($id: ID!) { run(runId: $id) { status startedBy context external toolCalls { toolName } }
+		s.MustAs(t, apptest.TokenOf("vera"), `query($id: ID!) { run(runId: $id) { status startedBy context external toolCalls { toolName } }
 			agent(id: "deploy-bot") { external model }
 			ext: suspendedRuns(external: true) { total } int: suspendedRuns(external: false) { total } }`, map[string]any{"id": pending.RunID}, &read)
 		if read.Run.Status != "SUSPENDED" || read.Run.StartedBy != "bot" || read.Run.Context != "Deploying **api** 1.2.3" || !read.Run.External ||
@@ -330,11 +331,11 @@ func TestApprovalsOverHTTP(t *testing.T) {
 		// Edit and approve: the wait ends with the edited args.
 		waited := make(chan approvalAnswer, 1)
 		go func() {
-			got := s.poll(t, "bot", pending.RunID, "60s")
+			got := poll(t, s, "bot", pending.RunID, "60s")
 			waited <- got.body
 		}()
-		s.waitFollowed(t, pending.RunID)
-		s.mustAs(t, tokenOf("sue"), approveMutation, map[string]any{"id": pending.RunID, "args": map[string]any{"service": "api", "version": "1.2.2"}}, nil)
+		waitFollowed(t, s, pending.RunID)
+		s.MustAs(t, apptest.TokenOf("sue"), approveMutation, map[string]any{"id": pending.RunID, "args": map[string]any{"service": "api", "version": "1.2.2"}}, nil)
 		got := <-waited
 		if got.Status != "APPROVED" || string(got.Args) != `{"service":"api","version":"1.2.2"}` || got.DecidedBy == nil || *got.DecidedBy != "sue" ||
 			got.DecidedAt == nil || got.ExpiresAt != nil {
@@ -344,55 +345,55 @@ func TestApprovalsOverHTTP(t *testing.T) {
 		// Decline: the POST's own wait ends with the reason.
 		done := make(chan approvalAnswer, 1)
 		go func() {
-			done <- s.ask(t, "bot", "60s", map[string]any{"agentId": "hooks", "toolName": "Bash", "args": map[string]any{"command": "rm -rf build"}})
+			done <- ask(t, s, "bot", "60s", map[string]any{"agentId": "hooks", "toolName": "Bash", "args": map[string]any{"command": "rm -rf build"}})
 		}()
-		id := s.pendingRunID(t)
-		s.waitFollowed(t, id)
-		s.mustAs(t, tokenOf("alice"), declineMutation, map[string]any{"id": id, "reason": "use make clean"}, nil)
+		id := pendingRunID(t, s)
+		waitFollowed(t, s, id)
+		s.MustAs(t, apptest.TokenOf("alice"), declineMutation, map[string]any{"id": id, "reason": "use make clean"}, nil)
 		if got := <-done; got.Status != "DECLINED" || got.Reason == nil || *got.Reason != "use make clean" || string(got.Args) != `{"command":"rm -rf build"}` {
 			t.Fatalf("declined: %+v", got)
 		}
 
 		// Expiry (quick: approvalTimeout 1s).
-		expired := s.ask(t, "bot", "60s", map[string]any{"agentId": "deploy-bot", "toolName": "quick", "args": map[string]any{}})
+		expired := ask(t, s, "bot", "60s", map[string]any{"agentId": "deploy-bot", "toolName": "quick", "args": map[string]any{}})
 		if expired.Status != "EXPIRED" || expired.Reason == nil || !strings.Contains(*expired.Reason, "timed out") || expired.DecidedBy != nil {
 			t.Fatalf("expired: %+v", expired)
 		}
 		// A tool that needs no approval: approved by the policy at once.
-		policy := s.ask(t, "bot", "60s", map[string]any{"agentId": "deploy-bot", "toolName": "status", "args": map[string]any{"verbose": true}})
+		policy := ask(t, s, "bot", "60s", map[string]any{"agentId": "deploy-bot", "toolName": "status", "args": map[string]any{"verbose": true}})
 		if policy.Status != "APPROVED" || policy.DecidedBy != nil || policy.Reason == nil || string(policy.Args) != `{"verbose":true}` {
 			t.Fatalf("approved by the policy: %+v", policy)
 		}
 
 		// Separation of duties: sam (approver, sre) requested it, so someone else approves;
 		// approverRoles: alice (approver, not sre) may not; the requester may decide nothing.
-		mine := s.ask(t, "sam", "0", deployRequest(nil))
+		mine := ask(t, s, "sam", "0", deployRequest(nil))
 		for subject, want := range map[string]string{"sam": "FORBIDDEN", "alice": "FORBIDDEN", "bot": "FORBIDDEN"} {
-			if r := s.postAs(t, tokenOf(subject), approveMutation, map[string]any{"id": mine.RunID}); r.code != want {
-				t.Errorf("%s approving sam's request: %s %s, want %s", subject, r.code, r.msg, want)
+			if r := s.PostAs(t, apptest.TokenOf(subject), approveMutation, map[string]any{"id": mine.RunID}); r.Code != want {
+				t.Errorf("%s approving sam's request: %s %s, want %s", subject, r.Code, r.Msg, want)
 			}
 		}
-		if r := s.postAs(t, tokenOf("bot"), declineMutation, map[string]any{"id": mine.RunID}); r.code != "FORBIDDEN" {
-			t.Errorf("the requester declining: %s", r.code)
+		if r := s.PostAs(t, apptest.TokenOf("bot"), declineMutation, map[string]any{"id": mine.RunID}); r.Code != "FORBIDDEN" {
+			t.Errorf("the requester declining: %s", r.Code)
 		}
-		s.mustAs(t, tokenOf("sue"), approveMutation, map[string]any{"id": mine.RunID}, nil)
-		if got := s.poll(t, "sam", mine.RunID, "0"); got.body.Status != "APPROVED" || *got.body.DecidedBy != "sue" {
+		s.MustAs(t, apptest.TokenOf("sue"), approveMutation, map[string]any{"id": mine.RunID}, nil)
+		if got := poll(t, s, "sam", mine.RunID, "0"); got.body.Status != "APPROVED" || *got.body.DecidedBy != "sue" {
 			t.Fatalf("approved by sue: %+v", got.body)
 		}
 
 		// Resource scoping: a request of resource t1 does not exist for a viewer of t2.
-		scoped := s.ask(t, "tenant-bot", "0", deployRequest(map[string]any{"resourceId": "t1"}))
-		if got := s.poll(t, "t2-viewer", scoped.RunID, "0"); got.status != 404 || got.code != "NOT_FOUND" {
+		scoped := ask(t, s, "tenant-bot", "0", deployRequest(map[string]any{"resourceId": "t1"}))
+		if got := poll(t, s, "t2-viewer", scoped.RunID, "0"); got.status != 404 || got.code != "NOT_FOUND" {
 			t.Fatalf("GET outside the scope: %d %s", got.status, got.raw)
 		}
-		if got := s.approvalRequest(t, context.Background(), "Bearer "+tokenOf("tenant-bot"), "POST", "/approvals",
+		if got := approvalRequest(t, s, context.Background(), "Bearer "+apptest.TokenOf("tenant-bot"), "POST", "/approvals",
 			`{"agentId":"hooks","toolName":"Bash","args":{},"resourceId":"t2"}`); got.status != 403 || got.code != "FORBIDDEN" {
 			t.Fatalf("POST for another resource: %d %s", got.status, got.raw)
 		}
 		// An internal run is not an approval request.
 		var started struct{ StartRun struct{ RunID string } }
-		s.mustAs(t, tokenOf("otto"), `mutation { startRun(input: {agentId: "helper", prompt: "hello"}) { runId } }`, nil, &started)
-		if got := s.poll(t, "vera", started.StartRun.RunID, "0"); got.status != 404 {
+		s.MustAs(t, apptest.TokenOf("otto"), `mutation { startRun(input: {agentId: "helper", prompt: "hello"}) { runId } }`, nil, &started)
+		if got := poll(t, s, "vera", started.StartRun.RunID, "0"); got.status != 404 {
 			t.Fatalf("GET of an internal run: %d %s", got.status, got.raw)
 		}
 	})
@@ -402,10 +403,11 @@ func TestApprovalsOverHTTP(t *testing.T) {
 // /approvals does (and its idempotency key is the same key), and the external filter of
 // suspendedRunsChanged delivers it.
 func TestApprovalsGraphQLMutation(t *testing.T) {
-	eachApprovalsDB(t, func(t *testing.T, s *testServer) {
-		ws := dialAs(t, s.url, "graphql-transport-ws", tokenOf("vera"))
-		ext := ws.subscribe(`subscription { suspendedRunsChanged(external: true) { kind run { runId external } } }`, nil)
-		internal := ws.subscribe(`subscription { suspendedRunsChanged(external: false) { kind run { runId } } }`, nil)
+	t.Parallel()
+	eachApprovalsDB(t, func(t *testing.T, s *apptest.Server) {
+		ws := apptest.DialAs(t, s.URL, "graphql-transport-ws", apptest.TokenOf("vera"))
+		ext := ws.Subscribe(`subscription { suspendedRunsChanged(external: true) { kind run { runId external } } }`, nil)
+		internal := ws.Subscribe(`subscription { suspendedRunsChanged(external: false) { kind run { runId } } }`, nil)
 		time.Sleep(100 * time.Millisecond) // the subscriptions are set up (nothing to wait on: they are quiet)
 		const mutation = `mutation($input: ApprovalRequestInput!) { requestApproval(input: $input) { runId status startedBy context toolCalls { toolName args expiresAt } } }`
 		input := deployRequest(map[string]any{"context": "why", "idempotencyKey": "k-1", "threadId": "session-1"})
@@ -419,38 +421,38 @@ func TestApprovalsGraphQLMutation(t *testing.T) {
 				}
 			}
 		}
-		s.mustAs(t, tokenOf("bot"), mutation, map[string]any{"input": input}, &out)
+		s.MustAs(t, apptest.TokenOf("bot"), mutation, map[string]any{"input": input}, &out)
 		got := out.RequestApproval
 		if got.Status != "SUSPENDED" || got.StartedBy != "bot" || got.Context != "why" || got.ToolCalls[0].ExpiresAt == nil {
 			t.Fatalf("requestApproval: %+v", got)
 		}
-		data, _, _ := ws.next(ext)
+		data, _, _ := ws.Next(ext)
 		if !strings.Contains(string(data), got.RunID) || !strings.Contains(string(data), `"external":true`) {
 			t.Fatalf("suspendedRunsChanged(external: true): %s", data)
 		}
-		again := s.ask(t, "bot", "0", input)
+		again := ask(t, s, "bot", "0", input)
 		if again.RunID != got.RunID {
 			t.Fatalf("POST with the key of the mutation made run %s, not %s", again.RunID, got.RunID)
 		}
 		other := input
 		other["context"] = "another"
-		if r := s.postAs(t, tokenOf("bot"), mutation, map[string]any{"input": other}); r.code != "BAD_USER_INPUT" {
-			t.Fatalf("the key with another request: %s", r.code)
+		if r := s.PostAs(t, apptest.TokenOf("bot"), mutation, map[string]any{"input": other}); r.Code != "BAD_USER_INPUT" {
+			t.Fatalf("the key with another request: %s", r.Code)
 		}
-		if r := s.postAs(t, tokenOf("bot"), mutation, map[string]any{"input": map[string]any{"agentId": "deploy-bot", "toolName": "deploy", "args": map[string]any{}}}); r.code != "BAD_USER_INPUT" {
-			t.Fatalf("invalid args: %s", r.code)
+		if r := s.PostAs(t, apptest.TokenOf("bot"), mutation, map[string]any{"input": map[string]any{"agentId": "deploy-bot", "toolName": "deploy", "args": map[string]any{}}}); r.Code != "BAD_USER_INPUT" {
+			t.Fatalf("invalid args: %s", r.Code)
 		}
-		if n := s.countRuns(t); n != 1 {
+		if n := countRuns(t, s); n != 1 {
 			t.Fatalf("%d runs, want 1", n)
 		}
 		// The internal subscription saw nothing: the next thing it gets is an internal run's.
 		var started struct{ StartRun struct{ RunID string } }
-		s.mustAs(t, tokenOf("otto"), `mutation { startRun(input: {agentId: "helper", prompt: "hello", requireToolApproval: true}) { runId } }`, nil, &started)
+		s.MustAs(t, apptest.TokenOf("otto"), `mutation { startRun(input: {agentId: "helper", prompt: "hello", requireToolApproval: true}) { runId } }`, nil, &started)
 		_ = started
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		var m wsMessage
-		if err := wsjson.Read(ctx, ws.conn, &m); err == nil && m.ID == internal && strings.Contains(string(m.Payload), got.RunID) {
+		var m apptest.WSMessage
+		if err := wsjson.Read(ctx, ws.Conn, &m); err == nil && m.ID == internal && strings.Contains(string(m.Payload), got.RunID) {
 			t.Fatalf("suspendedRunsChanged(external: false) delivered the request: %s", m.Payload)
 		}
 	})
@@ -460,11 +462,12 @@ func TestApprovalsGraphQLMutation(t *testing.T) {
 // /approvals/{runId} and requestApproval over HTTP and both WebSocket subprotocols, through the
 // whole handler.
 func TestApprovalsCredentials(t *testing.T) {
+	t.Parallel()
 	s := approvalsServer(t, "sqlite:"+t.TempDir()+"/interlock.db")
-	own := s.ask(t, "bot", "0", deployRequest(nil))
+	own := ask(t, s, "bot", "0", deployRequest(nil))
 	expired := signJWT(t, jwt.MapClaims{"sub": "jay", "roles": "requester", "exp": time.Now().Add(-time.Hour).Unix()})
 	jwtRequester := signJWT(t, jwt.MapClaims{"sub": "jay", "roles": "requester"})
-	jwtOwn := s.ask(t, "bot", "0", deployRequest(nil)) // not jay's
+	jwtOwn := ask(t, s, "bot", "0", deployRequest(nil)) // not jay's
 	type cred struct {
 		name, header string
 		// post, get: the status of POST /approvals and of GET of bot's request; gql: the code
@@ -478,88 +481,88 @@ func TestApprovalsCredentials(t *testing.T) {
 		{"malformed", "Basic Ym90OnB3", 401, 401, "UNAUTHENTICATED"},
 		{"empty bearer", "Bearer ", 401, 401, "UNAUTHENTICATED"},
 		{"expired JWT", "Bearer " + expired, 401, 401, "UNAUTHENTICATED"},
-		{"requester", "Bearer " + tokenOf("bot"), 200, 200, ""},
-		{"another requester", "Bearer " + tokenOf("other-bot"), 200, 404, ""},
+		{"requester", "Bearer " + apptest.TokenOf("bot"), 200, 200, ""},
+		{"another requester", "Bearer " + apptest.TokenOf("other-bot"), 200, 404, ""},
 		{"JWT requester", "Bearer " + jwtRequester, 200, 404, ""},
-		{"viewer", "Bearer " + tokenOf("vera"), 403, 200, "FORBIDDEN"},
-		{"custom role", "Bearer " + tokenOf("sue"), 403, 200, "FORBIDDEN"},
-		{"operator", "Bearer " + tokenOf("otto"), 200, 200, ""},
+		{"viewer", "Bearer " + apptest.TokenOf("vera"), 403, 200, "FORBIDDEN"},
+		{"custom role", "Bearer " + apptest.TokenOf("sue"), 403, 200, "FORBIDDEN"},
+		{"operator", "Bearer " + apptest.TokenOf("otto"), 200, 200, ""},
 	}
 	_ = jwtOwn
 	const mutation = `mutation($input: ApprovalRequestInput!) { requestApproval(input: $input) { runId status } }`
 	for _, c := range creds {
-		post := s.approvalRequest(t, context.Background(), c.header, "POST", "/approvals", `{"agentId":"hooks","toolName":"Bash","args":{"command":"ls"}}`)
+		post := approvalRequest(t, s, context.Background(), c.header, "POST", "/approvals", `{"agentId":"hooks","toolName":"Bash","args":{"command":"ls"}}`)
 		if post.status != c.post {
 			t.Errorf("POST /approvals with %s: %d %s, want %d", c.name, post.status, post.raw, c.post)
 		}
 		if c.post == 401 && (post.code != "UNAUTHENTICATED" || post.header.Get("WWW-Authenticate") == "") {
 			t.Errorf("POST /approvals with %s: %s, challenge %q", c.name, post.code, post.header.Get("WWW-Authenticate"))
 		}
-		get := s.approvalRequest(t, context.Background(), c.header, "GET", "/approvals/"+own.RunID, "")
+		get := approvalRequest(t, s, context.Background(), c.header, "GET", "/approvals/"+own.RunID, "")
 		if get.status != c.get {
 			t.Errorf("GET /approvals/{id} with %s: %d %s, want %d", c.name, get.status, get.raw, c.get)
 		}
 		vars := map[string]any{"input": map[string]any{"agentId": "hooks", "toolName": "Bash", "args": map[string]any{"command": "ls"}}}
 		token := strings.TrimPrefix(c.header, "Bearer ")
 		if strings.HasPrefix(c.header, "Bearer ") || c.header == "" {
-			if r := s.postAs(t, token, mutation, vars); r.code != c.gql {
-				t.Errorf("requestApproval over HTTP with %s: %s %s, want %q", c.name, r.code, r.msg, c.gql)
+			if r := s.PostAs(t, token, mutation, vars); r.Code != c.gql {
+				t.Errorf("requestApproval over HTTP with %s: %s %s, want %q", c.name, r.Code, r.Msg, c.gql)
 			}
 		} else {
 			body, _ := json.Marshal(map[string]any{"query": mutation, "variables": vars})
-			req, _ := http.NewRequest("POST", s.url+"/graphql", bytes.NewReader(body))
+			req, _ := http.NewRequest("POST", s.URL+"/graphql", bytes.NewReader(body))
 			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("Authorization", c.header)
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if r := decodeGQL(t, resp); resp.StatusCode != 401 || r.code() != "UNAUTHENTICATED" {
-				t.Errorf("requestApproval over HTTP with %s: %d %s", c.name, resp.StatusCode, r.code())
+			if r := apptest.DecodeGQL(t, resp); resp.StatusCode != 401 || r.Code() != "UNAUTHENTICATED" {
+				t.Errorf("requestApproval over HTTP with %s: %d %s", c.name, resp.StatusCode, r.Code())
 			}
 		}
 		for _, protocol := range []string{"graphql-transport-ws", "graphql-ws"} {
-			c0 := dialRawWS(t, s.url, protocol)
+			c0 := apptest.DialRawWS(t, s.URL, protocol)
 			payload, _ := json.Marshal(map[string]any{"authorization": c.header})
 			if c.header == "" {
 				payload = []byte(`{}`)
 			}
-			c0.send(wsMessage{Type: "connection_init", Payload: payload})
+			c0.Send(apptest.WSMessage{Type: "connection_init", Payload: payload})
 			if c.gql == "UNAUTHENTICATED" {
 				if code, _ := wsClose(t, c0); code != 4401 {
 					t.Errorf("requestApproval over %s with %s: closed %d, want 4401", protocol, c.name, code)
 				}
 				continue
 			}
-			if m := c0.read(); m.Type != "connection_ack" {
+			if m := c0.Read(); m.Type != "connection_ack" {
 				t.Fatalf("%s with %s: %s", protocol, c.name, m.Type)
 			}
-			_, _, errs := c0.next(c0.subscribe(mutation, vars))
-			if code, msg := firstError(errs); code != c.gql {
+			_, _, errs := c0.Next(c0.Subscribe(mutation, vars))
+			if code, msg := apptest.FirstError(errs); code != c.gql {
 				t.Errorf("requestApproval over %s with %s: %s %s, want %q", protocol, c.name, code, msg, c.gql)
 			}
-			c0.conn.Close(websocket.StatusNormalClosure, "")
+			c0.Conn.Close(websocket.StatusNormalClosure, "")
 		}
 	}
 }
 
 // wsClose reads until the socket closes and returns its close status.
-func wsClose(t *testing.T, c *wsClient) (websocket.StatusCode, string) {
+func wsClose(t *testing.T, c *apptest.WSClient) (websocket.StatusCode, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for {
-		var m wsMessage
-		err := wsjson.Read(ctx, c.conn, &m)
+		var m apptest.WSMessage
+		err := wsjson.Read(ctx, c.Conn, &m)
 		if err == nil {
 			if m.Type == "connection_ack" {
-				t.Fatalf("%s: acknowledged", c.protocol)
+				t.Fatalf("%s: acknowledged", c.Protocol)
 			}
 			continue
 		}
 		var ce websocket.CloseError
 		if !errors.As(err, &ce) {
-			t.Fatalf("%s: %v, want a close", c.protocol, err)
+			t.Fatalf("%s: %v, want a close", c.Protocol, err)
 		}
 		return ce.Code, ce.Reason
 	}
@@ -569,30 +572,31 @@ func wsClose(t *testing.T, c *wsClient) (websocket.StatusCode, string) {
 // the same idempotency key on either returns the same run, and a decision taken on B ends the
 // long-poll held by A within a second, with the decision.
 func TestApprovalsAcrossInstances(t *testing.T) {
+	t.Parallel()
 	both := func(t *testing.T, db string) {
 		a, b := approvalsServer(t, db), approvalsServer(t, db)
 		req := deployRequest(map[string]any{"idempotencyKey": "deploy-api-1.2.3"})
-		first := a.ask(t, "bot", "0", req)
-		if again := b.ask(t, "bot", "0", req); again.RunID != first.RunID {
+		first := ask(t, a, "bot", "0", req)
+		if again := ask(t, b, "bot", "0", req); again.RunID != first.RunID {
 			t.Fatalf("the same key on B made run %s, not %s", again.RunID, first.RunID)
 		}
-		if n := a.countRuns(t); n != 1 {
+		if n := countRuns(t, a); n != 1 {
 			t.Fatalf("%d runs, want 1", n)
 		}
 		var worst time.Duration
 		for i, kind := range []string{"approve", "decline"} {
-			r := a.ask(t, "bot", "0", deployRequest(map[string]any{"idempotencyKey": fmt.Sprintf("k-%d", i)}))
+			r := ask(t, a, "bot", "0", deployRequest(map[string]any{"idempotencyKey": fmt.Sprintf("k-%d", i)}))
 			answered := make(chan time.Time, 1)
 			var got httpAnswer
 			go func() {
-				got = a.poll(t, "bot", r.RunID, "60s")
+				got = poll(t, a, "bot", r.RunID, "60s")
 				answered <- time.Now()
 			}()
-			a.waitFollowed(t, r.RunID)
+			waitFollowed(t, a, r.RunID)
 			if kind == "approve" {
-				b.mustAs(t, tokenOf("sue"), approveMutation, map[string]any{"id": r.RunID}, nil)
+				b.MustAs(t, apptest.TokenOf("sue"), approveMutation, map[string]any{"id": r.RunID}, nil)
 			} else {
-				b.mustAs(t, tokenOf("sue"), declineMutation, map[string]any{"id": r.RunID, "reason": "no"}, nil)
+				b.MustAs(t, apptest.TokenOf("sue"), declineMutation, map[string]any{"id": r.RunID, "reason": "no"}, nil)
 			}
 			decided := time.Now() // B answered: the decision is committed
 			var at time.Time
@@ -623,31 +627,32 @@ func TestApprovalsAcrossInstances(t *testing.T) {
 // one run exists (the service's own test, TestAwaitApproval, shows that it is the end of the
 // request's context that ends the wait).
 func TestApprovalsClientGoesAway(t *testing.T) {
-	eachApprovalsDB(t, func(t *testing.T, s *testServer) {
+	t.Parallel()
+	eachApprovalsDB(t, func(t *testing.T, s *apptest.Server) {
 		req := map[string]any{"agentId": "hooks", "toolName": "Bash", "args": map[string]any{"command": "make deploy"}, "idempotencyKey": "session-1/tool-7"}
 		body, _ := json.Marshal(req)
 		ctx, cancel := context.WithCancel(context.Background())
 		ended := make(chan struct{})
 		go func() {
 			defer close(ended)
-			s.approvalRequest(t, ctx, "Bearer "+tokenOf("bot"), "POST", "/approvals?wait=10m", string(body))
+			approvalRequest(t, s, ctx, "Bearer "+apptest.TokenOf("bot"), "POST", "/approvals?wait=10m", string(body))
 		}()
-		id := s.pendingRunID(t)
-		s.waitFollowed(t, id)
+		id := pendingRunID(t, s)
+		waitFollowed(t, s, id)
 		cancel()
 		<-ended
 		deadline := time.Now().Add(20 * time.Second)
-		for s.app.Service.Followers(id) != 0 {
+		for s.App.Service.Followers(id) != 0 {
 			if time.Now().After(deadline) {
 				t.Fatal("the server still waits for a client that went away")
 			}
 			time.Sleep(2 * time.Millisecond)
 		}
-		again := s.ask(t, "bot", "0", req)
+		again := ask(t, s, "bot", "0", req)
 		if again.RunID != id || again.Status != "PENDING" {
 			t.Fatalf("re-POST: %+v, want run %s PENDING", again, id)
 		}
-		if n := s.countRuns(t); n != 1 {
+		if n := countRuns(t, s); n != 1 {
 			t.Fatalf("%d runs, want 1", n)
 		}
 	})
@@ -656,10 +661,11 @@ func TestApprovalsClientGoesAway(t *testing.T) {
 // TestApprovalsWaitIsCapped: a wait above --max-approval-wait waits that long, and answers
 // PENDING; it is not refused.
 func TestApprovalsWaitIsCapped(t *testing.T) {
+	t.Parallel()
 	s := approvalsServer(t, "sqlite:"+t.TempDir()+"/interlock.db", "--max-approval-wait", "1s")
-	id := s.ask(t, "bot", "0", deployRequest(nil)).RunID
+	id := ask(t, s, "bot", "0", deployRequest(nil)).RunID
 	start := time.Now()
-	capped := s.poll(t, "bot", id, "1h")
+	capped := poll(t, s, "bot", id, "1h")
 	if capped.status != 200 || capped.body.Status != "PENDING" || time.Since(start) < time.Second || time.Since(start) > 30*time.Second {
 		t.Fatalf("a wait above the maximum: %d %+v after %s", capped.status, capped.body, time.Since(start))
 	}
@@ -668,20 +674,21 @@ func TestApprovalsWaitIsCapped(t *testing.T) {
 // TestApprovalsMutationRate: each POST /approvals takes a token of its client's mutation rate,
 // the bucket GraphQL mutations take from.
 func TestApprovalsMutationRate(t *testing.T) {
+	t.Parallel()
 	s := approvalsServer(t, "sqlite:"+t.TempDir()+"/interlock.db", "--mutation-rate", "1/h", "--mutation-burst", "2")
-	s.ask(t, "bot", "0", deployRequest(nil))
-	s.ask(t, "bot", "0", deployRequest(nil))
-	got := s.approvalRequest(t, context.Background(), "Bearer "+tokenOf("bot"), "POST", "/approvals", `{"agentId":"hooks","toolName":"Bash","args":{}}`)
+	ask(t, s, "bot", "0", deployRequest(nil))
+	ask(t, s, "bot", "0", deployRequest(nil))
+	got := approvalRequest(t, s, context.Background(), "Bearer "+apptest.TokenOf("bot"), "POST", "/approvals", `{"agentId":"hooks","toolName":"Bash","args":{}}`)
 	if got.status != http.StatusTooManyRequests || got.code != "RATE_LIMITED" || got.header.Get("Retry-After") == "" {
 		t.Fatalf("third POST: %d %s, Retry-After %q", got.status, got.raw, got.header.Get("Retry-After"))
 	}
-	if r := s.postAs(t, tokenOf("bot"), `mutation { requestApproval(input: {agentId: "hooks", toolName: "Bash", args: {}}) { runId } }`, nil); r.code != "RATE_LIMITED" {
-		t.Fatalf("a mutation after the POSTs spent the bucket: %s", r.code)
+	if r := s.PostAs(t, apptest.TokenOf("bot"), `mutation { requestApproval(input: {agentId: "hooks", toolName: "Bash", args: {}}) { runId } }`, nil); r.Code != "RATE_LIMITED" {
+		t.Fatalf("a mutation after the POSTs spent the bucket: %s", r.Code)
 	}
-	if got := s.poll(t, "bot", "00000000-0000-7000-8000-000000000000", "0"); got.status != 404 {
+	if got := poll(t, s, "bot", "00000000-0000-7000-8000-000000000000", "0"); got.status != 404 {
 		t.Fatalf("GET is not limited: %d", got.status)
 	}
 	// Another client has its own bucket.
-	s.ask(t, "other-bot", "0", deployRequest(nil))
+	ask(t, s, "other-bot", "0", deployRequest(nil))
 	_ = url.Values{}
 }
