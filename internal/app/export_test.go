@@ -22,6 +22,9 @@ func FlagDocs() []FlagDoc {
 	return docs
 }
 
+// MaxBodyBytes is the largest request body the API reads.
+const MaxBodyBytes = maxBodyBytes
+
 var (
 	RunCommand = runCommand
 	ParseRate  = parseRate

@@ -1,4 +1,4 @@
-package app
+package app_test
 
 import (
 	"bytes"
@@ -18,18 +18,8 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"interlock/dbtest"
+	"interlock/internal/apptest"
 )
-
-// The documented bodies and answer shapes of Claude Code's and Codex's PermissionRequest hooks
-// (approvals/testdata/hooks/README.md says where each comes from).
-func hookFixture(t testing.TB, name string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "approvals", "testdata", "hooks", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
 
 const hookJWTSecret = "a-hooks-secret-of-at-least-32-bytes!"
 
@@ -40,9 +30,9 @@ func hooksConfig(t testing.TB) string {
 	t.Helper()
 	var tokens strings.Builder
 	for _, p := range []struct{ subject, role string }{{"cc", "requester"}, {"vera", "viewer"}, {"otto", "operator"}, {"alice", "approver"}} {
-		fmt.Fprintf(&tokens, "    - {subject: %s, role: %s, sha256: %s}\n", p.subject, p.role, sha256Hex(tokenOf(p.subject)))
+		fmt.Fprintf(&tokens, "    - {subject: %s, role: %s, sha256: %s}\n", p.subject, p.role, apptest.Sha256Hex(apptest.TokenOf(p.subject)))
 	}
-	fmt.Fprintf(&tokens, "    - {subject: scoped, role: requester, resources: [r1], sha256: %s}\n", sha256Hex(tokenOf("scoped")))
+	fmt.Fprintf(&tokens, "    - {subject: scoped, role: requester, resources: [r1], sha256: %s}\n", apptest.Sha256Hex(apptest.TokenOf("scoped")))
 	var agents strings.Builder
 	for _, id := range []string{"approve", "edit", "decline", "wait", "repeat", "auth", "curl", "settings"} {
 		fmt.Fprintf(&agents, "  - {id: %s, name: Coding agents (%s), external: true, tools: ['*']}\n", id, id)
@@ -64,27 +54,20 @@ tools:
 }
 
 // eachHooksDB runs fn on a server with hooksConfig, over SQLite and over MySQL.
-func eachHooksDB(t *testing.T, fn func(t *testing.T, s *testServer)) {
+func eachHooksDB(t *testing.T, fn func(t *testing.T, s *apptest.Server)) {
 	t.Setenv("INTERLOCK_TEST_HOOK_JWT", hookJWTSecret)
-	start := func(t *testing.T, db string) *testServer {
-		return startServer(t, db, "--auth=on", "--config", writeConfig(t, hooksConfig(t)))
+	start := func(t *testing.T, db string) *apptest.Server {
+		return apptest.Start(t, db, "--auth=on", "--config", apptest.WriteConfig(t, hooksConfig(t)))
 	}
 	t.Run("sqlite", func(t *testing.T) { fn(t, start(t, "sqlite:"+filepath.Join(t.TempDir(), "interlock.db"))) })
 	t.Run("mysql", func(t *testing.T) { fn(t, start(t, dbtest.MySQLURL(dbtest.MySQLDSN(t)))) })
 }
 
-// hookAnswer is what a hook endpoint answered.
-type hookAnswer struct {
-	status int
-	header http.Header
-	body   []byte
-}
-
 // postHook POSTs body to path (e.g. /hooks/claude-code/approve?wait=30s) with the Authorization
 // header auth ("" for none), as the agents do: Content-Type application/json.
-func (s *testServer) postHook(t testing.TB, path, auth string, body []byte) hookAnswer {
+func postHook(s *apptest.Server, t testing.TB, path, auth string, body []byte) apptest.HookAnswer {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, s.url+path, bytes.NewReader(body))
+	req, err := http.NewRequest(http.MethodPost, s.URL+path, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,131 +81,37 @@ func (s *testServer) postHook(t testing.TB, path, auth string, body []byte) hook
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return hookAnswer{status: resp.StatusCode, header: resp.Header, body: b}
+	return apptest.HookAnswer{Status: resp.StatusCode, Header: resp.Header, Body: b}
 }
-
-// postHookAsync is postHook in the background: the hook is held until a decision.
-func (s *testServer) postHookAsync(t testing.TB, path, auth string, body []byte) <-chan hookAnswer {
-	ch := make(chan hookAnswer, 1)
-	go func() {
-		req, _ := http.NewRequest(http.MethodPost, s.url+path, bytes.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", auth)
-		resp, err := (&http.Client{Timeout: 60 * time.Second}).Do(req)
-		if err != nil {
-			ch <- hookAnswer{status: -1, body: []byte(err.Error())}
-			return
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		ch <- hookAnswer{status: resp.StatusCode, header: resp.Header, body: b}
-	}()
-	return ch
-}
-
-func answered(t testing.TB, ch <-chan hookAnswer) hookAnswer {
-	t.Helper()
-	select {
-	case a := <-ch:
-		return a
-	case <-time.After(45 * time.Second):
-		t.Fatal("the hook was not answered")
-		return hookAnswer{}
-	}
-}
-
-// hookRun is an approval request as the API shows it.
-type hookRun struct {
-	RunID     string          `json:"runId"`
-	Status    string          `json:"status"`
-	ThreadID  *string         `json:"threadId"`
-	StartedBy *string         `json:"startedBy"`
-	Context   *string         `json:"context"`
-	External  *bool           `json:"external"`
-	ToolCalls []hookToolCall  `json:"toolCalls"`
-	Decisions []hookDecision  `json:"decisions"`
-	Args      json.RawMessage `json:"-"`
-}
-
-type hookToolCall struct {
-	ToolCallID string          `json:"toolCallId"`
-	ToolName   string          `json:"toolName"`
-	Args       json.RawMessage `json:"args"`
-}
-
-type hookDecision struct {
-	Kind       string          `json:"kind"`
-	DecidedBy  *string         `json:"decidedBy"`
-	Reason     *string         `json:"reason"`
-	EditedArgs json.RawMessage `json:"editedArgs"`
-}
-
-const hookRunFields = `runId status threadId startedBy context external toolCalls { toolCallId toolName args } decisions { kind decidedBy reason editedArgs }`
 
 // waitingRequest waits until agent's request waits for a decision and returns it.
-func (s *testServer) waitingRequest(t testing.TB, agent string) hookRun {
+func waitingRequest(s *apptest.Server, t testing.TB, agent string) apptest.HookRun {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		var out struct {
-			SuspendedRuns struct{ Runs []hookRun }
+			SuspendedRuns struct{ Runs []apptest.HookRun }
 		}
-		s.mustAs(t, tokenOf("alice"), `query($a: ID) { suspendedRuns(agentId: $a) { runs { `+hookRunFields+` } } }`, map[string]any{"a": agent}, &out)
+		s.MustAs(t, apptest.TokenOf("alice"), `query($a: ID) { suspendedRuns(agentId: $a) { runs { `+apptest.HookRunFields+` } } }`, map[string]any{"a": agent}, &out)
 		if len(out.SuspendedRuns.Runs) == 1 {
 			return out.SuspendedRuns.Runs[0]
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatalf("no request of %s waits", agent)
-	return hookRun{}
-}
-
-// requests is every run of agent, as recentRuns lists them.
-func (s *testServer) requests(t testing.TB, agent string) []hookRun {
-	t.Helper()
-	var out struct {
-		RecentRuns struct{ Runs []hookRun }
-	}
-	s.mustAs(t, tokenOf("alice"), `query($a: ID) { recentRuns(agentId: $a, perPage: 100, statuses: [RUNNING, SUSPENDED, COMPLETED, FAILED]) { runs { `+hookRunFields+` } } }`, map[string]any{"a": agent}, &out)
-	return out.RecentRuns.Runs
-}
-
-// sameJSONValue reports whether a and b are the same JSON value, whitespace and key order aside.
-func sameJSONValue(t testing.TB, a, b []byte) bool {
-	t.Helper()
-	var x, y any
-	if err := json.Unmarshal(a, &x); err != nil {
-		t.Fatalf("not JSON: %s (%v)", a, err)
-	}
-	if err := json.Unmarshal(b, &y); err != nil {
-		t.Fatalf("not JSON: %s (%v)", b, err)
-	}
-	xs, _ := json.Marshal(x)
-	ys, _ := json.Marshal(y)
-	return bytes.Equal(xs, ys)
+	return apptest.HookRun{}
 }
 
 // denyWith is the recorded deny shape of agent with its message replaced.
 func denyWith(t testing.TB, agent, message string) []byte {
 	t.Helper()
 	var v map[string]any
-	if err := json.Unmarshal(hookFixture(t, agent+"/answer-deny.json"), &v); err != nil {
+	if err := json.Unmarshal(apptest.HookFixture(t, agent+"/answer-deny.json"), &v); err != nil {
 		t.Fatal(err)
 	}
 	v["hookSpecificOutput"].(map[string]any)["decision"].(map[string]any)["message"] = message
 	out, _ := json.Marshal(v)
 	return out
-}
-
-// wantAnswer checks that a is a 200 whose body is exactly the JSON value want.
-func wantAnswer(t testing.TB, what string, a hookAnswer, want []byte) {
-	t.Helper()
-	if a.status != http.StatusOK || a.header.Get("Content-Type") != "application/json" {
-		t.Fatalf("%s: %d %s %s, want 200 application/json", what, a.status, a.header.Get("Content-Type"), a.body)
-	}
-	if !sameJSONValue(t, a.body, want) {
-		t.Fatalf("%s: answered %s\nwant exactly %s", what, a.body, want)
-	}
 }
 
 // TestHooksReplayDocumentedBodies: the recorded PermissionRequest bodies of Claude Code and Codex,
@@ -232,8 +121,8 @@ func wantAnswer(t testing.TB, what string, a hookAnswer, want []byte) {
 // naming the edited arguments (Codex, which fails closed on updatedInput), deny with the
 // person's reason; an expired request and one nobody decided in time are denied saying so.
 func TestHooksReplayDocumentedBodies(t *testing.T) {
-	eachHooksDB(t, func(t *testing.T, s *testServer) {
-		requester := "Bearer " + tokenOf("cc")
+	eachHooksDB(t, func(t *testing.T, s *apptest.Server) {
+		requester := "Bearer " + apptest.TokenOf("cc")
 		for _, c := range []struct {
 			agent, body, session, command string
 		}{
@@ -241,17 +130,17 @@ func TestHooksReplayDocumentedBodies(t *testing.T) {
 			{"codex", "codex/permission-request.json", "<session-id>", "rm -f /tmp/example"},
 		} {
 			t.Run(c.agent, func(t *testing.T) {
-				body := hookFixture(t, c.body)
+				body := apptest.HookFixture(t, c.body)
 				var input struct {
 					ToolInput json.RawMessage `json:"tool_input"`
 				}
 				json.Unmarshal(body, &input)
 
 				// Approved as asked.
-				held := s.postHookAsync(t, "/hooks/"+c.agent+"/approve?wait=30s", requester, body)
-				r := s.waitingRequest(t, "approve")
+				held := s.PostHookAsync(t, "/hooks/"+c.agent+"/approve?wait=30s", requester, body)
+				r := waitingRequest(s, t, "approve")
 				if r.ThreadID == nil || *r.ThreadID != c.session || r.StartedBy == nil || *r.StartedBy != "cc" || r.External == nil || !*r.External ||
-					len(r.ToolCalls) != 1 || r.ToolCalls[0].ToolName != "Bash" || !sameJSONValue(t, r.ToolCalls[0].Args, input.ToolInput) {
+					len(r.ToolCalls) != 1 || r.ToolCalls[0].ToolName != "Bash" || !apptest.SameJSONValue(t, r.ToolCalls[0].Args, input.ToolInput) {
 					t.Fatalf("the request as stored: %+v", r)
 				}
 				who := map[string]string{"claude-code": "**Claude Code** asks to run `Bash`", "codex": "**Codex** asks to run `Bash`"}[c.agent]
@@ -260,35 +149,35 @@ func TestHooksReplayDocumentedBodies(t *testing.T) {
 				}
 				select {
 				case a := <-held:
-					t.Fatalf("answered before anyone decided: %d %s", a.status, a.body)
+					t.Fatalf("answered before anyone decided: %d %s", a.Status, a.Body)
 				default:
 				}
-				s.mustAs(t, tokenOf("alice"), `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": r.RunID}, nil)
-				wantAnswer(t, "approved", answered(t, held), hookFixture(t, c.agent+"/answer-allow.json"))
+				s.MustAs(t, apptest.TokenOf("alice"), `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": r.RunID}, nil)
+				apptest.WantAnswer(t, "approved", apptest.Answered(t, held), apptest.HookFixture(t, c.agent+"/answer-allow.json"))
 
 				// Approved with edited arguments.
-				held = s.postHookAsync(t, "/hooks/"+c.agent+"/edit?wait=30s", requester, body)
-				r = s.waitingRequest(t, "edit")
-				s.mustAs(t, tokenOf("alice"), `mutation($id: ID!, $a: JSON) { approveToolCall(runId: $id, args: $a) { status } }`,
+				held = s.PostHookAsync(t, "/hooks/"+c.agent+"/edit?wait=30s", requester, body)
+				r = waitingRequest(s, t, "edit")
+				s.MustAs(t, apptest.TokenOf("alice"), `mutation($id: ID!, $a: JSON) { approveToolCall(runId: $id, args: $a) { status } }`,
 					map[string]any{"id": r.RunID, "a": map[string]any{"command": "npm run lint"}}, nil)
 				if c.agent == "claude-code" {
-					wantAnswer(t, "edited", answered(t, held), hookFixture(t, "claude-code/answer-allow-updated-input.json"))
+					apptest.WantAnswer(t, "edited", apptest.Answered(t, held), apptest.HookFixture(t, "claude-code/answer-allow-updated-input.json"))
 				} else {
-					wantAnswer(t, "edited", answered(t, held), denyWith(t, "codex",
+					apptest.WantAnswer(t, "edited", apptest.Answered(t, held), denyWith(t, "codex",
 						`Not run as asked: alice approved this call in Interlock only with edited arguments, which Codex cannot take from a hook. The approved arguments: {"command":"npm run lint"}`))
 				}
 
 				// Declined, with a reason.
-				held = s.postHookAsync(t, "/hooks/"+c.agent+"/decline?wait=30s", requester, body)
-				r = s.waitingRequest(t, "decline")
-				s.mustAs(t, tokenOf("alice"), `mutation($id: ID!, $r: String) { declineToolCall(runId: $id, reason: $r) { status } }`,
+				held = s.PostHookAsync(t, "/hooks/"+c.agent+"/decline?wait=30s", requester, body)
+				r = waitingRequest(s, t, "decline")
+				s.MustAs(t, apptest.TokenOf("alice"), `mutation($id: ID!, $r: String) { declineToolCall(runId: $id, reason: $r) { status } }`,
 					map[string]any{"id": r.RunID, "r": "Reason for denial"}, nil)
-				wantAnswer(t, "declined", answered(t, held), hookFixture(t, c.agent+"/answer-deny.json"))
+				apptest.WantAnswer(t, "declined", apptest.Answered(t, held), apptest.HookFixture(t, c.agent+"/answer-deny.json"))
 
 				// Expired: short's Bash has an approvalTimeout of 1 s.
-				a := s.postHook(t, "/hooks/"+c.agent+"/short?wait=30s", requester, body)
-				var exp []hookRun
-				for _, r := range s.requests(t, "short") {
+				a := postHook(s, t, "/hooks/"+c.agent+"/short?wait=30s", requester, body)
+				var exp []apptest.HookRun
+				for _, r := range s.HookRequests(t, "short") {
 					if r.ThreadID != nil && *r.ThreadID == c.session {
 						exp = append(exp, r)
 					}
@@ -299,16 +188,16 @@ func TestHooksReplayDocumentedBodies(t *testing.T) {
 				var got struct {
 					HookSpecificOutput struct{ Decision struct{ Message string } }
 				}
-				json.Unmarshal(a.body, &got)
+				json.Unmarshal(a.Body, &got)
 				msg := got.HookSpecificOutput.Decision.Message
 				if !strings.HasPrefix(msg, "Not approved: the request expired in Interlock at ") || !strings.HasSuffix(msg, " without a decision.") {
-					t.Fatalf("expired: %s", a.body)
+					t.Fatalf("expired: %s", a.Body)
 				}
-				wantAnswer(t, "expired", a, denyWith(t, c.agent, msg))
+				apptest.WantAnswer(t, "expired", a, denyWith(t, c.agent, msg))
 
 				// Nobody decides within the hook's wait.
-				a = s.postHook(t, "/hooks/"+c.agent+"/wait?wait=1s", requester, body)
-				wantAnswer(t, "undecided", a, denyWith(t, c.agent, "Not approved: nobody decided in Interlock within 1s."))
+				a = postHook(s, t, "/hooks/"+c.agent+"/wait?wait=1s", requester, body)
+				apptest.WantAnswer(t, "undecided", a, denyWith(t, c.agent, "Not approved: nobody decided in Interlock within 1s."))
 			})
 		}
 	})
@@ -318,24 +207,24 @@ func TestHooksReplayDocumentedBodies(t *testing.T) {
 // asking again in the same turn) is the same request: while it waits, both are held and both
 // get its decision; once decided, the answer is at once. Another turn is a new request.
 func TestHooksRepeatedIsTheSameRequest(t *testing.T) {
-	eachHooksDB(t, func(t *testing.T, s *testServer) {
-		body := hookFixture(t, "codex/permission-request.json")
-		requester := "Bearer " + tokenOf("cc")
-		first := s.postHookAsync(t, "/hooks/codex/repeat?wait=30s", requester, body)
-		r := s.waitingRequest(t, "repeat")
-		second := s.postHookAsync(t, "/hooks/codex/repeat?wait=30s", requester, body)
-		s.mustAs(t, tokenOf("alice"), `mutation($id: ID!, $r: String) { declineToolCall(runId: $id, reason: $r) { status } }`,
+	eachHooksDB(t, func(t *testing.T, s *apptest.Server) {
+		body := apptest.HookFixture(t, "codex/permission-request.json")
+		requester := "Bearer " + apptest.TokenOf("cc")
+		first := s.PostHookAsync(t, "/hooks/codex/repeat?wait=30s", requester, body)
+		r := waitingRequest(s, t, "repeat")
+		second := s.PostHookAsync(t, "/hooks/codex/repeat?wait=30s", requester, body)
+		s.MustAs(t, apptest.TokenOf("alice"), `mutation($id: ID!, $r: String) { declineToolCall(runId: $id, reason: $r) { status } }`,
 			map[string]any{"id": r.RunID, "r": "not in prod"}, nil)
 		want := denyWith(t, "codex", "not in prod")
-		wantAnswer(t, "first", answered(t, first), want)
-		wantAnswer(t, "second", answered(t, second), want)
-		wantAnswer(t, "after the decision", s.postHook(t, "/hooks/codex/repeat?wait=30s", requester, body), want)
-		if n := len(s.requests(t, "repeat")); n != 1 {
+		apptest.WantAnswer(t, "first", apptest.Answered(t, first), want)
+		apptest.WantAnswer(t, "second", apptest.Answered(t, second), want)
+		apptest.WantAnswer(t, "after the decision", postHook(s, t, "/hooks/codex/repeat?wait=30s", requester, body), want)
+		if n := len(s.HookRequests(t, "repeat")); n != 1 {
 			t.Fatalf("%d requests stored, want 1", n)
 		}
 		other := bytes.Replace(body, []byte(`"<turn-id>"`), []byte(`"turn-2"`), 1)
-		wantAnswer(t, "another turn", s.postHook(t, "/hooks/codex/repeat?wait=0", requester, other), denyWith(t, "codex", "Not approved: nobody decided in Interlock within 0s."))
-		if n := len(s.requests(t, "repeat")); n != 2 {
+		apptest.WantAnswer(t, "another turn", postHook(s, t, "/hooks/codex/repeat?wait=0", requester, other), denyWith(t, "codex", "Not approved: nobody decided in Interlock within 0s."))
+		if n := len(s.HookRequests(t, "repeat")); n != 2 {
 			t.Fatalf("%d requests stored after another turn, want 2", n)
 		}
 	})
@@ -346,11 +235,11 @@ type hookError struct {
 	Error struct{ Code, Message string }
 }
 
-func wantRefused(t testing.TB, what string, a hookAnswer, status int, code, says string) {
+func wantRefused(t testing.TB, what string, a apptest.HookAnswer, status int, code, says string) {
 	t.Helper()
 	var e hookError
-	if err := json.Unmarshal(a.body, &e); err != nil || a.status != status || e.Error.Code != code || !strings.Contains(e.Error.Message, says) {
-		t.Fatalf("%s: %d %s, want %d %s saying %q", what, a.status, a.body, status, code, says)
+	if err := json.Unmarshal(a.Body, &e); err != nil || a.Status != status || e.Error.Code != code || !strings.Contains(e.Error.Message, says) {
+		t.Fatalf("%s: %d %s, want %d %s saying %q", what, a.Status, a.Body, status, code, says)
 	}
 }
 
@@ -359,7 +248,7 @@ func wantRefused(t testing.TB, what string, a hookAnswer, status int, code, says
 // viewer is 403; a requester, an operator and a JWT requester are held and answered. Nothing is
 // stored for a refused hook.
 func TestHooksCredentials(t *testing.T) {
-	eachHooksDB(t, func(t *testing.T, s *testServer) {
+	eachHooksDB(t, func(t *testing.T, s *apptest.Server) {
 		sign := func(sub, role string, exp time.Time) string {
 			tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"iss": "https://idp.test/", "aud": "interlock",
 				"sub": sub, "roles": role, "exp": exp.Unix()}).SignedString([]byte(hookJWTSecret))
@@ -369,9 +258,9 @@ func TestHooksCredentials(t *testing.T) {
 			return tok
 		}
 		for _, agent := range []string{"claude-code", "codex"} {
-			body := hookFixture(t, agent+"/permission-request.json")
+			body := apptest.HookFixture(t, agent+"/permission-request.json")
 			path := "/hooks/" + agent + "/auth?wait=0"
-			before := len(s.requests(t, "auth"))
+			before := len(s.HookRequests(t, "auth"))
 			for _, c := range []struct {
 				name, auth string
 				status     int
@@ -382,27 +271,27 @@ func TestHooksCredentials(t *testing.T) {
 				{"a malformed header", "Basic Y2M6c2VjcmV0", 401, "UNAUTHENTICATED", ""},
 				{"an empty bearer", "Bearer ", 401, "UNAUTHENTICATED", ""},
 				{"an expired JWT", "Bearer " + sign("jay", "requester", time.Now().Add(-time.Hour)), 401, "UNAUTHENTICATED", "expired"},
-				{"a viewer", "Bearer " + tokenOf("vera"), 403, "FORBIDDEN", "requester"},
+				{"a viewer", "Bearer " + apptest.TokenOf("vera"), 403, "FORBIDDEN", "requester"},
 				{"a JWT viewer", "Bearer " + sign("vic", "viewer", time.Now().Add(time.Hour)), 403, "FORBIDDEN", ""},
 			} {
-				a := s.postHook(t, path, c.auth, body)
+				a := postHook(s, t, path, c.auth, body)
 				wantRefused(t, agent+": "+c.name, a, c.status, c.code, c.says)
-				if c.status == 401 && !strings.HasPrefix(a.header.Get("WWW-Authenticate"), "Bearer") {
-					t.Fatalf("%s: %s: no bearer challenge (%v)", agent, c.name, a.header)
+				if c.status == 401 && !strings.HasPrefix(a.Header.Get("WWW-Authenticate"), "Bearer") {
+					t.Fatalf("%s: %s: no bearer challenge (%v)", agent, c.name, a.Header)
 				}
 			}
-			if n := len(s.requests(t, "auth")) - before; n != 0 {
+			if n := len(s.HookRequests(t, "auth")) - before; n != 0 {
 				t.Fatalf("%s: %d requests stored by refused hooks", agent, n)
 			}
 			undecided := denyWith(t, agent, "Not approved: nobody decided in Interlock within 0s.")
 			for _, c := range []struct{ name, token, subject string }{
-				{"a requester", tokenOf("cc"), "cc"},
-				{"an operator", tokenOf("otto"), "otto"},
+				{"a requester", apptest.TokenOf("cc"), "cc"},
+				{"an operator", apptest.TokenOf("otto"), "otto"},
 				{"a JWT requester", sign("jay", "requester", time.Now().Add(time.Hour)), "jay"},
 			} {
-				wantAnswer(t, agent+": "+c.name, s.postHook(t, path, "Bearer "+c.token, body), undecided)
+				apptest.WantAnswer(t, agent+": "+c.name, postHook(s, t, path, "Bearer "+c.token, body), undecided)
 				found := false
-				for _, r := range s.requests(t, "auth") {
+				for _, r := range s.HookRequests(t, "auth") {
 					found = found || (r.StartedBy != nil && *r.StartedBy == c.subject && strings.Contains(*r.Context, map[string]string{"codex": "Codex", "claude-code": "Claude Code"}[agent]))
 				}
 				if !found {
@@ -411,10 +300,10 @@ func TestHooksCredentials(t *testing.T) {
 			}
 			// A requester scoped to resource r1 asks in r1 only (?resourceId=); the session's
 			// thread then belongs to r1 (a thread stays with the resource of its first run).
-			wantRefused(t, agent+": another resource", s.postHook(t, path+"&resourceId=r2", "Bearer "+tokenOf("scoped"), body), 403, "FORBIDDEN", "")
-			wantRefused(t, agent+": no resource", s.postHook(t, path, "Bearer "+tokenOf("scoped"), body), 403, "FORBIDDEN", "")
+			wantRefused(t, agent+": another resource", postHook(s, t, path+"&resourceId=r2", "Bearer "+apptest.TokenOf("scoped"), body), 403, "FORBIDDEN", "")
+			wantRefused(t, agent+": no resource", postHook(s, t, path, "Bearer "+apptest.TokenOf("scoped"), body), 403, "FORBIDDEN", "")
 			other := bytes.Replace(body, []byte(`"session_id": "`), []byte(`"session_id": "r1-`), 1)
-			wantAnswer(t, agent+": its resource", s.postHook(t, path+"&resourceId=r1", "Bearer "+tokenOf("scoped"), other),
+			apptest.WantAnswer(t, agent+": its resource", postHook(s, t, path+"&resourceId=r1", "Bearer "+apptest.TokenOf("scoped"), other),
 				denyWith(t, agent, "Not approved: nobody decided in Interlock within 0s."))
 		}
 	})
@@ -424,12 +313,12 @@ func TestHooksCredentials(t *testing.T) {
 // so, a body that is not JSON or lacks a field is 400 saying which, another method is 405 and
 // another path 404 — each with nothing stored.
 func TestHooksRefuseWhatIsNotAHook(t *testing.T) {
-	eachHooksDB(t, func(t *testing.T, s *testServer) {
-		cc := "Bearer " + tokenOf("cc")
+	eachHooksDB(t, func(t *testing.T, s *apptest.Server) {
+		cc := "Bearer " + apptest.TokenOf("cc")
 		for _, agent := range []string{"claude-code", "codex"} {
-			body := hookFixture(t, agent+"/permission-request.json")
-			wantRefused(t, agent+": unknown agent", s.postHook(t, "/hooks/"+agent+"/nope", cc, body), 404, "NOT_FOUND", `no agent with id "nope"`)
-			wantRefused(t, agent+": internal agent", s.postHook(t, "/hooks/"+agent+"/helper", cc, body), 400, "BAD_USER_INPUT", `agent "helper" runs in Interlock`)
+			body := apptest.HookFixture(t, agent+"/permission-request.json")
+			wantRefused(t, agent+": unknown agent", postHook(s, t, "/hooks/"+agent+"/nope", cc, body), 404, "NOT_FOUND", `no agent with id "nope"`)
+			wantRefused(t, agent+": internal agent", postHook(s, t, "/hooks/"+agent+"/helper", cc, body), 400, "BAD_USER_INPUT", `agent "helper" runs in Interlock`)
 			for _, c := range []struct{ name, body, says string }{
 				{"not JSON", "rm -rf /", "not a JSON object"},
 				{"broken JSON", `{"session_id": "s", `, "not the JSON input"},
@@ -439,9 +328,9 @@ func TestHooksRefuseWhatIsNotAHook(t *testing.T) {
 				{"another event", `{"session_id": "s", "hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {}}`, `hook_event_name is "PreToolUse"`},
 				{"tool_input not an object", `{"session_id": "s", "hook_event_name": "PermissionRequest", "tool_name": "Bash", "tool_input": "ls"}`, "tool_input is not a JSON object"},
 			} {
-				wantRefused(t, agent+": "+c.name, s.postHook(t, "/hooks/"+agent+"/auth", cc, []byte(c.body)), 400, "BAD_USER_INPUT", c.says)
+				wantRefused(t, agent+": "+c.name, postHook(s, t, "/hooks/"+agent+"/auth", cc, []byte(c.body)), 400, "BAD_USER_INPUT", c.says)
 			}
-			req, _ := http.NewRequest(http.MethodGet, s.url+"/hooks/"+agent+"/auth", nil)
+			req, _ := http.NewRequest(http.MethodGet, s.URL+"/hooks/"+agent+"/auth", nil)
 			req.Header.Set("Authorization", cc)
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
@@ -452,10 +341,10 @@ func TestHooksRefuseWhatIsNotAHook(t *testing.T) {
 				t.Fatalf("%s: GET answered %d (Allow %q), want 405 POST", agent, resp.StatusCode, resp.Header.Get("Allow"))
 			}
 		}
-		wantRefused(t, "another agent kind", s.postHook(t, "/hooks/cursor/auth", cc, hookFixture(t, "codex/permission-request.json")), 404, "NOT_FOUND", "/hooks/claude-code/{agentId}")
-		wantRefused(t, "a bad wait", s.postHook(t, "/hooks/codex/auth?wait=soon", cc, hookFixture(t, "codex/permission-request.json")), 400, "BAD_USER_INPUT", `wait="soon"`)
+		wantRefused(t, "another agent kind", postHook(s, t, "/hooks/cursor/auth", cc, apptest.HookFixture(t, "codex/permission-request.json")), 404, "NOT_FOUND", "/hooks/claude-code/{agentId}")
+		wantRefused(t, "a bad wait", postHook(s, t, "/hooks/codex/auth?wait=soon", cc, apptest.HookFixture(t, "codex/permission-request.json")), 400, "BAD_USER_INPUT", `wait="soon"`)
 		for _, agent := range []string{"auth", "helper", "nope"} {
-			if n := len(s.requests(t, agent)); n != 0 {
+			if n := len(s.HookRequests(t, agent)); n != 0 {
 				t.Fatalf("%d requests of %s stored", n, agent)
 			}
 		}
@@ -509,16 +398,16 @@ func TestHooksReadmeConfigs(t *testing.T) {
 		t.Fatal("the Codex hook command needs curl:", err)
 	}
 	yaml := readmeBlock(t, "**1. An external agent", "yaml")
-	yaml = strings.Replace(yaml, "<sha256 of the token>", sha256Hex("token-ana"), 1)
-	yaml = strings.Replace(yaml, "role: requester, sha256: "+sha256Hex("token-ana")+"}",
-		"role: requester, sha256: "+sha256Hex("token-ana")+"}\n    - {subject: alice, role: approver, sha256: "+sha256Hex(tokenOf("alice"))+"}", 1)
+	yaml = strings.Replace(yaml, "<sha256 of the token>", apptest.Sha256Hex("token-ana"), 1)
+	yaml = strings.Replace(yaml, "role: requester, sha256: "+apptest.Sha256Hex("token-ana")+"}",
+		"role: requester, sha256: "+apptest.Sha256Hex("token-ana")+"}\n    - {subject: alice, role: approver, sha256: "+apptest.Sha256Hex(apptest.TokenOf("alice"))+"}", 1)
 	for _, db := range []string{"sqlite", "mysql"} {
 		t.Run(db, func(t *testing.T) {
 			url := "sqlite:" + filepath.Join(t.TempDir(), "interlock.db")
 			if db == "mysql" {
 				url = dbtest.MySQLURL(dbtest.MySQLDSN(t))
 			}
-			s := startServer(t, url, "--auth=on", "--config", writeConfig(t, yaml))
+			s := apptest.Start(t, url, "--auth=on", "--config", apptest.WriteConfig(t, yaml))
 
 			// Claude Code.
 			var settings struct {
@@ -543,28 +432,28 @@ func TestHooksReadmeConfigs(t *testing.T) {
 			if h.Type != "http" || h.Timeout != 600 || !strings.HasPrefix(h.URL, "http://localhost:8080/") {
 				t.Fatalf("the README's hook: %+v", h)
 			}
-			req, _ := http.NewRequest(http.MethodPost, s.url+strings.TrimPrefix(h.URL, "http://localhost:8080"), bytes.NewReader(hookFixture(t, "claude-code/permission-request.json")))
+			req, _ := http.NewRequest(http.MethodPost, s.URL+strings.TrimPrefix(h.URL, "http://localhost:8080"), bytes.NewReader(apptest.HookFixture(t, "claude-code/permission-request.json")))
 			req.Header.Set("Content-Type", "application/json")
 			for k, v := range h.Headers {
 				req.Header.Set(k, claudeHeader(v, h.AllowedEnvVars, map[string]string{"INTERLOCK_TOKEN": "token-ana", "HOME": "/root"}))
 			}
-			held := make(chan hookAnswer, 1)
+			held := make(chan apptest.HookAnswer, 1)
 			go func() {
 				resp, err := (&http.Client{Timeout: time.Duration(h.Timeout) * time.Second}).Do(req)
 				if err != nil {
-					held <- hookAnswer{status: -1, body: []byte(err.Error())}
+					held <- apptest.HookAnswer{Status: -1, Body: []byte(err.Error())}
 					return
 				}
 				defer resp.Body.Close()
 				b, _ := io.ReadAll(resp.Body)
-				held <- hookAnswer{status: resp.StatusCode, header: resp.Header, body: b}
+				held <- apptest.HookAnswer{Status: resp.StatusCode, Header: resp.Header, Body: b}
 			}()
-			r := s.waitingRequest(t, "coding")
+			r := waitingRequest(s, t, "coding")
 			if r.StartedBy == nil || *r.StartedBy != "ana-laptop" || r.ToolCalls[0].ToolName != "Bash" {
 				t.Fatalf("the request: %+v", r)
 			}
-			s.mustAs(t, tokenOf("alice"), `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": r.RunID}, nil)
-			wantAnswer(t, "Claude Code's hook", answered(t, held), hookFixture(t, "claude-code/answer-allow.json"))
+			s.MustAs(t, apptest.TokenOf("alice"), `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": r.RunID}, nil)
+			apptest.WantAnswer(t, "Claude Code's hook", apptest.Answered(t, held), apptest.HookFixture(t, "claude-code/answer-allow.json"))
 
 			// Codex.
 			toml := readmeBlock(t, "**3. Codex**", "toml")
@@ -574,8 +463,8 @@ func TestHooksReadmeConfigs(t *testing.T) {
 			}
 			codexHook := func(token string) (stdout, stderr string, code int) {
 				cmd := exec.Command("sh", "-c", m[1])
-				cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "INTERLOCK_TOKEN=" + token, "INTERLOCK_URL=" + s.url}
-				cmd.Stdin = bytes.NewReader(hookFixture(t, "codex/permission-request.json"))
+				cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "INTERLOCK_TOKEN=" + token, "INTERLOCK_URL=" + s.URL}
+				cmd.Stdin = bytes.NewReader(apptest.HookFixture(t, "codex/permission-request.json"))
 				var out, errb bytes.Buffer
 				cmd.Stdout, cmd.Stderr = &out, &errb
 				err := cmd.Run()
@@ -596,11 +485,11 @@ func TestHooksReadmeConfigs(t *testing.T) {
 				o, e, c := codexHook("token-ana")
 				done <- ran{o, e, c}
 			}()
-			r = s.waitingRequest(t, "coding")
+			r = waitingRequest(s, t, "coding")
 			if !strings.Contains(*r.Context, "**Codex** asks to run `Bash` in `/path/to/cwd`") {
 				t.Fatalf("the context: %s", *r.Context)
 			}
-			s.mustAs(t, tokenOf("alice"), `mutation($id: ID!, $r: String) { declineToolCall(runId: $id, reason: $r) { status } }`,
+			s.MustAs(t, apptest.TokenOf("alice"), `mutation($id: ID!, $r: String) { declineToolCall(runId: $id, reason: $r) { status } }`,
 				map[string]any{"id": r.RunID, "r": "Reason for denial"}, nil)
 			var got ran
 			select {
@@ -608,7 +497,7 @@ func TestHooksReadmeConfigs(t *testing.T) {
 			case <-time.After(45 * time.Second):
 				t.Fatal("the Codex hook command did not end")
 			}
-			if got.code != 0 || !sameJSONValue(t, []byte(got.stdout), hookFixture(t, "codex/answer-deny.json")) {
+			if got.code != 0 || !apptest.SameJSONValue(t, []byte(got.stdout), apptest.HookFixture(t, "codex/answer-deny.json")) {
 				t.Fatalf("the Codex hook command: exit %d, stdout %q, stderr %q", got.code, got.stdout, got.stderr)
 			}
 			if o, e, c := codexHook("token-wrong"); c != 22 || o != "" || !strings.Contains(e, "401") {
@@ -622,13 +511,13 @@ func TestHooksReadmeConfigs(t *testing.T) {
 // agent then asks its own person), not a deny saying nobody decided; the request stays in the
 // inbox for another instance.
 func TestHooksStoppingServerLetsTheAgentAsk(t *testing.T) {
-	eachHooksDB(t, func(t *testing.T, s *testServer) {
-		held := s.postHookAsync(t, "/hooks/claude-code/wait?wait=30s", "Bearer "+tokenOf("cc"), hookFixture(t, "claude-code/permission-request.json"))
-		r := s.waitingRequest(t, "wait")
-		s.app.Service.Close()
-		a := answered(t, held)
+	eachHooksDB(t, func(t *testing.T, s *apptest.Server) {
+		held := s.PostHookAsync(t, "/hooks/claude-code/wait?wait=30s", "Bearer "+apptest.TokenOf("cc"), apptest.HookFixture(t, "claude-code/permission-request.json"))
+		r := waitingRequest(s, t, "wait")
+		s.App.Service.Close()
+		a := apptest.Answered(t, held)
 		wantRefused(t, "held while stopping", a, http.StatusServiceUnavailable, "UNAVAILABLE", "Interlock is stopping: the request "+r.RunID+" still waits")
-		if a.header.Get("Retry-After") == "" {
+		if a.Header.Get("Retry-After") == "" {
 			t.Fatal("no Retry-After")
 		}
 	})

@@ -1,4 +1,4 @@
-package app
+package web_test
 
 import (
 	"bytes"
@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"interlock/internal/apptest"
 )
 
 // xssContext is the context of an approval request that tries every way into the page: raw HTML
@@ -28,9 +30,9 @@ func externalConsoleConfig(t *testing.T) string {
 	t.Helper()
 	var tokens strings.Builder
 	for _, p := range []struct{ subject, role string }{{"cc", "requester"}, {"otto", "operator"}, {"alice", "approver"}} {
-		fmt.Fprintf(&tokens, "    - {subject: %s, role: %s, sha256: %s}\n", p.subject, p.role, sha256Hex(tokenOf(p.subject)))
+		fmt.Fprintf(&tokens, "    - {subject: %s, role: %s, sha256: %s}\n", p.subject, p.role, apptest.Sha256Hex(apptest.TokenOf(p.subject)))
 	}
-	return writeConfig(t, `
+	return apptest.WriteConfig(t, `
 auth:
   tokens:
 `+tokens.String()+`agents:
@@ -47,10 +49,10 @@ tools:
 }
 
 // requestApprovalAs asks for an approval over GraphQL and returns the run's id.
-func (s *testServer) requestApprovalAs(t *testing.T, token string, input map[string]any) string {
+func requestApprovalAs(s *apptest.Server, t *testing.T, token string, input map[string]any) string {
 	t.Helper()
 	var out struct{ RequestApproval struct{ RunID string } }
-	s.mustAs(t, token, `mutation($in: ApprovalRequestInput!) { requestApproval(input: $in) { runId } }`, map[string]any{"in": input}, &out)
+	s.MustAs(t, token, `mutation($in: ApprovalRequestInput!) { requestApproval(input: $in) { runId } }`, map[string]any{"in": input}, &out)
 	return out.RequestApproval.RunID
 }
 
@@ -63,29 +65,29 @@ func (s *testServer) requestApprovalAs(t *testing.T, token string, input map[str
 // the requests like any run, with the same filter.
 func TestConsoleExternalRequests(t *testing.T) {
 	ctx := browser(t)
-	s := startServer(t, "sqlite:"+filepath.Join(t.TempDir(), "external.db"), "--auth=on", "--config", externalConsoleConfig(t))
-	deploy := s.requestApprovalAs(t, tokenOf("cc"), map[string]any{"agentId": "coding", "toolName": "deploy",
+	s := apptest.Start(t, "sqlite:"+filepath.Join(t.TempDir(), "external.db"), "--auth=on", "--config", externalConsoleConfig(t))
+	deploy := requestApprovalAs(s, t, apptest.TokenOf("cc"), map[string]any{"agentId": "coding", "toolName": "deploy",
 		"args": map[string]any{"service": "checkout", "version": "v2"}, "context": xssContext})
-	body := bytes.Replace(hookFixture(t, "claude-code/permission-request.json"), []byte(`"Remove node_modules directory"`),
+	body := bytes.Replace(apptest.HookFixture(t, "claude-code/permission-request.json"), []byte(`"Remove node_modules directory"`),
 		[]byte(`"Remove node_modules <img src=y onerror=\"window.__xss='hook'\">"`), 1)
-	hook := s.postHookAsync(t, "/hooks/claude-code/coding?wait=60s", "Bearer "+tokenOf("cc"), body)
+	hook := s.PostHookAsync(t, "/hooks/claude-code/coding?wait=60s", "Bearer "+apptest.TokenOf("cc"), body)
 	hookRun := ""
 	for deadline := time.Now().Add(20 * time.Second); hookRun == ""; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the hook's request was not stored")
 		}
-		for _, r := range s.requests(t, "coding") {
+		for _, r := range s.HookRequests(t, "coding") {
 			if r.RunID != deploy && r.Status == "SUSPENDED" {
 				hookRun = r.RunID
 			}
 		}
 	}
-	internal := s.suspendAs(t, tokenOf("otto"), "refund order 42 for 30", map[string]any{"agentId": "triage"}).ID
+	internal := s.SuspendAs(t, apptest.TokenOf("otto"), "refund order 42 for 30", map[string]any{"agentId": "triage"}).ID
 
 	page := tab(t, ctx, true)
 	rowsJS := `[...document.querySelectorAll("#inbox-list a.row[data-run]")].map((a) => a.dataset.run).sort()`
 	externalJS := `[...document.querySelectorAll("#inbox-list li[data-run]")].filter((li) => li.querySelector(".badge.external")).map((li) => li.dataset.run).sort()`
-	do(t, page, chromedp.Navigate(s.url+"/#token="+tokenOf("alice")), until(`document.querySelectorAll("#inbox-list a.row").length === 3`),
+	do(t, page, chromedp.Navigate(s.URL+"/#token="+apptest.TokenOf("alice")), until(`document.querySelectorAll("#inbox-list a.row").length === 3`),
 		until(`document.querySelectorAll("#inbox-list .badge.external").length === 2`))
 	want := []string{deploy, hookRun}
 	slices.Sort(want)
@@ -100,13 +102,13 @@ func TestConsoleExternalRequests(t *testing.T) {
 			t.Fatalf("external: rows %v, want %v", got, want)
 		}
 		// Live: a new internal run stays out, a new external request comes in.
-		other := s.suspendAs(t, tokenOf("otto"), "refund order 43 for 30", map[string]any{"agentId": "triage"}).ID
-		fresh := s.requestApprovalAs(t, tokenOf("cc"), map[string]any{"agentId": "coding", "toolName": "Write", "args": map[string]any{"file_path": "/tmp/x"}})
+		other := s.SuspendAs(t, apptest.TokenOf("otto"), "refund order 43 for 30", map[string]any{"agentId": "triage"}).ID
+		fresh := requestApprovalAs(s, t, apptest.TokenOf("cc"), map[string]any{"agentId": "coding", "toolName": "Write", "args": map[string]any{"file_path": "/tmp/x"}})
 		do(t, page, until(`document.querySelector('#inbox-list a.row[data-run="`+fresh+`"]') !== null`))
 		if get(t, page, chromedp.Evaluate[bool](`document.querySelector('#inbox-list a.row[data-run="`+other+`"]') !== null`)) {
 			t.Fatal("an internal run is listed under external")
 		}
-		s.mustAs(t, tokenOf("alice"), `mutation($id: ID!) { declineToolCall(runId: $id) { status } }`, map[string]any{"id": fresh}, nil)
+		s.MustAs(t, apptest.TokenOf("alice"), `mutation($id: ID!) { declineToolCall(runId: $id) { status } }`, map[string]any{"id": fresh}, nil)
 		do(t, page, until(`document.querySelectorAll("#inbox-list a.row").length === 2`))
 
 		do(t, page, chromedp.SetValue(chromedp.CSS(`#f-kind`), "internal"), chromedp.Click(chromedp.CSS(`#f-apply`)),
@@ -120,12 +122,12 @@ func TestConsoleExternalRequests(t *testing.T) {
 			t.Fatalf("%d internal rows marked external", n)
 		}
 		// A link with the filter opens filtered.
-		do(t, page, chromedp.Navigate(s.url+"/?kind=external"), until(`document.querySelectorAll("#inbox-list a.row").length === 2`),
+		do(t, page, chromedp.Navigate(s.URL+"/?kind=external"), until(`document.querySelectorAll("#inbox-list a.row").length === 2`),
 			until(`document.querySelector("#f-kind").value === "external"`))
 	})
 
 	t.Run("the request's context is safe Markdown; who asked; no transcript; decline", func(t *testing.T) {
-		do(t, page, chromedp.Navigate(s.url+"/?run="+deploy), until(`document.querySelector("#run-context .md") !== null`),
+		do(t, page, chromedp.Navigate(s.URL+"/?run="+deploy), until(`document.querySelector("#run-context .md") !== null`),
 			chromedp.WaitVisible(chromedp.CSS(`.pending button.decline`)))
 		got := get(t, page, chromedp.Evaluate[map[string]any](`(() => {
 			const c = document.querySelector("#run-context .md");
@@ -164,7 +166,7 @@ func TestConsoleExternalRequests(t *testing.T) {
 		do(t, page, chromedp.SendKeys(chromedp.CSS(`input[id^="reason-"]`), "not on a Friday"), chromedp.Click(chromedp.CSS(`.pending button.decline`)),
 			until(`document.querySelector("#run-status")?.textContent === "COMPLETED"`),
 			until(`document.querySelector('section[aria-label="Decisions"]')?.innerText.includes("Declined by alice")`))
-		ds := s.decisionsAs(t, tokenOf("alice"), deploy)
+		ds := s.DecisionsAs(t, apptest.TokenOf("alice"), deploy)
 		if len(ds) != 1 || ds[0]["kind"] != "DECLINED" || ds[0]["decidedBy"] != "alice" {
 			t.Fatalf("decisions %v", ds)
 		}
@@ -174,7 +176,7 @@ func TestConsoleExternalRequests(t *testing.T) {
 	})
 
 	t.Run("a coding agent's hook, approved in the console, gets the allow", func(t *testing.T) {
-		do(t, page, chromedp.Navigate(s.url+"/?run="+hookRun), until(`document.querySelector("#run-context .md blockquote") !== null`),
+		do(t, page, chromedp.Navigate(s.URL+"/?run="+hookRun), until(`document.querySelector("#run-context .md blockquote") !== null`),
 			chromedp.WaitVisible(chromedp.CSS(`.pending button.approve`)))
 		ctxText := textOf(t, page, `#run-context`)
 		if !strings.Contains(ctxText, "Claude Code asks to run Bash in /Users/...") || !strings.Contains(ctxText, `<img src=y onerror="window.__xss='hook'">`) ||
@@ -185,11 +187,11 @@ func TestConsoleExternalRequests(t *testing.T) {
 			t.Fatal("the hook's description injected markup")
 		}
 		do(t, page, chromedp.Click(chromedp.CSS(`.pending button.approve`)), until(`document.querySelector("#run-status")?.textContent === "COMPLETED"`))
-		wantAnswer(t, "the hook", answered(t, hook), hookFixture(t, "claude-code/answer-allow.json"))
+		apptest.WantAnswer(t, "the hook", apptest.Answered(t, hook), apptest.HookFixture(t, "claude-code/answer-allow.json"))
 	})
 
 	t.Run("history lists the requests like any run, with the filter", func(t *testing.T) {
-		do(t, page, chromedp.Navigate(s.url+"/?view=history&kind=external"), until(`document.querySelectorAll("#history-list li a.row").length === 3`))
+		do(t, page, chromedp.Navigate(s.URL+"/?view=history&kind=external"), until(`document.querySelectorAll("#history-list li a.row").length === 3`))
 		rows := textOf(t, page, `#history-list`)
 		for _, want := range []string{"asked to run deploy (requested by cc)", "asked to run Bash (requested by cc)", "declined", "alice"} {
 			if !strings.Contains(rows, want) {
@@ -199,17 +201,17 @@ func TestConsoleExternalRequests(t *testing.T) {
 		if got := get(t, page, chromedp.Evaluate[string](`document.querySelector("#h-kind").value`)); got != "external" {
 			t.Fatalf("the kind filter shows %q", got)
 		}
-		do(t, page, chromedp.Navigate(s.url+"/?view=history&kind=internal&status=ANY"), until(`document.querySelectorAll("#history-list li a.row").length === 2`))
+		do(t, page, chromedp.Navigate(s.URL+"/?view=history&kind=internal&status=ANY"), until(`document.querySelectorAll("#history-list li a.row").length === 2`))
 		if rows := textOf(t, page, `#history-list`); strings.Contains(rows, "asked to run") {
 			t.Fatalf("history (internal) lists a request:\n%s", rows)
 		}
 	})
 
 	t.Run("under the strict CSP nothing is blocked", func(t *testing.T) {
-		url := serve(t, withCSP(s.app.Handler()))
+		url := serve(t, withCSP(s.App.Handler()))
 		p := tab(t, ctx, true)
 		violations := cspWatch(t, p)
-		do(t, p, chromedp.Navigate(url+"/?run="+deploy+"#token="+tokenOf("alice")), until(`document.querySelector("#run-context .md h4") !== null`))
+		do(t, p, chromedp.Navigate(url+"/?run="+deploy+"#token="+apptest.TokenOf("alice")), until(`document.querySelector("#run-context .md h4") !== null`))
 		do(t, p, chromedp.Navigate(url+"/?kind=external"), until(`document.querySelector("#inbox-list") !== null && document.querySelector("#f-kind").value === "external"`))
 		if v := violations(); len(v) != 0 {
 			t.Fatalf("CSP violations: %v", v)
