@@ -1365,6 +1365,7 @@ type Agent {
 type Tool {
   "Addition: unique across agents and stable across restarts, for client caches: <agentId>/<name>."
   id: ID!
+  "Addition: \"*\" on an external agent that takes any tool name: the policy of every name that is not one of its other tools."
   name: String!
   description: String
   "Every call of this tool waits for approval before it runs."

@@ -84,6 +84,7 @@ func sameTypes(got []run.EventType, want ...run.EventType) bool {
 // call, in the inbox like any other, with its context and its requester as startedBy; the
 // approval ends it (COMPLETED, TOOL_CALL_APPROVED then RUN_FINISHED), and nothing runs here.
 func TestApprovalRequestSuspendsAndItsDecisionEndsIt(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := externalSetup(t, db, runs.Config{})
 		bot := as("deploy-bot-token", nil, run.RoleRequester)
@@ -157,6 +158,7 @@ func allEventsUntil(t *testing.T, f *fixture, runID string, n int) []run.Event {
 // decline keeps the reason, and an expiry ends the request EXPIRED — each with its event, then
 // RUN_FINISHED.
 func TestApprovalDecisions(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		clock := &testClock{}
 		f := externalSetup(t, db, runs.Config{NowFunc: clock.now, ExpiryInterval: 10 * time.Millisecond})
@@ -190,7 +192,8 @@ func TestApprovalDecisions(t *testing.T) {
 
 		expiring := request(t, f, bg(), runs.ApprovalParams{})
 		clock.advance(31 * time.Minute)
-		evs := allEventsUntil(t, f, expiring.ID, 6) // the expiry loop ends it: TOOL_CALL_EXPIRED, RUN_FINISHED
+		f.until(t, expiring.ID, 0, run.StatusCompleted)
+		evs := allEvents(t, f, expiring.ID)
 		if !sameTypes(eventTypes(evs)[4:], run.EventToolCallExpired, run.EventRunFinished) {
 			t.Fatalf("expiry events: %v", eventTypes(evs))
 		}
@@ -204,6 +207,7 @@ func TestApprovalDecisions(t *testing.T) {
 // TestApprovalWithoutApprovalNeeded: a tool that needs no approval is approved by the policy at
 // once: the run is COMPLETED, never in the inbox, with an APPROVED decision by nobody.
 func TestApprovalWithoutApprovalNeeded(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := externalSetup(t, db, runs.Config{})
 		r := request(t, f, bg(), runs.ApprovalParams{AgentID: "deploy-bot", ToolName: "status", Args: json.RawMessage(`{}`)})
@@ -227,6 +231,7 @@ func TestApprovalWithoutApprovalNeeded(t *testing.T) {
 // TestApprovalRequestRefusals: what is wrong with a request is BAD_USER_INPUT (NOT_FOUND for an
 // unknown agent), and nothing is stored.
 func TestApprovalRequestRefusals(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := externalSetup(t, db, runs.Config{})
 		for _, tc := range []struct {
@@ -272,6 +277,7 @@ func TestApprovalRequestRefusals(t *testing.T) {
 // requester reads only its own requests, lists nothing, decides nothing; approverRoles and
 // separation of duties apply to requests as to any run.
 func TestApprovalRoles(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := externalSetup(t, db, runs.Config{SeparationOfDuties: true})
 		bot := as("bot", nil, run.RoleRequester)
@@ -319,6 +325,7 @@ func TestApprovalRoles(t *testing.T) {
 // or not, from either of two services over one database; another request under the key is
 // BAD_USER_INPUT; another principal's equal key is another key.
 func TestApprovalIdempotency(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		a := externalSetup(t, db, runs.Config{})
 		b := externalSetup(t, db, runs.Config{})
@@ -355,6 +362,7 @@ func TestApprovalIdempotency(t *testing.T) {
 // ends with the decision taken on another service over the same database, and when its ctx
 // ends; it serves only approval requests.
 func TestAwaitApproval(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		a := externalSetup(t, db, runs.Config{PollInterval: 20 * time.Millisecond})
 		b := externalSetup(t, db, runs.Config{PollInterval: 20 * time.Millisecond})
@@ -390,18 +398,26 @@ func TestAwaitApproval(t *testing.T) {
 		case <-time.After(20 * time.Second):
 			t.Fatal("a decision on another service did not end the wait")
 		}
+		// A wait ends when its ctx does (the client went away): on a service whose poll of other
+		// instances never runs, so that nothing else wakes it.
+		quiet := externalSetup(t, db, runs.Config{PollInterval: time.Hour})
 		ctx, cancel := context.WithCancel(bot)
-		pending := request(t, a, bot, runs.ApprovalParams{})
+		pending := request(t, quiet, bot, runs.ApprovalParams{})
 		ended := make(chan error, 1)
-		go func() { _, err := a.svc.AwaitApproval(ctx, pending.ID, time.Minute); ended <- err }()
-		for a.svc.Followers(pending.ID) == 0 {
+		go func() { _, err := quiet.svc.AwaitApproval(ctx, pending.ID, time.Hour); ended <- err }()
+		for quiet.svc.Followers(pending.ID) == 0 {
 			time.Sleep(time.Millisecond)
 		}
 		cancel()
-		if err := <-ended; !errors.Is(err, context.Canceled) {
-			t.Fatalf("ended with %v", err)
+		select {
+		case err := <-ended:
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("ended with %v", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("the wait did not end with its ctx")
 		}
-		if n := a.svc.Followers(pending.ID); n != 0 {
+		if n := quiet.svc.Followers(pending.ID); n != 0 {
 			t.Fatalf("%d subscriptions left after the wait ended", n)
 		}
 		internal := a.suspended(t, runs.StartParams{Prompt: "refund order 1 for 5"})

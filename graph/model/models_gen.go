@@ -273,7 +273,8 @@ type ThreadsResult struct {
 
 type Tool struct {
 	// Addition: unique across agents and stable across restarts, for client caches: <agentId>/<name>.
-	ID          string  `json:"id"`
+	ID string `json:"id"`
+	// Addition: "*" on an external agent that takes any tool name: the policy of every name that is not one of its other tools.
 	Name        string  `json:"name"`
 	Description *string `json:"description,omitempty"`
 	// Every call of this tool waits for approval before it runs.

@@ -56,6 +56,8 @@ auth:
   tokens:
 `
 
+// approvalsJWTSecret signs the approval tests' JWTs: TestMain puts it in
+// INTERLOCK_TEST_APPROVALS_JWT, which their config names.
 const approvalsJWTSecret = "a-shared-secret-of-at-least-32-bytes!"
 
 // approvalPrincipals are subject: roles (and resources after a |).
@@ -82,7 +84,6 @@ func approvalsYAML() string {
 // approvalsServer starts a server with the approvals config over db.
 func approvalsServer(t *testing.T, db string, args ...string) *apptest.Server {
 	t.Helper()
-	t.Setenv("INTERLOCK_TEST_APPROVALS_JWT", approvalsJWTSecret)
 	file := apptest.WriteConfig(t, approvalsYAML())
 	return apptest.Start(t, db, append([]string{"--auth=on", "--config", file}, args...)...)
 }
@@ -130,7 +131,7 @@ type httpAnswer struct {
 
 // approvalRequest sends a request to /approvals with the Authorization header (none when
 // empty) and decodes the answer.
-func approvalRequest(s *apptest.Server, t testing.TB, ctx context.Context, authorization, method, path, body string) httpAnswer {
+func approvalRequest(t testing.TB, s *apptest.Server, ctx context.Context, authorization, method, path, body string) httpAnswer {
 	t.Helper()
 	var rd io.Reader
 	if body != "" {
@@ -174,10 +175,10 @@ func approvalRequest(s *apptest.Server, t testing.TB, ctx context.Context, autho
 
 // ask POSTs an approval request as subject (by its token) and returns the answer, which must
 // be 200.
-func ask(s *apptest.Server, t testing.TB, subject, wait string, req map[string]any) approvalAnswer {
+func ask(t testing.TB, s *apptest.Server, subject, wait string, req map[string]any) approvalAnswer {
 	t.Helper()
 	body, _ := json.Marshal(req)
-	a := approvalRequest(s, t, context.Background(), "Bearer "+apptest.TokenOf(subject), "POST", "/approvals?wait="+wait, string(body))
+	a := approvalRequest(t, s, context.Background(), "Bearer "+apptest.TokenOf(subject), "POST", "/approvals?wait="+wait, string(body))
 	if a.status != http.StatusOK {
 		t.Fatalf("POST /approvals as %s: %d %s", subject, a.status, a.raw)
 	}
@@ -185,9 +186,9 @@ func ask(s *apptest.Server, t testing.TB, subject, wait string, req map[string]a
 }
 
 // poll GETs the request as subject.
-func poll(s *apptest.Server, t testing.TB, subject, runID, wait string) httpAnswer {
+func poll(t testing.TB, s *apptest.Server, subject, runID, wait string) httpAnswer {
 	t.Helper()
-	return approvalRequest(s, t, context.Background(), "Bearer "+apptest.TokenOf(subject), "GET", "/approvals/"+runID+"?wait="+wait, "")
+	return approvalRequest(t, s, context.Background(), "Bearer "+apptest.TokenOf(subject), "GET", "/approvals/"+runID+"?wait="+wait, "")
 }
 
 func deployRequest(extra map[string]any) map[string]any {
@@ -199,7 +200,7 @@ func deployRequest(extra map[string]any) map[string]any {
 }
 
 // countRuns counts the runs stored by the server.
-func countRuns(s *apptest.Server, t testing.TB) int64 {
+func countRuns(t testing.TB, s *apptest.Server) int64 {
 	t.Helper()
 	var n int64
 	if err := s.App.DB().Table("agent_runs").Count(&n).Error; err != nil {
@@ -209,7 +210,7 @@ func countRuns(s *apptest.Server, t testing.TB) int64 {
 }
 
 // waitFollowed waits until the server holds a wait on the run (its hub has a subscriber).
-func waitFollowed(s *apptest.Server, t testing.TB, runID string) {
+func waitFollowed(t testing.TB, s *apptest.Server, runID string) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for s.App.Service.Followers(runID) == 0 {
@@ -221,7 +222,7 @@ func waitFollowed(s *apptest.Server, t testing.TB, runID string) {
 }
 
 // pendingRunID waits until the server stores a request of hooks and returns its run id.
-func pendingRunID(s *apptest.Server, t testing.TB) string {
+func pendingRunID(t testing.TB, s *apptest.Server) string {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
@@ -245,6 +246,7 @@ const declineMutation = `mutation($id: ID!, $reason: String) { declineToolCall(r
 // while pending, and once approved, edited, declined, expired or approved by the policy; what
 // it refuses (storing nothing); and that the request is a run like any other in GraphQL.
 func TestApprovalsOverHTTP(t *testing.T) {
+	t.Parallel()
 	eachApprovalsDB(t, func(t *testing.T, s *apptest.Server) {
 		// Refused with nothing stored.
 		for _, tc := range []struct {
@@ -263,12 +265,12 @@ func TestApprovalsOverHTTP(t *testing.T) {
 			{"not JSON", `{"agentId":`, 400, "BAD_USER_INPUT", "not valid JSON"},
 			{"a number for a string", `{"agentId":"hooks","toolName":3,"args":{}}`, 400, "BAD_USER_INPUT", `"toolName" must be a string`},
 		} {
-			got := approvalRequest(s, t, context.Background(), "Bearer "+apptest.TokenOf("bot"), "POST", "/approvals?wait=5s", tc.body)
+			got := approvalRequest(t, s, context.Background(), "Bearer "+apptest.TokenOf("bot"), "POST", "/approvals?wait=5s", tc.body)
 			if got.status != tc.status || got.code != tc.code || !strings.Contains(got.message, tc.says) {
 				t.Errorf("%s: %d %s %q, want %d %s saying %q", tc.name, got.status, got.code, got.message, tc.status, tc.code, tc.says)
 			}
 		}
-		if got := approvalRequest(s, t, context.Background(), "Bearer "+apptest.TokenOf("bot"), "POST", "/approvals?wait=soon", `{}`); got.status != 400 || !strings.Contains(got.message, "wait") {
+		if got := approvalRequest(t, s, context.Background(), "Bearer "+apptest.TokenOf("bot"), "POST", "/approvals?wait=soon", `{}`); got.status != 400 || !strings.Contains(got.message, "wait") {
 			t.Errorf("a bad wait: %d %s", got.status, got.raw)
 		}
 		req, _ := http.NewRequest("POST", s.URL+"/approvals", strings.NewReader(`{"agentId":"hooks","toolName":"Bash","args":{}}`))
@@ -280,32 +282,32 @@ func TestApprovalsOverHTTP(t *testing.T) {
 			resp.Body.Close()
 		}
 		big := `{"agentId":"hooks","toolName":"Bash","args":{},"context":"` + strings.Repeat("x", app.MaxBodyBytes) + `"}`
-		if got := approvalRequest(s, t, context.Background(), "Bearer "+apptest.TokenOf("bot"), "POST", "/approvals", big); got.status != http.StatusRequestEntityTooLarge {
+		if got := approvalRequest(t, s, context.Background(), "Bearer "+apptest.TokenOf("bot"), "POST", "/approvals", big); got.status != http.StatusRequestEntityTooLarge {
 			t.Errorf("a body over the limit: %d", got.status)
 		}
-		if n := countRuns(s, t); n != 0 {
+		if n := countRuns(t, s); n != 0 {
 			t.Fatalf("refused requests stored %d runs", n)
 		}
-		if got := approvalRequest(s, t, context.Background(), "Bearer "+apptest.TokenOf("bot"), "DELETE", "/approvals/x", ""); got.status != 405 || got.header.Get("Allow") == "" {
+		if got := approvalRequest(t, s, context.Background(), "Bearer "+apptest.TokenOf("bot"), "DELETE", "/approvals/x", ""); got.status != 405 || got.header.Get("Allow") == "" {
 			t.Errorf("DELETE: %d %s", got.status, got.raw)
 		}
-		if got := poll(s, t, "vera", "00000000-0000-7000-8000-000000000000", "0"); got.status != 404 || got.code != "NOT_FOUND" {
+		if got := poll(t, s, "vera", "00000000-0000-7000-8000-000000000000", "0"); got.status != 404 || got.code != "NOT_FOUND" {
 			t.Errorf("an unknown run: %d %s", got.status, got.raw)
 		}
 
 		// Pending, as the requester and a viewer see it.
-		pending := ask(s, t, "bot", "0", deployRequest(map[string]any{"context": "Deploying **api** 1.2.3", "args": json.RawMessage(`{"version": "1.2.3",  "service": "api"}`)}))
+		pending := ask(t, s, "bot", "0", deployRequest(map[string]any{"context": "Deploying **api** 1.2.3", "args": json.RawMessage(`{"version": "1.2.3",  "service": "api"}`)}))
 		if pending.Status != "PENDING" || string(pending.Args) != `{"version":"1.2.3","service":"api"}` || pending.ExpiresAt == nil ||
 			pending.DecidedAt != nil || pending.URL != s.URL+"/?run="+pending.RunID {
 			t.Fatalf("pending: %+v (args %s)", pending, pending.Args)
 		}
-		if got := poll(s, t, "bot", pending.RunID, "0"); got.status != 200 || got.body.Status != "PENDING" {
+		if got := poll(t, s, "bot", pending.RunID, "0"); got.status != 200 || got.body.Status != "PENDING" {
 			t.Fatalf("GET as the requester: %d %s", got.status, got.raw)
 		}
-		if got := poll(s, t, "vera", pending.RunID, "0"); got.status != 200 || got.body.Status != "PENDING" {
+		if got := poll(t, s, "vera", pending.RunID, "0"); got.status != 200 || got.body.Status != "PENDING" {
 			t.Fatalf("GET as a viewer: %d %s", got.status, got.raw)
 		}
-		if got := poll(s, t, "other-bot", pending.RunID, "0"); got.status != 404 {
+		if got := poll(t, s, "other-bot", pending.RunID, "0"); got.status != 404 {
 			t.Fatalf("GET as another requester: %d %s", got.status, got.raw)
 		}
 		// In GraphQL it is a run like any other: in the inbox, with its context.
@@ -332,10 +334,10 @@ func TestApprovalsOverHTTP(t *testing.T) {
 		// Edit and approve: the wait ends with the edited args.
 		waited := make(chan approvalAnswer, 1)
 		go func() {
-			got := poll(s, t, "bot", pending.RunID, "60s")
+			got := poll(t, s, "bot", pending.RunID, "60s")
 			waited <- got.body
 		}()
-		waitFollowed(s, t, pending.RunID)
+		waitFollowed(t, s, pending.RunID)
 		s.MustAs(t, apptest.TokenOf("sue"), approveMutation, map[string]any{"id": pending.RunID, "args": map[string]any{"service": "api", "version": "1.2.2"}}, nil)
 		got := <-waited
 		if got.Status != "APPROVED" || string(got.Args) != `{"service":"api","version":"1.2.2"}` || got.DecidedBy == nil || *got.DecidedBy != "sue" ||
@@ -346,29 +348,29 @@ func TestApprovalsOverHTTP(t *testing.T) {
 		// Decline: the POST's own wait ends with the reason.
 		done := make(chan approvalAnswer, 1)
 		go func() {
-			done <- ask(s, t, "bot", "60s", map[string]any{"agentId": "hooks", "toolName": "Bash", "args": map[string]any{"command": "rm -rf build"}})
+			done <- ask(t, s, "bot", "60s", map[string]any{"agentId": "hooks", "toolName": "Bash", "args": map[string]any{"command": "rm -rf build"}})
 		}()
-		id := pendingRunID(s, t)
-		waitFollowed(s, t, id)
+		id := pendingRunID(t, s)
+		waitFollowed(t, s, id)
 		s.MustAs(t, apptest.TokenOf("alice"), declineMutation, map[string]any{"id": id, "reason": "use make clean"}, nil)
 		if got := <-done; got.Status != "DECLINED" || got.Reason == nil || *got.Reason != "use make clean" || string(got.Args) != `{"command":"rm -rf build"}` {
 			t.Fatalf("declined: %+v", got)
 		}
 
 		// Expiry (quick: approvalTimeout 1s).
-		expired := ask(s, t, "bot", "60s", map[string]any{"agentId": "deploy-bot", "toolName": "quick", "args": map[string]any{}})
+		expired := ask(t, s, "bot", "60s", map[string]any{"agentId": "deploy-bot", "toolName": "quick", "args": map[string]any{}})
 		if expired.Status != "EXPIRED" || expired.Reason == nil || !strings.Contains(*expired.Reason, "timed out") || expired.DecidedBy != nil {
 			t.Fatalf("expired: %+v", expired)
 		}
 		// A tool that needs no approval: approved by the policy at once.
-		policy := ask(s, t, "bot", "60s", map[string]any{"agentId": "deploy-bot", "toolName": "status", "args": map[string]any{"verbose": true}})
+		policy := ask(t, s, "bot", "60s", map[string]any{"agentId": "deploy-bot", "toolName": "status", "args": map[string]any{"verbose": true}})
 		if policy.Status != "APPROVED" || policy.DecidedBy != nil || policy.Reason == nil || string(policy.Args) != `{"verbose":true}` {
 			t.Fatalf("approved by the policy: %+v", policy)
 		}
 
 		// Separation of duties: sam (approver, sre) requested it, so someone else approves;
 		// approverRoles: alice (approver, not sre) may not; the requester may decide nothing.
-		mine := ask(s, t, "sam", "0", deployRequest(nil))
+		mine := ask(t, s, "sam", "0", deployRequest(nil))
 		for subject, want := range map[string]string{"sam": "FORBIDDEN", "alice": "FORBIDDEN", "bot": "FORBIDDEN"} {
 			if r := s.PostAs(t, apptest.TokenOf(subject), approveMutation, map[string]any{"id": mine.RunID}); r.Code != want {
 				t.Errorf("%s approving sam's request: %s %s, want %s", subject, r.Code, r.Msg, want)
@@ -378,23 +380,23 @@ func TestApprovalsOverHTTP(t *testing.T) {
 			t.Errorf("the requester declining: %s", r.Code)
 		}
 		s.MustAs(t, apptest.TokenOf("sue"), approveMutation, map[string]any{"id": mine.RunID}, nil)
-		if got := poll(s, t, "sam", mine.RunID, "0"); got.body.Status != "APPROVED" || *got.body.DecidedBy != "sue" {
+		if got := poll(t, s, "sam", mine.RunID, "0"); got.body.Status != "APPROVED" || *got.body.DecidedBy != "sue" {
 			t.Fatalf("approved by sue: %+v", got.body)
 		}
 
 		// Resource scoping: a request of resource t1 does not exist for a viewer of t2.
-		scoped := ask(s, t, "tenant-bot", "0", deployRequest(map[string]any{"resourceId": "t1"}))
-		if got := poll(s, t, "t2-viewer", scoped.RunID, "0"); got.status != 404 || got.code != "NOT_FOUND" {
+		scoped := ask(t, s, "tenant-bot", "0", deployRequest(map[string]any{"resourceId": "t1"}))
+		if got := poll(t, s, "t2-viewer", scoped.RunID, "0"); got.status != 404 || got.code != "NOT_FOUND" {
 			t.Fatalf("GET outside the scope: %d %s", got.status, got.raw)
 		}
-		if got := approvalRequest(s, t, context.Background(), "Bearer "+apptest.TokenOf("tenant-bot"), "POST", "/approvals",
+		if got := approvalRequest(t, s, context.Background(), "Bearer "+apptest.TokenOf("tenant-bot"), "POST", "/approvals",
 			`{"agentId":"hooks","toolName":"Bash","args":{},"resourceId":"t2"}`); got.status != 403 || got.code != "FORBIDDEN" {
 			t.Fatalf("POST for another resource: %d %s", got.status, got.raw)
 		}
 		// An internal run is not an approval request.
 		var started struct{ StartRun struct{ RunID string } }
 		s.MustAs(t, apptest.TokenOf("otto"), `mutation { startRun(input: {agentId: "helper", prompt: "hello"}) { runId } }`, nil, &started)
-		if got := poll(s, t, "vera", started.StartRun.RunID, "0"); got.status != 404 {
+		if got := poll(t, s, "vera", started.StartRun.RunID, "0"); got.status != 404 {
 			t.Fatalf("GET of an internal run: %d %s", got.status, got.raw)
 		}
 	})
@@ -404,6 +406,7 @@ func TestApprovalsOverHTTP(t *testing.T) {
 // /approvals does (and its idempotency key is the same key), and the external filter of
 // suspendedRunsChanged delivers it.
 func TestApprovalsGraphQLMutation(t *testing.T) {
+	t.Parallel()
 	eachApprovalsDB(t, func(t *testing.T, s *apptest.Server) {
 		ws := apptest.DialAs(t, s.URL, "graphql-transport-ws", apptest.TokenOf("vera"))
 		ext := ws.Subscribe(`subscription { suspendedRunsChanged(external: true) { kind run { runId external } } }`, nil)
@@ -430,7 +433,7 @@ func TestApprovalsGraphQLMutation(t *testing.T) {
 		if !strings.Contains(string(data), got.RunID) || !strings.Contains(string(data), `"external":true`) {
 			t.Fatalf("suspendedRunsChanged(external: true): %s", data)
 		}
-		again := ask(s, t, "bot", "0", input)
+		again := ask(t, s, "bot", "0", input)
 		if again.RunID != got.RunID {
 			t.Fatalf("POST with the key of the mutation made run %s, not %s", again.RunID, got.RunID)
 		}
@@ -442,7 +445,7 @@ func TestApprovalsGraphQLMutation(t *testing.T) {
 		if r := s.PostAs(t, apptest.TokenOf("bot"), mutation, map[string]any{"input": map[string]any{"agentId": "deploy-bot", "toolName": "deploy", "args": map[string]any{}}}); r.Code != "BAD_USER_INPUT" {
 			t.Fatalf("invalid args: %s", r.Code)
 		}
-		if n := countRuns(s, t); n != 1 {
+		if n := countRuns(t, s); n != 1 {
 			t.Fatalf("%d runs, want 1", n)
 		}
 		// The internal subscription saw nothing: the next thing it gets is an internal run's.
@@ -462,11 +465,12 @@ func TestApprovalsGraphQLMutation(t *testing.T) {
 // /approvals/{runId} and requestApproval over HTTP and both WebSocket subprotocols, through the
 // whole handler.
 func TestApprovalsCredentials(t *testing.T) {
+	t.Parallel()
 	s := approvalsServer(t, "sqlite:"+t.TempDir()+"/interlock.db")
-	own := ask(s, t, "bot", "0", deployRequest(nil))
+	own := ask(t, s, "bot", "0", deployRequest(nil))
 	expired := signJWT(t, jwt.MapClaims{"sub": "jay", "roles": "requester", "exp": time.Now().Add(-time.Hour).Unix()})
 	jwtRequester := signJWT(t, jwt.MapClaims{"sub": "jay", "roles": "requester"})
-	jwtOwn := ask(s, t, "bot", "0", deployRequest(nil)) // not jay's
+	jwtOwn := ask(t, s, "bot", "0", deployRequest(nil)) // not jay's
 	type cred struct {
 		name, header string
 		// post, get: the status of POST /approvals and of GET of bot's request; gql: the code
@@ -490,14 +494,14 @@ func TestApprovalsCredentials(t *testing.T) {
 	_ = jwtOwn
 	const mutation = `mutation($input: ApprovalRequestInput!) { requestApproval(input: $input) { runId status } }`
 	for _, c := range creds {
-		post := approvalRequest(s, t, context.Background(), c.header, "POST", "/approvals", `{"agentId":"hooks","toolName":"Bash","args":{"command":"ls"}}`)
+		post := approvalRequest(t, s, context.Background(), c.header, "POST", "/approvals", `{"agentId":"hooks","toolName":"Bash","args":{"command":"ls"}}`)
 		if post.status != c.post {
 			t.Errorf("POST /approvals with %s: %d %s, want %d", c.name, post.status, post.raw, c.post)
 		}
 		if c.post == 401 && (post.code != "UNAUTHENTICATED" || post.header.Get("WWW-Authenticate") == "") {
 			t.Errorf("POST /approvals with %s: %s, challenge %q", c.name, post.code, post.header.Get("WWW-Authenticate"))
 		}
-		get := approvalRequest(s, t, context.Background(), c.header, "GET", "/approvals/"+own.RunID, "")
+		get := approvalRequest(t, s, context.Background(), c.header, "GET", "/approvals/"+own.RunID, "")
 		if get.status != c.get {
 			t.Errorf("GET /approvals/{id} with %s: %d %s, want %d", c.name, get.status, get.raw, c.get)
 		}
@@ -571,26 +575,27 @@ func wsClose(t *testing.T, c *apptest.WSClient) (websocket.StatusCode, string) {
 // the same idempotency key on either returns the same run, and a decision taken on B ends the
 // long-poll held by A within a second, with the decision.
 func TestApprovalsAcrossInstances(t *testing.T) {
+	t.Parallel()
 	both := func(t *testing.T, db string) {
 		a, b := approvalsServer(t, db), approvalsServer(t, db)
 		req := deployRequest(map[string]any{"idempotencyKey": "deploy-api-1.2.3"})
-		first := ask(a, t, "bot", "0", req)
-		if again := ask(b, t, "bot", "0", req); again.RunID != first.RunID {
+		first := ask(t, a, "bot", "0", req)
+		if again := ask(t, b, "bot", "0", req); again.RunID != first.RunID {
 			t.Fatalf("the same key on B made run %s, not %s", again.RunID, first.RunID)
 		}
-		if n := countRuns(a, t); n != 1 {
+		if n := countRuns(t, a); n != 1 {
 			t.Fatalf("%d runs, want 1", n)
 		}
 		var worst time.Duration
 		for i, kind := range []string{"approve", "decline"} {
-			r := ask(a, t, "bot", "0", deployRequest(map[string]any{"idempotencyKey": fmt.Sprintf("k-%d", i)}))
+			r := ask(t, a, "bot", "0", deployRequest(map[string]any{"idempotencyKey": fmt.Sprintf("k-%d", i)}))
 			answered := make(chan time.Time, 1)
 			var got httpAnswer
 			go func() {
-				got = poll(a, t, "bot", r.RunID, "60s")
+				got = poll(t, a, "bot", r.RunID, "60s")
 				answered <- time.Now()
 			}()
-			waitFollowed(a, t, r.RunID)
+			waitFollowed(t, a, r.RunID)
 			if kind == "approve" {
 				b.MustAs(t, apptest.TokenOf("sue"), approveMutation, map[string]any{"id": r.RunID}, nil)
 			} else {
@@ -622,8 +627,10 @@ func TestApprovalsAcrossInstances(t *testing.T) {
 
 // TestApprovalsClientGoesAway: a client that disconnects mid-wait ends the wait on the server
 // (no subscription is left), and its re-POST with the same idempotencyKey gets the same run:
-// one run exists. A wait above --max-approval-wait is capped, not refused.
+// one run exists (the service's own test, TestAwaitApproval, shows that it is the end of the
+// request's context that ends the wait).
 func TestApprovalsClientGoesAway(t *testing.T) {
+	t.Parallel()
 	eachApprovalsDB(t, func(t *testing.T, s *apptest.Server) {
 		req := map[string]any{"agentId": "hooks", "toolName": "Bash", "args": map[string]any{"command": "make deploy"}, "idempotencyKey": "session-1/tool-7"}
 		body, _ := json.Marshal(req)
@@ -631,10 +638,10 @@ func TestApprovalsClientGoesAway(t *testing.T) {
 		ended := make(chan struct{})
 		go func() {
 			defer close(ended)
-			approvalRequest(s, t, ctx, "Bearer "+apptest.TokenOf("bot"), "POST", "/approvals?wait=10m", string(body))
+			approvalRequest(t, s, ctx, "Bearer "+apptest.TokenOf("bot"), "POST", "/approvals?wait=10m", string(body))
 		}()
-		id := pendingRunID(s, t)
-		waitFollowed(s, t, id)
+		id := pendingRunID(t, s)
+		waitFollowed(t, s, id)
 		cancel()
 		<-ended
 		deadline := time.Now().Add(20 * time.Second)
@@ -644,39 +651,47 @@ func TestApprovalsClientGoesAway(t *testing.T) {
 			}
 			time.Sleep(2 * time.Millisecond)
 		}
-		again := ask(s, t, "bot", "0", req)
+		again := ask(t, s, "bot", "0", req)
 		if again.RunID != id || again.Status != "PENDING" {
 			t.Fatalf("re-POST: %+v, want run %s PENDING", again, id)
 		}
-		if n := countRuns(s, t); n != 1 {
+		if n := countRuns(t, s); n != 1 {
 			t.Fatalf("%d runs, want 1", n)
 		}
-		// --max-approval-wait is 1s here: an hour's wait answers PENDING after it.
-		start := time.Now()
-		capped := poll(s, t, "bot", id, "1h")
-		if capped.status != 200 || capped.body.Status != "PENDING" || time.Since(start) > 30*time.Second {
-			t.Fatalf("a wait above the maximum: %d %+v after %s", capped.status, capped.body, time.Since(start))
-		}
-	}, "--max-approval-wait", "1s")
+	})
+}
+
+// TestApprovalsWaitIsCapped: a wait above --max-approval-wait waits that long, and answers
+// PENDING; it is not refused.
+func TestApprovalsWaitIsCapped(t *testing.T) {
+	t.Parallel()
+	s := approvalsServer(t, "sqlite:"+t.TempDir()+"/interlock.db", "--max-approval-wait", "1s")
+	id := ask(t, s, "bot", "0", deployRequest(nil)).RunID
+	start := time.Now()
+	capped := poll(t, s, "bot", id, "1h")
+	if capped.status != 200 || capped.body.Status != "PENDING" || time.Since(start) < time.Second || time.Since(start) > 30*time.Second {
+		t.Fatalf("a wait above the maximum: %d %+v after %s", capped.status, capped.body, time.Since(start))
+	}
 }
 
 // TestApprovalsMutationRate: each POST /approvals takes a token of its client's mutation rate,
 // the bucket GraphQL mutations take from.
 func TestApprovalsMutationRate(t *testing.T) {
+	t.Parallel()
 	s := approvalsServer(t, "sqlite:"+t.TempDir()+"/interlock.db", "--mutation-rate", "1/h", "--mutation-burst", "2")
-	ask(s, t, "bot", "0", deployRequest(nil))
-	ask(s, t, "bot", "0", deployRequest(nil))
-	got := approvalRequest(s, t, context.Background(), "Bearer "+apptest.TokenOf("bot"), "POST", "/approvals", `{"agentId":"hooks","toolName":"Bash","args":{}}`)
+	ask(t, s, "bot", "0", deployRequest(nil))
+	ask(t, s, "bot", "0", deployRequest(nil))
+	got := approvalRequest(t, s, context.Background(), "Bearer "+apptest.TokenOf("bot"), "POST", "/approvals", `{"agentId":"hooks","toolName":"Bash","args":{}}`)
 	if got.status != http.StatusTooManyRequests || got.code != "RATE_LIMITED" || got.header.Get("Retry-After") == "" {
 		t.Fatalf("third POST: %d %s, Retry-After %q", got.status, got.raw, got.header.Get("Retry-After"))
 	}
 	if r := s.PostAs(t, apptest.TokenOf("bot"), `mutation { requestApproval(input: {agentId: "hooks", toolName: "Bash", args: {}}) { runId } }`, nil); r.Code != "RATE_LIMITED" {
 		t.Fatalf("a mutation after the POSTs spent the bucket: %s", r.Code)
 	}
-	if got := poll(s, t, "bot", "00000000-0000-7000-8000-000000000000", "0"); got.status != 404 {
+	if got := poll(t, s, "bot", "00000000-0000-7000-8000-000000000000", "0"); got.status != 404 {
 		t.Fatalf("GET is not limited: %d", got.status)
 	}
 	// Another client has its own bucket.
-	ask(s, t, "other-bot", "0", deployRequest(nil))
+	ask(t, s, "other-bot", "0", deployRequest(nil))
 	_ = url.Values{}
 }

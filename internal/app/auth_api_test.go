@@ -78,12 +78,15 @@ func TestAuthRoleByOperation(t *testing.T) {
 			{"resumeRun", "approver", decide("ask the customer which order", `mutation($id: ID!) { resumeRun(runId: $id, resumeData: {answer: "order 7"}) { status } }`)},
 			{"runEvents", "viewer", query(`subscription($id: ID!) { runEvents(runId: $id) { seq type } }`, map[string]any{"id": seen.ID})},
 			{"suspendedRunsChanged", "viewer", func(t testing.TB, do func(t testing.TB, token, q string, v map[string]any) apptest.Result, token string) apptest.Result {
-				// A run suspends once the subscription has had time to start. The start is waited
-				// for before the subtest ends, so its request never outlives the test.
+				// A run suspends once the server serves the subscription (every role may read, so
+				// it does: a refusal would end do's wait instead). The start is waited for before
+				// the subtest ends, so its request never outlives the test.
 				started := make(chan struct{})
 				go func() {
 					defer close(started)
-					time.Sleep(200 * time.Millisecond)
+					for deadline := time.Now().Add(20 * time.Second); s.App.Service.Watchers() == 0 && time.Now().Before(deadline); {
+						time.Sleep(5 * time.Millisecond)
+					}
 					s.PostAs(t, root, `mutation { startRun(input: {agentId: "support-agent", prompt: "refund order 9 for 1"}) { id } }`, nil)
 				}()
 				defer func() { <-started }()
