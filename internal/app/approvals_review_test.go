@@ -29,34 +29,34 @@ func TestReviewHookDecisionIsNotReplayedForALaterCall(t *testing.T) {
 			body := apptest.HookFixture(t, kind+"/permission-request.json")
 			path := "/hooks/" + kind + "/hooks?wait=30s"
 			first := s.PostHookAsync(t, path, "Bearer "+apptest.TokenOf("bot"), body)
-			id := pendingRunID(s, t)
-			waitFollowed(s, t, id)
+			id := pendingRunID(t, s)
+			waitFollowed(t, s, id)
 			s.MustAs(t, apptest.TokenOf("alice"), approveMutation, map[string]any{"id": id}, nil)
 			if a := apptest.Answered(t, first); a.Status != 200 || !strings.Contains(string(a.Body), `"allow"`) {
 				t.Fatalf("%s: the first call: %d %s", kind, a.Status, a.Body)
 			}
 			// The same command again, later in the same session (and turn): a new call.
-			again := postHookAs(s, t, "/hooks/"+kind+"/hooks?wait=0", "bot", body)
+			again := postHookAs(t, s, "/hooks/"+kind+"/hooks?wait=0", "bot", body)
 			if strings.Contains(string(again.Body), `"allow"`) {
 				t.Fatalf("%s: a later identical call was allowed by the decision on the first one, without asking: %s", kind, again.Body)
 			}
-			second := pendingRunID(s, t)
+			second := pendingRunID(t, s)
 			if second == id {
 				t.Fatalf("%s: the later call joined the decided request %s", kind, id)
 			}
 			// Declined, then asked again: asked again (not denied from the old decision).
 			s.MustAs(t, apptest.TokenOf("alice"), declineMutation, map[string]any{"id": second, "reason": "not now"}, nil)
-			third := postHookAs(s, t, "/hooks/"+kind+"/hooks?wait=0", "bot", body)
+			third := postHookAs(t, s, "/hooks/"+kind+"/hooks?wait=0", "bot", body)
 			if strings.Contains(string(third.Body), "not now") {
 				t.Fatalf("%s: a later identical call was denied by the old decline: %s", kind, third.Body)
 			}
-			s.MustAs(t, apptest.TokenOf("alice"), declineMutation, map[string]any{"id": pendingRunID(s, t)}, nil)
+			s.MustAs(t, apptest.TokenOf("alice"), declineMutation, map[string]any{"id": pendingRunID(t, s)}, nil)
 		}
 	})
 }
 
 // postHookAs POSTs a hook body as subject and returns the answer.
-func postHookAs(s *apptest.Server, t testing.TB, path, subject string, body []byte) apptest.HookAnswer {
+func postHookAs(t testing.TB, s *apptest.Server, path, subject string, body []byte) apptest.HookAnswer {
 	t.Helper()
 	return apptest.Answered(t, s.PostHookAsync(t, path, "Bearer "+apptest.TokenOf(subject), body))
 }
@@ -69,14 +69,14 @@ func postHookAs(s *apptest.Server, t testing.TB, path, subject string, body []by
 func TestReviewIdempotencyKeyIsPerPrincipal(t *testing.T) {
 	eachApprovalsDB(t, func(t *testing.T, s *apptest.Server) {
 		req := deployRequest(map[string]any{"idempotencyKey": "shared-key"})
-		mine := ask(s, t, "bot", "0", req)
-		theirs := ask(s, t, "other-bot", "0", req)
+		mine := ask(t, s, "bot", "0", req)
+		theirs := ask(t, s, "other-bot", "0", req)
 		if theirs.RunID == mine.RunID {
 			t.Fatalf("another principal's key returned bot's run %s", mine.RunID)
 		}
 		jwtBot := signJWT(t, map[string]any{"sub": "jay", "roles": "requester"})
 		body, _ := json.Marshal(req)
-		if a := approvalRequest(s, t, context.Background(), "Bearer "+jwtBot, "POST", "/approvals", string(body)); a.status != 200 || a.body.RunID == mine.RunID || a.body.RunID == theirs.RunID {
+		if a := approvalRequest(t, s, context.Background(), "Bearer "+jwtBot, "POST", "/approvals", string(body)); a.status != 200 || a.body.RunID == mine.RunID || a.body.RunID == theirs.RunID {
 			t.Fatalf("a JWT principal with the same key: %d %s", a.status, a.raw)
 		}
 		other := deployRequest(map[string]any{"idempotencyKey": "shared-key", "context": "something else"})
@@ -91,14 +91,14 @@ func TestReviewIdempotencyKeyIsPerPrincipal(t *testing.T) {
 			t.Fatalf("otto with bot's key: %+v", out.RequestApproval)
 		}
 		// The same principal, the same key, another body: refused, nothing stored.
-		before := countRuns(s, t)
-		if a := approvalRequest(s, t, context.Background(), "Bearer "+apptest.TokenOf("bot"), "POST", "/approvals", string(otherBody)); a.status != 400 || a.code != "BAD_USER_INPUT" || strings.Contains(a.message, mine.RunID) {
+		before := countRuns(t, s)
+		if a := approvalRequest(t, s, context.Background(), "Bearer "+apptest.TokenOf("bot"), "POST", "/approvals", string(otherBody)); a.status != 400 || a.code != "BAD_USER_INPUT" || strings.Contains(a.message, mine.RunID) {
 			t.Fatalf("bot reusing its key for another request: %d %s", a.status, a.raw)
 		}
 		if r := s.PostAs(t, apptest.TokenOf("bot"), mutation, map[string]any{"input": other}); r.Code != "BAD_USER_INPUT" {
 			t.Fatalf("bot reusing its key over GraphQL: %s %s", r.Code, r.Msg)
 		}
-		if n := countRuns(s, t); n != before {
+		if n := countRuns(t, s); n != before {
 			t.Fatalf("a refused reuse stored %d runs", n-before)
 		}
 		// The hooks: the same session body from two principals is two requests.
@@ -138,7 +138,7 @@ func TestReviewConcurrentKeyAcrossInstances(t *testing.T) {
 			if i%2 == 1 {
 				s = b
 			}
-			got := approvalRequest(s, t, context.Background(), "Bearer "+apptest.TokenOf("bot"), "POST", "/approvals", string(body))
+			got := approvalRequest(t, s, context.Background(), "Bearer "+apptest.TokenOf("bot"), "POST", "/approvals", string(body))
 			if got.status != 200 {
 				t.Errorf("request %d: %d %s", i, got.status, got.raw)
 			}
@@ -151,14 +151,14 @@ func TestReviewConcurrentKeyAcrossInstances(t *testing.T) {
 			t.Fatalf("answers name runs %v, want one", ids)
 		}
 	}
-	if c := countRuns(a, t); c != 1 {
+	if c := countRuns(t, a); c != 1 {
 		t.Fatalf("%d runs stored, want 1", c)
 	}
 	// The hooks' derived key, once its request is decided: the same body sent at once to both
 	// instances makes one new request, which every hook joins.
 	hook := apptest.HookFixture(t, "claude-code/permission-request.json")
-	postHookAs(a, t, "/hooks/claude-code/hooks?wait=0", "bot", hook)
-	first := pendingRunID(a, t)
+	postHookAs(t, a, "/hooks/claude-code/hooks?wait=0", "bot", hook)
+	first := pendingRunID(t, a)
 	b.MustAs(t, apptest.TokenOf("alice"), declineMutation, map[string]any{"id": first}, nil)
 	for i := range n {
 		wg.Add(1)
@@ -168,13 +168,13 @@ func TestReviewConcurrentKeyAcrossInstances(t *testing.T) {
 			if i%2 == 1 {
 				s = b
 			}
-			if got := postHookAs(s, t, "/hooks/claude-code/hooks?wait=0", "bot", hook); got.Status != 200 {
+			if got := postHookAs(t, s, "/hooks/claude-code/hooks?wait=0", "bot", hook); got.Status != 200 {
 				t.Errorf("hook %d: %d %s", i, got.Status, got.Body)
 			}
 		}()
 	}
 	wg.Wait()
-	if c := countRuns(a, t); c != 3 {
+	if c := countRuns(t, a); c != 3 {
 		t.Fatalf("%d runs stored, want 3 (the deploy, the decided hook request, and one new one)", c)
 	}
 }
@@ -186,8 +186,8 @@ func TestReviewConcurrentKeyAcrossInstances(t *testing.T) {
 // nothing (approve, edit, decline, resume) on its own request or another's.
 func TestReviewRequesterSeesOnlyItsOwnAndDecidesNothing(t *testing.T) {
 	s := approvalsServer(t, "sqlite:"+t.TempDir()+"/interlock.db")
-	mine := ask(s, t, "bot", "0", deployRequest(nil))
-	theirs := ask(s, t, "other-bot", "0", deployRequest(nil))
+	mine := ask(t, s, "bot", "0", deployRequest(nil))
+	theirs := ask(t, s, "other-bot", "0", deployRequest(nil))
 	var started struct{ StartRun struct{ RunID string } }
 	s.MustAs(t, apptest.TokenOf("otto"), `mutation { startRun(input: {agentId: "helper", prompt: "hello"}) { runId } }`, nil, &started)
 	unknown := "00000000-0000-7000-8000-000000000000"
@@ -195,7 +195,7 @@ func TestReviewRequesterSeesOnlyItsOwnAndDecidesNothing(t *testing.T) {
 
 	var msgs []string
 	for _, id := range []string{theirs.RunID, started.StartRun.RunID, unknown} {
-		if got := poll(s, t, "bot", id, "0"); got.status != 404 || got.code != "NOT_FOUND" {
+		if got := poll(t, s, "bot", id, "0"); got.status != 404 || got.code != "NOT_FOUND" {
 			t.Errorf("GET /approvals/%s as bot: %d %s", id, got.status, got.raw)
 		}
 		// run(runId) answers null for a run that does not exist for the caller.
@@ -247,12 +247,12 @@ func TestReviewRequesterSeesOnlyItsOwnAndDecidesNothing(t *testing.T) {
 		}
 	}
 	for _, id := range []string{mine.RunID, theirs.RunID} {
-		if got := poll(s, t, "vera", id, "0"); got.body.Status != "PENDING" {
+		if got := poll(t, s, "vera", id, "0"); got.body.Status != "PENDING" {
 			t.Errorf("%s after the refused decisions: %+v", id, got.body)
 		}
 	}
 	// A mutation over GET is refused, and stores nothing.
-	before := countRuns(s, t)
+	before := countRuns(t, s)
 	q := `mutation { requestApproval(input: {agentId: "hooks", toolName: "Bash", args: {}}) { runId } }`
 	req, _ := http.NewRequest("GET", s.URL+"/graphql?query="+urlQuery(q), nil)
 	req.Header.Set("Authorization", "Bearer "+bot)
@@ -261,10 +261,10 @@ func TestReviewRequesterSeesOnlyItsOwnAndDecidesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode == 200 && countRuns(s, t) != before {
+	if resp.StatusCode == 200 && countRuns(t, s) != before {
 		t.Fatalf("requestApproval over GET stored a run")
 	}
-	if countRuns(s, t) != before {
+	if countRuns(t, s) != before {
 		t.Fatalf("requestApproval over GET (%d) stored a run", resp.StatusCode)
 	}
 	if resp.StatusCode < 400 {
@@ -282,8 +282,8 @@ func urlQuery(s string) string { return url.QueryEscape(s) }
 func TestReviewDecisionsOnRequests(t *testing.T) {
 	eachApprovalsDB(t, func(t *testing.T, s *apptest.Server) {
 		sue, alice := apptest.TokenOf("sue"), apptest.TokenOf("alice")
-		deploy := ask(s, t, "bot", "0", deployRequest(nil))
-		bash := ask(s, t, "bot", "0", map[string]any{"agentId": "hooks", "toolName": "Bash", "args": map[string]any{"command": "ls"}})
+		deploy := ask(t, s, "bot", "0", deployRequest(nil))
+		bash := ask(t, s, "bot", "0", map[string]any{"agentId": "hooks", "toolName": "Bash", "args": map[string]any{"command": "ls"}})
 		var read struct {
 			Run struct{ ToolCalls []struct{ ToolCallID string } }
 		}
@@ -291,7 +291,7 @@ func TestReviewDecisionsOnRequests(t *testing.T) {
 		callID := read.Run.ToolCalls[0].ToolCallID
 		pending := func(what, id string) {
 			t.Helper()
-			if got := poll(s, t, "vera", id, "0"); got.body.Status != "PENDING" {
+			if got := poll(t, s, "vera", id, "0"); got.body.Status != "PENDING" {
 				t.Fatalf("%s: the request is %+v, want PENDING", what, got.body)
 			}
 		}
@@ -331,7 +331,7 @@ func TestReviewDecisionsOnRequests(t *testing.T) {
 		if r := s.PostAs(t, apptest.TokenOf("sam"), declineMutation, map[string]any{"id": deploy.RunID}); r.Code != "CONFLICT" {
 			t.Fatalf("a second decision without toolCallId: %q %s", r.Code, r.Msg)
 		}
-		if got := poll(s, t, "bot", deploy.RunID, "0"); got.body.Status != "APPROVED" || *got.body.DecidedBy != "sue" || string(got.body.Args) != `{"service":"api","version":"1.2.3"}` {
+		if got := poll(t, s, "bot", deploy.RunID, "0"); got.body.Status != "APPROVED" || *got.body.DecidedBy != "sue" || string(got.body.Args) != `{"service":"api","version":"1.2.3"}` {
 			t.Fatalf("after the second decision: %+v", got.body)
 		}
 	})
@@ -368,7 +368,7 @@ func TestReviewBadInputIsRefusedCleanly(t *testing.T) {
 			"a huge number in args":    `{"agentId":"deploy-bot","toolName":"deploy","args":{"service":"a","version":1e999999}}`,
 			"a string for the version": `{"agentId":"deploy-bot","toolName":"deploy","args":{"service":"a","version":1}}`,
 		} {
-			got := approvalRequest(s, t, context.Background(), "Bearer "+apptest.TokenOf("bot"), "POST", "/approvals?wait=1s", body)
+			got := approvalRequest(t, s, context.Background(), "Bearer "+apptest.TokenOf("bot"), "POST", "/approvals?wait=1s", body)
 			if got.status < 400 || got.status >= 500 || got.code == "" || got.message == "" {
 				t.Errorf("%s: %d %s", name, got.status, got.raw)
 			}
@@ -383,7 +383,7 @@ func TestReviewBadInputIsRefusedCleanly(t *testing.T) {
 			"session_id too long":      `{"session_id":"` + long(300, "s") + `","hook_event_name":"PermissionRequest","tool_name":"Bash","tool_input":{}}`,
 			"a huge command":           `{"session_id":"s","hook_event_name":"PermissionRequest","tool_name":"Bash","tool_input":{"command":"` + long(40000, "x") + `"},"cwd":"` + long(40000, "c") + `"}`,
 		} {
-			a := postHookAs(s, t, "/hooks/claude-code/hooks?wait=0", "bot", []byte(body))
+			a := postHookAs(t, s, "/hooks/claude-code/hooks?wait=0", "bot", []byte(body))
 			var e struct {
 				Error struct{ Code, Message string }
 			}
@@ -392,7 +392,7 @@ func TestReviewBadInputIsRefusedCleanly(t *testing.T) {
 				t.Errorf("hook with %s: %d %.300s", name, a.Status, a.Body)
 			}
 		}
-		if n := countRuns(s, t); n != 0 {
+		if n := countRuns(t, s); n != 0 {
 			t.Fatalf("refused requests stored %d runs", n)
 		}
 	})
@@ -420,12 +420,12 @@ func TestReviewWebhooksAndInboxSeeEachRequestOnce(t *testing.T) {
 	sub := ws.Subscribe(`subscription { suspendedRunsChanged(external: true) { kind run { runId } } }`, nil)
 	a.WaitWatchers(t, 1)
 
-	approved := ask(a, t, "bot", "0", deployRequest(nil))
-	declined := ask(b, t, "bot", "0", map[string]any{"agentId": "hooks", "toolName": "Bash", "args": map[string]any{"command": "make"}})
-	policy := ask(a, t, "bot", "0", map[string]any{"agentId": "deploy-bot", "toolName": "status", "args": map[string]any{}})
+	approved := ask(t, a, "bot", "0", deployRequest(nil))
+	declined := ask(t, b, "bot", "0", map[string]any{"agentId": "hooks", "toolName": "Bash", "args": map[string]any{"command": "make"}})
+	policy := ask(t, a, "bot", "0", map[string]any{"agentId": "deploy-bot", "toolName": "status", "args": map[string]any{}})
 	b.MustAs(t, apptest.TokenOf("sue"), approveMutation, map[string]any{"id": approved.RunID}, nil)
 	a.MustAs(t, apptest.TokenOf("alice"), declineMutation, map[string]any{"id": declined.RunID, "reason": "no"}, nil)
-	expired := ask(b, t, "bot", "30s", map[string]any{"agentId": "deploy-bot", "toolName": "quick", "args": map[string]any{}})
+	expired := ask(t, b, "bot", "30s", map[string]any{"agentId": "deploy-bot", "toolName": "quick", "args": map[string]any{}})
 	if expired.Status != "EXPIRED" || policy.Status != "APPROVED" || policy.DecidedBy != nil {
 		t.Fatalf("expired %+v, policy %+v", expired, policy)
 	}
@@ -535,7 +535,7 @@ func TestReviewKilledInstanceRunsNothing(t *testing.T) {
 	if n, err := b.App.Service.RecoverExpired(context.Background()); err != nil || n != 0 {
 		t.Fatalf("recovery after the kill: %d runs, %v", n, err)
 	}
-	again := ask(b, t, "bot", "0", req)
+	again := ask(t, b, "bot", "0", req)
 	if again.RunID != id || again.Status != "PENDING" {
 		t.Fatalf("re-POST on the survivor: %+v, want %s PENDING", again, id)
 	}
@@ -550,8 +550,8 @@ func TestReviewKilledInstanceRunsNothing(t *testing.T) {
 		t.Fatalf("events after the kill and recovery: %s", got)
 	}
 	waited := make(chan approvalAnswer, 1)
-	go func() { waited <- poll(b, t, "bot", id, "60s").body }()
-	waitFollowed(b, t, id)
+	go func() { waited <- poll(t, b, "bot", id, "60s").body }()
+	waitFollowed(t, b, id)
 	b.MustAs(t, apptest.TokenOf("sue"), approveMutation, map[string]any{"id": id}, nil)
 	if got := <-waited; got.Status != "APPROVED" {
 		t.Fatalf("after the decision: %+v", got)
@@ -566,20 +566,20 @@ func TestReviewKilledInstanceRunsNothing(t *testing.T) {
 // of seconds, however large) wait the maximum and answer PENDING.
 func TestReviewWaitValues(t *testing.T) {
 	s := approvalsServer(t, "sqlite:"+t.TempDir()+"/interlock.db", "--max-approval-wait", "1s")
-	r := ask(s, t, "bot", "0", deployRequest(nil))
+	r := ask(t, s, "bot", "0", deployRequest(nil))
 	hook := apptest.HookFixture(t, "codex/permission-request.json")
 	for _, w := range []string{"-1s", "-3", "-0.5", "soon", "NaN", "Inf", "-Inf", "1e400", "9999999999999999h", "1h30", "%00", "10%20s"} {
-		if got := poll(s, t, "bot", r.RunID, w); got.status != 400 || got.code != "BAD_USER_INPUT" || !strings.Contains(got.message, "wait") {
+		if got := poll(t, s, "bot", r.RunID, w); got.status != 400 || got.code != "BAD_USER_INPUT" || !strings.Contains(got.message, "wait") {
 			t.Errorf("GET ?wait=%s: %d %s", w, got.status, got.raw)
 		}
-		if got := approvalRequest(s, t, context.Background(), "Bearer "+apptest.TokenOf("bot"), "POST", "/approvals?wait="+w, `{"agentId":"hooks","toolName":"Bash","args":{}}`); got.status != 400 {
+		if got := approvalRequest(t, s, context.Background(), "Bearer "+apptest.TokenOf("bot"), "POST", "/approvals?wait="+w, `{"agentId":"hooks","toolName":"Bash","args":{}}`); got.status != 400 {
 			t.Errorf("POST ?wait=%s: %d %s", w, got.status, got.raw)
 		}
-		if a := postHookAs(s, t, "/hooks/codex/hooks?wait="+w, "bot", hook); a.Status != 400 {
+		if a := postHookAs(t, s, "/hooks/codex/hooks?wait="+w, "bot", hook); a.Status != 400 {
 			t.Errorf("hook ?wait=%s: %d %s", w, a.Status, a.Body)
 		}
 	}
-	if n := countRuns(s, t); n != 1 {
+	if n := countRuns(t, s); n != 1 {
 		t.Fatalf("bad waits stored %d runs", n-1)
 	}
 	var wg sync.WaitGroup
@@ -587,7 +587,7 @@ func TestReviewWaitValues(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if got := poll(s, t, "bot", r.RunID, w); got.status != 200 || got.body.Status != "PENDING" {
+			if got := poll(t, s, "bot", r.RunID, w); got.status != 200 || got.body.Status != "PENDING" {
 				t.Errorf("GET ?wait=%s: %d %s", w, got.status, got.raw)
 			}
 		}()
@@ -604,7 +604,7 @@ func TestReviewSeparationOfDutiesForJWTs(t *testing.T) {
 	kim := signJWT(t, map[string]any{"sub": "kim", "roles": []string{"approver"}})
 	lee := signJWT(t, map[string]any{"sub": "lee", "roles": []string{"sre"}})
 	body, _ := json.Marshal(deployRequest(nil))
-	mine := approvalRequest(s, t, context.Background(), "Bearer "+jay, "POST", "/approvals", string(body))
+	mine := approvalRequest(t, s, context.Background(), "Bearer "+jay, "POST", "/approvals", string(body))
 	if mine.status != 200 {
 		t.Fatalf("jay's request: %d %s", mine.status, mine.raw)
 	}
@@ -618,13 +618,13 @@ func TestReviewSeparationOfDutiesForJWTs(t *testing.T) {
 	if r := s.PostAs(t, kim, approveMutation, map[string]any{"id": id}); r.Code != "FORBIDDEN" {
 		t.Fatalf("kim (approver, not sre) approving: %q %s", r.Code, r.Msg)
 	}
-	if got := poll(s, t, "vera", id, "0"); got.body.Status != "PENDING" {
+	if got := poll(t, s, "vera", id, "0"); got.body.Status != "PENDING" {
 		t.Fatalf("after the refused approvals: %+v", got.body)
 	}
 	s.MustAs(t, lee, approveMutation, map[string]any{"id": id}, nil)
-	if got := approvalRequest(s, t, context.Background(), "Bearer "+jay, "GET", "/approvals/"+id, ""); got.body.Status != "APPROVED" || *got.body.DecidedBy != "lee" {
+	if got := approvalRequest(t, s, context.Background(), "Bearer "+jay, "GET", "/approvals/"+id, ""); got.body.Status != "APPROVED" || *got.body.DecidedBy != "lee" {
 		t.Fatalf("approved by lee, as jay reads it: %d %s", got.status, got.raw)
 	}
-	second := approvalRequest(s, t, context.Background(), "Bearer "+jay, "POST", "/approvals", string(body))
+	second := approvalRequest(t, s, context.Background(), "Bearer "+jay, "POST", "/approvals", string(body))
 	s.MustAs(t, jay, declineMutation, map[string]any{"id": second.body.RunID, "reason": "changed my mind"}, nil)
 }
