@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 
 	"interlock/agent"
 	"interlock/dbtest"
+	"interlock/llm"
 	"interlock/run"
 	"interlock/runs"
 )
@@ -423,5 +425,35 @@ func TestAwaitApproval(t *testing.T) {
 		internal := a.suspended(t, runs.StartParams{Prompt: "refund order 1 for 5"})
 		_, err = a.svc.AwaitApproval(bg(), internal.ID, 0)
 		wantCode(t, err, run.CodeNotFound)
+	})
+}
+
+// TestARequestStaysARequestWhenItsAgentRunsInInterlock: a request stored while its agent was
+// external, decided after the config gave that agent a model and an executor for the tool, is
+// ended by the decision as a request: no model is called and Interlock never runs the tool
+// (its caller does). The snapshot says it is a request, not the agent's config of the day.
+func TestARequestStaysARequestWhenItsAgentRunsInInterlock(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		asked := externalSetup(t, db, runs.Config{})
+		r := request(t, asked, bg(), runs.ApprovalParams{})
+
+		var ran atomic.Int64
+		deploy := &agent.Tool{Name: "deploy", RequireApproval: true, ApproverRoles: []string{"sre"},
+			InputSchema: json.RawMessage(`{"type":"object"}`),
+			ExecuteFunc: func(context.Context, *agent.Call) (any, error) { ran.Add(1); return "deployed", nil }}
+		now := setupWith(t, db, runs.Config{}, setupOpts{agents: []*agent.Agent{
+			{ID: "deploy-bot", Name: "Deploy bot", Model: &llm.Demo{}, Tools: []*agent.Tool{deploy}}}})
+		out, err := now.svc.Approve(as("sam", nil, "sre"), runs.DecideParams{RunID: r.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs := allEventsUntil(t, now, r.ID, 6)
+		if out.Status != run.StatusCompleted || !sameTypes(eventTypes(evs)[4:], run.EventToolCallApproved, run.EventRunFinished) {
+			t.Fatalf("decided: %s, events %v", out.Status, eventTypes(evs))
+		}
+		if got, _ := now.svc.Get(bg(), r.ID); got.Status != run.StatusCompleted || ran.Load() != 0 {
+			t.Fatalf("run %s, the tool ran %d times", got.Status, ran.Load())
+		}
 	})
 }
