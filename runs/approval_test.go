@@ -457,3 +457,24 @@ func TestARequestStaysARequestWhenItsAgentRunsInInterlock(t *testing.T) {
 		}
 	})
 }
+
+// TestARequesterReadsOnlyItsRequests: a subject that once started runs as an operator and now
+// holds only the requester role reads the approval requests it made, not those runs (NOT_FOUND,
+// as for any run it may not see).
+func TestARequesterReadsOnlyItsRequests(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		f := externalSetup(t, db, runs.Config{})
+		started, err := f.svc.StartRun(as("bot", nil, run.RoleOperator), runs.StartParams{AgentID: "counter-agent", Prompt: "refund order 1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		bot := as("bot", nil, run.RoleRequester)
+		asked := request(t, f, bot, runs.ApprovalParams{})
+		if r, err := f.svc.Get(bot, asked.ID); err != nil || r.ID != asked.ID {
+			t.Fatalf("its request: %v, %v", r, err)
+		}
+		_, err = f.svc.Get(bot, started.ID)
+		wantCode(t, err, run.CodeNotFound)
+	})
+}

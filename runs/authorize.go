@@ -113,12 +113,14 @@ func authorizeResource(ctx context.Context, resourceID *string, what string) err
 }
 
 // mayRead reports whether the principal of ctx (not nil) may read run r, whose resource it
-// sees: a viewer reads every run, a requester only the requests it made (its startedBy).
-func mayRead(p *run.Principal, r *run.Run) bool {
+// sees: a viewer reads every run, a requester only the approval requests it made (its
+// startedBy; not runs of agents Interlock runs, which the same subject may have started when
+// it held the operator role).
+func (s *Service) mayRead(p *run.Principal, r *run.Run) bool {
 	if p.Has(run.RoleViewer) {
 		return true
 	}
-	return p.Has(run.RoleRequester) && p.Authenticated() && r.StartedBy != nil && *r.StartedBy == p.Subject
+	return p.Has(run.RoleRequester) && p.Authenticated() && r.StartedBy != nil && *r.StartedBy == p.Subject && s.isExternal(r.AgentID)
 }
 
 // authorizeDecision checks that the principal may take decision d on call (of tool, nil when the

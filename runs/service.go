@@ -529,7 +529,7 @@ func (s *Service) Get(ctx context.Context, runID string) (*run.Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	if r == nil || !visible(ctx, r.ResourceID) || !mayRead(run.PrincipalFrom(ctx), r) {
+	if r == nil || !visible(ctx, r.ResourceID) || !s.mayRead(run.PrincipalFrom(ctx), r) {
 		return nil, notFound(runID)
 	}
 	return r, nil
