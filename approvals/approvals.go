@@ -44,7 +44,8 @@ const DefaultMaxWait = 10 * time.Minute
 // CodeRateLimited is the code of a POST refused because its client is over the mutation rate.
 const CodeRateLimited = "RATE_LIMITED"
 
-// Options configure the handler. Service is required; zero fields take the defaults given.
+// Options configure the handlers of /approvals and of the hooks. Service is required; zero
+// fields take the defaults given.
 type Options struct {
 	Service *runs.Service
 	// MaxWait caps the wait a request asks for: a longer one waits MaxWait (not an error), and
@@ -57,7 +58,7 @@ type Options struct {
 	// ctx is within its mutation rate: 0, or how long until it is (429 with Retry-After).
 	RateFunc func(ctx context.Context) time.Duration
 	// ConsoleURL is the console's address for the answers' url (notifications.consoleURL);
-	// empty: the address the request was sent to.
+	// empty: the address the request was sent to. (The hooks' answers carry no url.)
 	ConsoleURL string
 	// Logger receives internal errors. Default slog.Default().
 	Logger *slog.Logger
@@ -67,7 +68,10 @@ type Options struct {
 type Handler struct{ o Options }
 
 // New returns the handler of o.
-func New(o Options) *Handler {
+func New(o Options) *Handler { return &Handler{o: o.withDefaults()} }
+
+// withDefaults is o with its zero fields set to their defaults.
+func (o Options) withDefaults() Options {
 	o.MaxWait = max(o.MaxWait, 0)
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = 1 << 20
@@ -75,7 +79,7 @@ func New(o Options) *Handler {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Handler{o: o}
+	return o
 }
 
 // Request is the body of POST /approvals: the fields of GraphQL's ApprovalRequestInput.

@@ -15,11 +15,9 @@ package approvals
 // ask their own person, as they do when a hook fails.
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"math"
 	"mime"
 	"net/http"
@@ -38,35 +36,12 @@ const DefaultHookWait = 600*time.Second - hookMargin
 // hookMargin is how much sooner than the agent's default timeout a hook is answered.
 const hookMargin = 10 * time.Second
 
-// HookOptions configure the hook endpoints. Service is required; zero fields take the defaults
-// given.
-type HookOptions struct {
-	Service *runs.Service
-	// MaxWait caps how long a hook is held (--max-approval-wait). 0 answers at once.
-	MaxWait time.Duration
-	// MaxBodyBytes bounds a hook's body (413 above it). Default 1 MiB.
-	MaxBodyBytes int64
-	// RateFunc, when set, is asked before each request is stored whether the client of ctx is
-	// within its mutation rate: 0, or how long until it is (429 with Retry-After).
-	RateFunc func(ctx context.Context) time.Duration
-	// Logger receives internal errors. Default slog.Default().
-	Logger *slog.Logger
-}
-
 // Hooks serves /hooks/claude-code/{agentId} and /hooks/codex/{agentId}.
-type Hooks struct{ o HookOptions }
+type Hooks struct{ o Options }
 
-// NewHooks returns the hook endpoints of o.
-func NewHooks(o HookOptions) *Hooks {
-	o.MaxWait = max(o.MaxWait, 0)
-	if o.MaxBodyBytes <= 0 {
-		o.MaxBodyBytes = 1 << 20
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	return &Hooks{o: o}
-}
+// NewHooks returns the hook endpoints of o (MaxWait caps how long a hook is held; ConsoleURL
+// is not used: the agents' answers carry no url).
+func NewHooks(o Options) *Hooks { return &Hooks{o: o.withDefaults()} }
 
 func (h *Hooks) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")

@@ -369,12 +369,13 @@ func (a *App) routes() http.Handler {
 	// CORS outermost, so that preflights and refusals (401, 413, 429) carry its headers.
 	mux.Handle("/graphql", a.tracing.HTTP(observe.HTTP(a.log, httpguard.CORS(api, a.cfg.CORSOrigins)), "graphql"))
 	// Approvals over plain HTTP (approvals/): the same authentication, body limit, CORS and
-	// mutation rate as /graphql, its errors in its own JSON.
-	approvalsRoute := a.tracing.HTTP(observe.HTTP(a.log, httpguard.CORS(a.approvals(rate), a.cfg.CORSOrigins)), "approvals")
+	// mutation rate as /graphql, its errors in its own JSON; the coding-agent permission hooks
+	// (approvals/hooks.go), guarded as /approvals, without CORS.
+	requests, hooks := a.approvals(rate)
+	approvalsRoute := a.tracing.HTTP(observe.HTTP(a.log, httpguard.CORS(requests, a.cfg.CORSOrigins)), "approvals")
 	mux.Handle("/approvals", approvalsRoute)
 	mux.Handle("/approvals/", approvalsRoute)
-	// Coding-agent permission hooks (approvals/hooks.go), guarded as /approvals (hooks_wiring.go).
-	mux.Handle("/hooks/", a.tracing.HTTP(observe.HTTP(a.log, a.hooks(rate)), "hooks"))
+	mux.Handle("/hooks/", a.tracing.HTTP(observe.HTTP(a.log, hooks), "hooks"))
 	// GraphiQL with its files embedded (playground/): the page, and its files under /playground/.
 	graphiql := httpguard.NoFraming(playground.Handler())
 	mux.Handle("/playground", graphiql)
@@ -388,21 +389,26 @@ func (a *App) routes() http.Handler {
 	return mux
 }
 
-// approvals is the handler of /approvals behind authentication; rate, when not nil, is the
-// mutation rate each POST (which creates work) counts against.
-func (a *App) approvals(rate *gqlguard.MutationRate) http.Handler {
+// approvals are the handlers of /approvals and of the coding-agent permission hooks
+// (/hooks/claude-code/{agentId}, /hooks/codex/{agentId}), behind authentication as /graphql: the
+// same bearer tokens (a requester's, typically), body limit, --max-approval-wait and mutation
+// rate (rate, when not nil: each POST stores a request). No CORS on the hooks: coding agents
+// call them, not browsers.
+func (a *App) approvals(rate *gqlguard.MutationRate) (requests, hooks http.Handler) {
 	o := approvals.Options{Service: a.Service, MaxWait: a.cfg.MaxApprovalWait, MaxBodyBytes: maxBodyBytes,
 		ConsoleURL: a.consoleURL, Logger: a.log}
 	if rate != nil {
 		o.RateFunc = func(ctx context.Context) time.Duration { return rate.Take(ctx, 1) }
 	}
-	var h http.Handler = approvals.New(o)
-	if a.authn != nil {
-		h = auth.Require(a.authn, h, approvals.Unauthorized)
-	} else {
-		h = auth.Anonymous(h)
+	guard := func(h http.Handler) http.Handler {
+		if a.authn != nil {
+			h = auth.Require(a.authn, h, approvals.Unauthorized)
+		} else {
+			h = auth.Anonymous(h)
+		}
+		return gqlguard.Middleware(h) // the client's address, for the rate without authentication
 	}
-	return gqlguard.Middleware(h) // the client's address, for the rate without authentication
+	return guard(approvals.New(o)), guard(approvals.NewHooks(o))
 }
 
 // limitedSubject is who the per-client limits (mutation rate, connections) count a request
