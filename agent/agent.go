@@ -32,6 +32,16 @@ type Agent struct {
 	HistoryMessages int
 	// MaxSteps bounds the model calls of one run; 0 means 10.
 	MaxSteps int
+	// External marks an agent that runs elsewhere (`external: true`): it has no Model, no
+	// loop runs for it, and its runs are approval requests (runs.Service.RequestApproval), one
+	// tool call each, which a decision ends. The server never executes its tools: the caller
+	// does, once a person approved. Its tools' InputSchema, RequireApproval, ApproverRoles and
+	// ApprovalTimeout apply as they do for any agent.
+	External bool
+	// AnyTool, on an external agent, accepts calls of any tool name (`tools: ["*"]`): a name
+	// that is not one of Tools is a call of a copy of AnyTool under that name (see Tool). nil:
+	// only the names of Tools.
+	AnyTool *Tool
 
 	// delegates are the tools through which the model hands tasks to SubAgents, built by
 	// NewRegistry.
@@ -129,8 +139,14 @@ type Registry struct {
 func NewRegistry(agents []*Agent, mw ...Middleware) (*Registry, error) {
 	r := &Registry{byID: map[string]*Agent{}}
 	for _, a := range agents {
-		if a.ID == "" || a.Model == nil {
+		if a.ID == "" || (a.Model == nil && !a.External) {
 			return nil, fmt.Errorf("agent %q: an id and a model are required", a.ID)
+		}
+		if a.External && len(a.SubAgents) > 0 {
+			return nil, fmt.Errorf("agent %q: an external agent runs elsewhere and delegates to no sub-agent", a.ID)
+		}
+		if a.AnyTool != nil && !a.External {
+			return nil, fmt.Errorf("agent %q: only an external agent accepts any tool name", a.ID)
 		}
 		if _, dup := r.byID[a.ID]; dup {
 			return nil, fmt.Errorf("agent %q is defined twice", a.ID)
@@ -152,6 +168,12 @@ func NewRegistry(agents []*Agent, mw ...Middleware) (*Registry, error) {
 				return nil, err
 			}
 		}
+		if t := a.AnyTool; t != nil {
+			var err error
+			if t.input, err = CompileSchema(a.ID+"/*/input", t.InputSchema); err != nil {
+				return nil, err
+			}
+		}
 		r.byID[a.ID] = a
 		r.list = append(r.list, a)
 	}
@@ -159,6 +181,9 @@ func NewRegistry(agents []*Agent, mw ...Middleware) (*Registry, error) {
 		for _, sub := range a.SubAgents {
 			if r.byID[sub.ID] != sub {
 				return nil, fmt.Errorf("agent %q: sub-agent %q is not among the agents served", a.ID, sub.ID)
+			}
+			if sub.External {
+				return nil, fmt.Errorf("agent %q: sub-agent %q is external: it runs elsewhere and cannot be delegated to", a.ID, sub.ID)
 			}
 		}
 		a.delegates = nil
@@ -185,7 +210,8 @@ func (r *Registry) Get(id string) *Agent { return r.byID[id] }
 // List returns every agent, ordered by id.
 func (r *Registry) List() []*Agent { return r.list }
 
-// Tool returns the agent's tool of that name, or nil.
+// Tool returns the agent's tool of that name, or nil. An agent with AnyTool has a tool of every
+// other name too: a copy of AnyTool under that name.
 func (a *Agent) Tool(name string) *Tool {
 	for _, t := range a.Tools {
 		if t.Name == name {
@@ -196,6 +222,11 @@ func (a *Agent) Tool(name string) *Tool {
 		if t.Name == name {
 			return t
 		}
+	}
+	if a.AnyTool != nil && name != "" {
+		t := *a.AnyTool
+		t.Name = name
+		return &t
 	}
 	return nil
 }

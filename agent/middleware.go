@@ -33,6 +33,9 @@ func wrap(agents []*Agent, mw []Middleware) {
 	for _, a := range agents {
 		a.model = a.Model
 		for _, m := range mw {
+			if a.model == nil {
+				break // an external agent has no model
+			}
 			a.model = m.WrapModel(a.model)
 		}
 		for _, t := range a.Tools {

@@ -83,6 +83,9 @@ type Snapshot struct {
 	Seq int64 `json:"seq,omitempty"`
 	// CallIDs is how many server ids of calls the run has assigned (the last is tc_<CallIDs>).
 	CallIDs int `json:"callIds,omitempty"`
+	// Request marks an external agent's approval request (NewRequest): a decision ends it, and
+	// no loop ever runs it, whatever the config later says of its agent.
+	Request bool `json:"request,omitempty"`
 }
 
 // CallID is the call's public id, its toolCallId in the API: the server's, or in a snapshot
@@ -240,4 +243,19 @@ func (s *Snapshot) Decide(callID string, d Decision) error {
 		c.Args = d.Args
 	}
 	return nil
+}
+
+// NewRequest is the snapshot of an external agent's approval request: no conversation, and one
+// call of the tool with args, under the run's first server id (tc_1), waiting for approval
+// (needsApproval) or already approved by the tool's policy.
+func NewRequest(tool string, args json.RawMessage, needsApproval bool) *Snapshot {
+	s := &Snapshot{Messages: []llm.Message{}, Request: true}
+	c := PendingCall{ToolCall: llm.ToolCall{Name: tool, Args: args}, State: CallAwaitingApproval}
+	c.ServerID = s.nextCallID(nil)
+	c.ID = c.ServerID
+	if !needsApproval {
+		c.State = CallApproved
+	}
+	s.Pending = []PendingCall{c}
+	return s
 }

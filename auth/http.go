@@ -37,6 +37,20 @@ func Middleware(a *Authenticator, next http.Handler) http.Handler {
 	})
 }
 
+// Require is Middleware for routes that are not GraphQL (POST /approvals): every request needs
+// a token, WebSocket handshakes included, and a request that fails is answered by refuse (which
+// should call Challenge) in the route's own format.
+func Require(a *Authenticator, next http.Handler, refuse func(w http.ResponseWriter, r *http.Request, err error)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, err := a.Authenticate(r.Context(), r.Header.Get("Authorization"))
+		if err != nil {
+			refuse(w, r, err)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(run.WithPrincipal(r.Context(), p)))
+	})
+}
+
 // Anonymous serves every request acting for run.Anonymous: the server's handler when
 // authentication is off, so that even then no request acts for nobody.
 func Anonymous(next http.Handler) http.Handler {
@@ -70,6 +84,13 @@ func hasToken(h http.Header, name, token string) bool {
 // a data key, as any request refused before it ran; an error that is not an *Error is shown as
 // "unauthenticated", its text withheld.
 func Unauthorized(w http.ResponseWriter, r *http.Request, err error) {
+	gqlhttp.WriteError(w, r, http.StatusUnauthorized, "UNAUTHENTICATED", Challenge(w, err))
+}
+
+// Challenge sets the WWW-Authenticate challenge (RFC 6750) of the 401 answer to a request that
+// failed authentication with err, and returns the message to show: an error that is not an
+// *Error is shown as "unauthenticated", its text withheld.
+func Challenge(w http.ResponseWriter, err error) string {
 	msg, missing := "unauthenticated", false
 	var ae *Error
 	if errors.As(err, &ae) {
@@ -80,7 +101,7 @@ func Unauthorized(w http.ResponseWriter, r *http.Request, err error) {
 		challenge += `, error="invalid_token"`
 	}
 	w.Header().Set("WWW-Authenticate", challenge)
-	gqlhttp.WriteError(w, r, http.StatusUnauthorized, "UNAUTHENTICATED", msg)
+	return msg
 }
 
 // FromInitPayload authenticates a WebSocket's connection_init payload, whose "authorization"

@@ -93,6 +93,7 @@ func Build(ctx context.Context, f *File, opt Options) (*Agents, error) {
 			}
 		}
 	}
+	var anyTool *agent.Tool // the policy of any tool name (the tool named "*")
 	for i, tc := range f.Tools {
 		at := fmt.Sprintf("tools[%d]", i)
 		t := &agent.Tool{Name: tc.Name, Description: tc.Description, RequireApproval: tc.RequireApproval,
@@ -126,6 +127,10 @@ func Build(ctx context.Context, f *File, opt Options) (*Agents, error) {
 			}
 			t.ExecuteFunc = servers[tc.MCP.Server].Execute(tc.MCP.Tool)
 		}
+		if t.Name == AnyTool {
+			anyTool = t
+			continue
+		}
 		if _, dup := byName[t.Name]; dup {
 			return fail(at+".name", fmt.Sprintf("%q is also the name of an MCP server's tool", t.Name))
 		}
@@ -147,12 +152,26 @@ func Build(ctx context.Context, f *File, opt Options) (*Agents, error) {
 				a.HistoryMessages = -1
 			}
 		}
-		model, err := buildModel(ac.Model, opt)
-		if err != nil {
-			return fail(at+".model", err.Error())
+		if ac.External {
+			a.External = true
+		} else {
+			model, err := buildModel(ac.Model, opt)
+			if err != nil {
+				return fail(at+".model", err.Error())
+			}
+			a.Model = model
 		}
-		a.Model = model
 		for j, name := range ac.Tools {
+			if name == AnyTool && ac.External {
+				if a.AnyTool != nil {
+					return fail(fmt.Sprintf("%s.tools[%d]", at, j), fmt.Sprintf("%q is listed twice", name))
+				}
+				a.AnyTool = anyTool
+				if a.AnyTool == nil {
+					a.AnyTool = &agent.Tool{Name: AnyTool, RequireApproval: true}
+				}
+				continue
+			}
 			t, ok := byName[name]
 			if !ok {
 				return fail(fmt.Sprintf("%s.tools[%d]", at, j), fmt.Sprintf("unknown tool %q: it is not in tools and no MCP server lists it", name))

@@ -44,6 +44,12 @@ type Agent struct {
 	MaxSteps int `yaml:"maxSteps"`
 	// Memory says how much of its thread a run is given.
 	Memory *Memory `yaml:"memory"`
+	// External marks an agent that runs elsewhere (its own code, a coding agent): it has no
+	// model, instructions, sub-agents, maxSteps or memory, and its runs are approval requests
+	// (requestApproval, POST /approvals). Its tools need no http or mcp (the caller runs
+	// them); "*" in its tools accepts any tool name, with the policy of the tool named "*" in
+	// tools when there is one, else needing approval. Default false.
+	External bool `yaml:"external"`
 }
 
 // Memory is an agent's use of its memory thread.
@@ -73,7 +79,9 @@ type Model struct {
 }
 
 // Tool is a tool agents may list: an HTTP endpoint, or an MCP server's tool under a name of
-// this file's choosing.
+// this file's choosing. A tool only external agents list needs neither (its caller runs it):
+// it has a name, a schema and an approval policy. The tool named "*" is the policy of every
+// tool name an external agent with tools: ["*"] is asked about that is not a tool of its own.
 type Tool struct {
 	Name        string `yaml:"name"`
 	Description string `yaml:"description"`

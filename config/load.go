@@ -15,6 +15,7 @@ import (
 	"github.com/goccy/go-yaml"
 
 	"interlock/agent"
+	"interlock/run"
 )
 
 // Error is everything wrong with a config file, one problem per line, each with its path.
@@ -124,19 +125,38 @@ func (f *File) check() []string {
 			}
 		}
 	}
+	// A tool without http or mcp is a tool only external agents may list (they run it
+	// themselves): internalUse and externalUse tell which agents list each name.
+	internalUse, externalUse := map[string]bool{}, map[string]bool{}
+	for _, a := range f.Agents {
+		for _, name := range a.Tools {
+			if a.External {
+				externalUse[name] = true
+			} else {
+				internalUse[name] = true
+			}
+		}
+	}
 	tools := map[string]bool{}
 	for i, t := range f.Tools {
 		at := fmt.Sprintf("tools[%d]", i)
 		switch {
+		case t.Name == AnyTool:
 		case !toolName.MatchString(t.Name):
 			p.add(at+".name", fmt.Sprintf("%q is not a tool name (1 to 64 letters, digits, _ or -)", t.Name))
 		case tools[t.Name]:
 			p.add(at+".name", fmt.Sprintf("%q is defined twice", t.Name))
 		}
+		if t.Name == AnyTool && tools[t.Name] {
+			p.add(at+".name", fmt.Sprintf("%q is defined twice", t.Name))
+		}
 		tools[t.Name] = true
 		switch {
-		case t.HTTP == nil && t.MCP == nil:
-			p.add(at, "a tool needs http: {url: …} or mcp: {server: …, tool: …}")
+		case t.Name == AnyTool && (t.HTTP != nil || t.MCP != nil):
+			p.add(at, `the tool "*" is the approval policy of any tool name an external agent is asked about: it has no http or mcp`)
+		case t.Name == AnyTool:
+		case t.HTTP == nil && t.MCP == nil && (internalUse[t.Name] || !externalUse[t.Name]):
+			p.add(at, "a tool needs http: {url: …} or mcp: {server: …, tool: …}, unless only external agents list it (they run it themselves)")
 		case t.HTTP != nil && t.MCP != nil:
 			p.add(at, "has both http and mcp; give one")
 		case t.HTTP != nil:
@@ -181,14 +201,30 @@ func (f *File) check() []string {
 		if a.MaxSteps < 0 {
 			p.add(at+".maxSteps", "must be positive")
 		}
+		for j, name := range a.Tools {
+			if name == AnyTool && !a.External {
+				p.add(fmt.Sprintf("%s.tools[%d]", at, j), `"*" (any tool name) is for external agents only: list the tools a model may call`)
+			}
+		}
+		if a.External {
+			f.checkExternal(&p, at, a)
+			continue
+		}
 		f.checkModel(&p, at+".model", a.Model)
+	}
+	external := map[string]bool{}
+	for _, a := range f.Agents {
+		external[a.ID] = a.External
 	}
 	for i, a := range f.Agents {
 		for j, sub := range a.SubAgents {
-			if !ids[sub] {
+			switch {
+			case !ids[sub]:
 				p.add(fmt.Sprintf("agents[%d].subAgents[%d]", i, j), fmt.Sprintf("%q is not an agent id in agents", sub))
-			} else if sub == a.ID {
+			case sub == a.ID:
 				p.add(fmt.Sprintf("agents[%d].subAgents[%d]", i, j), "an agent cannot delegate to itself")
+			case external[sub]:
+				p.add(fmt.Sprintf("agents[%d].subAgents[%d]", i, j), fmt.Sprintf("%q is an external agent: it runs elsewhere and cannot be delegated to", sub))
 			}
 		}
 	}
@@ -199,6 +235,31 @@ func (f *File) check() []string {
 		p.list = append(p.list, f.Notifications.Problems("notifications")...)
 	}
 	return p.list
+}
+
+// AnyTool is the name that stands for any tool name: in an external agent's tools, and as the
+// name of the tool whose policy applies to them.
+const AnyTool = "*"
+
+// checkExternal checks an external agent (at is its path): it runs elsewhere, so what only a
+// model uses has no place in it.
+func (f *File) checkExternal(p *problems, at string, a Agent) {
+	why := "has no effect on an external agent: it runs elsewhere and Interlock only holds its calls for a person"
+	if a.Model != nil {
+		p.add(at+".model", "an external agent has no model: it runs elsewhere (leave model out, or external: false)")
+	}
+	if a.Instructions != "" {
+		p.add(at+".instructions", why)
+	}
+	if len(a.SubAgents) > 0 {
+		p.add(at+".subAgents", why)
+	}
+	if a.MaxSteps != 0 {
+		p.add(at+".maxSteps", why)
+	}
+	if a.Memory != nil {
+		p.add(at+".memory", why)
+	}
 }
 
 func (f *File) checkModel(p *problems, at string, m *Model) {
@@ -281,11 +342,14 @@ func (p *problems) approvalTimeout(path string, d time.Duration) {
 	}
 }
 
-// approverRoles checks that each of a tool's approverRoles names a role.
+// approverRoles checks that each of a tool's approverRoles names a role that may decide.
 func (p *problems) approverRoles(path string, roles []string) {
 	for j, r := range roles {
-		if strings.TrimSpace(r) == "" {
+		switch {
+		case strings.TrimSpace(r) == "":
 			p.add(fmt.Sprintf("%s[%d]", path, j), "must name a role")
+		case run.Role(r) == run.RoleRequester:
+			p.add(fmt.Sprintf("%s[%d]", path, j), "the requester role asks for approvals and may not decide them")
 		}
 	}
 }

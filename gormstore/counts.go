@@ -92,7 +92,8 @@ func dayExpr(db *gorm.DB) string {
 
 // countable reports whether suspended_counts answers for p: no filter but the agent.
 func countable(p runs.ListSuspendedParams) bool {
-	return p.ThreadID == nil && p.ResourceID == nil && p.Resources == nil && p.FromDate == nil && p.ToDate == nil
+	return p.ThreadID == nil && p.ResourceID == nil && p.Resources == nil && p.FromDate == nil && p.ToDate == nil &&
+		p.Agents == nil && p.NotAgents == nil
 }
 
 // counts narrows suspended_counts to p's runs (see countable).

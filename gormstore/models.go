@@ -31,6 +31,9 @@ type Run struct {
 	ErrorCode           *string    `gorm:"column:error_code"`
 	RecoveryAttempts    int        `gorm:"column:recovery_attempts"`
 	RecoverAfter        *time.Time `gorm:"column:recover_after"`
+	// Context is the Markdown an external agent's approval request showed the person beside
+	// its call (migration 0013); nil for other runs.
+	Context *string `gorm:"column:context"`
 }
 
 // TableName keeps the table name independent of GORM's pluralisation rules.

@@ -113,6 +113,16 @@ func (s *Store) in(q *gorm.DB, col string, values []string) *gorm.DB {
 	}
 }
 
+// agents narrows q to runs of the agents in, when not nil (none when empty), and leaves out
+// runs of the agents in not: the listings' external filter (runs.ListSuspendedParams).
+func (s *Store) agents(q *gorm.DB, in, not []string) *gorm.DB {
+	q = s.in(q, "agent_id", in)
+	if len(not) > 0 {
+		q = q.Where("agent_id NOT IN ?", not)
+	}
+	return q
+}
+
 // suspendedQuery builds the discovery filter of suspendedRuns.
 func (s *Store) suspendedQuery(ctx context.Context, p runs.ListSuspendedParams) *gorm.DB {
 	q := s.db.WithContext(ctx).Model(&Run{}).Where("status = ?", run.StatusSuspended)
@@ -128,6 +138,7 @@ func (s *Store) suspendedQuery(ctx context.Context, p runs.ListSuspendedParams) 
 		q = s.eq(q, "resource_id", *p.ResourceID)
 	}
 	q = s.in(q, "resource_id", p.Resources)
+	q = s.agents(q, p.Agents, p.NotAgents)
 	if p.FromDate != nil {
 		q = q.Where("created_at >= ?", ms(*p.FromDate))
 	}
@@ -199,6 +210,7 @@ func (s *Store) ListRecent(ctx context.Context, p runs.RecentParams) ([]*run.Run
 		q = q.Where("resource_id IS NULL")
 	}
 	q = s.in(q, "resource_id", p.Resources)
+	q = s.agents(q, p.Agents, p.NotAgents)
 	if p.Decision != nil || p.DecidedBy != nil {
 		sub := s.db.Model(&ToolCall{}).Select("1").Where("run_tool_calls.run_id = agent_runs.id AND run_tool_calls.state <> ?", ToolCallPending)
 		if p.Decision != nil {
@@ -317,6 +329,7 @@ func runFromRow(m *Run, calls []ToolCall) *run.Run {
 		CreatedAt: m.CreatedAt.UTC(), UpdatedAt: m.UpdatedAt.UTC(), LastSeq: m.LastSeq,
 		Output: m.Output, Error: m.Error, ErrorCode: m.ErrorCode, ToolCalls: []run.ToolCall{}, Decisions: []run.Decision{},
 		Version: m.Version, Snapshot: m.Snapshot, LeaseOwner: m.LeaseOwner, RecoveryAttempts: m.RecoveryAttempts,
+		Context: m.Context,
 	}
 	suspended := r.Status == run.StatusSuspended && m.SuspendedAt != nil
 	if suspended {

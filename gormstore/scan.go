@@ -17,7 +17,7 @@ const pageRunColumns = "agent_runs.id, agent_runs.agent_id, agent_runs.parent_ru
 	"agent_runs.resource_id, agent_runs.started_by, agent_runs.prompt, agent_runs.require_tool_approval, " +
 	"agent_runs.status, agent_runs.created_at, agent_runs.updated_at, agent_runs.suspended_at, " +
 	"agent_runs.last_seq, agent_runs.lease_owner, agent_runs.version, agent_runs.output, " +
-	"agent_runs.error, agent_runs.error_code, agent_runs.recovery_attempts"
+	"agent_runs.error, agent_runs.error_code, agent_runs.recovery_attempts, agent_runs.context"
 
 // scanPageRuns runs q, which selects pageRunColumns, and reads its rows, at most limit.
 func scanPageRuns(q *gorm.DB, limit int) ([]Run, error) {
@@ -31,7 +31,7 @@ func scanPageRuns(q *gorm.DB, limit int) ([]Run, error) {
 		var r Run
 		err := rows.Scan(&r.ID, &r.AgentID, &r.ParentRunID, &r.ThreadID, &r.ResourceID, &r.StartedBy, &r.Prompt,
 			&r.RequireToolApproval, &r.Status, &r.CreatedAt, &r.UpdatedAt, &r.SuspendedAt, &r.LastSeq, &r.LeaseOwner,
-			&r.Version, &r.Output, &r.Error, &r.ErrorCode, &r.RecoveryAttempts)
+			&r.Version, &r.Output, &r.Error, &r.ErrorCode, &r.RecoveryAttempts, &r.Context)
 		if err != nil {
 			return nil, fmt.Errorf("read a run: %w", classify(err))
 		}

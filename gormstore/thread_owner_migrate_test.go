@@ -57,7 +57,8 @@ func testThreadOwnerMigration(t *testing.T, db *gorm.DB) {
 	rn := func(id, thread string, resource *string, created int) {
 		t.Helper()
 		r := gormstore.Run{ID: id, AgentID: "agent", ThreadID: &thread, ResourceID: resource, Prompt: "p", Status: string(run.StatusCompleted), CreatedAt: at(created), UpdatedAt: at(created)}
-		if err := db.Create(&r).Error; err != nil {
+		// context came with migration 13, after the one under test.
+		if err := db.Omit("context").Create(&r).Error; err != nil {
 			t.Fatal(err)
 		}
 	}

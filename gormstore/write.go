@@ -22,6 +22,9 @@ import (
 // (*runs.DuplicateRequest) without failing the group; a key claimed now by a run whose thread is
 // then refused is given back in the same transaction.
 func (s *Store) InsertRun(ctx context.Context, n runs.NewRun) error {
+	if n.External != nil {
+		return s.insertRequest(ctx, n)
+	}
 	var refusal error // set by the last attempt (a group's write may be made again alone)
 	err := s.group.do(ctx, "insert run", func(tx *gorm.DB, rows *groupRows) error {
 		refusal = nil
@@ -133,9 +136,69 @@ func (s *Store) addRun(rows *groupRows, n runs.NewRun) error {
 		"resource_id": r.ResourceID, "started_by": r.StartedBy, "prompt": r.Prompt, "require_tool_approval": r.RequireToolApproval,
 		"status": string(run.StatusRunning), "snapshot": n.Snapshot, "created_at": ms(r.CreatedAt),
 		"updated_at": ms(r.UpdatedAt), "last_seq": int64(len(n.Events)), "lease_owner": n.Lease,
-		"lease_until": s.dbNowPlus(n.TTL), "version": 0, "recovery_attempts": 0,
+		"lease_until": s.dbNowPlus(n.TTL), "version": 0, "recovery_attempts": 0, "context": r.Context,
 	})
 	return rows.addEvents(r.ID, 0, r.CreatedAt, n.Events)
+}
+
+// insertRequest is InsertRun of an external agent's approval request (n.External), in a
+// transaction of its own: the idempotency key and the thread are claimed as for any run, then
+// the run's row (SUSPENDED without a lease, or COMPLETED without a snapshot) is inserted, and
+// after it, since they read it, the call's row, the suspended-set change and its count, and the
+// events with their outbox rows.
+func (s *Store) insertRequest(ctx context.Context, n runs.NewRun) error {
+	var refusal error
+	err := s.tx(ctx, func(tx *gorm.DB) error {
+		refusal = nil
+		r, x := n.Run, n.External
+		if n.Idempotency != nil {
+			dup, err := s.claimKey(tx, r, *n.Idempotency)
+			if err != nil || dup != nil {
+				refusal = dupOrNil(dup)
+				return err
+			}
+		}
+		claimed, err := s.claimThread(tx, r)
+		if err != nil {
+			return err
+		}
+		if !claimed {
+			refusal = runs.ErrThreadOwned
+			if n.Idempotency != nil {
+				return tx.Where("key_hash = ? AND run_id = ?", n.Idempotency.KeyHash, r.ID).Delete(&IdempotencyKey{}).Error
+			}
+			return nil
+		}
+		row := map[string]any{
+			"id": r.ID, "agent_id": r.AgentID, "parent_run_id": nil, "thread_id": r.ThreadID,
+			"resource_id": r.ResourceID, "started_by": r.StartedBy, "prompt": r.Prompt, "require_tool_approval": r.RequireToolApproval,
+			"status": string(r.Status), "snapshot": nil, "created_at": ms(r.CreatedAt), "updated_at": ms(r.UpdatedAt),
+			"suspended_at": nil, "last_seq": int64(len(n.Events)), "lease_owner": nil, "lease_until": nil,
+			"version": 0, "recovery_attempts": 0, "context": r.Context,
+		}
+		call := pendingRow(r.ID, x.Call.ToolCallID, x.Call, r.CreatedAt)
+		if d := x.Decision; d != nil {
+			call.State, call.DecidedBy, call.DecidedAt, call.Reason = string(d.Kind), d.DecidedBy, msOrNil(&d.DecidedAt), d.Reason
+		} else {
+			row["snapshot"], row["suspended_at"] = n.Snapshot, msOrNil(r.SuspendedAt)
+		}
+		if err := tx.Model(&Run{}).Create(row).Error; err != nil {
+			return fmt.Errorf("insert run %s: %w", r.ID, err)
+		}
+		if err := tx.Create(&call).Error; err != nil {
+			return fmt.Errorf("insert the tool call of run %s: %w", r.ID, err)
+		}
+		if x.Decision == nil {
+			if err := recordChange(tx, r.ID, runs.ChangeSuspended, x.InstanceID, r.CreatedAt); err != nil {
+				return err
+			}
+		}
+		return s.appendEvents(tx, r.ID, 0, r.CreatedAt, n.Events)
+	})
+	if err == nil && refusal != nil {
+		return refusal
+	}
+	return err
 }
 
 // checkpointSet is what every lease holder's write sets: the new last seq, the time, a renewed
@@ -261,7 +324,12 @@ func (s *Store) Decide(ctx context.Context, d runs.DecisionWrite) error {
 			"version": d.Version + 1, "snapshot": d.Snapshot,
 			"updated_at": ms(d.At), "last_seq": d.After + int64(len(d.Events)),
 		}
-		if !d.Hold {
+		switch {
+		case d.Finish:
+			// An external agent's request: the decision is its end.
+			r["status"], r["snapshot"], r["lease_owner"], r["lease_until"] = run.StatusCompleted, nil, nil, nil
+			r["suspended_at"], r["recovery_attempts"], r["recover_after"] = nil, 0, nil
+		case !d.Hold:
 			r["status"], r["lease_owner"], r["lease_until"] = run.StatusRunning, d.Lease, s.dbNowPlus(d.TTL)
 			r["suspended_at"], r["recovery_attempts"], r["recover_after"] = nil, 0, nil
 		}

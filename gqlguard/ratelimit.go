@@ -116,6 +116,14 @@ func (m *MutationRate) MutateOperationContext(ctx context.Context, opCtx *graphq
 	}
 }
 
+// Take takes n tokens (at most the burst) for the client of ctx, as a mutation of n fields
+// would: it returns 0, or, when the client is over its rate, how long until it may try again
+// (taking nothing). Routes that create work outside GraphQL (POST /approvals) count against
+// the same bucket as the client's mutations.
+func (m *MutationRate) Take(ctx context.Context, n int) time.Duration {
+	return m.take(m.key(ctx), min(max(n, 1), m.burst))
+}
+
 // Mutations is how many tokens a mutation operation costs: its top-level fields as the
 // executor runs them (fragments spread and @skip/@include applied; a field repeated under one
 // response name runs once), __typename left out, and at least one.

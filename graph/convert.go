@@ -17,7 +17,7 @@ func toRun(r *run.Run) *model.AgentRun {
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, SuspendedAt: r.SuspendedAt,
 		LastEventSeq: int(r.LastSeq), Output: r.Output, Error: r.Error, ErrorCode: r.ErrorCode,
 		ToolCalls: make([]*model.AgentRunToolCall, len(r.ToolCalls)),
-		Prompt:    r.Prompt, Decisions: make([]*model.Decision, len(r.Decisions)),
+		Prompt:    r.Prompt, Decisions: make([]*model.Decision, len(r.Decisions)), Context: r.Context,
 	}
 	for i, d := range r.Decisions {
 		out.Decisions[i] = &model.Decision{
@@ -83,10 +83,20 @@ func toEvent(ev run.Event) *model.RunEvent {
 
 func toAgent(a *agent.Agent) *model.Agent {
 	out := &model.Agent{
-		ID: a.ID, Name: a.Name, Description: nonEmpty(a.Description), Model: a.Model.Name(),
-		Tools: make([]*model.Tool, len(a.Tools)), SubAgents: make([]*model.Agent, len(a.SubAgents)),
+		ID: a.ID, Name: a.Name, Description: nonEmpty(a.Description), External: a.External,
+		SubAgents: make([]*model.Agent, len(a.SubAgents)),
 	}
-	for i, t := range a.Tools {
+	if a.External {
+		out.Model = "external"
+	} else {
+		out.Model = a.Model.Name()
+	}
+	tools := a.Tools
+	if a.AnyTool != nil {
+		tools = append(tools[:len(tools):len(tools)], a.AnyTool) // "*": the policy of any other name
+	}
+	out.Tools = make([]*model.Tool, len(tools))
+	for i, t := range tools {
 		out.Tools[i] = &model.Tool{
 			ID: toolID(a.ID, t.Name), Name: t.Name, Description: nonEmpty(t.Description), RequiresApproval: t.RequireApproval,
 			InputSchema: t.InputSchema, SuspendSchema: t.SuspendSchema, ResumeSchema: t.ResumeSchema,

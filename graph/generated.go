@@ -29,6 +29,7 @@ func NewExecutableSchema(cfg Config) graphql.ExecutableSchema {
 type Config = graphql.Config[ResolverRoot, DirectiveRoot, ComplexityRoot]
 
 type ResolverRoot interface {
+	AgentRun() AgentRunResolver
 	Mutation() MutationResolver
 	Query() QueryResolver
 	Subscription() SubscriptionResolver
@@ -41,6 +42,7 @@ type DirectiveRoot struct {
 type ComplexityRoot struct {
 	Agent struct {
 		Description func(childComplexity int) int
+		External    func(childComplexity int) int
 		ID          func(childComplexity int) int
 		Model       func(childComplexity int) int
 		Name        func(childComplexity int) int
@@ -50,10 +52,12 @@ type ComplexityRoot struct {
 
 	AgentRun struct {
 		AgentID      func(childComplexity int) int
+		Context      func(childComplexity int) int
 		CreatedAt    func(childComplexity int) int
 		Decisions    func(childComplexity int) int
 		Error        func(childComplexity int) int
 		ErrorCode    func(childComplexity int) int
+		External     func(childComplexity int) int
 		ID           func(childComplexity int) int
 		LastEventSeq func(childComplexity int) int
 		LateResults  func(childComplexity int) int
@@ -109,6 +113,7 @@ type ComplexityRoot struct {
 	Mutation struct {
 		ApproveToolCall func(childComplexity int, runID string, toolCallID *string, args json.RawMessage) int
 		DeclineToolCall func(childComplexity int, runID string, toolCallID *string, reason *string) int
+		RequestApproval func(childComplexity int, input model.ApprovalRequestInput) int
 		ResumeRun       func(childComplexity int, runID string, resumeData json.RawMessage, toolCallID *string) int
 		StartRun        func(childComplexity int, input model.StartRunInput) int
 	}
@@ -123,9 +128,9 @@ type ComplexityRoot struct {
 		Agent         func(childComplexity int, id string) int
 		Agents        func(childComplexity int) int
 		Me            func(childComplexity int) int
-		RecentRuns    func(childComplexity int, statuses []model.RunStatus, agentID *string, threadID *string, resourceID *string, page *int, perPage *int, decision *model.DecisionKind, decidedBy *string) int
+		RecentRuns    func(childComplexity int, statuses []model.RunStatus, agentID *string, threadID *string, resourceID *string, page *int, perPage *int, decision *model.DecisionKind, decidedBy *string, external *bool) int
 		Run           func(childComplexity int, runID string) int
-		SuspendedRuns func(childComplexity int, agentID *string, threadID *string, resourceID *string, fromDate *time.Time, toDate *time.Time, page *int, perPage *int) int
+		SuspendedRuns func(childComplexity int, agentID *string, threadID *string, resourceID *string, fromDate *time.Time, toDate *time.Time, page *int, perPage *int, external *bool) int
 		Thread        func(childComplexity int, id string) int
 		Threads       func(childComplexity int, resourceID *string, page *int, perPage *int) int
 	}
@@ -148,7 +153,7 @@ type ComplexityRoot struct {
 
 	Subscription struct {
 		RunEvents            func(childComplexity int, runID string, after *int) int
-		SuspendedRunsChanged func(childComplexity int, agentID *string, threadID *string, resourceID *string) int
+		SuspendedRunsChanged func(childComplexity int, agentID *string, threadID *string, resourceID *string, external *bool) int
 	}
 
 	SuspendedRunChange struct {
@@ -201,17 +206,21 @@ type ComplexityRoot struct {
 
 // region    ************************** generated!.gotpl **************************
 
+type AgentRunResolver interface {
+	External(ctx context.Context, obj *model.AgentRun) (*bool, error)
+}
 type MutationResolver interface {
 	StartRun(ctx context.Context, input model.StartRunInput) (*model.AgentRun, error)
 	ApproveToolCall(ctx context.Context, runID string, toolCallID *string, args json.RawMessage) (*model.AgentRun, error)
 	DeclineToolCall(ctx context.Context, runID string, toolCallID *string, reason *string) (*model.AgentRun, error)
 	ResumeRun(ctx context.Context, runID string, resumeData json.RawMessage, toolCallID *string) (*model.AgentRun, error)
+	RequestApproval(ctx context.Context, input model.ApprovalRequestInput) (*model.AgentRun, error)
 }
 type QueryResolver interface {
 	Me(ctx context.Context) (*model.Principal, error)
-	SuspendedRuns(ctx context.Context, agentID *string, threadID *string, resourceID *string, fromDate *time.Time, toDate *time.Time, page *int, perPage *int) (*model.SuspendedRunsResult, error)
+	SuspendedRuns(ctx context.Context, agentID *string, threadID *string, resourceID *string, fromDate *time.Time, toDate *time.Time, page *int, perPage *int, external *bool) (*model.SuspendedRunsResult, error)
 	Run(ctx context.Context, runID string) (*model.AgentRun, error)
-	RecentRuns(ctx context.Context, statuses []model.RunStatus, agentID *string, threadID *string, resourceID *string, page *int, perPage *int, decision *model.DecisionKind, decidedBy *string) (*model.SuspendedRunsResult, error)
+	RecentRuns(ctx context.Context, statuses []model.RunStatus, agentID *string, threadID *string, resourceID *string, page *int, perPage *int, decision *model.DecisionKind, decidedBy *string, external *bool) (*model.SuspendedRunsResult, error)
 	Thread(ctx context.Context, id string) (*model.Thread, error)
 	Threads(ctx context.Context, resourceID *string, page *int, perPage *int) (*model.ThreadsResult, error)
 	Agents(ctx context.Context) ([]*model.Agent, error)
@@ -219,7 +228,7 @@ type QueryResolver interface {
 }
 type SubscriptionResolver interface {
 	RunEvents(ctx context.Context, runID string, after *int) (<-chan *model.RunEvent, error)
-	SuspendedRunsChanged(ctx context.Context, agentID *string, threadID *string, resourceID *string) (<-chan *model.SuspendedRunChange, error)
+	SuspendedRunsChanged(ctx context.Context, agentID *string, threadID *string, resourceID *string, external *bool) (<-chan *model.SuspendedRunChange, error)
 }
 type ThreadResolver interface {
 	Messages(ctx context.Context, obj *model.Thread, last *int) ([]*model.ThreadMessage, error)
@@ -250,6 +259,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Agent.Description(childComplexity), true
+	case "Agent.external":
+		if e.ComplexityRoot.Agent.External == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Agent.External(childComplexity), true
 	case "Agent.id":
 		if e.ComplexityRoot.Agent.ID == nil {
 			break
@@ -287,6 +302,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AgentRun.AgentID(childComplexity), true
+	case "AgentRun.context":
+		if e.ComplexityRoot.AgentRun.Context == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentRun.Context(childComplexity), true
 	case "AgentRun.createdAt":
 		if e.ComplexityRoot.AgentRun.CreatedAt == nil {
 			break
@@ -311,6 +332,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AgentRun.ErrorCode(childComplexity), true
+	case "AgentRun.external":
+		if e.ComplexityRoot.AgentRun.External == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentRun.External(childComplexity), true
 	case "AgentRun.id":
 		if e.ComplexityRoot.AgentRun.ID == nil {
 			break
@@ -583,6 +610,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.DeclineToolCall(childComplexity, args["runId"].(string), args["toolCallId"].(*string), args["reason"].(*string)), true
+	case "Mutation.requestApproval":
+		if e.ComplexityRoot.Mutation.RequestApproval == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_requestApproval_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.RequestApproval(childComplexity, args["input"].(model.ApprovalRequestInput)), true
 	case "Mutation.resumeRun":
 		if e.ComplexityRoot.Mutation.ResumeRun == nil {
 			break
@@ -659,7 +697,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Query.RecentRuns(childComplexity, args["statuses"].([]model.RunStatus), args["agentId"].(*string), args["threadId"].(*string), args["resourceId"].(*string), args["page"].(*int), args["perPage"].(*int), args["decision"].(*model.DecisionKind), args["decidedBy"].(*string)), true
+		return e.ComplexityRoot.Query.RecentRuns(childComplexity, args["statuses"].([]model.RunStatus), args["agentId"].(*string), args["threadId"].(*string), args["resourceId"].(*string), args["page"].(*int), args["perPage"].(*int), args["decision"].(*model.DecisionKind), args["decidedBy"].(*string), args["external"].(*bool)), true
 	case "Query.run":
 		if e.ComplexityRoot.Query.Run == nil {
 			break
@@ -681,7 +719,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Query.SuspendedRuns(childComplexity, args["agentId"].(*string), args["threadId"].(*string), args["resourceId"].(*string), args["fromDate"].(*time.Time), args["toDate"].(*time.Time), args["page"].(*int), args["perPage"].(*int)), true
+		return e.ComplexityRoot.Query.SuspendedRuns(childComplexity, args["agentId"].(*string), args["threadId"].(*string), args["resourceId"].(*string), args["fromDate"].(*time.Time), args["toDate"].(*time.Time), args["page"].(*int), args["perPage"].(*int), args["external"].(*bool)), true
 	case "Query.thread":
 		if e.ComplexityRoot.Query.Thread == nil {
 			break
@@ -805,7 +843,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Subscription.SuspendedRunsChanged(childComplexity, args["agentId"].(*string), args["threadId"].(*string), args["resourceId"].(*string)), true
+		return e.ComplexityRoot.Subscription.SuspendedRunsChanged(childComplexity, args["agentId"].(*string), args["threadId"].(*string), args["resourceId"].(*string), args["external"].(*bool)), true
 
 	case "SuspendedRunChange.kind":
 		if e.ComplexityRoot.SuspendedRunChange.Kind == nil {
@@ -994,6 +1032,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 	ec := newExecutionContext(opCtx, e, make(chan graphql.DeferredResult))
 	inputUnmarshalers := func() *graphql.InputUnmarshalerIndex {
 		return graphql.NewInputUnmarshalerIndex(
+			graphql.NewInputUnmarshaler("ApprovalRequestInput", ec.unmarshalInputApprovalRequestInput),
 			graphql.NewInputUnmarshaler("StartRunInput", ec.unmarshalInputStartRunInput),
 		)
 	}
@@ -1110,6 +1149,8 @@ type Query {
   that no agent has gives an empty result.
   threadId / resourceId: only runs of that memory thread / resource.
   fromDate / toDate: only runs created at or after / at or before that instant (both inclusive).
+  external (Addition): true keeps only runs of external agents (approval requests, requestApproval),
+  false only runs of the agents Interlock runs; null (the default) every run.
   Pagination applies when both page and perPage are given; otherwise every matching run is returned.
   page is zero-based. Order: newest createdAt first, ties broken by runId descending.
   total counts the matching runs before pagination.
@@ -1124,6 +1165,7 @@ type Query {
     toDate: DateTime
     page: Int
     perPage: Int
+    external: Boolean
   ): SuspendedRunsResult!
 
   "One run in any status, or null when no run has that id (or the caller may not see it)."
@@ -1134,9 +1176,9 @@ type Query {
   with their decisions — the console's history. page is zero-based (default 0); perPage defaults to
   20 and is at most the server's maximum. Invalid page or perPage is BAD_USER_INPUT. decision and
   decidedBy (Addition) keep runs with a decision of that kind and/or by that subject (both: one
-  decision with both).
+  decision with both). external (Addition) as suspendedRuns'.
   """
-  recentRuns(statuses: [RunStatus!], agentId: ID, threadId: ID, resourceId: ID, page: Int, perPage: Int, decision: DecisionKind, decidedBy: String): SuspendedRunsResult!
+  recentRuns(statuses: [RunStatus!], agentId: ID, threadId: ID, resourceId: ID, page: Int, perPage: Int, decision: DecisionKind, decidedBy: String, external: Boolean): SuspendedRunsResult!
 
   """
   Addition: a memory thread, with its messages (oldest first; last: only the newest N) — null when
@@ -1204,6 +1246,10 @@ type AgentRun {
   the server instance that ran them (see LateToolResult), oldest first. Empty for almost every run.
   """
   lateResults: [LateToolResult!]!
+  "Addition: an external agent's approval request (requestApproval): the Markdown its caller sent to show beside the call (what the agent is doing and why). Render it as untrusted text. Null for other runs."
+  context: String
+  "Addition: true when the run's agent is external (the run is an approval request, with no model transcript); null when this server no longer serves the run's agent."
+  external: Boolean
 }
 
 """
@@ -1241,7 +1287,7 @@ type Decision {
   kind: DecisionKind!
   decidedBy: String
   decidedAt: DateTime!
-  "The reason given with a decline; with EXPIRED, what the model was told."
+  "The reason given with a decline; with EXPIRED, what the model was told. Addition: with APPROVED and decidedBy null on an external agent's request, that the policy approved it (the tool needs no approval)."
   reason: String
   "The data a resume was sent with."
   resumeData: JSON
@@ -1307,8 +1353,10 @@ type Agent {
   id: ID!
   name: String!
   description: String
-  "The model the agent calls, as provider/model."
+  "The model the agent calls, as provider/model. Addition: external for an external agent."
   model: String!
+  "Addition: true for an agent that runs elsewhere (external: true in the config): it has no model, and its runs are approval requests (requestApproval, POST /approvals)."
+  external: Boolean!
   tools: [Tool!]!
   "Agents this agent can delegate to (supervisor setups)."
   subAgents: [Agent!]!
@@ -1317,6 +1365,7 @@ type Agent {
 type Tool {
   "Addition: unique across agents and stable across restarts, for client caches: <agentId>/<name>."
   id: ID!
+  "Addition: \"*\" on an external agent that takes any tool name: the policy of every name that is not one of its other tools."
   name: String!
   description: String
   "Every call of this tool waits for approval before it runs."
@@ -1362,6 +1411,38 @@ type Mutation {
 
   "Resume a run whose tool called suspend(): the tool runs again with resumeData. resumeData that does not satisfy the tool's resumeSchema is BAD_USER_INPUT. Addition: so is resumeData nested more than 64 levels deep. Other errors as approveToolCall."
   resumeRun(runId: ID!, resumeData: JSON!, toolCallId: ID): AgentRun!
+
+  """
+  Addition: an agent that runs elsewhere asks a person to decide on one tool call. Returns its run, SUSPENDED on that call (or, when the tool needs no approval, COMPLETED at once with an APPROVED decision by the policy).
+
+  The run appears in suspendedRuns, suspendedRunsChanged, webhooks and the console like any other, and is decided with
+  approveToolCall (args: edit and approve) and declineToolCall, or expires after its tool's approvalTimeout. The decision
+  ends the run: TOOL_CALL_APPROVED, TOOL_CALL_DECLINED or TOOL_CALL_EXPIRED, then RUN_FINISHED, status COMPLETED, the
+  decision in decisions — the caller runs the tool itself, with editedArgs when present. startedBy is the caller's
+  subject, so with separation of duties it cannot approve its own request. Needs the requester role (or operator and
+  above). Errors: NOT_FOUND for an unknown agent; BAD_USER_INPUT, with nothing stored, for an agent that is not
+  external, a tool it does not have, args not matching the tool's inputSchema, or an idempotencyKey used for another
+  request; FORBIDDEN for a resourceId outside the caller's.
+  """
+  requestApproval(input: ApprovalRequestInput!): AgentRun!
+}
+
+"Addition: the input of requestApproval."
+input ApprovalRequestInput {
+  "An external agent (external: true); another agent is BAD_USER_INPUT."
+  agentId: ID!
+  "One of the agent's tools (any name, for an agent whose tools include \"*\")."
+  toolName: String!
+  "The arguments the caller wants to run the tool with: a JSON object, checked against the tool's inputSchema (BAD_USER_INPUT, nothing stored)."
+  args: JSON!
+  "Memory thread the request belongs to (such as a coding agent's session id); a thread stays with the resource of its first run."
+  threadId: ID
+  "The resource (tenant) the request belongs to: who may see and decide it."
+  resourceId: ID
+  "Markdown shown to the person beside the call (what the agent is doing and why)."
+  context: String
+  "The same key from the same principal returns the same run (for 24 h at least), across instances."
+  idempotencyKey: String
 }
 
 input StartRunInput {
@@ -1399,7 +1480,7 @@ type Subscription {
   SUSPENDED when a run enters the set, LEFT when it leaves it (decided, resumed, failed).
   Delivered within a second across server instances.
   """
-  suspendedRunsChanged(agentId: ID, threadId: ID, resourceId: ID): SuspendedRunChange!
+  suspendedRunsChanged(agentId: ID, threadId: ID, resourceId: ID, external: Boolean): SuspendedRunChange!
 }
 
 type RunEvent {
@@ -1507,7 +1588,7 @@ type ThreadsResult {
 type Principal {
   "Recorded as startedBy and decidedBy."
   subject: String!
-  "viewer, operator, approver, admin, or custom roles named by tools' approverRoles."
+  "viewer, operator, approver, admin, requester (Addition: asks for approvals and reads its own requests), or custom roles named by tools' approverRoles."
   roles: [String!]!
   "The only resources whose runs this principal sees; null: all."
   resources: [ID!]
@@ -1530,6 +1611,8 @@ func (ec *executionContext) childFields_Agent(ctx context.Context, field graphql
 		return ec.fieldContext_Agent_description(ctx, field)
 	case "model":
 		return ec.fieldContext_Agent_model(ctx, field)
+	case "external":
+		return ec.fieldContext_Agent_external(ctx, field)
 	case "tools":
 		return ec.fieldContext_Agent_tools(ctx, field)
 	case "subAgents":
@@ -1578,6 +1661,10 @@ func (ec *executionContext) childFields_AgentRun(ctx context.Context, field grap
 		return ec.fieldContext_AgentRun_decisions(ctx, field)
 	case "lateResults":
 		return ec.fieldContext_AgentRun_lateResults(ctx, field)
+	case "context":
+		return ec.fieldContext_AgentRun_context(ctx, field)
+	case "external":
+		return ec.fieldContext_AgentRun_external(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type AgentRun", field.Name)
 }
@@ -1964,6 +2051,20 @@ func (ec *executionContext) field_Mutation_declineToolCall_args(ctx context.Cont
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_requestApproval_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.ApprovalRequestInput, error) {
+			return ec.unmarshalNApprovalRequestInput2interlockᚋgraphᚋmodelᚐApprovalRequestInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_resumeRun_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -2103,6 +2204,14 @@ func (ec *executionContext) field_Query_recentRuns_args(ctx context.Context, raw
 		return nil, err
 	}
 	args["decidedBy"] = arg7
+	arg8, err := graphql.ProcessArgField(ctx, rawArgs, "external",
+		func(ctx context.Context, v any) (*bool, error) {
+			return ec.unmarshalOBoolean2ᚖbool(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["external"] = arg8
 	return args, nil
 }
 
@@ -2179,6 +2288,14 @@ func (ec *executionContext) field_Query_suspendedRuns_args(ctx context.Context, 
 		return nil, err
 	}
 	args["perPage"] = arg6
+	arg7, err := graphql.ProcessArgField(ctx, rawArgs, "external",
+		func(ctx context.Context, v any) (*bool, error) {
+			return ec.unmarshalOBoolean2ᚖbool(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["external"] = arg7
 	return args, nil
 }
 
@@ -2275,6 +2392,14 @@ func (ec *executionContext) field_Subscription_suspendedRunsChanged_args(ctx con
 		return nil, err
 	}
 	args["resourceId"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "external",
+		func(ctx context.Context, v any) (*bool, error) {
+			return ec.unmarshalOBoolean2ᚖbool(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["external"] = arg3
 	return args, nil
 }
 
@@ -2478,6 +2603,29 @@ func (ec *executionContext) _Agent_model(ctx context.Context, field graphql.Coll
 }
 func (ec *executionContext) fieldContext_Agent_model(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Agent", field, false, false, "String")
+}
+
+func (ec *executionContext) _Agent_external(ctx context.Context, field graphql.CollectedField, obj *model.Agent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Agent_external(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.External, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Agent_external(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Agent", field, false, false, "Boolean")
 }
 
 func (ec *executionContext) _Agent_tools(ctx context.Context, field graphql.CollectedField, obj *model.Agent) (ret graphql.Marshaler) {
@@ -3006,6 +3154,52 @@ func (ec *executionContext) fieldContext_AgentRun_lateResults(_ context.Context,
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _AgentRun_context(ctx context.Context, field graphql.CollectedField, obj *model.AgentRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentRun_context(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Context, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AgentRun_context(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentRun", field, false, false, "String")
+}
+
+func (ec *executionContext) _AgentRun_external(ctx context.Context, field graphql.CollectedField, obj *model.AgentRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentRun_external(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.AgentRun().External(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *bool) graphql.Marshaler {
+			return ec.marshalOBoolean2ᚖbool(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AgentRun_external(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentRun", field, true, true, "Boolean")
 }
 
 func (ec *executionContext) _AgentRunToolCall_id(ctx context.Context, field graphql.CollectedField, obj *model.AgentRunToolCall) (ret graphql.Marshaler) {
@@ -3814,6 +4008,50 @@ func (ec *executionContext) fieldContext_Mutation_resumeRun(ctx context.Context,
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_requestApproval(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_requestApproval(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().RequestApproval(ctx, fc.Args["input"].(model.ApprovalRequestInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AgentRun) graphql.Marshaler {
+			return ec.marshalNAgentRun2ᚖinterlockᚋgraphᚋmodelᚐAgentRun(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_requestApproval(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AgentRun(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_requestApproval_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Principal_subject(ctx context.Context, field graphql.CollectedField, obj *model.Principal) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -3925,7 +4163,7 @@ func (ec *executionContext) _Query_suspendedRuns(ctx context.Context, field grap
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Query().SuspendedRuns(ctx, fc.Args["agentId"].(*string), fc.Args["threadId"].(*string), fc.Args["resourceId"].(*string), fc.Args["fromDate"].(*time.Time), fc.Args["toDate"].(*time.Time), fc.Args["page"].(*int), fc.Args["perPage"].(*int))
+			return ec.Resolvers.Query().SuspendedRuns(ctx, fc.Args["agentId"].(*string), fc.Args["threadId"].(*string), fc.Args["resourceId"].(*string), fc.Args["fromDate"].(*time.Time), fc.Args["toDate"].(*time.Time), fc.Args["page"].(*int), fc.Args["perPage"].(*int), fc.Args["external"].(*bool))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.SuspendedRunsResult) graphql.Marshaler {
@@ -4013,7 +4251,7 @@ func (ec *executionContext) _Query_recentRuns(ctx context.Context, field graphql
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Query().RecentRuns(ctx, fc.Args["statuses"].([]model.RunStatus), fc.Args["agentId"].(*string), fc.Args["threadId"].(*string), fc.Args["resourceId"].(*string), fc.Args["page"].(*int), fc.Args["perPage"].(*int), fc.Args["decision"].(*model.DecisionKind), fc.Args["decidedBy"].(*string))
+			return ec.Resolvers.Query().RecentRuns(ctx, fc.Args["statuses"].([]model.RunStatus), fc.Args["agentId"].(*string), fc.Args["threadId"].(*string), fc.Args["resourceId"].(*string), fc.Args["page"].(*int), fc.Args["perPage"].(*int), fc.Args["decision"].(*model.DecisionKind), fc.Args["decidedBy"].(*string), fc.Args["external"].(*bool))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.SuspendedRunsResult) graphql.Marshaler {
@@ -4658,7 +4896,7 @@ func (ec *executionContext) _Subscription_suspendedRunsChanged(ctx context.Conte
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Subscription().SuspendedRunsChanged(ctx, fc.Args["agentId"].(*string), fc.Args["threadId"].(*string), fc.Args["resourceId"].(*string))
+			return ec.Resolvers.Subscription().SuspendedRunsChanged(ctx, fc.Args["agentId"].(*string), fc.Args["threadId"].(*string), fc.Args["resourceId"].(*string), fc.Args["external"].(*bool))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.SuspendedRunChange) graphql.Marshaler {
@@ -6455,6 +6693,90 @@ func (ec *executionContext) fieldContext___Type_isOneOf(_ context.Context, field
 
 // region    **************************** input.gotpl *****************************
 
+func (ec *executionContext) unmarshalInputApprovalRequestInput(ctx context.Context, obj any) (model.ApprovalRequestInput, error) {
+	var it model.ApprovalRequestInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"agentId", "toolName", "args", "threadId", "resourceId", "context", "idempotencyKey"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "agentId":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("agentId"))
+			data, err := ec.unmarshalNID2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.AgentID = data
+		case "toolName":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("toolName"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ToolName = data
+		case "args":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("args"))
+			data, err := ec.unmarshalNJSON2encodingᚋjsonᚐRawMessage(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Args = data
+		case "threadId":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("threadId"))
+			data, err := ec.unmarshalOID2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ThreadID = data
+		case "resourceId":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("resourceId"))
+			data, err := ec.unmarshalOID2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ResourceID = data
+		case "context":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("context"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Context = data
+		case "idempotencyKey":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idempotencyKey"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IdempotencyKey = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalApprovalRequestInput unmarshals raw into the ApprovalRequestInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalApprovalRequestInput(ctx context.Context, raw any) (model.ApprovalRequestInput, error) {
+	var out model.ApprovalRequestInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "ApprovalRequestInput", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputStartRunInput(ctx context.Context, obj any) (model.StartRunInput, error) {
 	var it model.StartRunInput
 	if obj == nil {
@@ -6571,6 +6893,11 @@ func (ec *executionContext) _Agent(ctx context.Context, sel ast.SelectionSet, ob
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "external":
+			out.Values[i] = ec._Agent_external(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "tools":
 			out.Values[i] = ec._Agent_tools(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
@@ -6612,98 +6939,109 @@ func (ec *executionContext) _AgentRun(ctx context.Context, sel ast.SelectionSet,
 		case "id":
 			out.Values[i] = ec._AgentRun_id(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "runId":
 			out.Values[i] = ec._AgentRun_runId(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "agentId":
 			out.Values[i] = ec._AgentRun_agentId(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "status":
 			out.Values[i] = ec._AgentRun_status(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "threadId":
 			out.Values[i] = ec._AgentRun_threadId(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "resourceId":
 			out.Values[i] = ec._AgentRun_resourceId(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "startedBy":
 			out.Values[i] = ec._AgentRun_startedBy(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "parentRunId":
 			out.Values[i] = ec._AgentRun_parentRunId(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "createdAt":
 			out.Values[i] = ec._AgentRun_createdAt(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "updatedAt":
 			out.Values[i] = ec._AgentRun_updatedAt(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "suspendedAt":
 			out.Values[i] = ec._AgentRun_suspendedAt(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "toolCalls":
 			out.Values[i] = ec._AgentRun_toolCalls(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "lastEventSeq":
 			out.Values[i] = ec._AgentRun_lastEventSeq(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "output":
 			out.Values[i] = ec._AgentRun_output(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "error":
 			out.Values[i] = ec._AgentRun_error(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "errorCode":
 			out.Values[i] = ec._AgentRun_errorCode(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "prompt":
 			out.Values[i] = ec._AgentRun_prompt(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "decisions":
 			out.Values[i] = ec._AgentRun_decisions(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "lateResults":
 			out.Values[i] = ec._AgentRun_lateResults(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "context":
+			out.Values[i] = ec._AgentRun_context(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "external":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._AgentRun_external(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -6983,6 +7321,13 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		case "resumeRun":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_resumeRun(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "requestApproval":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_requestApproval(ctx, field)
 			})
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
@@ -7997,6 +8342,11 @@ func (ec *executionContext) marshalNAgentRunToolCall2ᚖinterlockᚋgraphᚋmode
 		return graphql.Null
 	}
 	return ec._AgentRunToolCall(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNApprovalRequestInput2interlockᚋgraphᚋmodelᚐApprovalRequestInput(ctx context.Context, v any) (model.ApprovalRequestInput, error) {
+	res, err := ec.unmarshalInputApprovalRequestInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) unmarshalNBoolean2bool(ctx context.Context, v any) (bool, error) {

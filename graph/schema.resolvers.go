@@ -15,6 +15,15 @@ import (
 	"time"
 )
 
+// External is the resolver for the external field.
+func (r *agentRunResolver) External(ctx context.Context, obj *model.AgentRun) (*bool, error) {
+	a := r.Runs.Agents().Get(obj.AgentID)
+	if a == nil {
+		return nil, nil // the agent is no longer served: unknown
+	}
+	return &a.External, nil
+}
+
 // StartRun is the resolver for the startRun field.
 func (r *mutationResolver) StartRun(ctx context.Context, input model.StartRunInput) (*model.AgentRun, error) {
 	run, err := r.Runs.StartRun(ctx, runs.StartParams{
@@ -66,6 +75,19 @@ func (r *mutationResolver) ResumeRun(ctx context.Context, runID string, resumeDa
 	return toRun(run), nil
 }
 
+// RequestApproval is the resolver for the requestApproval field.
+func (r *mutationResolver) RequestApproval(ctx context.Context, input model.ApprovalRequestInput) (*model.AgentRun, error) {
+	rn, err := r.Runs.RequestApproval(ctx, runs.ApprovalParams{
+		AgentID: input.AgentID, ToolName: input.ToolName, Args: input.Args,
+		ThreadID: deref(input.ThreadID, ""), ResourceID: deref(input.ResourceID, ""),
+		Context: deref(input.Context, ""), IdempotencyKey: deref(input.IdempotencyKey, ""),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return toRun(rn), nil
+}
+
 // Me is the resolver for the me field.
 func (r *queryResolver) Me(ctx context.Context) (*model.Principal, error) {
 	p := run.PrincipalFrom(ctx)
@@ -80,10 +102,10 @@ func (r *queryResolver) Me(ctx context.Context) (*model.Principal, error) {
 }
 
 // SuspendedRuns is the resolver for the suspendedRuns field.
-func (r *queryResolver) SuspendedRuns(ctx context.Context, agentID *string, threadID *string, resourceID *string, fromDate *time.Time, toDate *time.Time, page *int, perPage *int) (*model.SuspendedRunsResult, error) {
+func (r *queryResolver) SuspendedRuns(ctx context.Context, agentID *string, threadID *string, resourceID *string, fromDate *time.Time, toDate *time.Time, page *int, perPage *int, external *bool) (*model.SuspendedRunsResult, error) {
 	res, err := r.Runs.ListSuspended(ctx, runs.ListSuspendedParams{
 		AgentID: agentID, ThreadID: threadID, ResourceID: resourceID,
-		FromDate: fromDate, ToDate: toDate, Page: page, PerPage: perPage,
+		FromDate: fromDate, ToDate: toDate, Page: page, PerPage: perPage, External: external,
 	})
 	if err != nil {
 		return nil, err
@@ -104,8 +126,8 @@ func (r *queryResolver) Run(ctx context.Context, runID string) (*model.AgentRun,
 }
 
 // RecentRuns is the resolver for the recentRuns field.
-func (r *queryResolver) RecentRuns(ctx context.Context, statuses []model.RunStatus, agentID *string, threadID *string, resourceID *string, page *int, perPage *int, decision *model.DecisionKind, decidedBy *string) (*model.SuspendedRunsResult, error) {
-	p := runs.RecentParams{AgentID: agentID, ThreadID: threadID, ResourceID: resourceID, DecidedBy: decidedBy, PerPage: 20}
+func (r *queryResolver) RecentRuns(ctx context.Context, statuses []model.RunStatus, agentID *string, threadID *string, resourceID *string, page *int, perPage *int, decision *model.DecisionKind, decidedBy *string, external *bool) (*model.SuspendedRunsResult, error) {
+	p := runs.RecentParams{AgentID: agentID, ThreadID: threadID, ResourceID: resourceID, DecidedBy: decidedBy, External: external, PerPage: 20}
 	if decision != nil {
 		kind := run.DecisionKind(*decision)
 		p.Decision = &kind
@@ -184,8 +206,8 @@ func (r *subscriptionResolver) RunEvents(ctx context.Context, runID string, afte
 }
 
 // SuspendedRunsChanged is the resolver for the suspendedRunsChanged field.
-func (r *subscriptionResolver) SuspendedRunsChanged(ctx context.Context, agentID *string, threadID *string, resourceID *string) (<-chan *model.SuspendedRunChange, error) {
-	in, err := r.Runs.WatchSuspended(ctx, runs.WatchFilter{AgentID: agentID, ThreadID: threadID, ResourceID: resourceID})
+func (r *subscriptionResolver) SuspendedRunsChanged(ctx context.Context, agentID *string, threadID *string, resourceID *string, external *bool) (<-chan *model.SuspendedRunChange, error) {
+	in, err := r.Runs.WatchSuspended(ctx, runs.WatchFilter{AgentID: agentID, ThreadID: threadID, ResourceID: resourceID, External: external})
 	if err != nil {
 		return nil, err
 	}
@@ -233,6 +255,9 @@ func (r *threadResolver) Runs(ctx context.Context, obj *model.Thread, page *int,
 	return &model.SuspendedRunsResult{Runs: toRuns(res.Runs), Total: int(res.Total)}, nil
 }
 
+// AgentRun returns AgentRunResolver implementation.
+func (r *Resolver) AgentRun() AgentRunResolver { return &agentRunResolver{r} }
+
 // Mutation returns MutationResolver implementation.
 func (r *Resolver) Mutation() MutationResolver { return &mutationResolver{r} }
 
@@ -246,6 +271,7 @@ func (r *Resolver) Subscription() SubscriptionResolver { return &subscriptionRes
 func (r *Resolver) Thread() ThreadResolver { return &threadResolver{r} }
 
 type (
+	agentRunResolver     struct{ *Resolver }
 	mutationResolver     struct{ *Resolver }
 	queryResolver        struct{ *Resolver }
 	subscriptionResolver struct{ *Resolver }

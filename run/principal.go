@@ -6,9 +6,11 @@ import (
 	"time"
 )
 
-// Role names what a principal may do. The four built-in roles are ordered, each including the
-// ones before it; any other name is a custom role, which lets its holders read and decide the
-// calls of tools whose approverRoles name it (a tool's `approverRoles: [refunds]`).
+// Role names what a principal may do. Four of the built-in roles are ordered, each including
+// the ones before it (viewer, operator, approver, admin); the fifth, requester, stands beside
+// them: its holders ask for approvals and read their own requests, nothing else, and operators
+// and above hold it too. Any other name is a custom role, which lets its holders read and decide
+// the calls of tools whose approverRoles name it (a tool's `approverRoles: [refunds]`).
 type Role string
 
 // The built-in roles.
@@ -21,15 +23,21 @@ const (
 	RoleApprover Role = "approver"
 	// RoleAdmin may do everything, whatever a tool's approverRoles say.
 	RoleAdmin Role = "admin"
+	// RoleRequester asks a person to decide tool calls of external agents (requestApproval,
+	// POST /approvals) and reads the requests it made itself (its startedBy), nothing else: it
+	// lists no runs and decides nothing. It is for the agents that run elsewhere; an operator
+	// (and every role above) holds it too.
+	RoleRequester Role = "requester"
 )
 
-// rank orders the built-in roles; custom roles rank as viewers.
+// rank orders the built-in roles; custom roles rank as viewers. The requester is outside the
+// order (see RoleRequester).
 var rank = map[Role]int{RoleViewer: 1, RoleOperator: 2, RoleApprover: 3, RoleAdmin: 4}
 
-// Builtin reports whether r is one of the four built-in roles, not a custom one.
+// Builtin reports whether r is one of the five built-in roles, not a custom one.
 func (r Role) Builtin() bool {
 	_, ok := rank[r]
-	return ok
+	return ok || r == RoleRequester
 }
 
 // Principal is who a request acts for, as authentication established it. The run service checks
@@ -91,14 +99,21 @@ func (p *Principal) Recorded() *string {
 }
 
 // Has reports whether the principal holds role r, directly or through a higher built-in role.
-// Holding any role, custom ones included, grants RoleViewer.
+// Holding any role but the requester, custom ones included, grants RoleViewer; operators and
+// above hold RoleRequester.
 func (p *Principal) Has(r Role) bool {
 	need, builtin := rank[r]
 	for _, held := range p.Roles {
 		if held == r {
 			return true
 		}
-		if !builtin {
+		if r == RoleRequester {
+			if got, ok := rank[held]; ok && got >= rank[RoleOperator] {
+				return true
+			}
+			continue
+		}
+		if !builtin || held == RoleRequester {
 			continue
 		}
 		if got, ok := rank[held]; (ok && got >= need) || (!ok && need == rank[RoleViewer]) {

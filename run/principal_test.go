@@ -41,6 +41,29 @@ func TestPrincipalRoles(t *testing.T) {
 	}
 }
 
+// The requester asks for approvals and reads its own requests: it is no viewer (it lists
+// nothing), no custom role (which would let it decide), and operators and above hold it.
+func TestRequesterRole(t *testing.T) {
+	t.Parallel()
+	req := &run.Principal{Roles: []run.Role{run.RoleRequester}}
+	if !req.Has(run.RoleRequester) || req.Has(run.RoleViewer) || req.Has(run.RoleOperator) || req.Has(run.RoleApprover) || req.Has("refunds") {
+		t.Errorf("a requester holds the requester role only")
+	}
+	if !run.RoleRequester.Builtin() {
+		t.Errorf("requester is built in, not a custom role (custom roles may decide)")
+	}
+	for _, r := range []run.Role{run.RoleOperator, run.RoleApprover, run.RoleAdmin} {
+		if !(&run.Principal{Roles: []run.Role{r}}).Has(run.RoleRequester) {
+			t.Errorf("%s holds the requester role", r)
+		}
+	}
+	for _, r := range []run.Role{run.RoleViewer, "refunds"} {
+		if (&run.Principal{Roles: []run.Role{r}}).Has(run.RoleRequester) {
+			t.Errorf("%s does not hold the requester role", r)
+		}
+	}
+}
+
 // The server's own principals hold every role and are recorded as nobody; an authenticated one
 // is recorded by its subject, whatever that subject says.
 func TestPrincipalsRecorded(t *testing.T) {

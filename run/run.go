@@ -24,8 +24,11 @@ type Run struct {
 	// StartedBy is the subject of the principal who started the run (a sub-agent's run: its
 	// supervisor's), nil when authentication was off; separation of duties checks it.
 	StartedBy *string
-	// Prompt is the user message the run started with.
-	Prompt              string
+	// Prompt is the user message the run started with ("" for an external agent's run).
+	Prompt string
+	// Context is what an external agent's approval request told the person beside its call
+	// (Markdown, shown as it is safe to); nil for other runs and requests without one.
+	Context             *string
 	RequireToolApproval bool
 	Status              Status
 	CreatedAt           time.Time

@@ -93,14 +93,34 @@ func authorizeStart(ctx context.Context, resourceID *string) error {
 	if err := require(ctx, run.RoleOperator, "starting a run"); err != nil {
 		return err
 	}
+	return authorizeResource(ctx, resourceID, "start runs")
+}
+
+// authorizeResource checks that the principal of ctx (checked for its role before) may create
+// runs of the resource: what names the act, "start runs".
+func authorizeResource(ctx context.Context, resourceID *string, what string) error {
 	p := run.PrincipalFrom(ctx)
-	if p.Sees(resourceID) { // require refused a context without a principal
+	if p == nil {
+		return errUnauthenticated(what)
+	}
+	if p.Sees(resourceID) {
 		return nil
 	}
 	if resourceID == nil {
-		return run.Errorf(run.CodeForbidden, "%s may start runs only of its resources (%s): pass resourceId", p.Subject, strings.Join(p.Resources, ", "))
+		return run.Errorf(run.CodeForbidden, "%s may %s only of its resources (%s): pass resourceId", p.Subject, what, strings.Join(p.Resources, ", "))
 	}
-	return run.Errorf(run.CodeForbidden, "%s may not start runs of resource %q, only of %s", p.Subject, *resourceID, strings.Join(p.Resources, ", "))
+	return run.Errorf(run.CodeForbidden, "%s may not %s of resource %q, only of %s", p.Subject, what, *resourceID, strings.Join(p.Resources, ", "))
+}
+
+// mayRead reports whether the principal of ctx (not nil) may read run r, whose resource it
+// sees: a viewer reads every run, a requester only the approval requests it made (its
+// startedBy; not runs of agents Interlock runs, which the same subject may have started when
+// it held the operator role).
+func (s *Service) mayRead(p *run.Principal, r *run.Run) bool {
+	if p.Has(run.RoleViewer) {
+		return true
+	}
+	return p.Has(run.RoleRequester) && p.Authenticated() && r.StartedBy != nil && *r.StartedBy == p.Subject && s.isExternal(r.AgentID)
 }
 
 // authorizeDecision checks that the principal may take decision d on call (of tool, nil when the

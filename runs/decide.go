@@ -212,6 +212,11 @@ func (s *Service) commitDecision(ctx context.Context, a *agent.Agent, r *run.Run
 	if err := snap.Decide(call.ToolCallID, d); err != nil {
 		return w, fmt.Errorf("run %s: snapshot does not wait on %s: %w", r.ID, call.ToolCallID, err)
 	}
+	if snap.Request || a.External {
+		// An approval request (approval.go): the decision ends it; its caller runs the tool.
+		// The snapshot says so even when the config has given its agent a model since.
+		return w, s.finishExternal(ctx, r, call, d, by, w)
+	}
 	w.Events = decisionEvents(call, d, by, w.Hold)
 	var err error
 	if w.Ancestors, err = s.surfaceDecision(ctx, r, call.ToolCallID, d, by); err != nil {

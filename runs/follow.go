@@ -218,6 +218,8 @@ type WatchFilter struct {
 	AgentID    *string
 	ThreadID   *string
 	ResourceID *string
+	// External, when not nil, keeps only runs of external agents (true) or of the others.
+	External *bool
 }
 
 // RunChange is a change of the suspended set with the run as it is now.
@@ -252,7 +254,7 @@ func (s *Service) WatchSuspended(ctx context.Context, f WatchFilter) (<-chan Run
 					return
 				}
 			}
-			if !f.matches(ch.Run) || !principal.Sees(ch.Run.ResourceID) {
+			if !f.matches(ch.Run, s.isExternal) || !principal.Sees(ch.Run.ResourceID) {
 				continue
 			}
 			select {
@@ -313,7 +315,10 @@ func (s *Service) watch(sub *events.Sub[Change]) {
 	}
 }
 
-func (f WatchFilter) matches(r *run.Run) bool {
+func (f WatchFilter) matches(r *run.Run, external func(agentID string) bool) bool {
+	if f.External != nil && external(r.AgentID) != *f.External {
+		return false
+	}
 	if f.AgentID != nil {
 		if r.AgentID != *f.AgentID {
 			return false
@@ -340,3 +345,7 @@ func (s *Service) streamContext(ctx context.Context) (context.Context, context.C
 
 // Followers returns how many streams of this instance follow the run (for leak checks).
 func (s *Service) Followers(runID string) int { return s.runHub.Count(runID) }
+
+// Watchers is how many WatchSuspended streams this instance is serving (tests wait on it
+// rather than sleep until a subscription is active).
+func (s *Service) Watchers() int { return s.watched.Count(changesTopic) }

@@ -54,7 +54,7 @@ func (s *Service) repeated(ctx context.Context, key string, err error) (rn *run.
 	if gerr != nil {
 		return nil, true, gerr
 	}
-	if r == nil || !visible(ctx, r.ResourceID) {
+	if r == nil || !visible(ctx, r.ResourceID) || !s.mayRead(run.PrincipalFrom(ctx), r) {
 		return nil, true, notFound(dup.RunID)
 	}
 	r.Snapshot, r.LeaseOwner = nil, nil

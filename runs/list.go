@@ -21,6 +21,13 @@ type ListSuspendedParams struct {
 	// Resources, when not nil, admit only runs of these resources (none when empty): the
 	// scope of the principal asking.
 	Resources []string
+	// External, when not nil, keeps only runs of external agents (true) or of the others
+	// (false). The service turns it into Agents or NotAgents, which the store filters by.
+	External *bool
+	// Agents, when not nil, admit only runs of these agents (none when empty); NotAgents
+	// leaves out the runs of these agents.
+	Agents    []string
+	NotAgents []string
 }
 
 // RecentParams filter and page RecentRuns.
@@ -38,6 +45,10 @@ type RecentParams struct {
 	// subject (both given: one decision with both): the history of who decided what.
 	Decision  *run.DecisionKind
 	DecidedBy *string
+	// External, Agents and NotAgents as in ListSuspendedParams.
+	External  *bool
+	Agents    []string
+	NotAgents []string
 	Page      int
 	PerPage   int
 }
@@ -78,6 +89,7 @@ func (s *Service) ListSuspended(ctx context.Context, p ListSuspendedParams) (*Li
 	if p.Resources, none = scope(ctx, p.ResourceID); none {
 		return &ListResult{Runs: []*run.Run{}, Total: 0}, nil
 	}
+	p.Agents, p.NotAgents = s.externalFilter(p.External)
 	total, err := s.store.CountSuspended(ctx, p)
 	if err != nil {
 		return nil, err
@@ -145,9 +157,33 @@ func (s *Service) RecentRuns(ctx context.Context, p RecentParams) (*ListResult, 
 	if p.Resources, none = scope(ctx, p.ResourceID); none {
 		return &ListResult{Runs: []*run.Run{}, Total: 0}, nil
 	}
+	p.Agents, p.NotAgents = s.externalFilter(p.External)
 	list, total, err := s.store.ListRecent(ctx, p)
 	if err != nil {
 		return nil, err
 	}
 	return &ListResult{Runs: list, Total: total}, nil
+}
+
+// externalFilter turns the external filter of a listing into the agents the store admits:
+// external true admits the external agents' runs only (none when there is none), false leaves
+// them out, nil admits every run. The external agents are the registry's: a run of an agent
+// this server no longer serves counts as internal.
+func (s *Service) externalFilter(external *bool) (agents, notAgents []string) {
+	if external == nil {
+		return nil, nil
+	}
+	ids := []string{}
+	for _, a := range s.agents.List() {
+		if a.External {
+			ids = append(ids, a.ID)
+		}
+	}
+	if *external {
+		return ids, nil
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	return nil, ids
 }

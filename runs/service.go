@@ -442,6 +442,9 @@ func (s *Service) StartRun(ctx context.Context, p StartParams) (*run.Run, error)
 	if a == nil {
 		return nil, run.Errorf(run.CodeNotFound, "no agent with id %q", p.AgentID)
 	}
+	if a.External {
+		return nil, run.Errorf(run.CodeBadUserInput, "agent %q is external: it runs elsewhere and asks for approvals with requestApproval; it cannot be started here", a.ID)
+	}
 	if strings.TrimSpace(p.Prompt) == "" {
 		return nil, run.Errorf(run.CodeBadUserInput, "prompt must not be empty")
 	}
@@ -511,18 +514,22 @@ func (s *Service) StartRun(ctx context.Context, p StartParams) (*run.Run, error)
 	return &out, nil
 }
 
-// Get returns a run in any status. Errors: NOT_FOUND when there is no such run, or the
-// principal may not see it; UNAVAILABLE when storage could not be reached (never a nil run: a
-// failed read says nothing about whether the run exists).
+// Get returns a run in any status. Who may call: a viewer, and a requester for the approval
+// requests it made (RequestApproval). Errors: NOT_FOUND when there is no such run, or the
+// principal may not see it (a requester: a run it did not request); FORBIDDEN for a principal
+// that is neither viewer nor requester; UNAVAILABLE when storage could not be reached (never a
+// nil run: a failed read says nothing about whether the run exists).
 func (s *Service) Get(ctx context.Context, runID string) (*run.Run, error) {
-	if err := require(ctx, run.RoleViewer, "reading runs"); err != nil {
-		return nil, err
+	if p := run.PrincipalFrom(ctx); p == nil || !p.Has(run.RoleRequester) {
+		if err := require(ctx, run.RoleViewer, "reading runs"); err != nil {
+			return nil, err
+		}
 	}
 	r, err := s.store.GetRun(ctx, runID)
 	if err != nil {
 		return nil, err
 	}
-	if r == nil || !visible(ctx, r.ResourceID) {
+	if r == nil || !visible(ctx, r.ResourceID) || !s.mayRead(run.PrincipalFrom(ctx), r) {
 		return nil, notFound(runID)
 	}
 	return r, nil

@@ -24,7 +24,10 @@ import (
 // gormstore implements it for SQLite and MySQL; runs/storetest is the conformance suite every
 // implementation must pass unchanged.
 type Store interface {
-	// InsertRun stores a new RUNNING run, leased, with its first events. A run with a thread
+	// InsertRun stores a new RUNNING run, leased, with its first events — or, with External,
+	// an external agent's approval request: SUSPENDED (no lease) on its call, with the call's
+	// pending row and a suspended-set change (the outbox rows of its events included), or
+	// COMPLETED (no lease, no snapshot) with the call decided by the policy. A run with a thread
 	// claims it in the same transaction: the thread's first run records its resource (nil
 	// too) as the thread's owner, and a run whose resource is not the owner's is
 	// ErrThreadOwned, with nothing stored. Of runs racing to be a new thread's first, exactly
@@ -79,7 +82,8 @@ type Store interface {
 	ReleaseLease(ctx context.Context, runID, lease string) error
 
 	// Decide is the compare-and-set of a decision: the run moves from SUSPENDED at d.Version
-	// to RUNNING under a new lease (or, with d.Hold, stays SUSPENDED at the next version), the
+	// to RUNNING under a new lease (or, with d.Hold, stays SUSPENDED at the next version; with
+	// d.Finish, to COMPLETED without lease or snapshot), the
 	// call's row from PENDING to decided, with the new snapshot, the events and a
 	// suspended-set change. ErrStale when the run or the call moved
 	// since it was read, and when the call's deadline decides against it: a person's decision
@@ -161,6 +165,22 @@ type NewRun struct {
 	// Idempotency, when not nil, is claimed in the run's transaction: a key already claimed is
 	// ErrDuplicateRequest (*DuplicateRequest), with nothing stored.
 	Idempotency *Idempotency
+	// External, when not nil, makes the run an external agent's approval request (Lease and
+	// TTL are not used): see InsertRun.
+	External *ExternalRequest
+}
+
+// ExternalRequest is how an external agent's approval request is stored (NewRun.External).
+type ExternalRequest struct {
+	// Call is the one call the request is about. Without Decision the run (Run.Status
+	// SUSPENDED, Run.SuspendedAt set) waits on it: its pending row (with its ExpiresAt) and a
+	// suspended-set change recorded for InstanceID are written with the run.
+	Call run.ToolCall
+	// Decision, when not nil, is the policy's approval of Call (a tool that needs no approval):
+	// the run (Run.Status COMPLETED) is stored without a snapshot, the call's row decided, and
+	// it never enters the suspended set.
+	Decision   *run.Decision
+	InstanceID string
 }
 
 // Idempotency is a request's idempotency key as stored: KeyHash names who sent which key,
@@ -236,7 +256,10 @@ type DecisionWrite struct {
 	EditedArgs []byte
 	// Hold keeps the run SUSPENDED, without a lease, because other calls of its step still
 	// wait: the decision is recorded and the run continues once the last of them is decided.
-	Hold       bool
+	Hold bool
+	// Finish ends the run with the decision (an external agent's request, whose caller runs
+	// the tool): it moves to COMPLETED instead of RUNNING, without lease or snapshot.
+	Finish     bool
 	At         time.Time
 	Snapshot   string
 	Events     []run.Event

@@ -3,12 +3,9 @@ package web_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"testing"
 	"time"
 
@@ -76,8 +73,8 @@ func TestRunViewShowsALateResult(t *testing.T) {
 	for _, id := range []string{"run-recorded", "run-later"} {
 		waitSuspended(t, svc, sys, id)
 	}
-	url := serve(t, svc)
-	page := tab(t, ctx)
+	url := serveService(t, svc)
+	page := tab(t, ctx, true)
 
 	do(t, page, chromedp.Navigate(url+"/?run=run-recorded"),
 		until(`document.querySelector('.pending[data-call="tc_2"] .late[data-late="tc_1"]') !== null`),
@@ -167,8 +164,8 @@ func waitSuspended(t *testing.T, svc *runs.Service, ctx context.Context, id stri
 	}
 }
 
-// serve serves the console and the GraphQL API over svc, authentication off, and returns the URL.
-func serve(t *testing.T, svc *runs.Service) string {
+// serveService serves the console and the GraphQL API over svc, authentication off, and returns the URL.
+func serveService(t *testing.T, svc *runs.Service) string {
 	t.Helper()
 	gql := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: &graph.Resolver{Runs: svc}}))
 	gql.AddTransport(transport.Websocket{KeepAlivePingInterval: 10 * time.Second})
@@ -181,89 +178,6 @@ func serve(t *testing.T, svc *runs.Service) string {
 	s := httptest.NewServer(mux)
 	t.Cleanup(s.Close)
 	return s.URL
-}
-
-// browser starts Debian's headless Chromium for the test, or skips (fails under CI=true) when
-// there is none.
-func browser(t *testing.T) context.Context {
-	t.Helper()
-	path, err := exec.LookPath("chromium")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("chromium is not installed; CI must run the console tests")
-		}
-		t.Skip("chromium not installed")
-	}
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(path), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1200, 900))
-	ctx, cancel := chromedp.NewContext(alloc)
-	t.Cleanup(func() { cancel(); cancelAlloc() })
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("chromium does not start: %v", err)
-	}
-	return ctx
-}
-
-func tab(t *testing.T, parent context.Context) context.Context {
-	t.Helper()
-	ctx, cancel := chromedp.NewContext(parent)
-	t.Cleanup(cancel)
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return ctx
-}
-
-func do(t *testing.T, ctx context.Context, actions ...chromedp.Action[chromedp.Void]) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := chromedp.Do(ctx, actions...); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func get[T any](t *testing.T, ctx context.Context, a chromedp.Action[T]) T {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	v, err := chromedp.Run(ctx, a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
-}
-
-// until waits for a JavaScript condition to hold in the page.
-func until(expr string) chromedp.Action[chromedp.Void] {
-	return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
-		_, err := chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(20*time.Second))(ctx, tg)
-		if err != nil {
-			err = fmt.Errorf("waiting for %s: %w", expr, err)
-		}
-		return chromedp.Void{}, err
-	}
-}
-
-func js(expr string) chromedp.Action[chromedp.Void] {
-	return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
-		_, err := chromedp.Evaluate[any](expr)(ctx, tg)
-		return chromedp.Void{}, err
-	}
-}
-
-func textOf(t *testing.T, ctx context.Context, sel string) string {
-	t.Helper()
-	return get(t, ctx, chromedp.Text(chromedp.CSS(sel)))
-}
-
-func evalJSON(t *testing.T, page context.Context, expr string, v any) {
-	t.Helper()
-	got := get(t, page, chromedp.Evaluate[string](expr))
-	if err := json.Unmarshal([]byte(got), v); err != nil {
-		t.Fatalf("%v in %s", err, got)
-	}
 }
 
 func contains(s, sub string) bool {

@@ -15,9 +15,11 @@ type Agent struct {
 	ID          string  `json:"id"`
 	Name        string  `json:"name"`
 	Description *string `json:"description,omitempty"`
-	// The model the agent calls, as provider/model.
-	Model string  `json:"model"`
-	Tools []*Tool `json:"tools"`
+	// The model the agent calls, as provider/model. Addition: external for an external agent.
+	Model string `json:"model"`
+	// Addition: true for an agent that runs elsewhere (external: true in the config): it has no model, and its runs are approval requests (requestApproval, POST /approvals).
+	External bool    `json:"external"`
+	Tools    []*Tool `json:"tools"`
 	// Agents this agent can delegate to (supervisor setups).
 	SubAgents []*Agent `json:"subAgents"`
 }
@@ -56,6 +58,10 @@ type AgentRun struct {
 	// Addition: what the tools of this run's interrupted calls answered after all, recorded late by
 	// the server instance that ran them (see LateToolResult), oldest first. Empty for almost every run.
 	LateResults []*LateToolResult `json:"lateResults"`
+	// Addition: an external agent's approval request (requestApproval): the Markdown its caller sent to show beside the call (what the agent is doing and why). Render it as untrusted text. Null for other runs.
+	Context *string `json:"context,omitempty"`
+	// Addition: true when the run's agent is external (the run is an approval request, with no model transcript); null when this server no longer serves the run's agent.
+	External *bool `json:"external,omitempty"`
 }
 
 type AgentRunToolCall struct {
@@ -93,6 +99,24 @@ type AgentRunToolCall struct {
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
 }
 
+// Addition: the input of requestApproval.
+type ApprovalRequestInput struct {
+	// An external agent (external: true); another agent is BAD_USER_INPUT.
+	AgentID string `json:"agentId"`
+	// One of the agent's tools (any name, for an agent whose tools include "*").
+	ToolName string `json:"toolName"`
+	// The arguments the caller wants to run the tool with: a JSON object, checked against the tool's inputSchema (BAD_USER_INPUT, nothing stored).
+	Args json.RawMessage `json:"args"`
+	// Memory thread the request belongs to (such as a coding agent's session id); a thread stays with the resource of its first run.
+	ThreadID *string `json:"threadId,omitempty"`
+	// The resource (tenant) the request belongs to: who may see and decide it.
+	ResourceID *string `json:"resourceId,omitempty"`
+	// Markdown shown to the person beside the call (what the agent is doing and why).
+	Context *string `json:"context,omitempty"`
+	// The same key from the same principal returns the same run (for 24 h at least), across instances.
+	IdempotencyKey *string `json:"idempotencyKey,omitempty"`
+}
+
 // Addition: a decision a person took on a tool call (or, with kind EXPIRED, the server took when nobody did in time).
 type Decision struct {
 	// Unique across runs and decisions.
@@ -102,7 +126,7 @@ type Decision struct {
 	Kind       DecisionKind `json:"kind"`
 	DecidedBy  *string      `json:"decidedBy,omitempty"`
 	DecidedAt  time.Time    `json:"decidedAt"`
-	// The reason given with a decline; with EXPIRED, what the model was told.
+	// The reason given with a decline; with EXPIRED, what the model was told. Addition: with APPROVED and decidedBy null on an external agent's request, that the policy approved it (the tool needs no approval).
 	Reason *string `json:"reason,omitempty"`
 	// The data a resume was sent with.
 	ResumeData json.RawMessage `json:"resumeData,omitempty"`
@@ -143,7 +167,7 @@ type Mutation struct {
 type Principal struct {
 	// Recorded as startedBy and decidedBy.
 	Subject string `json:"subject"`
-	// viewer, operator, approver, admin, or custom roles named by tools' approverRoles.
+	// viewer, operator, approver, admin, requester (Addition: asks for approvals and reads its own requests), or custom roles named by tools' approverRoles.
 	Roles []string `json:"roles"`
 	// The only resources whose runs this principal sees; null: all.
 	Resources []string `json:"resources,omitempty"`
@@ -249,7 +273,8 @@ type ThreadsResult struct {
 
 type Tool struct {
 	// Addition: unique across agents and stable across restarts, for client caches: <agentId>/<name>.
-	ID          string  `json:"id"`
+	ID string `json:"id"`
+	// Addition: "*" on an external agent that takes any tool name: the policy of every name that is not one of its other tools.
 	Name        string  `json:"name"`
 	Description *string `json:"description,omitempty"`
 	// Every call of this tool waits for approval before it runs.

@@ -1,4 +1,4 @@
-package app
+package app_test
 
 import (
 	"context"
@@ -13,76 +13,17 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"interlock/internal/app"
+	"interlock/internal/apptest"
 )
-
-// fakeModel is a local server speaking the streamed chat-completions wire format, behaving
-// like a model that refunds: asked anything, it calls refund (its arguments split over
-// chunks); given a tool's answer, it replies with that answer as text.
-func fakeModel(t *testing.T, tool string) *httptest.Server {
-	t.Helper()
-	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var body struct {
-			Messages []struct {
-				Role    string `json:"role"`
-				Content any    `json:"content"`
-			} `json:"messages"`
-		}
-		json.NewDecoder(r.Body).Decode(&body)
-		w.Header().Set("Content-Type", "text/event-stream")
-		send := func(delta string) {
-			fmt.Fprintf(w, "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":%s,\"finish_reason\":null}]}\n\n", delta)
-		}
-		last := body.Messages[len(body.Messages)-1]
-		if last.Role == "tool" {
-			content, _ := json.Marshal(fmt.Sprint("Done: ", last.Content))
-			send(`{"role":"assistant","content":` + string(content) + `}`)
-		} else {
-			send(`{"role":"assistant","tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"` + tool + `","arguments":"{\"orderId\":"}}]}`)
-			send(`{"tool_calls":[{"index":0,"function":{"arguments":"\"7\",\"amount\":5}"}}]}`)
-		}
-		io.WriteString(w, "data: [DONE]\n\n")
-	}))
-	t.Cleanup(s.Close)
-	return s
-}
-
-// refundEndpoint is the HTTP tool's backend: it records each call.
-type refundEndpoint struct {
-	*httptest.Server
-	mu    sync.Mutex
-	calls []map[string]any
-	auth  []string
-}
-
-func newRefundEndpoint(t *testing.T) *refundEndpoint {
-	e := &refundEndpoint{}
-	e.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var body map[string]any
-		json.NewDecoder(r.Body).Decode(&body)
-		e.mu.Lock()
-		e.calls = append(e.calls, body)
-		e.auth = append(e.auth, r.Header.Get("Authorization"))
-		e.mu.Unlock()
-		io.WriteString(w, `{"result": {"refundId": "rf_7"}}`)
-	}))
-	t.Cleanup(e.Close)
-	return e
-}
-
-func (e *refundEndpoint) got() ([]map[string]any, []string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return append([]map[string]any(nil), e.calls...), append([]string(nil), e.auth...)
-}
 
 // configServer starts a server on its own config file: a billing agent on the fake model with
 // an HTTP refund tool that needs approval.
-func configServer(t *testing.T, db string) (*testServer, *refundEndpoint) {
+func configServer(t *testing.T, db string) (*apptest.Server, *apptest.RefundEndpoint) {
 	t.Helper()
-	model, refunds := fakeModel(t, "refund"), newRefundEndpoint(t)
-	t.Setenv("INTERLOCK_TEST_REFUND_TOKEN", "s3cret")
-	t.Setenv("INTERLOCK_TEST_MODEL_KEY", "sk-test")
-	file := writeConfig(t, `
+	model, refunds := apptest.FakeModel(t, "refund"), apptest.NewRefundEndpoint(t)
+	file := apptest.WriteConfig(t, `
 agents:
   - id: billing
     name: Billing assistant
@@ -96,13 +37,14 @@ tools:
     requireApproval: true
     http: {url: `+refunds.URL+`/refund, timeout: 5s, headers: {Authorization: "Bearer ${INTERLOCK_TEST_REFUND_TOKEN}"}}
 `)
-	return startServer(t, db, "--config", file), refunds
+	return apptest.Start(t, db, "--config", file), refunds
 }
 
 // TestConfiguredAgentEndToEnd: an agent from a config file, on an OpenAI-compatible model,
 // calls an HTTP tool that needs approval: approving POSTs exactly once with the run's context,
 // declining never does and the model gets the reason.
 func TestConfiguredAgentEndToEnd(t *testing.T) {
+	t.Parallel()
 	s, refunds := configServer(t, "sqlite:"+filepath.Join(t.TempDir(), "interlock.db"))
 	var agents struct {
 		Agents []struct {
@@ -110,32 +52,32 @@ func TestConfiguredAgentEndToEnd(t *testing.T) {
 			Tools     []struct{ Name string }
 		}
 	}
-	s.must(t, `{ agents { id model tools { name } } }`, nil, &agents)
+	s.Must(t, `{ agents { id model tools { name } } }`, nil, &agents)
 	if len(agents.Agents) != 1 || agents.Agents[0].ID != "billing" || agents.Agents[0].Model != "openai/test-model" {
 		t.Fatalf("agents %+v", agents)
 	}
 
-	start := func(thread string) apiRun {
-		var out struct{ StartRun apiRun }
-		s.must(t, `mutation($input: StartRunInput!) { startRun(input: $input) { `+runFields+` } }`,
+	start := func(thread string) apptest.Run {
+		var out struct{ StartRun apptest.Run }
+		s.Must(t, `mutation($input: StartRunInput!) { startRun(input: $input) { `+apptest.RunFields+` } }`,
 			map[string]any{"input": map[string]any{"agentId": "billing", "prompt": "refund order 7", "threadId": thread, "resourceId": "cust-9"}}, &out)
 		return out.StartRun
 	}
-	ws := dialWS(t, s.url, "graphql-transport-ws")
+	ws := apptest.DialWS(t, s.URL, "graphql-transport-ws")
 
 	// Approve: one POST, with the run's context and the expanded header.
 	run := start("th-approve")
-	op := ws.subscribe(eventsQuery, map[string]any{"runId": run.RunID, "after": 0})
-	evs := follow(t, ws, op, isType("RUN_SUSPENDED"))
-	if calls, _ := refunds.got(); len(calls) != 0 {
+	op := ws.Subscribe(apptest.EventsQuery, map[string]any{"runId": run.RunID, "after": 0})
+	evs := apptest.Follow(t, ws, op, apptest.IsType("RUN_SUSPENDED"))
+	if calls, _ := refunds.Got(); len(calls) != 0 {
 		t.Fatalf("the tool ran before approval: %v", calls)
 	}
-	s.must(t, `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": run.RunID}, &struct{}{})
-	evs = follow(t, ws, op, nil)
+	s.Must(t, `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": run.RunID}, &struct{}{})
+	evs = apptest.Follow(t, ws, op, nil)
 	if last := evs[len(evs)-1]; last.Type != "RUN_FINISHED" || *last.Status != "COMPLETED" {
 		t.Fatalf("last event %+v", last)
 	}
-	calls, auth := refunds.got()
+	calls, auth := refunds.Got()
 	if len(calls) != 1 {
 		t.Fatalf("%d POSTs for one approved call", len(calls))
 	}
@@ -145,37 +87,38 @@ func TestConfiguredAgentEndToEnd(t *testing.T) {
 		c["threadId"] != "th-approve" || c["resourceId"] != "cust-9" || c["toolCallId"] != "tc_1" || auth[0] != "Bearer s3cret" {
 		t.Fatalf("POST body %v, Authorization %q", c, auth[0])
 	}
-	if done := s.run(t, run.RunID); done.Output == nil || !strings.Contains(*done.Output, "rf_7") {
+	if done := s.Run(t, run.RunID); done.Output == nil || !strings.Contains(*done.Output, "rf_7") {
 		t.Fatalf("output %v", done.Output)
 	}
 
 	// Decline: no POST, no TOOL_RESULT, and the model is answered with the reason.
 	run = start("th-decline")
-	op = ws.subscribe(eventsQuery, map[string]any{"runId": run.RunID, "after": 0})
-	follow(t, ws, op, isType("RUN_SUSPENDED"))
-	s.must(t, `mutation($id: ID!) { declineToolCall(runId: $id, reason: "not without a receipt") { status } }`, map[string]any{"id": run.RunID}, &struct{}{})
-	evs = follow(t, ws, op, nil)
+	op = ws.Subscribe(apptest.EventsQuery, map[string]any{"runId": run.RunID, "after": 0})
+	apptest.Follow(t, ws, op, apptest.IsType("RUN_SUSPENDED"))
+	s.Must(t, `mutation($id: ID!) { declineToolCall(runId: $id, reason: "not without a receipt") { status } }`, map[string]any{"id": run.RunID}, &struct{}{})
+	evs = apptest.Follow(t, ws, op, nil)
 	for _, e := range evs {
 		if e.Type == "TOOL_RESULT" {
 			t.Fatalf("a declined call has a TOOL_RESULT: %+v", e)
 		}
 	}
-	if calls, _ := refunds.got(); len(calls) != 1 {
+	if calls, _ := refunds.Got(); len(calls) != 1 {
 		t.Fatalf("%d POSTs after a decline, want still 1", len(calls))
 	}
-	if done := s.run(t, run.RunID); done.Status != "COMPLETED" || done.Output == nil || *done.Output != "Done: not without a receipt" {
+	if done := s.Run(t, run.RunID); done.Status != "COMPLETED" || done.Output == nil || *done.Output != "Done: not without a receipt" {
 		t.Fatalf("declined run %+v", done)
 	}
 }
 
 // TestBadConfigStopsTheServer: a config mistake is an error at start naming the file and path.
 func TestBadConfigStopsTheServer(t *testing.T) {
-	file := writeConfig(t, "agents:\n  - id: billing\n    model: {provider: openai, name: m, baseURL: 'localhost:1'}\n")
-	cfg, err := ParseConfig([]string{"--db", "sqlite:" + filepath.Join(t.TempDir(), "x.db"), "--config", file}, func(string) string { return "" })
+	t.Parallel()
+	file := apptest.WriteConfig(t, "agents:\n  - id: billing\n    model: {provider: openai, name: m, baseURL: 'localhost:1'}\n")
+	cfg, err := app.ParseConfig([]string{"--db", "sqlite:" + filepath.Join(t.TempDir(), "x.db"), "--config", file}, func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = NewApp(t.Context(), cfg, discardLog())
+	_, err = app.NewApp(t.Context(), cfg, apptest.DiscardLog())
 	if err == nil || !strings.Contains(err.Error(), file+`: agents[0].model.baseURL: "localhost:1" is not an http(s) URL`) {
 		t.Fatalf("error %v", err)
 	}
@@ -184,6 +127,7 @@ func TestBadConfigStopsTheServer(t *testing.T) {
 // TestConfiguredMCPToolEndToEnd: an MCP server's tool, held for approval by the server's
 // policy, runs once when approved and its result reaches the model.
 func TestConfiguredMCPToolEndToEnd(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	var got []map[string]any
 	srv := mcp.NewServer(&mcp.Implementation{Name: "orders", Version: "1"}, nil)
@@ -196,8 +140,8 @@ func TestConfiguredMCPToolEndToEnd(t *testing.T) {
 		})
 	h := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
 	t.Cleanup(h.Close)
-	model := fakeModel(t, "cancel_order")
-	file := writeConfig(t, `
+	model := apptest.FakeModel(t, "cancel_order")
+	file := apptest.WriteConfig(t, `
 agents:
   - id: orders
     model: {provider: openai, baseURL: `+model.URL+`/v1, name: test-model}
@@ -207,16 +151,16 @@ mcpServers:
     url: `+h.URL+`
     requireApproval: [cancel_order]
 `)
-	s := startServer(t, "sqlite:"+filepath.Join(t.TempDir(), "interlock.db"), "--config", file)
-	var out struct{ StartRun apiRun }
-	s.must(t, `mutation { startRun(input: {agentId: "orders", prompt: "cancel order 7"}) { `+runFields+` } }`, nil, &out)
-	ws := dialWS(t, s.url, "graphql-transport-ws")
-	op := ws.subscribe(eventsQuery, map[string]any{"runId": out.StartRun.RunID, "after": 0})
-	evs := follow(t, ws, op, isType("RUN_SUSPENDED"))
+	s := apptest.Start(t, "sqlite:"+filepath.Join(t.TempDir(), "interlock.db"), "--config", file)
+	var out struct{ StartRun apptest.Run }
+	s.Must(t, `mutation { startRun(input: {agentId: "orders", prompt: "cancel order 7"}) { `+apptest.RunFields+` } }`, nil, &out)
+	ws := apptest.DialWS(t, s.URL, "graphql-transport-ws")
+	op := ws.Subscribe(apptest.EventsQuery, map[string]any{"runId": out.StartRun.RunID, "after": 0})
+	evs := apptest.Follow(t, ws, op, apptest.IsType("RUN_SUSPENDED"))
 	mu.Lock()
 	before := len(got)
 	mu.Unlock()
-	var asked *apiToolCall
+	var asked *apptest.ToolCall
 	for _, e := range evs {
 		if e.Type == "TOOL_CALL_APPROVAL" {
 			asked = e.ToolCall
@@ -225,14 +169,14 @@ mcpServers:
 	if before != 0 || asked == nil || asked.ToolName != "cancel_order" || !asked.RequiresApproval {
 		t.Fatalf("before approval: %d calls, approval asked for %+v", before, asked)
 	}
-	s.must(t, `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": out.StartRun.RunID}, &struct{}{})
-	follow(t, ws, op, nil)
+	s.Must(t, `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": out.StartRun.RunID}, &struct{}{})
+	apptest.Follow(t, ws, op, nil)
 	mu.Lock()
 	defer mu.Unlock()
 	if len(got) != 1 || got[0]["orderId"] != "7" {
 		t.Fatalf("MCP calls %v, want one with orderId 7", got)
 	}
-	if done := s.run(t, out.StartRun.RunID); done.Output == nil || *done.Output != "Done: cancelled 7" {
+	if done := s.Run(t, out.StartRun.RunID); done.Output == nil || *done.Output != "Done: cancelled 7" {
 		t.Fatalf("run %+v, output %q", done, deref(done.Output))
 	}
 }
@@ -248,25 +192,26 @@ func deref(s *string) string {
 // match the tool's schema are refused and consume nothing; valid ones run the tool, and the
 // decision keeps both.
 func TestEditAndApprove(t *testing.T) {
-	eachDB(t, func(t *testing.T, s *testServer) {
-		run := s.startRun(t, "refund order 42 for 30", nil)
-		ws := dialWS(t, s.url, "graphql-transport-ws")
-		op := ws.subscribe(eventsQuery, map[string]any{"runId": run.RunID, "after": 0})
-		follow(t, ws, op, isType("RUN_SUSPENDED"))
+	t.Parallel()
+	apptest.EachDB(t, func(t *testing.T, s *apptest.Server) {
+		run := s.StartRun(t, "refund order 42 for 30", nil)
+		ws := apptest.DialWS(t, s.URL, "graphql-transport-ws")
+		op := ws.Subscribe(apptest.EventsQuery, map[string]any{"runId": run.RunID, "after": 0})
+		apptest.Follow(t, ws, op, apptest.IsType("RUN_SUSPENDED"))
 
 		const approve = `mutation($id: ID!, $args: JSON) { approveToolCall(runId: $id, args: $args) { status } }`
 		for _, bad := range []any{map[string]any{"orderId": "42", "amount": "lots"}, map[string]any{"amount": 10}, []any{1}, "x"} {
-			e := s.wantError(t, "BAD_USER_INPUT", approve, map[string]any{"id": run.RunID, "args": bad})
+			e := s.WantError(t, "BAD_USER_INPUT", approve, map[string]any{"id": run.RunID, "args": bad})
 			if _, isObject := bad.(map[string]any); isObject && !strings.Contains(e.Message, "args do not match the inputSchema of issue_refund") {
 				t.Fatalf("message %q", e.Message)
 			}
-			if r := s.run(t, run.RunID); r.Status != "SUSPENDED" || len(r.ToolCalls) != 1 {
+			if r := s.Run(t, run.RunID); r.Status != "SUSPENDED" || len(r.ToolCalls) != 1 {
 				t.Fatalf("after refused args %v the run is %+v", bad, r)
 			}
 		}
-		s.must(t, approve, map[string]any{"id": run.RunID, "args": map[string]any{"orderId": "42", "amount": 10}}, &struct{}{})
-		evs := follow(t, ws, op, nil)
-		var approved, result *apiEvent
+		s.Must(t, approve, map[string]any{"id": run.RunID, "args": map[string]any{"orderId": "42", "amount": 10}}, &struct{}{})
+		evs := apptest.Follow(t, ws, op, nil)
+		var approved, result *apptest.Event
 		for i := range evs {
 			switch evs[i].Type {
 			case "TOOL_CALL_APPROVED":
@@ -290,7 +235,7 @@ func TestEditAndApprove(t *testing.T) {
 				}
 			}
 		}
-		s.must(t, `query($id: ID!) { run(runId: $id) { status decisions { kind args editedArgs } } }`, map[string]any{"id": run.RunID}, &out)
+		s.Must(t, `query($id: ID!) { run(runId: $id) { status decisions { kind args editedArgs } } }`, map[string]any{"id": run.RunID}, &out)
 		d := out.Run.Decisions
 		if out.Run.Status != "COMPLETED" || len(d) != 1 || d[0].Kind != "APPROVED" ||
 			string(d[0].Args) != `{"amount":30,"orderId":"42"}` || string(d[0].EditedArgs) != `{"amount":10,"orderId":"42"}` {
@@ -315,8 +260,9 @@ func countingModel(t *testing.T) *httptest.Server {
 // TestMemoryThreads: a second run of a thread is given the first one's messages (as many as
 // the agent's memory.lastMessages), and thread/threads show them — on both databases.
 func TestMemoryThreads(t *testing.T) {
+	t.Parallel()
 	model := countingModel(t)
-	file := writeConfig(t, `
+	file := apptest.WriteConfig(t, `
 agents:
   - id: full
     instructions: Be brief.
@@ -326,15 +272,15 @@ agents:
     model: {provider: openai, baseURL: `+model.URL+`/v1, name: m}
     memory: {lastMessages: 1}
 `)
-	eachDB(t, func(t *testing.T, s *testServer) {
+	apptest.EachDB(t, func(t *testing.T, s *apptest.Server) {
 		ask := func(agent, thread, prompt string) string {
 			t.Helper()
-			var out struct{ StartRun apiRun }
-			s.must(t, `mutation($in: StartRunInput!) { startRun(input: $in) { `+runFields+` } }`,
+			var out struct{ StartRun apptest.Run }
+			s.Must(t, `mutation($in: StartRunInput!) { startRun(input: $in) { `+apptest.RunFields+` } }`,
 				map[string]any{"in": map[string]any{"agentId": agent, "prompt": prompt, "threadId": thread, "resourceId": "cust-1"}}, &out)
-			ws := dialWS(t, s.url, "graphql-transport-ws")
-			follow(t, ws, ws.subscribe(eventsQuery, map[string]any{"runId": out.StartRun.RunID, "after": 0}), nil)
-			return deref(s.run(t, out.StartRun.RunID).Output)
+			ws := apptest.DialWS(t, s.URL, "graphql-transport-ws")
+			apptest.Follow(t, ws, ws.Subscribe(apptest.EventsQuery, map[string]any{"runId": out.StartRun.RunID, "after": 0}), nil)
+			return deref(s.Run(t, out.StartRun.RunID).Output)
 		}
 		// system + prompt; then system + the first question and answer + prompt.
 		if got := []string{ask("full", "th-1", "one"), ask("full", "th-1", "two")}; got[0] != "saw 2" || got[1] != "saw 4" {
@@ -357,7 +303,7 @@ agents:
 			}
 			None *struct{ ID string }
 		}
-		s.must(t, `{ thread(id: "th-1") { id resourceId messageCount messages { role content } last: messages(last: 1) { content } runs { total } }
+		s.Must(t, `{ thread(id: "th-1") { id resourceId messageCount messages { role content } last: messages(last: 1) { content } runs { total } }
 				threads(resourceId: "cust-1") { total threads { id } } none: thread(id: "th-9") { id } }`, nil, &out)
 		th := out.Thread
 		if th.ID != "th-1" || th.ResourceID != "cust-1" || th.MessageCount != 4 || len(th.Messages) != 4 || th.Messages[0].Content != "one" ||
@@ -373,6 +319,7 @@ agents:
 // TestConfiguredHTTPToolSuspendsAndResumes: an HTTP tool answering {"suspend": …} holds the run
 // for a person; resumeRun calls it again with the resumeData and the payload it suspended with.
 func TestConfiguredHTTPToolSuspendsAndResumes(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	var bodies []map[string]any
 	endpoint := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -388,8 +335,8 @@ func TestConfiguredHTTPToolSuspendsAndResumes(t *testing.T) {
 		io.WriteString(w, `{"result": {"card": "`+fmt.Sprint(body["resumeData"].(map[string]any)["card"])+`"}}`)
 	}))
 	t.Cleanup(endpoint.Close)
-	model := fakeModel(t, "ask_card")
-	file := writeConfig(t, `
+	model := apptest.FakeModel(t, "ask_card")
+	file := apptest.WriteConfig(t, `
 agents:
   - id: billing
     model: {provider: openai, baseURL: `+model.URL+`/v1, name: m}
@@ -399,20 +346,20 @@ tools:
     http: {url: `+endpoint.URL+`}
     resumeSchema: {type: object, properties: {card: {type: string}}, required: [card]}
 `)
-	s := startServer(t, "sqlite:"+filepath.Join(t.TempDir(), "interlock.db"), "--config", file)
-	var out struct{ StartRun apiRun }
-	s.must(t, `mutation { startRun(input: {agentId: "billing", prompt: "refund order 7"}) { `+runFields+` } }`, nil, &out)
+	s := apptest.Start(t, "sqlite:"+filepath.Join(t.TempDir(), "interlock.db"), "--config", file)
+	var out struct{ StartRun apptest.Run }
+	s.Must(t, `mutation { startRun(input: {agentId: "billing", prompt: "refund order 7"}) { `+apptest.RunFields+` } }`, nil, &out)
 	id := out.StartRun.RunID
-	ws := dialWS(t, s.url, "graphql-transport-ws")
-	op := ws.subscribe(eventsQuery, map[string]any{"runId": id, "after": 0})
-	follow(t, ws, op, isType("RUN_SUSPENDED"))
-	if r := s.run(t, id); len(r.ToolCalls) != 1 || string(r.ToolCalls[0].SuspendPayload) != `{"question":"Which card?"}` {
+	ws := apptest.DialWS(t, s.URL, "graphql-transport-ws")
+	op := ws.Subscribe(apptest.EventsQuery, map[string]any{"runId": id, "after": 0})
+	apptest.Follow(t, ws, op, apptest.IsType("RUN_SUSPENDED"))
+	if r := s.Run(t, id); len(r.ToolCalls) != 1 || string(r.ToolCalls[0].SuspendPayload) != `{"question":"Which card?"}` {
 		t.Fatalf("suspended run %+v", r)
 	}
-	s.wantError(t, "BAD_USER_INPUT", `mutation($id: ID!) { resumeRun(runId: $id, resumeData: {}) { status } }`, map[string]any{"id": id})
-	s.must(t, `mutation($id: ID!) { resumeRun(runId: $id, resumeData: {card: "visa"}) { status } }`, map[string]any{"id": id}, &struct{}{})
-	follow(t, ws, op, nil)
-	if done := s.run(t, id); done.Status != "COMPLETED" || deref(done.Output) != `Done: {"card":"visa"}` {
+	s.WantError(t, "BAD_USER_INPUT", `mutation($id: ID!) { resumeRun(runId: $id, resumeData: {}) { status } }`, map[string]any{"id": id})
+	s.Must(t, `mutation($id: ID!) { resumeRun(runId: $id, resumeData: {card: "visa"}) { status } }`, map[string]any{"id": id}, &struct{}{})
+	apptest.Follow(t, ws, op, nil)
+	if done := s.Run(t, id); done.Status != "COMPLETED" || deref(done.Output) != `Done: {"card":"visa"}` {
 		t.Fatalf("run %+v, output %q", done, deref(done.Output))
 	}
 	mu.Lock()

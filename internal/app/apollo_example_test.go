@@ -1,4 +1,4 @@
-package app
+package app_test
 
 import (
 	"bytes"
@@ -13,10 +13,11 @@ import (
 	"time"
 
 	"interlock/dbtest"
+	"interlock/internal/apptest"
 )
 
 // apolloDir is the Apollo Client example, a Node program with its own package-lock.json.
-var apolloDir = repoPath("examples", "apollo")
+var apolloDir = apptest.RepoPath("examples", "apollo")
 
 // lockStamp, inside node_modules, holds the digest of the package-lock.json that `npm ci`
 // installed, so the example's packages are installed again only when the lock changes.
@@ -27,6 +28,7 @@ const lockStamp = "node_modules/.interlock-package-lock.sha256"
 // starts, approves and streams a run, and checks its normalized cache. It fails when the
 // program exits non-zero. Without node and npm it skips, except under CI=true.
 func TestApolloExample(t *testing.T) {
+	t.Parallel()
 	node, npm := nodeTools(t)
 	npmCI(t, npm)
 	t.Run("sqlite", func(t *testing.T) {
@@ -40,6 +42,9 @@ func TestApolloExample(t *testing.T) {
 // nodeTools finds node and npm, or skips the test (fails it under CI=true): the Apollo example
 // and the clients of testdata/wire.
 func nodeTools(t *testing.T) (node, npm string) {
+	if testing.Short() {
+		t.Skip("-short: the Node clients run in the full suite")
+	}
 	t.Helper()
 	node, errNode := exec.LookPath("node")
 	npm, errNpm := exec.LookPath("npm")
@@ -67,7 +72,7 @@ func npmCIIn(npm, dir string) error {
 	if err != nil {
 		return fmt.Errorf("%s has no package-lock.json: %w", dir, err)
 	}
-	want := sha256Hex(string(lock))
+	want := apptest.Sha256Hex(string(lock))
 	stamp := filepath.Join(dir, lockStamp)
 	if got, err := os.ReadFile(stamp); err == nil && string(got) == want {
 		return nil
@@ -87,19 +92,19 @@ func runApolloExample(t *testing.T, node, db string) {
 	secret := make([]byte, 16)
 	rand.Read(secret)
 	token := hex.EncodeToString(secret)
-	file := writeConfig(t, fmt.Sprintf("auth:\n  tokens:\n    - {subject: front-end, role: approver, sha256: %s}\n", sha256Hex(token)))
+	file := apptest.WriteConfig(t, fmt.Sprintf("auth:\n  tokens:\n    - {subject: front-end, role: approver, sha256: %s}\n", apptest.Sha256Hex(token)))
 	// The demo model answers after 300ms, so the example's watch of the suspended set is
 	// surely live before its run suspends (nothing in the protocol says when it is).
-	s := startProc(t, db, "--auth=on", "--config", file, "--demo-delay=300ms")
+	s := apptest.StartProc(t, db, "--auth=on", "--config", file, "--demo-delay=300ms")
 	// A run that already waits, for the example's inbox to list.
-	waiting := s.suspendAs(t, token, "refund order 7 for 5", nil)
+	waiting := s.SuspendAs(t, token, "refund order 7 for 5", nil)
 
 	// A token the server does not know: the example says so and exits non-zero.
-	if out, err := apolloExample(t, node, s.url, "not-"+token); err == nil || !bytes.Contains(out, []byte("apollo example: FAIL: ")) || !bytes.Contains(out, []byte("4401")) {
+	if out, err := apolloExample(t, node, s.URL, "not-"+token); err == nil || !bytes.Contains(out, []byte("apollo example: FAIL: ")) || !bytes.Contains(out, []byte("4401")) {
 		t.Fatalf("the example with a bad token: %v\n%s\nwant a non-zero exit naming the WebSocket's 4401", err, out)
 	}
 
-	out, err := apolloExample(t, node, s.url, token)
+	out, err := apolloExample(t, node, s.URL, token)
 	t.Logf("node demo.js:\n%s", out)
 	if err != nil {
 		t.Fatalf("the Apollo example failed (%v)", err)
@@ -108,8 +113,8 @@ func runApolloExample(t *testing.T, node, db string) {
 		t.Fatalf("the Apollo example did not list the waiting run %s and finish: see its output above", waiting.ID)
 	}
 	// What the example did is stored: its run completed, the waiting one still waits.
-	var list struct{ SuspendedRuns struct{ Runs []apiRun } }
-	s.mustAs(t, token, `{ suspendedRuns { runs { id } } }`, nil, &list)
+	var list struct{ SuspendedRuns struct{ Runs []apptest.Run } }
+	s.MustAs(t, token, `{ suspendedRuns { runs { id } } }`, nil, &list)
 	if len(list.SuspendedRuns.Runs) != 1 || list.SuspendedRuns.Runs[0].ID != waiting.ID {
 		t.Fatalf("suspended runs after the example: %+v, want only %s", list.SuspendedRuns.Runs, waiting.ID)
 	}

@@ -1,71 +1,43 @@
-package app
+package app_test
 
 import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
-	"net/http"
-	"net/url"
 	"path/filepath"
 	"testing"
-)
 
-// apq sends an Apollo automatic persisted query: the hash always, the query text when given,
-// by POST, or by GET (as Apollo's useGETForHashedQueries does) when get is set.
-func (s *testServer) apq(t *testing.T, query, hash string, get bool) gqlResponse {
-	t.Helper()
-	ext := map[string]any{"persistedQuery": map[string]any{"version": 1, "sha256Hash": hash}}
-	var resp *http.Response
-	var err error
-	if get {
-		e, _ := json.Marshal(ext)
-		v := url.Values{"extensions": {string(e)}}
-		if query != "" {
-			v.Set("query", query)
-		}
-		resp, err = http.Get(s.url + "/graphql?" + v.Encode())
-	} else {
-		body := map[string]any{"extensions": ext}
-		if query != "" {
-			body["query"] = query
-		}
-		b, _ := json.Marshal(body)
-		resp, err = http.Post(s.url+"/graphql", "application/json", bytes.NewReader(b))
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return decodeGQL(t, resp)
-}
+	"interlock/internal/apptest"
+)
 
 // TestAutomaticPersistedQueries: Apollo's APQ protocol. A hash the server has not seen is
 // PERSISTED_QUERY_NOT_FOUND; sent again with its query it runs and is kept; from then on the hash
 // alone runs it, by POST and by GET. A query whose hash does not match is refused.
 func TestAutomaticPersistedQueries(t *testing.T) {
-	s := startServer(t, "sqlite:"+filepath.Join(t.TempDir(), "apq.db"))
+	t.Parallel()
+	s := apptest.Start(t, "sqlite:"+filepath.Join(t.TempDir(), "apq.db"))
 	const query = `query Agents { agents { id name } }`
 	sum := sha256.Sum256([]byte(query))
 	hash := hex.EncodeToString(sum[:])
 
 	for _, get := range []bool{false, true} {
-		if r := s.apq(t, "", hash, get); r.code() != "PERSISTED_QUERY_NOT_FOUND" {
-			t.Fatalf("unknown hash (GET %v): code %q, errors %+v; want PERSISTED_QUERY_NOT_FOUND", get, r.code(), r.Errors)
+		if r := s.Apq(t, "", hash, get); r.Code() != "PERSISTED_QUERY_NOT_FOUND" {
+			t.Fatalf("unknown hash (GET %v): code %q, errors %+v; want PERSISTED_QUERY_NOT_FOUND", get, r.Code(), r.Errors)
 		}
 	}
-	if r := s.apq(t, query, hash, false); len(r.Errors) > 0 || !bytes.Contains(r.Data, []byte(`"support-agent"`)) {
+	if r := s.Apq(t, query, hash, false); len(r.Errors) > 0 || !bytes.Contains(r.Data, []byte(`"support-agent"`)) {
 		t.Fatalf("query with its hash: %s %+v", r.Data, r.Errors)
 	}
 	for _, get := range []bool{false, true} {
-		if r := s.apq(t, "", hash, get); len(r.Errors) > 0 || !bytes.Contains(r.Data, []byte(`"support-agent"`)) {
+		if r := s.Apq(t, "", hash, get); len(r.Errors) > 0 || !bytes.Contains(r.Data, []byte(`"support-agent"`)) {
 			t.Fatalf("known hash alone (GET %v): %s %+v", get, r.Data, r.Errors)
 		}
 	}
 	wrong := hex.EncodeToString(make([]byte, 32))
-	if r := s.apq(t, query, wrong, false); len(r.Errors) == 0 || r.Data != nil && string(r.Data) != "null" {
+	if r := s.Apq(t, query, wrong, false); len(r.Errors) == 0 || r.Data != nil && string(r.Data) != "null" {
 		t.Fatalf("query with a hash that does not match: %s %+v; want an error", r.Data, r.Errors)
 	}
-	if r := s.apq(t, "", wrong, false); r.code() != "PERSISTED_QUERY_NOT_FOUND" {
-		t.Fatalf("a refused hash was kept: %q %+v", r.code(), r.Errors)
+	if r := s.Apq(t, "", wrong, false); r.Code() != "PERSISTED_QUERY_NOT_FOUND" {
+		t.Fatalf("a refused hash was kept: %q %+v", r.Code(), r.Errors)
 	}
 }

@@ -1,11 +1,8 @@
-package app
+package app_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,7 +11,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,235 +19,49 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"interlock/dbtest"
+	"interlock/internal/app"
+	"interlock/internal/apptest"
 )
 
-// The principals of authServer, by subject: each one's token is "token-" + subject.
-var authPrincipals = `
-    - {subject: vera, role: viewer, sha256: %s}
-    - {subject: otto, role: operator, sha256: %s}
-    - {subject: alice, role: approver, sha256: %s}
-    - {subject: bob, role: [approver], sha256: %s}
-    - {subject: root, role: admin, sha256: %s}
-    - {subject: portal, role: [approver], resources: [r2], sha256: %s}
-`
-
-func tokenOf(subject string) string { return "token-" + subject }
-
-func sha256Hex(s string) string {
-	sum := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(sum[:])
-}
-
-// authServer starts a server with authentication on, the principals above and the demo agents;
-// extra is appended to the auth section.
-func authServer(t *testing.T, db string, extra string) *testServer {
-	t.Helper()
-	return authServerWith(t, db, extra)
-}
-
-// authServerWith is authServer started with further command-line args.
-func authServerWith(t *testing.T, db string, extra string, args ...string) *testServer {
-	t.Helper()
-	var digests []any
-	for _, s := range []string{"vera", "otto", "alice", "bob", "root", "portal"} {
-		digests = append(digests, sha256Hex(tokenOf(s)))
-	}
-	file := writeConfig(t, "auth:\n  tokens:"+fmt.Sprintf(authPrincipals, digests...)+extra)
-	return startServer(t, db, append([]string{"--auth=on", "--config", file}, args...)...)
-}
-
 // eachAuthDB runs fn on an authServer over SQLite and one over MySQL.
-func eachAuthDB(t *testing.T, extra string, fn func(t *testing.T, s *testServer)) {
-	t.Run("sqlite", func(t *testing.T) { fn(t, authServer(t, "sqlite:"+t.TempDir()+"/interlock.db", extra)) })
-	t.Run("mysql", func(t *testing.T) { fn(t, authServer(t, dbtest.MySQLURL(dbtest.MySQLDSN(t)), extra)) })
-}
-
-// result is one answer to an operation, over whichever transport: its data and the code of its
-// first error ("" when none); status is the HTTP status where there is one.
-type result struct {
-	status int
-	data   json.RawMessage
-	code   string
-	msg    string
-}
-
-func firstError(errs json.RawMessage) (code, msg string) {
-	var list []gqlError
-	if json.Unmarshal(errs, &list) != nil || len(list) == 0 {
-		return "", ""
-	}
-	c, _ := list[0].Extensions["code"].(string)
-	return c, list[0].Message
-}
-
-// postAs sends an operation over HTTP POST with the token (none when empty).
-func (s *testServer) postAs(t testing.TB, token, query string, vars map[string]any) result {
-	t.Helper()
-	body, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
-	req, _ := http.NewRequest("POST", s.url+"/graphql", bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := decodeGQL(t, resp)
-	var msg string
-	if len(r.Errors) > 0 {
-		msg = r.Errors[0].Message
-	}
-	return result{status: resp.StatusCode, data: r.Data, code: r.code(), msg: msg}
-}
-
-// mustAs is postAs that must succeed, decoding the data into v.
-func (s *testServer) mustAs(t testing.TB, token, query string, vars map[string]any, v any) {
-	t.Helper()
-	r := s.postAs(t, token, query, vars)
-	if r.code != "" {
-		t.Fatalf("%s as %s: %s %s", strings.Fields(query)[0], token, r.code, r.msg)
-	}
-	if v != nil {
-		if err := json.Unmarshal(r.data, v); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-// sseAs runs an operation over Server-Sent Events with the token and returns its first result.
-func (s *testServer) sseAs(t testing.TB, token, query string, vars map[string]any) result {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	body, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
-	req, _ := http.NewRequestWithContext(ctx, "POST", s.url+"/graphql", bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "text/event-stream")
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		raw, _ := io.ReadAll(resp.Body)
-		code, msg := firstError(json.RawMessage(gjsonErrors(raw)))
-		return result{status: resp.StatusCode, code: code, msg: msg}
-	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	event := ""
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case strings.HasPrefix(line, "event: "):
-			event = strings.TrimPrefix(line, "event: ")
-			if event == "complete" {
-				return result{status: resp.StatusCode}
-			}
-		case strings.HasPrefix(line, "data: ") && event == "next":
-			var r struct {
-				Data   json.RawMessage
-				Errors json.RawMessage
-			}
-			json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &r)
-			code, msg := firstError(r.Errors)
-			return result{status: resp.StatusCode, data: r.Data, code: code, msg: msg}
-		}
-	}
-	t.Fatalf("SSE stream ended without a result: %v", sc.Err())
-	return result{}
-}
-
-func gjsonErrors(raw []byte) []byte {
-	var r struct{ Errors json.RawMessage }
-	json.Unmarshal(raw, &r)
-	return r.Errors
-}
-
-// dialAs opens a WebSocket with the subprotocol and a connection_init carrying the token.
-func dialAs(t testing.TB, baseURL, protocol, token string) *wsClient {
-	t.Helper()
-	c := dialRawWS(t, baseURL, protocol)
-	payload, _ := json.Marshal(map[string]any{"authorization": "Bearer " + token})
-	c.send(wsMessage{Type: "connection_init", Payload: payload})
-	if m := c.read(); m.Type != "connection_ack" {
-		t.Fatalf("after connection_init as %s got %s %s", token, m.Type, m.Payload)
-	}
-	return c
-}
-
-// wsAs runs an operation over a WebSocket of the subprotocol with the token and returns its
-// first result.
-func (s *testServer) wsAs(t testing.TB, protocol, token, query string, vars map[string]any) result {
-	t.Helper()
-	c := dialAs(t, s.url, protocol, token)
-	defer c.conn.Close(websocket.StatusNormalClosure, "")
-	data, done, errs := c.next(c.subscribe(query, vars))
-	if done {
-		return result{}
-	}
-	code, msg := firstError(errs)
-	return result{data: data, code: code, msg: msg}
+func eachAuthDB(t *testing.T, extra string, fn func(t *testing.T, s *apptest.Server)) {
+	t.Run("sqlite", func(t *testing.T) { fn(t, apptest.AuthServer(t, "sqlite:"+t.TempDir()+"/interlock.db", extra)) })
+	t.Run("mysql", func(t *testing.T) { fn(t, apptest.AuthServer(t, dbtest.MySQLURL(dbtest.MySQLDSN(t)), extra)) })
 }
 
 // transports run one operation as a principal; each returns the first result.
-func transports(s *testServer) map[string]func(t testing.TB, token, query string, vars map[string]any) result {
-	return map[string]func(t testing.TB, token, query string, vars map[string]any) result{
-		"http": s.postAs,
-		"sse":  s.sseAs,
-		"ws graphql-transport-ws": func(t testing.TB, token, q string, v map[string]any) result {
-			return s.wsAs(t, "graphql-transport-ws", token, q, v)
+func transports(s *apptest.Server) map[string]func(t testing.TB, token, query string, vars map[string]any) apptest.Result {
+	return map[string]func(t testing.TB, token, query string, vars map[string]any) apptest.Result{
+		"http": s.PostAs,
+		"sse":  s.SSEAs,
+		"ws graphql-transport-ws": func(t testing.TB, token, q string, v map[string]any) apptest.Result {
+			return s.WsAs(t, "graphql-transport-ws", token, q, v)
 		},
-		"ws graphql-ws": func(t testing.TB, token, q string, v map[string]any) result {
-			return s.wsAs(t, "graphql-ws", token, q, v)
+		"ws graphql-ws": func(t testing.TB, token, q string, v map[string]any) apptest.Result {
+			return s.WsAs(t, "graphql-ws", token, q, v)
 		},
 	}
-}
-
-// suspendAs starts a run with the token and waits for it to suspend.
-func (s *testServer) suspendAs(t testing.TB, token, prompt string, extra map[string]any) apiRun {
-	t.Helper()
-	input := map[string]any{"agentId": "support-agent", "prompt": prompt}
-	for k, v := range extra {
-		input[k] = v
-	}
-	var out struct{ StartRun apiRun }
-	s.mustAs(t, token, `mutation($input: StartRunInput!) { startRun(input: $input) { `+runFields+` } }`, map[string]any{"input": input}, &out)
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		var got struct{ Run *apiRun }
-		s.mustAs(t, token, `query($id: ID!) { run(runId: $id) { `+runFields+` } }`, map[string]any{"id": out.StartRun.ID}, &got)
-		if got.Run.Status == "SUSPENDED" {
-			return *got.Run
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("run %s did not suspend", out.StartRun.ID)
-	return apiRun{}
 }
 
 // TestAuthRoleByOperation: every role against every operation (the queries, startRun, the three
 // decisions, both subscriptions) over HTTP, SSE and both WebSocket subprotocols.
 func TestAuthRoleByOperation(t *testing.T) {
-	eachAuthDB(t, "", func(t *testing.T, s *testServer) {
-		root := tokenOf("root")
-		seen := s.suspendAs(t, root, "refund order 1 for 5", map[string]any{"threadId": "th-1"})
+	t.Parallel()
+	eachAuthDB(t, "", func(t *testing.T, s *apptest.Server) {
+		root := apptest.TokenOf("root")
+		seen := s.SuspendAs(t, root, "refund order 1 for 5", map[string]any{"threadId": "th-1"})
 		type op struct {
 			name, need string // need: the least role allowed
-			run        func(t testing.TB, do func(t testing.TB, token, q string, v map[string]any) result, token string) result
+			run        func(t testing.TB, do func(t testing.TB, token, q string, v map[string]any) apptest.Result, token string) apptest.Result
 		}
-		query := func(q string, v map[string]any) func(t testing.TB, do func(t testing.TB, token, q string, v map[string]any) result, token string) result {
-			return func(t testing.TB, do func(t testing.TB, token, q string, v map[string]any) result, token string) result {
+		query := func(q string, v map[string]any) func(t testing.TB, do func(t testing.TB, token, q string, v map[string]any) apptest.Result, token string) apptest.Result {
+			return func(t testing.TB, do func(t testing.TB, token, q string, v map[string]any) apptest.Result, token string) apptest.Result {
 				return do(t, token, q, v)
 			}
 		}
-		decide := func(prompt, q string) func(t testing.TB, do func(t testing.TB, token, q string, v map[string]any) result, token string) result {
-			return func(t testing.TB, do func(t testing.TB, token, q string, v map[string]any) result, token string) result {
-				r := s.suspendAs(t, root, prompt, nil)
+		decide := func(prompt, q string) func(t testing.TB, do func(t testing.TB, token, q string, v map[string]any) apptest.Result, token string) apptest.Result {
+			return func(t testing.TB, do func(t testing.TB, token, q string, v map[string]any) apptest.Result, token string) apptest.Result {
+				r := s.SuspendAs(t, root, prompt, nil)
 				return do(t, token, q, map[string]any{"id": r.ID})
 			}
 		}
@@ -267,14 +77,17 @@ func TestAuthRoleByOperation(t *testing.T) {
 			{"declineToolCall", "approver", decide("refund order 3 for 5", `mutation($id: ID!) { declineToolCall(runId: $id, reason: "no") { status } }`)},
 			{"resumeRun", "approver", decide("ask the customer which order", `mutation($id: ID!) { resumeRun(runId: $id, resumeData: {answer: "order 7"}) { status } }`)},
 			{"runEvents", "viewer", query(`subscription($id: ID!) { runEvents(runId: $id) { seq type } }`, map[string]any{"id": seen.ID})},
-			{"suspendedRunsChanged", "viewer", func(t testing.TB, do func(t testing.TB, token, q string, v map[string]any) result, token string) result {
-				// A run suspends once the subscription has had time to start. The start is waited
-				// for before the subtest ends, so its request never outlives the test.
+			{"suspendedRunsChanged", "viewer", func(t testing.TB, do func(t testing.TB, token, q string, v map[string]any) apptest.Result, token string) apptest.Result {
+				// A run suspends once the server serves the subscription (every role may read, so
+				// it does: a refusal would end do's wait instead). The start is waited for before
+				// the subtest ends, so its request never outlives the test.
 				started := make(chan struct{})
 				go func() {
 					defer close(started)
-					time.Sleep(200 * time.Millisecond)
-					s.postAs(t, root, `mutation { startRun(input: {agentId: "support-agent", prompt: "refund order 9 for 1"}) { id } }`, nil)
+					for deadline := time.Now().Add(20 * time.Second); s.App.Service.Watchers() == 0 && time.Now().Before(deadline); {
+						time.Sleep(5 * time.Millisecond)
+					}
+					s.PostAs(t, root, `mutation { startRun(input: {agentId: "support-agent", prompt: "refund order 9 for 1"}) { id } }`, nil)
 				}()
 				defer func() { <-started }()
 				return do(t, token, `subscription { suspendedRunsChanged { kind run { id } } }`, nil)
@@ -291,13 +104,13 @@ func TestAuthRoleByOperation(t *testing.T) {
 					if tname == "http" && (o.name == "runEvents" || o.name == "suspendedRunsChanged") {
 						continue // a subscription is not run over a plain POST (TestSubscriptionOverPlainHTTP)
 					}
-					got := o.run(t, do, tokenOf(subject))
+					got := o.run(t, do, apptest.TokenOf(subject))
 					if rank[role] >= rank[o.need] {
-						if got.code != "" {
-							t.Errorf("%s: %s as %s (%s): %s %s, want it allowed", tname, o.name, subject, role, got.code, got.msg)
+						if got.Code != "" {
+							t.Errorf("%s: %s as %s (%s): %s %s, want it allowed", tname, o.name, subject, role, got.Code, got.Msg)
 						}
-					} else if got.code != "FORBIDDEN" {
-						t.Errorf("%s: %s as %s (%s): %q %s, want FORBIDDEN", tname, o.name, subject, role, got.code, got.msg)
+					} else if got.Code != "FORBIDDEN" {
+						t.Errorf("%s: %s as %s (%s): %q %s, want FORBIDDEN", tname, o.name, subject, role, got.Code, got.Msg)
 					}
 				}
 			}
@@ -309,11 +122,11 @@ func TestAuthRoleByOperation(t *testing.T) {
 // UNAUTHENTICATED and no data: 401 over HTTP and SSE, a 4401 close after connection_init on
 // both WebSocket subprotocols.
 func TestAuthRejectsBadCredentials(t *testing.T) {
-	s := authServer(t, "sqlite:"+t.TempDir()+"/interlock.db", "")
-	s.suspendAs(t, tokenOf("root"), "refund order 1 for 5", nil)
+	s := apptest.AuthServer(t, "sqlite:"+t.TempDir()+"/interlock.db", "")
+	s.SuspendAs(t, apptest.TokenOf("root"), "refund order 1 for 5", nil)
 	for name, header := range map[string]string{"none": "", "malformed": "Basic dmVyYTpwdw==", "unknown": "Bearer token-mallory", "empty bearer": "Bearer "} {
 		body := strings.NewReader(`{"query":"{ suspendedRuns { total runs { id } } }"}`)
-		req, _ := http.NewRequest("POST", s.url+"/graphql", body)
+		req, _ := http.NewRequest("POST", s.URL+"/graphql", body)
 		req.Header.Set("Content-Type", "application/json")
 		if header != "" {
 			req.Header.Set("Authorization", header)
@@ -327,7 +140,7 @@ func TestAuthRejectsBadCredentials(t *testing.T) {
 			}
 			raw, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			code, _ := firstError(gjsonErrors(raw))
+			code, _ := apptest.FirstError(apptest.GjsonErrors(raw))
 			if resp.StatusCode != http.StatusUnauthorized || code != "UNAUTHENTICATED" || strings.Contains(string(raw), "runs\":[") || resp.Header.Get("WWW-Authenticate") == "" {
 				t.Errorf("%s credentials (%s): %d %s %s, want 401 UNAUTHENTICATED with a challenge", name, accept, resp.StatusCode, resp.Header.Get("WWW-Authenticate"), raw)
 			}
@@ -335,14 +148,14 @@ func TestAuthRejectsBadCredentials(t *testing.T) {
 	}
 	for _, protocol := range []string{"graphql-transport-ws", "graphql-ws"} {
 		for name, payload := range map[string]string{"none": `{}`, "unknown": `{"authorization":"Bearer token-mallory"}`, "not a string": `{"authorization":42}`} {
-			c := dialRawWS(t, s.url, protocol)
-			c.send(wsMessage{Type: "connection_init", Payload: json.RawMessage(payload)})
+			c := apptest.DialRawWS(t, s.URL, protocol)
+			c.Send(apptest.WSMessage{Type: "connection_init", Payload: json.RawMessage(payload)})
 			var code websocket.StatusCode
 			for code == 0 {
 				// graphql-ws announces the refusal with connection_error first.
-				var m wsMessage
+				var m apptest.WSMessage
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				err := wsjson.Read(ctx, c.conn, &m)
+				err := wsjson.Read(ctx, c.Conn, &m)
 				cancel()
 				if err == nil {
 					if m.Type == "connection_ack" {
@@ -363,21 +176,21 @@ func TestAuthRejectsBadCredentials(t *testing.T) {
 	// A token in the upgrade's Authorization header is as good as one in connection_init.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	conn, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(s.url, "http")+"/graphql", &websocket.DialOptions{
-		Subprotocols: []string{"graphql-transport-ws"}, HTTPHeader: http.Header{"Authorization": {"Bearer " + tokenOf("vera")}},
+	conn, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(s.URL, "http")+"/graphql", &websocket.DialOptions{
+		Subprotocols: []string{"graphql-transport-ws"}, HTTPHeader: http.Header{"Authorization": {"Bearer " + apptest.TokenOf("vera")}},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &wsClient{t: t, conn: conn, protocol: "graphql-transport-ws"}
+	c := &apptest.WSClient{T: t, Conn: conn, Protocol: "graphql-transport-ws"}
 	defer conn.Close(websocket.StatusNormalClosure, "")
-	c.send(wsMessage{Type: "connection_init", Payload: json.RawMessage(`{}`)})
-	if m := c.read(); m.Type != "connection_ack" {
+	c.Send(apptest.WSMessage{Type: "connection_init", Payload: json.RawMessage(`{}`)})
+	if m := c.Read(); m.Type != "connection_ack" {
 		t.Fatalf("with the token in the upgrade's header: %s %s", m.Type, m.Payload)
 	}
 	// The console, its scripts and the health check need no token: they hold no data.
 	for _, path := range []string{"/", "/healthz"} {
-		resp, err := http.Get(s.url + path)
+		resp, err := http.Get(s.URL + path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -392,16 +205,17 @@ func TestAuthRejectsBadCredentials(t *testing.T) {
 // on a run of r1; it learns nothing (empty lists, null, NOT_FOUND, no events) and changes
 // nothing.
 func TestScopedPrincipalAttacksAnotherResource(t *testing.T) {
-	eachAuthDB(t, "", func(t *testing.T, s *testServer) {
-		root, portal := tokenOf("root"), tokenOf("portal")
-		victim := s.suspendAs(t, root, "refund order 1 for 5", map[string]any{"resourceId": "r1", "threadId": "victim-thread"})
-		asked := s.suspendAs(t, root, "ask the customer which order", map[string]any{"resourceId": "r1"})
+	t.Parallel()
+	eachAuthDB(t, "", func(t *testing.T, s *apptest.Server) {
+		root, portal := apptest.TokenOf("root"), apptest.TokenOf("portal")
+		victim := s.SuspendAs(t, root, "refund order 1 for 5", map[string]any{"resourceId": "r1", "threadId": "victim-thread"})
+		asked := s.SuspendAs(t, root, "ask the customer which order", map[string]any{"resourceId": "r1"})
 		var before struct{ SuspendedRuns struct{ Total int } }
-		s.mustAs(t, root, `{ suspendedRuns { total } }`, nil, &before)
+		s.MustAs(t, root, `{ suspendedRuns { total } }`, nil, &before)
 
-		watch := dialAs(t, s.url, "graphql-transport-ws", portal)
-		changes := watch.subscribe(`subscription { suspendedRunsChanged { kind run { id resourceId } } }`, nil)
-		time.Sleep(200 * time.Millisecond) // the subscription is active before runs change
+		watch := apptest.DialAs(t, s.URL, "graphql-transport-ws", portal)
+		changes := watch.Subscribe(`subscription { suspendedRunsChanged { kind run { id resourceId } } }`, nil)
+		s.WaitWatchers(t, 1)
 
 		for _, q := range []string{
 			`{ suspendedRuns { total runs { id } } }`,
@@ -412,7 +226,7 @@ func TestScopedPrincipalAttacksAnotherResource(t *testing.T) {
 			`{ recentRuns(statuses: [SUSPENDED], resourceId: "r1") { total runs { id } } }`,
 		} {
 			var out map[string]struct{ Total int }
-			s.mustAs(t, portal, q, nil, &out)
+			s.MustAs(t, portal, q, nil, &out)
 			for k, v := range out {
 				if v.Total != 0 {
 					t.Errorf("%s: %s total %d, want 0", q, k, v.Total)
@@ -420,15 +234,15 @@ func TestScopedPrincipalAttacksAnotherResource(t *testing.T) {
 			}
 		}
 		var me struct{ Me struct{ Resources []string } }
-		s.mustAs(t, portal, `{ me { resources } }`, nil, &me)
+		s.MustAs(t, portal, `{ me { resources } }`, nil, &me)
 		if len(me.Me.Resources) != 1 || me.Me.Resources[0] != "r2" {
 			t.Errorf("me as portal: %+v", me)
 		}
 		var one struct {
-			Run    *apiRun
+			Run    *apptest.Run
 			Thread *struct{ ID string }
 		}
-		s.mustAs(t, portal, `query($id: ID!) { run(runId: $id) { id } thread(id: "victim-thread") { id } }`, map[string]any{"id": victim.ID}, &one)
+		s.MustAs(t, portal, `query($id: ID!) { run(runId: $id) { id } thread(id: "victim-thread") { id } }`, map[string]any{"id": victim.ID}, &one)
 		if one.Run != nil || one.Thread != nil {
 			t.Errorf("run and thread of r1 as portal: %+v, want null", one)
 		}
@@ -436,8 +250,8 @@ func TestScopedPrincipalAttacksAnotherResource(t *testing.T) {
 			if name == "http" {
 				continue // a subscription is not run over a plain POST (TestSubscriptionOverPlainHTTP)
 			}
-			if got := do(t, portal, `subscription($id: ID!) { runEvents(runId: $id) { seq type } }`, map[string]any{"id": victim.ID}); got.code != "NOT_FOUND" || got.data != nil && string(got.data) != "null" {
-				t.Errorf("%s: runEvents of r1's run as portal: %q %s %s, want NOT_FOUND and no event", name, got.code, got.msg, got.data)
+			if got := do(t, portal, `subscription($id: ID!) { runEvents(runId: $id) { seq type } }`, map[string]any{"id": victim.ID}); got.Code != "NOT_FOUND" || got.Data != nil && string(got.Data) != "null" {
+				t.Errorf("%s: runEvents of r1's run as portal: %q %s %s, want NOT_FOUND and no event", name, got.Code, got.Msg, got.Data)
 			}
 		}
 		for _, c := range []struct{ q, id string }{
@@ -446,18 +260,18 @@ func TestScopedPrincipalAttacksAnotherResource(t *testing.T) {
 			{`mutation($id: ID!) { declineToolCall(runId: $id, reason: "x") { status } }`, victim.ID},
 			{`mutation($id: ID!) { resumeRun(runId: $id, resumeData: {answer: "x"}) { status } }`, asked.ID},
 		} {
-			got := s.postAs(t, portal, c.q, map[string]any{"id": c.id})
-			unknown := s.postAs(t, portal, c.q, map[string]any{"id": "0190e0e0-0000-7000-8000-000000000000"})
-			if got.code != "NOT_FOUND" || strings.ReplaceAll(got.msg, c.id, "X") != strings.ReplaceAll(unknown.msg, "0190e0e0-0000-7000-8000-000000000000", "X") {
-				t.Errorf("%s as portal: %s %q; an unknown run gets %q: want the same NOT_FOUND", c.q, got.code, got.msg, unknown.msg)
+			got := s.PostAs(t, portal, c.q, map[string]any{"id": c.id})
+			unknown := s.PostAs(t, portal, c.q, map[string]any{"id": "0190e0e0-0000-7000-8000-000000000000"})
+			if got.Code != "NOT_FOUND" || strings.ReplaceAll(got.Msg, c.id, "X") != strings.ReplaceAll(unknown.Msg, "0190e0e0-0000-7000-8000-000000000000", "X") {
+				t.Errorf("%s as portal: %s %q; an unknown run gets %q: want the same NOT_FOUND", c.q, got.Code, got.Msg, unknown.Msg)
 			}
 		}
-		if got := s.postAs(t, portal, `mutation { startRun(input: {agentId: "support-agent", prompt: "hi", resourceId: "r1"}) { id } }`, nil); got.code != "FORBIDDEN" {
-			t.Errorf("startRun for r1 as portal: %q, want FORBIDDEN", got.code)
+		if got := s.PostAs(t, portal, `mutation { startRun(input: {agentId: "support-agent", prompt: "hi", resourceId: "r1"}) { id } }`, nil); got.Code != "FORBIDDEN" {
+			t.Errorf("startRun for r1 as portal: %q, want FORBIDDEN", got.Code)
 		}
 		// Nothing changed: the runs still wait, undecided.
 		var after struct{ SuspendedRuns struct{ Total int } }
-		s.mustAs(t, root, `{ suspendedRuns { total } }`, nil, &after)
+		s.MustAs(t, root, `{ suspendedRuns { total } }`, nil, &after)
 		if after.SuspendedRuns.Total != before.SuspendedRuns.Total {
 			t.Errorf("suspended total %d, was %d", after.SuspendedRuns.Total, before.SuspendedRuns.Total)
 		}
@@ -467,14 +281,14 @@ func TestScopedPrincipalAttacksAnotherResource(t *testing.T) {
 				Decisions []any
 			}
 		}
-		s.mustAs(t, root, `query($id: ID!) { run(runId: $id) { status decisions { id } } }`, map[string]any{"id": victim.ID}, &check)
+		s.MustAs(t, root, `query($id: ID!) { run(runId: $id) { status decisions { id } } }`, map[string]any{"id": victim.ID}, &check)
 		if check.Run.Status != "SUSPENDED" || len(check.Run.Decisions) != 0 {
 			t.Errorf("r1's run after the attack: %+v", check.Run)
 		}
 		// Its watcher hears of a run of its own resource, never of the r1 runs before it.
-		s.suspendAs(t, root, "refund order 5 for 5", map[string]any{"resourceId": "r1"})
-		own := s.suspendAs(t, portal, "refund order 6 for 5", map[string]any{"resourceId": "r2"})
-		data, _, errs := watch.next(changes)
+		s.SuspendAs(t, root, "refund order 5 for 5", map[string]any{"resourceId": "r1"})
+		own := s.SuspendAs(t, portal, "refund order 6 for 5", map[string]any{"resourceId": "r2"})
+		data, _, errs := watch.Next(changes)
 		if errs != nil || !strings.Contains(string(data), own.ID) {
 			t.Errorf("portal's first change: %s %s, want its own run %s", data, errs, own.ID)
 		}
@@ -484,26 +298,27 @@ func TestScopedPrincipalAttacksAnotherResource(t *testing.T) {
 // TestSeparationOfDutiesOverTheAPI: with separationOfDuties, who started a run cannot approve
 // its calls; another approver can, and decidedBy on the decision and the events names them.
 func TestSeparationOfDutiesOverTheAPI(t *testing.T) {
-	eachAuthDB(t, "  separationOfDuties: true\n", func(t *testing.T, s *testServer) {
-		r := s.suspendAs(t, tokenOf("alice"), "refund order 4 for 5", nil)
-		got := s.postAs(t, tokenOf("alice"), `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": r.ID})
-		if got.code != "FORBIDDEN" || !strings.Contains(got.msg, "separation of duties") {
-			t.Fatalf("alice approves her own run: %s %q, want FORBIDDEN saying why", got.code, got.msg)
+	t.Parallel()
+	eachAuthDB(t, "  separationOfDuties: true\n", func(t *testing.T, s *apptest.Server) {
+		r := s.SuspendAs(t, apptest.TokenOf("alice"), "refund order 4 for 5", nil)
+		got := s.PostAs(t, apptest.TokenOf("alice"), `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": r.ID})
+		if got.Code != "FORBIDDEN" || !strings.Contains(got.Msg, "separation of duties") {
+			t.Fatalf("alice approves her own run: %s %q, want FORBIDDEN saying why", got.Code, got.Msg)
 		}
-		c := dialAs(t, s.url, "graphql-transport-ws", tokenOf("vera"))
-		op := c.subscribe(eventsQuery, map[string]any{"runId": r.ID, "after": r.LastEventSeq})
+		c := apptest.DialAs(t, s.URL, "graphql-transport-ws", apptest.TokenOf("vera"))
+		op := c.Subscribe(apptest.EventsQuery, map[string]any{"runId": r.ID, "after": r.LastEventSeq})
 		var out struct {
 			ApproveToolCall struct {
 				StartedBy string
 				Decisions []struct{ DecidedBy string }
 			}
 		}
-		s.mustAs(t, tokenOf("bob"), `mutation($id: ID!) { approveToolCall(runId: $id) { startedBy decisions { decidedBy } } }`, map[string]any{"id": r.ID}, &out)
+		s.MustAs(t, apptest.TokenOf("bob"), `mutation($id: ID!) { approveToolCall(runId: $id) { startedBy decisions { decidedBy } } }`, map[string]any{"id": r.ID}, &out)
 		if out.ApproveToolCall.StartedBy != "alice" || len(out.ApproveToolCall.Decisions) != 1 || out.ApproveToolCall.Decisions[0].DecidedBy != "bob" {
 			t.Fatalf("after bob's approval: %+v", out.ApproveToolCall)
 		}
 		for {
-			data, done, errs := c.next(op)
+			data, done, errs := c.Next(op)
 			if done || errs != nil {
 				t.Fatalf("events ended before TOOL_CALL_APPROVED: %s", errs)
 			}
@@ -524,8 +339,9 @@ func TestSeparationOfDutiesOverTheAPI(t *testing.T) {
 // TestToolApproverRolesOverTheAPI: a tool with approverRoles is decided only by those roles
 // (and admin); an approver without them gets FORBIDDEN naming the role.
 func TestToolApproverRolesOverTheAPI(t *testing.T) {
-	refunds := newRefundEndpoint(t)
-	file := writeConfig(t, fmt.Sprintf(`
+	t.Parallel()
+	refunds := apptest.NewRefundEndpoint(t)
+	file := apptest.WriteConfig(t, fmt.Sprintf(`
 auth:
   tokens:
     - {subject: alice, role: approver, sha256: %s}
@@ -540,8 +356,8 @@ tools:
     requireApproval: true
     approverRoles: [refunds]
     http: {url: %s/refund}
-`, sha256Hex(tokenOf("alice")), sha256Hex(tokenOf("rita")), sha256Hex(tokenOf("root")), refunds.URL))
-	s := startServer(t, "sqlite:"+t.TempDir()+"/interlock.db", "--auth=on", "--config", file)
+`, apptest.Sha256Hex(apptest.TokenOf("alice")), apptest.Sha256Hex(apptest.TokenOf("rita")), apptest.Sha256Hex(apptest.TokenOf("root")), refunds.URL))
+	s := apptest.Start(t, "sqlite:"+t.TempDir()+"/interlock.db", "--auth=on", "--config", file)
 	var who struct {
 		Me struct {
 			Subject   string
@@ -555,23 +371,23 @@ tools:
 			}
 		}
 	}
-	s.mustAs(t, tokenOf("rita"), `{ me { subject roles resources } agents { tools { name approverRoles } } }`, nil, &who)
+	s.MustAs(t, apptest.TokenOf("rita"), `{ me { subject roles resources } agents { tools { name approverRoles } } }`, nil, &who)
 	if who.Me.Subject != "rita" || len(who.Me.Roles) != 1 || who.Me.Roles[0] != "refunds" || who.Me.Resources != nil ||
 		len(who.Agents) != 1 || who.Agents[0].Tools[0].ApproverRoles[0] != "refunds" {
 		t.Fatalf("me and the tool's approver roles: %+v", who)
 	}
-	r := s.suspendAs(t, tokenOf("root"), "refund order 8 for 5", nil)
+	r := s.SuspendAs(t, apptest.TokenOf("root"), "refund order 8 for 5", nil)
 	const approve = `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`
-	if got := s.postAs(t, tokenOf("alice"), approve, map[string]any{"id": r.ID}); got.code != "FORBIDDEN" || !strings.Contains(got.msg, "refunds") {
-		t.Fatalf("alice approves issue_refund: %s %q, want FORBIDDEN naming refunds", got.code, got.msg)
+	if got := s.PostAs(t, apptest.TokenOf("alice"), approve, map[string]any{"id": r.ID}); got.Code != "FORBIDDEN" || !strings.Contains(got.Msg, "refunds") {
+		t.Fatalf("alice approves issue_refund: %s %q, want FORBIDDEN naming refunds", got.Code, got.Msg)
 	}
-	if got := s.postAs(t, tokenOf("alice"), `mutation($id: ID!) { declineToolCall(runId: $id) { status } }`, map[string]any{"id": r.ID}); got.code != "FORBIDDEN" {
-		t.Fatalf("alice declines issue_refund: %s, want FORBIDDEN", got.code)
+	if got := s.PostAs(t, apptest.TokenOf("alice"), `mutation($id: ID!) { declineToolCall(runId: $id) { status } }`, map[string]any{"id": r.ID}); got.Code != "FORBIDDEN" {
+		t.Fatalf("alice declines issue_refund: %s, want FORBIDDEN", got.Code)
 	}
-	if calls, _ := refunds.got(); len(calls) != 0 {
+	if calls, _ := refunds.Got(); len(calls) != 0 {
 		t.Fatalf("the tool ran %d times before anyone allowed approved", len(calls))
 	}
-	s.mustAs(t, tokenOf("rita"), approve, map[string]any{"id": r.ID}, nil)
+	s.MustAs(t, apptest.TokenOf("rita"), approve, map[string]any{"id": r.ID}, nil)
 }
 
 // TestJWTPrincipalsOverTheAPI: a server trusting HS256 JWTs scopes a token to the resources of
@@ -579,11 +395,11 @@ tools:
 func TestJWTPrincipalsOverTheAPI(t *testing.T) {
 	const secret = "a-shared-secret-of-at-least-32-bytes!"
 	t.Setenv("INTERLOCK_TEST_JWT", secret)
-	file := writeConfig(t, `
+	file := apptest.WriteConfig(t, `
 auth:
   jwt: {hs256SecretEnv: INTERLOCK_TEST_JWT, issuer: https://idp.test/, audience: interlock, claims: {resources: tenants}}
 `)
-	s := startServer(t, "sqlite:"+t.TempDir()+"/interlock.db", "--auth=on", "--config", file)
+	s := apptest.Start(t, "sqlite:"+t.TempDir()+"/interlock.db", "--auth=on", "--config", file)
 	sign := func(claims jwt.MapClaims) string {
 		base := jwt.MapClaims{"iss": "https://idp.test/", "aud": "interlock", "exp": time.Now().Add(time.Hour).Unix()}
 		for k, v := range claims {
@@ -596,22 +412,22 @@ auth:
 		return tok
 	}
 	admin := sign(jwt.MapClaims{"sub": "ada", "roles": []string{"admin"}, "tenants": []string{"t1", "t2"}})
-	r := s.suspendAs(t, admin, "refund order 1 for 5", map[string]any{"resourceId": "t2"})
+	r := s.SuspendAs(t, admin, "refund order 1 for 5", map[string]any{"resourceId": "t2"})
 	viewer := sign(jwt.MapClaims{"sub": "vic", "roles": "viewer", "tenants": "t1"})
 	var out struct{ SuspendedRuns struct{ Total int } }
-	s.mustAs(t, viewer, `{ suspendedRuns { total } }`, nil, &out)
+	s.MustAs(t, viewer, `{ suspendedRuns { total } }`, nil, &out)
 	if out.SuspendedRuns.Total != 0 {
 		t.Errorf("a t1 viewer sees %d runs of t2", out.SuspendedRuns.Total)
 	}
-	s.mustAs(t, admin, `{ suspendedRuns { total } }`, nil, &out)
+	s.MustAs(t, admin, `{ suspendedRuns { total } }`, nil, &out)
 	if out.SuspendedRuns.Total != 1 {
 		t.Errorf("a t1, t2 admin sees %d runs, want 1", out.SuspendedRuns.Total)
 	}
-	if got := s.postAs(t, sign(jwt.MapClaims{"sub": "eve", "roles": "admin", "aud": "other"}), `{ me { subject } }`, nil); got.status != http.StatusUnauthorized || got.code != "UNAUTHENTICATED" {
-		t.Errorf("a token for another audience: %d %s", got.status, got.code)
+	if got := s.PostAs(t, sign(jwt.MapClaims{"sub": "eve", "roles": "admin", "aud": "other"}), `{ me { subject } }`, nil); got.Status != http.StatusUnauthorized || got.Code != "UNAUTHENTICATED" {
+		t.Errorf("a token for another audience: %d %s", got.Status, got.Code)
 	}
-	if got := s.postAs(t, sign(jwt.MapClaims{"sub": "eve", "roles": "admin", "exp": time.Now().Add(-time.Hour).Unix()}), `{ me { subject } }`, nil); got.status != http.StatusUnauthorized || !strings.Contains(got.msg, "expired") {
-		t.Errorf("an expired token: %d %s %q", got.status, got.code, got.msg)
+	if got := s.PostAs(t, sign(jwt.MapClaims{"sub": "eve", "roles": "admin", "exp": time.Now().Add(-time.Hour).Unix()}), `{ me { subject } }`, nil); got.Status != http.StatusUnauthorized || !strings.Contains(got.Msg, "expired") {
+		t.Errorf("an expired token: %d %s %q", got.Status, got.Code, got.Msg)
 	}
 
 	// A token that expires mid-stream: exp 28s ago, inside the 30s leeway for clock skew, so
@@ -621,14 +437,14 @@ auth:
 	}
 	// A plain request inside the leeway is answered in full (it was "cancelled" when the
 	// stream cut-off was exp and the validation exp plus the leeway).
-	if got := s.postAs(t, expiring(), `{ suspendedRuns { total } }`, nil); got.code != "" || got.status != http.StatusOK {
-		t.Errorf("a request inside the leeway: %d %s %s, want it answered", got.status, got.code, got.msg)
+	if got := s.PostAs(t, expiring(), `{ suspendedRuns { total } }`, nil); got.Code != "" || got.Status != http.StatusOK {
+		t.Errorf("a request inside the leeway: %d %s %s, want it answered", got.Status, got.Code, got.Msg)
 	}
 	for _, protocol := range []string{"graphql-transport-ws", "graphql-ws"} {
-		c := dialAs(t, s.url, protocol, expiring())
-		op := c.subscribe(`subscription($id: ID!) { runEvents(runId: $id) { seq } }`, map[string]any{"id": r.ID})
+		c := apptest.DialAs(t, s.URL, protocol, expiring())
+		op := c.Subscribe(`subscription($id: ID!) { runEvents(runId: $id) { seq } }`, map[string]any{"id": r.ID})
 		for left := r.LastEventSeq; left > 0; left-- {
-			if _, done, errs := c.next(op); done || errs != nil {
+			if _, done, errs := c.Next(op); done || errs != nil {
 				t.Fatalf("%s: the stream ended before the token expired: %s", protocol, errs)
 			}
 		}
@@ -640,18 +456,18 @@ auth:
 	// The same with the token in the upgrade's header.
 	dctx, dcancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer dcancel()
-	conn, _, err := websocket.Dial(dctx, "ws"+strings.TrimPrefix(s.url, "http")+"/graphql", &websocket.DialOptions{
+	conn, _, err := websocket.Dial(dctx, "ws"+strings.TrimPrefix(s.URL, "http")+"/graphql", &websocket.DialOptions{
 		Subprotocols: []string{"graphql-transport-ws"}, HTTPHeader: http.Header{"Authorization": {"Bearer " + expiring()}},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	hc := &wsClient{t: t, conn: conn, protocol: "graphql-transport-ws"}
-	hc.send(wsMessage{Type: "connection_init", Payload: json.RawMessage(`{}`)})
-	if m := hc.read(); m.Type != "connection_ack" {
+	hc := &apptest.WSClient{T: t, Conn: conn, Protocol: "graphql-transport-ws"}
+	hc.Send(apptest.WSMessage{Type: "connection_init", Payload: json.RawMessage(`{}`)})
+	if m := hc.Read(); m.Type != "connection_ack" {
 		t.Fatalf("header-authenticated socket: %s", m.Type)
 	}
-	hc.subscribe(`subscription { suspendedRunsChanged { kind } }`, nil)
+	hc.Subscribe(`subscription { suspendedRunsChanged { kind } }`, nil)
 	if code, _ := waitClosed(t, hc); code != 4401 {
 		t.Errorf("header-authenticated socket of an expired token closed with %d, want 4401", code)
 	}
@@ -661,7 +477,7 @@ auth:
 	body, _ := json.Marshal(map[string]any{"query": `subscription { suspendedRunsChanged { kind } }`})
 	sctx, scancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer scancel()
-	req, _ := http.NewRequestWithContext(sctx, "POST", s.url+"/graphql", bytes.NewReader(body))
+	req, _ := http.NewRequestWithContext(sctx, "POST", s.URL+"/graphql", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
 	req.Header.Set("Authorization", "Bearer "+expiring())
@@ -683,13 +499,13 @@ auth:
 
 // waitClosed reads until the server closes the socket and returns its close code and reason;
 // it fails the test after 20s.
-func waitClosed(t *testing.T, c *wsClient) (websocket.StatusCode, string) {
+func waitClosed(t *testing.T, c *apptest.WSClient) (websocket.StatusCode, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for {
-		var m wsMessage
-		if err := wsjson.Read(ctx, c.conn, &m); err != nil {
+		var m apptest.WSMessage
+		if err := wsjson.Read(ctx, c.Conn, &m); err != nil {
 			var ce websocket.CloseError
 			if !errors.As(err, &ce) {
 				t.Fatalf("the socket of an expired token: %v, want it closed", err)
@@ -702,46 +518,29 @@ func waitClosed(t *testing.T, c *wsClient) (websocket.StatusCode, string) {
 // TestTokensNeverLogged: whatever the requests, good tokens, refused tokens and the generated
 // admin token never reach the server's log.
 func TestTokensNeverLogged(t *testing.T) {
-	var logs syncBuffer
-	cfg, err := ParseConfig([]string{"--auth=on", "--db", "sqlite:" + t.TempDir() + "/interlock.db"}, func(string) string { return "" })
+	t.Parallel()
+	var logs apptest.SyncBuffer
+	cfg, err := app.ParseConfig([]string{"--auth=on", "--db", "sqlite:" + t.TempDir() + "/interlock.db"}, func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
-	app, err := NewApp(context.Background(), cfg, slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	app, err := app.NewApp(context.Background(), cfg, slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(app.Handler())
 	t.Cleanup(func() { srv.Close(); app.Close() })
-	s := &testServer{url: srv.URL, app: app}
-	r := s.suspendAs(t, app.AdminToken, "refund order 1 for 5", nil)
-	s.postAs(t, "wrong-"+app.AdminToken, `{ suspendedRuns { total } }`, nil)
-	s.postAs(t, app.AdminToken, `mutation($id: ID!) { resumeRun(runId: $id, resumeData: {}) { status } }`, map[string]any{"id": r.ID})
-	s.postAs(t, app.AdminToken, `{ nosuchfield }`, nil)
-	c := dialRawWS(t, s.url, "graphql-transport-ws")
-	c.send(wsMessage{Type: "connection_init", Payload: json.RawMessage(`{"authorization":"Bearer refused-` + app.AdminToken + `"}`)})
-	c.closed()
-	s.mustAs(t, app.AdminToken, `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": r.ID}, nil)
+	s := &apptest.Server{URL: srv.URL, App: app}
+	r := s.SuspendAs(t, app.AdminToken, "refund order 1 for 5", nil)
+	s.PostAs(t, "wrong-"+app.AdminToken, `{ suspendedRuns { total } }`, nil)
+	s.PostAs(t, app.AdminToken, `mutation($id: ID!) { resumeRun(runId: $id, resumeData: {}) { status } }`, map[string]any{"id": r.ID})
+	s.PostAs(t, app.AdminToken, `{ nosuchfield }`, nil)
+	c := apptest.DialRawWS(t, s.URL, "graphql-transport-ws")
+	c.Send(apptest.WSMessage{Type: "connection_init", Payload: json.RawMessage(`{"authorization":"Bearer refused-` + app.AdminToken + `"}`)})
+	c.Closed()
+	s.MustAs(t, app.AdminToken, `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": r.ID}, nil)
 	app.Service.Wait()
 	if strings.Contains(logs.String(), app.AdminToken) {
 		t.Fatalf("the log holds the token:\n%s", logs.String())
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger's concurrent writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

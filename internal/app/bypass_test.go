@@ -1,4 +1,4 @@
-package app
+package app_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/coder/websocket"
 
 	"interlock/gqlhttp"
+	"interlock/internal/apptest"
 )
 
 // TestNoCredentialsNoData sends every transport (POST, GET, SSE in both of graphql-sse's modes,
@@ -25,7 +26,7 @@ import (
 // event stream ran any operation for nobody, which the rules let do everything.)
 func TestNoCredentialsNoData(t *testing.T) {
 	t.Parallel()
-	s := authServer(t, "sqlite:"+t.TempDir()+"/interlock.db", "")
+	s := apptest.AuthServer(t, "sqlite:"+t.TempDir()+"/interlock.db", "")
 	const query = `{ me { subject } suspendedRuns { total runs { runId } } }`
 	const mutation = `mutation { startRun(input: {agentId: "support-agent", prompt: "refund order 7 for 5000"}) { runId } }`
 
@@ -38,7 +39,7 @@ func TestNoCredentialsNoData(t *testing.T) {
 				for _, sse := range []bool{false, true} {
 					for credName, cred := range credentials {
 						name := fmt.Sprintf("%s upgrade=%q accept-sse=%v %s %.8s", transport, up.upgrade, sse, credName, op)
-						req := bypassRequest(t, s.url, transport, op)
+						req := bypassRequest(t, s.URL, transport, op)
 						if up.upgrade != "" {
 							req.Header.Set("Upgrade", up.upgrade)
 							req.Header.Set("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
@@ -74,25 +75,25 @@ func TestNoCredentialsNoData(t *testing.T) {
 	for _, protocol := range []string{"graphql-transport-ws", "graphql-ws"} {
 		// A wrong token in the handshake's header is refused before the upgrade.
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_, resp, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(s.url, "http")+"/graphql", &websocket.DialOptions{
+		_, resp, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(s.URL, "http")+"/graphql", &websocket.DialOptions{
 			Subprotocols: []string{protocol}, HTTPHeader: http.Header{"Authorization": {"Bearer token-mallory"}},
 		})
 		cancel()
 		if err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
 			t.Errorf("%s with a wrong token in the handshake: %v, want 401", protocol, err)
 		}
-		for name, init := range map[string]*wsMessage{
+		for name, init := range map[string]*apptest.WSMessage{
 			"no credentials":            {Type: "connection_init", Payload: json.RawMessage(`{}`)},
 			"a wrong token":             {Type: "connection_init", Payload: json.RawMessage(`{"authorization":"Bearer token-mallory"}`)},
 			"no connection_init at all": nil,
 		} {
-			c := dialRawWS(t, s.url, protocol)
+			c := apptest.DialRawWS(t, s.URL, protocol)
 			if init != nil {
-				c.send(*init)
+				c.Send(*init)
 			}
-			c.subscribe(query, nil)
-			c.subscribe(mutation, nil)
-			code, _ := c.closed()
+			c.Subscribe(query, nil)
+			c.Subscribe(mutation, nil)
+			code, _ := c.Closed()
 			if init != nil && code != 4401 {
 				t.Errorf("%s with %s: closed with %d, want 4401", protocol, name, code)
 			}
@@ -103,7 +104,7 @@ func TestNoCredentialsNoData(t *testing.T) {
 	// reservation is made, no stream connected, no operation run or stopped on root's stream
 	// without a token of root's own; each is 401 with no data, and root's stream carries nothing
 	// before root's own operation.
-	root := tokenOf("root")
+	root := apptest.TokenOf("root")
 	streamToken := strings.TrimSpace(reserveStream(t, s, root).body)
 	stream, refused := connectSingle(t, s, root, streamToken)
 	if refused != nil {
@@ -140,12 +141,12 @@ func TestNoCredentialsNoData(t *testing.T) {
 	if got := postOnStream(t, s, root, streamToken, "root", `{ me { subject } }`, nil, ""); got.status != http.StatusAccepted {
 		t.Fatalf("root's own operation: %d %s", got.status, got.body)
 	}
-	if ev := stream.next(t); ev.single(t).ID != "root" {
-		t.Fatalf("root's stream carried %s %s before root's operation", ev.name, ev.data)
+	if ev := stream.next(t); single(t, ev).ID != "root" {
+		t.Fatalf("root's stream carried %s %s before root's operation", ev.Name, ev.Data)
 	}
 
 	var total struct{ RecentRuns struct{ Total int } }
-	s.mustAs(t, tokenOf("root"), `{ recentRuns { total } }`, nil, &total)
+	s.MustAs(t, apptest.TokenOf("root"), `{ recentRuns { total } }`, nil, &total)
 	if total.RecentRuns.Total != 0 {
 		t.Fatalf("%d runs were started without credentials", total.RecentRuns.Total)
 	}

@@ -1,10 +1,9 @@
-package app
+package app_test
 
 import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -18,6 +17,8 @@ import (
 	"time"
 
 	"interlock/dbtest"
+	"interlock/internal/app"
+	"interlock/internal/apptest"
 )
 
 // cliResult is what one run of the real binary printed and how it exited.
@@ -31,7 +32,7 @@ type cliResult struct {
 // when the deadline passes.
 func runCLI(t *testing.T, env []string, args ...string) cliResult {
 	t.Helper()
-	bin := binary(t) // built before the deadline starts: a build on a busy machine is no hang
+	bin := apptest.Binary(t) // built before the deadline starts: a build on a busy machine is no hang
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
@@ -56,6 +57,7 @@ func runCLI(t *testing.T, env []string, args ...string) cliResult {
 // flag with its environment variable and built-in default, and exit 0 — even with the
 // environment setting other values.
 func TestCLIHelpListsEveryFlag(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}, {"migrate", "--help"}} {
 		r := runCLI(t, []string{"INTERLOCK_ADDR=:9999"}, args...)
 		if r.code != 0 {
@@ -67,16 +69,15 @@ func TestCLIHelpListsEveryFlag(t *testing.T) {
 				t.Errorf("interlock %v does not show the command %q", args, c)
 			}
 		}
-		s, _ := defineFlags(func(string) string { return "" })
-		s.fs.VisitAll(func(f *flag.Flag) {
-			want := fmt.Sprintf("  --%s\n        %s [%s", f.Name, f.Usage, s.env[f.Name])
-			if f.DefValue != "" {
-				want += fmt.Sprintf(", default %q]", f.DefValue)
+		for _, f := range app.FlagDocs() {
+			want := fmt.Sprintf("  --%s\n        %s [%s", f.Name, f.Usage, f.Env)
+			if f.Default != "" {
+				want += fmt.Sprintf(", default %q]", f.Default)
 			}
 			if !strings.Contains(r.stdout, want) {
 				t.Errorf("interlock %v lacks\n%s", args, want)
 			}
-		})
+		}
 	}
 }
 
@@ -84,8 +85,9 @@ func TestCLIHelpListsEveryFlag(t *testing.T) {
 // among or after the flags, or a bad value exits 2 naming the mistake, and never starts a
 // server or touches the database.
 func TestCLIRefusesWhatItDoesNotUnderstand(t *testing.T) {
+	t.Parallel()
 	dbFile := filepath.Join(t.TempDir(), "never.db")
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", apptest.FreePort(t))
 	for _, tc := range []struct {
 		args      []string
 		want      string
@@ -131,6 +133,7 @@ var statusRow = regexp.MustCompile(`(?m)^(\d{4})  +(\w+) +(pending|applied \S+)$
 // 3; `migrate up` applies them; then status lists them applied and exits 0. The database is
 // named by INTERLOCK_DB, as in a container.
 func TestCLIMigrateStatusAndUp(t *testing.T) {
+	t.Parallel()
 	check := func(t *testing.T, db string) {
 		env := []string{"INTERLOCK_DB=" + db}
 		r := runCLI(t, env, "migrate", "status")
@@ -167,8 +170,9 @@ func TestCLIMigrateStatusAndUp(t *testing.T) {
 // port of INTERLOCK_ADDR (a wildcard address as in the image, or a specific one), and 1 when
 // nothing listens there or /healthz answers an error.
 func TestCLIHealthcheck(t *testing.T) {
-	p := startProc(t, "sqlite:"+filepath.Join(t.TempDir(), "health.db"))
-	port := strings.TrimPrefix(p.url, "http://127.0.0.1")
+	t.Parallel()
+	p := apptest.StartProc(t, "sqlite:"+filepath.Join(t.TempDir(), "health.db"))
+	port := strings.TrimPrefix(p.URL, "http://127.0.0.1")
 	for _, env := range []string{"INTERLOCK_ADDR=" + port, "INTERLOCK_ADDR=0.0.0.0" + port, "INTERLOCK_ADDR=127.0.0.1" + port} {
 		if r := runCLI(t, []string{env}, "healthcheck"); r.code != 0 {
 			t.Errorf("healthcheck with %s: exit %d\n%s", env, r.code, r.stderr)
@@ -189,7 +193,7 @@ func TestCLIHealthcheck(t *testing.T) {
 	if r.code != 1 || !strings.Contains(r.stderr, "503") {
 		t.Errorf("healthcheck of a server answering 503: exit %d, %q", r.code, r.stderr)
 	}
-	r = runCLI(t, []string{fmt.Sprintf("INTERLOCK_ADDR=:%d", freePort(t))}, "healthcheck")
+	r = runCLI(t, []string{fmt.Sprintf("INTERLOCK_ADDR=:%d", apptest.FreePort(t))}, "healthcheck")
 	if r.code != 1 || !strings.Contains(r.stderr, "healthcheck:") {
 		t.Errorf("healthcheck with nothing listening: exit %d, %q", r.code, r.stderr)
 	}

@@ -1,4 +1,4 @@
-package app
+package app_test
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"interlock/internal/apptest"
 )
 
 // The fields a client cache needs (issue 11): RunEvent.run and Tool.id.
@@ -60,12 +62,13 @@ func checkEventRuns(t *testing.T, runID string, evs []eventWithRun, wantStatus f
 // the RUN_* events carry the run as stored (SUSPENDED with its waiting call while it waits,
 // COMPLETED with its output at RUN_FINISHED), the others none.
 func TestRunEventsCarryTheRun(t *testing.T) {
-	eachAuthDB(t, "", func(t *testing.T, s *testServer) {
-		portal := tokenOf("portal")
-		run := s.suspendAs(t, portal, "refund order 42 for 30", map[string]any{"resourceId": "r2"})
-		c := dialAs(t, s.url, "graphql-transport-ws", portal)
-		defer c.conn.Close(websocket.StatusNormalClosure, "")
-		id := c.subscribe(eventsWithRun, map[string]any{"runId": run.ID})
+	t.Parallel()
+	eachAuthDB(t, "", func(t *testing.T, s *apptest.Server) {
+		portal := apptest.TokenOf("portal")
+		run := s.SuspendAs(t, portal, "refund order 42 for 30", map[string]any{"resourceId": "r2"})
+		c := apptest.DialAs(t, s.URL, "graphql-transport-ws", portal)
+		defer c.Conn.Close(websocket.StatusNormalClosure, "")
+		id := c.Subscribe(eventsWithRun, map[string]any{"runId": run.ID})
 		var before []eventWithRun
 		for len(before) == 0 || before[len(before)-1].Type != "RUN_SUSPENDED" {
 			before = append(before, nextEventWithRun(t, c, id))
@@ -76,10 +79,10 @@ func TestRunEventsCarryTheRun(t *testing.T) {
 			t.Errorf("RUN_SUSPENDED's run has tool calls %+v, want the waiting call %s", suspended.ToolCalls, run.ToolCalls[0].ToolCallID)
 		}
 
-		s.mustAs(t, portal, `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": run.ID}, nil)
+		s.MustAs(t, portal, `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": run.ID}, nil)
 		var after []eventWithRun
 		for {
-			data, done, errs := c.next(id)
+			data, done, errs := c.Next(id)
 			if errs != nil {
 				t.Fatalf("subscription error: %s", errs)
 			}
@@ -98,8 +101,8 @@ func TestRunEventsCarryTheRun(t *testing.T) {
 			}
 			return ev.Run.Status // RUN_RESUMED: RUNNING, or already COMPLETED when the run was quick
 		})
-		var stored struct{ Run apiRun }
-		s.mustAs(t, portal, `query($id: ID!) { run(runId: $id) { `+runFields+` } }`, map[string]any{"id": run.ID}, &stored)
+		var stored struct{ Run apptest.Run }
+		s.MustAs(t, portal, `query($id: ID!) { run(runId: $id) { `+apptest.RunFields+` } }`, map[string]any{"id": run.ID}, &stored)
 		if stored.Run.Status != "COMPLETED" || stored.Run.Output == nil || *stored.Run.Output != *last.Run.Output {
 			t.Errorf("the stored run %+v, RUN_FINISHED carried output %q", stored.Run, *last.Run.Output)
 		}
@@ -109,16 +112,17 @@ func TestRunEventsCarryTheRun(t *testing.T) {
 // TestRunEventsCarryTheRunOverSSE: the same over Server-Sent Events, and an event replayed
 // after the run finished carries the run as it is now.
 func TestRunEventsCarryTheRunOverSSE(t *testing.T) {
-	s := startServer(t, "sqlite:"+t.TempDir()+"/sse-run.db")
-	run := s.startRun(t, "refund order 42 for 30", nil)
+	t.Parallel()
+	s := apptest.Start(t, "sqlite:"+t.TempDir()+"/sse-run.db")
+	run := s.StartRun(t, "refund order 42 for 30", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	got := sse(t, ctx, s.url, eventsWithRun, map[string]any{"runId": run.RunID}, func(d json.RawMessage) bool {
+	got := sse(t, ctx, s, eventsWithRun, map[string]any{"runId": run.RunID}, func(d json.RawMessage) bool {
 		return strings.Contains(string(d), `"RUN_SUSPENDED"`)
 	})
-	s.must(t, `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": run.RunID}, &struct{}{})
+	s.Must(t, `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": run.RunID}, &struct{}{})
 	var rest []eventWithRun
-	for _, d := range sse(t, ctx, s.url, eventsWithRun, map[string]any{"runId": run.RunID, "after": len(got)}, nil) {
+	for _, d := range sse(t, ctx, s, eventsWithRun, map[string]any{"runId": run.RunID, "after": len(got)}, nil) {
 		rest = append(rest, decodeEventWithRun(t, d))
 	}
 	if len(rest) == 0 || rest[len(rest)-1].Type != "RUN_FINISHED" {
@@ -134,15 +138,15 @@ func TestRunEventsCarryTheRunOverSSE(t *testing.T) {
 	const viaFragment = `subscription($runId: ID!) { runEvents(runId: $runId) { ...E } }
 	fragment E on RunEvent { seq type status run { id status output lastEventSeq toolCalls { id toolCallId } } again: run { id } }`
 	var replay []eventWithRun
-	for _, d := range sse(t, ctx, s.url, viaFragment, map[string]any{"runId": run.RunID}, nil) {
+	for _, d := range sse(t, ctx, s, viaFragment, map[string]any{"runId": run.RunID}, nil) {
 		replay = append(replay, decodeEventWithRun(t, d))
 	}
 	checkEventRuns(t, run.RunID, replay, func(eventWithRun) string { return "COMPLETED" })
 }
 
-func nextEventWithRun(t *testing.T, c *wsClient, id string) eventWithRun {
+func nextEventWithRun(t *testing.T, c *apptest.WSClient, id string) eventWithRun {
 	t.Helper()
-	data, done, errs := c.next(id)
+	data, done, errs := c.Next(id)
 	if errs != nil || done {
 		t.Fatalf("subscription ended early: done %v, errors %s", done, errs)
 	}
@@ -162,8 +166,9 @@ func decodeEventWithRun(t *testing.T, data json.RawMessage) eventWithRun {
 // every agent (sub-agents included) has an id of its own, the same from agents and agent(id:),
 // and the same after a restart.
 func TestToolIDsAreUniqueAcrossAgents(t *testing.T) {
+	t.Parallel()
 	db := "sqlite:" + t.TempDir() + "/tools.db"
-	file := writeConfig(t, `
+	file := apptest.WriteConfig(t, `
 agents:
   - id: billing
     model: {provider: demo}
@@ -188,8 +193,8 @@ tools:
 		SubAgents []agentTools
 	}
 	var first struct{ Agents []agentTools }
-	s := startServer(t, db, "--config", file)
-	s.must(t, query, nil, &first)
+	s := apptest.Start(t, db, "--config", file)
+	s.Must(t, query, nil, &first)
 	seen := map[string]string{}
 	names := map[string]int{}
 	var walk func(a agentTools)
@@ -211,7 +216,7 @@ tools:
 	for _, a := range first.Agents {
 		walk(a)
 		var one struct{ Agent agentTools }
-		s.must(t, `query($id: ID!) { agent(id: $id) { id tools { id name } subAgents { id tools { id name } } } }`, map[string]any{"id": a.ID}, &one)
+		s.Must(t, `query($id: ID!) { agent(id: $id) { id tools { id name } subAgents { id tools { id name } } } }`, map[string]any{"id": a.ID}, &one)
 		if a1, a2 := jsonText(t, a), jsonText(t, one.Agent); a1 != a2 {
 			t.Errorf("agent(id: %s) %s, agents gave %s", a.ID, a2, a1)
 		}
@@ -222,10 +227,10 @@ tools:
 	if names["refund"] < 2 || seen["billing/refund"] != "billing" || seen["shipping/refund"] != "shipping" {
 		t.Fatalf("tools seen %v: want refund under billing and shipping, apart", seen)
 	}
-	s.closeHTTP()
-	s.app.Close()
+	s.CloseHTTP()
+	s.App.Close()
 	var again struct{ Agents []agentTools }
-	startServer(t, db, "--config", file).must(t, query, nil, &again)
+	apptest.Start(t, db, "--config", file).Must(t, query, nil, &again)
 	if jsonText(t, again) != jsonText(t, first) {
 		t.Errorf("after a restart tools are %s, were %s", jsonText(t, again), jsonText(t, first))
 	}

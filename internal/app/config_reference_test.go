@@ -3,6 +3,7 @@ package app
 import (
 	"flag"
 	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -18,7 +19,7 @@ import (
 // a row, with the flag's variable and default; each row must name something that exists. A
 // failure says exactly which row to add or remove.
 
-var configDoc = repoPath("docs", "configuration.md")
+var configDoc = filepath.Join("..", "..", "docs", "configuration.md") // tests run in this directory
 
 // docTable returns the rows of the tables in the section of configDoc under heading, each as
 // its cells (trimmed, backticks kept), header and separator rows left out.
@@ -64,6 +65,7 @@ const flagsHeading = "## Flags and environment variables"
 // default (an empty default is written "(none…)" or similar in parentheses), and each row
 // names a flag that exists.
 func TestConfigReferenceHasEveryFlag(t *testing.T) {
+	t.Parallel()
 	rows := map[string][]string{}
 	for _, r := range docTable(t, flagsHeading) {
 		if len(r) < 4 {
@@ -176,6 +178,7 @@ func kindOf(t reflect.Type) string {
 // TestConfigReferenceHasEveryConfigKey: each key of the config file has a row, and each row
 // names a key that exists.
 func TestConfigReferenceHasEveryConfigKey(t *testing.T) {
+	t.Parallel()
 	rows := map[string]bool{}
 	for _, r := range docTable(t, fileHeading) {
 		rows[unquote(r[0])] = true
@@ -193,6 +196,7 @@ func TestConfigReferenceHasEveryConfigKey(t *testing.T) {
 
 // TestConfigKeysAreFound guards the reflection itself: it must see known keys at each depth.
 func TestConfigKeysAreFound(t *testing.T) {
+	t.Parallel()
 	var paths []string
 	for _, k := range configKeys(reflect.TypeFor[config.File](), "") {
 		paths = append(paths, k.path+" "+k.kind)

@@ -9,6 +9,7 @@ import (
 // TestTransportSettings: the transport limits have their documented defaults, are set by flag
 // or environment, and a non-positive or malformed value is refused naming the setting.
 func TestTransportSettings(t *testing.T) {
+	t.Parallel()
 	none := func(string) string { return "" }
 	cfg, err := ParseConfig(nil, none)
 	if err != nil {

@@ -1,10 +1,12 @@
-package app
+package app_test
 
 import (
 	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
+
+	"interlock/internal/apptest"
 )
 
 // deferQuery defers a thread's runs, a field with its own resolver: gqlgen sends it in a later
@@ -20,8 +22,8 @@ const deferQuery = `query($id: ID!) { thread(id: $id) { id ... @defer(label: "ru
 // payload, which @defer allows (a server SHOULD, not MUST, defer). Over SQLite and MySQL.
 func TestDeferIsDelivered(t *testing.T) {
 	t.Parallel()
-	eachDB(t, func(t *testing.T, s *testServer) {
-		run := s.startRun(t, "hello", map[string]any{"threadId": "th-defer"})
+	apptest.EachDB(t, func(t *testing.T, s *apptest.Server) {
+		run := s.StartRun(t, "hello", map[string]any{"threadId": "th-defer"})
 		vars := map[string]any{"id": "th-defer"}
 
 		// One JSON document: everything, merged, in the order selected.
@@ -50,7 +52,7 @@ func TestDeferIsDelivered(t *testing.T) {
 
 		// An event stream: the same payloads as next events.
 		body, _ := json.Marshal(map[string]any{"query": deferQuery, "variables": vars})
-		req, _ := http.NewRequest(http.MethodPost, s.url+"/graphql", strings.NewReader(string(body)))
+		req, _ := http.NewRequest(http.MethodPost, s.URL+"/graphql", strings.NewReader(string(body)))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "text/event-stream")
 		st, refused := openSSEReader(t, req)
@@ -58,8 +60,8 @@ func TestDeferIsDelivered(t *testing.T) {
 			t.Fatalf("SSE: %d %s", refused.status, refused.body)
 		}
 		var events []json.RawMessage
-		for ev := st.next(t); ev.name != "complete"; ev = st.next(t) {
-			events = append(events, ev.data)
+		for ev := st.next(t); ev.Name != "complete"; ev = st.next(t) {
+			events = append(events, ev.Data)
 		}
 		checkDeferred(t, "SSE", events, run.ID)
 

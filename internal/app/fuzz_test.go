@@ -1,4 +1,4 @@
-package app
+package app_test
 
 import (
 	"bytes"
@@ -9,21 +9,23 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"interlock/internal/apptest"
 )
 
 // fuzzServer is a server for a fuzz target, on a temporary SQLite database, without the
 // mutation rate limit (which would answer most inputs before they reach a resolver).
-func fuzzServer(f *testing.F) *testServer {
+func fuzzServer(f *testing.F) *apptest.Server {
 	f.Helper()
-	return startServer(f, "sqlite:"+filepath.Join(f.TempDir(), "fuzz.db"), "--mutation-rate", "0")
+	return apptest.Start(f, "sqlite:"+filepath.Join(f.TempDir(), "fuzz.db"), "--mutation-rate", "0")
 }
 
 // suspendedRun starts a run with prompt and waits until it is suspended.
-func suspendedRun(f testing.TB, s *testServer, prompt string) string {
+func suspendedRun(f testing.TB, s *apptest.Server, prompt string) string {
 	f.Helper()
-	r := s.startRun(f, prompt, nil)
+	r := s.StartRun(f, prompt, nil)
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if s.run(f, r.RunID).Status == "SUSPENDED" {
+		if s.Run(f, r.RunID).Status == "SUSPENDED" {
 			return r.RunID
 		}
 	}
@@ -34,17 +36,17 @@ func suspendedRun(f testing.TB, s *testServer, prompt string) string {
 // fuzzPost sends query with variables as raw JSON text (what the fuzzer made, valid or not)
 // and fails on what must never happen: a 5xx, an answer that is not a GraphQL response, an
 // INTERNAL error. Errors about the input, and a decision refused as CONFLICT, are fine.
-func fuzzPost(t *testing.T, s *testServer, query, variables string) gqlResponse {
+func fuzzPost(t *testing.T, s *apptest.Server, query, variables string) apptest.Response {
 	t.Helper()
 	q, _ := json.Marshal(query)
 	body := []byte(`{"query": ` + string(q) + `, "variables": ` + variables + `}`)
-	resp, err := http.Post(s.url+"/graphql", "application/json", bytes.NewReader(body))
+	resp, err := http.Post(s.URL+"/graphql", "application/json", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
-	var r gqlResponse
+	var r apptest.Response
 	if err := json.Unmarshal(raw, &r); err != nil {
 		t.Fatalf("variables %q: status %d, not a GraphQL response: %.300s", variables, resp.StatusCode, raw)
 	}
@@ -63,13 +65,13 @@ func fuzzPost(t *testing.T, s *testServer, query, variables string) gqlResponse 
 // another run is suspended in its place, so every later input meets a waiting call and its
 // checks, not a CONFLICT.
 type waiting struct {
-	s      *testServer
+	s      *apptest.Server
 	prompt string
 	mu     sync.Mutex
 	id     string
 }
 
-func newWaiting(f *testing.F, s *testServer, prompt string) *waiting {
+func newWaiting(f *testing.F, s *apptest.Server, prompt string) *waiting {
 	return &waiting{s: s, prompt: prompt, id: suspendedRun(f, s, prompt)}
 }
 

@@ -1,4 +1,4 @@
-package app
+package app_test
 
 import (
 	"bytes"
@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"interlock/internal/apptest"
 )
 
 // The Accept headers real clients send.
@@ -33,9 +35,9 @@ func (e exchange) contentType() string {
 }
 
 // gql decodes the answer as a GraphQL response, failing the test when it is not one.
-func (e exchange) gql(t *testing.T) gqlResponse {
+func (e exchange) gql(t *testing.T) apptest.Response {
 	t.Helper()
-	var r gqlResponse
+	var r apptest.Response
 	if err := json.Unmarshal([]byte(e.body), &r); err != nil {
 		t.Fatalf("status %d, body is not a GraphQL response: %s", e.status, e.body)
 	}
@@ -55,7 +57,7 @@ func (e exchange) hasDataKey(t *testing.T) bool {
 
 // doGraphQL makes one request to s's /graphql: method, the query string (GET) or body (others),
 // and headers.
-func doGraphQL(t *testing.T, s *testServer, method, query string, body string, headers map[string]string) exchange {
+func doGraphQL(t *testing.T, s *apptest.Server, method, query string, body string, headers map[string]string) exchange {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -63,7 +65,7 @@ func doGraphQL(t *testing.T, s *testServer, method, query string, body string, h
 	if body != "" {
 		rd = strings.NewReader(body)
 	}
-	target := s.url + "/graphql"
+	target := s.URL + "/graphql"
 	if query != "" {
 		target += "?" + query
 	}
@@ -87,7 +89,7 @@ func doGraphQL(t *testing.T, s *testServer, method, query string, body string, h
 }
 
 // postAccept POSTs a GraphQL request as JSON with Accept (none when empty) and more headers.
-func postAccept(t *testing.T, s *testServer, accept string, request map[string]any, more ...string) exchange {
+func postAccept(t *testing.T, s *apptest.Server, accept string, request map[string]any, more ...string) exchange {
 	t.Helper()
 	b, _ := json.Marshal(request)
 	h := map[string]string{"Content-Type": "application/json"}
@@ -107,7 +109,7 @@ func postAccept(t *testing.T, s *testServer, accept string, request map[string]a
 // each in the media type negotiated, with the error's code, and no data key at all.
 func TestRequestErrorsByAccept(t *testing.T) {
 	t.Parallel()
-	s := startServer(t, "sqlite:"+t.TempDir()+"/accept.db", "--max-query-tokens", "500")
+	s := apptest.Start(t, "sqlite:"+t.TempDir()+"/accept.db", "--max-query-tokens", "500")
 	errs := map[string]struct {
 		request map[string]any
 		code    string
@@ -138,7 +140,7 @@ func TestRequestErrorsByAccept(t *testing.T) {
 		for _, a := range accepts {
 			got := postAccept(t, s, a.accept, e.request)
 			r := got.gql(t)
-			if got.status != a.status || got.contentType() != a.contentType || r.code() != e.code || got.hasDataKey(t) {
+			if got.status != a.status || got.contentType() != a.contentType || r.Code() != e.code || got.hasDataKey(t) {
 				t.Errorf("%s with Accept %q: %d %s %s; want %d %s, code %s and no data key", name, a.accept, got.status, got.contentType(), got.body, a.status, a.contentType, e.code)
 			}
 		}
@@ -146,7 +148,7 @@ func TestRequestErrorsByAccept(t *testing.T) {
 	// An executed operation has its data (null included) and is 200 whatever the media type.
 	for _, a := range accepts {
 		got := postAccept(t, s, a.accept, map[string]any{"query": `{ run(runId: "nope") { id } }`})
-		if got.status != http.StatusOK || got.contentType() != a.contentType || !got.hasDataKey(t) || got.gql(t).code() != "" {
+		if got.status != http.StatusOK || got.contentType() != a.contentType || !got.hasDataKey(t) || got.gql(t).Code() != "" {
 			t.Errorf("an executed query with Accept %q: %d %s %s", a.accept, got.status, got.contentType(), got.body)
 		}
 	}
@@ -158,7 +160,7 @@ func TestRequestErrorsByAccept(t *testing.T) {
 // one; nothing acceptable is 406 with a GraphQL error.
 func TestAcceptNegotiation(t *testing.T) {
 	t.Parallel()
-	s := startServer(t, "sqlite:"+t.TempDir()+"/negotiate.db")
+	s := apptest.Start(t, "sqlite:"+t.TempDir()+"/negotiate.db")
 	for _, tc := range []struct{ accept, want string }{
 		{"", "application/json"},
 		{"*/*", "application/json"},
@@ -178,7 +180,7 @@ func TestAcceptNegotiation(t *testing.T) {
 	} {
 		got := postAccept(t, s, tc.accept, map[string]any{"query": "{ __typename }"})
 		if tc.want == "" {
-			if got.status != http.StatusNotAcceptable || got.gql(t).code() != "BAD_USER_INPUT" {
+			if got.status != http.StatusNotAcceptable || got.gql(t).Code() != "BAD_USER_INPUT" {
 				t.Errorf("Accept %q: %d %s, want 406 with BAD_USER_INPUT", tc.accept, got.status, got.body)
 			}
 			continue
@@ -194,19 +196,19 @@ func TestAcceptNegotiation(t *testing.T) {
 // and Retry-After, not a 200 stream; a mutation over GET is refused before it costs a token.
 func TestRateLimitedMutationWithURQLAccept(t *testing.T) {
 	t.Parallel()
-	s := startServer(t, "sqlite:"+t.TempDir()+"/urql.db", "--mutation-rate", "1/h", "--mutation-burst", "1")
+	s := apptest.Start(t, "sqlite:"+t.TempDir()+"/urql.db", "--mutation-rate", "1/h", "--mutation-burst", "1")
 	const mutation = `mutation { declineToolCall(runId: "nope") { status } }`
 	get := doGraphQL(t, s, http.MethodGet, "query="+url.QueryEscape(mutation), "", map[string]string{"Accept": acceptURQL})
-	if get.status != http.StatusMethodNotAllowed || get.header.Get("Allow") != "POST" || get.gql(t).code() != "BAD_USER_INPUT" {
+	if get.status != http.StatusMethodNotAllowed || get.header.Get("Allow") != "POST" || get.gql(t).Code() != "BAD_USER_INPUT" {
 		t.Fatalf("a mutation over GET: %d Allow %q %s", get.status, get.header.Get("Allow"), get.body)
 	}
 	first := postAccept(t, s, acceptURQL, map[string]any{"query": mutation})
-	if first.status != http.StatusOK || first.gql(t).code() != "NOT_FOUND" {
+	if first.status != http.StatusOK || first.gql(t).Code() != "NOT_FOUND" {
 		t.Fatalf("the first mutation (the GET cost nothing): %d %s", first.status, first.body)
 	}
 	second := postAccept(t, s, acceptURQL, map[string]any{"query": mutation})
 	if second.status != http.StatusTooManyRequests || second.header.Get("Retry-After") == "" || second.contentType() != "application/graphql-response+json" ||
-		second.gql(t).code() != "RATE_LIMITED" || second.hasDataKey(t) {
+		second.gql(t).Code() != "RATE_LIMITED" || second.hasDataKey(t) {
 		t.Fatalf("the mutation over the rate: %d %q Retry-After %q %s", second.status, second.contentType(), second.header.Get("Retry-After"), second.body)
 	}
 	// Legacy clients get the 429 too: it is a refusal to retry later, not a request error.
@@ -221,8 +223,8 @@ func TestRateLimitedMutationWithURQLAccept(t *testing.T) {
 // application/graphql-response+json when the client prefers it and application/json otherwise.
 func TestRefusalsBeforeGraphQLHonourAccept(t *testing.T) {
 	t.Parallel()
-	s := authServer(t, "sqlite:"+t.TempDir()+"/refusals.db", "")
-	auth := "Bearer " + tokenOf("alice")
+	s := apptest.AuthServer(t, "sqlite:"+t.TempDir()+"/refusals.db", "")
+	auth := "Bearer " + apptest.TokenOf("alice")
 	for _, tc := range []struct {
 		name, method, contentType, body, authorization string
 		status                                         int
@@ -251,7 +253,7 @@ func TestRefusalsBeforeGraphQLHonourAccept(t *testing.T) {
 				}
 			}
 			got := doGraphQL(t, s, tc.method, "", tc.body, h)
-			if got.status != tc.status || got.contentType() != want || got.gql(t).code() != tc.code || got.hasDataKey(t) || len(got.body) > 400 {
+			if got.status != tc.status || got.contentType() != want || got.gql(t).Code() != tc.code || got.hasDataKey(t) || len(got.body) > 400 {
 				t.Errorf("%s with Accept %q: %d %q %.300s; want %d %s with %s and no data key", tc.name, accept, got.status, got.contentType(), got.body, tc.status, want, tc.code)
 			}
 			if tc.status == http.StatusMethodNotAllowed && !strings.Contains(got.header.Get("Allow"), "POST") {
@@ -268,7 +270,7 @@ func TestRefusalsBeforeGraphQLHonourAccept(t *testing.T) {
 // JSON types (urql), gets the stream.
 func TestSubscriptionOverPlainHTTP(t *testing.T) {
 	t.Parallel()
-	s := startServer(t, "sqlite:"+t.TempDir()+"/plainsub.db")
+	s := apptest.Start(t, "sqlite:"+t.TempDir()+"/plainsub.db")
 	const sub = `subscription { suspendedRunsChanged { kind } }`
 	for _, accept := range []string{"", "*/*", "application/json", "application/graphql-response+json", acceptApollo4} {
 		for _, method := range []string{http.MethodPost, http.MethodGet} {
@@ -288,7 +290,7 @@ func TestSubscriptionOverPlainHTTP(t *testing.T) {
 			if got.contentType() == "application/graphql-response+json" {
 				wantStatus = http.StatusBadRequest
 			}
-			if got.status != wantStatus || r.code() != "BAD_USER_INPUT" || !strings.Contains(r.Errors[0].Message, "text/event-stream") ||
+			if got.status != wantStatus || r.Code() != "BAD_USER_INPUT" || !strings.Contains(r.Errors[0].Message, "text/event-stream") ||
 				!strings.Contains(r.Errors[0].Message, "WebSocket") || got.hasDataKey(t) || time.Since(start) > 5*time.Second {
 				t.Errorf("%s subscription with Accept %q: %d %s after %s", method, accept, got.status, got.body, time.Since(start))
 			}
@@ -297,7 +299,7 @@ func TestSubscriptionOverPlainHTTP(t *testing.T) {
 	// urql's Accept names text/event-stream: the subscription is streamed.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.url+"/graphql", bytes.NewReader([]byte(`{"query":"`+sub+`"}`)))
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL+"/graphql", bytes.NewReader([]byte(`{"query":"`+sub+`"}`)))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", acceptURQL)
 	resp, err := http.DefaultClient.Do(req)
@@ -315,7 +317,7 @@ func TestSubscriptionOverPlainHTTP(t *testing.T) {
 // path (variable.<name>…) and code stay gqlgen's.
 func TestRequestErrorMessages(t *testing.T) {
 	t.Parallel()
-	s := startServer(t, "sqlite:"+t.TempDir()+"/messages.db")
+	s := apptest.Start(t, "sqlite:"+t.TempDir()+"/messages.db")
 	const run = `query($r: ID!) { run(runId: $r) { id } }`
 	const start = `mutation($i: StartRunInput!) { startRun(input: $i) { status } }`
 	for _, tc := range []struct {
@@ -337,8 +339,8 @@ func TestRequestErrorMessages(t *testing.T) {
 		{"an operation not in the document", map[string]any{"query": `query A { agents { id } } query B { agents { name } }`, "operationName": "C"},
 			`No operation named "C" in the document: "operationName" must be one of A, B.`},
 	} {
-		r := s.postJSON(t, tc.request)
-		if len(r.Errors) != 1 || r.Errors[0].Message != tc.want || r.code() != "GRAPHQL_VALIDATION_FAILED" {
+		r := s.PostJSON(t, tc.request)
+		if len(r.Errors) != 1 || r.Errors[0].Message != tc.want || r.Code() != "GRAPHQL_VALIDATION_FAILED" {
 			t.Errorf("%s: %+v\nwant %s", tc.name, r.Errors, tc.want)
 		}
 		if strings.HasPrefix(tc.want, "Variable") && (len(r.Errors[0].Path) < 2 || r.Errors[0].Path[0] != "variable") {
@@ -346,8 +348,8 @@ func TestRequestErrorMessages(t *testing.T) {
 		}
 	}
 	// Over a WebSocket too.
-	ws := dialWS(t, s.url, "graphql-transport-ws")
-	if _, _, errs := ws.next(ws.subscribe(run, nil)); !strings.Contains(string(errs), `Variable \"$r\" of required type \"ID!\" was not provided.`) {
+	ws := apptest.DialWS(t, s.URL, "graphql-transport-ws")
+	if _, _, errs := ws.Next(ws.Subscribe(run, nil)); !strings.Contains(string(errs), `Variable \"$r\" of required type \"ID!\" was not provided.`) {
 		t.Errorf("over graphql-transport-ws: %s", errs)
 	}
 }

@@ -1,4 +1,4 @@
-package app
+package app_test
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 	"interlock/agent"
 	"interlock/gormstore"
 	"interlock/graph"
+	"interlock/internal/apptest"
 	"interlock/llm"
 	"interlock/run"
 	"interlock/runs"
@@ -44,10 +45,10 @@ func BenchmarkSuspendedRunsHandler(b *testing.B) {
 	if db == "" {
 		b.Skip("INTERLOCK_BENCH_DB is not set: seed a database with cmd/interlock-bench first")
 	}
-	cfg := writeConfig(b, "agents:\n  - id: agent-1\n    name: Bench agent 1\n    model: {provider: demo}\n")
-	s := startServer(b, db, "--config", cfg, "--retention", "87600h", "--mutation-rate", "0")
-	store := gormstore.New(s.app.db)
-	h := s.app.Handler()
+	cfg := apptest.WriteConfig(b, "agents:\n  - id: agent-1\n    name: Bench agent 1\n    model: {provider: demo}\n")
+	s := apptest.Start(b, db, "--config", cfg, "--retention", "87600h", "--mutation-rate", "0")
+	store := gormstore.New(s.App.DB())
+	h := s.App.Handler()
 	agent, thread, zero, fifty := "agent-1", "thread-7", 0, 50
 	for _, sh := range []struct {
 		name string

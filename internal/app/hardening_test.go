@@ -1,4 +1,4 @@
-package app
+package app_test
 
 import (
 	"bytes"
@@ -17,6 +17,9 @@ import (
 	"time"
 
 	"github.com/99designs/gqlgen/graphql/introspection"
+
+	"interlock/internal/app"
+	"interlock/internal/apptest"
 )
 
 // nest is `subAgents { subAgents { … id } }`, fields nested depth deep.
@@ -36,7 +39,7 @@ func typeRef(n int) string {
 func consoleQueries(t *testing.T) []string {
 	t.Helper()
 	var out []string
-	files, err := filepath.Glob(repoPath("web", "static", "js", "*.js"))
+	files, err := filepath.Glob(apptest.RepoPath("web", "static", "js", "*.js"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +69,8 @@ func consoleQueries(t *testing.T) []string {
 // runs with QUERY_TOO_DEEP (a request error: 200 as application/json), fragments counted where they are spread, over HTTP and
 // WebSocket; what the console and introspection clients send passes.
 func TestQueryDepthLimit(t *testing.T) {
-	s := startServer(t, "sqlite:"+t.TempDir()+"/depth.db")
+	t.Parallel()
+	s := apptest.Start(t, "sqlite:"+t.TempDir()+"/depth.db")
 	for name, q := range map[string]string{
 		"15 deep":                  deepAgents(15),
 		"introspection":            introspection.Query,
@@ -74,14 +78,14 @@ func TestQueryDepthLimit(t *testing.T) {
 		// GraphiQL's and Playground's: ofType nested 9 times under __schema types fields type.
 		"GraphiQL's TypeRef": "{ __schema { types { fields { type { ...TypeRef } } inputFields { type { ...TypeRef } } } } } " + typeRef(9),
 	} {
-		if r := s.postJSON(t, map[string]any{"query": q}); r.status != 200 || len(r.Errors) != 0 {
-			t.Fatalf("%s: status %d, errors %+v", name, r.status, r.Errors)
+		if r := s.PostJSON(t, map[string]any{"query": q}); r.Status != 200 || len(r.Errors) != 0 {
+			t.Fatalf("%s: status %d, errors %+v", name, r.Status, r.Errors)
 		}
 	}
 	for _, q := range consoleQueries(t) {
-		r := s.postJSON(t, map[string]any{"query": q, "variables": map[string]any{"id": "nope", "page": 0, "perPage": 500}})
-		if r.status != 200 || len(r.Errors) != 0 {
-			t.Fatalf("console query %.40s: status %d, errors %+v", q, r.status, r.Errors)
+		r := s.PostJSON(t, map[string]any{"query": q, "variables": map[string]any{"id": "nope", "page": 0, "perPage": 500}})
+		if r.Status != 200 || len(r.Errors) != 0 {
+			t.Fatalf("console query %.40s: status %d, errors %+v", q, r.Status, r.Errors)
 		}
 	}
 
@@ -96,21 +100,21 @@ func TestQueryDepthLimit(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			start := time.Now()
-			r := s.postJSONWithin(t, 10*time.Second, map[string]any{"query": tc.query})
+			r := s.PostJSONWithin(t, 10*time.Second, map[string]any{"query": tc.query})
 			t.Logf("refused in %s", time.Since(start))
-			if r.status != http.StatusOK || r.code() != "QUERY_TOO_DEEP" || !strings.Contains(r.Errors[0].Message, tc.want) {
-				t.Fatalf("status %d, errors %+v; want 200 QUERY_TOO_DEEP with %q", r.status, r.Errors, tc.want)
+			if r.Status != http.StatusOK || r.Code() != "QUERY_TOO_DEEP" || !strings.Contains(r.Errors[0].Message, tc.want) {
+				t.Fatalf("status %d, errors %+v; want 200 QUERY_TOO_DEEP with %q", r.Status, r.Errors, tc.want)
 			}
 		})
 	}
-	ws := dialWS(t, s.url, "graphql-transport-ws")
-	if _, _, errs := ws.next(ws.subscribe(deepAgents(100), nil)); !strings.Contains(string(errs), "QUERY_TOO_DEEP") {
+	ws := apptest.DialWS(t, s.URL, "graphql-transport-ws")
+	if _, _, errs := ws.Next(ws.Subscribe(deepAgents(100), nil)); !strings.Contains(string(errs), "QUERY_TOO_DEEP") {
 		t.Fatalf("over WebSocket: %s", errs)
 	}
 	// The limit is a setting.
-	shallow := startServer(t, "sqlite:"+t.TempDir()+"/shallow.db", "--max-query-depth", "2")
-	shallow.must(t, `{ agents { id } }`, nil, &struct{}{})
-	shallow.wantError(t, "QUERY_TOO_DEEP", `{ agents { tools { name } } }`, nil)
+	shallow := apptest.Start(t, "sqlite:"+t.TempDir()+"/shallow.db", "--max-query-depth", "2")
+	shallow.Must(t, `{ agents { id } }`, nil, &struct{}{})
+	shallow.WantError(t, "QUERY_TOO_DEEP", `{ agents { tools { name } } }`, nil)
 }
 
 // fragmentChain is a query whose fragments each spread the next twice: n fragments stand for
@@ -141,11 +145,12 @@ func aliases(n int, field string) string {
 // first; by complexity when that is raised), nested pages, a fragment chain that doubles at every
 // step (gqlgen's own complexity walk would take minutes on it), aliased introspection.
 func TestComplexityLimit(t *testing.T) {
-	s := startServer(t, "sqlite:"+t.TempDir()+"/complexity.db")
-	if r := s.postJSON(t, map[string]any{"query": aliases(10_000, "agents { id }")}); r.status != http.StatusOK || r.code() != "GRAPHQL_VALIDATION_FAILED" || !strings.Contains(r.Errors[0].Message, "the limit is 10000") {
-		t.Fatalf("10,000 aliases under the token limit: status %d, errors %+v", r.status, r.Errors)
+	t.Parallel()
+	s := apptest.Start(t, "sqlite:"+t.TempDir()+"/complexity.db")
+	if r := s.PostJSON(t, map[string]any{"query": aliases(10_000, "agents { id }")}); r.Status != http.StatusOK || r.Code() != "GRAPHQL_VALIDATION_FAILED" || !strings.Contains(r.Errors[0].Message, "the limit is 10000") {
+		t.Fatalf("10,000 aliases under the token limit: status %d, errors %+v", r.Status, r.Errors)
 	}
-	wide := startServer(t, "sqlite:"+t.TempDir()+"/wide.db", "--max-query-tokens", "1000000")
+	wide := apptest.Start(t, "sqlite:"+t.TempDir()+"/wide.db", "--max-query-tokens", "1000000")
 	for name, tc := range map[string]struct{ query, want string }{
 		"10,000 aliases":  {aliases(10_000, "agents { id }"), "complexity 20000, which exceeds the limit of 10000"},
 		"10,000 __schema": {aliases(10_000, "__schema { types { name } }"), "complexity 30000"},
@@ -161,45 +166,46 @@ func TestComplexityLimit(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			start := time.Now()
-			r := wide.postJSONWithin(t, 20*time.Second, map[string]any{"query": tc.query, "variables": map[string]any{"n": 500_000}})
+			r := wide.PostJSONWithin(t, 20*time.Second, map[string]any{"query": tc.query, "variables": map[string]any{"n": 500_000}})
 			t.Logf("refused in %s", time.Since(start))
-			if r.status != http.StatusOK || r.code() != "COMPLEXITY_LIMIT_EXCEEDED" || !strings.Contains(r.Errors[0].Message, tc.want) {
-				t.Fatalf("status %d, errors %+v; want 200 COMPLEXITY_LIMIT_EXCEEDED with %q", r.status, r.Errors, tc.want)
+			if r.Status != http.StatusOK || r.Code() != "COMPLEXITY_LIMIT_EXCEEDED" || !strings.Contains(r.Errors[0].Message, tc.want) {
+				t.Fatalf("status %d, errors %+v; want 200 COMPLEXITY_LIMIT_EXCEEDED with %q", r.Status, r.Errors, tc.want)
 			}
 		})
 	}
 	// The console's largest page, and a short fragment chain, pass.
-	wide.must(t, fragmentChain(8), nil, &struct{}{})
-	ws := dialWS(t, wide.url, "graphql-transport-ws")
-	if _, _, errs := ws.next(ws.subscribe(aliases(6000, "agents { id }"), nil)); !strings.Contains(string(errs), "COMPLEXITY_LIMIT_EXCEEDED") {
+	wide.Must(t, fragmentChain(8), nil, &struct{}{})
+	ws := apptest.DialWS(t, wide.URL, "graphql-transport-ws")
+	if _, _, errs := ws.Next(ws.Subscribe(aliases(6000, "agents { id }"), nil)); !strings.Contains(string(errs), "COMPLEXITY_LIMIT_EXCEEDED") {
 		t.Fatalf("over WebSocket: %s", errs)
 	}
-	small := startServer(t, "sqlite:"+t.TempDir()+"/small.db", "--max-query-complexity", "3")
-	small.must(t, `{ agents { id name } }`, nil, &struct{}{})
-	small.wantError(t, "COMPLEXITY_LIMIT_EXCEEDED", `{ agents { id name model } }`, nil)
+	small := apptest.Start(t, "sqlite:"+t.TempDir()+"/small.db", "--max-query-complexity", "3")
+	small.Must(t, `{ agents { id name } }`, nil, &struct{}{})
+	small.WantError(t, "COMPLEXITY_LIMIT_EXCEEDED", `{ agents { id name model } }`, nil)
 }
 
 // TestIntrospectionSetting: with --introspection=false, __schema and __type are refused with
 // INTROSPECTION_DISABLED (200 as application/json, no data), through fragments too, while __typename and ordinary queries
 // pass; by default introspection is served.
 func TestIntrospectionSetting(t *testing.T) {
-	on := startServer(t, "sqlite:"+t.TempDir()+"/on.db")
-	if r := on.postJSON(t, map[string]any{"query": introspection.Query}); r.status != 200 || len(r.Errors) != 0 || !strings.Contains(string(r.Data), "AgentRun") {
-		t.Fatalf("introspection on: status %d, errors %+v", r.status, r.Errors)
+	t.Parallel()
+	on := apptest.Start(t, "sqlite:"+t.TempDir()+"/on.db")
+	if r := on.PostJSON(t, map[string]any{"query": introspection.Query}); r.Status != 200 || len(r.Errors) != 0 || !strings.Contains(string(r.Data), "AgentRun") {
+		t.Fatalf("introspection on: status %d, errors %+v", r.Status, r.Errors)
 	}
-	off := startServer(t, "sqlite:"+t.TempDir()+"/off.db", "--introspection=false")
+	off := apptest.Start(t, "sqlite:"+t.TempDir()+"/off.db", "--introspection=false")
 	for _, q := range []string{
 		introspection.Query,
 		`{ __type(name: "AgentRun") { name } }`,
 		`{ agents { id } ...S } fragment S on Query { ... on Query { __schema { queryType { name } } } }`,
 	} {
-		r := off.postJSON(t, map[string]any{"query": q})
-		if r.status != http.StatusOK || r.code() != "INTROSPECTION_DISABLED" || r.Errors[0].Message != "introspection is disabled on this server" || strings.Contains(r.body, `"data"`) {
-			t.Fatalf("%.40s: status %d, data %s, errors %+v", q, r.status, r.Data, r.Errors)
+		r := off.PostJSON(t, map[string]any{"query": q})
+		if r.Status != http.StatusOK || r.Code() != "INTROSPECTION_DISABLED" || r.Errors[0].Message != "introspection is disabled on this server" || strings.Contains(r.Body, `"data"`) {
+			t.Fatalf("%.40s: status %d, data %s, errors %+v", q, r.Status, r.Data, r.Errors)
 		}
 	}
-	off.must(t, `{ __typename agents { __typename id } }`, nil, &struct{}{})
-	if _, err := ParseConfig([]string{"--introspection", "maybe"}, func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), "INTERLOCK_INTROSPECTION") {
+	off.Must(t, `{ __typename agents { __typename id } }`, nil, &struct{}{})
+	if _, err := app.ParseConfig([]string{"--introspection", "maybe"}, func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), "INTERLOCK_INTROSPECTION") {
 		t.Fatalf("--introspection maybe: %v", err)
 	}
 }
@@ -238,15 +244,15 @@ func postFrom(t *testing.T, base, origin string) *http.Response {
 // Authorization and Content-Type, never credentials; "*" and non-origins are refused as settings.
 func TestCORS(t *testing.T) {
 	const good, evil = "https://console.example.com", "https://evil.example"
-	closed := startServer(t, "sqlite:"+t.TempDir()+"/closed.db")
-	for _, resp := range []*http.Response{preflight(t, closed.url, good), postFrom(t, closed.url, good), preflight(t, closed.url, evil)} {
+	closed := apptest.Start(t, "sqlite:"+t.TempDir()+"/closed.db")
+	for _, resp := range []*http.Response{preflight(t, closed.URL, good), postFrom(t, closed.URL, good), preflight(t, closed.URL, evil)} {
 		if h := resp.Header.Get("Access-Control-Allow-Origin"); h != "" {
 			t.Fatalf("closed by default, yet %s %s answers Access-Control-Allow-Origin %q", resp.Request.Method, resp.Request.Header.Get("Origin"), h)
 		}
 	}
 
-	open := startServer(t, "sqlite:"+t.TempDir()+"/open.db", "--cors-origins", good+", http://localhost:5173")
-	resp := preflight(t, open.url, good)
+	open := apptest.Start(t, "sqlite:"+t.TempDir()+"/open.db", "--cors-origins", good+", http://localhost:5173")
+	resp := preflight(t, open.URL, good)
 	h := resp.Header
 	if resp.StatusCode != http.StatusNoContent || h.Get("Access-Control-Allow-Origin") != good ||
 		!strings.Contains(h.Get("Access-Control-Allow-Methods"), "POST") ||
@@ -255,26 +261,26 @@ func TestCORS(t *testing.T) {
 		h.Get("Access-Control-Max-Age") != "600" || h.Get("Access-Control-Allow-Credentials") != "" {
 		t.Fatalf("allowed preflight: status %d, headers %v", resp.StatusCode, h)
 	}
-	if resp := preflight(t, open.url, "http://localhost:5173"); resp.Header.Get("Access-Control-Allow-Origin") != "http://localhost:5173" {
+	if resp := preflight(t, open.URL, "http://localhost:5173"); resp.Header.Get("Access-Control-Allow-Origin") != "http://localhost:5173" {
 		t.Fatalf("second origin: %v", resp.Header)
 	}
-	if resp := preflight(t, open.url, evil); resp.Header.Get("Access-Control-Allow-Origin") != "" || resp.Header.Get("Access-Control-Allow-Methods") != "" {
+	if resp := preflight(t, open.URL, evil); resp.Header.Get("Access-Control-Allow-Origin") != "" || resp.Header.Get("Access-Control-Allow-Methods") != "" {
 		t.Fatalf("denied preflight: %v", resp.Header)
 	}
-	if resp := postFrom(t, open.url, good); resp.StatusCode != 200 || resp.Header.Get("Access-Control-Allow-Origin") != good || !strings.Contains(resp.Header.Get("Vary"), "Origin") {
+	if resp := postFrom(t, open.URL, good); resp.StatusCode != 200 || resp.Header.Get("Access-Control-Allow-Origin") != good || !strings.Contains(resp.Header.Get("Vary"), "Origin") {
 		t.Fatalf("simple request from an allowed origin: %d %v", resp.StatusCode, resp.Header)
 	}
-	if resp := postFrom(t, open.url, evil); resp.Header.Get("Access-Control-Allow-Origin") != "" {
+	if resp := postFrom(t, open.URL, evil); resp.Header.Get("Access-Control-Allow-Origin") != "" {
 		t.Fatalf("simple request from another origin: %v", resp.Header)
 	}
 	// A plain OPTIONS (no preflight) still reaches gqlgen's Options transport.
-	req, _ := http.NewRequest(http.MethodOptions, open.url+"/graphql", nil)
+	req, _ := http.NewRequest(http.MethodOptions, open.URL+"/graphql", nil)
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(resp.Header.Get("Allow"), "POST") {
 		t.Fatalf("plain OPTIONS: %v %v", resp, err)
 	}
 
 	for _, bad := range []string{"*", "https://*.example.com", "console.example.com", "https://console.example.com/app", "ftp://x.example"} {
-		if _, err := ParseConfig([]string{"--cors-origins", bad}, func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), "INTERLOCK_CORS_ORIGINS") {
+		if _, err := app.ParseConfig([]string{"--cors-origins", bad}, func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), "INTERLOCK_CORS_ORIGINS") {
 			t.Errorf("--cors-origins %q: %v", bad, err)
 		}
 	}
@@ -288,19 +294,19 @@ func fromAddr(ip string) *http.Client {
 }
 
 // postAs sends query with client, with who's token (tokenOf) unless who is empty.
-func postAs(t *testing.T, client *http.Client, base, who, query string) (*http.Response, gqlResponse) {
+func postAs(t *testing.T, client *http.Client, base, who, query string) (*http.Response, apptest.Response) {
 	t.Helper()
 	body, _ := json.Marshal(map[string]any{"query": query})
 	req, _ := http.NewRequest(http.MethodPost, base+"/graphql", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	if who != "" {
-		req.Header.Set("Authorization", "Bearer "+tokenOf(who))
+		req.Header.Set("Authorization", "Bearer "+apptest.TokenOf(who))
 	}
 	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return resp, decodeGQL(t, resp)
+	return resp, apptest.DecodeGQL(t, resp)
 }
 
 const cheapMutation = `mutation { declineToolCall(runId: "no-such-run") { status } }`
@@ -311,20 +317,20 @@ const cheapMutation = `mutation { declineToolCall(runId: "no-such-run") { status
 // and IPs are unaffected.
 func TestMutationRateLimit(t *testing.T) {
 	// Without authentication the client IP is the bucket; with it, the principal.
-	s := startServer(t, "sqlite:"+t.TempDir()+"/rate.db", "--mutation-rate", "1/h", "--mutation-burst", "3")
-	authed := authServerWith(t, "sqlite:"+t.TempDir()+"/rate-auth.db", "", "--mutation-rate", "1/h", "--mutation-burst", "3")
+	s := apptest.Start(t, "sqlite:"+t.TempDir()+"/rate.db", "--mutation-rate", "1/h", "--mutation-burst", "3")
+	authed := apptest.AuthServerWith(t, "sqlite:"+t.TempDir()+"/rate-auth.db", "", "--mutation-rate", "1/h", "--mutation-burst", "3")
 	for _, who := range []string{"", "alice"} {
-		srvURL := s.url
+		srvURL := s.URL
 		if who != "" {
-			srvURL = authed.url
+			srvURL = authed.URL
 		}
 		for i := range 3 {
-			if resp, r := postAs(t, http.DefaultClient, srvURL, who, cheapMutation); resp.StatusCode != 200 || r.code() != "NOT_FOUND" {
+			if resp, r := postAs(t, http.DefaultClient, srvURL, who, cheapMutation); resp.StatusCode != 200 || r.Code() != "NOT_FOUND" {
 				t.Fatalf("%q mutation %d within the burst: %d %+v", who, i+1, resp.StatusCode, r.Errors)
 			}
 		}
 		resp, r := postAs(t, http.DefaultClient, srvURL, who, cheapMutation)
-		if resp.StatusCode != http.StatusTooManyRequests || r.code() != "RATE_LIMITED" {
+		if resp.StatusCode != http.StatusTooManyRequests || r.Code() != "RATE_LIMITED" {
 			t.Fatalf("%q over the burst: %d %+v", who, resp.StatusCode, r.Errors)
 		}
 		secs, ok := r.Errors[0].Extensions["retryAfter"].(float64)
@@ -337,42 +343,43 @@ func TestMutationRateLimit(t *testing.T) {
 		}
 	}
 	// Another principal, and another IP without a principal, have their own buckets.
-	if resp, r := postAs(t, http.DefaultClient, authed.url, "bob", cheapMutation); resp.StatusCode != 200 || r.code() != "NOT_FOUND" {
+	if resp, r := postAs(t, http.DefaultClient, authed.URL, "bob", cheapMutation); resp.StatusCode != 200 || r.Code() != "NOT_FOUND" {
 		t.Fatalf("bob: %d %+v", resp.StatusCode, r.Errors)
 	}
-	if resp, r := postAs(t, fromAddr("127.0.0.2"), s.url, "", cheapMutation); resp.StatusCode != 200 || r.code() != "NOT_FOUND" {
+	if resp, r := postAs(t, fromAddr("127.0.0.2"), s.URL, "", cheapMutation); resp.StatusCode != 200 || r.Code() != "NOT_FOUND" {
 		t.Fatalf("from 127.0.0.2: %d %+v", resp.StatusCode, r.Errors)
 	}
 	// The IP 127.0.0.1 is spent: over WebSocket and SSE (to the app directly) it is refused too.
-	ws := dialWS(t, s.url, "graphql-transport-ws")
-	if _, _, errs := ws.next(ws.subscribe(cheapMutation, nil)); !strings.Contains(string(errs), "RATE_LIMITED") || !strings.Contains(string(errs), "retryAfter") {
+	ws := apptest.DialWS(t, s.URL, "graphql-transport-ws")
+	if _, _, errs := ws.Next(ws.Subscribe(cheapMutation, nil)); !strings.Contains(string(errs), "RATE_LIMITED") || !strings.Contains(string(errs), "retryAfter") {
 		t.Fatalf("over WebSocket: %s", errs)
 	}
-	if out := sse(t, context.Background(), s.url, cheapMutation, nil, nil); len(out) != 1 || !strings.Contains(string(out[0]), "RATE_LIMITED") {
+	if out := sse(t, context.Background(), s, cheapMutation, nil, nil); len(out) != 1 || !strings.Contains(string(out[0]), "RATE_LIMITED") {
 		t.Fatalf("over SSE: %s", out)
 	}
 	// A rate of 0 is no limit.
-	free := startServer(t, "sqlite:"+t.TempDir()+"/free.db", "--mutation-rate", "0", "--mutation-burst", "1")
+	free := apptest.Start(t, "sqlite:"+t.TempDir()+"/free.db", "--mutation-rate", "0", "--mutation-burst", "1")
 	for range 10 {
-		free.wantError(t, "NOT_FOUND", cheapMutation, nil)
+		free.WantError(t, "NOT_FOUND", cheapMutation, nil)
 	}
 }
 
 func TestParseRate(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]float64{"20": 20, "20/s": 20, "600/m": 10, "1800/h": 0.5, "0": 0, "0.5": 0.5} {
-		if got, err := parseRate(in); err != nil || got != want {
-			t.Errorf("parseRate(%q) = %v, %v; want %v", in, got, err, want)
+		if got, err := app.ParseRate(in); err != nil || got != want {
+			t.Errorf("app.ParseRate(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
 	for _, in := range []string{"", "fast", "-1", "10/d", "10/", "Inf"} {
-		if _, err := parseRate(in); err == nil {
-			t.Errorf("parseRate(%q) accepted", in)
+		if _, err := app.ParseRate(in); err == nil {
+			t.Errorf("app.ParseRate(%q) accepted", in)
 		}
 	}
-	if _, err := ParseConfig([]string{"--mutation-burst", "0"}, func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), "INTERLOCK_MUTATION_BURST") {
+	if _, err := app.ParseConfig([]string{"--mutation-burst", "0"}, func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), "INTERLOCK_MUTATION_BURST") {
 		t.Errorf("--mutation-burst 0: %v", err)
 	}
-	cfg, err := ParseConfig(nil, func(string) string { return "" })
+	cfg, err := app.ParseConfig(nil, func(string) string { return "" })
 	if err != nil || cfg.MutationRate != 20 || cfg.MutationBurst != 100 || cfg.MaxQueryDepth != 15 || cfg.MaxQueryComplexity != 10000 || !cfg.Introspection || cfg.CORSOrigins != nil {
 		t.Errorf("defaults: %+v, %v", cfg, err)
 	}
@@ -381,25 +388,26 @@ func TestParseRate(t *testing.T) {
 // TestNoMutationOverGET: a mutation sent as GET (a link, an <img>) is refused (405, Allow: POST,
 // BAD_USER_INPUT) and changes nothing.
 func TestNoMutationOverGET(t *testing.T) {
-	s := startServer(t, "sqlite:"+t.TempDir()+"/get.db")
+	t.Parallel()
+	s := apptest.Start(t, "sqlite:"+t.TempDir()+"/get.db")
 	q := `mutation { startRun(input: {agentId: "support-agent", prompt: "refund order 42 for 30"}) { runId } }`
-	resp, err := http.Get(s.url + "/graphql?query=" + url.QueryEscape(q))
+	resp, err := http.Get(s.URL + "/graphql?query=" + url.QueryEscape(q))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var r gqlResponse
+	var r apptest.Response
 	raw, _ := io.ReadAll(resp.Body)
-	if err := json.Unmarshal(raw, &r); err != nil || resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "POST" || len(r.Errors) != 1 || r.code() != "BAD_USER_INPUT" || !strings.Contains(r.Errors[0].Message, "send it with POST") {
+	if err := json.Unmarshal(raw, &r); err != nil || resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "POST" || len(r.Errors) != 1 || r.Code() != "BAD_USER_INPUT" || !strings.Contains(r.Errors[0].Message, "send it with POST") {
 		t.Fatalf("GET mutation: status %d, body %s", resp.StatusCode, raw)
 	}
 	var out struct{ RecentRuns struct{ Total int } }
-	s.must(t, `{ recentRuns(statuses: [RUNNING, SUSPENDED, COMPLETED, FAILED]) { total } }`, nil, &out)
+	s.Must(t, `{ recentRuns(statuses: [RUNNING, SUSPENDED, COMPLETED, FAILED]) { total } }`, nil, &out)
 	if out.RecentRuns.Total != 0 {
 		t.Fatalf("a GET mutation started %d runs", out.RecentRuns.Total)
 	}
 	// A query over GET is served.
-	if body, err := httpGet(s.url + "/graphql?query=" + url.QueryEscape(`{ agents { id } }`)); err != nil || !strings.Contains(body, "support-agent") {
+	if body, err := apptest.HttpGet(s.URL + "/graphql?query=" + url.QueryEscape(`{ agents { id } }`)); err != nil || !strings.Contains(body, "support-agent") {
 		t.Fatalf("GET query: %s %v", body, err)
 	}
 }
@@ -411,7 +419,8 @@ var leaks = regexp.MustCompile(`(?i)\.go:\d|goroutine |panic|/root/|/home/|/work
 // with code INTERNAL and nothing of the cause; malformed, mistyped and oversized requests get a
 // clear error; no answer carries Go paths, stack traces or SQL.
 func TestErrorHygiene(t *testing.T) {
-	s := startServer(t, "sqlite:"+t.TempDir()+"/hygiene.db")
+	t.Parallel()
+	s := apptest.Start(t, "sqlite:"+t.TempDir()+"/hygiene.db")
 	check := func(name string, status int, body string, wantStatus int, want string) {
 		t.Helper()
 		if status != wantStatus || !strings.Contains(body, want) || leaks.MatchString(body) {
@@ -432,7 +441,7 @@ func TestErrorHygiene(t *testing.T) {
 		{"unknown field", "application/json", `{"query": "{ nope }"}`, 200, "GRAPHQL_VALIDATION_FAILED"},
 		{"bad date", "application/json", `{"query": "{ suspendedRuns(fromDate: \"yesterday\") { total } }"}`, 200, "is not an RFC 3339 DateTime"},
 	} {
-		resp, err := http.Post(s.url+"/graphql", tc.contentType, strings.NewReader(tc.body))
+		resp, err := http.Post(s.URL+"/graphql", tc.contentType, strings.NewReader(tc.body))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -443,16 +452,16 @@ func TestErrorHygiene(t *testing.T) {
 
 	// The database goes away under the server: every read fails inside GORM. Storage being
 	// unavailable is UNAVAILABLE (503, retry), in the server's words, not the driver's.
-	sqlDB, err := s.app.db.DB()
+	sqlDB, err := s.App.DB().DB()
 	if err != nil {
 		t.Fatal(err)
 	}
 	sqlDB.Close()
 	for _, q := range []string{`{ suspendedRuns { total } }`, `{ run(runId: "x") { id } }`, `mutation { declineToolCall(runId: "x") { status } }`} {
-		r := s.postJSON(t, map[string]any{"query": q})
-		if r.code() != "UNAVAILABLE" || r.Errors[0].Message != "storage is unavailable; retry in a few seconds" {
+		r := s.PostJSON(t, map[string]any{"query": q})
+		if r.Code() != "UNAVAILABLE" || r.Errors[0].Message != "storage is unavailable; retry in a few seconds" {
 			t.Errorf("%s with the database closed: %+v", q, r.Errors)
 		}
-		check(q, r.status, r.body, 503, "storage is unavailable")
+		check(q, r.Status, r.Body, 503, "storage is unavailable")
 	}
 }

@@ -1,4 +1,4 @@
-package app
+package app_test
 
 import (
 	"encoding/json"
@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"interlock/dbtest"
+	"interlock/internal/apptest"
 )
 
 // TestStartRunIdempotencyKey: a client that retries startRun with its idempotency key — after a
@@ -14,27 +15,28 @@ import (
 // never a second (ghost) run; the key with another request is BAD_USER_INPUT, and keys are each
 // principal's own. Two server instances over one database, over real HTTP.
 func TestStartRunIdempotencyKey(t *testing.T) {
+	t.Parallel()
 	for name, db := range map[string]func(t *testing.T) string{
 		"sqlite": func(t *testing.T) string { return "sqlite:" + t.TempDir() + "/interlock.db" },
 		"mysql":  func(t *testing.T) string { return dbtest.MySQLURL(dbtest.MySQLDSN(t)) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			url := db(t)
-			a, b := authServer(t, url, ""), authServer(t, url, "")
+			a, b := apptest.AuthServer(t, url, ""), apptest.AuthServer(t, url, "")
 			const start = `mutation($input: StartRunInput!) { startRun(input: $input) { runId } }`
-			startAs := func(s *testServer, who, key, prompt string) result {
+			startAs := func(s *apptest.Server, who, key, prompt string) apptest.Result {
 				t.Helper()
-				return s.postAs(t, tokenOf(who), start, map[string]any{"input": map[string]any{
+				return s.PostAs(t, apptest.TokenOf(who), start, map[string]any{"input": map[string]any{
 					"agentId": "support-agent", "prompt": prompt, "idempotencyKey": key}})
 			}
-			runID := func(r result) string {
+			runID := func(r apptest.Result) string {
 				t.Helper()
-				if r.code != "" {
-					t.Fatalf("startRun: %s %s", r.code, r.msg)
+				if r.Code != "" {
+					t.Fatalf("startRun: %s %s", r.Code, r.Msg)
 				}
 				var out struct{ StartRun struct{ RunID string } }
-				if err := json.Unmarshal(r.data, &out); err != nil || out.StartRun.RunID == "" {
-					t.Fatalf("startRun data %s: %v", r.data, err)
+				if err := json.Unmarshal(r.Data, &out); err != nil || out.StartRun.RunID == "" {
+					t.Fatalf("startRun data %s: %v", r.Data, err)
 				}
 				return out.StartRun.RunID
 			}
@@ -53,11 +55,11 @@ func TestStartRunIdempotencyKey(t *testing.T) {
 					s = b
 				}
 				wg.Go(func() {
-					r := s.postAs(t, tokenOf("otto"), start, map[string]any{"input": map[string]any{
+					r := s.PostAs(t, apptest.TokenOf("otto"), start, map[string]any{"input": map[string]any{
 						"agentId": "support-agent", "prompt": "hello again", "idempotencyKey": "key-2"}})
-					codes[i] = r.code
+					codes[i] = r.Code
 					var out struct{ StartRun struct{ RunID string } }
-					_ = json.Unmarshal(r.data, &out)
+					_ = json.Unmarshal(r.Data, &out)
 					ids[i] = out.StartRun.RunID
 				})
 			}
@@ -68,20 +70,20 @@ func TestStartRunIdempotencyKey(t *testing.T) {
 				}
 			}
 			// The key with another request is refused, and stores nothing.
-			if r := startAs(a, "otto", "key-1", "refund order 9 for 9000"); r.code != "BAD_USER_INPUT" {
-				t.Fatalf("key-1 with another prompt: %s %s, want BAD_USER_INPUT", r.code, r.msg)
+			if r := startAs(a, "otto", "key-1", "refund order 9 for 9000"); r.Code != "BAD_USER_INPUT" {
+				t.Fatalf("key-1 with another prompt: %s %s, want BAD_USER_INPUT", r.Code, r.Msg)
 			}
 			// Another principal's key-1 is another key.
 			if other := runID(startAs(b, "root", "key-1", "hello")); other == first {
 				t.Fatalf("root's key-1 named otto's run %s", first)
 			}
 			var total struct{ RecentRuns struct{ Total int } }
-			a.mustAs(t, tokenOf("root"), `{ recentRuns(statuses: [RUNNING, SUSPENDED, COMPLETED, FAILED]) { total } }`, nil, &total)
+			a.MustAs(t, apptest.TokenOf("root"), `{ recentRuns(statuses: [RUNNING, SUSPENDED, COMPLETED, FAILED]) { total } }`, nil, &total)
 			if total.RecentRuns.Total != 3 {
 				t.Fatalf("%d runs stored, want 3 (otto's key-1 and key-2, root's key-1)", total.RecentRuns.Total)
 			}
-			a.app.Service.Wait()
-			b.app.Service.Wait()
+			a.App.Service.Wait()
+			b.App.Service.Wait()
 		})
 	}
 }
@@ -90,33 +92,34 @@ func TestStartRunIdempotencyKey(t *testing.T) {
 // answer), is answered with the run and changes nothing; the same approval by bob, or a decline
 // by alice, is CONFLICT naming alice — through the whole handler, with real tokens.
 func TestARetriedDecisionOverTheAPI(t *testing.T) {
-	eachAuthDB(t, "", func(t *testing.T, s *testServer) {
-		r := s.suspendAs(t, tokenOf("otto"), "refund order 3 for 5", nil)
+	t.Parallel()
+	eachAuthDB(t, "", func(t *testing.T, s *apptest.Server) {
+		r := s.SuspendAs(t, apptest.TokenOf("otto"), "refund order 3 for 5", nil)
 		call := r.ToolCalls[0].ToolCallID
 		const approve = `mutation($id: ID!, $c: ID) { approveToolCall(runId: $id, toolCallId: $c) { runId decisions { toolCallId decidedBy } } }`
 		vars := map[string]any{"id": r.ID, "c": call}
 		for i := range 2 {
-			got := s.postAs(t, tokenOf("alice"), approve, vars)
+			got := s.PostAs(t, apptest.TokenOf("alice"), approve, vars)
 			var out struct {
 				ApproveToolCall struct {
 					RunID     string
 					Decisions []struct{ ToolCallID, DecidedBy string }
 				}
 			}
-			if got.code != "" || json.Unmarshal(got.data, &out) != nil || len(out.ApproveToolCall.Decisions) != 1 || out.ApproveToolCall.Decisions[0].DecidedBy != "alice" {
-				t.Fatalf("alice's approval (time %d): %s %s %s; want the run with her one decision", i+1, got.code, got.msg, got.data)
+			if got.Code != "" || json.Unmarshal(got.Data, &out) != nil || len(out.ApproveToolCall.Decisions) != 1 || out.ApproveToolCall.Decisions[0].DecidedBy != "alice" {
+				t.Fatalf("alice's approval (time %d): %s %s %s; want the run with her one decision", i+1, got.Code, got.Msg, got.Data)
 			}
 		}
-		if got := s.postAs(t, tokenOf("bob"), approve, vars); got.code != "CONFLICT" || !strings.Contains(got.msg, "by alice") {
-			t.Fatalf("bob's approval: %s %q, want CONFLICT naming alice", got.code, got.msg)
+		if got := s.PostAs(t, apptest.TokenOf("bob"), approve, vars); got.Code != "CONFLICT" || !strings.Contains(got.Msg, "by alice") {
+			t.Fatalf("bob's approval: %s %q, want CONFLICT naming alice", got.Code, got.Msg)
 		}
 		decline := `mutation($id: ID!, $c: ID) { declineToolCall(runId: $id, toolCallId: $c, reason: "no") { runId } }`
-		if got := s.postAs(t, tokenOf("alice"), decline, vars); got.code != "CONFLICT" {
-			t.Fatalf("alice's decline after her approval: %s %q, want CONFLICT", got.code, got.msg)
+		if got := s.PostAs(t, apptest.TokenOf("alice"), decline, vars); got.Code != "CONFLICT" {
+			t.Fatalf("alice's decline after her approval: %s %q, want CONFLICT", got.Code, got.Msg)
 		}
-		s.app.Service.Wait()
-		var done struct{ Run apiRun }
-		s.mustAs(t, tokenOf("root"), `query($id: ID!) { run(runId: $id) { `+runFields+` } }`, map[string]any{"id": r.ID}, &done)
+		s.App.Service.Wait()
+		var done struct{ Run apptest.Run }
+		s.MustAs(t, apptest.TokenOf("root"), `query($id: ID!) { run(runId: $id) { `+apptest.RunFields+` } }`, map[string]any{"id": r.ID}, &done)
 		if done.Run.Status != "COMPLETED" || done.Run.Output == nil || strings.Count(*done.Run.Output, "rf_3") != 1 {
 			t.Fatalf("run after the retries: %s %v, want COMPLETED with one refund", done.Run.Status, done.Run.Output)
 		}

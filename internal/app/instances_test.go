@@ -1,8 +1,7 @@
-package app
+package app_test
 
 import (
 	"encoding/json"
-	"fmt"
 	"reflect"
 	"strings"
 	"sync"
@@ -10,42 +9,45 @@ import (
 	"time"
 
 	"interlock/dbtest"
+	"interlock/internal/apptest"
 )
 
 // twoInstances starts two server processes over one new MySQL database.
-func twoInstances(t *testing.T, args ...string) (a, b *proc) {
+func twoInstances(t *testing.T, args ...string) (a, b *apptest.Proc) {
 	t.Helper()
 	db := dbtest.MySQLURL(dbtest.MySQLDSN(t))
-	return startProc(t, db, args...), startProc(t, db, args...)
+	return apptest.StartProc(t, db, args...), apptest.StartProc(t, db, args...)
 }
 
 func TestTwoInstancesSeeTheSameStream(t *testing.T) {
+	t.Parallel()
 	a, b := twoInstances(t)
-	run := a.startRun(t, "refund order 11 for 5", nil)
-	wsA, wsB := dialWS(t, a.url, "graphql-transport-ws"), dialWS(t, b.url, "graphql-ws")
-	opA := wsA.subscribe(eventsQuery, map[string]any{"runId": run.RunID, "after": 0})
-	opB := wsB.subscribe(eventsQuery, map[string]any{"runId": run.RunID, "after": 0})
-	evA := follow(t, wsA, opA, isType("RUN_SUSPENDED"))
-	evB := follow(t, wsB, opB, isType("RUN_SUSPENDED"))
-	var out struct{ ApproveToolCall apiRun }
-	b.must(t, `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": run.RunID}, &out)
-	evA = append(evA, follow(t, wsA, opA, nil)...)
-	evB = append(evB, follow(t, wsB, opB, nil)...)
+	run := a.StartRun(t, "refund order 11 for 5", nil)
+	wsA, wsB := apptest.DialWS(t, a.URL, "graphql-transport-ws"), apptest.DialWS(t, b.URL, "graphql-ws")
+	opA := wsA.Subscribe(apptest.EventsQuery, map[string]any{"runId": run.RunID, "after": 0})
+	opB := wsB.Subscribe(apptest.EventsQuery, map[string]any{"runId": run.RunID, "after": 0})
+	evA := apptest.Follow(t, wsA, opA, apptest.IsType("RUN_SUSPENDED"))
+	evB := apptest.Follow(t, wsB, opB, apptest.IsType("RUN_SUSPENDED"))
+	var out struct{ ApproveToolCall apptest.Run }
+	b.Must(t, `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": run.RunID}, &out)
+	evA = append(evA, apptest.Follow(t, wsA, opA, nil)...)
+	evB = append(evB, apptest.Follow(t, wsB, opB, nil)...)
 	checkSeqs(t, evA)
 	if !reflect.DeepEqual(evA, evB) {
 		t.Fatalf("instances streamed different events:\nA %+v\nB %+v", evA, evB)
 	}
-	if last := evA[len(evA)-1]; last.Type != "RUN_FINISHED" || !strings.Contains(text(evA), "rf_11") {
-		t.Fatalf("stream ends with %s, text %q", last.Type, text(evA))
+	if last := evA[len(evA)-1]; last.Type != "RUN_FINISHED" || !strings.Contains(apptest.Text(evA), "rf_11") {
+		t.Fatalf("stream ends with %s, text %q", last.Type, apptest.Text(evA))
 	}
 }
 
 func TestHundredApprovalsOverTwoInstancesRunTheToolOnce(t *testing.T) {
+	t.Parallel()
 	a, b := twoInstances(t)
-	run := a.startRun(t, "refund order 12 for 7", nil)
-	ws := dialWS(t, a.url, "graphql-transport-ws")
-	op := ws.subscribe(eventsQuery, map[string]any{"runId": run.RunID})
-	follow(t, ws, op, isType("RUN_SUSPENDED"))
+	run := a.StartRun(t, "refund order 12 for 7", nil)
+	ws := apptest.DialWS(t, a.URL, "graphql-transport-ws")
+	op := ws.Subscribe(apptest.EventsQuery, map[string]any{"runId": run.RunID})
+	apptest.Follow(t, ws, op, apptest.IsType("RUN_SUSPENDED"))
 	var wg sync.WaitGroup
 	codes := make([]string, 100)
 	gate := make(chan struct{})
@@ -58,8 +60,8 @@ func TestHundredApprovalsOverTwoInstancesRunTheToolOnce(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-gate
-			r := srv.post(t, `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": run.RunID})
-			codes[i] = r.code()
+			r := srv.Post(t, `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": run.RunID})
+			codes[i] = r.Code()
 		}()
 	}
 	close(gate)
@@ -71,7 +73,7 @@ func TestHundredApprovalsOverTwoInstancesRunTheToolOnce(t *testing.T) {
 	if count[""] != 1 || count["CONFLICT"] != 99 {
 		t.Fatalf("outcomes %v, want 1 success and 99 CONFLICT", count)
 	}
-	evs := follow(t, ws, op, nil)
+	evs := apptest.Follow(t, ws, op, nil)
 	results, approvals := 0, 0
 	for _, e := range evs {
 		switch e.Type {
@@ -87,20 +89,21 @@ func TestHundredApprovalsOverTwoInstancesRunTheToolOnce(t *testing.T) {
 }
 
 func TestKilledInstanceRunsAreRecovered(t *testing.T) {
+	t.Parallel()
 	a, b := twoInstances(t, "--lease-ttl", "2s")
 	const n = 20
 	ids := make([]string, n)
 	for i := range ids {
-		ids[i] = a.startRun(t, "run a slow task for 3 seconds", map[string]any{"requireToolApproval": true, "threadId": "kill"}).RunID
+		ids[i] = a.StartRun(t, "run a slow task for 3 seconds", map[string]any{"requireToolApproval": true, "threadId": "kill"}).RunID
 	}
 	waitTotal(t, a, "kill", n, false)
 	approve := `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`
 	for _, id := range ids {
-		var out struct{ ApproveToolCall apiRun }
-		a.must(t, approve, map[string]any{"id": id}, &out)
+		var out struct{ ApproveToolCall apptest.Run }
+		a.Must(t, approve, map[string]any{"id": id}, &out)
 	}
 	waitEvent(t, a, ids, "TOOL_CALL_APPROVED") // every slow_task is executing on A now
-	a.kill9(t)
+	a.Kill9(t)
 	runs := waitTotal(t, b, "kill", n, true)
 	for _, r := range runs {
 		tc := r.ToolCalls[0]
@@ -109,12 +112,12 @@ func TestKilledInstanceRunsAreRecovered(t *testing.T) {
 		}
 	}
 	for _, id := range ids {
-		var out struct{ ApproveToolCall apiRun }
-		b.must(t, approve, map[string]any{"id": id}, &out)
+		var out struct{ ApproveToolCall apptest.Run }
+		b.Must(t, approve, map[string]any{"id": id}, &out)
 	}
 	for _, id := range ids {
-		ws := dialWS(t, b.url, "graphql-transport-ws")
-		evs := follow(t, ws, ws.subscribe(eventsQuery, map[string]any{"runId": id}), nil)
+		ws := apptest.DialWS(t, b.URL, "graphql-transport-ws")
+		evs := apptest.Follow(t, ws, ws.Subscribe(apptest.EventsQuery, map[string]any{"runId": id}), nil)
 		checkSeqs(t, evs)
 		results, interrupted := 0, 0
 		for _, e := range evs {
@@ -132,17 +135,17 @@ func TestKilledInstanceRunsAreRecovered(t *testing.T) {
 }
 
 // waitTotal waits until suspendedRuns of the thread lists n runs (all interrupted, if asked).
-func waitTotal(t *testing.T, s *proc, thread string, n int, interrupted bool) []apiRun {
+func waitTotal(t *testing.T, s *apptest.Proc, thread string, n int, interrupted bool) []apptest.Run {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var out struct {
 			SuspendedRuns struct {
 				Total int
-				Runs  []apiRun
+				Runs  []apptest.Run
 			}
 		}
-		s.must(t, `query($t: ID) { suspendedRuns(threadId: $t) { total runs { runId toolCalls { toolName requiresApproval interrupted } } } }`, map[string]any{"t": thread}, &out)
+		s.Must(t, `query($t: ID) { suspendedRuns(threadId: $t) { total runs { runId toolCalls { toolName requiresApproval interrupted } } } }`, map[string]any{"t": thread}, &out)
 		ok := out.SuspendedRuns.Total == n
 		list := out.SuspendedRuns.Runs
 		for _, r := range list {
@@ -161,19 +164,20 @@ func waitTotal(t *testing.T, s *proc, thread string, n int, interrupted bool) []
 }
 
 // waitEvent follows each run until it has an event of the type.
-func waitEvent(t *testing.T, s *proc, ids []string, typ string) {
+func waitEvent(t *testing.T, s *apptest.Proc, ids []string, typ string) {
 	t.Helper()
 	for _, id := range ids {
-		ws := dialWS(t, s.url, "graphql-transport-ws")
-		follow(t, ws, ws.subscribe(eventsQuery, map[string]any{"runId": id}), isType(typ))
-		ws.conn.CloseNow()
+		ws := apptest.DialWS(t, s.URL, "graphql-transport-ws")
+		apptest.Follow(t, ws, ws.Subscribe(apptest.EventsQuery, map[string]any{"runId": id}), apptest.IsType(typ))
+		ws.Conn.CloseNow()
 	}
 }
 
 func TestReconnectingSubscriberMissesNothing(t *testing.T) {
+	t.Parallel()
 	a, b := twoInstances(t, "--text-flush-bytes", "1") // every number its own event: many events to reconnect between
-	run := a.startRun(t, "count to 1000", nil)
-	var got []apiEvent
+	run := a.StartRun(t, "count to 1000", nil)
+	var got []apptest.Event
 	for reconnects := 0; ; reconnects++ {
 		if reconnects > 500 {
 			t.Fatal("too many reconnects")
@@ -182,17 +186,17 @@ func TestReconnectingSubscriberMissesNothing(t *testing.T) {
 		if reconnects%2 == 1 {
 			srv = a
 		}
-		ws := dialWS(t, srv.url, "graphql-transport-ws")
+		ws := apptest.DialWS(t, srv.URL, "graphql-transport-ws")
 		after := 0
 		if len(got) > 0 {
 			after = got[len(got)-1].Seq
 		}
-		op := ws.subscribe(eventsQuery, map[string]any{"runId": run.RunID, "after": after})
+		op := ws.Subscribe(apptest.EventsQuery, map[string]any{"runId": run.RunID, "after": after})
 		batch := 1 + reconnects*37%90
 		n := 0
-		evs := follow(t, ws, op, func(apiEvent) bool { n++; return n == batch })
+		evs := apptest.Follow(t, ws, op, func(apptest.Event) bool { n++; return n == batch })
 		got = append(got, evs...)
-		ws.conn.CloseNow() // vanish without a goodbye
+		ws.Conn.CloseNow() // vanish without a goodbye
 		if len(got) > 0 && got[len(got)-1].Type == "RUN_FINISHED" {
 			t.Logf("%d events over %d connections", len(got), reconnects+1)
 			break
@@ -202,30 +206,31 @@ func TestReconnectingSubscriberMissesNothing(t *testing.T) {
 	if len(got) < 1000 {
 		t.Fatalf("only %d events", len(got))
 	}
-	if want := strings.TrimSpace(text(got)); !strings.HasPrefix(want, "1 2 3 ") || !strings.HasSuffix(want, " 999 1000") {
+	if want := strings.TrimSpace(apptest.Text(got)); !strings.HasPrefix(want, "1 2 3 ") || !strings.HasSuffix(want, " 999 1000") {
 		t.Fatalf("streamed text is not 1..1000: %q…", want[:min(len(want), 40)])
 	}
-	final := a.run(t, run.RunID)
+	final := a.Run(t, run.RunID)
 	if final.LastEventSeq != len(got) {
 		t.Fatalf("received %d events, run has %d", len(got), final.LastEventSeq)
 	}
 }
 
 func TestSuspendedRunsChangedAcrossInstances(t *testing.T) {
+	t.Parallel()
 	a, b := twoInstances(t)
-	ws := dialWS(t, b.url, "graphql-transport-ws")
-	op := ws.subscribe(`subscription { suspendedRunsChanged(agentId: "support-agent", threadId: "inbox-1") { kind run { runId status toolCalls { toolName } } } }`, nil)
-	time.Sleep(300 * time.Millisecond) // the subscription is registered on B
-	a.startRun(t, "refund order 1", map[string]any{"threadId": "elsewhere"})
-	run := a.startRun(t, "refund order 2", map[string]any{"threadId": "inbox-1"})
+	ws := apptest.DialWS(t, b.URL, "graphql-transport-ws")
+	op := ws.Subscribe(`subscription { suspendedRunsChanged(agentId: "support-agent", threadId: "inbox-1") { kind run { runId status toolCalls { toolName } } } }`, nil)
+	b.WaitWatchers(t, 1)
+	a.StartRun(t, "refund order 1", map[string]any{"threadId": "elsewhere"})
+	run := a.StartRun(t, "refund order 2", map[string]any{"threadId": "inbox-1"})
 	type change struct {
 		SuspendedRunsChanged struct {
 			Kind string
-			Run  apiRun
+			Run  apptest.Run
 		}
 	}
 	read := func() change {
-		data, _, errs := ws.next(op)
+		data, _, errs := ws.Next(op)
 		if errs != nil {
 			t.Fatal(string(errs))
 		}
@@ -240,8 +245,8 @@ func TestSuspendedRunsChangedAcrossInstances(t *testing.T) {
 	if c.SuspendedRunsChanged.Kind != "SUSPENDED" || c.SuspendedRunsChanged.Run.RunID != run.RunID || c.SuspendedRunsChanged.Run.Status != "SUSPENDED" {
 		t.Fatalf("first change %+v", c)
 	}
-	var out struct{ DeclineToolCall apiRun }
-	a.must(t, `mutation($id: ID!) { declineToolCall(runId: $id) { status } }`, map[string]any{"id": run.RunID}, &out)
+	var out struct{ DeclineToolCall apptest.Run }
+	a.Must(t, `mutation($id: ID!) { declineToolCall(runId: $id) { status } }`, map[string]any{"id": run.RunID}, &out)
 	decided := time.Now()
 	c = read()
 	if c.SuspendedRunsChanged.Kind != "LEFT" || c.SuspendedRunsChanged.Run.RunID != run.RunID {
@@ -251,25 +256,25 @@ func TestSuspendedRunsChangedAcrossInstances(t *testing.T) {
 }
 
 func TestGracefulShutdownHandsRunsOver(t *testing.T) {
+	t.Parallel()
 	a, b := twoInstances(t, "--lease-ttl", "30s")
-	run := a.startRun(t, "run a slow task for 2 seconds", nil)
-	wsA, wsB := dialWS(t, a.url, "graphql-transport-ws"), dialWS(t, b.url, "graphql-transport-ws")
-	opA := wsA.subscribe(eventsQuery, map[string]any{"runId": run.RunID})
-	opB := wsB.subscribe(eventsQuery, map[string]any{"runId": run.RunID})
-	follow(t, wsA, opA, isType("TOOL_CALL")) // slow_task is executing on A
+	run := a.StartRun(t, "run a slow task for 2 seconds", nil)
+	wsA, wsB := apptest.DialWS(t, a.URL, "graphql-transport-ws"), apptest.DialWS(t, b.URL, "graphql-transport-ws")
+	opA := wsA.Subscribe(apptest.EventsQuery, map[string]any{"runId": run.RunID})
+	opB := wsB.Subscribe(apptest.EventsQuery, map[string]any{"runId": run.RunID})
+	apptest.Follow(t, wsA, opA, apptest.IsType("TOOL_CALL")) // slow_task is executing on A
 	stopped := time.Now()
-	a.cmd.Process.Signal(syscallSIGTERM)
+	a.Terminate()
 	// A's subscriber is completed (the stream ends without RUN_FINISHED).
-	rest := follow(t, wsA, opA, nil)
+	rest := apptest.Follow(t, wsA, opA, nil)
 	if len(rest) > 0 && rest[len(rest)-1].Type == "RUN_FINISHED" {
 		t.Fatal("A finished the run instead of handing it over")
 	}
-	if err := <-a.done; err != nil {
+	if err := a.Wait(); err != nil {
 		t.Fatalf("A exited with %v", err)
 	}
-	a.done <- nil
 	// The step in flight finished on A; B took the run over at once (not after the 30s lease).
-	evs := follow(t, wsB, opB, nil)
+	evs := apptest.Follow(t, wsB, opB, nil)
 	checkSeqs(t, evs)
 	results := 0
 	for _, e := range evs {
@@ -280,7 +285,7 @@ func TestGracefulShutdownHandsRunsOver(t *testing.T) {
 	if results != 1 || evs[len(evs)-1].Type != "RUN_FINISHED" || time.Since(stopped) > 15*time.Second {
 		t.Fatalf("%d results, ends with %s, %v after SIGTERM", results, evs[len(evs)-1].Type, time.Since(stopped))
 	}
-	if !strings.Contains(fmt.Sprint(a.out), "shutting down") {
-		t.Fatalf("A did not log its shutdown:\n%s", a.out)
+	if !strings.Contains(a.Output(), "shutting down") {
+		t.Fatalf("A did not log its shutdown:\n%s", a.Output())
 	}
 }

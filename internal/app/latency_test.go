@@ -1,4 +1,4 @@
-package app
+package app_test
 
 import (
 	"math/rand/v2"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"interlock/dbtest"
+	"interlock/internal/apptest"
 )
 
 // BenchmarkApproveToFirstEvent measures, on MySQL with two instances (two apps, each with its own
@@ -18,33 +19,33 @@ import (
 //	INTERLOCK_TEST_MYSQL_DSN=... go test -run '^$' -bench ApproveToFirstEvent -benchtime 200x .
 func BenchmarkApproveToFirstEvent(b *testing.B) {
 	db := dbtest.MySQLURL(dbtest.MySQLDSN(b))
-	a, other := startServer(b, db), startServer(b, db)
+	a, other := apptest.Start(b, db), apptest.Start(b, db)
 	for _, tc := range []struct {
 		name    string
-		decider *testServer
+		decider *apptest.Server
 	}{{"same-instance", a}, {"cross-instance", other}} {
 		b.Run(tc.name, func(b *testing.B) {
-			ws := dialWS(b, a.url, "graphql-transport-ws")
+			ws := apptest.DialWS(b, a.URL, "graphql-transport-ws")
 			var first, result []time.Duration
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
-				run := a.startRun(b, "refund order 9 for 1", nil)
-				op := ws.subscribe(eventsQuery, map[string]any{"runId": run.RunID})
-				follow(b, ws, op, isType("RUN_SUSPENDED"))
+				run := a.StartRun(b, "refund order 9 for 1", nil)
+				op := ws.Subscribe(apptest.EventsQuery, map[string]any{"runId": run.RunID})
+				apptest.Follow(b, ws, op, apptest.IsType("RUN_SUSPENDED"))
 				// Approvals arrive at random moments, not in step with the notify loop's ticks.
 				time.Sleep(time.Duration(rand.Int64N(int64(100 * time.Millisecond))))
 				b.StartTimer()
 				sent := time.Now()
-				r := tc.decider.post(b, `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": run.RunID})
+				r := tc.decider.Post(b, `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": run.RunID})
 				if len(r.Errors) > 0 {
 					b.Fatal(r.Errors)
 				}
-				follow(b, ws, op, isType("TOOL_CALL_APPROVED"))
+				apptest.Follow(b, ws, op, apptest.IsType("TOOL_CALL_APPROVED"))
 				first = append(first, time.Since(sent))
-				follow(b, ws, op, isType("TOOL_RESULT"))
+				apptest.Follow(b, ws, op, apptest.IsType("TOOL_RESULT"))
 				result = append(result, time.Since(sent))
 				b.StopTimer()
-				follow(b, ws, op, nil)
+				apptest.Follow(b, ws, op, nil)
 			}
 			report(b, first, "first")
 			report(b, result, "result")

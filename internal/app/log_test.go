@@ -1,4 +1,4 @@
-package app
+package app_test
 
 import (
 	"bufio"
@@ -11,28 +11,30 @@ import (
 
 	"interlock/dbtest"
 	"interlock/gormstore"
+	"interlock/internal/app"
+	"interlock/internal/apptest"
 	"interlock/observe"
 )
 
 // jsonLogApp starts the app with args over a fresh SQLite file, logging JSON at debug level
 // into logs, served over real HTTP.
-func jsonLogApp(t *testing.T, logs *syncBuffer, args ...string) *testServer {
+func jsonLogApp(t *testing.T, logs *apptest.SyncBuffer, args ...string) *apptest.Server {
 	t.Helper()
-	cfg, err := ParseConfig(append([]string{"--db", "sqlite:" + t.TempDir() + "/interlock.db"}, args...), func(string) string { return "" })
+	cfg, err := app.ParseConfig(append([]string{"--db", "sqlite:" + t.TempDir() + "/interlock.db"}, args...), func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
-	app, err := NewApp(context.Background(), cfg, observe.NewLogger(logs, observe.LogJSON, -4))
+	app, err := app.NewApp(context.Background(), cfg, observe.NewLogger(logs, observe.LogJSON, -4))
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(app.Handler())
 	t.Cleanup(func() { srv.Close(); app.Close() })
-	return &testServer{url: srv.URL, app: app}
+	return &apptest.Server{URL: srv.URL, App: app}
 }
 
 // logLines parses the JSON log, one object per line; a line that is not JSON fails the test.
-func logLines(t *testing.T, logs *syncBuffer) []map[string]any {
+func logLines(t *testing.T, logs *apptest.SyncBuffer) []map[string]any {
 	t.Helper()
 	var out []map[string]any
 	sc := bufio.NewScanner(strings.NewReader(logs.String()))
@@ -66,20 +68,20 @@ next:
 func TestRequestLogLines(t *testing.T) {
 	const resumeSecret = "resume-secret-9f2c1e"
 	const apiKey = "sk-observe-test-7d1a0b"
-	var logs syncBuffer
+	var logs apptest.SyncBuffer
 	s := jsonLogApp(t, &logs, "--auth=on")
-	token := s.app.AdminToken
-	r := s.suspendAs(t, token, "ask the customer for their size", nil)
-	s.postAs(t, "wrong-"+token, `query Refused { suspendedRuns { total } }`, nil)
-	s.mustAs(t, token, `mutation Resume($id: ID!, $data: JSON!) { resumeRun(runId: $id, resumeData: $data) { status } }`,
+	token := s.App.AdminToken
+	r := s.SuspendAs(t, token, "ask the customer for their size", nil)
+	s.PostAs(t, "wrong-"+token, `query Refused { suspendedRuns { total } }`, nil)
+	s.MustAs(t, token, `mutation Resume($id: ID!, $data: JSON!) { resumeRun(runId: $id, resumeData: $data) { status } }`,
 		map[string]any{"id": r.ID, "data": map[string]any{"answer": resumeSecret}}, nil)
 	// Another answer after the first is late (the same one again would be a retry, answered with the run).
-	if got := s.postAs(t, token, `mutation Resume($id: ID!, $data: JSON!) { resumeRun(runId: $id, resumeData: $data) { status } }`,
-		map[string]any{"id": r.ID, "data": map[string]any{"answer": resumeSecret + "-again"}}); got.code != "CONFLICT" {
+	if got := s.PostAs(t, token, `mutation Resume($id: ID!, $data: JSON!) { resumeRun(runId: $id, resumeData: $data) { status } }`,
+		map[string]any{"id": r.ID, "data": map[string]any{"answer": resumeSecret + "-again"}}); got.Code != "CONFLICT" {
 		t.Fatalf("second resume: %+v", got)
 	}
-	s.sseAs(t, token, `subscription Stream($id: ID!) { runEvents(runId: $id, after: 0) { seq } }`, map[string]any{"id": r.ID})
-	s.app.Service.Wait()
+	s.SSEAs(t, token, `subscription Stream($id: ID!) { runEvents(runId: $id, after: 0) { seq } }`, map[string]any{"id": r.ID})
+	s.App.Service.Wait()
 
 	// A model behind a key that answers 500: the failure is logged, the key is not.
 	model := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -89,11 +91,11 @@ func TestRequestLogLines(t *testing.T) {
 		http.Error(w, `{"error":{"message":"overloaded"}}`, http.StatusInternalServerError)
 	}))
 	t.Cleanup(model.Close)
-	t.Setenv("INTERLOCK_TEST_MODEL_KEY", apiKey)
-	keyed := jsonLogApp(t, &logs, "--auth=off", "--config", writeConfig(t, "agents:\n  - id: keyed\n    model: {provider: openai, name: m, baseURL: '"+model.URL+"', apiKeyEnv: INTERLOCK_TEST_MODEL_KEY, maxRetries: 0}\n"))
-	var started struct{ StartRun apiRun }
-	keyed.must(t, `mutation Begin { startRun(input: {agentId: "keyed", prompt: "hi"}) { runId } }`, nil, &started)
-	keyed.app.Service.Wait()
+	t.Setenv("INTERLOCK_TEST_SECRET_KEY", apiKey)
+	keyed := jsonLogApp(t, &logs, "--auth=off", "--config", apptest.WriteConfig(t, "agents:\n  - id: keyed\n    model: {provider: openai, name: m, baseURL: '"+model.URL+"', apiKeyEnv: INTERLOCK_TEST_SECRET_KEY, maxRetries: 0}\n"))
+	var started struct{ StartRun apptest.Run }
+	keyed.Must(t, `mutation Begin { startRun(input: {agentId: "keyed", prompt: "hi"}) { runId } }`, nil, &started)
+	keyed.App.Service.Wait()
 
 	text := logs.String()
 	if testing.Verbose() {
@@ -150,15 +152,15 @@ func strs(v any) []string {
 // TestInternalErrorsAreLoggedWithTheOperation: a query the database cannot answer shows the
 // client INTERNAL and a plain message, and logs the error with the operation's name and type.
 func TestInternalErrorsAreLoggedWithTheOperation(t *testing.T) {
-	var logs syncBuffer
+	var logs apptest.SyncBuffer
 	s := jsonLogApp(t, &logs, "--auth=off")
 	// The tables are gone under the server: a fault (INTERNAL), not an outage (UNAVAILABLE).
 	for _, table := range []string{"agent_runs", "suspended_counts"} {
-		if err := s.app.db.Exec("ALTER TABLE " + table + " RENAME TO " + table + "_gone").Error; err != nil {
+		if err := s.App.DB().Exec("ALTER TABLE " + table + " RENAME TO " + table + "_gone").Error; err != nil {
 			t.Fatal(err)
 		}
 	}
-	e := s.wantError(t, "INTERNAL", `query Inbox { suspendedRuns { total } }`, nil)
+	e := s.WantError(t, "INTERNAL", `query Inbox { suspendedRuns { total } }`, nil)
 	if e.Message != "internal server error" {
 		t.Fatalf("the client was told %q", e.Message)
 	}
@@ -181,18 +183,18 @@ func TestInternalErrorsAreLoggedWithTheOperation(t *testing.T) {
 // TestLogFormat: auto is JSON when the output is not a terminal; text and json are forced.
 func TestLogFormat(t *testing.T) {
 	for format, json := range map[string]bool{observe.LogAuto: true, observe.LogJSON: true, observe.LogText: false} {
-		var b syncBuffer
+		var b apptest.SyncBuffer
 		observe.NewLogger(&b, format, 0).Info("hello", "run", "r1")
 		if got := strings.HasPrefix(b.String(), "{"); got != json {
 			t.Errorf("--log-format %s wrote %q", format, b.String())
 		}
 	}
 	for _, bad := range [][]string{{"--log-format", "yaml"}, {"--log-level", "loud"}} {
-		if _, err := ParseConfig(bad, func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), bad[0]) {
+		if _, err := app.ParseConfig(bad, func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), bad[0]) {
 			t.Errorf("%v: %v", bad, err)
 		}
 	}
-	cfg, err := ParseConfig(nil, func(k string) string {
+	cfg, err := app.ParseConfig(nil, func(k string) string {
 		return map[string]string{"INTERLOCK_LOG_FORMAT": "text", "INTERLOCK_LOG_LEVEL": "debug"}[k]
 	})
 	if err != nil || cfg.LogFormat != "text" || cfg.LogLevel != -4 {
@@ -204,11 +206,11 @@ func TestLogFormat(t *testing.T) {
 // the MySQL driver says about it is a warning in the server's own log (JSON here), and the next
 // request is still answered.
 func TestMySQLDriverLogsInTheServersLog(t *testing.T) {
-	var logs syncBuffer
+	var logs apptest.SyncBuffer
 	dsn := dbtest.MySQLDSN(t)
 	s := jsonLogApp(t, &logs, "--auth=off", "--db", dbtest.MySQLURL(dsn))
 	var out struct{ SuspendedRuns struct{ Total int } }
-	s.must(t, `{ suspendedRuns { total } }`, nil, &out) // the pool now holds idle connections
+	s.Must(t, `{ suspendedRuns { total } }`, nil, &out) // the pool now holds idle connections
 	admin, err := gormstore.OpenMySQL(t.Context(), dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -228,7 +230,7 @@ func TestMySQLDriverLogsInTheServersLog(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s.must(t, `{ suspendedRuns { total } }`, nil, &out)
+	s.Must(t, `{ suspendedRuns { total } }`, nil, &out)
 	for _, l := range logLines(t, &logs) {
 		if msg, _ := l["message"].(string); l["level"] == "WARN" && l["msg"] == "mysql driver" && strings.Contains(msg, "connection") {
 			return

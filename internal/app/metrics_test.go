@@ -1,4 +1,4 @@
-package app
+package app_test
 
 import (
 	"fmt"
@@ -8,80 +8,16 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
+	"interlock/internal/app"
+	"interlock/internal/apptest"
 )
-
-// scrape is one scrape of /metrics, parsed with the Prometheus text parser.
-type scrape map[string]*dto.MetricFamily
-
-func (s *testServer) scrape(t testing.TB) scrape {
-	t.Helper()
-	return scrapeURL(t, s.url+"/metrics")
-}
-
-func scrapeURL(t testing.TB, url string) scrape {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %s", url, resp.Status)
-	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatalf("parse /metrics: %v", err)
-	}
-	return fams
-}
-
-// value is the value of the series of a family whose labels include labels ("k=v" pairs);
-// for a histogram, its count. A missing series is 0.
-func (sc scrape) value(t testing.TB, name string, labels ...string) float64 {
-	t.Helper()
-	fam, ok := sc[name]
-	if !ok {
-		return 0
-	}
-	total := 0.0
-next:
-	for _, m := range fam.GetMetric() {
-		for _, l := range labels {
-			k, v, _ := strings.Cut(l, "=")
-			match := false
-			for _, lp := range m.GetLabel() {
-				if lp.GetName() == k && lp.GetValue() == v {
-					match = true
-				}
-			}
-			if !match {
-				continue next
-			}
-		}
-		switch fam.GetType() {
-		case dto.MetricType_COUNTER:
-			total += m.GetCounter().GetValue()
-		case dto.MetricType_GAUGE:
-			total += m.GetGauge().GetValue()
-		case dto.MetricType_HISTOGRAM:
-			total += float64(m.GetHistogram().GetSampleCount())
-		default:
-			t.Fatalf("%s: unexpected type %s", name, fam.GetType())
-		}
-	}
-	return total
-}
 
 // TestMetricsFollowTheDemoFlow: a run started, suspended on its refund, approved and finished
 // over HTTP and a WebSocket moves every metric it should, read from /metrics before, while it
 // waits, and after.
 func TestMetricsFollowTheDemoFlow(t *testing.T) {
-	eachDB(t, func(t *testing.T, s *testServer) {
-		before := s.scrape(t)
+	apptest.EachDB(t, func(t *testing.T, s *apptest.Server) {
+		before := s.Scrape(t)
 		for _, name := range []string{"go_goroutines", "process_cpu_seconds_total", "interlock_db_open_connections", "interlock_runs", "interlock_graphql_subscriptions_open"} {
 			if before[name] == nil {
 				t.Errorf("/metrics has no %s", name)
@@ -92,22 +28,22 @@ func TestMetricsFollowTheDemoFlow(t *testing.T) {
 				t.Errorf("%s has no useful HELP text: %q", name, fam.GetHelp())
 			}
 		}
-		if got := before.value(t, "interlock_build_info", "version="+version); got != 1 {
-			t.Errorf("interlock_build_info{version=%q} = %v", version, got)
+		if got := before.Value(t, "interlock_build_info", "version="+app.Version()); got != 1 {
+			t.Errorf("interlock_build_info{version=%q} = %v", app.Version(), got)
 		}
-		if got := before.value(t, "interlock_runs_stats_up"); got != 1 {
+		if got := before.Value(t, "interlock_runs_stats_up"); got != 1 {
 			t.Fatalf("interlock_runs_stats_up = %v before the flow", got)
 		}
 
-		var started struct{ StartRun apiRun }
-		s.must(t, `mutation Start($input: StartRunInput!) { startRun(input: $input) { runId } }`,
+		var started struct{ StartRun apptest.Run }
+		s.Must(t, `mutation Start($input: StartRunInput!) { startRun(input: $input) { runId } }`,
 			map[string]any{"input": map[string]any{"agentId": "support-agent", "prompt": "refund order 42 for 30"}}, &started)
 		id := started.StartRun.RunID
-		c := dialWS(t, s.url, "graphql-transport-ws")
-		sub := c.subscribe(`subscription Follow($runId: ID!) { runEvents(runId: $runId, after: 0) { seq type } }`, map[string]any{"runId": id})
-		follow(t, c, sub, isType("RUN_SUSPENDED"))
+		c := apptest.DialWS(t, s.URL, "graphql-transport-ws")
+		sub := c.Subscribe(`subscription Follow($runId: ID!) { runEvents(runId: $runId, after: 0) { seq type } }`, map[string]any{"runId": id})
+		apptest.Follow(t, c, sub, apptest.IsType("RUN_SUSPENDED"))
 
-		waiting := s.scrape(t)
+		waiting := s.Scrape(t)
 		for _, w := range []struct {
 			name   string
 			labels []string
@@ -121,24 +57,24 @@ func TestMetricsFollowTheDemoFlow(t *testing.T) {
 			{"interlock_graphql_operations_total", []string{"operation=Start", "type=mutation", "outcome=ok"}, 1},
 			{"interlock_graphql_operation_duration_seconds", []string{"operation=Start", "type=mutation", "outcome=ok"}, 1},
 		} {
-			if got := waiting.value(t, w.name, w.labels...) - before.value(t, w.name, w.labels...); got != w.want {
+			if got := waiting.Value(t, w.name, w.labels...) - before.Value(t, w.name, w.labels...); got != w.want {
 				t.Errorf("while the run waits: %s%v changed by %v, want %v", w.name, w.labels, got, w.want)
 			}
 		}
 
-		s.must(t, `mutation Approve($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": id}, &struct{}{})
-		follow(t, c, sub, isType("RUN_FINISHED"))
-		if _, done, _ := c.next(sub); !done {
+		s.Must(t, `mutation Approve($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": id}, &struct{}{})
+		apptest.Follow(t, c, sub, apptest.IsType("RUN_FINISHED"))
+		if _, done, _ := c.Next(sub); !done {
 			t.Fatal("the stream did not complete after RUN_FINISHED")
 		}
-		s.app.Service.Wait()
-		s.wantError(t, "NOT_FOUND", `mutation Approve($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": "no-such-run"})
-		run := s.run(t, id)
+		s.App.Service.Wait()
+		s.WantError(t, "NOT_FOUND", `mutation Approve($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": "no-such-run"})
+		run := s.Run(t, id)
 
-		after := s.scrape(t)
-		for deadline := time.Now().Add(10 * time.Second); after.value(t, "interlock_graphql_subscriptions_open", "transport=websocket") != 0 && time.Now().Before(deadline); {
+		after := s.Scrape(t)
+		for deadline := time.Now().Add(10 * time.Second); after.Value(t, "interlock_graphql_subscriptions_open", "transport=websocket") != 0 && time.Now().Before(deadline); {
 			time.Sleep(20 * time.Millisecond) // the subscription's end is recorded as its stream closes
-			after = s.scrape(t)
+			after = s.Scrape(t)
 		}
 		for _, w := range []struct {
 			name   string
@@ -162,15 +98,15 @@ func TestMetricsFollowTheDemoFlow(t *testing.T) {
 			{"interlock_tool_call_duration_seconds", []string{"tool=issue_refund"}, 1},
 			{"interlock_tool_call_errors_total", []string{"tool=issue_refund"}, 0},
 		} {
-			if got := after.value(t, w.name, w.labels...) - before.value(t, w.name, w.labels...); got != w.want {
+			if got := after.Value(t, w.name, w.labels...) - before.Value(t, w.name, w.labels...); got != w.want {
 				t.Errorf("after the flow: %s%v changed by %v, want %v", w.name, w.labels, got, w.want)
 			}
 		}
 		if run.LastEventSeq < 6 {
 			t.Fatalf("the run has %d events; the flow wrote more", run.LastEventSeq)
 		}
-		if after.value(t, "interlock_db_open_connections") < 1 || after.value(t, "interlock_db_max_open_connections") < 1 {
-			t.Errorf("pool metrics: open %v, max %v", after.value(t, "interlock_db_open_connections"), after.value(t, "interlock_db_max_open_connections"))
+		if after.Value(t, "interlock_db_open_connections") < 1 || after.Value(t, "interlock_db_max_open_connections") < 1 {
+			t.Errorf("pool metrics: open %v, max %v", after.Value(t, "interlock_db_open_connections"), after.Value(t, "interlock_db_max_open_connections"))
 		}
 	})
 }
@@ -179,17 +115,17 @@ func TestMetricsFollowTheDemoFlow(t *testing.T) {
 // 200 of them as labels (the rest are "other"); names of refused requests never take a label,
 // and anonymous operations are "anonymous".
 func TestOperationNamesAreBounded(t *testing.T) {
-	s := startServer(t, "sqlite:"+t.TempDir()+"/interlock.db")
+	s := apptest.Start(t, "sqlite:"+t.TempDir()+"/interlock.db")
 	for i := range 230 {
-		s.post(t, fmt.Sprintf(`query Op%d { agents { id } }`, i), nil)
+		s.Post(t, fmt.Sprintf(`query Op%d { agents { id } }`, i), nil)
 	}
-	resp, err := http.Post(s.url+"/graphql", "application/json", strings.NewReader(`{"query":"query Bogus1 { nosuchfield }","operationName":"Bogus1"}`))
+	resp, err := http.Post(s.URL+"/graphql", "application/json", strings.NewReader(`{"query":"query Bogus1 { nosuchfield }","operationName":"Bogus1"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	s.post(t, `{ agents { id } }`, nil)
-	sc := s.scrape(t)
+	s.Post(t, `{ agents { id } }`, nil)
+	sc := s.Scrape(t)
 	names := map[string]bool{}
 	for _, m := range sc["interlock_graphql_operations_total"].GetMetric() {
 		for _, l := range m.GetLabel() {
@@ -201,10 +137,10 @@ func TestOperationNamesAreBounded(t *testing.T) {
 	if len(names) > 202 || !names["Op0"] || !names["Op199"] || names["Op200"] || !names["other"] || !names["anonymous"] || names["Bogus1"] {
 		t.Fatalf("%d operation labels: %v", len(names), names)
 	}
-	if got := sc.value(t, "interlock_graphql_operations_total", "operation=other", "type=query", "outcome=ok"); got != 30 {
+	if got := sc.Value(t, "interlock_graphql_operations_total", "operation=other", "type=query", "outcome=ok"); got != 30 {
 		t.Fatalf("other = %v, want the 30 names past the bound", got)
 	}
-	if got := sc.value(t, "interlock_graphql_operations_total", "operation=other", "outcome=GRAPHQL_VALIDATION_FAILED"); got != 1 {
+	if got := sc.Value(t, "interlock_graphql_operations_total", "operation=other", "outcome=GRAPHQL_VALIDATION_FAILED"); got != 1 {
 		t.Fatalf("the refused Bogus1 counted %v times as other", got)
 	}
 }
@@ -218,7 +154,7 @@ func TestMetricsAddr(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close()
 	s, _ := serveOnPort(t, "--metrics-addr", addr)
-	resp, err := http.Get(s.url + "/metrics")
+	resp, err := http.Get(s.URL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,11 +162,11 @@ func TestMetricsAddr(t *testing.T) {
 	if resp.StatusCode == http.StatusOK {
 		t.Fatal("/metrics is still served on the API's port")
 	}
-	var sc scrape
+	var sc apptest.Scrape
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if r, err := http.Get("http://" + addr + "/metrics"); err == nil {
 			r.Body.Close()
-			sc = scrapeURL(t, "http://"+addr+"/metrics")
+			sc = apptest.ScrapeURL(t, "http://"+addr+"/metrics")
 			break
 		}
 	}

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -24,7 +25,7 @@ func TestMigrateOnlyMigrates(t *testing.T) {
 	}
 	t.Cleanup(func() { newRunService = orig })
 
-	if err := runCommand([]string{"migrate", "--db", db}, discardLog()); err != nil {
+	if err := runCommand([]string{"migrate", "--db", db}, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
@@ -42,7 +43,7 @@ func TestMigrateOnlyMigrates(t *testing.T) {
 	if err := gdb.Create(&stuck).Error; err != nil { // the tables exist
 		t.Fatal(err)
 	}
-	if err := runCommand([]string{"migrate", "--db", db}, discardLog()); err != nil { // again: nothing to do
+	if err := runCommand([]string{"migrate", "--db", db}, slog.New(slog.DiscardHandler)); err != nil { // again: nothing to do
 		t.Fatal(err)
 	}
 	if started != 0 {
@@ -55,7 +56,7 @@ func TestMigrateOnlyMigrates(t *testing.T) {
 	if after.Status != "RUNNING" || after.LeaseOwner == nil || *after.LeaseOwner != owner || after.Version != 1 || after.RecoveryAttempts != 0 {
 		t.Fatalf("migrate changed the run: %+v", after)
 	}
-	if err := runCommand([]string{"migrate", "--db", "postgres://x"}, discardLog()); err == nil || !strings.Contains(err.Error(), "INTERLOCK_DB") {
+	if err := runCommand([]string{"migrate", "--db", "postgres://x"}, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "INTERLOCK_DB") {
 		t.Fatalf("migrate with a bad --db: %v", err)
 	}
 }

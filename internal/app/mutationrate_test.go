@@ -1,4 +1,4 @@
-package app
+package app_test
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"interlock/internal/apptest"
 )
 
 // aliasedStartRuns is one mutation with n startRun fields under aliases s0…, all of input $i.
@@ -24,7 +26,7 @@ func aliasedStartRuns(n int) string {
 var startInput = map[string]any{"i": map[string]any{"agentId": "support-agent", "prompt": "refund order 42 for 30"}}
 
 // postRaw sends one operation over HTTP POST and returns the response (body read) with it.
-func postRaw(t *testing.T, base, query string, vars map[string]any) (*http.Response, gqlResponse, []byte) {
+func postRaw(t *testing.T, base, query string, vars map[string]any) (*http.Response, apptest.Response, []byte) {
 	t.Helper()
 	body, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
 	resp, err := http.Post(base+"/graphql", "application/json", bytes.NewReader(body))
@@ -33,19 +35,11 @@ func postRaw(t *testing.T, base, query string, vars map[string]any) (*http.Respo
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
-	var r gqlResponse
+	var r apptest.Response
 	if err := json.Unmarshal(raw, &r); err != nil {
 		t.Fatalf("%d %s: %v", resp.StatusCode, raw, err)
 	}
 	return resp, r, raw
-}
-
-// storedRuns is how many runs the server holds, whatever their status.
-func (s *testServer) storedRuns(t *testing.T) int {
-	t.Helper()
-	var out struct{ RecentRuns struct{ Total int } }
-	s.must(t, `{ recentRuns(statuses: [RUNNING, SUSPENDED, COMPLETED, FAILED]) { total } }`, nil, &out)
-	return out.RecentRuns.Total
 }
 
 // TestMutationRateCountsAliases: with the default burst (100; the rate slowed so that nothing
@@ -55,35 +49,36 @@ func (s *testServer) storedRuns(t *testing.T) int {
 // BAD_USER_INPUT (a request error: 200 as application/json, no Retry-After) saying to split it, no run is stored, over HTTP, both
 // WebSocket subprotocols and SSE, and it costs nothing: a full burst still passes after it.
 func TestMutationRateCountsAliases(t *testing.T) {
-	s := startServer(t, "sqlite:"+t.TempDir()+"/aliases.db", "--mutation-rate", "1/h")
-	resp, r, raw := postRaw(t, s.url, aliasedStartRuns(800), startInput)
-	if resp.StatusCode != http.StatusOK || r.code() != "BAD_USER_INPUT" || len(r.Errors) != 1 || resp.Header.Get("Retry-After") != "" ||
+	t.Parallel()
+	s := apptest.Start(t, "sqlite:"+t.TempDir()+"/aliases.db", "--mutation-rate", "1/h")
+	resp, r, raw := postRaw(t, s.URL, aliasedStartRuns(800), startInput)
+	if resp.StatusCode != http.StatusOK || r.Code() != "BAD_USER_INPUT" || len(r.Errors) != 1 || resp.Header.Get("Retry-After") != "" ||
 		!strings.Contains(r.Errors[0].Message, "holds 800 mutations") || !strings.Contains(r.Errors[0].Message, "split it into requests of at most 100") ||
 		strings.Contains(string(r.Data), "runId") {
 		t.Fatalf("800 aliased startRuns: %d Retry-After %q %s", resp.StatusCode, resp.Header.Get("Retry-After"), raw)
 	}
 	for _, protocol := range []string{"graphql-transport-ws", "graphql-ws"} {
-		ws := dialWS(t, s.url, protocol)
-		if _, _, errs := ws.next(ws.subscribe(aliasedStartRuns(800), startInput)); !strings.Contains(string(errs), "BAD_USER_INPUT") || !strings.Contains(string(errs), "holds 800 mutations") {
+		ws := apptest.DialWS(t, s.URL, protocol)
+		if _, _, errs := ws.Next(ws.Subscribe(aliasedStartRuns(800), startInput)); !strings.Contains(string(errs), "BAD_USER_INPUT") || !strings.Contains(string(errs), "holds 800 mutations") {
 			t.Fatalf("over %s: %s", protocol, errs)
 		}
 	}
-	if out := sse(t, t.Context(), s.url, aliasedStartRuns(800), startInput, nil); len(out) != 1 || !strings.Contains(string(out[0]), "holds 800 mutations") {
+	if out := sse(t, t.Context(), s, aliasedStartRuns(800), startInput, nil); len(out) != 1 || !strings.Contains(string(out[0]), "holds 800 mutations") {
 		t.Fatalf("over SSE: %s", out)
 	}
-	if n := s.storedRuns(t); n != 0 {
+	if n := s.StoredRuns(t); n != 0 {
 		t.Fatalf("the refused requests stored %d runs", n)
 	}
 	// The refusals took no token: the whole burst of 100 passes in one request, then the bucket
 	// is empty.
-	if resp, r, raw := postRaw(t, s.url, aliasedStartRuns(100), startInput); resp.StatusCode != 200 || len(r.Errors) != 0 {
+	if resp, r, raw := postRaw(t, s.URL, aliasedStartRuns(100), startInput); resp.StatusCode != 200 || len(r.Errors) != 0 {
 		t.Fatalf("a burst of 100 after the refusals: %d %.300s", resp.StatusCode, raw)
 	}
-	if resp, r, _ := postRaw(t, s.url, cheapMutation, nil); resp.StatusCode != http.StatusTooManyRequests || r.code() != "RATE_LIMITED" {
+	if resp, r, _ := postRaw(t, s.URL, cheapMutation, nil); resp.StatusCode != http.StatusTooManyRequests || r.Code() != "RATE_LIMITED" {
 		t.Fatalf("after the burst: %d %+v", resp.StatusCode, r.Errors)
 	}
-	s.app.Service.Wait()
-	if n := s.storedRuns(t); n != 100 {
+	s.App.Service.Wait()
+	if n := s.StoredRuns(t); n != 100 {
 		t.Fatalf("%d runs stored, want the burst's 100", n)
 	}
 }
@@ -93,19 +88,20 @@ func TestMutationRateCountsAliases(t *testing.T) {
 // (but no more than the burst) is RATE_LIMITED as a whole (429, Retry-After, the number of
 // mutations it holds), none of its fields run, and it takes nothing, so a smaller one passes.
 func TestMutationRateCountsFragments(t *testing.T) {
-	s := startServer(t, "sqlite:"+t.TempDir()+"/fragments.db", "--mutation-rate", "1/h", "--mutation-burst", "5")
+	t.Parallel()
+	s := apptest.Start(t, "sqlite:"+t.TempDir()+"/fragments.db", "--mutation-rate", "1/h", "--mutation-burst", "5")
 	three := `mutation($i: StartRunInput!) {
 		a: startRun(input: $i) { runId }
 		...F
 		... on Mutation { c: startRun(input: $i) { runId } }
 	}
 	fragment F on Mutation { b: startRun(input: $i) { runId } }`
-	if resp, r, raw := postRaw(t, s.url, three, startInput); resp.StatusCode != 200 || len(r.Errors) != 0 {
+	if resp, r, raw := postRaw(t, s.URL, three, startInput); resp.StatusCode != 200 || len(r.Errors) != 0 {
 		t.Fatalf("three mutations within the burst: %d %s", resp.StatusCode, raw)
 	}
 	// Two tokens are left: three more are refused together.
-	resp, r, raw := postRaw(t, s.url, three, startInput)
-	if resp.StatusCode != http.StatusTooManyRequests || r.code() != "RATE_LIMITED" || len(r.Errors) != 1 {
+	resp, r, raw := postRaw(t, s.URL, three, startInput)
+	if resp.StatusCode != http.StatusTooManyRequests || r.Code() != "RATE_LIMITED" || len(r.Errors) != 1 {
 		t.Fatalf("three mutations with two tokens left: %d %s", resp.StatusCode, raw)
 	}
 	secs, _ := r.Errors[0].Extensions["retryAfter"].(float64)
@@ -113,16 +109,16 @@ func TestMutationRateCountsFragments(t *testing.T) {
 		!strings.Contains(r.Errors[0].Message, "holds 3 mutations") || !strings.Contains(r.Errors[0].Message, fmt.Sprintf("retry in %d seconds", int(secs))) {
 		t.Fatalf("the refusal: Retry-After %q %s", resp.Header.Get("Retry-After"), raw)
 	}
-	s.app.Service.Wait()
-	if n := s.storedRuns(t); n != 3 {
+	s.App.Service.Wait()
+	if n := s.StoredRuns(t); n != 3 {
 		t.Fatalf("%d runs stored, want the first request's 3 (the refused one ran some)", n)
 	}
 	// The two tokens are still there.
 	two := `mutation($i: StartRunInput!) { ...F } fragment F on Mutation { a: startRun(input: $i) { runId } b: startRun(input: $i) { runId } }`
-	if resp, r, raw := postRaw(t, s.url, two, startInput); resp.StatusCode != 200 || len(r.Errors) != 0 {
+	if resp, r, raw := postRaw(t, s.URL, two, startInput); resp.StatusCode != 200 || len(r.Errors) != 0 {
 		t.Fatalf("two mutations with two tokens left: %d %s", resp.StatusCode, raw)
 	}
-	if resp, r, _ := postRaw(t, s.url, cheapMutation, nil); resp.StatusCode != http.StatusTooManyRequests || r.code() != "RATE_LIMITED" {
+	if resp, r, _ := postRaw(t, s.URL, cheapMutation, nil); resp.StatusCode != http.StatusTooManyRequests || r.Code() != "RATE_LIMITED" {
 		t.Fatalf("the bucket is empty, yet: %d %+v", resp.StatusCode, r.Errors)
 	}
 }

@@ -1,4 +1,4 @@
-package app
+package app_test
 
 import (
 	"crypto/hmac"
@@ -20,6 +20,7 @@ import (
 
 	"interlock/dbtest"
 	"interlock/gormstore"
+	"interlock/internal/apptest"
 	"interlock/notify"
 )
 
@@ -123,15 +124,15 @@ func (r *receiver) delivered() (map[string]int, map[string]notify.Event) {
 // waitSuspended follows a run's stream until it suspends.
 func waitSuspended(t *testing.T, url, runID string) {
 	t.Helper()
-	ws := dialWS(t, url, "graphql-transport-ws")
-	defer ws.conn.CloseNow()
-	follow(t, ws, ws.subscribe(eventsQuery, map[string]any{"runId": runID}), isType("RUN_SUSPENDED"))
+	ws := apptest.DialWS(t, url, "graphql-transport-ws")
+	defer ws.Conn.CloseNow()
+	apptest.Follow(t, ws, ws.Subscribe(apptest.EventsQuery, map[string]any{"runId": runID}), apptest.IsType("RUN_SUSPENDED"))
 }
 
-func approve(t *testing.T, s *testServer, runID string) {
+func approve(t *testing.T, s *apptest.Server, runID string) {
 	t.Helper()
-	var out map[string]apiRun
-	s.must(t, `mutation($id: ID!) { d: approveToolCall(runId: $id) { status } }`, map[string]any{"id": runID}, &out)
+	var out map[string]apptest.Run
+	s.Must(t, `mutation($id: ID!) { d: approveToolCall(runId: $id) { status } }`, map[string]any{"id": runID}, &out)
 }
 
 const notifySecret = "whsec-test-0123456789"
@@ -139,7 +140,7 @@ const notifySecret = "whsec-test-0123456789"
 // notifyConfig is a config file with one signed json webhook to url, more keys of the section
 // in section and more webhooks in hooks.
 func notifyConfig(t *testing.T, url, section, hooks string) string {
-	return writeConfig(t, notifySection(url, section, hooks))
+	return apptest.WriteConfig(t, notifySection(url, section, hooks))
 }
 
 // notifySection is the notifications section of notifyConfig.
@@ -168,9 +169,9 @@ func TestWebhookRetriedSignedAndSlack(t *testing.T) {
       format: slack
       events: [approval_requested]
 `)
-	s := startServer(t, "sqlite:"+filepath.Join(t.TempDir(), "n.db"), "--config", file, "--auth=on")
-	run := s.suspendAs(t, s.app.AdminToken, "refund order 3 for 5", nil)
-	eventually(t, func() bool { return len(flaky.got()) >= 3 }, func() string { return fmt.Sprintf("%d requests to the flaky receiver, want 3", len(flaky.got())) })
+	s := apptest.Start(t, "sqlite:"+filepath.Join(t.TempDir(), "n.db"), "--config", file, "--auth=on")
+	run := s.SuspendAs(t, s.App.AdminToken, "refund order 3 for 5", nil)
+	apptest.Eventually(t, func() bool { return len(flaky.got()) >= 3 }, func() string { return fmt.Sprintf("%d requests to the flaky receiver, want 3", len(flaky.got())) })
 
 	hits := flaky.got()
 	want := notify.EventID(run.RunID, 3) // RUN_STARTED, TOOL_CALL, TOOL_CALL_APPROVAL
@@ -193,8 +194,8 @@ func TestWebhookRetriedSignedAndSlack(t *testing.T) {
 		e.ToolCall == nil || e.ToolCall.ToolName != "issue_refund" || e.URL != "https://console.example/interlock/?run="+run.RunID {
 		t.Errorf("event = %s", hits[2].body)
 	}
-	store := gormstore.New(s.app.db)
-	eventually(t, func() bool {
+	store := gormstore.New(s.App.DB())
+	apptest.Eventually(t, func() bool {
 		list, _ := store.Deliveries(t.Context(), run.RunID)
 		return len(list) == 2 && list[0].State == notify.StateDelivered && list[1].State == notify.StateDelivered
 	}, func() string {
@@ -225,8 +226,8 @@ func TestWebhookRetriedSignedAndSlack(t *testing.T) {
 		t.Errorf("slack headers = %v", sh[0].header)
 	}
 
-	s.mustAs(t, s.app.AdminToken, `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": run.RunID}, nil)
-	eventually(t, func() bool { n, _ := flaky.delivered(); return len(n) == 2 }, func() string { return fmt.Sprintf("%d events delivered, want 2", len(flaky.got())) })
+	s.MustAs(t, s.App.AdminToken, `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": run.RunID}, nil)
+	apptest.Eventually(t, func() bool { n, _ := flaky.delivered(); return len(n) == 2 }, func() string { return fmt.Sprintf("%d events delivered, want 2", len(flaky.got())) })
 	_, last := flaky.delivered()
 	d := last[notify.EventID(run.RunID, 5)] // after RUN_SUSPENDED (4)
 	if d.Type != notify.Decided || d.Decision != notify.DecisionApproved || d.DecidedBy == "" {
@@ -248,27 +249,26 @@ func TestWebhookDeliveredOnceAcrossARestart(t *testing.T) {
 	r := newReceiver(t, down...)
 	file := notifyConfig(t, r.URL, "", "")
 	db := "sqlite:" + filepath.Join(t.TempDir(), "restart.db")
-	first := startProc(t, db, "--config", file)
-	run := first.startRun(t, "refund order 4 for 5", nil)
-	waitSuspended(t, first.url, run.RunID)
-	eventually(t, func() bool { return len(r.got()) >= 2 }, func() string { return "no retried attempt" })
-	first.cmd.Process.Signal(syscallSIGTERM)
-	if err := <-first.done; err != nil {
-		t.Fatalf("first server: %v\n%s", err, first.out)
+	first := apptest.StartProc(t, db, "--config", file)
+	run := first.StartRun(t, "refund order 4 for 5", nil)
+	waitSuspended(t, first.URL, run.RunID)
+	apptest.Eventually(t, func() bool { return len(r.got()) >= 2 }, func() string { return "no retried attempt" })
+	first.Terminate()
+	if err := first.Wait(); err != nil {
+		t.Fatalf("first server: %v\n%s", err, first.Output())
 	}
-	first.done <- nil
 	if n, _ := r.delivered(); len(n) != 0 {
 		t.Fatalf("delivered while down: %v", n)
 	}
-	if strings.Contains(first.out.String(), notifySecret) {
+	if strings.Contains(first.Output(), notifySecret) {
 		t.Error("the webhook secret is in the log")
 	}
 
 	r.setFail()
-	second := startProc(t, db, "--config", file)
-	eventually(t, func() bool { n, _ := r.delivered(); return n[notify.EventID(run.RunID, 3)] == 1 }, func() string { return "not delivered after the restart" })
-	approve(t, second.testServer, run.RunID)
-	eventually(t, func() bool { n, _ := r.delivered(); return len(n) == 2 }, func() string { return "decision not delivered" })
+	second := apptest.StartProc(t, db, "--config", file)
+	apptest.Eventually(t, func() bool { n, _ := r.delivered(); return n[notify.EventID(run.RunID, 3)] == 1 }, func() string { return "not delivered after the restart" })
+	approve(t, second.Server, run.RunID)
+	apptest.Eventually(t, func() bool { n, _ := r.delivered(); return len(n) == 2 }, func() string { return "decision not delivered" })
 	if n, _ := r.delivered(); n[notify.EventID(run.RunID, 3)] != 1 {
 		t.Errorf("the approval request was delivered %d times, want once", n[notify.EventID(run.RunID, 3)])
 	}
@@ -288,18 +288,18 @@ func TestTwoInstancesDeliverEachEventOnce(t *testing.T) {
 		if i%2 == 1 {
 			srv = b
 		}
-		run := srv.startRun(t, fmt.Sprintf("refund order %d for 5", 20+i), nil)
+		run := srv.StartRun(t, fmt.Sprintf("refund order %d for 5", 20+i), nil)
 		ids = append(ids, run.RunID)
-		waitSuspended(t, srv.url, run.RunID)
+		waitSuspended(t, srv.URL, run.RunID)
 	}
 	for i, id := range ids {
 		srv := b
 		if i%2 == 1 {
 			srv = a
 		}
-		approve(t, srv.testServer, id)
+		approve(t, srv.Server, id)
 	}
-	eventually(t, func() bool { c, _ := r.delivered(); return len(c) == 2*n }, func() string { c, _ := r.delivered(); return fmt.Sprintf("%d events delivered, want %d", len(c), 2*n) })
+	apptest.Eventually(t, func() bool { c, _ := r.delivered(); return len(c) == 2*n }, func() string { c, _ := r.delivered(); return fmt.Sprintf("%d events delivered, want %d", len(c), 2*n) })
 	count, _ := r.delivered()
 	for _, id := range ids {
 		for _, seq := range []int64{3, 5} {
@@ -320,7 +320,7 @@ func TestDeadReceiverDoesNotDelayRuns(t *testing.T) {
 	r := newReceiver(t)
 	r.hang = make(chan struct{})
 	t.Cleanup(func() { close(r.hang) })
-	file := writeConfig(t, fmt.Sprintf(`notifications:
+	file := apptest.WriteConfig(t, fmt.Sprintf(`notifications:
   timeout: 1h
   pollInterval: 20ms
   webhooks: [{url: %q, secretEnv: INTERLOCK_TEST_WEBHOOK_SECRET}]
@@ -330,18 +330,18 @@ func TestDeadReceiverDoesNotDelayRuns(t *testing.T) {
 		"mysql":  func(t *testing.T) string { return dbtest.MySQLURL(dbtest.MySQLDSN(t)) },
 	} {
 		t.Run(name, func(t *testing.T) {
-			s := startServer(t, db(t), "--config", file)
-			run := s.startRun(t, "refund order 5 for 5", nil)
-			ws := dialWS(t, s.url, "graphql-transport-ws")
-			op := ws.subscribe(eventsQuery, map[string]any{"runId": run.RunID})
-			follow(t, ws, op, isType("RUN_SUSPENDED"))
-			eventually(t, func() bool { return len(r.got()) >= 1 }, func() string { return "the receiver was never called" })
+			s := apptest.Start(t, db(t), "--config", file)
+			run := s.StartRun(t, "refund order 5 for 5", nil)
+			ws := apptest.DialWS(t, s.URL, "graphql-transport-ws")
+			op := ws.Subscribe(apptest.EventsQuery, map[string]any{"runId": run.RunID})
+			apptest.Follow(t, ws, op, apptest.IsType("RUN_SUSPENDED"))
+			apptest.Eventually(t, func() bool { return len(r.got()) >= 1 }, func() string { return "the receiver was never called" })
 			approve(t, s, run.RunID)
-			evs := follow(t, ws, op, nil)
+			evs := apptest.Follow(t, ws, op, nil)
 			if last := evs[len(evs)-1]; last.Type != "RUN_FINISHED" {
 				t.Fatalf("run ends with %s", last.Type)
 			}
-			list, err := gormstore.New(s.app.db).Deliveries(t.Context(), run.RunID)
+			list, err := gormstore.New(s.App.DB()).Deliveries(t.Context(), run.RunID)
 			if err != nil || len(list) != 2 || list[0].State != notify.StatePending || list[1].State != notify.StatePending {
 				t.Fatalf("deliveries after the run finished = %+v, %v; want both PENDING", list, err)
 			}
@@ -355,11 +355,11 @@ func TestWebhookGivenUpAfterMaxAttempts(t *testing.T) {
 	t.Setenv("INTERLOCK_TEST_WEBHOOK_SECRET", notifySecret)
 	r := newReceiver(t, 500, 500, 500, 500, 500, 500)
 	file := notifyConfig(t, r.URL, "  maxAttempts: 3\n", "")
-	s := startServer(t, "sqlite:"+filepath.Join(t.TempDir(), "giveup.db"), "--config", file)
-	run := s.startRun(t, "refund order 6 for 5", nil)
-	waitSuspended(t, s.url, run.RunID)
-	store := gormstore.New(s.app.db)
-	eventually(t, func() bool {
+	s := apptest.Start(t, "sqlite:"+filepath.Join(t.TempDir(), "giveup.db"), "--config", file)
+	run := s.StartRun(t, "refund order 6 for 5", nil)
+	waitSuspended(t, s.URL, run.RunID)
+	store := gormstore.New(s.App.DB())
+	apptest.Eventually(t, func() bool {
 		list, _ := store.Deliveries(t.Context(), run.RunID)
 		return len(list) == 1 && list[0].State == notify.StateFailed
 	}, func() string {
@@ -385,10 +385,10 @@ func TestWebhookGivenUpAfterMaxAttempts(t *testing.T) {
 func TestWebhookOnExpiry(t *testing.T) {
 	t.Setenv("INTERLOCK_TEST_WEBHOOK_SECRET", notifySecret)
 	rcv := newReceiver(t)
-	file, refunds := expiryConfig(t, "1s", notifySection(rcv.URL, "", ""))
-	s := startServer(t, "sqlite:"+filepath.Join(t.TempDir(), "n.db"), "--config", file)
-	run := s.startRun(t, "refund order 7", map[string]any{"agentId": "billing"})
-	s.waitStatus(t, run.RunID, "COMPLETED")
+	file, refunds := apptest.ExpiryConfig(t, "1s", notifySection(rcv.URL, "", ""))
+	s := apptest.Start(t, "sqlite:"+filepath.Join(t.TempDir(), "n.db"), "--config", file)
+	run := s.StartRun(t, "refund order 7", map[string]any{"agentId": "billing"})
+	s.WaitStatus(t, run.RunID, "COMPLETED")
 	types := func() []notify.Kind {
 		var out []notify.Kind
 		for _, h := range rcv.got() {
@@ -398,7 +398,7 @@ func TestWebhookOnExpiry(t *testing.T) {
 		}
 		return out
 	}
-	eventually(t, func() bool { return slices.Contains(types(), notify.Expired) }, func() string {
+	apptest.Eventually(t, func() bool { return slices.Contains(types(), notify.Expired) }, func() string {
 		return fmt.Sprintf("events delivered %v, want one expired", types())
 	})
 	time.Sleep(200 * time.Millisecond) // ten poll intervals: anything more would have come
@@ -417,7 +417,7 @@ func TestWebhookOnExpiry(t *testing.T) {
 		e.URL != "https://console.example/interlock/?run="+run.RunID {
 		t.Errorf("expired event = %s", h.body)
 	}
-	if calls, _ := refunds.got(); len(calls) != 0 {
+	if calls, _ := refunds.Got(); len(calls) != 0 {
 		t.Fatalf("the refund endpoint was called %d times", len(calls))
 	}
 }

@@ -1,4 +1,4 @@
-package app
+package app_test
 
 import (
 	"encoding/json"
@@ -13,6 +13,7 @@ import (
 	gomysql "github.com/go-sql-driver/mysql"
 
 	"interlock/dbtest"
+	"interlock/internal/apptest"
 )
 
 // probe is one answer of /healthz or /readyz.
@@ -51,32 +52,32 @@ func wantReady(t testing.TB, url string) {
 // TestReadyzNeedsEveryMigration: an instance whose database lacks a migration the code knows is
 // not ready (the body names it), and is again once it is recorded; /healthz does not care.
 func TestReadyzNeedsEveryMigration(t *testing.T) {
-	eachDB(t, func(t *testing.T, s *testServer) {
-		wantReady(t, s.url)
+	apptest.EachDB(t, func(t *testing.T, s *apptest.Server) {
+		wantReady(t, s.URL)
 		var last struct {
 			Version   int
 			Name      string
 			AppliedAt time.Time
 		}
-		db := s.app.db.Table("schema_migrations")
+		db := s.App.DB().Table("schema_migrations")
 		if err := db.Order("version DESC").Limit(1).Take(&last).Error; err != nil {
 			t.Fatal(err)
 		}
-		if err := s.app.db.Exec("DELETE FROM schema_migrations WHERE version = ?", last.Version).Error; err != nil {
+		if err := s.App.DB().Exec("DELETE FROM schema_migrations WHERE version = ?", last.Version).Error; err != nil {
 			t.Fatal(err)
 		}
-		p := getProbe(t, s.url+"/readyz")
+		p := getProbe(t, s.URL+"/readyz")
 		if p.status != http.StatusServiceUnavailable || p.Status != "unavailable" || p.Checks["database"] != "ok" ||
 			!strings.Contains(p.Checks["migrations"], "1 not applied") || !strings.Contains(p.Checks["migrations"], last.Name) {
 			t.Fatalf("/readyz without migration %d_%s = %+v", last.Version, last.Name, p)
 		}
-		if h := getProbe(t, s.url+"/healthz"); h.status != http.StatusOK {
+		if h := getProbe(t, s.URL+"/healthz"); h.status != http.StatusOK {
 			t.Fatalf("/healthz = %+v while not ready", h)
 		}
-		if err := s.app.db.Exec("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)", last.Version, last.Name, last.AppliedAt).Error; err != nil {
+		if err := s.App.DB().Exec("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)", last.Version, last.Name, last.AppliedAt).Error; err != nil {
 			t.Fatal(err)
 		}
-		wantReady(t, s.url)
+		wantReady(t, s.URL)
 	})
 }
 
@@ -150,11 +151,11 @@ func TestReadyzFailsWhileTheDatabaseIsUnreachable(t *testing.T) {
 	}
 	proxy := startProxy(t, cfg.Addr)
 	cfg.Addr = proxy.addr
-	s := startServer(t, dbtest.MySQLURL(cfg.FormatDSN()))
-	wantReady(t, s.url)
+	s := apptest.Start(t, dbtest.MySQLURL(cfg.FormatDSN()))
+	wantReady(t, s.URL)
 
 	proxy.stop()
-	p := getProbe(t, s.url+"/readyz")
+	p := getProbe(t, s.URL+"/readyz")
 	if p.status != http.StatusServiceUnavailable || p.Status != "unavailable" || !strings.HasPrefix(p.Checks["database"], "not reachable") ||
 		p.Checks["migrations"] == "ok" || p.Checks["shutdown"] != "ok" {
 		t.Fatalf("/readyz with the database cut off = %+v", p)
@@ -166,31 +167,31 @@ func TestReadyzFailsWhileTheDatabaseIsUnreachable(t *testing.T) {
 			}
 		}
 	}
-	if h := getProbe(t, s.url+"/healthz"); h.status != http.StatusOK || h.Status != "ok" {
+	if h := getProbe(t, s.URL+"/healthz"); h.status != http.StatusOK || h.Status != "ok" {
 		t.Fatalf("/healthz = %+v with the database cut off; it must not depend on it", h)
 	}
 
 	proxy.start()
-	wantReady(t, s.url)
+	wantReady(t, s.URL)
 }
 
 // TestReadyzIs503WhileShuttingDown: once a stop begins, /readyz answers 503 (shutdown) for
 // --drain-delay while the server still serves, and /healthz stays 200.
 func TestReadyzIs503WhileShuttingDown(t *testing.T) {
 	s, stop := serveOnPort(t, "--drain-delay", "3s")
-	wantReady(t, s.url)
+	wantReady(t, s.URL)
 	stopped := make(chan error, 1)
 	go func() { stopped <- stop() }()
 	var p probe
 	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if p = getProbe(t, s.url+"/readyz"); p.status != http.StatusOK {
+		if p = getProbe(t, s.URL+"/readyz"); p.status != http.StatusOK {
 			break
 		}
 	}
 	if p.status != http.StatusServiceUnavailable || p.Checks["shutdown"] != "shutting down" || p.Checks["database"] != "ok" {
 		t.Fatalf("/readyz while shutting down = %+v", p)
 	}
-	if h := getProbe(t, s.url+"/healthz"); h.status != http.StatusOK {
+	if h := getProbe(t, s.URL+"/healthz"); h.status != http.StatusOK {
 		t.Fatalf("/healthz while draining = %+v", h)
 	}
 	if err := <-stopped; err != nil && err != http.ErrServerClosed {

@@ -1,4 +1,4 @@
-package app
+package app_test
 
 import (
 	"net/http"
@@ -7,12 +7,15 @@ import (
 	"time"
 
 	"github.com/99designs/gqlgen/graphql/introspection"
+
+	"interlock/internal/apptest"
 )
 
 // TestVariableErrorsAreValidationErrors: a missing or mistyped variable is the client's mistake,
 // told with its code (a request error: 200 as application/json), never "internal server error".
 func TestVariableErrorsAreValidationErrors(t *testing.T) {
-	s := startServer(t, "sqlite:"+t.TempDir()+"/vars.db")
+	t.Parallel()
+	s := apptest.Start(t, "sqlite:"+t.TempDir()+"/vars.db")
 	const q = `query($r: ID!) { run(runId: $r) { id } }`
 	for name, req := range map[string]map[string]any{
 		"missing":      {"query": q},
@@ -23,9 +26,9 @@ func TestVariableErrorsAreValidationErrors(t *testing.T) {
 			"variables": map[string]any{"i": map[string]any{"agentId": "support-agent", "prompt": "hi", "nope": 1}}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			r := s.postJSON(t, req)
-			if r.code() != "GRAPHQL_VALIDATION_FAILED" || r.status != http.StatusOK {
-				t.Fatalf("status %d, errors %+v; want 200 GRAPHQL_VALIDATION_FAILED", r.status, r.Errors)
+			r := s.PostJSON(t, req)
+			if r.Code() != "GRAPHQL_VALIDATION_FAILED" || r.Status != http.StatusOK {
+				t.Fatalf("status %d, errors %+v; want 200 GRAPHQL_VALIDATION_FAILED", r.Status, r.Errors)
 			}
 			// gqlgen says what is wrong and where: "must be defined" at path variable.r.
 			if e := r.Errors[0]; strings.Contains(e.Message, "internal") || len(e.Path) < 2 || e.Path[0] != "variable" {
@@ -39,7 +42,8 @@ func TestVariableErrorsAreValidationErrors(t *testing.T) {
 // GraphQL request with 400; each with one short GraphQL error that neither echoes the body nor
 // names Go types.
 func TestBodyErrorsAreShort(t *testing.T) {
-	s := startServer(t, "sqlite:"+t.TempDir()+"/body.db")
+	t.Parallel()
+	s := apptest.Start(t, "sqlite:"+t.TempDir()+"/body.db")
 	const marker = "SECRET-BODY-TEXT"
 	big := `{"query": "{ agents { id } }", "variables": {"pad": "` + strings.Repeat("x", 1<<20) + `"}}`
 	for _, tc := range []struct {
@@ -56,25 +60,25 @@ func TestBodyErrorsAreShort(t *testing.T) {
 		{"not an object", `["` + marker + `"]`, http.StatusBadRequest, "JSON object"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := s.postBody(t, "application/json", []byte(tc.body))
-			if r.status != tc.status || r.code() != "BAD_USER_INPUT" || len(r.Errors) != 1 {
-				t.Fatalf("status %d, errors %+v; want %d with one BAD_USER_INPUT error", r.status, r.Errors, tc.status)
+			r := s.PostBody(t, "application/json", []byte(tc.body))
+			if r.Status != tc.status || r.Code() != "BAD_USER_INPUT" || len(r.Errors) != 1 {
+				t.Fatalf("status %d, errors %+v; want %d with one BAD_USER_INPUT error", r.Status, r.Errors, tc.status)
 			}
 			msg := r.Errors[0].Message
-			if !strings.Contains(msg, tc.want) || len(r.body) > 300 {
-				t.Fatalf("message %q (body %d bytes), want a short one with %q", msg, len(r.body), tc.want)
+			if !strings.Contains(msg, tc.want) || len(r.Body) > 300 {
+				t.Fatalf("message %q (body %d bytes), want a short one with %q", msg, len(r.Body), tc.want)
 			}
 			for _, leak := range []string{marker, "map[", "[]interface", "RawParams", "Go struct", "json:"} {
-				if strings.Contains(r.body, leak) {
-					t.Fatalf("answer %s contains %q", r.body, leak)
+				if strings.Contains(r.Body, leak) {
+					t.Fatalf("answer %s contains %q", r.Body, leak)
 				}
 			}
 		})
 	}
 	// A body just under the limit is still served.
 	pad := strings.Repeat("x", 1<<20-200)
-	if r := s.postJSON(t, map[string]any{"query": "{ agents { id } }", "variables": map[string]any{"pad": pad}}); r.status != 200 || len(r.Errors) != 0 {
-		t.Fatalf("a body under the limit: status %d, errors %+v", r.status, r.Errors)
+	if r := s.PostJSON(t, map[string]any{"query": "{ agents { id } }", "variables": map[string]any{"pad": pad}}); r.Status != 200 || len(r.Errors) != 0 {
+		t.Fatalf("a body under the limit: status %d, errors %+v", r.Status, r.Errors)
 	}
 }
 
@@ -92,7 +96,8 @@ func nested(names []string, d int) string {
 // multiplies with nesting), is refused at once with GRAPHQL_VALIDATION_FAILED and a message
 // naming the limit, over HTTP and WebSocket; introspection and ordinary queries pass.
 func TestCostlyQueriesAreRefusedBeforeValidation(t *testing.T) {
-	s := startServer(t, "sqlite:"+t.TempDir()+"/cost.db")
+	t.Parallel()
+	s := apptest.Start(t, "sqlite:"+t.TempDir()+"/cost.db")
 	for _, tc := range []struct{ name, query, want string }{
 		{"100,000 repeated fields", "{ agents { " + strings.Repeat("id ", 100_000) + "} }", "the query has 100005 tokens; the limit is 10000"},
 		{"5,000 repeated fields", "{ agents { " + strings.Repeat("id ", 5_000) + "} }", "more than 100000 field comparisons"},
@@ -102,16 +107,16 @@ func TestCostlyQueriesAreRefusedBeforeValidation(t *testing.T) {
 		{"inline fragments", "{ agents { " + strings.Repeat("... on Agent { id } ", 1000) + "} }", "more than 100000 field comparisons"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := s.postJSONWithin(t, 10*time.Second, map[string]any{"query": tc.query})
-			if r.status != http.StatusOK || r.code() != "GRAPHQL_VALIDATION_FAILED" || !strings.Contains(r.Errors[0].Message, tc.want) {
-				t.Fatalf("status %d, errors %+v; want 200 GRAPHQL_VALIDATION_FAILED with %q", r.status, r.Errors, tc.want)
+			r := s.PostJSONWithin(t, 10*time.Second, map[string]any{"query": tc.query})
+			if r.Status != http.StatusOK || r.Code() != "GRAPHQL_VALIDATION_FAILED" || !strings.Contains(r.Errors[0].Message, tc.want) {
+				t.Fatalf("status %d, errors %+v; want 200 GRAPHQL_VALIDATION_FAILED with %q", r.Status, r.Errors, tc.want)
 			}
 		})
 	}
 	// Over WebSocket too, as an error message for the operation.
-	ws := dialWS(t, s.url, "graphql-transport-ws")
-	id := ws.subscribe("{ agents { "+strings.Repeat("id ", 100_000)+"} }", nil)
-	if _, _, errs := ws.next(id); !strings.Contains(string(errs), "the limit is 10000") {
+	ws := apptest.DialWS(t, s.URL, "graphql-transport-ws")
+	id := ws.Subscribe("{ agents { "+strings.Repeat("id ", 100_000)+"} }", nil)
+	if _, _, errs := ws.Next(id); !strings.Contains(string(errs), "the limit is 10000") {
 		t.Fatalf("over WebSocket: %s", errs)
 	}
 
@@ -123,13 +128,13 @@ func TestCostlyQueriesAreRefusedBeforeValidation(t *testing.T) {
 		`{ agents { id id name ...A ... on Agent { id tools { name } } } } fragment A on Agent { id name tools { name name } }`,
 		"{ agents { " + strings.Repeat("id ", 100) + "} }",
 	} {
-		if r := s.postJSON(t, map[string]any{"query": q}); r.status != 200 || len(r.Errors) != 0 {
-			t.Fatalf("%.60s…: status %d, errors %+v", q, r.status, r.Errors)
+		if r := s.PostJSON(t, map[string]any{"query": q}); r.Status != 200 || len(r.Errors) != 0 {
+			t.Fatalf("%.60s…: status %d, errors %+v", q, r.Status, r.Errors)
 		}
 	}
 	// The limit is a setting.
-	small := startServer(t, "sqlite:"+t.TempDir()+"/small.db", "--max-query-tokens", "50")
-	if r := small.postJSON(t, map[string]any{"query": introspection.Query}); r.code() != "GRAPHQL_VALIDATION_FAILED" || !strings.Contains(r.Errors[0].Message, "the limit is 50") {
+	small := apptest.Start(t, "sqlite:"+t.TempDir()+"/small.db", "--max-query-tokens", "50")
+	if r := small.PostJSON(t, map[string]any{"query": introspection.Query}); r.Code() != "GRAPHQL_VALIDATION_FAILED" || !strings.Contains(r.Errors[0].Message, "the limit is 50") {
 		t.Fatalf("with --max-query-tokens 50: %+v", r.Errors)
 	}
 }

@@ -1,4 +1,4 @@
-package app
+package app_test
 
 import (
 	"context"
@@ -6,38 +6,40 @@ import (
 	"testing"
 
 	"interlock/dbtest"
+	"interlock/internal/apptest"
 )
 
 // TestSuspendedRunsSurviveARestart: suspend runs, stop the server, start a new one on the same
 // database: it lists every run and each can be decided.
 func TestSuspendedRunsSurviveARestart(t *testing.T) {
+	t.Parallel()
 	for name, db := range map[string]func(t *testing.T) string{
 		"sqlite": func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "restart.db") },
 		"mysql":  func(t *testing.T) string { return dbtest.MySQLURL(dbtest.MySQLDSN(t)) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			setting := db(t)
-			first := startServer(t, setting)
+			first := apptest.Start(t, setting)
 			prompts := []string{"refund order 1", "refund order 2 for 5", "ask the customer for a date"}
 			ids := map[string]bool{}
 			for _, p := range prompts {
-				r := first.startRun(t, p, map[string]any{"threadId": "restart"})
+				r := first.StartRun(t, p, map[string]any{"threadId": "restart"})
 				ids[r.RunID] = true
-				ws := dialWS(t, first.url, "graphql-transport-ws")
-				follow(t, ws, ws.subscribe(eventsQuery, map[string]any{"runId": r.RunID}), isType("RUN_SUSPENDED"))
-				ws.conn.CloseNow()
+				ws := apptest.DialWS(t, first.URL, "graphql-transport-ws")
+				apptest.Follow(t, ws, ws.Subscribe(apptest.EventsQuery, map[string]any{"runId": r.RunID}), apptest.IsType("RUN_SUSPENDED"))
+				ws.Conn.CloseNow()
 			}
-			first.app.Service.Shutdown(context.Background())
-			first.app.Close()
+			first.App.Service.Shutdown(context.Background())
+			first.App.Close()
 
-			second := startServer(t, setting)
+			second := apptest.Start(t, setting)
 			var list struct {
 				SuspendedRuns struct {
 					Total int
-					Runs  []apiRun
+					Runs  []apptest.Run
 				}
 			}
-			second.must(t, `{ suspendedRuns(threadId: "restart") { total runs { `+runFields+` } } }`, nil, &list)
+			second.Must(t, `{ suspendedRuns(threadId: "restart") { total runs { `+apptest.RunFields+` } } }`, nil, &list)
 			if list.SuspendedRuns.Total != len(prompts) {
 				t.Fatalf("after restart %d suspended runs, want %d", list.SuspendedRuns.Total, len(prompts))
 			}
@@ -46,14 +48,14 @@ func TestSuspendedRunsSurviveARestart(t *testing.T) {
 					t.Fatalf("unknown run %s", r.RunID)
 				}
 				tc := r.ToolCalls[0]
-				var out map[string]apiRun
+				var out map[string]apptest.Run
 				if tc.RequiresApproval {
-					second.must(t, `mutation($id: ID!) { d: approveToolCall(runId: $id) { status } }`, map[string]any{"id": r.RunID}, &out)
+					second.Must(t, `mutation($id: ID!) { d: approveToolCall(runId: $id) { status } }`, map[string]any{"id": r.RunID}, &out)
 				} else {
-					second.must(t, `mutation($id: ID!) { d: resumeRun(runId: $id, resumeData: {answer: "Friday"}) { status } }`, map[string]any{"id": r.RunID}, &out)
+					second.Must(t, `mutation($id: ID!) { d: resumeRun(runId: $id, resumeData: {answer: "Friday"}) { status } }`, map[string]any{"id": r.RunID}, &out)
 				}
-				ws := dialWS(t, second.url, "graphql-transport-ws")
-				evs := follow(t, ws, ws.subscribe(eventsQuery, map[string]any{"runId": r.RunID}), nil)
+				ws := apptest.DialWS(t, second.URL, "graphql-transport-ws")
+				evs := apptest.Follow(t, ws, ws.Subscribe(apptest.EventsQuery, map[string]any{"runId": r.RunID}), nil)
 				checkSeqs(t, evs)
 				if last := evs[len(evs)-1]; last.Type != "RUN_FINISHED" {
 					t.Fatalf("run %s after restart ends with %s", r.RunID, last.Type)

@@ -22,6 +22,7 @@ import (
 	"gorm.io/gorm"
 
 	"interlock/agent"
+	"interlock/approvals"
 	"interlock/auth"
 	"interlock/config"
 	"interlock/gormstore"
@@ -142,6 +143,10 @@ type Config struct {
 	// MetricsAddr, when set, serves /metrics on this address only, off the API's port
 	// (--metrics-addr, INTERLOCK_METRICS_ADDR). Default: /metrics on the API's port.
 	MetricsAddr string
+	// MaxApprovalWait is the longest wait of POST /approvals, GET /approvals/{runId} and the
+	// coding-agent hooks (/hooks/…): a longer one is capped to it (--max-approval-wait,
+	// INTERLOCK_MAX_APPROVAL_WAIT). Default 10m; 0 answers at once.
+	MaxApprovalWait time.Duration
 	// DrainDelay is how long a stopping server keeps serving with /readyz at 503 before it
 	// stops accepting connections, for load balancers to notice (--drain-delay,
 	// INTERLOCK_DRAIN_DELAY). Default 0s.
@@ -169,6 +174,8 @@ type App struct {
 	AdminToken string
 	// stopNotify stops the webhook dispatcher (nil: no notifications configured).
 	stopNotify func()
+	// consoleURL is notifications.consoleURL, the console's address in links ("" when not set).
+	consoleURL string
 	// tracing exports spans over OTLP; nil (off) unless an OTEL_EXPORTER_OTLP_*ENDPOINT is set.
 	tracing *tracing.Tracing
 	metrics *observe.Metrics
@@ -237,6 +244,7 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (app *App, err er
 	}
 	store := gormstore.New(a.db, gormstore.Outbox(outbox)).TraceGroups(a.tracing.Groups())
 	if file != nil && file.Notifications != nil {
+		a.consoleURL = file.Notifications.ConsoleURL
 		if a.stopNotify, err = notify.Start(store, *file.Notifications, notify.Options{Getenv: os.Getenv, Logger: log}); err != nil {
 			return nil, fmt.Errorf("%s: %w", cfg.ConfigFile, err)
 		}
@@ -338,8 +346,10 @@ func (a *App) routes() http.Handler {
 	gql.Use(gqlguard.DepthLimit{Max: a.cfg.MaxQueryDepth})
 	gql.Use(&gqlguard.ComplexityLimit{Max: a.cfg.MaxQueryComplexity, PageSizeArgs: []string{"perPage", "last"}, DefaultPageSize: 20,
 		PageSizeDefaults: map[string]int{"last": a.cfg.MaxPerPage}})
+	var rate *gqlguard.MutationRate // one bucket per client for GraphQL's mutations and POST /approvals
 	if a.cfg.MutationRate > 0 {
-		gql.Use(gqlguard.NewMutationRate(a.cfg.MutationRate, a.cfg.MutationBurst, limitedSubject, 0))
+		rate = gqlguard.NewMutationRate(a.cfg.MutationRate, a.cfg.MutationBurst, limitedSubject, 0)
+		gql.Use(rate)
 	}
 	// A plain request answered only with UNAVAILABLE is 503 with Retry-After (Middleware).
 	gql.Use(gqlguard.Unavailable{})
@@ -358,6 +368,14 @@ func (a *App) routes() http.Handler {
 	mux := http.NewServeMux()
 	// CORS outermost, so that preflights and refusals (401, 413, 429) carry its headers.
 	mux.Handle("/graphql", a.tracing.HTTP(observe.HTTP(a.log, httpguard.CORS(api, a.cfg.CORSOrigins)), "graphql"))
+	// Approvals over plain HTTP (approvals/): the same authentication, body limit, CORS and
+	// mutation rate as /graphql, its errors in its own JSON; the coding-agent permission hooks
+	// (approvals/hooks.go), guarded as /approvals, without CORS.
+	requests, hooks := a.approvals(rate)
+	approvalsRoute := a.tracing.HTTP(observe.HTTP(a.log, httpguard.CORS(requests, a.cfg.CORSOrigins)), "approvals")
+	mux.Handle("/approvals", approvalsRoute)
+	mux.Handle("/approvals/", approvalsRoute)
+	mux.Handle("/hooks/", a.tracing.HTTP(observe.HTTP(a.log, hooks), "hooks"))
 	// GraphiQL with its files embedded (playground/): the page, and its files under /playground/.
 	graphiql := httpguard.NoFraming(playground.Handler())
 	mux.Handle("/playground", graphiql)
@@ -369,6 +387,28 @@ func (a *App) routes() http.Handler {
 	}
 	mux.Handle("/", httpguard.Console(web.Handler()))
 	return mux
+}
+
+// approvals are the handlers of /approvals and of the coding-agent permission hooks
+// (/hooks/claude-code/{agentId}, /hooks/codex/{agentId}), behind authentication as /graphql: the
+// same bearer tokens (a requester's, typically), body limit, --max-approval-wait and mutation
+// rate (rate, when not nil: each POST stores a request). No CORS on the hooks: coding agents
+// call them, not browsers.
+func (a *App) approvals(rate *gqlguard.MutationRate) (requests, hooks http.Handler) {
+	o := approvals.Options{Service: a.Service, MaxWait: a.cfg.MaxApprovalWait, MaxBodyBytes: maxBodyBytes,
+		ConsoleURL: a.consoleURL, Logger: a.log}
+	if rate != nil {
+		o.RateFunc = func(ctx context.Context) time.Duration { return rate.Take(ctx, 1) }
+	}
+	guard := func(h http.Handler) http.Handler {
+		if a.authn != nil {
+			h = auth.Require(a.authn, h, approvals.Unauthorized)
+		} else {
+			h = auth.Anonymous(h)
+		}
+		return gqlguard.Middleware(h) // the client's address, for the rate without authentication
+	}
+	return guard(approvals.New(o)), guard(approvals.NewHooks(o))
 }
 
 // limitedSubject is who the per-client limits (mutation rate, connections) count a request
@@ -425,6 +465,13 @@ func (a *App) authenticateSocket(ctx context.Context, payload transport.InitPayl
 
 // Handler is the HTTP handler of every route.
 func (a *App) Handler() http.Handler { return a.handler }
+
+// DB is the app's database handle, for tools and tests that look at what is stored.
+func (a *App) DB() *gorm.DB { return a.db }
+
+// ActiveOperations is the number of GraphQL operations in flight over WebSockets: a socket's
+// subscriptions are counted until the socket is closed and the server has let them go.
+func (a *App) ActiveOperations() int { return a.ws.Active() }
 
 // Serve answers HTTP on ln until ctx ends, then stops gracefully within ShutdownTimeout: it
 // stops accepting connections, lets executing runs reach their next checkpoint and hands them

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"interlock/approvals"
 	"interlock/httpguard"
 	"interlock/observe"
 	"interlock/runs"
@@ -61,6 +62,7 @@ var settings = []setting{
 	{"log-level", "info", "least level logged: debug, info, warn or error", setLogLevel},
 	{"metrics-addr", "", "serve /metrics on this address instead of the API's", asText(func(c *Config) *string { return &c.MetricsAddr })},
 	{"heap-floor-mib", "64", "heap the garbage collector lets grow before collecting, in MiB (0: GOGC alone)", setHeapFloor},
+	{"max-approval-wait", durationText(approvals.DefaultMaxWait), "longest wait of POST /approvals, GET /approvals/{runId} and the coding-agent hooks (a longer wait is capped)", asDuration(0, func(c *Config) *time.Duration { return &c.MaxApprovalWait })},
 	{"drain-delay", "0s", "keep serving this long with /readyz at 503 when stopping", asDuration(0, func(c *Config) *time.Duration { return &c.DrainDelay })},
 }
 

@@ -1,4 +1,4 @@
-package app
+package app_test
 
 import (
 	"bufio"
@@ -13,19 +13,14 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"interlock/gqlhttp"
+	"interlock/internal/apptest"
 )
 
-// sseEvent is one event of an event stream.
-type sseEvent struct {
-	name string
-	data json.RawMessage
-}
-
 // sseReader reads an event stream as its events come; comment lines (the heartbeat) are
-// counted, not delivered.
+// skipped.
 type sseReader struct {
 	resp   *http.Response
-	events chan sseEvent
+	events chan apptest.SSEEvent
 	ended  chan struct{} // closed when the server ends the stream
 	cancel func()
 }
@@ -50,33 +45,24 @@ func openSSEReader(t *testing.T, req *http.Request) (*sseReader, *exchange) {
 		cancel()
 		return nil, &exchange{status: resp.StatusCode, header: resp.Header, body: b.String()}
 	}
-	es := &sseReader{resp: resp, events: make(chan sseEvent, 100), ended: make(chan struct{}), cancel: cancel}
+	es := &sseReader{resp: resp, events: make(chan apptest.SSEEvent, 100), ended: make(chan struct{}), cancel: cancel}
 	go func() {
 		defer close(es.ended)
 		defer resp.Body.Close()
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		var ev sseEvent
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case line == "":
-				if ev.name != "" {
-					es.events <- ev
-				}
-				ev = sseEvent{}
-			case strings.HasPrefix(line, "event: "):
-				ev.name = strings.TrimPrefix(line, "event: ")
-			case strings.HasPrefix(line, "data: "):
-				ev.data = json.RawMessage(strings.TrimPrefix(line, "data: "))
+		events := apptest.NewSSEReader(resp.Body)
+		for {
+			ev, ok := events.Next()
+			if !ok {
+				return
 			}
+			es.events <- ev
 		}
 	}()
 	return es, nil
 }
 
 // next returns the stream's next event; the test fails when none comes within 20 s.
-func (es *sseReader) next(t *testing.T) sseEvent {
+func (es *sseReader) next(t *testing.T) apptest.SSEEvent {
 	t.Helper()
 	select {
 	case ev := <-es.events:
@@ -91,7 +77,7 @@ func (es *sseReader) next(t *testing.T) sseEvent {
 	case <-time.After(20 * time.Second):
 		t.Fatal("no event within 20s")
 	}
-	return sseEvent{}
+	return apptest.SSEEvent{}
 }
 
 // singleEvent is the data of an event of a single connection stream.
@@ -99,29 +85,29 @@ type singleEvent struct {
 	ID      string `json:"id"`
 	Payload struct {
 		Data   json.RawMessage `json:"data"`
-		Errors []gqlError      `json:"errors"`
+		Errors []apptest.Error `json:"errors"`
 	} `json:"payload"`
 }
 
-func (ev sseEvent) single(t *testing.T) singleEvent {
+func single(t *testing.T, ev apptest.SSEEvent) singleEvent {
 	t.Helper()
 	var se singleEvent
-	if err := json.Unmarshal(ev.data, &se); err != nil {
-		t.Fatalf("%s event data %s: %v", ev.name, ev.data, err)
+	if err := json.Unmarshal(ev.Data, &se); err != nil {
+		t.Fatalf("%s event data %s: %v", ev.Name, ev.Data, err)
 	}
 	return se
 }
 
 // reserveStream makes a single connection reservation (PUT) as token's principal.
-func reserveStream(t *testing.T, s *testServer, token string) exchange {
+func reserveStream(t *testing.T, s *apptest.Server, token string) exchange {
 	t.Helper()
 	return doGraphQL(t, s, http.MethodPut, "", "", map[string]string{"Authorization": "Bearer " + token})
 }
 
 // connectSingle connects the stream of the reservation streamToken as token's principal.
-func connectSingle(t *testing.T, s *testServer, token, streamToken string) (*sseReader, *exchange) {
+func connectSingle(t *testing.T, s *apptest.Server, token, streamToken string) (*sseReader, *exchange) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, s.url+"/graphql", nil)
+	req, _ := http.NewRequest(http.MethodGet, s.URL+"/graphql", nil)
 	req.Header.Set("Accept", "text/event-stream")
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set(gqlhttp.TokenHeader, streamToken)
@@ -129,7 +115,7 @@ func connectSingle(t *testing.T, s *testServer, token, streamToken string) (*sse
 }
 
 // postOnStream POSTs an operation with id opID to the stream of streamToken as token's principal.
-func postOnStream(t *testing.T, s *testServer, token, streamToken, opID, query string, vars map[string]any, accept string) exchange {
+func postOnStream(t *testing.T, s *apptest.Server, token, streamToken, opID, query string, vars map[string]any, accept string) exchange {
 	t.Helper()
 	req := map[string]any{"query": query, "variables": vars}
 	if opID != "" {
@@ -139,23 +125,10 @@ func postOnStream(t *testing.T, s *testServer, token, streamToken, opID, query s
 }
 
 // stopOnStream DELETEs operation opID of the stream of streamToken as token's principal.
-func stopOnStream(t *testing.T, s *testServer, token, streamToken, opID string) exchange {
+func stopOnStream(t *testing.T, s *apptest.Server, token, streamToken, opID string) exchange {
 	t.Helper()
 	return doGraphQL(t, s, http.MethodDelete, "operationId="+url.QueryEscape(opID), "", map[string]string{
 		"Authorization": "Bearer " + token, gqlhttp.TokenHeader: streamToken})
-}
-
-// pollUntil polls cond (a state the server reaches on its own, such as a subscription being
-// released after a disconnect) until it holds, failing the test after 10 s.
-func pollUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 10s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // TestSSESingleConnection: graphql-sse's single connection mode over real HTTP, with
@@ -167,22 +140,22 @@ func pollUntil(t *testing.T, what string, cond func() bool) {
 // when the stream closes its operations end and its token is forgotten.
 func TestSSESingleConnection(t *testing.T) {
 	t.Parallel()
-	eachAuthDB(t, "", func(t *testing.T, s *testServer) {
-		alice, bob := tokenOf("alice"), tokenOf("bob")
+	eachAuthDB(t, "", func(t *testing.T, s *apptest.Server) {
+		alice, bob := apptest.TokenOf("alice"), apptest.TokenOf("bob")
 		put := reserveStream(t, s, alice)
 		tok := strings.TrimSpace(put.body)
 		if put.status != http.StatusCreated || put.contentType() != "text/plain" || len(tok) < 20 {
 			t.Fatalf("PUT: %d %q %q", put.status, put.contentType(), put.body)
 		}
 		// Before the stream connects, bob can do nothing with alice's token.
-		if _, refused := connectSingle(t, s, bob, tok); refused == nil || refused.status != http.StatusNotFound || refused.gql(t).code() != "NOT_FOUND" {
+		if _, refused := connectSingle(t, s, bob, tok); refused == nil || refused.status != http.StatusNotFound || refused.gql(t).Code() != "NOT_FOUND" {
 			t.Fatalf("bob connects alice's reservation: %+v", refused)
 		}
 		st, refused := connectSingle(t, s, alice, tok)
 		if refused != nil {
 			t.Fatalf("alice connects her reservation: %d %s", refused.status, refused.body)
 		}
-		if _, again := connectSingle(t, s, alice, tok); again == nil || again.status != http.StatusConflict || again.gql(t).code() != "CONFLICT" {
+		if _, again := connectSingle(t, s, alice, tok); again == nil || again.status != http.StatusConflict || again.gql(t).Code() != "CONFLICT" {
 			t.Fatalf("a second connection: %+v", again)
 		}
 
@@ -190,69 +163,69 @@ func TestSSESingleConnection(t *testing.T) {
 		if got := postOnStream(t, s, alice, tok, "q1", `{ agents { id } }`, nil, ""); got.status != http.StatusAccepted || got.body != "" {
 			t.Fatalf("POST q1: %d %s", got.status, got.body)
 		}
-		if ev := st.next(t); ev.name != "next" || ev.single(t).ID != "q1" || !strings.Contains(string(ev.single(t).Payload.Data), "support-agent") {
-			t.Fatalf("q1's result: %s %s", ev.name, ev.data)
+		if ev := st.next(t); ev.Name != "next" || single(t, ev).ID != "q1" || !strings.Contains(string(single(t, ev).Payload.Data), "support-agent") {
+			t.Fatalf("q1's result: %s %s", ev.Name, ev.Data)
 		}
-		if ev := st.next(t); ev.name != "complete" || ev.single(t).ID != "q1" {
-			t.Fatalf("q1's end: %s %s", ev.name, ev.data)
+		if ev := st.next(t); ev.Name != "complete" || single(t, ev).ID != "q1" {
+			t.Fatalf("q1's end: %s %s", ev.Name, ev.Data)
 		}
 
 		// A subscription: its events, then DELETE releases it.
-		run := s.suspendAs(t, alice, "refund order 7 for 5", nil)
-		if got := postOnStream(t, s, alice, tok, "f", eventsQuery, map[string]any{"runId": run.ID}, ""); got.status != http.StatusAccepted {
+		run := s.SuspendAs(t, alice, "refund order 7 for 5", nil)
+		if got := postOnStream(t, s, alice, tok, "f", apptest.EventsQuery, map[string]any{"runId": run.ID}, ""); got.status != http.StatusAccepted {
 			t.Fatalf("POST f: %d %s", got.status, got.body)
 		}
 		for {
 			ev := st.next(t)
-			se := ev.single(t)
-			if ev.name != "next" || se.ID != "f" || len(se.Payload.Errors) > 0 {
-				t.Fatalf("f's events: %s %s", ev.name, ev.data)
+			se := single(t, ev)
+			if ev.Name != "next" || se.ID != "f" || len(se.Payload.Errors) > 0 {
+				t.Fatalf("f's events: %s %s", ev.Name, ev.Data)
 			}
 			if strings.Contains(string(se.Payload.Data), `"RUN_SUSPENDED"`) {
 				break
 			}
 		}
-		pollUntil(t, "f follows the run", func() bool { return s.app.Service.Followers(run.ID) == 1 })
+		apptest.Until(t, "f follows the run", func() bool { return s.App.Service.Followers(run.ID) == 1 })
 		for _, other := range []exchange{
 			postOnStream(t, s, bob, tok, "b", `{ agents { id } }`, nil, ""),
 			stopOnStream(t, s, bob, tok, "f"),
 			postOnStream(t, s, alice, "no-such-token", "x", `{ agents { id } }`, nil, ""),
 		} {
-			if other.status != http.StatusNotFound || other.gql(t).code() != "NOT_FOUND" {
+			if other.status != http.StatusNotFound || other.gql(t).Code() != "NOT_FOUND" {
 				t.Fatalf("another client's or an unknown token: %d %s", other.status, other.body)
 			}
 		}
 		if got := stopOnStream(t, s, alice, tok, "f"); got.status != http.StatusOK {
 			t.Fatalf("DELETE f: %d %s", got.status, got.body)
 		}
-		pollUntil(t, "DELETE releases f's subscription", func() bool { return s.app.Service.Followers(run.ID) == 0 })
+		apptest.Until(t, "DELETE releases f's subscription", func() bool { return s.App.Service.Followers(run.ID) == 0 })
 
 		// Refusals on the POST itself, before anything streams.
 		if got := postOnStream(t, s, alice, tok, "", `{ agents { id } }`, nil, ""); got.status != http.StatusBadRequest || !strings.Contains(got.body, "operationId") {
 			t.Fatalf("no operation id: %d %s", got.status, got.body)
 		}
 		if got := postOnStream(t, s, alice, tok, "bad", `{ nope }`, nil, ""); got.status != http.StatusOK || got.contentType() != "application/json" ||
-			got.gql(t).code() != "GRAPHQL_VALIDATION_FAILED" || got.hasDataKey(t) {
+			got.gql(t).Code() != "GRAPHQL_VALIDATION_FAILED" || got.hasDataKey(t) {
 			t.Fatalf("a request error as application/json: %d %s", got.status, got.body)
 		}
-		if got := postOnStream(t, s, alice, tok, "bad", `{ nope }`, nil, acceptApollo4); got.status != http.StatusBadRequest || got.gql(t).code() != "GRAPHQL_VALIDATION_FAILED" {
+		if got := postOnStream(t, s, alice, tok, "bad", `{ nope }`, nil, acceptApollo4); got.status != http.StatusBadRequest || got.gql(t).Code() != "GRAPHQL_VALIDATION_FAILED" {
 			t.Fatalf("a request error as application/graphql-response+json: %d %s", got.status, got.body)
 		}
 		if got := postOnStream(t, s, alice, tok, "w", `subscription { suspendedRunsChanged { kind } }`, nil, ""); got.status != http.StatusAccepted {
 			t.Fatalf("POST w: %d %s", got.status, got.body)
 		}
-		if got := postOnStream(t, s, alice, tok, "w", `{ agents { id } }`, nil, ""); got.status != http.StatusConflict || got.gql(t).code() != "CONFLICT" {
+		if got := postOnStream(t, s, alice, tok, "w", `{ agents { id } }`, nil, ""); got.status != http.StatusConflict || got.gql(t).Code() != "CONFLICT" {
 			t.Fatalf("an operation id in use: %d %s", got.status, got.body)
 		}
 
 		// The stream closes: its operations end, its token is forgotten.
-		if got := postOnStream(t, s, alice, tok, "f2", eventsQuery, map[string]any{"runId": run.ID}, ""); got.status != http.StatusAccepted {
+		if got := postOnStream(t, s, alice, tok, "f2", apptest.EventsQuery, map[string]any{"runId": run.ID}, ""); got.status != http.StatusAccepted {
 			t.Fatalf("POST f2: %d %s", got.status, got.body)
 		}
-		pollUntil(t, "f2 follows the run", func() bool { return s.app.Service.Followers(run.ID) == 1 })
+		apptest.Until(t, "f2 follows the run", func() bool { return s.App.Service.Followers(run.ID) == 1 })
 		st.cancel()
-		pollUntil(t, "the closed stream's subscriptions end", func() bool { return s.app.Service.Followers(run.ID) == 0 })
-		pollUntil(t, "the closed stream's token is forgotten", func() bool {
+		apptest.Until(t, "the closed stream's subscriptions end", func() bool { return s.App.Service.Followers(run.ID) == 0 })
+		apptest.Until(t, "the closed stream's token is forgotten", func() bool {
 			return postOnStream(t, s, alice, tok, "late", `{ agents { id } }`, nil, "").status == http.StatusNotFound
 		})
 	})
@@ -265,19 +238,19 @@ func TestSSESingleConnection(t *testing.T) {
 // once the stream is closed.
 func TestSSEStreamsCountAgainstTheConnectionCap(t *testing.T) {
 	t.Parallel()
-	s := authServerWith(t, "sqlite:"+t.TempDir()+"/cap.db", "", "--max-connections-per-principal", "1")
-	alice := tokenOf("alice")
+	s := apptest.AuthServerWith(t, "sqlite:"+t.TempDir()+"/cap.db", "", "--max-connections-per-principal", "1")
+	alice := apptest.TokenOf("alice")
 	first := reserveStream(t, s, alice)
 	if first.status != http.StatusCreated {
 		t.Fatalf("the first reservation: %d %s", first.status, first.body)
 	}
 	second := reserveStream(t, s, alice)
-	if second.status != http.StatusTooManyRequests || second.header.Get("Retry-After") == "" || second.gql(t).code() != "TOO_MANY_CONNECTIONS" || second.hasDataKey(t) {
+	if second.status != http.StatusTooManyRequests || second.header.Get("Retry-After") == "" || second.gql(t).Code() != "TOO_MANY_CONNECTIONS" || second.hasDataKey(t) {
 		t.Fatalf("a second reservation over the cap: %d Retry-After %q %s", second.status, second.header.Get("Retry-After"), second.body)
 	}
-	resp, body, _ := openStream(t, s.url, nil, alice)
+	resp, body, _ := openStream(t, s.URL, nil, alice)
 	wantStreamRefused(t, resp, body, "alice")
-	if other := reserveStream(t, s, tokenOf("bob")); other.status != http.StatusCreated {
+	if other := reserveStream(t, s, apptest.TokenOf("bob")); other.status != http.StatusCreated {
 		t.Fatalf("bob's reservation: %d %s", other.status, other.body)
 	}
 	st, refused := connectSingle(t, s, alice, strings.TrimSpace(first.body))
@@ -285,7 +258,7 @@ func TestSSEStreamsCountAgainstTheConnectionCap(t *testing.T) {
 		t.Fatalf("connecting: %d %s", refused.status, refused.body)
 	}
 	st.cancel()
-	pollUntil(t, "the closed stream gives its slot back", func() bool { return reserveStream(t, s, alice).status == http.StatusCreated })
+	apptest.Until(t, "the closed stream gives its slot back", func() bool { return reserveStream(t, s, alice).status == http.StatusCreated })
 }
 
 // TestSSESingleConnectionEndsWithItsToken: a single connection stream lasts no longer than the
@@ -294,8 +267,8 @@ func TestSSEStreamsCountAgainstTheConnectionCap(t *testing.T) {
 func TestSSESingleConnectionEndsWithItsToken(t *testing.T) {
 	const secret = "a-shared-secret-of-at-least-32-bytes!"
 	t.Setenv("INTERLOCK_TEST_JWT", secret)
-	file := writeConfig(t, "auth:\n  jwt: {hs256SecretEnv: INTERLOCK_TEST_JWT, issuer: https://idp.test/, audience: interlock}\n")
-	s := startServer(t, "sqlite:"+t.TempDir()+"/jwt.db", "--auth=on", "--config", file)
+	file := apptest.WriteConfig(t, "auth:\n  jwt: {hs256SecretEnv: INTERLOCK_TEST_JWT, issuer: https://idp.test/, audience: interlock}\n")
+	s := apptest.Start(t, "sqlite:"+t.TempDir()+"/jwt.db", "--auth=on", "--config", file)
 	// exp 28 s ago is inside the 30 s leeway: the token is good for 2 more seconds.
 	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"iss": "https://idp.test/", "aud": "interlock", "sub": "ada", "roles": "admin",
 		"exp": time.Now().Add(-28 * time.Second).Unix()}).SignedString([]byte(secret))
@@ -322,8 +295,8 @@ func TestSSESingleConnectionEndsWithItsToken(t *testing.T) {
 // body of a refused request), with no data; only a refused method is HTTP's own 405.
 func TestRequestErrorOverDistinctSSE(t *testing.T) {
 	t.Parallel()
-	s := startServer(t, "sqlite:"+t.TempDir()+"/distinct.db")
-	req, _ := http.NewRequest(http.MethodPost, s.url+"/graphql", strings.NewReader(`{"query":"{ nope }"}`))
+	s := apptest.Start(t, "sqlite:"+t.TempDir()+"/distinct.db")
+	req, _ := http.NewRequest(http.MethodPost, s.URL+"/graphql", strings.NewReader(`{"query":"{ nope }"}`))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
 	st, refused := openSSEReader(t, req)
@@ -332,26 +305,26 @@ func TestRequestErrorOverDistinctSSE(t *testing.T) {
 	}
 	ev := st.next(t)
 	var r map[string]json.RawMessage
-	json.Unmarshal(ev.data, &r)
-	if _, hasData := r["data"]; ev.name != "next" || hasData || !strings.Contains(string(r["errors"]), "GRAPHQL_VALIDATION_FAILED") {
-		t.Fatalf("the error event: %s %s", ev.name, ev.data)
+	json.Unmarshal(ev.Data, &r)
+	if _, hasData := r["data"]; ev.Name != "next" || hasData || !strings.Contains(string(r["errors"]), "GRAPHQL_VALIDATION_FAILED") {
+		t.Fatalf("the error event: %s %s", ev.Name, ev.Data)
 	}
-	if ev := st.next(t); ev.name != "complete" {
-		t.Fatalf("after the error: %s %s", ev.name, ev.data)
+	if ev := st.next(t); ev.Name != "complete" {
+		t.Fatalf("after the error: %s %s", ev.Name, ev.Data)
 	}
 	get := doGraphQL(t, s, http.MethodGet, "query="+url.QueryEscape(`mutation { declineToolCall(runId: "x") { status } }`), "", map[string]string{"Accept": "text/event-stream"})
 	if get.status != http.StatusMethodNotAllowed || get.header.Get("Allow") != "POST" {
 		t.Fatalf("a mutation over GET asking for a stream: %d %s", get.status, get.body)
 	}
 	// A query over GET as an event stream (an EventSource) is served.
-	req, _ = http.NewRequest(http.MethodGet, s.url+"/graphql?query="+url.QueryEscape("{ __typename }"), nil)
+	req, _ = http.NewRequest(http.MethodGet, s.URL+"/graphql?query="+url.QueryEscape("{ __typename }"), nil)
 	req.Header.Set("Accept", "text/event-stream")
 	st, refused = openSSEReader(t, req)
 	if refused != nil {
 		t.Fatalf("GET as an event stream: %d %s", refused.status, refused.body)
 	}
-	if ev := st.next(t); ev.name != "next" || !strings.Contains(string(ev.data), `"__typename":"Query"`) {
-		t.Fatalf("GET as an event stream: %s %s", ev.name, ev.data)
+	if ev := st.next(t); ev.Name != "next" || !strings.Contains(string(ev.Data), `"__typename":"Query"`) {
+		t.Fatalf("GET as an event stream: %s %s", ev.Name, ev.Data)
 	}
 }
 
@@ -360,7 +333,7 @@ func TestRequestErrorOverDistinctSSE(t *testing.T) {
 func TestCORSAllowsSingleConnectionStreams(t *testing.T) {
 	t.Parallel()
 	const origin = "https://console.example.com"
-	s := startServer(t, "sqlite:"+t.TempDir()+"/cors.db", "--cors-origins", origin)
+	s := apptest.Start(t, "sqlite:"+t.TempDir()+"/cors.db", "--cors-origins", origin)
 	for _, method := range []string{http.MethodPut, http.MethodDelete, http.MethodPost} {
 		got := doGraphQL(t, s, http.MethodOptions, "", "", map[string]string{
 			"Origin": origin, "Access-Control-Request-Method": method,

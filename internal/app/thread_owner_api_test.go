@@ -1,4 +1,4 @@
-package app
+package app_test
 
 import (
 	"context"
@@ -10,29 +10,11 @@ import (
 
 	"interlock/dbtest"
 	"interlock/gormstore"
+	"interlock/internal/apptest"
 )
 
 // A scoped operator of r2, added to authServer's principals.
-var scopedOperator = fmt.Sprintf("    - {subject: opal, role: operator, resources: [r2], sha256: %s}\n", sha256Hex(tokenOf("opal")))
-
-// finishAs starts a run of the support agent with the token and input fields and waits for it to
-// complete.
-func (s *testServer) finishAs(t *testing.T, token string, input map[string]any) apiRun {
-	t.Helper()
-	input["agentId"] = "support-agent"
-	var out struct{ StartRun apiRun }
-	s.mustAs(t, token, `mutation($i: StartRunInput!) { startRun(input: $i) { `+runFields+` } }`, map[string]any{"i": input}, &out)
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		var got struct{ Run apiRun }
-		s.mustAs(t, token, `query($id: ID!) { run(runId: $id) { `+runFields+` } }`, map[string]any{"id": out.StartRun.ID}, &got)
-		if got.Run.Status == "COMPLETED" {
-			return got.Run
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run %s is %s", out.StartRun.ID, got.Run.Status)
-		}
-	}
-}
+var scopedOperator = fmt.Sprintf("    - {subject: opal, role: operator, resources: [r2], sha256: %s}\n", apptest.Sha256Hex(apptest.TokenOf("opal")))
 
 // TestThreadBelongsToTheResourceOfItsFirstRun: thread ids are global. r1's conversation claims
 // its thread; a scoped operator of r2 naming that thread is refused with BAD_USER_INPUT (the
@@ -40,40 +22,41 @@ func (s *testServer) finishAs(t *testing.T, token string, input map[string]any) 
 // owner nor anything of the thread), nothing is stored, and an unscoped reader sees the thread
 // under r1 only, with r1's messages only. r1's next run continues the conversation.
 func TestThreadBelongsToTheResourceOfItsFirstRun(t *testing.T) {
-	eachAuthDB(t, scopedOperator, func(t *testing.T, s *testServer) {
-		root, opal := tokenOf("root"), tokenOf("opal")
-		s.finishAs(t, root, map[string]any{"prompt": "hello, my secret is PINEAPPLE", "threadId": "shared-id", "resourceId": "r1"})
-		s.finishAs(t, root, map[string]any{"prompt": "hello from nobody", "threadId": "nobody-id"})
+	t.Parallel()
+	eachAuthDB(t, scopedOperator, func(t *testing.T, s *apptest.Server) {
+		root, opal := apptest.TokenOf("root"), apptest.TokenOf("opal")
+		s.FinishAs(t, root, map[string]any{"prompt": "hello, my secret is PINEAPPLE", "threadId": "shared-id", "resourceId": "r1"})
+		s.FinishAs(t, root, map[string]any{"prompt": "hello from nobody", "threadId": "nobody-id"})
 
 		start := `mutation($i: StartRunInput!) { startRun(input: $i) { id } }`
-		refusal := func(token, thread string, resource any) result {
+		refusal := func(token, thread string, resource any) apptest.Result {
 			t.Helper()
 			input := map[string]any{"agentId": "support-agent", "prompt": "hello from r2", "threadId": thread}
 			if resource != nil {
 				input["resourceId"] = resource
 			}
-			got := s.postAs(t, token, start, map[string]any{"i": input})
-			if got.code != "BAD_USER_INPUT" || (got.data != nil && string(got.data) != "null") {
-				t.Fatalf("startRun in %s as %s: %q %q %s; want BAD_USER_INPUT and no run", thread, token, got.code, got.msg, got.data)
+			got := s.PostAs(t, token, start, map[string]any{"i": input})
+			if got.Code != "BAD_USER_INPUT" || (got.Data != nil && string(got.Data) != "null") {
+				t.Fatalf("startRun in %s as %s: %q %q %s; want BAD_USER_INPUT and no run", thread, token, got.Code, got.Msg, got.Data)
 			}
 			return got
 		}
 		got := refusal(opal, "shared-id", "r2")
 		want := `threadId "shared-id" is already used with another resourceId; a thread stays with the resource of its first run, so give this run a threadId of its own`
-		if got.msg != want {
-			t.Errorf("the refusal says %q, want %q", got.msg, want)
+		if got.Msg != want {
+			t.Errorf("the refusal says %q, want %q", got.Msg, want)
 		}
 		for _, leak := range []string{"r1", "PINEAPPLE", "support-agent"} {
-			if strings.Contains(got.msg, leak) {
-				t.Errorf("the refusal %q names %q", got.msg, leak)
+			if strings.Contains(got.Msg, leak) {
+				t.Errorf("the refusal %q names %q", got.Msg, leak)
 			}
 		}
 		// A thread of no resource gets the very same answer, and so does an unscoped admin.
-		if other := refusal(opal, "nobody-id", "r2"); strings.ReplaceAll(other.msg, "nobody-id", "shared-id") != got.msg {
-			t.Errorf("a thread of no resource: %q; one of r1: %q; want the same words", other.msg, got.msg)
+		if other := refusal(opal, "nobody-id", "r2"); strings.ReplaceAll(other.Msg, "nobody-id", "shared-id") != got.Msg {
+			t.Errorf("a thread of no resource: %q; one of r1: %q; want the same words", other.Msg, got.Msg)
 		}
-		if admin := refusal(root, "shared-id", "r2"); admin.msg != got.msg {
-			t.Errorf("root: %q, opal: %q; want the same words", admin.msg, got.msg)
+		if admin := refusal(root, "shared-id", "r2"); admin.Msg != got.Msg {
+			t.Errorf("root: %q, opal: %q; want the same words", admin.Msg, got.Msg)
 		}
 		refusal(root, "shared-id", nil)
 		refusal(root, "nobody-id", "r1")
@@ -83,7 +66,7 @@ func TestThreadBelongsToTheResourceOfItsFirstRun(t *testing.T) {
 			All  struct{ Total int }
 			Mine struct{ Total int }
 		}
-		s.mustAs(t, root, `{ all: recentRuns(statuses: [RUNNING, SUSPENDED, COMPLETED, FAILED], threadId: "shared-id") { total } mine: recentRuns(statuses: [RUNNING, SUSPENDED, COMPLETED, FAILED], resourceId: "r2") { total } }`, nil, &runs)
+		s.MustAs(t, root, `{ all: recentRuns(statuses: [RUNNING, SUSPENDED, COMPLETED, FAILED], threadId: "shared-id") { total } mine: recentRuns(statuses: [RUNNING, SUSPENDED, COMPLETED, FAILED], resourceId: "r2") { total } }`, nil, &runs)
 		if runs.All.Total != 1 || runs.Mine.Total != 0 {
 			t.Errorf("runs of shared-id: %d, of r2: %d; want 1 and 0", runs.All.Total, runs.Mine.Total)
 		}
@@ -102,7 +85,7 @@ func TestThreadBelongsToTheResourceOfItsFirstRun(t *testing.T) {
 			}
 			R2 struct{ Total int }
 		}
-		s.mustAs(t, root, `{ thread(id: "shared-id") { id resourceId messages { content } }
+		s.MustAs(t, root, `{ thread(id: "shared-id") { id resourceId messages { content } }
 			threads(perPage: 10) { total threads { id resourceId } }
 			r2: threads(resourceId: "r2") { total } }`, nil, &seen)
 		if th := seen.Thread; th == nil || th.ResourceID == nil || *th.ResourceID != "r1" || len(th.Messages) != 2 || th.Messages[0].Content != "hello, my secret is PINEAPPLE" {
@@ -116,23 +99,23 @@ func TestThreadBelongsToTheResourceOfItsFirstRun(t *testing.T) {
 			t.Errorf("threads: %v (total %d), of r2: %d; want shared-id of r1 and nobody-id of none, none of r2", labels, seen.Threads.Total, seen.R2.Total)
 		}
 		var opals struct{ Thread *thread }
-		s.mustAs(t, opal, `{ thread(id: "shared-id") { id } }`, nil, &opals)
+		s.MustAs(t, opal, `{ thread(id: "shared-id") { id } }`, nil, &opals)
 		if opals.Thread != nil {
 			t.Errorf("shared-id as opal: %+v, want null", opals.Thread)
 		}
 
 		// r1 goes on in its thread, with its memory.
-		s.finishAs(t, root, map[string]any{"prompt": "what was my secret?", "threadId": "shared-id", "resourceId": "r1"})
-		s.mustAs(t, root, `{ thread(id: "shared-id") { id resourceId messages { content } } }`, nil, &seen)
+		s.FinishAs(t, root, map[string]any{"prompt": "what was my secret?", "threadId": "shared-id", "resourceId": "r1"})
+		s.MustAs(t, root, `{ thread(id: "shared-id") { id resourceId messages { content } } }`, nil, &seen)
 		if th := seen.Thread; th == nil || len(th.Messages) != 4 || th.Messages[2].Content != "what was my secret?" {
 			t.Fatalf("shared-id after r1's second run: %+v", th)
 		}
 
-		if got := s.postAs(t, root, `{ thread(id: "shared-id") { messages(last: 0) { content } } }`, nil); got.code != "BAD_USER_INPUT" {
-			t.Errorf("messages(last: 0): %q, want BAD_USER_INPUT", got.code)
+		if got := s.PostAs(t, root, `{ thread(id: "shared-id") { messages(last: 0) { content } } }`, nil); got.Code != "BAD_USER_INPUT" {
+			t.Errorf("messages(last: 0): %q, want BAD_USER_INPUT", got.Code)
 		}
-		if got := s.postAs(t, opal, `{ threads(perPage: 500) { threads { messages { content } } } }`, nil); got.code != "COMPLEXITY_LIMIT_EXCEEDED" {
-			t.Errorf("every message of 500 threads: %q, want COMPLEXITY_LIMIT_EXCEEDED", got.code)
+		if got := s.PostAs(t, opal, `{ threads(perPage: 500) { threads { messages { content } } } }`, nil); got.Code != "COMPLEXITY_LIMIT_EXCEEDED" {
+			t.Errorf("every message of 500 threads: %q, want COMPLEXITY_LIMIT_EXCEEDED", got.Code)
 		}
 	})
 }
@@ -142,13 +125,14 @@ func TestThreadBelongsToTheResourceOfItsFirstRun(t *testing.T) {
 // only its owner's — and a thread of no resource only the runs without one — so that an
 // unscoped reader sees no other resource's run under the thread's label.
 func TestThreadRunsAreItsOwners(t *testing.T) {
+	t.Parallel()
 	for name, db := range map[string]func(t *testing.T) string{
 		"sqlite": func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "interlock.db") },
 		"mysql":  func(t *testing.T) string { return dbtest.MySQLURL(dbtest.MySQLDSN(t)) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			setting := db(t)
-			s := authServer(t, setting, scopedOperator)
+			s := apptest.AuthServer(t, setting, scopedOperator)
 			conn, err := gormstore.Open(context.Background(), setting)
 			if err != nil {
 				t.Fatal(err)
@@ -187,14 +171,14 @@ func TestThreadRunsAreItsOwners(t *testing.T) {
 			}
 			for thread, want := range map[string]string{"legacy": "0190e0e0-0000-7000-8000-000000000001", "legacy-none": "0190e0e0-0000-7000-8000-000000000003"} {
 				var got runsOf
-				s.mustAs(t, tokenOf("root"), `query($id: ID!) { thread(id: $id) { resourceId runs { total runs { runId } } } }`, map[string]any{"id": thread}, &got)
+				s.MustAs(t, apptest.TokenOf("root"), `query($id: ID!) { thread(id: $id) { resourceId runs { total runs { runId } } } }`, map[string]any{"id": thread}, &got)
 				if got.Thread == nil || got.Thread.Runs.Total != 1 || len(got.Thread.Runs.Runs) != 1 || got.Thread.Runs.Runs[0].RunID != want {
 					t.Errorf("runs of %s: %+v; want only %s, its owner's", thread, got.Thread, want)
 				}
 			}
 			// r2 still finds its own old runs among its runs.
 			var mine struct{ RecentRuns struct{ Total int } }
-			s.mustAs(t, tokenOf("opal"), `{ recentRuns(statuses: [COMPLETED]) { total } }`, nil, &mine)
+			s.MustAs(t, apptest.TokenOf("opal"), `{ recentRuns(statuses: [COMPLETED]) { total } }`, nil, &mine)
 			if mine.RecentRuns.Total != 2 {
 				t.Errorf("r2's runs: %d, want its 2", mine.RecentRuns.Total)
 			}

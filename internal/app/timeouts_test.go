@@ -1,4 +1,4 @@
-package app
+package app_test
 
 import (
 	"bufio"
@@ -13,18 +13,21 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"interlock/internal/app"
+	"interlock/internal/apptest"
 )
 
 // serveOnPort runs the real app with App.Serve (the server's own timeouts and shutdown) on a
 // local port, over a fresh SQLite database, with any further settings as args. stop ends
 // Serve as SIGTERM does and returns its error.
-func serveOnPort(t *testing.T, args ...string) (s *testServer, stop func() error) {
+func serveOnPort(t *testing.T, args ...string) (s *apptest.Server, stop func() error) {
 	t.Helper()
-	cfg, err := ParseConfig(append([]string{"--auth=off", "--db", "sqlite:" + t.TempDir() + "/serve.db"}, args...), func(string) string { return "" })
+	cfg, err := app.ParseConfig(append([]string{"--auth=off", "--db", "sqlite:" + t.TempDir() + "/serve.db"}, args...), func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
-	app, err := NewApp(context.Background(), cfg, discardLog())
+	app, err := app.NewApp(context.Background(), cfg, apptest.DiscardLog())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,13 +40,13 @@ func serveOnPort(t *testing.T, args ...string) (s *testServer, stop func() error
 	go func() { done <- app.Serve(ctx, ln) }()
 	stop = sync.OnceValue(func() error { cancel(); return <-done })
 	t.Cleanup(func() { stop(); app.Close() })
-	return &testServer{url: "http://" + ln.Addr().String(), app: app}, stop
+	return &apptest.Server{URL: "http://" + ln.Addr().String(), App: app}, stop
 }
 
 // rawConn opens a TCP connection to s; reads on it give up after 20s.
-func rawConn(t *testing.T, s *testServer) (net.Conn, *bufio.Reader) {
+func rawConn(t *testing.T, s *apptest.Server) (net.Conn, *bufio.Reader) {
 	t.Helper()
-	conn, err := net.Dial("tcp", strings.TrimPrefix(s.url, "http://"))
+	conn, err := net.Dial("tcp", strings.TrimPrefix(s.URL, "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,25 +99,25 @@ func TestSlowRequestIsCutByReadTimeout(t *testing.T) {
 // subscription, WebSocket (both subprotocols) and SSE subscribers still get every event.
 func TestSubscriptionsOutliveReadAndWriteTimeouts(t *testing.T) {
 	s, _ := serveOnPort(t, "--read-timeout", "300ms", "--write-timeout", "300ms")
-	run := s.startRun(t, "refund order 5 for 6", nil)
+	run := s.StartRun(t, "refund order 5 for 6", nil)
 	type sub struct {
-		c  *wsClient
+		c  *apptest.WSClient
 		op string
 	}
 	var subs []sub
 	for _, proto := range protocols {
-		c := dialWS(t, s.url, proto)
-		op := c.subscribe(eventsQuery, map[string]any{"runId": run.RunID})
-		follow(t, c, op, isType("RUN_SUSPENDED"))
+		c := apptest.DialWS(t, s.URL, proto)
+		op := c.Subscribe(apptest.EventsQuery, map[string]any{"runId": run.RunID})
+		apptest.Follow(t, c, op, apptest.IsType("RUN_SUSPENDED"))
 		subs = append(subs, sub{c, op})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	got := sse(t, ctx, s.url, eventsQuery, map[string]any{"runId": run.RunID}, func(d json.RawMessage) bool {
+	got := sse(t, ctx, s, apptest.EventsQuery, map[string]any{"runId": run.RunID}, func(d json.RawMessage) bool {
 		if strings.Contains(string(d), `"RUN_SUSPENDED"`) {
 			time.Sleep(time.Second) // outlive both timeouts, then make events happen
-			var out struct{ ApproveToolCall apiRun }
-			s.must(t, `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": run.RunID}, &out)
+			var out struct{ ApproveToolCall apptest.Run }
+			s.Must(t, `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": run.RunID}, &out)
 		}
 		return false
 	})
@@ -122,9 +125,9 @@ func TestSubscriptionsOutliveReadAndWriteTimeouts(t *testing.T) {
 		t.Fatalf("SSE: %d events, want the stream to RUN_FINISHED", len(got))
 	}
 	for _, sb := range subs {
-		evs := follow(t, sb.c, sb.op, nil)
+		evs := apptest.Follow(t, sb.c, sb.op, nil)
 		if len(evs) == 0 || evs[len(evs)-1].Type != "RUN_FINISHED" {
-			t.Fatalf("%s: %d events after the timeouts, want them to RUN_FINISHED", sb.c.protocol, len(evs))
+			t.Fatalf("%s: %d events after the timeouts, want them to RUN_FINISHED", sb.c.Protocol, len(evs))
 		}
 	}
 }
@@ -133,18 +136,18 @@ func TestSubscriptionsOutliveReadAndWriteTimeouts(t *testing.T) {
 // message before its socket closes, over both subprotocols and many at once.
 func TestShutdownCompletesSubscriptions(t *testing.T) {
 	s, stop := serveOnPort(t)
-	run := s.startRun(t, "refund order 9", nil)
+	run := s.StartRun(t, "refund order 9", nil)
 	const perConn = 10
-	var conns []*wsClient
+	var conns []*apptest.WSClient
 	for _, proto := range protocols {
 		for i := 0; i < 3; i++ {
-			c := dialWS(t, s.url, proto)
+			c := apptest.DialWS(t, s.URL, proto)
 			for j := 0; j < perConn; j++ {
-				c.subscribe(eventsQuery, map[string]any{"runId": run.RunID})
+				c.Subscribe(apptest.EventsQuery, map[string]any{"runId": run.RunID})
 			}
 			suspended := map[string]bool{}
 			for len(suspended) < perConn { // every subscription is streaming
-				m := c.read()
+				m := c.Read()
 				if strings.Contains(string(m.Payload), `"RUN_SUSPENDED"`) {
 					suspended[m.ID] = true
 				}
@@ -157,10 +160,10 @@ func TestShutdownCompletesSubscriptions(t *testing.T) {
 	for _, c := range conns {
 		completed := map[string]bool{}
 		for len(completed) < perConn {
-			if m := c.read(); m.Type == "complete" {
+			if m := c.Read(); m.Type == "complete" {
 				completed[m.ID] = true
 			} else {
-				t.Fatalf("%s: %s %s before every complete", c.protocol, m.Type, m.Payload)
+				t.Fatalf("%s: %s %s before every complete", c.Protocol, m.Type, m.Payload)
 			}
 		}
 	}

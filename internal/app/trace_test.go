@@ -1,11 +1,8 @@
-package app
+package app_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/hex"
-	"encoding/json"
-	"net/http"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -16,30 +13,9 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
 	"interlock/dbtest"
+	"interlock/internal/app"
+	"interlock/internal/apptest"
 )
-
-// postTraced sends a GraphQL request over POST with a W3C traceparent header and decodes the answer.
-func (s *testServer) postTraced(t testing.TB, traceparent, query string, vars map[string]any, v any) gqlResponse {
-	t.Helper()
-	body, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
-	req, _ := http.NewRequest(http.MethodPost, s.url+"/graphql", bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("traceparent", traceparent)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := decodeGQL(t, resp)
-	if v != nil {
-		if len(out.Errors) > 0 {
-			t.Fatalf("errors %+v", out.Errors)
-		}
-		if err := json.Unmarshal(out.Data, v); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return out
-}
 
 // spanSet finds received spans.
 type spanSet []*gotSpan
@@ -93,11 +69,11 @@ func linksTo(s, target *gotSpan) bool {
 }
 
 // waitSpans flushes the app's spans to the collector until done says all that is wanted is there.
-func waitSpans(t *testing.T, s *testServer, c *otlpCollector, done func(spanSet) bool) spanSet {
+func waitSpans(t *testing.T, s *apptest.Server, c *otlpCollector, done func(spanSet) bool) spanSet {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		if err := s.app.tracing.Flush(context.Background()); err != nil {
+		if err := s.App.Tracing().Flush(context.Background()); err != nil {
 			t.Fatalf("flush: %v", err)
 		}
 		got, _ := c.received()
@@ -140,27 +116,27 @@ func TestTracingOfAnApproval(t *testing.T) {
 			if db.name == "mysql" {
 				url = dbtest.MySQLURL(dbtest.MySQLDSN(t))
 			}
-			s := startServer(t, url)
-			if s.app.tracing == nil {
+			s := apptest.Start(t, url)
+			if s.App.Tracing() == nil {
 				t.Fatal("tracing is off with OTEL_EXPORTER_OTLP_ENDPOINT set")
 			}
 			const prompt = "refund order 42 for 30"
-			var started struct{ StartRun apiRun }
-			s.postTraced(t, "00-"+startTrace+"-"+startParent+"-01",
+			var started struct{ StartRun apptest.Run }
+			s.PostTraced(t, "00-"+startTrace+"-"+startParent+"-01",
 				`mutation StartRun($input: StartRunInput!) { startRun(input: $input) { id status } }`,
 				map[string]any{"input": map[string]any{"agentId": "support-agent", "prompt": prompt}}, &started)
 			runID := started.StartRun.ID
-			s.waitStatus(t, runID, "SUSPENDED")
-			var approved struct{ ApproveToolCall apiRun }
-			s.postTraced(t, "00-"+approveTrace+"-"+approveCall+"-01",
+			s.WaitStatus(t, runID, "SUSPENDED")
+			var approved struct{ ApproveToolCall apptest.Run }
+			s.PostTraced(t, "00-"+approveTrace+"-"+approveCall+"-01",
 				`mutation Approve($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": runID}, &approved)
-			s.waitStatus(t, runID, "COMPLETED")
-			refused := s.postTraced(t, "00-"+approveTrace+"-"+approveCall+"-01",
+			s.WaitStatus(t, runID, "COMPLETED")
+			refused := s.PostTraced(t, "00-"+approveTrace+"-"+approveCall+"-01",
 				`mutation Approve($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": runID}, nil)
-			if refused.code() == "" {
+			if refused.Code() == "" {
 				t.Fatalf("approving a finished run: %+v", refused)
 			}
-			s.app.Service.Wait()
+			s.App.Service.Wait()
 
 			spans := spanSet(waitSpans(t, s, c, func(ss spanSet) bool {
 				http := map[string]int{}
@@ -224,7 +200,7 @@ func TestTracingOfAnApproval(t *testing.T) {
 			if approveOp == nil || refusedOp == nil {
 				t.Fatalf("approve operations: ok %v, refused %v", approveOp, refusedOp)
 			}
-			if len(refusedOp.Events) == 0 || refusedOp.Events[0].Name != "exception" || attrText(refusedOp.Events[0].Attributes, "graphql.error.code") != refused.code() {
+			if len(refusedOp.Events) == 0 || refusedOp.Events[0].Name != "exception" || attrText(refusedOp.Events[0].Attributes, "graphql.error.code") != refused.Code() {
 				t.Errorf("the refused approve's error is not recorded: %v", refusedOp.Events)
 			}
 			second := spans.named("execute_run support-agent", "interlock.run.id", runID, "interlock.execution.cause", "decision").one(t, "execution after approve")
@@ -280,14 +256,14 @@ func TestTracingOffWithoutEndpoint(t *testing.T) {
 			t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", tc.traces)
 			t.Setenv("OTEL_SDK_DISABLED", tc.disabled)
 			t.Setenv("OTEL_TRACES_EXPORTER", tc.exporter)
-			s := startServer(t, "sqlite:"+filepath.Join(t.TempDir(), "interlock.db"))
-			if s.app.tracing != nil {
+			s := apptest.Start(t, "sqlite:"+filepath.Join(t.TempDir(), "interlock.db"))
+			if s.App.Tracing() != nil {
 				t.Fatal("tracing is on")
 			}
-			run := s.suspendAs(t, "", "refund order 7 for 3", nil)
-			s.must(t, `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": run.ID}, &struct{}{})
-			s.waitStatus(t, run.ID, "COMPLETED")
-			s.app.Service.Wait()
+			run := s.SuspendAs(t, "", "refund order 7 for 3", nil)
+			s.Must(t, `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": run.ID}, &struct{}{})
+			s.WaitStatus(t, run.ID, "COMPLETED")
+			s.App.Service.Wait()
 			buf := make([]byte, 1<<22)
 			if stacks := string(buf[:runtime.Stack(buf, true)]); strings.Contains(stacks, "go.opentelemetry.io/otel/sdk") {
 				t.Errorf("an OpenTelemetry SDK goroutine runs with tracing off:\n%s", stacks)
@@ -302,11 +278,11 @@ func TestTracingOffWithoutEndpoint(t *testing.T) {
 	t.Run("unsupported protocol", func(t *testing.T) {
 		t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", c.url)
 		t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
-		cfg, err := ParseConfig([]string{"--auth=off", "--db", "sqlite:" + filepath.Join(t.TempDir(), "interlock.db")}, func(string) string { return "" })
+		cfg, err := app.ParseConfig([]string{"--auth=off", "--db", "sqlite:" + filepath.Join(t.TempDir(), "interlock.db")}, func(string) string { return "" })
 		if err != nil {
 			t.Fatal(err)
 		}
-		app, err := NewApp(context.Background(), cfg, discardLog())
+		app, err := app.NewApp(context.Background(), cfg, apptest.DiscardLog())
 		if err == nil {
 			app.Close()
 			t.Fatal("NewApp accepted OTEL_EXPORTER_OTLP_PROTOCOL=http/json")
@@ -332,16 +308,15 @@ func TestTracingFlushedOnShutdown(t *testing.T) {
 			t.Setenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", protocol)
 			t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "600000")
 			t.Setenv("OTEL_SERVICE_NAME", "interlock-"+strings.ReplaceAll(protocol, "/", "-"))
-			p := startProc(t, "sqlite:"+filepath.Join(t.TempDir(), "interlock.db"))
-			run := p.suspendAs(t, "", "refund order 9 for 4", nil)
+			p := apptest.StartProc(t, "sqlite:"+filepath.Join(t.TempDir(), "interlock.db"))
+			run := p.SuspendAs(t, "", "refund order 9 for 4", nil)
 			if spans, _ := c.received(); len(spans) != 0 {
 				t.Fatalf("%d spans exported before the batch delay or shutdown", len(spans))
 			}
-			p.cmd.Process.Signal(syscallSIGTERM)
-			if err := <-p.done; err != nil {
+			p.Terminate()
+			if err := p.Wait(); err != nil {
 				t.Fatalf("server exit: %v", err)
 			}
-			p.done <- nil // for the cleanup
 			spans, _ := c.received()
 			exec := spanSet(spans).named("execute_run support-agent", "interlock.run.id", run.ID, "interlock.execution.end", "suspended")
 			if len(exec) != 1 || len(spanSet(spans).named("mutation")) == 0 {
@@ -362,11 +337,11 @@ func TestTracingOfAnExpiry(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
 	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
 	t.Setenv("OTEL_TRACES_SAMPLER", "always_on")
-	file, _ := expiryConfig(t, "1s")
-	s := startServer(t, "sqlite:"+filepath.Join(t.TempDir(), "interlock.db"), "--config", file)
-	run := s.startRun(t, "refund order 7", map[string]any{"agentId": "billing"})
-	s.waitStatus(t, run.RunID, "COMPLETED")
-	s.app.Service.Wait()
+	file, _ := apptest.ExpiryConfig(t, "1s")
+	s := apptest.Start(t, "sqlite:"+filepath.Join(t.TempDir(), "interlock.db"), "--config", file)
+	run := s.StartRun(t, "refund order 7", map[string]any{"agentId": "billing"})
+	s.WaitStatus(t, run.RunID, "COMPLETED")
+	s.App.Service.Wait()
 	spans := waitSpans(t, s, c, func(ss spanSet) bool {
 		return len(ss.named("execute_run billing", "interlock.run.id", run.RunID, "interlock.execution.cause", "expiry")) == 1
 	})
@@ -391,7 +366,7 @@ func TestTracingOfAGroupCommit(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
 	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
 	t.Setenv("OTEL_TRACES_SAMPLER", "always_on")
-	s := startServer(t, "sqlite:"+filepath.Join(t.TempDir(), "interlock.db"), "--mutation-rate", "0")
+	s := apptest.Start(t, "sqlite:"+filepath.Join(t.TempDir(), "interlock.db"), "--mutation-rate", "0")
 	var spans spanSet
 	for round := 0; len(spans.named("commit_group")) == 0; round++ {
 		if round == 20 {
@@ -400,7 +375,7 @@ func TestTracingOfAGroupCommit(t *testing.T) {
 		var wg sync.WaitGroup
 		for range 16 {
 			wg.Go(func() {
-				r := s.post(t, `mutation($input: StartRunInput!) { startRun(input: $input) { runId } }`,
+				r := s.Post(t, `mutation($input: StartRunInput!) { startRun(input: $input) { runId } }`,
 					map[string]any{"input": map[string]any{"agentId": "support-agent", "prompt": "hello"}})
 				if len(r.Errors) > 0 {
 					t.Errorf("startRun: %+v", r.Errors)
@@ -408,8 +383,8 @@ func TestTracingOfAGroupCommit(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		s.app.Service.Wait()
-		if err := s.app.tracing.Flush(context.Background()); err != nil {
+		s.App.Service.Wait()
+		if err := s.App.Tracing().Flush(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		spans, _ = c.received()

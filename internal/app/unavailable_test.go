@@ -1,10 +1,8 @@
-package app
+package app_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -19,6 +17,8 @@ import (
 	gomysql "github.com/go-sql-driver/mysql"
 
 	"interlock/dbtest"
+	"interlock/internal/app"
+	"interlock/internal/apptest"
 )
 
 // dbProxy is a TCP proxy between the server and MariaDB whose cut makes the database
@@ -87,7 +87,7 @@ func (p *dbProxy) setCut(cut bool) {
 }
 
 // unavailableServer is the app on a fresh MariaDB database reached through a proxy, with its log.
-func unavailableServer(t *testing.T) (*testServer, *dbProxy, *syncBuffer, string) {
+func unavailableServer(t *testing.T) (*apptest.Server, *dbProxy, *apptest.SyncBuffer, string) {
 	t.Helper()
 	dsn := dbtest.MySQLDSN(t)
 	cfg, err := gomysql.ParseDSN(dsn)
@@ -96,18 +96,18 @@ func unavailableServer(t *testing.T) (*testServer, *dbProxy, *syncBuffer, string
 	}
 	p := newDBProxy(t, cfg.Addr)
 	cfg.Addr = p.ln.Addr().String()
-	c, err := ParseConfig([]string{"--auth=off", "--db", dbtest.MySQLURL(cfg.FormatDSN())}, func(string) string { return "" })
+	c, err := app.ParseConfig([]string{"--auth=off", "--db", dbtest.MySQLURL(cfg.FormatDSN())}, func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
-	app, err := NewApp(context.Background(), c, slog.New(slog.NewTextHandler(logs, nil)))
+	logs := &apptest.SyncBuffer{}
+	app, err := app.NewApp(context.Background(), c, slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(app.Handler())
 	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close(); app.Close() })
-	return &testServer{url: srv.URL, app: app, closeHTTP: srv.Close}, p, logs, dsn
+	return &apptest.Server{URL: srv.URL, App: app, CloseHTTP: srv.Close}, p, logs, dsn
 }
 
 // streamItem is one result of a runEvents subscription: an event's seq, an error's code, or
@@ -126,9 +126,9 @@ const followQuery = `subscription($id: ID!, $after: Int) { runEvents(runId: $id,
 func decodeItem(t *testing.T, data, errs json.RawMessage) streamItem {
 	t.Helper()
 	if len(errs) > 0 && string(errs) != "null" {
-		code, _ := firstError(errs)
+		code, _ := apptest.FirstError(errs)
 		if code == "" { // graphql-ws sends one error object, not a list
-			var e gqlError
+			var e apptest.Error
 			json.Unmarshal(errs, &e)
 			code, _ = e.Extensions["code"].(string)
 		}
@@ -141,62 +141,44 @@ func decodeItem(t *testing.T, data, errs json.RawMessage) streamItem {
 	return streamItem{seq: d.RunEvents.Seq}
 }
 
-type sseStream struct {
-	sc   *bufio.Scanner
-	stop func()
-}
+type sseStream struct{ events *apptest.SSEReader }
 
-func openSSE(t *testing.T, s *testServer, vars map[string]any) *sseStream {
+func openSSE(t *testing.T, s *apptest.Server, vars map[string]any) *sseStream {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	body, _ := json.Marshal(map[string]any{"query": followQuery, "variables": vars})
-	req, _ := http.NewRequestWithContext(ctx, "POST", s.url+"/graphql", bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "text/event-stream")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := s.SubscribeSSE(t, ctx, "", followQuery, vars)
 	t.Cleanup(func() { cancel(); resp.Body.Close() })
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	return &sseStream{sc: sc, stop: cancel}
+	return &sseStream{events: apptest.NewSSEReader(resp.Body)}
 }
 
 func (s *sseStream) next(t *testing.T) streamItem {
 	t.Helper()
-	event := ""
-	for s.sc.Scan() {
-		line := s.sc.Text()
-		switch {
-		case strings.HasPrefix(line, "event: "):
-			event = strings.TrimPrefix(line, "event: ")
-			if event == "complete" {
-				return streamItem{done: true}
-			}
-		case strings.HasPrefix(line, "data: ") && event == "next":
-			var r struct{ Data, Errors json.RawMessage }
-			json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &r)
-			return decodeItem(t, r.Data, r.Errors)
+	for {
+		ev, ok := s.events.Next()
+		if !ok || ev.Name == "complete" {
+			return streamItem{done: true} // the stream closed, or completed
+		}
+		if ev.Name == "next" {
+			data, errs := ev.Result()
+			return decodeItem(t, data, errs)
 		}
 	}
-	return streamItem{done: true} // the stream closed
 }
 
 type wsStream struct {
-	c  *wsClient
+	c  *apptest.WSClient
 	id string
 }
 
-func openWS(t *testing.T, s *testServer, protocol string, vars map[string]any) *wsStream {
+func openWS(t *testing.T, s *apptest.Server, protocol string, vars map[string]any) *wsStream {
 	t.Helper()
-	c := dialWS(t, s.url, protocol)
-	return &wsStream{c: c, id: c.subscribe(followQuery, vars)}
+	c := apptest.DialWS(t, s.URL, protocol)
+	return &wsStream{c: c, id: c.Subscribe(followQuery, vars)}
 }
 
 func (w *wsStream) next(t *testing.T) streamItem {
 	t.Helper()
-	data, done, errs := w.c.next(w.id)
+	data, done, errs := w.c.Next(w.id)
 	if done {
 		return streamItem{done: true}
 	}
@@ -204,7 +186,7 @@ func (w *wsStream) next(t *testing.T) streamItem {
 }
 
 // openEach opens a runEvents subscription over SSE and both WebSocket subprotocols.
-func openEach(t *testing.T, s *testServer, vars map[string]any) map[string]eventStream {
+func openEach(t *testing.T, s *apptest.Server, vars map[string]any) map[string]eventStream {
 	return map[string]eventStream{
 		"sse":                  openSSE(t, s, vars),
 		"graphql-transport-ws": openWS(t, s, "graphql-transport-ws", vars),
@@ -232,21 +214,22 @@ func readUntil(t *testing.T, name string, st eventStream, seq int64) {
 // UNAVAILABLE on every transport, the log holds a few lines per loop rather than one per poll,
 // and after the outage everything works again.
 func TestUnavailableDuringOutage(t *testing.T) {
+	t.Parallel()
 	s, proxy, logs, _ := unavailableServer(t)
-	run := s.suspendAs(t, "", "refund order 42", nil)
+	run := s.SuspendAs(t, "", "refund order 42", nil)
 
 	proxy.setCut(true)
 	outageStart := time.Now()
 	body, _ := json.Marshal(map[string]any{"query": `query($id: ID!) { run(runId: $id) { id status } }`, "variables": map[string]any{"id": run.ID}})
-	resp, err := http.Post(s.url+"/graphql", "application/json", bytes.NewReader(body))
+	resp, err := http.Post(s.URL+"/graphql", "application/json", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
 		t.Errorf("run during the outage: status %d, Retry-After %q; want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
-	got := decodeGQL(t, resp)
-	if got.code() != "UNAVAILABLE" {
+	got := apptest.DecodeGQL(t, resp)
+	if got.Code() != "UNAVAILABLE" {
 		t.Fatalf("run during the outage: %s %+v, want an UNAVAILABLE error (not null: that says no such run)", got.Data, got.Errors)
 	}
 	if ra, _ := got.Errors[0].Extensions["retryAfter"].(float64); ra < 1 {
@@ -255,9 +238,9 @@ func TestUnavailableDuringOutage(t *testing.T) {
 	if strings.Contains(got.Errors[0].Message, "tcp") || strings.Contains(got.Errors[0].Message, "invalid connection") {
 		t.Errorf("driver text reaches the client: %q", got.Errors[0].Message)
 	}
-	start := s.postAs(t, "", `mutation { startRun(input: {agentId: "support-agent", prompt: "hi"}) { id } }`, nil)
-	if start.status != http.StatusServiceUnavailable || start.code != "UNAVAILABLE" {
-		t.Errorf("startRun during the outage: status %d code %s, want 503 UNAVAILABLE", start.status, start.code)
+	start := s.PostAs(t, "", `mutation { startRun(input: {agentId: "support-agent", prompt: "hi"}) { id } }`, nil)
+	if start.Status != http.StatusServiceUnavailable || start.Code != "UNAVAILABLE" {
+		t.Errorf("startRun during the outage: status %d code %s, want 503 UNAVAILABLE", start.Status, start.Code)
 	}
 	for name, st := range openEach(t, s, map[string]any{"id": run.ID}) {
 		if it := st.next(t); it.code != "UNAVAILABLE" {
@@ -270,8 +253,8 @@ func TestUnavailableDuringOutage(t *testing.T) {
 	proxy.setCut(false)
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		r := s.postAs(t, "", `query($id: ID!) { run(runId: $id) { id status } }`, map[string]any{"id": run.ID})
-		if r.code == "" && r.status == http.StatusOK {
+		r := s.PostAs(t, "", `query($id: ID!) { run(runId: $id) { id status } }`, map[string]any{"id": run.ID})
+		if r.Code == "" && r.Status == http.StatusOK {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -313,9 +296,10 @@ func TestUnavailableDuringOutage(t *testing.T) {
 // (which says the run has ended), and resubscribing with after: its last seq gets exactly the
 // event it missed.
 func TestRunEventsBreaksWithUnavailable(t *testing.T) {
+	t.Parallel()
 	dsn := dbtest.MySQLDSN(t)
-	s := startServer(t, dbtest.MySQLURL(dsn)+"?lock_wait_timeout=1")
-	run := s.suspendAs(t, "", "refund order 42", nil)
+	s := apptest.Start(t, dbtest.MySQLURL(dsn)+"?lock_wait_timeout=1")
+	run := s.SuspendAs(t, "", "refund order 42", nil)
 	last := int64(run.LastEventSeq)
 	streams := openEach(t, s, map[string]any{"id": run.ID})
 	for name, st := range streams {
@@ -323,7 +307,7 @@ func TestRunEventsBreaksWithUnavailable(t *testing.T) {
 	}
 
 	// An event stored meanwhile (by the session holding the lock), which the poll notices.
-	unlock := lockRunEvents(t, dsn, run.ID, last+1, `{"delta":"x"}`)
+	unlock := apptest.LockRunEvents(t, dsn, run.ID, last+1, `{"delta":"x"}`)
 	for name, st := range streams {
 		if it := st.next(t); it.code != "UNAVAILABLE" {
 			t.Errorf("%s: a failed read gave %+v, want an UNAVAILABLE error (a bare complete says the run ended)", name, it)
@@ -333,39 +317,6 @@ func TestRunEventsBreaksWithUnavailable(t *testing.T) {
 	for name, st := range openEach(t, s, map[string]any{"id": run.ID, "after": last}) {
 		if it := st.next(t); it.seq != last+1 {
 			t.Errorf("%s: resubscribed after %d, got %+v, want the missed event %d", name, last, it, last+1)
-		}
-	}
-}
-
-// lockRunEvents locks run_events (LOCK TABLES … WRITE) from a session of its own, stores a
-// TEXT_DELTA with data as event seq of runID from that session, and moves the run's last_seq to
-// it: the server's poll sees a new event that it cannot read until unlock is called.
-func lockRunEvents(t *testing.T, dsn, runID string, seq int64, data string) (unlock func()) {
-	t.Helper()
-	admin, err := sql.Open("mysql", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { admin.Close() })
-	ctx := context.Background()
-	lock, err := admin.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { lock.Close() })
-	if _, err := lock.ExecContext(ctx, "LOCK TABLES run_events WRITE"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := lock.ExecContext(ctx, `INSERT INTO run_events (run_id, seq, type, data, created_at)
-		VALUES (?, ?, 'TEXT_DELTA', ?, UTC_TIMESTAMP(3))`, runID, seq, data); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.ExecContext(ctx, "UPDATE agent_runs SET last_seq = ? WHERE id = ?", seq, runID); err != nil {
-		t.Fatal(err)
-	}
-	return func() {
-		if _, err := lock.ExecContext(ctx, "UNLOCK TABLES"); err != nil {
-			t.Fatal(err)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package app
+package app_test
 
 import (
 	"bytes"
@@ -10,11 +10,13 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"interlock/internal/apptest"
 )
 
 // wireDir is a Node project of third-party clients and conformance suites, with its own
 // package-lock.json: graphql-http's audit, graphql-sse, graphql-ws (testdata/wire/README.md).
-var wireDir = repoPath("internal", "app", "testdata", "wire")
+var wireDir = apptest.RepoPath("internal", "app", "testdata", "wire")
 
 var (
 	wireOnce sync.Once
@@ -29,7 +31,7 @@ func installWire(npm string) error {
 
 // runWire runs a script of wireDir with node against the server s, acting with token, and
 // returns what it printed; the test fails when the script exits non-zero.
-func runWire(t *testing.T, s *testServer, token, script string) string {
+func runWire(t *testing.T, s *apptest.Server, token, script string) string {
 	t.Helper()
 	node, npm := nodeTools(t)
 	if err := installWire(npm); err != nil {
@@ -39,7 +41,7 @@ func runWire(t *testing.T, s *testServer, token, script string) string {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, script)
 	cmd.Dir = wireDir
-	cmd.Env = append(os.Environ(), "INTERLOCK_URL="+s.url, "INTERLOCK_TOKEN="+token)
+	cmd.Env = append(os.Environ(), "INTERLOCK_URL="+s.URL, "INTERLOCK_TOKEN="+token)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
@@ -54,8 +56,8 @@ func runWire(t *testing.T, s *testServer, token, script string) string {
 // warning, no notice, no error. (Before the gqlhttp transport: 55 ok, 5 warnings, 1 notice.)
 func TestGraphQLOverHTTPAudit(t *testing.T) {
 	t.Parallel()
-	eachAuthDB(t, "", func(t *testing.T, s *testServer) {
-		out := runWire(t, s, tokenOf("alice"), "audit.mjs")
+	eachAuthDB(t, "", func(t *testing.T, s *apptest.Server) {
+		out := runWire(t, s, apptest.TokenOf("alice"), "audit.mjs")
 		var got struct {
 			Total, OK, Notice, Warn, Error int
 			Failed                         []map[string]any
@@ -76,8 +78,8 @@ func TestGraphQLOverHTTPAudit(t *testing.T) {
 // refused query, and a subscription stopped by the client. Over SQLite and MySQL.
 func TestGraphQLSSEClient(t *testing.T) {
 	t.Parallel()
-	eachAuthDB(t, "", func(t *testing.T, s *testServer) {
-		out := runWire(t, s, tokenOf("alice"), "sse.mjs")
+	eachAuthDB(t, "", func(t *testing.T, s *apptest.Server) {
+		out := runWire(t, s, apptest.TokenOf("alice"), "sse.mjs")
 		for _, want := range []string{"sse distinct connections: OK", "sse single connection: OK", "sse: OK"} {
 			if !strings.Contains(out, want) {
 				t.Fatalf("graphql-sse client: no %q in\n%s", want, out)
@@ -90,8 +92,8 @@ func TestGraphQLSSEClient(t *testing.T) {
 // flow, a refused query, and a token the server does not know, which it closes with 4401.
 func TestGraphQLWSClient(t *testing.T) {
 	t.Parallel()
-	eachAuthDB(t, "", func(t *testing.T, s *testServer) {
-		out := runWire(t, s, tokenOf("alice"), "ws.mjs")
+	eachAuthDB(t, "", func(t *testing.T, s *apptest.Server) {
+		out := runWire(t, s, apptest.TokenOf("alice"), "ws.mjs")
 		if !strings.Contains(out, "closed with 4401") || !strings.Contains(out, "ws: OK") {
 			t.Fatalf("graphql-ws client:\n%s", out)
 		}

@@ -59,6 +59,14 @@ func (b inbox) cases() []filterCase {
 		{"scope r1, resource r2", runs.ListSuspendedParams{ResourceID: ptr("r2"), Resources: []string{"r1"}}, nil},
 		{"scope r2, agent a, thread t1", runs.ListSuspendedParams{AgentID: ptr("a"), ThreadID: ptr("t1"), Resources: []string{"r2"}}, []string{b.s1}},
 		{"scope r1, thread t1 (r2's)", runs.ListSuspendedParams{ThreadID: ptr("t1"), Resources: []string{"r1"}}, nil},
+		// The external filter: the agents admitted, or left out (top-level runs only, as without).
+		{"agents b", runs.ListSuspendedParams{Agents: []string{"b"}}, []string{b.s3}},
+		{"agents a and b", runs.ListSuspendedParams{Agents: []string{"a", "b"}}, []string{b.s3, b.s5, b.s2, b.s1}},
+		{"no agent admitted", runs.ListSuspendedParams{Agents: []string{}}, nil},
+		{"agents sub: inner runs are not top-level", runs.ListSuspendedParams{Agents: []string{"sub"}}, nil},
+		{"not agent a", runs.ListSuspendedParams{NotAgents: []string{"a"}}, []string{b.s3}},
+		{"not agents a and b", runs.ListSuspendedParams{NotAgents: []string{"a", "b"}}, nil},
+		{"agents a, resource r2", runs.ListSuspendedParams{Agents: []string{"a"}, ResourceID: ptr("r2")}, []string{b.s1}},
 	}
 }
 
@@ -202,6 +210,9 @@ func testListRecent(t *testing.T, open Opener) {
 			{"suspended", runs.RecentParams{Statuses: []run.Status{run.StatusSuspended}, PerPage: 100}, []string{h.suspended}},
 			{"running and suspended", runs.RecentParams{Statuses: []run.Status{run.StatusRunning, run.StatusSuspended}, PerPage: 100}, []string{h.running, h.suspended}},
 			{"agent a", runs.RecentParams{Statuses: finished, AgentID: ptr("a"), PerPage: 100}, []string{h.c2, h.c4, h.c1}},
+			{"agents b", runs.RecentParams{Statuses: finished, Agents: []string{"b"}, PerPage: 100}, []string{h.c3}},
+			{"no agent admitted", runs.RecentParams{Statuses: finished, Agents: []string{}, PerPage: 100}, nil},
+			{"not agent a", runs.RecentParams{Statuses: finished, NotAgents: []string{"a"}, PerPage: 100}, []string{h.c3}},
 			{"thread t1", runs.RecentParams{Statuses: finished, ThreadID: ptr("t1"), PerPage: 100}, []string{h.c3, h.c1}},
 			{"resource r1", runs.RecentParams{Statuses: finished, ResourceID: ptr("r1"), PerPage: 100}, []string{h.c2}},
 			{"agent a, thread t1, resource r2", runs.RecentParams{Statuses: finished, AgentID: ptr("a"), ThreadID: ptr("t1"), ResourceID: ptr("r2"), PerPage: 100}, []string{h.c1}},

@@ -1,12 +1,14 @@
 // History: recent runs with their outcome and the decisions taken (what, by whom, when), filtered
-// by status, agent, outcome (the kind of a decision) and decider, with pagination; the filters
-// live in the URL (?view=history&status=…&agent=…&decision=…&decidedBy=…&page=…).
+// by status, agent, kind of agent, outcome (the kind of a decision) and decider, with pagination;
+// the filters live in the URL (?view=history&status=…&agent=…&kind=…&decision=…&decidedBy=…&page=…).
+// An external agent's run (an approval request) is listed as any run, with what it asked to run
+// in place of a prompt.
 import { request } from "./gql.js";
 import { el, when } from "./dom.js";
 
-const RECENT = `query History($statuses: [RunStatus!], $agentId: ID, $decision: DecisionKind, $decidedBy: String, $page: Int, $perPage: Int) {
-  recentRuns(statuses: $statuses, agentId: $agentId, decision: $decision, decidedBy: $decidedBy, page: $page, perPage: $perPage) {
-    total runs { runId agentId status prompt output error updatedAt decisions { kind toolName reason decidedBy decidedAt } }
+const RECENT = `query History($statuses: [RunStatus!], $agentId: ID, $decision: DecisionKind, $decidedBy: String, $page: Int, $perPage: Int, $external: Boolean) {
+  recentRuns(statuses: $statuses, agentId: $agentId, decision: $decision, decidedBy: $decidedBy, page: $page, perPage: $perPage, external: $external) {
+    total runs { runId agentId status prompt output error updatedAt external startedBy toolCalls { toolName } decisions { kind toolName reason decidedBy decidedAt } }
   }
 }`;
 
@@ -16,6 +18,7 @@ const STATUSES = [["", "Finished"], ["COMPLETED", "Completed"], ["FAILED", "Fail
 const ALL_STATUSES = ["RUNNING", "SUSPENDED", "COMPLETED", "FAILED"];
 const DECISIONS = [["", "Any outcome"], ["APPROVED", "Approved"], ["DECLINED", "Declined"], ["RESUMED", "Resumed (answered)"],
   ["EXPIRED", "Expired (nobody decided in time)"]];
+const KINDS = [["", "All agents"], ["external", "External (approval requests)"], ["internal", "Run by Interlock"]];
 const PER_PAGE = 20;
 
 /** The history's filters as the URL has them; values the API would refuse are dropped. */
@@ -25,6 +28,7 @@ function filters(params) {
   return {
     status: STATUSES.some(([v]) => v === status) ? status : "",
     agent: params.get("agent") || "",
+    kind: KINDS.some(([v]) => v && v === params.get("kind")) ? params.get("kind") : "",
     decision: DECISIONS.some(([v]) => v === decision) ? decision : "",
     decidedBy: (params.get("decidedBy") || "").trim(),
     page: Math.max(0, Math.floor(Number(params.get("page"))) || 0),
@@ -35,7 +39,7 @@ function filters(params) {
 /** The URL of the history with the filters f. */
 function historyURL(f) {
   const q = new URLSearchParams({ view: "history" });
-  for (const k of ["status", "agent", "decision", "decidedBy"]) if (f[k]) q.set(k, f[k]);
+  for (const k of ["status", "agent", "kind", "decision", "decidedBy"]) if (f[k]) q.set(k, f[k]);
   if (f.page) q.set("page", f.page);
   if (f.perPage !== PER_PAGE) q.set("perPage", f.perPage);
   return "/?" + q;
@@ -43,7 +47,7 @@ function historyURL(f) {
 
 export function historyView(main, params, navigate) {
   const f = filters(params);
-  const filtered = !!(f.status || f.agent || f.decision || f.decidedBy);
+  const filtered = !!(f.status || f.agent || f.kind || f.decision || f.decidedBy);
   const list = el("div", { id: "history-list" });
   const agentSelect = el("select", { id: "h-agent", name: "agent" }, el("option", { value: "" }, "All agents"),
     f.agent ? el("option", { value: f.agent, selected: true }, f.agent) : null);
@@ -52,11 +56,12 @@ export function historyView(main, params, navigate) {
   const form = el("form", { class: "card hfilters", "aria-label": "History filters", onsubmit: (ev) => {
     ev.preventDefault();
     const d = new FormData(form);
-    navigate(historyURL({ status: d.get("status"), agent: d.get("agent"), decision: d.get("decision"),
+    navigate(historyURL({ status: d.get("status"), agent: d.get("agent"), kind: d.get("kind"), decision: d.get("decision"),
       decidedBy: String(d.get("decidedBy") || "").trim(), page: 0, perPage: f.perPage }));
   } },
     select("h-status", "status", "Status", STATUSES, f.status),
     el("div", {}, el("label", { for: "h-agent" }, "Agent"), agentSelect),
+    select("h-kind", "kind", "Kind of agent", KINDS, f.kind),
     select("h-decision", "decision", "Outcome", DECISIONS, f.decision),
     el("div", {}, el("label", { for: "h-decidedby" }, "Decided by"),
       el("input", { id: "h-decidedby", name: "decidedBy", type: "text", value: f.decidedBy, autocomplete: "off", spellcheck: "false" })),
@@ -73,6 +78,7 @@ export function historyView(main, params, navigate) {
   const vars = {
     statuses: f.status === "ANY" ? ALL_STATUSES : f.status ? [f.status] : null,
     agentId: f.agent || null, decision: f.decision || null, decidedBy: f.decidedBy || null,
+    external: f.kind === "external" ? true : f.kind === "internal" ? false : null,
     page: f.page, perPage: f.perPage,
   };
   request(RECENT, vars).then((d) => render(list, d.recentRuns, f, filtered))
@@ -101,7 +107,10 @@ function render(list, r, f, filtered) {
 function row(run) {
   return el("li", {}, el("a", { class: "row", href: `/?run=${encodeURIComponent(run.runId)}` },
     el("span", {}, el("span", { class: `badge ${run.status}` }, run.status), el("span", { class: "muted block" }, run.agentId)),
-    el("span", {}, el("span", { class: "block prompt" }, run.prompt),
+    el("span", {}, run.external
+      ? el("span", { class: "block prompt" }, el("span", { class: "badge external" }, "external"), " asked to run ",
+        el("strong", {}, run.toolCalls[0]?.toolName || run.decisions[0]?.toolName || "a tool"), run.startedBy ? ` (requested by ${run.startedBy})` : "")
+      : el("span", { class: "block prompt" }, run.prompt),
       run.output || run.error ? el("span", { class: "block muted" }, cut(String(run.output || run.error), 140)) : null),
     run.decisions.length
       ? el("ul", { class: "decisions", "aria-label": "Decisions" }, run.decisions.map(decision))
@@ -121,6 +130,7 @@ function describeFilters(f) {
   const parts = [];
   if (f.status) parts.push(`status ${STATUSES.find(([v]) => v === f.status)[1].toLowerCase()}`);
   if (f.agent) parts.push(`agent ${f.agent}`);
+  if (f.kind) parts.push(KINDS.find(([v]) => v === f.kind)[1].toLowerCase());
   if (f.decision) parts.push(`outcome ${f.decision.toLowerCase()}`);
   if (f.decidedBy) parts.push(`decided by ${f.decidedBy}`);
   return `Filters: ${parts.join(" · ")}.`;

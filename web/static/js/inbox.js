@@ -4,6 +4,10 @@
 // of the ticked runs, oldest-waiting first, an age mark that turns amber then red, the count in
 // the tab's title, and optional desktop notifications while the tab is hidden.
 //
+// The kind filter (?kind=external or ?kind=internal) keeps the requests of external agents (that
+// run elsewhere and ask over requestApproval, POST /approvals or a coding agent's hook) or the
+// runs of the agents Interlock runs: the API's `external` argument, on the list and the changes.
+//
 // Dates in the URL are RFC 3339 instants with their offset (from=2026-12-02T21:00:00+01:00), so
 // a shared link means the same runs in every time zone; the offset-less form of older links
 // (from=2026-12-02T21:00) is read as the reader's local time. A "to" is inclusive to the end of
@@ -24,15 +28,17 @@ const TITLE = "Interlock";
 // --max-query-complexity (10000), and each field costs one per run and per call.
 const RUN_FIELDS = `runId agentId threadId resourceId createdAt suspendedAt
       toolCalls { toolCallId toolName args requiresApproval suspendPayload interrupted expiresAt lateResult { recordedAt } }`;
-const LIST = `query Inbox($agentId: ID, $threadId: ID, $resourceId: ID, $fromDate: DateTime, $toDate: DateTime, $page: Int, $perPage: Int) {
-  suspendedRuns(agentId: $agentId, threadId: $threadId, resourceId: $resourceId, fromDate: $fromDate, toDate: $toDate, page: $page, perPage: $perPage) {
+const LIST = `query Inbox($agentId: ID, $threadId: ID, $resourceId: ID, $fromDate: DateTime, $toDate: DateTime, $page: Int, $perPage: Int, $external: Boolean) {
+  suspendedRuns(agentId: $agentId, threadId: $threadId, resourceId: $resourceId, fromDate: $fromDate, toDate: $toDate, page: $page, perPage: $perPage, external: $external) {
     total
     runs { ${RUN_FIELDS} }
   }
 }`;
-const CHANGES = `subscription Changes($agentId: ID, $threadId: ID, $resourceId: ID) {
-  suspendedRunsChanged(agentId: $agentId, threadId: $threadId, resourceId: $resourceId) { kind run { runId agentId toolCalls { toolName } } }
+const CHANGES = `subscription Changes($agentId: ID, $threadId: ID, $resourceId: ID, $external: Boolean) {
+  suspendedRunsChanged(agentId: $agentId, threadId: $threadId, resourceId: $resourceId, external: $external) { kind run { runId agentId toolCalls { toolName } } }
 }`;
+/** The kind filter's choices: the URL's value, the API's external argument, the label. */
+const KINDS = [["", null, "All agents"], ["external", true, "External (approval requests)"], ["internal", false, "Run by Interlock"]];
 const APPROVE = `mutation($id: ID!, $c: ID) { approveToolCall(runId: $id, toolCallId: $c) { status } }`;
 const DECLINE = `mutation($id: ID!, $c: ID, $r: String) { declineToolCall(runId: $id, toolCallId: $c, reason: $r) { status } }`;
 
@@ -175,11 +181,12 @@ let refocus = null; // the id of a control to focus when the view is drawn again
 export function inboxView(main, params, navigate) {
   const f = {
     agentId: params.get("agent") || "", threadId: params.get("thread") || "", resourceId: params.get("resource") || "",
+    kind: KINDS.some(([v]) => v && v === params.get("kind")) ? params.get("kind") : "",
     from: params.get("from") || "", to: params.get("to") || "",
     sort: params.get("sort") === "newest" ? "newest" : "oldest",
     page: Math.max(0, Math.floor(Number(params.get("page"))) || 0), perPage: Math.min(500, Math.max(1, Math.floor(Number(params.get("perPage"))) || 20)),
   };
-  const filtered = !!(f.agentId || f.threadId || f.resourceId || f.from || f.to);
+  const filtered = !!(f.agentId || f.threadId || f.resourceId || f.from || f.to || f.kind);
   let closed = false;
 
   // The dates of the link, read (or the message saying which is wrong and what is expected).
@@ -199,6 +206,7 @@ export function inboxView(main, params, navigate) {
   const list = el("div", { id: "inbox-list" });
   const status = el("p", { id: "inbox-status", class: "visually-hidden", role: "status" });
   const agentSelect = el("select", { id: "f-agent", name: "agent" }, el("option", { value: "" }, "All agents"));
+  const kindSelect = el("select", { id: "f-kind", name: "kind" }, KINDS.map(([v, , label]) => el("option", { value: v, selected: v === f.kind }, label)));
   const input = (id, name, label, value, type = "text", extra = {}) =>
     el("div", {}, el("label", { for: id }, label), el("input", { id, name, type, value, ...extra }));
   const dateInput = (key, label) => {
@@ -214,7 +222,7 @@ export function inboxView(main, params, navigate) {
     ev.preventDefault();
     const d = new FormData(form);
     const q = new URLSearchParams();
-    for (const k of ["agent", "thread", "resource"]) if (d.get(k)) q.set(k, d.get(k));
+    for (const k of ["agent", "kind", "thread", "resource"]) if (d.get(k)) q.set(k, d.get(k));
     // The field's local date and time, written with its offset (a to up to the end of its minute).
     for (const k of ["from", "to"]) {
       const w = d.get(k) && parseWhen(d.get(k));
@@ -227,6 +235,7 @@ export function inboxView(main, params, navigate) {
     navigate("/" + (q.toString() ? "?" + q : ""));
   } },
     el("div", {}, el("label", { for: "f-agent" }, "Agent"), agentSelect),
+    el("div", {}, el("label", { for: "f-kind" }, "Kind of agent"), kindSelect),
     input("f-thread", "thread", "Thread", f.threadId),
     input("f-resource", "resource", "Resource", f.resourceId),
     dateInput("from", "Created from"),
@@ -286,8 +295,13 @@ export function inboxView(main, params, navigate) {
     form, status, result, bar, list);
   if (refocus) { document.getElementById(refocus)?.focus(); refocus = null; }
 
-  request(`{ agents { id name } }`).then((d) => {
-    for (const a of d.agents) agentSelect.append(el("option", { value: a.id, selected: a.id === f.agentId }, a.name));
+  const externalAgents = new Set(); // ids of the agents that run elsewhere: their rows are marked
+  request(`{ agents { id name external } }`).then((d) => {
+    for (const a of d.agents) {
+      agentSelect.append(el("option", { value: a.id, selected: a.id === f.agentId }, a.name));
+      if (a.external) externalAgents.add(a.id);
+    }
+    for (const span of list.querySelectorAll("[data-agent]")) markExternal(span, externalAgents);
   }).catch(() => {});
 
   if (problems.length) {
@@ -300,7 +314,7 @@ export function inboxView(main, params, navigate) {
     agentId: f.agentId || null, threadId: f.threadId || null, resourceId: f.resourceId || null,
     fromDate: dates.from ? new Date(filterInstant(dates.from, false)).toISOString() : null,
     toDate: dates.to ? new Date(filterInstant(dates.to, true)).toISOString() : null,
-    page: f.page, perPage: f.perPage,
+    page: f.page, perPage: f.perPage, external: KINDS.find(([v]) => v === f.kind)[1],
   };
   let timer = null;
   let total = null;
@@ -339,6 +353,7 @@ export function inboxView(main, params, navigate) {
     const selected = list.querySelector("a.row[aria-current=true]")?.dataset.run;
     firstDraw = false;
     renderList(list, { total, runs: lastRuns }, f, params, filtered, picked, { onPick: paintBar, approveAll });
+    for (const span of list.querySelectorAll("[data-agent]")) markExternal(span, externalAgents);
     rememberOrder(location.search, lastRuns.map((r) => r.runId));
     const rowLinks = [...list.querySelectorAll("a.row[data-run]")];
     const again = rowLinks.find((r) => r.dataset.run === selected);
@@ -420,7 +435,7 @@ export function inboxView(main, params, navigate) {
 
   const reload = () => { clearTimeout(timer); timer = setTimeout(load, 50); };
   load();
-  const unsubscribe = subscribe(CHANGES, () => ({ agentId: vars.agentId, threadId: vars.threadId, resourceId: vars.resourceId }), {
+  const unsubscribe = subscribe(CHANGES, () => ({ agentId: vars.agentId, threadId: vars.threadId, resourceId: vars.resourceId, external: vars.external }), {
     next: (d) => { notify(d.suspendedRunsChanged); reload(); },
     error: () => {}, resync: load, // changes missed while the subscription was down
   });
@@ -430,6 +445,12 @@ export function inboxView(main, params, navigate) {
     list.querySelectorAll("[data-expires]").forEach((n) => { n.textContent = expiresIn(n.dataset.expires); });
   }, 15000);
   return () => { closed = true; unsubscribe(); clearInterval(tick); clearTimeout(timer); document.title = TITLE; };
+}
+
+/** Marks a row's agent (span[data-agent]) as external when it is one. */
+function markExternal(span, externalAgents) {
+  if (!externalAgents.has(span.dataset.agent) || span.querySelector(".badge.external")) return;
+  span.append(el("span", { class: "badge external", title: "The agent runs elsewhere: this is its request to run one tool call" }, "external"));
 }
 
 /** A desktop notification for a run that starts waiting, when allowed and the tab is hidden. */
@@ -482,7 +503,7 @@ function renderList(list, result, f, params, filtered, picked, { onPick, approve
         el("span", {}, el("span", { class: "tool" }, c.toolName || "?"), " ",
           el("span", { class: "badge SUSPENDED" }, c.requiresApproval ? (c.interrupted ? (c.lateResult ? "interrupted · it ran: see its answer" : "interrupted · approve again") : "approval") : "needs input"),
           many ? el("span", { class: "badge calls" }, `${r.toolCalls.length} calls`) : null,
-          el("span", { class: "muted block" }, r.agentId)),
+          el("span", { class: "muted block", "data-agent": r.agentId }, r.agentId)),
         el("code", { title: what }, what),
         el("span", { class: "muted" }, r.threadId ? `thread ${r.threadId}` : "no thread", el("br"), r.resourceId ? `resource ${r.resourceId}` : ""),
         el("span", {}, age,

@@ -31,7 +31,8 @@ export function newRunView(main, params, navigate) {
     error,
     el("div", { class: "actions" }, el("button", { type: "submit", class: "primary" }, "Start run")));
   main.append(el("h1", {}, "New run"), form);
-  request(`{ agents { id name description } }`).then((d) => {
-    for (const a of d.agents) agent.append(el("option", { value: a.id }, `${a.name} (${a.id})`));
+  // External agents run elsewhere: they ask for approvals (requestApproval) and are not started here.
+  request(`{ agents { id name description external } }`).then((d) => {
+    for (const a of d.agents.filter((a) => !a.external)) agent.append(el("option", { value: a.id }, `${a.name} (${a.id})`));
   }).catch((e) => { error.textContent = e.message; });
 }

@@ -6,6 +6,11 @@
 // arguments as a table (the raw JSON a click away), and the thread's earlier messages when the
 // run has a thread. Every decision says who took it and when.
 //
+// An external agent's run (an approval request: requestApproval, POST /approvals, a coding
+// agent's hook) has no model and no transcript: it shows who asked (startedBy) and the context
+// its caller sent, as safe Markdown (markdown.js: DOM nodes, never HTML; links only http(s)),
+// in place of the prompt, the final answer and the thread.
+//
 // An interrupted call (its outcome unknown: its instance stopped or lost the database, or its
 // tool's server did not answer) says whether the tool's answer was recorded late by the
 // instance that ran it, and shows that answer beside the call and beside its
@@ -26,7 +31,7 @@ import { markdown } from "./markdown.js";
 
 const LATE = `toolCallId toolName result error instanceId finishedAt recordedAt`;
 const RUN = `query Run($id: ID!) { run(runId: $id) {
-  runId agentId status threadId resourceId startedBy createdAt updatedAt suspendedAt lastEventSeq output error prompt
+  runId agentId status threadId resourceId startedBy createdAt updatedAt suspendedAt lastEventSeq output error prompt context external
   toolCalls { id toolCallId toolName args requiresApproval suspendPayload interrupted interruptedToolCallId expiresAt lateResult { ${LATE} } }
   decisions { id toolCallId toolName kind decidedBy decidedAt reason resumeData args editedArgs }
   lateResults { ${LATE} }
@@ -114,7 +119,7 @@ export function runView(main, params) {
         sentFor = null;
       }
     }
-    if (run.threadId && !threadAsked) {
+    if (run.threadId && !run.external && !threadAsked) {
       threadAsked = true;
       renderThread(thread, run).catch(() => { threadAsked = false; });
     }
@@ -347,15 +352,22 @@ function lostText(c, text) {
 
 function renderHead(head, summary, run) {
   head.replaceChildren(...[
-    el("h1", {}, "Run ", el("span", { class: `badge ${run.status}`, id: "run-status" }, run.status)),
+    el("h1", {}, run.external ? "Approval request " : "Run ", el("span", { class: `badge ${run.status}`, id: "run-status" }, run.status)),
     el("div", { class: "meta" },
-      el("span", {}, "agent ", el("strong", {}, run.agentId)),
-      run.threadId ? el("span", {}, "thread ", run.threadId) : null,
+      el("span", {}, "agent ", el("strong", {}, run.agentId), run.external ? el("span", { class: "badge external", id: "run-external", title: "The agent runs elsewhere: this run is its request to run one tool call" }, "external") : null),
+      run.threadId ? el("span", {}, run.external ? "session " : "thread ", run.threadId) : null,
       run.resourceId ? el("span", {}, "resource ", run.resourceId) : null,
-      el("span", {}, "started ", stamp(run.createdAt)),
-      run.startedBy ? el("span", { id: "run-started-by" }, "Started by ", el("strong", {}, run.startedBy)) : null,
+      el("span", {}, run.external ? "asked " : "started ", stamp(run.createdAt)),
+      run.startedBy ? el("span", { id: "run-started-by" }, run.external ? "Requested by " : "Started by ", el("strong", {}, run.startedBy)) : null,
       el("span", { class: "short" }, run.runId)),
   ].filter(Boolean));
+  if (run.external) {
+    // No prompt, transcript or final answer: what the caller said about the call, and the outcome.
+    summary.replaceChildren(el("section", { class: "card context", id: "run-context", "aria-label": "Context from the requester" },
+      el("span", { class: "kind muted" }, "context from the requester"),
+      run.context ? markdown(run.context) : el("p", { class: "muted" }, "The requester sent no context.")));
+    return;
+  }
   summary.replaceChildren(...[
     el("div", { class: "card" }, el("span", { class: "kind muted" }, "prompt"), el("p", { class: "plain-text" }, run.prompt)),
     run.status === "COMPLETED" && run.output ? el("div", { class: "card", id: "run-output" }, el("span", { class: "kind muted" }, "final answer"), markdown(run.output)) : null,
@@ -409,7 +421,7 @@ function renderPending(section, run, agents, decide, ctx) {
     const tool = findTool(agents, run.agentId, c.toolName);
     card.append(el("p", { class: "call-head" }, el("strong", {}, c.toolName), " ", el("span", { class: "muted" }, c.toolCallId),
       c.interrupted ? el("span", { class: "badge FAILED" }, " interrupted: its outcome is unknown — approve to run it again") : null,
-      c.expiresAt ? el("span", { class: "muted expires", title: when(c.expiresAt) }, ` ${expiresIn(c.expiresAt)} (at ${when(c.expiresAt)}); then the model is told the request timed out`) : null));
+      c.expiresAt ? el("span", { class: "muted expires", title: when(c.expiresAt) }, ` ${expiresIn(c.expiresAt)} (at ${when(c.expiresAt)}); then ${run.external ? "the requester is told it expired" : "the model is told the request timed out"}`) : null));
     if (tool?.description) card.append(el("p", { class: "tool-description" }, tool.description));
     if (tool?.approverRoles?.length) card.append(el("p", { class: "muted approver-roles" }, `May be decided by: ${tool.approverRoles.join(", ")} (or an admin)`));
     card.append(el("div", { class: "said-slot" }));
@@ -418,7 +430,7 @@ function renderPending(section, run, agents, decide, ctx) {
     if (c.requiresApproval) {
       card.append(el("p", { class: "muted label" }, "Arguments"), argsView(c.args, `raw-${c.toolCallId}`));
       const reasonId = `reason-${c.toolCallId}`;
-      const reason = el("input", { type: "text", id: reasonId, placeholder: "optional, the model sees it" });
+      const reason = el("input", { type: "text", id: reasonId, placeholder: run.external ? "optional, the requester sees it" : "optional, the model sees it" });
       card.append(el("div", { class: "actions" },
         el("button", { class: "approve", onclick: () => decide(`mutation($id: ID!, $c: ID) { approveToolCall(runId: $id, toolCallId: $c) { status toolCalls { toolCallId } } }`, { id: run.runId, c: c.toolCallId }, card) }, "Approve"),
         el("div", { class: "grow" }, el("label", { for: reasonId }, "Reason for declining"), reason),

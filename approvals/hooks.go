@@ -1,0 +1,203 @@
+package approvals
+
+// Coding-agent permission hooks. Claude Code's PermissionRequest hook (an HTTP hook) and Codex's
+// (a command hook that POSTs its stdin with curl) ask here before their agent runs a tool:
+//
+//	POST /hooks/claude-code/{agentId}?wait=DURATION   the hook's JSON input as the body
+//	POST /hooks/codex/{agentId}?wait=DURATION
+//
+// The body becomes an approval request of the external agent agentId (runs.RequestApproval:
+// the tool's name and input, threadId the session, a context in Markdown saying which agent
+// asks, where and what for), and the answer waits for its decision — at most wait (default
+// DefaultHookWait, the agents' default hook timeout less a margin), capped by MaxWait — then is
+// the agent's own JSON (hooks_body.go). A refusal (401, 403, 404, 400, 413, 415, 429, 503) is
+// {"error": {"code", "message"}} with its status, as /approvals answers them: both agents then
+// ask their own person, as they do when a hook fails.
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"interlock/run"
+	"interlock/runs"
+)
+
+// DefaultHookWait is how long a hook is held when it does not say (?wait=): both agents cancel a
+// hook after 600 s unless configured otherwise, and the answer must reach them before that.
+const DefaultHookWait = 600*time.Second - hookMargin
+
+// hookMargin is how much sooner than the agent's default timeout a hook is answered.
+const hookMargin = 10 * time.Second
+
+// Hooks serves /hooks/claude-code/{agentId} and /hooks/codex/{agentId}.
+type Hooks struct{ o Options }
+
+// NewHooks returns the hook endpoints of o (MaxWait caps how long a hook is held; ConsoleURL
+// is not used: the agents' answers carry no url).
+func NewHooks(o Options) *Hooks { return &Hooks{o: o.withDefaults()} }
+
+func (h *Hooks) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	rest, ok := strings.CutPrefix(r.URL.Path, "/hooks/")
+	kind, agentID, _ := strings.Cut(rest, "/")
+	a := hookAgent(kind)
+	if !ok || (a != claudeCode && a != codex) || agentID == "" || strings.Contains(agentID, "/") {
+		writeError(w, http.StatusNotFound, string(run.CodeNotFound), "not found: the hook endpoints are POST /hooks/claude-code/{agentId} and POST /hooks/codex/{agentId}, agentId an external agent")
+		return
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeError(w, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", fmt.Sprintf("%s's PermissionRequest hook POSTs its JSON input here", a.name()))
+		return
+	}
+	wait, ok := h.wait(w, r)
+	if !ok {
+		return
+	}
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+			writeError(w, http.StatusUnsupportedMediaType, string(run.CodeBadUserInput), "send the hook's input as Content-Type: application/json")
+			return
+		}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.o.MaxBodyBytes))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			writeError(w, http.StatusRequestEntityTooLarge, string(run.CodeBadUserInput), fmt.Sprintf("the hook's input is larger than %d bytes", h.o.MaxBodyBytes))
+			return
+		}
+		writeError(w, http.StatusBadRequest, string(run.CodeBadUserInput), "the hook's input could not be read")
+		return
+	}
+	req, err := parseHook(a, body)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, string(run.CodeBadUserInput), err.Error())
+		return
+	}
+	if h.o.RateFunc != nil {
+		if d := h.o.RateFunc(r.Context()); d > 0 {
+			secs := max(1, int(math.Ceil(d.Seconds())))
+			w.Header().Set("Retry-After", strconv.Itoa(secs))
+			writeError(w, http.StatusTooManyRequests, "RATE_LIMITED", fmt.Sprintf("too many requests: retry in %d seconds", secs))
+			return
+		}
+	}
+	md := req.contextMarkdown(a)
+	rn, err := h.o.Service.RequestApproval(r.Context(), runs.ApprovalParams{
+		AgentID: agentID, ToolName: req.ToolName, Args: req.ToolInput, ThreadID: req.SessionID,
+		ResourceID: r.URL.Query().Get("resourceId"), Context: md, IdempotencyKey: req.idempotencyKey(a, agentID, md),
+		KeyWhilePending: true, // a decided request is never the answer to a later call
+	})
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	start := time.Now()
+	if rn.Status == run.StatusSuspended && wait > 0 {
+		// The server's deadlines were set for a request answered at once: the read deadline goes
+		// (the body is read; a client that leaves still ends ctx), the write one moves past the wait.
+		rc := http.NewResponseController(w)
+		_ = rc.SetReadDeadline(time.Time{})
+		_ = rc.SetWriteDeadline(time.Now().Add(wait + 30*time.Second))
+		if rn, err = h.o.Service.AwaitApproval(r.Context(), rn.ID, wait); err != nil {
+			if r.Context().Err() != nil {
+				return // the agent gave up on the hook: nobody to answer
+			}
+			h.fail(w, r, err)
+			return
+		}
+	}
+	o, decided := outcomeOf(rn)
+	if !decided {
+		if time.Since(start) < wait {
+			// The wait ended early: the server is stopping. The agent asks its person instead.
+			w.Header().Set("Retry-After", strconv.Itoa(run.RetryAfter))
+			writeError(w, http.StatusServiceUnavailable, string(run.CodeUnavailable), "Interlock is stopping: the request "+rn.ID+" still waits in its inbox")
+			return
+		}
+		o = hookOutcome{kind: outcomeUndecided, waited: wait}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(o.answer(a))
+}
+
+// outcomeOf is how request rn ended, or false while it waits.
+func outcomeOf(rn *run.Run) (hookOutcome, bool) {
+	if rn.Status == run.StatusSuspended || len(rn.Decisions) == 0 {
+		return hookOutcome{}, false
+	}
+	d := rn.Decisions[len(rn.Decisions)-1]
+	o := hookOutcome{at: d.DecidedAt}
+	if d.DecidedBy != nil {
+		o.decidedBy = *d.DecidedBy
+	}
+	switch d.Kind {
+	case run.DecisionApproved:
+		o.kind = outcomeApproved
+		if d.EditedArgs != nil {
+			o.kind, o.args = outcomeEdited, d.EditedArgs
+		}
+	case run.DecisionDeclined:
+		o.kind = outcomeDeclined
+		if d.Reason != nil {
+			o.reason = *d.Reason
+		}
+	default: // EXPIRED (a request is never RESUMED)
+		o.kind = outcomeExpired
+	}
+	return o, true
+}
+
+// wait reads ?wait=: a Go duration (590s, 9m50s) or a number of seconds; absent, DefaultHookWait.
+// Longer than MaxWait is capped to it. It answers 400 itself when the value is bad.
+func (h *Hooks) wait(w http.ResponseWriter, r *http.Request) (time.Duration, bool) {
+	v := r.URL.Query().Get("wait")
+	if v == "" {
+		return min(DefaultHookWait, h.o.MaxWait), true
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		secs, serr := strconv.ParseFloat(v, 64)
+		if serr != nil || math.IsNaN(secs) || math.IsInf(secs, 0) {
+			writeError(w, http.StatusBadRequest, string(run.CodeBadUserInput), fmt.Sprintf("wait=%q is not a duration: give seconds (590) or a duration (590s, 9m50s), less than the hook's timeout", v))
+			return 0, false
+		}
+		d = time.Duration(min(secs, h.o.MaxWait.Seconds()+1) * float64(time.Second))
+	}
+	if d < 0 {
+		writeError(w, http.StatusBadRequest, string(run.CodeBadUserInput), fmt.Sprintf("wait=%q is negative", v))
+		return 0, false
+	}
+	return min(d, h.o.MaxWait), true
+}
+
+// fail answers err: an application error with its code and status, anything else as INTERNAL
+// (logged, never shown).
+func (h *Hooks) fail(w http.ResponseWriter, r *http.Request, err error) {
+	code, msg := run.CodeInternal, "internal error"
+	var app *run.Error
+	if errors.As(err, &app) {
+		code, msg = app.Code, app.Message
+	}
+	status := statusOf[code]
+	if status == 0 {
+		status = http.StatusInternalServerError
+	}
+	switch code {
+	case run.CodeInternal:
+		h.o.Logger.Error("hooks: internal error", "path", r.URL.Path, "err", err)
+		msg = "internal error"
+	case run.CodeUnavailable:
+		w.Header().Set("Retry-After", strconv.Itoa(run.RetryAfter))
+	}
+	writeError(w, status, string(code), msg)
+}

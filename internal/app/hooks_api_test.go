@@ -1,0 +1,532 @@
+package app_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"interlock/dbtest"
+	"interlock/internal/apptest"
+)
+
+const hookJWTSecret = "a-hooks-secret-of-at-least-32-bytes!"
+
+// hooksConfig: the principals (each token "token-" + subject), JWTs, and external agents that take
+// any tool name ("*"), one per outcome a test drives so that the same recorded body is a request
+// of its own on each; short's Bash expires after a second; helper is an agent Interlock runs.
+func hooksConfig(t testing.TB) string {
+	t.Helper()
+	var tokens strings.Builder
+	for _, p := range []struct{ subject, role string }{{"cc", "requester"}, {"vera", "viewer"}, {"otto", "operator"}, {"alice", "approver"}} {
+		fmt.Fprintf(&tokens, "    - {subject: %s, role: %s, sha256: %s}\n", p.subject, p.role, apptest.Sha256Hex(apptest.TokenOf(p.subject)))
+	}
+	fmt.Fprintf(&tokens, "    - {subject: scoped, role: requester, resources: [r1], sha256: %s}\n", apptest.Sha256Hex(apptest.TokenOf("scoped")))
+	var agents strings.Builder
+	for _, id := range []string{"approve", "edit", "decline", "wait", "repeat", "auth", "curl", "settings"} {
+		fmt.Fprintf(&agents, "  - {id: %s, name: Coding agents (%s), external: true, tools: ['*']}\n", id, id)
+	}
+	return `
+auth:
+  tokens:
+` + tokens.String() + `  jwt: {hs256SecretEnv: INTERLOCK_TEST_HOOK_JWT, issuer: https://idp.test/, audience: interlock}
+agents:
+` + agents.String() + `  - {id: short, name: Short, external: true, tools: [Bash]}
+  - {id: helper, name: Helper, model: {provider: demo}}
+tools:
+  - name: '*'
+    requireApproval: true
+  - name: Bash
+    requireApproval: true
+    approvalTimeout: 1s
+`
+}
+
+// eachHooksDB runs fn on a server with hooksConfig, over SQLite and over MySQL.
+func eachHooksDB(t *testing.T, fn func(t *testing.T, s *apptest.Server)) {
+	t.Setenv("INTERLOCK_TEST_HOOK_JWT", hookJWTSecret)
+	start := func(t *testing.T, db string) *apptest.Server {
+		return apptest.Start(t, db, "--auth=on", "--config", apptest.WriteConfig(t, hooksConfig(t)))
+	}
+	t.Run("sqlite", func(t *testing.T) { fn(t, start(t, "sqlite:"+filepath.Join(t.TempDir(), "interlock.db"))) })
+	t.Run("mysql", func(t *testing.T) { fn(t, start(t, dbtest.MySQLURL(dbtest.MySQLDSN(t)))) })
+}
+
+// postHook POSTs body to path (e.g. /hooks/claude-code/approve?wait=30s) with the Authorization
+// header auth ("" for none), as the agents do: Content-Type application/json.
+func postHook(s *apptest.Server, t testing.TB, path, auth string, body []byte) apptest.HookAnswer {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, s.URL+path, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	resp, err := (&http.Client{Timeout: 60 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return apptest.HookAnswer{Status: resp.StatusCode, Header: resp.Header, Body: b}
+}
+
+// waitingRequest waits until agent's request waits for a decision and returns it.
+func waitingRequest(s *apptest.Server, t testing.TB, agent string) apptest.HookRun {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		var out struct {
+			SuspendedRuns struct{ Runs []apptest.HookRun }
+		}
+		s.MustAs(t, apptest.TokenOf("alice"), `query($a: ID) { suspendedRuns(agentId: $a) { runs { `+apptest.HookRunFields+` } } }`, map[string]any{"a": agent}, &out)
+		if len(out.SuspendedRuns.Runs) == 1 {
+			return out.SuspendedRuns.Runs[0]
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("no request of %s waits", agent)
+	return apptest.HookRun{}
+}
+
+// denyWith is the recorded deny shape of agent with its message replaced.
+func denyWith(t testing.TB, agent, message string) []byte {
+	t.Helper()
+	var v map[string]any
+	if err := json.Unmarshal(apptest.HookFixture(t, agent+"/answer-deny.json"), &v); err != nil {
+		t.Fatal(err)
+	}
+	v["hookSpecificOutput"].(map[string]any)["decision"].(map[string]any)["message"] = message
+	out, _ := json.Marshal(v)
+	return out
+}
+
+// TestHooksReplayDocumentedBodies: the recorded PermissionRequest bodies of Claude Code and Codex,
+// POSTed as the agents POST them, wait in the inbox as approval requests (the session as thread,
+// the tool's input as args, a context saying who asks where); decided over GraphQL, each hook
+// gets exactly the documented answer: allow, allow with updatedInput (Claude Code) or a deny
+// naming the edited arguments (Codex, which fails closed on updatedInput), deny with the
+// person's reason; an expired request and one nobody decided in time are denied saying so.
+func TestHooksReplayDocumentedBodies(t *testing.T) {
+	eachHooksDB(t, func(t *testing.T, s *apptest.Server) {
+		requester := "Bearer " + apptest.TokenOf("cc")
+		for _, c := range []struct {
+			agent, body, session, command string
+		}{
+			{"claude-code", "claude-code/permission-request.json", "abc123", "rm -rf node_modules"},
+			{"codex", "codex/permission-request.json", "<session-id>", "rm -f /tmp/example"},
+		} {
+			t.Run(c.agent, func(t *testing.T) {
+				body := apptest.HookFixture(t, c.body)
+				var input struct {
+					ToolInput json.RawMessage `json:"tool_input"`
+				}
+				json.Unmarshal(body, &input)
+
+				// Approved as asked.
+				held := s.PostHookAsync(t, "/hooks/"+c.agent+"/approve?wait=30s", requester, body)
+				r := waitingRequest(s, t, "approve")
+				if r.ThreadID == nil || *r.ThreadID != c.session || r.StartedBy == nil || *r.StartedBy != "cc" || r.External == nil || !*r.External ||
+					len(r.ToolCalls) != 1 || r.ToolCalls[0].ToolName != "Bash" || !apptest.SameJSONValue(t, r.ToolCalls[0].Args, input.ToolInput) {
+					t.Fatalf("the request as stored: %+v", r)
+				}
+				who := map[string]string{"claude-code": "**Claude Code** asks to run `Bash`", "codex": "**Codex** asks to run `Bash`"}[c.agent]
+				if r.Context == nil || !strings.Contains(*r.Context, who) || !strings.Contains(*r.Context, c.command) || !strings.Contains(*r.Context, "session `"+c.session+"`") {
+					t.Fatalf("the context shown to the person: %v", r.Context)
+				}
+				select {
+				case a := <-held:
+					t.Fatalf("answered before anyone decided: %d %s", a.Status, a.Body)
+				default:
+				}
+				s.MustAs(t, apptest.TokenOf("alice"), `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": r.RunID}, nil)
+				apptest.WantAnswer(t, "approved", apptest.Answered(t, held), apptest.HookFixture(t, c.agent+"/answer-allow.json"))
+
+				// Approved with edited arguments.
+				held = s.PostHookAsync(t, "/hooks/"+c.agent+"/edit?wait=30s", requester, body)
+				r = waitingRequest(s, t, "edit")
+				s.MustAs(t, apptest.TokenOf("alice"), `mutation($id: ID!, $a: JSON) { approveToolCall(runId: $id, args: $a) { status } }`,
+					map[string]any{"id": r.RunID, "a": map[string]any{"command": "npm run lint"}}, nil)
+				if c.agent == "claude-code" {
+					apptest.WantAnswer(t, "edited", apptest.Answered(t, held), apptest.HookFixture(t, "claude-code/answer-allow-updated-input.json"))
+				} else {
+					apptest.WantAnswer(t, "edited", apptest.Answered(t, held), denyWith(t, "codex",
+						`Not run as asked: alice approved this call in Interlock only with edited arguments, which Codex cannot take from a hook. The approved arguments: {"command":"npm run lint"}`))
+				}
+
+				// Declined, with a reason.
+				held = s.PostHookAsync(t, "/hooks/"+c.agent+"/decline?wait=30s", requester, body)
+				r = waitingRequest(s, t, "decline")
+				s.MustAs(t, apptest.TokenOf("alice"), `mutation($id: ID!, $r: String) { declineToolCall(runId: $id, reason: $r) { status } }`,
+					map[string]any{"id": r.RunID, "r": "Reason for denial"}, nil)
+				apptest.WantAnswer(t, "declined", apptest.Answered(t, held), apptest.HookFixture(t, c.agent+"/answer-deny.json"))
+
+				// Expired: short's Bash has an approvalTimeout of 1 s.
+				a := postHook(s, t, "/hooks/"+c.agent+"/short?wait=30s", requester, body)
+				var exp []apptest.HookRun
+				for _, r := range s.HookRequests(t, "short") {
+					if r.ThreadID != nil && *r.ThreadID == c.session {
+						exp = append(exp, r)
+					}
+				}
+				if len(exp) != 1 || len(exp[0].Decisions) != 1 || exp[0].Decisions[0].Kind != "EXPIRED" {
+					t.Fatalf("short's request: %+v, want one, expired", exp)
+				}
+				var got struct {
+					HookSpecificOutput struct{ Decision struct{ Message string } }
+				}
+				json.Unmarshal(a.Body, &got)
+				msg := got.HookSpecificOutput.Decision.Message
+				if !strings.HasPrefix(msg, "Not approved: the request expired in Interlock at ") || !strings.HasSuffix(msg, " without a decision.") {
+					t.Fatalf("expired: %s", a.Body)
+				}
+				apptest.WantAnswer(t, "expired", a, denyWith(t, c.agent, msg))
+
+				// Nobody decides within the hook's wait.
+				a = postHook(s, t, "/hooks/"+c.agent+"/wait?wait=1s", requester, body)
+				apptest.WantAnswer(t, "undecided", a, denyWith(t, c.agent, "Not approved: nobody decided in Interlock within 1s."))
+			})
+		}
+	})
+}
+
+// TestHooksRepeatedIsTheSameRequest: a hook sent again with the same body (a retry, or the agent
+// asking again in the same turn) while it waits is the same request: both are held and both get
+// its decision; once decided, the same body is a new call, asked anew (never answered from the
+// earlier decision). Another turn is a new request.
+func TestHooksRepeatedIsTheSameRequest(t *testing.T) {
+	eachHooksDB(t, func(t *testing.T, s *apptest.Server) {
+		body := apptest.HookFixture(t, "codex/permission-request.json")
+		requester := "Bearer " + apptest.TokenOf("cc")
+		first := s.PostHookAsync(t, "/hooks/codex/repeat?wait=30s", requester, body)
+		r := waitingRequest(s, t, "repeat")
+		second := s.PostHookAsync(t, "/hooks/codex/repeat?wait=30s", requester, body)
+		// Both are held before the decision: one sent after it is a new call (asked anew).
+		apptest.Until(t, "both hooks wait on the request", func() bool { return s.App.Service.Followers(r.RunID) == 2 })
+		s.MustAs(t, apptest.TokenOf("alice"), `mutation($id: ID!, $r: String) { declineToolCall(runId: $id, reason: $r) { status } }`,
+			map[string]any{"id": r.RunID, "r": "not in prod"}, nil)
+		want := denyWith(t, "codex", "not in prod")
+		apptest.WantAnswer(t, "first", apptest.Answered(t, first), want)
+		apptest.WantAnswer(t, "second", apptest.Answered(t, second), want)
+		if n := len(s.HookRequests(t, "repeat")); n != 1 {
+			t.Fatalf("%d requests stored, want 1", n)
+		}
+		undecided := denyWith(t, "codex", "Not approved: nobody decided in Interlock within 0s.")
+		apptest.WantAnswer(t, "after the decision", postHook(s, t, "/hooks/codex/repeat?wait=0", requester, body), undecided)
+		apptest.WantAnswer(t, "after the decision, again", postHook(s, t, "/hooks/codex/repeat?wait=0", requester, body), undecided)
+		if n := len(s.HookRequests(t, "repeat")); n != 2 {
+			t.Fatalf("%d requests stored after the decision, want 2 (the later call joins its own while it waits)", n)
+		}
+		other := bytes.Replace(body, []byte(`"<turn-id>"`), []byte(`"turn-2"`), 1)
+		apptest.WantAnswer(t, "another turn", postHook(s, t, "/hooks/codex/repeat?wait=0", requester, other), undecided)
+		if n := len(s.HookRequests(t, "repeat")); n != 3 {
+			t.Fatalf("%d requests stored after another turn, want 3", n)
+		}
+	})
+}
+
+// hookError is a refused hook's body.
+type hookError struct {
+	Error struct{ Code, Message string }
+}
+
+func wantRefused(t testing.TB, what string, a apptest.HookAnswer, status int, code, says string) {
+	t.Helper()
+	var e hookError
+	if err := json.Unmarshal(a.Body, &e); err != nil || a.Status != status || e.Error.Code != code || !strings.Contains(e.Error.Message, says) {
+		t.Fatalf("%s: %d %s, want %d %s saying %q", what, a.Status, a.Body, status, code, says)
+	}
+}
+
+// TestHooksCredentials: every credential over both endpoints, through the whole handler: no
+// token, a wrong one, a malformed header and an expired JWT are 401 with the bearer challenge; a
+// viewer is 403; a requester, an operator and a JWT requester are held and answered. Nothing is
+// stored for a refused hook.
+func TestHooksCredentials(t *testing.T) {
+	eachHooksDB(t, func(t *testing.T, s *apptest.Server) {
+		sign := func(sub, role string, exp time.Time) string {
+			tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"iss": "https://idp.test/", "aud": "interlock",
+				"sub": sub, "roles": role, "exp": exp.Unix()}).SignedString([]byte(hookJWTSecret))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return tok
+		}
+		for _, agent := range []string{"claude-code", "codex"} {
+			body := apptest.HookFixture(t, agent+"/permission-request.json")
+			path := "/hooks/" + agent + "/auth?wait=0"
+			before := len(s.HookRequests(t, "auth"))
+			for _, c := range []struct {
+				name, auth string
+				status     int
+				code, says string
+			}{
+				{"no token", "", 401, "UNAUTHENTICATED", ""},
+				{"a wrong token", "Bearer token-nobody", 401, "UNAUTHENTICATED", ""},
+				{"a malformed header", "Basic Y2M6c2VjcmV0", 401, "UNAUTHENTICATED", ""},
+				{"an empty bearer", "Bearer ", 401, "UNAUTHENTICATED", ""},
+				{"an expired JWT", "Bearer " + sign("jay", "requester", time.Now().Add(-time.Hour)), 401, "UNAUTHENTICATED", "expired"},
+				{"a viewer", "Bearer " + apptest.TokenOf("vera"), 403, "FORBIDDEN", "requester"},
+				{"a JWT viewer", "Bearer " + sign("vic", "viewer", time.Now().Add(time.Hour)), 403, "FORBIDDEN", ""},
+			} {
+				a := postHook(s, t, path, c.auth, body)
+				wantRefused(t, agent+": "+c.name, a, c.status, c.code, c.says)
+				if c.status == 401 && !strings.HasPrefix(a.Header.Get("WWW-Authenticate"), "Bearer") {
+					t.Fatalf("%s: %s: no bearer challenge (%v)", agent, c.name, a.Header)
+				}
+			}
+			if n := len(s.HookRequests(t, "auth")) - before; n != 0 {
+				t.Fatalf("%s: %d requests stored by refused hooks", agent, n)
+			}
+			undecided := denyWith(t, agent, "Not approved: nobody decided in Interlock within 0s.")
+			for _, c := range []struct{ name, token, subject string }{
+				{"a requester", apptest.TokenOf("cc"), "cc"},
+				{"an operator", apptest.TokenOf("otto"), "otto"},
+				{"a JWT requester", sign("jay", "requester", time.Now().Add(time.Hour)), "jay"},
+			} {
+				apptest.WantAnswer(t, agent+": "+c.name, postHook(s, t, path, "Bearer "+c.token, body), undecided)
+				found := false
+				for _, r := range s.HookRequests(t, "auth") {
+					found = found || (r.StartedBy != nil && *r.StartedBy == c.subject && strings.Contains(*r.Context, map[string]string{"codex": "Codex", "claude-code": "Claude Code"}[agent]))
+				}
+				if !found {
+					t.Fatalf("%s: no request started by %s", agent, c.subject)
+				}
+			}
+			// A requester scoped to resource r1 asks in r1 only (?resourceId=); the session's
+			// thread then belongs to r1 (a thread stays with the resource of its first run).
+			wantRefused(t, agent+": another resource", postHook(s, t, path+"&resourceId=r2", "Bearer "+apptest.TokenOf("scoped"), body), 403, "FORBIDDEN", "")
+			wantRefused(t, agent+": no resource", postHook(s, t, path, "Bearer "+apptest.TokenOf("scoped"), body), 403, "FORBIDDEN", "")
+			other := bytes.Replace(body, []byte(`"session_id": "`), []byte(`"session_id": "r1-`), 1)
+			apptest.WantAnswer(t, agent+": its resource", postHook(s, t, path+"&resourceId=r1", "Bearer "+apptest.TokenOf("scoped"), other),
+				denyWith(t, agent, "Not approved: nobody decided in Interlock within 0s."))
+		}
+	})
+}
+
+// TestHooksRefuseWhatIsNotAHook: an unknown agent is 404, an agent Interlock runs is 400 saying
+// so, a body that is not JSON or lacks a field is 400 saying which, another method is 405 and
+// another path 404 — each with nothing stored.
+func TestHooksRefuseWhatIsNotAHook(t *testing.T) {
+	eachHooksDB(t, func(t *testing.T, s *apptest.Server) {
+		cc := "Bearer " + apptest.TokenOf("cc")
+		for _, agent := range []string{"claude-code", "codex"} {
+			body := apptest.HookFixture(t, agent+"/permission-request.json")
+			wantRefused(t, agent+": unknown agent", postHook(s, t, "/hooks/"+agent+"/nope", cc, body), 404, "NOT_FOUND", `no agent with id "nope"`)
+			wantRefused(t, agent+": internal agent", postHook(s, t, "/hooks/"+agent+"/helper", cc, body), 400, "BAD_USER_INPUT", `agent "helper" runs in Interlock`)
+			for _, c := range []struct{ name, body, says string }{
+				{"not JSON", "rm -rf /", "not a JSON object"},
+				{"broken JSON", `{"session_id": "s", `, "not the JSON input"},
+				{"no tool_name", `{"session_id": "s", "hook_event_name": "PermissionRequest", "tool_input": {}}`, "no tool_name"},
+				{"no tool_input", `{"session_id": "s", "hook_event_name": "PermissionRequest", "tool_name": "Bash"}`, "no tool_input"},
+				{"no session_id", `{"hook_event_name": "PermissionRequest", "tool_name": "Bash", "tool_input": {}}`, "no session_id"},
+				{"another event", `{"session_id": "s", "hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {}}`, `hook_event_name is "PreToolUse"`},
+				{"tool_input not an object", `{"session_id": "s", "hook_event_name": "PermissionRequest", "tool_name": "Bash", "tool_input": "ls"}`, "tool_input is not a JSON object"},
+			} {
+				wantRefused(t, agent+": "+c.name, postHook(s, t, "/hooks/"+agent+"/auth", cc, []byte(c.body)), 400, "BAD_USER_INPUT", c.says)
+			}
+			req, _ := http.NewRequest(http.MethodGet, s.URL+"/hooks/"+agent+"/auth", nil)
+			req.Header.Set("Authorization", cc)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != 405 || resp.Header.Get("Allow") != "POST" {
+				t.Fatalf("%s: GET answered %d (Allow %q), want 405 POST", agent, resp.StatusCode, resp.Header.Get("Allow"))
+			}
+		}
+		wantRefused(t, "another agent kind", postHook(s, t, "/hooks/cursor/auth", cc, apptest.HookFixture(t, "codex/permission-request.json")), 404, "NOT_FOUND", "/hooks/claude-code/{agentId}")
+		wantRefused(t, "a bad wait", postHook(s, t, "/hooks/codex/auth?wait=soon", cc, apptest.HookFixture(t, "codex/permission-request.json")), 400, "BAD_USER_INPUT", `wait="soon"`)
+		for _, agent := range []string{"auth", "helper", "nope"} {
+			if n := len(s.HookRequests(t, agent)); n != 0 {
+				t.Fatalf("%d requests of %s stored", n, agent)
+			}
+		}
+	})
+}
+
+// readmeBlock is the body of the first ```lang block of README.md after the line holding marker.
+func readmeBlock(t testing.TB, marker, lang string) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(raw)
+	i := strings.Index(s, marker)
+	if i < 0 {
+		t.Fatalf("README.md has no %q", marker)
+	}
+	s = s[i:]
+	j := strings.Index(s, "```"+lang+"\n")
+	if j < 0 {
+		t.Fatalf("README.md has no ```%s block after %q", lang, marker)
+	}
+	s = s[j+len("```"+lang+"\n"):]
+	return s[:strings.Index(s, "```")]
+}
+
+// claudeHeader fills a Claude Code HTTP hook's header value as its reference says: $VAR and
+// ${VAR} take the variable's value when allowedEnvVars names it, else the empty string.
+func claudeHeader(v string, allowed []string, env map[string]string) string {
+	return hookEnvRef.ReplaceAllStringFunc(v, func(ref string) string {
+		name := strings.Trim(ref, "${}")
+		for _, a := range allowed {
+			if a == name {
+				return env[name]
+			}
+		}
+		return ""
+	})
+}
+
+var hookEnvRef = regexp.MustCompile(`\$\{[A-Za-z_][A-Za-z0-9_]*\}|\$[A-Za-z_][A-Za-z0-9_]*`)
+
+// TestHooksReadmeConfigs: the README's configuration, as written: its agent and policy serve the
+// requests; its Claude Code settings.json hook, sent as Claude Code sends an HTTP hook (the
+// header filled from allowedEnvVars), gets the allow once approved; its Codex command, run by a
+// shell with the hook's input on stdin, prints the deny with the reason, and exits 22 printing
+// nothing when Interlock refuses the token, so that Codex asks its own person.
+func TestHooksReadmeConfigs(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Fatal("the Codex hook command needs curl:", err)
+	}
+	yaml := readmeBlock(t, "**1. An external agent", "yaml")
+	yaml = strings.Replace(yaml, "<sha256 of the token>", apptest.Sha256Hex("token-ana"), 1)
+	yaml = strings.Replace(yaml, "role: requester, sha256: "+apptest.Sha256Hex("token-ana")+"}",
+		"role: requester, sha256: "+apptest.Sha256Hex("token-ana")+"}\n    - {subject: alice, role: approver, sha256: "+apptest.Sha256Hex(apptest.TokenOf("alice"))+"}", 1)
+	for _, db := range []string{"sqlite", "mysql"} {
+		t.Run(db, func(t *testing.T) {
+			url := "sqlite:" + filepath.Join(t.TempDir(), "interlock.db")
+			if db == "mysql" {
+				url = dbtest.MySQLURL(dbtest.MySQLDSN(t))
+			}
+			s := apptest.Start(t, url, "--auth=on", "--config", apptest.WriteConfig(t, yaml))
+
+			// Claude Code.
+			var settings struct {
+				Hooks map[string][]struct {
+					Matcher string
+					Hooks   []struct {
+						Type, URL      string
+						Timeout        int
+						Headers        map[string]string
+						AllowedEnvVars []string
+					}
+				}
+			}
+			if err := json.Unmarshal([]byte(readmeBlock(t, "**2. Claude Code**", "json")), &settings); err != nil {
+				t.Fatal("the README's settings.json:", err)
+			}
+			groups := settings.Hooks["PermissionRequest"]
+			if len(groups) != 1 || groups[0].Matcher != "*" || len(groups[0].Hooks) != 1 {
+				t.Fatalf("the README's PermissionRequest hooks: %+v", groups)
+			}
+			h := groups[0].Hooks[0]
+			if h.Type != "http" || h.Timeout != 600 || !strings.HasPrefix(h.URL, "http://localhost:8080/") {
+				t.Fatalf("the README's hook: %+v", h)
+			}
+			req, _ := http.NewRequest(http.MethodPost, s.URL+strings.TrimPrefix(h.URL, "http://localhost:8080"), bytes.NewReader(apptest.HookFixture(t, "claude-code/permission-request.json")))
+			req.Header.Set("Content-Type", "application/json")
+			for k, v := range h.Headers {
+				req.Header.Set(k, claudeHeader(v, h.AllowedEnvVars, map[string]string{"INTERLOCK_TOKEN": "token-ana", "HOME": "/root"}))
+			}
+			held := make(chan apptest.HookAnswer, 1)
+			go func() {
+				resp, err := (&http.Client{Timeout: time.Duration(h.Timeout) * time.Second}).Do(req)
+				if err != nil {
+					held <- apptest.HookAnswer{Status: -1, Body: []byte(err.Error())}
+					return
+				}
+				defer resp.Body.Close()
+				b, _ := io.ReadAll(resp.Body)
+				held <- apptest.HookAnswer{Status: resp.StatusCode, Header: resp.Header, Body: b}
+			}()
+			r := waitingRequest(s, t, "coding")
+			if r.StartedBy == nil || *r.StartedBy != "ana-laptop" || r.ToolCalls[0].ToolName != "Bash" {
+				t.Fatalf("the request: %+v", r)
+			}
+			s.MustAs(t, apptest.TokenOf("alice"), `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": r.RunID}, nil)
+			apptest.WantAnswer(t, "Claude Code's hook", apptest.Answered(t, held), apptest.HookFixture(t, "claude-code/answer-allow.json"))
+
+			// Codex.
+			toml := readmeBlock(t, "**3. Codex**", "toml")
+			m := regexp.MustCompile(`(?m)^command = '([^']*)'$`).FindStringSubmatch(toml)
+			if m == nil || !strings.Contains(toml, "[[hooks.PermissionRequest.hooks]]\ntype = \"command\"\n") || !strings.Contains(toml, "timeout = 600\n") {
+				t.Fatalf("the README's Codex hook:\n%s", toml)
+			}
+			codexHook := func(token string) (stdout, stderr string, code int) {
+				cmd := exec.Command("sh", "-c", m[1])
+				cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "INTERLOCK_TOKEN=" + token, "INTERLOCK_URL=" + s.URL}
+				cmd.Stdin = bytes.NewReader(apptest.HookFixture(t, "codex/permission-request.json"))
+				var out, errb bytes.Buffer
+				cmd.Stdout, cmd.Stderr = &out, &errb
+				err := cmd.Run()
+				var exit *exec.ExitError
+				if errors.As(err, &exit) {
+					return out.String(), errb.String(), exit.ExitCode()
+				} else if err != nil {
+					t.Fatal(err)
+				}
+				return out.String(), errb.String(), 0
+			}
+			type ran struct {
+				stdout, stderr string
+				code           int
+			}
+			done := make(chan ran, 1)
+			go func() {
+				o, e, c := codexHook("token-ana")
+				done <- ran{o, e, c}
+			}()
+			r = waitingRequest(s, t, "coding")
+			if !strings.Contains(*r.Context, "**Codex** asks to run `Bash` in `/path/to/cwd`") {
+				t.Fatalf("the context: %s", *r.Context)
+			}
+			s.MustAs(t, apptest.TokenOf("alice"), `mutation($id: ID!, $r: String) { declineToolCall(runId: $id, reason: $r) { status } }`,
+				map[string]any{"id": r.RunID, "r": "Reason for denial"}, nil)
+			var got ran
+			select {
+			case got = <-done:
+			case <-time.After(45 * time.Second):
+				t.Fatal("the Codex hook command did not end")
+			}
+			if got.code != 0 || !apptest.SameJSONValue(t, []byte(got.stdout), apptest.HookFixture(t, "codex/answer-deny.json")) {
+				t.Fatalf("the Codex hook command: exit %d, stdout %q, stderr %q", got.code, got.stdout, got.stderr)
+			}
+			if o, e, c := codexHook("token-wrong"); c != 22 || o != "" || !strings.Contains(e, "401") {
+				t.Fatalf("refused: exit %d, stdout %q, stderr %q; want exit 22, nothing on stdout", c, o, e)
+			}
+		})
+	}
+}
+
+// TestHooksStoppingServerLetsTheAgentAsk: a hook held when the server stops is answered 503 (the
+// agent then asks its own person), not a deny saying nobody decided; the request stays in the
+// inbox for another instance.
+func TestHooksStoppingServerLetsTheAgentAsk(t *testing.T) {
+	eachHooksDB(t, func(t *testing.T, s *apptest.Server) {
+		held := s.PostHookAsync(t, "/hooks/claude-code/wait?wait=30s", "Bearer "+apptest.TokenOf("cc"), apptest.HookFixture(t, "claude-code/permission-request.json"))
+		r := waitingRequest(s, t, "wait")
+		s.App.Service.Close()
+		a := apptest.Answered(t, held)
+		wantRefused(t, "held while stopping", a, http.StatusServiceUnavailable, "UNAVAILABLE", "Interlock is stopping: the request "+r.RunID+" still waits")
+		if a.Header.Get("Retry-After") == "" {
+			t.Fatal("no Retry-After")
+		}
+	})
+}

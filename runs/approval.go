@@ -1,0 +1,311 @@
+package runs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+
+	"interlock/agent"
+	"interlock/run"
+)
+
+// Approvals for agents that run elsewhere. An external agent (agent.Agent.External) has no
+// model: its code runs outside Interlock and asks, for one tool call at a time, whether it may
+// run it. Each request is a run of the agent, stored SUSPENDED on that one call in the
+// transaction of its events, exactly as an internal run that suspends is — so the inbox
+// (suspendedRuns, suspendedRunsChanged), webhooks, expiry, approverRoles, separation of duties
+// and the decisions (approve, edit and approve, decline) work on it unchanged. No loop runs for
+// it: a decision ends it (TOOL_CALL_APPROVED, _DECLINED or _EXPIRED, then RUN_FINISHED,
+// COMPLETED), and the caller, told the decision, runs the tool itself (with the edited
+// arguments when a person edited them).
+//
+//	requestApproval ──▶ SUSPENDED ──approve / edit / decline / expiry──▶ COMPLETED
+//	        └──(the tool needs no approval: APPROVED by the policy)──────▶ COMPLETED
+
+// ApprovalParams are the arguments of RequestApproval. Empty strings are "not given".
+type ApprovalParams struct {
+	AgentID, ToolName string
+	// Args are the arguments the caller wants to run the tool with: a JSON object, checked
+	// against the tool's inputSchema.
+	Args json.RawMessage
+	// ThreadID and ResourceID are as StartParams' (the resource scopes who sees the request).
+	// Context is Markdown shown to the person beside the call: what the agent is doing and why.
+	// IdempotencyKey makes the request safe to repeat, as StartParams' does.
+	ThreadID, ResourceID, Context, IdempotencyKey string
+	// KeyWhilePending makes IdempotencyKey name the request only while it waits: once it is
+	// decided (or expired), the same key makes a new request, which a person decides anew. For
+	// keys derived from what a call looks like rather than given per call (the coding-agent
+	// hooks: the agents send no call id, so a later call of the same command in the same
+	// session has the same key), so that one decision is never taken for a later call.
+	KeyWhilePending bool
+}
+
+// MaxContextLength is the longest context (in characters) an approval request may carry.
+const MaxContextLength = 32 * 1024
+
+// policyReason is the reason recorded with the policy's approval of a call that needs none.
+const policyReason = "approved by policy: the tool needs no approval"
+
+// RequestApproval stores an external agent's request to run one tool call: a run SUSPENDED on
+// that call (its deadline set by the tool's approvalTimeout), or, when the tool needs no
+// approval (requireApproval false, and the agent's requireToolApproval off), a run COMPLETED
+// at once with the call APPROVED by the policy (decidedBy null). Nothing is executed: the
+// caller runs the tool once approved. It returns the run as stored; startedBy is the caller's
+// subject, so that with separation of duties the caller cannot approve its own request.
+//
+// Who may call: a principal holding the requester role (requester, or operator and above), of
+// the resource it names (a scoped principal must name one of its resources).
+//
+// Errors: UNAUTHENTICATED without a principal; FORBIDDEN without the requester role, or for a
+// resource outside the principal's; NOT_FOUND for an unknown agent; BAD_USER_INPUT — with
+// nothing stored — for an agent that is not external, a tool the agent does not have, args
+// that are not a JSON object matching the tool's inputSchema (checked in canonical form,
+// agent.CanonicalJSON), a context longer than MaxContextLength, a threadId or resourceId
+// longer than 191 characters, a threadId that belongs to another resource, or an
+// idempotencyKey used before for another request. The same idempotencyKey from the same
+// principal with the same request returns the run the first one made (as it is now, decided or
+// not; with KeyWhilePending only while it waits), on any instance, for IdempotencyWindow at least.
+func (s *Service) RequestApproval(ctx context.Context, p ApprovalParams) (*run.Run, error) {
+	if err := require(ctx, run.RoleRequester, "requesting an approval"); err != nil {
+		return nil, err
+	}
+	a := s.agents.Get(p.AgentID)
+	if a == nil {
+		return nil, run.Errorf(run.CodeNotFound, "no agent with id %q", p.AgentID)
+	}
+	if !a.External {
+		return nil, run.Errorf(run.CodeBadUserInput, "agent %q runs in Interlock (it has a model): start it with startRun; approvals are requested for external agents (external: true in the config)", a.ID)
+	}
+	if p.ToolName == "" {
+		return nil, run.Errorf(run.CodeBadUserInput, "toolName must not be empty")
+	}
+	if n := utf8.RuneCountInString(p.ToolName); n > maxIDLength || !utf8.ValidString(p.ToolName) {
+		return nil, run.Errorf(run.CodeBadUserInput, "toolName is %d characters long; at most %d are allowed", n, maxIDLength)
+	}
+	tool := a.Tool(p.ToolName)
+	if tool == nil {
+		return nil, run.Errorf(run.CodeBadUserInput, "agent %q has no tool %q (its tools: %s)", a.ID, p.ToolName, toolNames(a))
+	}
+	if len(p.Args) == 0 {
+		return nil, run.Errorf(run.CodeBadUserInput, "args must be a JSON object of the tool's arguments")
+	}
+	args, err := agent.CanonicalJSON(p.Args)
+	if err != nil {
+		return nil, run.Errorf(run.CodeBadUserInput, "args: %v", err)
+	}
+	if args[0] != '{' {
+		return nil, run.Errorf(run.CodeBadUserInput, "args must be a JSON object of the tool's arguments")
+	}
+	if err := tool.ValidateInput(args); err != nil {
+		return nil, run.Errorf(run.CodeBadUserInput, "args do not match the inputSchema of %s: %v", p.ToolName, err)
+	}
+	if !utf8.ValidString(p.Context) {
+		return nil, run.Errorf(run.CodeBadUserInput, "context is not valid UTF-8")
+	}
+	if n := utf8.RuneCountInString(p.Context); n > MaxContextLength {
+		return nil, run.Errorf(run.CodeBadUserInput, "context is %d characters long; at most %d are allowed", n, MaxContextLength)
+	}
+	threadID, resourceID, reqContext := emptyToNil(&p.ThreadID), emptyToNil(&p.ResourceID), emptyToNil(&p.Context)
+	if err := authorizeResource(ctx, resourceID, "request approvals"); err != nil {
+		return nil, err
+	}
+	for name, v := range map[string]*string{"threadId": threadID, "resourceId": resourceID} {
+		if v != nil && utf8.RuneCountInString(*v) > maxIDLength {
+			return nil, run.Errorf(run.CodeBadUserInput, "%s is %d characters long; at most %d are allowed", name, utf8.RuneCountInString(*v), maxIDLength)
+		}
+	}
+	request := struct {
+		Kind, Agent, Tool string
+		Args              json.RawMessage
+		Thread, Resource  *string
+		Context           *string
+	}{"approval", a.ID, p.ToolName, args, threadID, resourceID, reqContext}
+	key, err := idempotency(ctx, emptyToNil(&p.IdempotencyKey), request)
+	if err != nil {
+		return nil, err
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return nil, fmt.Errorf("new run id: %w", err)
+	}
+	now := s.now()
+	needs := tool.RequireApproval || a.RequireToolApproval
+	snap := agent.NewRequest(p.ToolName, args, needs)
+	c := snap.Pending[0]
+	requested := run.ToolCall{ToolCallID: c.CallID(), ToolName: p.ToolName, Args: args, RequiresApproval: needs}
+	call := requested // as it waits, with its deadline
+	if needs && tool.ApprovalTimeout > 0 {
+		deadline := ms(now.Add(tool.ApprovalTimeout))
+		call.ExpiresAt = &deadline
+	}
+	r := run.Run{
+		ID: id.String(), AgentID: a.ID, ThreadID: threadID, ResourceID: resourceID, StartedBy: startedBy(ctx),
+		Context: reqContext, CreatedAt: now, UpdatedAt: now, ToolCalls: []run.ToolCall{}, Decisions: []run.Decision{},
+	}
+	ext := &ExternalRequest{Call: call, InstanceID: s.cfg.InstanceID}
+	evs := []run.Event{
+		{Type: run.EventRunStarted, Status: string(run.StatusRunning)},
+		{Type: run.EventToolCallRequested, ToolCall: &requested},
+	}
+	var encoded string
+	if needs {
+		waiting := call
+		evs = append(evs, run.Event{Type: run.EventToolCallApproval, ToolCall: &waiting},
+			run.Event{Type: run.EventRunSuspended, Status: string(run.StatusSuspended)})
+		snap.Seq = int64(len(evs))
+		if encoded, err = snap.Encode(); err != nil {
+			return nil, err
+		}
+		r.Status, r.SuspendedAt, r.ToolCalls = run.StatusSuspended, &now, []run.ToolCall{call}
+	} else {
+		reason := policyReason
+		ext.Decision = &run.Decision{RunID: r.ID, ToolCallID: call.ToolCallID, ToolName: call.ToolName, Kind: run.DecisionApproved,
+			DecidedAt: now, Reason: &reason, Args: args}
+		// No TOOL_CALL_APPROVED: nobody was asked, so no one is told (webhooks announce what
+		// waits for a person and what a person decided); the decision is on record.
+		evs = append(evs, run.Event{Type: run.EventRunFinished, Status: string(run.StatusCompleted)})
+		r.Status, r.Decisions = run.StatusCompleted, []run.Decision{*ext.Decision}
+	}
+	r.LastSeq = int64(len(evs))
+	for keyText := p.IdempotencyKey; ; {
+		err = s.store.InsertRun(ctx, NewRun{Run: r, Snapshot: encoded, Events: evs, Idempotency: key, External: ext})
+		again, ok, rerr := s.repeated(ctx, keyText, err)
+		if !ok {
+			break
+		}
+		if rerr != nil || !p.KeyWhilePending || again.Status == run.StatusSuspended {
+			return again, rerr
+		}
+		// The request of that key was decided: this one is a new request, under a key naming
+		// the one it follows (so that it is the same for every repeat of this one in turn).
+		keyText = p.IdempotencyKey + "/after/" + again.ID
+		if key, err = idempotency(ctx, &keyText, request); err != nil {
+			return nil, err
+		}
+	}
+	if errors.Is(err, ErrThreadOwned) {
+		return nil, threadOwned(*threadID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.runHub.Publish(r.ID, struct{}{})
+	if needs {
+		s.changes.Publish(changesTopic, Change{Kind: ChangeSuspended, RunID: r.ID})
+	}
+	return &r, nil
+}
+
+// AwaitApproval returns an external agent's request (a run of an external agent) once it is
+// decided, or as it is when wait passes first (SUSPENDED), or at once when wait is 0 or it is
+// decided already. It waits on the run's stream: woken at once by a decision taken on this
+// instance and within the poll interval by one taken on another (the notify loop), so it
+// needs the service started. It ends when ctx ends (the client went away), with ctx's error,
+// and when the service stops, with the run as it is.
+//
+// Who may call: a viewer (of the run's resource), or the requester who made the request.
+// Errors: UNAUTHENTICATED, FORBIDDEN as Get; NOT_FOUND for an unknown run, a run the
+// principal may not see, and a run that is not an approval request (its agent is not
+// external); BAD_USER_INPUT for a negative wait; UNAVAILABLE when storage cannot be reached.
+func (s *Service) AwaitApproval(ctx context.Context, runID string, wait time.Duration) (*run.Run, error) {
+	if wait < 0 {
+		return nil, run.Errorf(run.CodeBadUserInput, "wait must be 0 or more, not %s", wait)
+	}
+	r, err := s.request(ctx, runID)
+	if err != nil || r.Status != run.StatusSuspended || wait == 0 {
+		return r, err
+	}
+	woke := make(chan struct{}, 1)
+	// Subscribed before the run is read again, so that no decision stored meanwhile is missed;
+	// the notify loop polls the progress of every run this instance's hub has subscribers of.
+	sub := s.runHub.SubscribeFunc(runID, func() {
+		select {
+		case woke <- struct{}{}:
+		default:
+		}
+	})
+	defer sub.Close()
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		if r, err = s.request(ctx, runID); err != nil || r.Status != run.StatusSuspended {
+			if err != nil && ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return r, err
+		}
+		select {
+		case <-woke:
+		case <-timer.C:
+			return r, nil
+		case <-s.ctx.Done():
+			return r, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// request reads an approval request for AwaitApproval: a run of an external agent the
+// principal may read (Get), without its snapshot.
+func (s *Service) request(ctx context.Context, runID string) (*run.Run, error) {
+	r, err := s.Get(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	if !s.isExternal(r.AgentID) {
+		return nil, run.Errorf(run.CodeNotFound, "no approval request with id %q: run %s is not a run of an external agent", runID, runID)
+	}
+	r.Snapshot, r.LeaseOwner = nil, nil
+	return r, nil
+}
+
+// isExternal reports whether the agent of that id is an external agent this server serves.
+func (s *Service) isExternal(agentID string) bool {
+	a := s.agents.Get(agentID)
+	return a != nil && a.External
+}
+
+// IsExternal reports whether the run's agent is an external agent of this server (its runs
+// are approval requests).
+func (s *Service) IsExternal(agentID string) bool { return s.isExternal(agentID) }
+
+// finishRequest is commitDecision's end of an external agent's run: the decision is the last
+// thing it does, so after the decision's events comes RUN_FINISHED, and the run is COMPLETED.
+func finishRequest(evs []run.Event) []run.Event {
+	return append(evs, run.Event{Type: run.EventRunFinished, Status: string(run.StatusCompleted)})
+}
+
+func toolNames(a *agent.Agent) string {
+	names := make([]string, 0, len(a.Tools)+1)
+	for _, t := range a.Tools {
+		names = append(names, t.Name)
+	}
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
+}
+
+// finishExternal stores decision w (prepared by commitDecision) on an external agent's request
+// r: its events, then RUN_FINISHED, with the run COMPLETED in the same compare-and-set, and
+// only then tells subscribers. r is updated to what was stored.
+func (s *Service) finishExternal(ctx context.Context, r *run.Run, call *run.ToolCall, d agent.Decision, by string, w DecisionWrite) error {
+	w.Hold, w.Finish, w.Snapshot = false, true, ""
+	w.Events = finishRequest(decisionEvents(call, d, by, true))
+	if err := s.store.Decide(ctx, w); err != nil {
+		return err
+	}
+	s.decided(w.Kind, r.SuspendedAt, w.At) // metrics (observe hook)
+	s.runHub.Publish(r.ID, struct{}{})
+	s.changes.Publish(changesTopic, Change{Kind: ChangeLeft, RunID: r.ID})
+	r.Version, r.UpdatedAt, r.LastSeq, r.Snapshot = r.Version+1, w.At, r.LastSeq+int64(len(w.Events)), nil
+	r.Status, r.LeaseOwner, r.SuspendedAt, r.ToolCalls = run.StatusCompleted, nil, nil, []run.ToolCall{}
+	return nil
+}

@@ -1,0 +1,241 @@
+package storetest
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"interlock/notify"
+	"interlock/run"
+	"interlock/runs"
+)
+
+// requestOpts describe an external agent's approval request to insert.
+type requestOpts struct {
+	N           int
+	AgentID     string
+	ThreadID    *string
+	ResourceID  *string
+	StartedBy   *string
+	Context     *string
+	ExpiresAt   *time.Time
+	Approved    bool // by the policy: stored COMPLETED
+	Idempotency *runs.Idempotency
+}
+
+// newRequest is the NewRun of an approval request, as RequestApproval builds it.
+func (f *fixture) newRequest(o requestOpts) runs.NewRun {
+	if o.N == 0 {
+		f.n++
+		o.N = f.n
+	}
+	f.n = max(f.n, o.N)
+	if o.AgentID == "" {
+		o.AgentID = "deploy-bot"
+	}
+	created := ms(at(o.N))
+	call := run.ToolCall{ToolCallID: "tc_1", ToolName: "deploy", Args: json.RawMessage(`{"service":"api"}`), RequiresApproval: !o.Approved, ExpiresAt: o.ExpiresAt}
+	requested := call
+	requested.ExpiresAt = nil
+	r := run.Run{ID: id(o.N), AgentID: o.AgentID, ThreadID: o.ThreadID, ResourceID: o.ResourceID, StartedBy: o.StartedBy,
+		Context: o.Context, CreatedAt: created, UpdatedAt: created}
+	ext := &runs.ExternalRequest{Call: call, InstanceID: "instance-1"}
+	evs := []run.Event{{Type: run.EventRunStarted, Status: string(run.StatusRunning)}, {Type: run.EventToolCallRequested, ToolCall: &requested}}
+	snapshot := ""
+	if o.Approved {
+		reason := "approved by policy"
+		ext.Decision = &run.Decision{RunID: r.ID, ToolCallID: "tc_1", ToolName: "deploy", Kind: run.DecisionApproved, DecidedAt: created, Reason: &reason}
+		evs = append(evs, run.Event{Type: run.EventRunFinished, Status: string(run.StatusCompleted)})
+		r.Status = run.StatusCompleted
+	} else {
+		waiting := call
+		evs = append(evs, run.Event{Type: run.EventToolCallApproval, ToolCall: &waiting}, run.Event{Type: run.EventRunSuspended, Status: string(run.StatusSuspended)})
+		r.Status, r.SuspendedAt, snapshot = run.StatusSuspended, &created, `{"request":"tc_1"}`
+	}
+	r.LastSeq = int64(len(evs))
+	return runs.NewRun{Run: r, Snapshot: snapshot, Events: evs, Idempotency: o.Idempotency, External: ext}
+}
+
+// request inserts an approval request and returns it as stored.
+func (f *fixture) request(o requestOpts) *run.Run {
+	f.t.Helper()
+	n := f.newRequest(o)
+	if err := f.s.InsertRun(f.ctx, n); err != nil {
+		f.t.Fatalf("InsertRun (request) %s: %v", n.Run.ID, err)
+	}
+	return f.get(n.Run.ID)
+}
+
+// ending is the Decide that ends an approval request with a decision of kind.
+func ending(r *run.Run, kind run.DecisionKind, when time.Time) runs.DecisionWrite {
+	call := r.ToolCalls[0]
+	d := runs.DecisionWrite{RunID: r.ID, Version: r.Version, After: r.LastSeq, ToolCallID: call.ToolCallID, Kind: kind,
+		At: when, Finish: true, InstanceID: "instance-2"}
+	ev := run.Event{Type: run.EventToolCallApproved, ToolCall: &call}
+	switch kind {
+	case run.DecisionDeclined:
+		ev.Type = run.EventToolCallDeclined
+	case run.DecisionExpired:
+		ev.Type = run.EventToolCallExpired
+	}
+	d.Events = []run.Event{ev, {Type: run.EventRunFinished, Status: string(run.StatusCompleted)}}
+	return d
+}
+
+func testExternalRequest(t *testing.T, open Opener) {
+	each(t, open, "StoredSuspendedOnItsCallWithItsEvents", func(t *testing.T, f *fixture) {
+		deadline := ms(at(1).Add(30 * time.Minute))
+		r := f.request(requestOpts{N: 1, ThreadID: ptr("th-1"), ResourceID: ptr("r1"), StartedBy: ptr("bot"),
+			Context: ptr("Deploying **api**: the canary passed."), ExpiresAt: &deadline})
+		if r.Status != run.StatusSuspended || r.SuspendedAt == nil || !r.SuspendedAt.Equal(ms(at(1))) || r.LeaseOwner != nil ||
+			r.Snapshot == nil || *r.Snapshot != `{"request":"tc_1"}` || r.LastSeq != 4 {
+			t.Fatalf("stored %+v", r)
+		}
+		if r.Context == nil || *r.Context != "Deploying **api**: the canary passed." || deref(r.StartedBy) != "bot" || deref(r.ThreadID) != "th-1" {
+			t.Fatalf("context %v, startedBy %v, thread %v", r.Context, r.StartedBy, r.ThreadID)
+		}
+		if len(r.ToolCalls) != 1 || r.ToolCalls[0].ToolCallID != "tc_1" || !r.ToolCalls[0].RequiresApproval ||
+			r.ToolCalls[0].ExpiresAt == nil || !r.ToolCalls[0].ExpiresAt.Equal(deadline) {
+			t.Fatalf("calls %+v", r.ToolCalls)
+		}
+		if evs := f.events(r.ID); len(evs) != 4 || evs[2].Type != run.EventToolCallApproval || evs[3].Seq != 4 {
+			t.Fatalf("events %+v", evs)
+		}
+		list, err := f.s.ListSuspended(f.ctx, runs.ListSuspendedParams{}, 10, 0)
+		if err != nil || len(list) != 1 || list[0].ID != r.ID || list[0].Context == nil {
+			t.Fatalf("ListSuspended: %v, %v", list, err)
+		}
+		if n, err := f.s.CountSuspended(f.ctx, runs.ListSuspendedParams{}); err != nil || n != 1 {
+			t.Fatalf("CountSuspended (maintained count) = %d, %v; want 1", n, err)
+		}
+		if ch := f.changes(); len(ch) != 1 || ch[0].RunID != r.ID || ch[0].Kind != runs.ChangeSuspended {
+			t.Fatalf("changes %+v", ch)
+		}
+		due, err := f.s.DueExpiries(f.ctx, deadline, 10)
+		if err != nil || len(due) != 1 || due[0].RunID != r.ID {
+			t.Fatalf("DueExpiries at the deadline: %+v, %v", due, err)
+		}
+		if list, err := f.s.ExpiredRuns(f.ctx, 10); err != nil || len(list) != 0 {
+			t.Fatalf("a request is never recovered: ExpiredRuns %+v, %v", list, err)
+		}
+	})
+
+	each(t, open, "ADecisionEndsIt", func(t *testing.T, f *fixture) {
+		for i, kind := range []run.DecisionKind{run.DecisionApproved, run.DecisionDeclined} {
+			r := f.request(requestOpts{N: i + 1})
+			d := ending(r, kind, at(9))
+			d.DecidedBy, d.Reason = ptr("sam"), ptr("because")
+			if kind == run.DecisionApproved {
+				d.EditedArgs = json.RawMessage(`{"service":"web"}`)
+			}
+			if err := f.s.Decide(f.ctx, d); err != nil {
+				t.Fatalf("Decide %s: %v", kind, err)
+			}
+			got := f.get(r.ID)
+			if got.Status != run.StatusCompleted || got.Snapshot != nil || got.SuspendedAt != nil || got.LeaseOwner != nil ||
+				len(got.ToolCalls) != 0 || got.LastSeq != 6 || got.Version != r.Version+1 {
+				t.Fatalf("%s: stored %+v", kind, got)
+			}
+			if len(got.Decisions) != 1 || got.Decisions[0].Kind != kind || deref(got.Decisions[0].DecidedBy) != "sam" ||
+				deref(got.Decisions[0].Reason) != "because" {
+				t.Fatalf("%s: decisions %+v", kind, got.Decisions)
+			}
+			if kind == run.DecisionApproved && string(got.Decisions[0].EditedArgs) != `{"service":"web"}` {
+				t.Fatalf("edited args %s", got.Decisions[0].EditedArgs)
+			}
+			if evs := f.events(r.ID); evs[5].Type != run.EventRunFinished {
+				t.Fatalf("%s: events %+v", kind, evs)
+			}
+			wantStale(t, "a second decision", f.s.Decide(f.ctx, ending(r, run.DecisionDeclined, at(10))))
+		}
+		if n, err := f.s.CountSuspended(f.ctx, runs.ListSuspendedParams{}); err != nil || n != 0 {
+			t.Fatalf("CountSuspended after the decisions = %d, %v; want 0", n, err)
+		}
+		if list, _, err := f.s.ListRecent(f.ctx, runs.RecentParams{Statuses: []run.Status{run.StatusCompleted}, PerPage: 10}); err != nil || len(list) != 2 {
+			t.Fatalf("history: %d runs, %v; want 2", len(list), err)
+		}
+	})
+
+	each(t, open, "AnExpiryEndsIt", func(t *testing.T, f *fixture) {
+		deadline := ms(at(1).Add(time.Minute))
+		r := f.request(requestOpts{N: 1, ExpiresAt: &deadline})
+		wantStale(t, "an expiry before the deadline", f.s.Decide(f.ctx, ending(r, run.DecisionExpired, at(30))))
+		if err := f.s.Decide(f.ctx, ending(r, run.DecisionExpired, deadline)); err != nil {
+			t.Fatal(err)
+		}
+		if got := f.get(r.ID); got.Status != run.StatusCompleted || got.Decisions[0].Kind != run.DecisionExpired {
+			t.Fatalf("stored %s %+v", got.Status, got.Decisions)
+		}
+	})
+
+	each(t, open, "ApprovedByThePolicy", func(t *testing.T, f *fixture) {
+		r := f.request(requestOpts{N: 1, Approved: true})
+		if r.Status != run.StatusCompleted || r.Snapshot != nil || r.SuspendedAt != nil || len(r.ToolCalls) != 0 || r.LastSeq != 3 {
+			t.Fatalf("stored %+v", r)
+		}
+		if len(r.Decisions) != 1 || r.Decisions[0].Kind != run.DecisionApproved || r.Decisions[0].DecidedBy != nil ||
+			deref(r.Decisions[0].Reason) != "approved by policy" || !r.Decisions[0].DecidedAt.Equal(ms(at(1))) {
+			t.Fatalf("decisions %+v", r.Decisions)
+		}
+		if n, _ := f.s.CountSuspended(f.ctx, runs.ListSuspendedParams{}); n != 0 {
+			t.Fatal("counted as suspended")
+		}
+		if ch := f.changes(); len(ch) != 0 {
+			t.Fatalf("changes %+v: it never entered the suspended set", ch)
+		}
+	})
+
+	each(t, open, "ClaimsTheKeyAndTheThread", func(t *testing.T, f *fixture) {
+		key := &runs.Idempotency{KeyHash: "k1", RequestHash: "q1"}
+		first := f.request(requestOpts{N: 1, ThreadID: ptr("th"), ResourceID: ptr("r1"), Idempotency: key})
+		var dup *runs.DuplicateRequest
+		err := f.s.InsertRun(f.ctx, f.newRequest(requestOpts{N: 2, Idempotency: key}))
+		if !errors.As(err, &dup) || dup.RunID != first.ID || !dup.SameRequest {
+			t.Fatalf("the same key again: %v", err)
+		}
+		err = f.s.InsertRun(f.ctx, f.newRequest(requestOpts{N: 3, Idempotency: &runs.Idempotency{KeyHash: "k1", RequestHash: "q2"}}))
+		if !errors.As(err, &dup) || dup.SameRequest {
+			t.Fatalf("the key with another request: %v", err)
+		}
+		err = f.s.InsertRun(f.ctx, f.newRequest(requestOpts{N: 4, ThreadID: ptr("th"), ResourceID: ptr("r2"), Idempotency: &runs.Idempotency{KeyHash: "k2", RequestHash: "q"}}))
+		if !errors.Is(err, runs.ErrThreadOwned) {
+			t.Fatalf("another resource's thread: %v", err)
+		}
+		for _, n := range []int{2, 3, 4} {
+			if got, err := f.s.GetRun(f.ctx, id(n)); err != nil || got != nil {
+				t.Fatalf("refused request %d stored: %v, %v", n, got, err)
+			}
+		}
+		// The key the refused thread claim took was given back: it may be used again.
+		if r := f.request(requestOpts{N: 5, Idempotency: &runs.Idempotency{KeyHash: "k2", RequestHash: "q"}}); r.ID != id(5) {
+			t.Fatal("k2 stayed claimed")
+		}
+		if n, _ := f.s.CountSuspended(f.ctx, runs.ListSuspendedParams{}); n != 2 {
+			t.Fatalf("%d suspended, want 2", n)
+		}
+	})
+
+	withOutbox(t, open, "AnnouncedToWebhooks", []notify.Target{all}, func(t *testing.T, f *fixture, ob notify.Store) {
+		r := f.request(requestOpts{N: 1})
+		wantSummary(t, "after the request", summary(t, f.deliveries(ob, r.ID)), "all approval_requested approval PENDING")
+		d := ending(r, run.DecisionDeclined, at(5))
+		d.DecidedBy = ptr("sam")
+		if err := f.s.Decide(f.ctx, d); err != nil {
+			t.Fatal(err)
+		}
+		wantSummary(t, "after the decline", summary(t, f.deliveries(ob, r.ID)),
+			"all approval_requested approval PENDING", "all decided declined PENDING")
+		approved := f.request(requestOpts{N: 2, Approved: true})
+		if got := f.deliveries(ob, approved.ID); len(got) != 0 {
+			t.Fatalf("a request approved by the policy announced %v", summary(t, got))
+		}
+	})
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
