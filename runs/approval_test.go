@@ -478,3 +478,21 @@ func TestARequesterReadsOnlyItsRequests(t *testing.T) {
 		wantCode(t, err, run.CodeNotFound)
 	})
 }
+
+// TestADecisionOnARunWhoseAgentIsGoneIsRefused: a request whose agent is no longer in the
+// config is not decided — CONFLICT naming the agent, not an internal error — and stays waiting.
+func TestADecisionOnARunWhoseAgentIsGoneIsRefused(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		r := request(t, externalSetup(t, db, runs.Config{}), bg(), runs.ApprovalParams{})
+		now := setupWith(t, db, runs.Config{}, setupOpts{agents: []*agent.Agent{}})
+		_, err := now.svc.Approve(as("sam", nil, run.RoleAdmin), runs.DecideParams{RunID: r.ID})
+		wantCode(t, err, run.CodeConflict)
+		if !strings.Contains(err.Error(), `"deploy-bot"`) {
+			t.Fatalf("the refusal does not name the agent: %v", err)
+		}
+		if got, _ := now.svc.Get(bg(), r.ID); got.Status != run.StatusSuspended || len(got.Decisions) != 0 {
+			t.Fatalf("run %s with %d decisions, want it still waiting", got.Status, len(got.Decisions))
+		}
+	})
+}

@@ -122,7 +122,9 @@ func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) 
 	}
 	a := s.agents.Get(r.AgentID)
 	if a == nil {
-		return nil, fmt.Errorf("run %s: agent %q is not served by this instance", r.ID, r.AgentID)
+		// Its approver roles and tools are the agent's: without them nothing can be checked or
+		// continued, so nothing is decided (a rolling deploy's other instances may serve it).
+		return nil, run.Errorf(run.CodeConflict, "run %s belongs to agent %q, which this server's config does not have: it can be decided where the agent is served, or once it is back in the config", r.ID, r.AgentID)
 	}
 	if err := s.authorizeDecision(ctx, target, r, call.ToolName, a.Tool(call.ToolName), d); err != nil {
 		return nil, err
