@@ -50,13 +50,8 @@ func TestMain(m *testing.M) {
 
 // browser gives the test a fresh browser context in the shared Chromium (Debian's, headless),
 // or skips (fails under CI=true) when there is none. Tabs opened from it share its cookies.
-//
-// With -short (the race detector's run) the browser tests are skipped: they run in the full suite.
 func browser(t *testing.T) context.Context {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("-short: the browser tests run in the full suite")
-	}
 	path, err := exec.LookPath("chromium")
 	if err != nil {
 		if os.Getenv("CI") == "true" {

@@ -42,9 +42,6 @@ func TestApolloExample(t *testing.T) {
 // nodeTools finds node and npm, or skips the test (fails it under CI=true): the Apollo example
 // and the clients of testdata/wire.
 func nodeTools(t *testing.T) (node, npm string) {
-	if testing.Short() {
-		t.Skip("-short: the Node clients run in the full suite")
-	}
 	t.Helper()
 	node, errNode := exec.LookPath("node")
 	npm, errNpm := exec.LookPath("npm")
