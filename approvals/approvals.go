@@ -273,27 +273,33 @@ func (h *Handler) runURL(r *http.Request, runID string) string {
 	return notify.RunURL(base, runID)
 }
 
-// wait reads the wait parameter: a Go duration (30s, 10m) or a number of seconds; absent, 0.
-// Longer than MaxWait is capped to it. It answers 400 itself when the value is bad.
+// wait reads the wait parameter of /approvals; absent, 0 (parseWait).
 func (h *Handler) wait(w http.ResponseWriter, r *http.Request) (time.Duration, bool) {
+	return parseWait(w, r, 0, h.o.MaxWait, "30 or 30s, 10m")
+}
+
+// parseWait reads ?wait=: a Go duration or a number of seconds (examples, for the error
+// message); absent, def. Longer than maxWait is capped to it. It answers 400 itself when the
+// value is bad (not a number, NaN, infinite, negative).
+func parseWait(w http.ResponseWriter, r *http.Request, def, maxWait time.Duration, examples string) (time.Duration, bool) {
 	v := r.URL.Query().Get("wait")
 	if v == "" {
-		return 0, true
+		return min(def, maxWait), true
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil {
 		secs, serr := strconv.ParseFloat(v, 64)
 		if serr != nil || math.IsNaN(secs) || math.IsInf(secs, 0) {
-			writeError(w, http.StatusBadRequest, string(run.CodeBadUserInput), fmt.Sprintf("wait=%q is not a duration: give seconds (30) or a duration (30s, 10m)", v))
+			writeError(w, http.StatusBadRequest, string(run.CodeBadUserInput), fmt.Sprintf("wait=%q is not a duration: give seconds or a duration (%s)", v, examples))
 			return 0, false
 		}
-		d = time.Duration(min(secs, h.o.MaxWait.Seconds()+1) * float64(time.Second))
+		d = time.Duration(min(secs, maxWait.Seconds()+1) * float64(time.Second))
 	}
 	if d < 0 {
 		writeError(w, http.StatusBadRequest, string(run.CodeBadUserInput), fmt.Sprintf("wait=%q is negative", v))
 		return 0, false
 	}
-	return min(d, h.o.MaxWait), true
+	return min(d, maxWait), true
 }
 
 // decode reads a POST's body: a JSON object of Request's fields, nothing else. It returns the

@@ -157,27 +157,9 @@ func outcomeOf(rn *run.Run) (hookOutcome, bool) {
 	return o, true
 }
 
-// wait reads ?wait=: a Go duration (590s, 9m50s) or a number of seconds; absent, DefaultHookWait.
-// Longer than MaxWait is capped to it. It answers 400 itself when the value is bad.
+// wait reads ?wait= (parseWait); absent, DefaultHookWait. Keep it under the hook's timeout.
 func (h *Hooks) wait(w http.ResponseWriter, r *http.Request) (time.Duration, bool) {
-	v := r.URL.Query().Get("wait")
-	if v == "" {
-		return min(DefaultHookWait, h.o.MaxWait), true
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil {
-		secs, serr := strconv.ParseFloat(v, 64)
-		if serr != nil || math.IsNaN(secs) || math.IsInf(secs, 0) {
-			writeError(w, http.StatusBadRequest, string(run.CodeBadUserInput), fmt.Sprintf("wait=%q is not a duration: give seconds (590) or a duration (590s, 9m50s), less than the hook's timeout", v))
-			return 0, false
-		}
-		d = time.Duration(min(secs, h.o.MaxWait.Seconds()+1) * float64(time.Second))
-	}
-	if d < 0 {
-		writeError(w, http.StatusBadRequest, string(run.CodeBadUserInput), fmt.Sprintf("wait=%q is negative", v))
-		return 0, false
-	}
-	return min(d, h.o.MaxWait), true
+	return parseWait(w, r, DefaultHookWait, h.o.MaxWait, "590 or 590s, 9m50s, less than the hook's timeout")
 }
 
 // fail answers err: an application error with its code and status, anything else as INTERNAL
