@@ -23,10 +23,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
-	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -153,18 +151,8 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		writeError(w, http.StatusUnsupportedMediaType, string(run.CodeBadUserInput), "send the request as Content-Type: application/json")
-		return
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.o.MaxBodyBytes))
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			writeError(w, http.StatusRequestEntityTooLarge, string(run.CodeBadUserInput), fmt.Sprintf("the request body is larger than %d bytes", h.o.MaxBodyBytes))
-			return
-		}
-		writeError(w, http.StatusBadRequest, string(run.CodeBadUserInput), "the request body could not be read")
+	body, ok := h.o.readJSON(w, r, "the request", true)
+	if !ok {
 		return
 	}
 	req, msg := decode(body)
@@ -172,20 +160,15 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, string(run.CodeBadUserInput), msg)
 		return
 	}
-	if h.o.RateFunc != nil {
-		if d := h.o.RateFunc(r.Context()); d > 0 {
-			secs := max(1, int(math.Ceil(d.Seconds())))
-			w.Header().Set("Retry-After", strconv.Itoa(secs))
-			writeError(w, http.StatusTooManyRequests, CodeRateLimited, fmt.Sprintf("too many requests: retry in %d seconds (with the same idempotencyKey)", secs))
-			return
-		}
+	if h.o.rateLimited(w, r, " (with the same idempotencyKey)") {
+		return
 	}
 	rn, err := h.o.Service.RequestApproval(r.Context(), runs.ApprovalParams{
 		AgentID: req.AgentID, ToolName: req.ToolName, Args: req.Args, ThreadID: req.ThreadID,
 		ResourceID: req.ResourceID, Context: req.Context, IdempotencyKey: req.IdempotencyKey,
 	})
 	if err != nil {
-		h.fail(w, r, err)
+		h.o.fail(w, r, err)
 		return
 	}
 	h.answer(w, r, rn.ID, rn, wait)
@@ -217,7 +200,7 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, runID string, r
 			if r.Context().Err() != nil {
 				return // the client went away: nobody to answer
 			}
-			h.fail(w, r, err)
+			h.o.fail(w, r, err)
 			return
 		}
 	}
@@ -373,28 +356,6 @@ func checkFields(body []byte) string {
 		}
 	}
 	return ""
-}
-
-// fail answers err: an application error with its code and status, anything else as INTERNAL
-// (logged, never shown).
-func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
-	code, msg := run.CodeInternal, "internal error"
-	var app *run.Error
-	if errors.As(err, &app) {
-		code, msg = app.Code, app.Message // the application's words, never what it wraps
-	}
-	status := statusOf[code]
-	if status == 0 {
-		status = http.StatusInternalServerError
-	}
-	switch code {
-	case run.CodeInternal:
-		h.o.Logger.Error("approvals: internal error", "method", r.Method, "path", r.URL.Path, "err", err)
-		msg = "internal error"
-	case run.CodeUnavailable:
-		w.Header().Set("Retry-After", strconv.Itoa(run.RetryAfter))
-	}
-	writeError(w, status, string(code), msg)
 }
 
 var statusOf = map[run.Code]int{

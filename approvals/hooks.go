@@ -15,11 +15,7 @@ package approvals
 // ask their own person, as they do when a hook fails.
 
 import (
-	"errors"
 	"fmt"
-	"io"
-	"math"
-	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -61,20 +57,8 @@ func (h *Hooks) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
-			writeError(w, http.StatusUnsupportedMediaType, string(run.CodeBadUserInput), "send the hook's input as Content-Type: application/json")
-			return
-		}
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.o.MaxBodyBytes))
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			writeError(w, http.StatusRequestEntityTooLarge, string(run.CodeBadUserInput), fmt.Sprintf("the hook's input is larger than %d bytes", h.o.MaxBodyBytes))
-			return
-		}
-		writeError(w, http.StatusBadRequest, string(run.CodeBadUserInput), "the hook's input could not be read")
+	body, ok := h.o.readJSON(w, r, "the hook's input", false)
+	if !ok {
 		return
 	}
 	req, err := parseHook(a, body)
@@ -82,13 +66,8 @@ func (h *Hooks) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, string(run.CodeBadUserInput), err.Error())
 		return
 	}
-	if h.o.RateFunc != nil {
-		if d := h.o.RateFunc(r.Context()); d > 0 {
-			secs := max(1, int(math.Ceil(d.Seconds())))
-			w.Header().Set("Retry-After", strconv.Itoa(secs))
-			writeError(w, http.StatusTooManyRequests, "RATE_LIMITED", fmt.Sprintf("too many requests: retry in %d seconds", secs))
-			return
-		}
+	if h.o.rateLimited(w, r, "") {
+		return
 	}
 	md := req.contextMarkdown(a)
 	rn, err := h.o.Service.RequestApproval(r.Context(), runs.ApprovalParams{
@@ -97,7 +76,7 @@ func (h *Hooks) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		KeyWhilePending: true, // a decided request is never the answer to a later call
 	})
 	if err != nil {
-		h.fail(w, r, err)
+		h.o.fail(w, r, err)
 		return
 	}
 	start := time.Now()
@@ -111,7 +90,7 @@ func (h *Hooks) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if r.Context().Err() != nil {
 				return // the agent gave up on the hook: nobody to answer
 			}
-			h.fail(w, r, err)
+			h.o.fail(w, r, err)
 			return
 		}
 	}
@@ -160,26 +139,4 @@ func outcomeOf(rn *run.Run) (hookOutcome, bool) {
 // wait reads ?wait= (parseWait); absent, DefaultHookWait. Keep it under the hook's timeout.
 func (h *Hooks) wait(w http.ResponseWriter, r *http.Request) (time.Duration, bool) {
 	return parseWait(w, r, DefaultHookWait, h.o.MaxWait, "590 or 590s, 9m50s, less than the hook's timeout")
-}
-
-// fail answers err: an application error with its code and status, anything else as INTERNAL
-// (logged, never shown).
-func (h *Hooks) fail(w http.ResponseWriter, r *http.Request, err error) {
-	code, msg := run.CodeInternal, "internal error"
-	var app *run.Error
-	if errors.As(err, &app) {
-		code, msg = app.Code, app.Message
-	}
-	status := statusOf[code]
-	if status == 0 {
-		status = http.StatusInternalServerError
-	}
-	switch code {
-	case run.CodeInternal:
-		h.o.Logger.Error("hooks: internal error", "path", r.URL.Path, "err", err)
-		msg = "internal error"
-	case run.CodeUnavailable:
-		w.Header().Set("Retry-After", strconv.Itoa(run.RetryAfter))
-	}
-	writeError(w, status, string(code), msg)
 }

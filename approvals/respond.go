@@ -1,0 +1,77 @@
+package approvals
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"mime"
+	"net/http"
+	"strconv"
+
+	"interlock/run"
+)
+
+// What /approvals and the hooks do alike before and after asking the run service.
+
+// readJSON reads a POST's body, what it is ("the request", "the hook's input") naming it in
+// the errors: 415 unless its Content-Type is application/json (an absent one passes unless
+// typeRequired), 413 above MaxBodyBytes, 400 when it cannot be read. It answers the error
+// itself and returns false then.
+func (o Options) readJSON(w http.ResponseWriter, r *http.Request, what string, typeRequired bool) ([]byte, bool) {
+	if ct := r.Header.Get("Content-Type"); ct != "" || typeRequired {
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+			writeError(w, http.StatusUnsupportedMediaType, string(run.CodeBadUserInput), "send "+what+" as Content-Type: application/json")
+			return nil, false
+		}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, o.MaxBodyBytes))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			writeError(w, http.StatusRequestEntityTooLarge, string(run.CodeBadUserInput), fmt.Sprintf("%s is larger than %d bytes", what, o.MaxBodyBytes))
+			return nil, false
+		}
+		writeError(w, http.StatusBadRequest, string(run.CodeBadUserInput), what+" could not be read")
+		return nil, false
+	}
+	return body, true
+}
+
+// rateLimited answers 429 with Retry-After, and returns true, when the client of r is over its
+// mutation rate (RateFunc); hint is added to the message (how to retry).
+func (o Options) rateLimited(w http.ResponseWriter, r *http.Request, hint string) bool {
+	if o.RateFunc == nil {
+		return false
+	}
+	d := o.RateFunc(r.Context())
+	if d <= 0 {
+		return false
+	}
+	secs := max(1, int(math.Ceil(d.Seconds())))
+	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	writeError(w, http.StatusTooManyRequests, CodeRateLimited, fmt.Sprintf("too many requests: retry in %d seconds%s", secs, hint))
+	return true
+}
+
+// fail answers err: an application error with its code and status, anything else as INTERNAL
+// (logged, never shown).
+func (o Options) fail(w http.ResponseWriter, r *http.Request, err error) {
+	code, msg := run.CodeInternal, "internal error"
+	var app *run.Error
+	if errors.As(err, &app) {
+		code, msg = app.Code, app.Message // the application's words, never what it wraps
+	}
+	status := statusOf[code]
+	if status == 0 {
+		status = http.StatusInternalServerError
+	}
+	switch code {
+	case run.CodeInternal:
+		o.Logger.Error("approvals: internal error", "method", r.Method, "path", r.URL.Path, "err", err)
+		msg = "internal error"
+	case run.CodeUnavailable:
+		w.Header().Set("Retry-After", strconv.Itoa(run.RetryAfter))
+	}
+	writeError(w, status, string(code), msg)
+}
