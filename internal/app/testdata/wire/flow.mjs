@@ -26,6 +26,31 @@ export function withTimeout(promise, what) {
   ]);
 }
 
+// subscriber turns a graphql-ws or graphql-sse client (both take a sink of next, error and
+// complete) into the subscribe function above.
+export function subscriber(client) {
+  return (query, variables, onNext) => {
+    let stop;
+    const done = new Promise((resolve, reject) => {
+      stop = client.subscribe(
+        { query, variables },
+        {
+          next: (r) => {
+            try {
+              onNext(r);
+            } catch (err) {
+              reject(err);
+            }
+          },
+          error: reject,
+          complete: resolve,
+        },
+      );
+    });
+    return { done, stop };
+  };
+}
+
 export function check(ok, message) {
   if (!ok) throw new Error(message);
 }

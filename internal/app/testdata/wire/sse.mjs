@@ -7,7 +7,7 @@
 //
 // Prints "sse: OK" and exits 0 when every step checked out; exits 1 naming the step otherwise.
 import { createClient } from 'graphql-sse';
-import { base, token, check, demoFlow, withTimeout } from './flow.mjs';
+import { base, token, check, demoFlow, subscriber, withTimeout } from './flow.mjs';
 
 function clientFor(singleConnection) {
   return createClient({
@@ -27,26 +27,7 @@ function adapter(client) {
         return r.value;
       });
     },
-    subscribe: (query, variables, onNext) => {
-      let stop;
-      const done = new Promise((resolve, reject) => {
-        stop = client.subscribe(
-          { query, variables },
-          {
-            next: (r) => {
-              try {
-                onNext(r);
-              } catch (err) {
-                reject(err);
-              }
-            },
-            error: reject,
-            complete: resolve,
-          },
-        );
-      });
-      return { done, stop };
-    },
+    subscribe: subscriber(client),
   };
 }
 

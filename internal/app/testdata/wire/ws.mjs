@@ -7,7 +7,7 @@
 // Prints "ws: OK" and exits 0 when every step checked out; exits 1 naming the step otherwise.
 import { createClient } from 'graphql-ws';
 import WebSocket from 'ws';
-import { base, token, check, demoFlow, withTimeout } from './flow.mjs';
+import { base, token, check, demoFlow, subscriber, withTimeout } from './flow.mjs';
 
 function clientWith(authorization, on) {
   return createClient({
@@ -20,26 +20,7 @@ function clientWith(authorization, on) {
 }
 
 function adapter(client) {
-  const subscribe = (query, variables, onNext) => {
-    let stop;
-    const done = new Promise((resolve, reject) => {
-      stop = client.subscribe(
-        { query, variables },
-        {
-          next: (r) => {
-            try {
-              onNext(r);
-            } catch (err) {
-              reject(err);
-            }
-          },
-          error: reject,
-          complete: resolve,
-        },
-      );
-    });
-    return { done, stop };
-  };
+  const subscribe = subscriber(client);
   return {
     subscribe,
     execute: (query, variables) => {
