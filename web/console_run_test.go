@@ -100,7 +100,7 @@ func textModel(t *testing.T) *httptest.Server {
 		w.Header().Set("Content-Type", "text/event-stream")
 		send := func(delta any) {
 			b, _ := json.Marshal(delta)
-			fmt.Fprintf(w, "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":%s,\"finish_reason\":null}]}\n\n", b)
+			apptest.SendChunk(w, string(b))
 		}
 		if body.Messages[len(body.Messages)-1].Role == "tool" {
 			send(map[string]any{"role": "assistant", "content": "Refunded.\nThe receipt is on its way."})

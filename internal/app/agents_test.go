@@ -250,7 +250,7 @@ func countingModel(t *testing.T) *httptest.Server {
 		var body struct{ Messages []json.RawMessage }
 		json.NewDecoder(r.Body).Decode(&body)
 		w.Header().Set("Content-Type", "text/event-stream")
-		fmt.Fprintf(w, "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"saw %d\"},\"finish_reason\":null}]}\n\n", len(body.Messages))
+		apptest.SendChunk(w, fmt.Sprintf(`{"role":"assistant","content":"saw %d"}`, len(body.Messages)))
 		io.WriteString(w, "data: [DONE]\n\n")
 	}))
 	t.Cleanup(s.Close)

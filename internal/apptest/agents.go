@@ -24,9 +24,7 @@ func FakeModel(t *testing.T, tool string) *httptest.Server {
 		}
 		json.NewDecoder(r.Body).Decode(&body)
 		w.Header().Set("Content-Type", "text/event-stream")
-		send := func(delta string) {
-			fmt.Fprintf(w, "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":%s,\"finish_reason\":null}]}\n\n", delta)
-		}
+		send := func(delta string) { SendChunk(w, delta) }
 		last := body.Messages[len(body.Messages)-1]
 		if last.Role == "tool" {
 			content, _ := json.Marshal(fmt.Sprint("Done: ", last.Content))
@@ -39,6 +37,13 @@ func FakeModel(t *testing.T, tool string) *httptest.Server {
 	}))
 	t.Cleanup(s.Close)
 	return s
+}
+
+// SendChunk writes one streamed chat completions chunk (a server-sent event) whose choice
+// carries delta, a JSON object such as {"role":"assistant","content":"Hi"}. A fake model ends
+// its stream with "data: [DONE]".
+func SendChunk(w io.Writer, delta string) {
+	fmt.Fprintf(w, "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":%s,\"finish_reason\":null}]}\n\n", delta)
 }
 
 // RefundEndpoint is the HTTP tool's backend: it records each call.

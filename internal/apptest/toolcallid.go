@@ -36,9 +36,7 @@ func ScriptedModel(t *testing.T, steps ...[]ScriptedCall) *httptest.Server {
 			}
 		}
 		w.Header().Set("Content-Type", "text/event-stream")
-		send := func(delta string) {
-			fmt.Fprintf(w, "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":%s,\"finish_reason\":null}]}\n\n", delta)
-		}
+		send := func(delta string) { SendChunk(w, delta) }
 		if step < len(steps) {
 			var calls []string
 			for i, c := range steps[step] {
