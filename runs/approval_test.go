@@ -496,3 +496,49 @@ func TestADecisionOnARunWhoseAgentIsGoneIsRefused(t *testing.T) {
 		}
 	})
 }
+
+// TestARequestCutOffFromTheDatabaseIsStoredOnceOnRetry: an approval request whose database
+// connections are cut while it is stored is refused UNAVAILABLE (a retry can help), stores
+// nothing half-written, and its retry with the same idempotency key stores it once; a request
+// whose database stops answering mid-call and whose caller gives up is stored at most once
+// when the caller sends it again (MariaDB through a proxy the test controls).
+func TestARequestCutOffFromTheDatabaseIsStoredOnceOnRetry(t *testing.T) {
+	t.Parallel()
+	direct, proxied, proxy := cutOffPair(t)
+	f := setupWith(t, proxied, runs.Config{}, setupOpts{agents: externalAgents()})
+	t.Cleanup(proxy.restore)
+	bot := as("bot", nil, run.RoleRequester)
+	p := runs.ApprovalParams{AgentID: "deploy-bot", ToolName: "deploy", Args: deployArgs, IdempotencyKey: "cut-1"}
+
+	proxy.cut(true)
+	_, err := f.svc.RequestApproval(bot, p)
+	wantCode(t, err, run.CodeUnavailable)
+	if n := countRuns(t, direct); n != 0 {
+		t.Fatalf("%d runs stored by a refused request", n)
+	}
+	proxy.restore()
+	first := request(t, f, bot, p)
+	if again := request(t, f, bot, p); again.ID != first.ID {
+		t.Fatalf("the retry made run %s, not %s", again.ID, first.ID)
+	}
+
+	p.IdempotencyKey = "frozen-1"
+	proxy.freeze()
+	ctx, cancel := context.WithTimeout(bot, 500*time.Millisecond)
+	_, err = f.svc.RequestApproval(ctx, p)
+	cancel()
+	if err == nil {
+		t.Fatal("a request stored while nothing answered")
+	}
+	proxy.restore()
+	second := request(t, f, bot, p)
+	if again := request(t, f, bot, p); again.ID != second.ID || second.ID == first.ID {
+		t.Fatalf("the retries made runs %s and %s", second.ID, again.ID)
+	}
+	if n := countRuns(t, direct); n != 2 {
+		t.Fatalf("%d runs stored for two requests", n)
+	}
+	if got, _ := f.svc.Get(bg(), second.ID); got.Status != run.StatusSuspended || len(got.ToolCalls) != 1 {
+		t.Fatalf("the request is %s with %d calls", got.Status, len(got.ToolCalls))
+	}
+}
