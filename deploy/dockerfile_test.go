@@ -5,12 +5,13 @@ import (
 	"debug/elf"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"interlock/internal/proctest"
 )
 
 // There is no Docker engine where the tests run, so these tests read the Dockerfile and
@@ -231,9 +232,13 @@ const testVersion = "9.8.7-test"
 // TestDockerBuildCommandMakesAStaticBinary runs the Dockerfile's own build command here (with
 // VERSION=9.8.7-test) and checks that the binary needs no dynamic loader or shared library, as
 // a distroless static base requires, and that `interlock version` prints the build argument.
+// The command compiles the whole tree again (CGO_ENABLED=0 -trimpath is a build configuration of
+// its own), so -short, the README's test command, leaves it to a step of its own (.ci/run's
+// "rebuild"). graph's TestGeneratedCodeIsCurrent builds in the same configuration and shares
+// the compiled packages.
 func TestDockerBuildCommandMakesAStaticBinary(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds the server")
+		t.Skip("-short: compiles the whole tree again as the Dockerfile does (.ci/run's step \"rebuild\")")
 	}
 	words := dockerBuildCommand(t)
 	out := filepath.Join(t.TempDir(), "interlock")
@@ -251,7 +256,7 @@ func TestDockerBuildCommandMakesAStaticBinary(t *testing.T) {
 			args = append(args, w)
 		}
 	}
-	cmd := exec.Command(args[0], args[1:]...)
+	cmd := proctest.Command(t, args[0], args[1:]...)
 	cmd.Env = append(os.Environ(), env...)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%s: %v\n%s", strings.Join(words, " "), err, b)
@@ -269,7 +274,7 @@ func TestDockerBuildCommandMakesAStaticBinary(t *testing.T) {
 	if libs, err := f.ImportedLibraries(); err != nil || len(libs) > 0 {
 		t.Errorf("the binary links shared libraries %v (%v)", libs, err)
 	}
-	v, err := exec.Command(out, "version").Output()
+	v, err := proctest.Command(t, out, "version").Output()
 	if err != nil || !strings.HasPrefix(string(v), "interlock "+testVersion+" (go") {
 		t.Errorf("interlock version = %q, %v; want the VERSION build argument %s", v, err, testVersion)
 	}
@@ -396,7 +401,7 @@ func TestDockerIgnoreKeepsTheContextSmallButComplete(t *testing.T) {
 		}
 	}
 
-	out, err := exec.Command("go", "list", "-json=ImportPath,Dir,GoFiles,EmbedFiles", "./...").Output()
+	out, err := proctest.Command(t, "go", "list", "-json=ImportPath,Dir,GoFiles,EmbedFiles", "./...").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}

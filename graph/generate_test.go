@@ -4,17 +4,20 @@ import (
 	"bytes"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"interlock/internal/proctest"
 )
 
 // TestGeneratedCodeIsCurrent regenerates graph/ from schema.graphqls in a copy of the module and
 // fails when the committed generated code differs: run `go generate ./...` and commit.
+// gqlgen type-checks the module, which compiles the whole tree again, so -short, the README's
+// test command, leaves it to a step of its own (.ci/run's "rebuild").
 func TestGeneratedCodeIsCurrent(t *testing.T) {
 	if testing.Short() {
-		t.Skip("regenerating takes a while")
+		t.Skip("-short: compiles the whole tree again to type-check it (.ci/run's step \"rebuild\")")
 	}
 	dir := t.TempDir()
 	const root = ".." // the module: gqlgen.yml, schema.graphqls and the packages it reads
@@ -45,13 +48,15 @@ func TestGeneratedCodeIsCurrent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("go", "tool", "gqlgen", "generate")
+	cmd := proctest.Command(t, "go", "tool", "gqlgen", "generate")
 	cmd.Dir = dir
 	// gqlgen type-checks the module's packages from export data that `go list` compiles. The
 	// compiler's cache key holds a package's directory, which is new for every copy, so each run
 	// compiled them all again (3 of the test's 4 s); with -trimpath it does not, and the copy of
 	// the previous run serves. The generated code does not depend on where the copy is.
-	cmd.Env = append(os.Environ(), "GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -trimpath"))
+	// CGO_ENABLED=0 with -trimpath is the Dockerfile's configuration: deploy's
+	// TestDockerBuildCommandMakesAStaticBinary compiles the same packages, once for both.
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -trimpath"))
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("gqlgen generate: %v\n%s", err, out)
 	}

@@ -60,14 +60,13 @@ func browser(t *testing.T) context.Context {
 		t.Skip("chromium not installed")
 	}
 	chromium.once.Do(func() {
-		dir, err := os.MkdirTemp("", "interlock-chromium-")
-		if err != nil {
-			chromium.err = err
-			return
-		}
+		// No UserDataDir: in a profile directory of its own making, chromedp kills, when the
+		// browser ends, every process still using that directory (Chromium's zygote and
+		// helpers), then removes it. Should the test binary die first, the kernel kills the
+		// browser (chromedp starts it with Pdeathsig).
 		opts := []chromedp.ExecAllocatorOption{
 			chromedp.ExecPath(path), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
-			chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(dir), chromedp.WindowSize(1200, 900),
+			chromedp.NoDefaultBrowserCheck, chromedp.WindowSize(1200, 900),
 			chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
 			chromedp.Flag("disable-sync", true), chromedp.Flag("disable-quic", true),
 			// Tests run side by side, each in a window of its own: none of them is in the
@@ -79,7 +78,7 @@ func browser(t *testing.T) context.Context {
 		alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 		ctx, cancel := chromedp.NewContext(alloc)
 		chromium.ctx = ctx
-		chromium.cancel = func() { cancel(); cancelAlloc(); os.RemoveAll(dir) }
+		chromium.cancel = func() { cancel(); cancelAlloc() }
 		chromium.err = chromedp.Do(ctx)
 	})
 	if chromium.err != nil {

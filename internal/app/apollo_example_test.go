@@ -2,7 +2,6 @@ package app_test
 
 import (
 	"bytes"
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -10,10 +9,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"interlock/dbtest"
 	"interlock/internal/apptest"
+	"interlock/internal/proctest"
 )
 
 // apolloDir is the Apollo Client example, a Node program with its own package-lock.json.
@@ -57,14 +56,14 @@ func nodeTools(t *testing.T) (node, npm string) {
 // npmCI installs the example's locked packages unless node_modules holds that lock already.
 func npmCI(t *testing.T, npm string) {
 	t.Helper()
-	if err := npmCIIn(npm, apolloDir); err != nil {
+	if err := npmCIIn(t, npm, apolloDir); err != nil {
 		t.Fatal(err)
 	}
 }
 
 // npmCIIn installs the locked packages of the Node project in dir unless its node_modules
 // holds that lock already.
-func npmCIIn(npm, dir string) error {
+func npmCIIn(t testing.TB, npm, dir string) error {
 	lock, err := os.ReadFile(filepath.Join(dir, "package-lock.json"))
 	if err != nil {
 		return fmt.Errorf("%s has no package-lock.json: %w", dir, err)
@@ -74,9 +73,7 @@ func npmCIIn(npm, dir string) error {
 	if got, err := os.ReadFile(stamp); err == nil && string(got) == want {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund")
+	cmd := proctest.Command(t, npm, "ci", "--no-audit", "--no-fund")
 	cmd.Dir = dir
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("npm ci in %s: %w\n%s", dir, err, out)
@@ -120,9 +117,7 @@ func runApolloExample(t *testing.T, node, db string) {
 // apolloExample runs the example against url with token and returns what it printed.
 func apolloExample(t *testing.T, node, url, token string) ([]byte, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "demo.js")
+	cmd := proctest.Command(t, node, "demo.js")
 	cmd.Dir = apolloDir
 	cmd.Env = append(os.Environ(), "INTERLOCK_URL="+url, "INTERLOCK_TOKEN="+token)
 	var out bytes.Buffer

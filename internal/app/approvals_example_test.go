@@ -2,7 +2,6 @@ package app_test
 
 import (
 	"bytes"
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"interlock/internal/apptest"
+	"interlock/internal/proctest"
 )
 
 // approvalsExampleDir holds the README's askPerson() helpers (section "Approvals for agents that
@@ -38,10 +38,10 @@ func TestApprovalsExamples(t *testing.T) {
 
 	t.Run("typescript", func(t *testing.T) {
 		node, npm := nodeTools(t)
-		if err := npmCIIn(npm, approvalsExampleDir); err != nil {
+		if err := npmCIIn(t, npm, approvalsExampleDir); err != nil {
 			t.Fatal(err)
 		}
-		tsc := exec.Command(node, filepath.Join(approvalsExampleDir, "node_modules", "typescript", "bin", "tsc"), "-p", approvalsExampleDir)
+		tsc := proctest.Command(t, node, filepath.Join(approvalsExampleDir, "node_modules", "typescript", "bin", "tsc"), "-p", approvalsExampleDir)
 		if out, err := tsc.CombinedOutput(); err != nil {
 			t.Fatalf("tsc: %v\n%s", err, out)
 		}
@@ -72,9 +72,7 @@ func lookTool(t *testing.T, name string) string {
 // it exits, which it must do with status 0.
 func runExample(t *testing.T, s *apptest.Server, env []string, decide func(t *testing.T, runID string), command ...string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, command[0], command[1:]...)
+	cmd := proctest.Command(t, command[0], command[1:]...)
 	cmd.Env = env
 	var out apptest.SyncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out

@@ -411,7 +411,7 @@ func TestApprovalsGraphQLMutation(t *testing.T) {
 		ws := apptest.DialAs(t, s.URL, "graphql-transport-ws", apptest.TokenOf("vera"))
 		ext := ws.Subscribe(`subscription { suspendedRunsChanged(external: true) { kind run { runId external } } }`, nil)
 		internal := ws.Subscribe(`subscription { suspendedRunsChanged(external: false) { kind run { runId } } }`, nil)
-		time.Sleep(100 * time.Millisecond) // the subscriptions are set up (nothing to wait on: they are quiet)
+		s.WaitWatchers(t, 2) // both subscriptions are live: the request below is news to them
 		const mutation = `mutation($input: ApprovalRequestInput!) { requestApproval(input: $input) { runId status startedBy context toolCalls { toolName args expiresAt } } }`
 		input := deployRequest(map[string]any{"context": "why", "idempotencyKey": "k-1", "threadId": "session-1"})
 		var out struct {

@@ -19,6 +19,7 @@ import (
 	"interlock/dbtest"
 	"interlock/internal/app"
 	"interlock/internal/apptest"
+	"interlock/internal/proctest"
 )
 
 // cliResult is what one run of the real binary printed and how it exited.
@@ -33,9 +34,9 @@ type cliResult struct {
 func runCLI(t *testing.T, env []string, args ...string) cliResult {
 	t.Helper()
 	bin := apptest.Binary(t) // built before the deadline starts: a build on a busy machine is no hang
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd := proctest.CommandContext(ctx, t, bin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

@@ -19,6 +19,7 @@ import (
 
 	"interlock/dbtest"
 	"interlock/internal/apptest"
+	"interlock/internal/proctest"
 )
 
 const hookJWTSecret = "a-hooks-secret-of-at-least-32-bytes!"
@@ -470,7 +471,7 @@ func TestHooksReadmeConfigs(t *testing.T) {
 				t.Fatalf("the README's Codex hook:\n%s", toml)
 			}
 			codexHook := func(token string) (stdout, stderr string, code int) {
-				cmd := exec.Command("sh", "-c", m[1])
+				cmd := proctest.Command(t, "sh", "-c", m[1])
 				cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "INTERLOCK_TOKEN=" + token, "INTERLOCK_URL=" + s.URL}
 				cmd.Stdin = bytes.NewReader(apptest.HookFixture(t, "codex/permission-request.json"))
 				var out, errb bytes.Buffer

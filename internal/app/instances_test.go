@@ -2,9 +2,14 @@ package app_test
 
 import (
 	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -88,13 +93,26 @@ func TestHundredApprovalsOverTwoInstancesRunTheToolOnce(t *testing.T) {
 	}
 }
 
+// TestKilledInstanceRunsAreRecovered: 20 runs whose approved tool calls are executing on
+// instance A when A is killed -9 are recovered by B as interrupted calls waiting for a person,
+// and run once more each when approved on B. The tool is an HTTP endpoint of the test's that
+// holds every call until A is gone: the test kills A once all 20 calls are executing there,
+// however long the approvals took to send (with a built-in tool of a fixed 3 s, a busy machine
+// finished the first calls before the last approval, and they were not interrupted).
 func TestKilledInstanceRunsAreRecovered(t *testing.T) {
 	t.Parallel()
-	a, b := twoInstances(t, "--lease-ttl", "2s")
+	tool := newHeldTool(t)
+	model := "agents:\n  - id: slow\n    model: {provider: demo}\n    tools: [slow_task]\n"
+	config := apptest.WriteConfig(t, model+`tools:
+  - name: slow_task
+    inputSchema: {type: object, properties: {seconds: {type: number}}, required: [seconds]}
+    http: {url: `+tool.URL+`, timeout: 10m}
+`)
+	a, b := twoInstances(t, "--lease-ttl", "2s", "--config", config)
 	const n = 20
 	ids := make([]string, n)
 	for i := range ids {
-		ids[i] = a.StartRun(t, "run a slow task for 3 seconds", map[string]any{"requireToolApproval": true, "threadId": "kill"}).RunID
+		ids[i] = a.StartRun(t, "run a slow task", map[string]any{"agentId": "slow", "requireToolApproval": true, "threadId": "kill"}).RunID
 	}
 	waitTotal(t, a, "kill", n, false)
 	approve := `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`
@@ -102,7 +120,9 @@ func TestKilledInstanceRunsAreRecovered(t *testing.T) {
 		var out struct{ ApproveToolCall apptest.Run }
 		a.Must(t, approve, map[string]any{"id": id}, &out)
 	}
-	waitEvent(t, a, ids, "TOOL_CALL_APPROVED") // every slow_task is executing on A now
+	apptest.Eventually(t, func() bool { return tool.executing.Load() == n }, func() string {
+		return fmt.Sprintf("%d of %d approved calls executing at the tool", tool.executing.Load(), n)
+	})
 	a.Kill9(t)
 	runs := waitTotal(t, b, "kill", n, true)
 	for _, r := range runs {
@@ -111,6 +131,7 @@ func TestKilledInstanceRunsAreRecovered(t *testing.T) {
 			t.Fatalf("recovered run %s waits on %+v", r.RunID, tc)
 		}
 	}
+	close(tool.release) // the calls B makes now are answered at once
 	for _, id := range ids {
 		var out struct{ ApproveToolCall apptest.Run }
 		b.Must(t, approve, map[string]any{"id": id}, &out)
@@ -132,6 +153,40 @@ func TestKilledInstanceRunsAreRecovered(t *testing.T) {
 			t.Fatalf("run %s: %d results, %d interruptions, ends with %s", id, results, interrupted, evs[len(evs)-1].Type)
 		}
 	}
+	if got := tool.calls.Load(); got != 2*n {
+		t.Fatalf("the tool was called %d times, want %d (once on A, once more on B)", got, 2*n)
+	}
+}
+
+// heldTool is an HTTP tool that holds each call until release closes (or its caller goes
+// away), counting the calls it holds.
+type heldTool struct {
+	*httptest.Server
+	release          chan struct{}
+	calls, executing atomic.Int32
+}
+
+func newHeldTool(t *testing.T) *heldTool {
+	h := &heldTool{release: make(chan struct{})}
+	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.calls.Add(1)
+		h.executing.Add(1)
+		defer h.executing.Add(-1)
+		select {
+		case <-h.release:
+			io.WriteString(w, `{"result": {"done": true}}`)
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(func() {
+		select {
+		case <-h.release:
+		default:
+			close(h.release) // a failed test's calls end too
+		}
+		h.Close()
+	})
+	return h
 }
 
 // waitTotal waits until suspendedRuns of the thread lists n runs (all interrupted, if asked).
@@ -160,16 +215,6 @@ func waitTotal(t *testing.T, s *apptest.Proc, thread string, n int, interrupted 
 			t.Fatalf("suspendedRuns(threadId: %s) = %d runs, want %d (interrupted %v)", thread, out.SuspendedRuns.Total, n, interrupted)
 		}
 		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// waitEvent follows each run until it has an event of the type.
-func waitEvent(t *testing.T, s *apptest.Proc, ids []string, typ string) {
-	t.Helper()
-	for _, id := range ids {
-		ws := apptest.DialWS(t, s.URL, "graphql-transport-ws")
-		apptest.Follow(t, ws, ws.Subscribe(apptest.EventsQuery, map[string]any{"runId": id}), apptest.IsType(typ))
-		ws.Conn.CloseNow()
 	}
 }
 

@@ -2,16 +2,14 @@ package app_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"interlock/internal/apptest"
+	"interlock/internal/proctest"
 )
 
 // wireDir is a Node project of third-party clients and conformance suites, with its own
@@ -24,8 +22,8 @@ var (
 )
 
 // installWire installs wireDir's locked packages, once for every test of the package.
-func installWire(npm string) error {
-	wireOnce.Do(func() { wireErr = npmCIIn(npm, wireDir) })
+func installWire(t testing.TB, npm string) error {
+	wireOnce.Do(func() { wireErr = npmCIIn(t, npm, wireDir) })
 	return wireErr
 }
 
@@ -34,12 +32,10 @@ func installWire(npm string) error {
 func runWire(t *testing.T, s *apptest.Server, token, script string) string {
 	t.Helper()
 	node, npm := nodeTools(t)
-	if err := installWire(npm); err != nil {
+	if err := installWire(t, npm); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, script)
+	cmd := proctest.Command(t, node, script)
 	cmd.Dir = wireDir
 	cmd.Env = append(os.Environ(), "INTERLOCK_URL="+s.URL, "INTERLOCK_TOKEN="+token)
 	var out bytes.Buffer

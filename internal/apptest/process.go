@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"interlock/internal/proctest"
 )
 
 var build struct {
@@ -22,12 +24,12 @@ var build struct {
 
 // Binary builds the server once per test process and returns its path.
 //
-// With -short (the race detector's run: it cannot see into another process) tests that run the
-// binary are skipped.
+// Under the race detector tests that run the binary are skipped: the detector cannot see into
+// another process, and the run without it covers them.
 func Binary(t testing.TB) string {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("-short: tests of the server as a process run in the full suite")
+	if raceEnabled {
+		t.Skip("-race: tests of the server as a process run without the race detector")
 	}
 	build.once.Do(func() {
 		dir, err := os.MkdirTemp("", "interlock-bin-")
@@ -36,7 +38,7 @@ func Binary(t testing.TB) string {
 			return
 		}
 		build.path = filepath.Join(dir, "interlock")
-		out, err := exec.Command("go", "build", "-o", build.path, RepoRoot).CombinedOutput()
+		out, err := proctest.Command(t, "go", "build", "-o", build.path, RepoRoot).CombinedOutput()
 		if err != nil {
 			build.err = fmt.Errorf("go build: %v\n%s", err, out)
 		}
@@ -69,12 +71,12 @@ func FreePort(t testing.TB) int {
 }
 
 // StartProc starts the built server on a free port over db, authentication off unless args
-// turn it on, and waits until it answers /healthz. The test's end kills it; its output is
-// logged when the test failed.
+// turn it on, and waits until it answers /healthz. The test's end kills it (proctest.Command);
+// its output is logged when the test failed.
 func StartProc(t testing.TB, db string, args ...string) *Proc {
 	t.Helper()
 	addr := fmt.Sprintf("127.0.0.1:%d", FreePort(t))
-	cmd := exec.Command(Binary(t), append([]string{"--auth=off", "--addr", addr, "--db", db}, args...)...)
+	cmd := proctest.Command(t, Binary(t), append([]string{"--auth=off", "--addr", addr, "--db", db}, args...)...)
 	p := &Proc{Server: &Server{URL: "http://" + addr}, cmd: cmd, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = &p.out, &p.out
 	if err := cmd.Start(); err != nil {
