@@ -407,8 +407,8 @@ func TestHooksReadmeConfigs(t *testing.T) {
 	}
 	yaml := readmeBlock(t, "**1. An external agent", "yaml")
 	yaml = strings.Replace(yaml, "<sha256 of the token>", apptest.Sha256Hex("token-ana"), 1)
-	yaml = strings.Replace(yaml, "role: requester, sha256: "+apptest.Sha256Hex("token-ana")+"}",
-		"role: requester, sha256: "+apptest.Sha256Hex("token-ana")+"}\n    - {subject: alice, role: approver, sha256: "+apptest.Sha256Hex(apptest.TokenOf("alice"))+"}", 1)
+	yaml = strings.Replace(yaml, "role: requester, sha256: "+apptest.Sha256Hex("token-ana")+", agents: [coding]}",
+		"role: requester, sha256: "+apptest.Sha256Hex("token-ana")+", agents: [coding]}\n    - {subject: alice, role: approver, sha256: "+apptest.Sha256Hex(apptest.TokenOf("alice"))+"}", 1)
 	for _, db := range []string{"sqlite", "mysql"} {
 		t.Run(db, func(t *testing.T) {
 			url := "sqlite:" + filepath.Join(t.TempDir(), "interlock.db")
