@@ -186,7 +186,10 @@ func TestReviewConcurrentKeyAcrossInstances(t *testing.T) {
 // are alike NOT_FOUND, over SSE and both WebSocket subprotocols), and decides nothing (approve,
 // edit, decline, resume) on its own request or another's.
 func TestReviewRequesterSeesOnlyItsOwnAndDecidesNothing(t *testing.T) {
-	s := approvalsServer(t, "sqlite:"+t.TempDir()+"/interlock.db")
+	eachApprovalsDB(t, func(t *testing.T, s *apptest.Server) { requesterSeesOnlyItsOwn(t, s) })
+}
+
+func requesterSeesOnlyItsOwn(t *testing.T, s *apptest.Server) {
 	mine := ask(t, s, "bot", "0", deployRequest(nil))
 	theirs := ask(t, s, "other-bot", "0", deployRequest(nil))
 	var started struct{ StartRun struct{ RunID string } }

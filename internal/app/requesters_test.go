@@ -15,6 +15,7 @@ import (
 
 	"interlock/dbtest"
 	"interlock/internal/apptest"
+	"interlock/notify"
 )
 
 // requestersYAML is the approvals config with requesters bound to agents: laptop (a static
@@ -401,4 +402,43 @@ func TestGetOfAnInternalRunIsPlainNotFound(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestConsoleURLForEveryLink: --console-url is the base of every link the server gives — the
+// url of /approvals' answers and the webhooks' run links — over notifications.consoleURL, which
+// is the base of both without it.
+func TestConsoleURLForEveryLink(t *testing.T) {
+	t.Setenv("INTERLOCK_TEST_WEBHOOK_SECRET", notifySecret)
+	for _, c := range []struct {
+		name, base string
+		args       []string
+	}{
+		{"--console-url", "https://interlock.example.com", []string{"--console-url", "https://interlock.example.com"}},
+		{"notifications.consoleURL", "https://console.example/interlock", nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := newReceiver(t)
+			file := apptest.WriteConfig(t, approvalsYAML()+notifySection(r.URL, "", ""))
+			s := apptest.Start(t, "sqlite:"+t.TempDir()+"/interlock.db", append([]string{"--auth=on", "--config", file}, c.args...)...)
+			got := ask(t, s, "bot", "0", deployRequest(nil))
+			want := c.base + "/?run=" + got.RunID
+			if got.URL != want {
+				t.Errorf("/approvals' url: %q, want %q", got.URL, want)
+			}
+			var e notify.Event
+			apptest.Until(t, "the approval_requested event delivered", func() bool {
+				_, last := r.delivered()
+				for _, ev := range last {
+					if ev.Type == notify.ApprovalRequested {
+						e = ev
+						return true
+					}
+				}
+				return false
+			})
+			if e.URL != want {
+				t.Errorf("the webhook's url: %q, want %q", e.URL, want)
+			}
+		})
+	}
 }
