@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -418,13 +419,21 @@ func readmeHooksConfig(t testing.TB) string {
 }
 
 // readmeCodexHook is the README's Codex hook block and its command, checked for the shape the
-// README's words rely on: a PermissionRequest command hook with a 600 s timeout.
+// README's words rely on: a PermissionRequest command hook with a 600 s timeout, whose curl
+// gives up before it (Codex kills a hook at its timeout, and a killed hook decides nothing).
 func readmeCodexHook(t testing.TB) (toml, command string) {
 	t.Helper()
 	toml = readmeBlock(t, "**3. Codex**", "toml")
 	m := regexp.MustCompile(`(?m)^command = '([^']*)'$`).FindStringSubmatch(toml)
 	if m == nil || !strings.Contains(toml, "[[hooks.PermissionRequest.hooks]]\ntype = \"command\"\n") || !strings.Contains(toml, "timeout = 600\n") {
 		t.Fatalf("the README's Codex hook:\n%s", toml)
+	}
+	maxTime := regexp.MustCompile(`--max-time (\d+) `).FindStringSubmatch(m[1])
+	if maxTime == nil {
+		t.Fatalf("the README's Codex hook gives curl no --max-time: %s", m[1])
+	}
+	if n, _ := strconv.Atoi(maxTime[1]); n >= 600 {
+		t.Fatalf("the README's Codex hook: curl's --max-time %d is not under the hook's timeout (600)", n)
 	}
 	return toml, m[1]
 }
