@@ -110,7 +110,7 @@ func (h *Hooks) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// The answer says nobody decided: the request ends first, in the decision's
 		// compare-and-set, so that nobody approves afterwards a call the agent was told was
 		// not approved. A decision taken first stands, and is the answer.
-		ended, abandoned, err := h.abandon(r, rn.ID, a, fmt.Sprintf("its hook's wait of %s ended before anyone decided", wait.Round(time.Second)))
+		ended, abandoned, err := h.abandon(r, rn.ID, a, fmt.Sprintf("its hook's wait of %s ended before anyone decided", wait.Round(time.Millisecond)))
 		if err != nil {
 			h.o.fail(w, r, err)
 			return

@@ -34,7 +34,7 @@ func hooksConfig(t testing.TB) string {
 	}
 	fmt.Fprintf(&tokens, "    - {subject: scoped, role: requester, resources: [r1], sha256: %s}\n", apptest.Sha256Hex(apptest.TokenOf("scoped")))
 	var agents strings.Builder
-	for _, id := range []string{"approve", "edit", "decline", "wait", "repeat", "auth", "curl", "settings"} {
+	for _, id := range []string{"approve", "edit", "decline", "wait", "repeat", "auth", "curl", "settings", "ends", "gone", "race", "many"} {
 		fmt.Fprintf(&agents, "  - {id: %s, name: Coding agents (%s), external: true, tools: ['*']}\n", id, id)
 	}
 	return `
@@ -227,13 +227,15 @@ func TestHooksRepeatedIsTheSameRequest(t *testing.T) {
 		undecided := denyWith(t, "codex", "Not approved: nobody decided in Interlock within 0s.")
 		apptest.WantAnswer(t, "after the decision", postHook(s, t, "/hooks/codex/repeat?wait=0", requester, body), undecided)
 		apptest.WantAnswer(t, "after the decision, again", postHook(s, t, "/hooks/codex/repeat?wait=0", requester, body), undecided)
-		if n := len(s.HookRequests(t, "repeat")); n != 2 {
-			t.Fatalf("%d requests stored after the decision, want 2 (the later call joins its own while it waits)", n)
+		// Each of those stopped waiting at once (wait=0), which ended its request: the next
+		// one is a request of its own again.
+		if n := len(s.HookRequests(t, "repeat")); n != 3 {
+			t.Fatalf("%d requests stored after the decision, want 3 (a later call joins its own only while it waits)", n)
 		}
 		other := bytes.Replace(body, []byte(`"<turn-id>"`), []byte(`"turn-2"`), 1)
 		apptest.WantAnswer(t, "another turn", postHook(s, t, "/hooks/codex/repeat?wait=0", requester, other), undecided)
-		if n := len(s.HookRequests(t, "repeat")); n != 3 {
-			t.Fatalf("%d requests stored after another turn, want 3", n)
+		if n := len(s.HookRequests(t, "repeat")); n != 4 {
+			t.Fatalf("%d requests stored after another turn, want 4", n)
 		}
 	})
 }
