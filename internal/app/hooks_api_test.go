@@ -320,8 +320,9 @@ func TestHooksCredentials(t *testing.T) {
 }
 
 // TestHooksRefuseWhatIsNotAHook: an unknown agent is 404, an agent Interlock runs is 400 saying
-// so, a body that is not JSON or lacks a field is 400 saying which, another method is 405 and
-// another path 404 — each with nothing stored.
+// so, a body that is not JSON, lacks a field, or names one twice or in another case (a key twice
+// at any depth of tool_input) is 400 saying which, another method is 405 and another path 404 —
+// each with nothing stored.
 func TestHooksRefuseWhatIsNotAHook(t *testing.T) {
 	eachHooksDB(t, func(t *testing.T, s *apptest.Server) {
 		cc := "Bearer " + apptest.TokenOf("cc")
@@ -337,6 +338,12 @@ func TestHooksRefuseWhatIsNotAHook(t *testing.T) {
 				{"no session_id", `{"hook_event_name": "PermissionRequest", "tool_name": "Bash", "tool_input": {}}`, "no session_id"},
 				{"another event", `{"session_id": "s", "hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {}}`, `hook_event_name is "PreToolUse"`},
 				{"tool_input not an object", `{"session_id": "s", "hook_event_name": "PermissionRequest", "tool_name": "Bash", "tool_input": "ls"}`, "tool_input is not a JSON object"},
+				// Strict names (as /approvals): encoding/json would take the last of a field given
+				// twice, and a field in another case for the field.
+				{"a field twice", `{"session_id": "s", "hook_event_name": "PermissionRequest", "tool_name": "Bash", "tool_name": "Write", "tool_input": {}}`, `the field "tool_name" twice`},
+				{"a field in another case", `{"session_id": "s", "hook_event_name": "PermissionRequest", "tool_name": "Bash", "tool_input": {"command": "ls"}, "Tool_Input": {"command": "rm -rf /"}}`, `a field "Tool_Input": field names are case-sensitive`},
+				{"an argument twice", `{"session_id": "s", "hook_event_name": "PermissionRequest", "tool_name": "Bash", "tool_input": {"command": "ls", "command": "rm -rf /"}}`, `tool_input is key "command" appears twice`},
+				{"a nested key twice", `{"session_id": "s", "hook_event_name": "PermissionRequest", "tool_name": "MultiEdit", "tool_input": {"edits": [{"file_path": "a", "file_path": "b"}]}}`, `tool_input is key "file_path" appears twice`},
 			} {
 				wantRefused(t, agent+": "+c.name, postHook(s, t, "/hooks/"+agent+"/auth", cc, []byte(c.body)), 400, "BAD_USER_INPUT", c.says)
 			}
