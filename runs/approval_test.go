@@ -602,3 +602,43 @@ func TestAbandonEndsOnlyAWaitingRequestOfItsAsker(t *testing.T) {
 		wantCode(t, err, run.CodeNotFound)
 	})
 }
+
+// TestApprovalKeyWhilePending: with KeyWhilePending the key names its request only while it
+// waits — the same request then is that run (on any service over the database), another one
+// BAD_USER_INPUT — and once it was decided or abandoned the same key makes a new request, each
+// time, never the ended one.
+func TestApprovalKeyWhilePending(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		a := externalSetup(t, db, runs.Config{})
+		b := externalSetup(t, db, runs.Config{})
+		bot := as("bot", nil, run.RoleRequester)
+		p := runs.ApprovalParams{AgentID: "hooks", ToolName: "Bash", Args: json.RawMessage(`{"command":"make"}`), IdempotencyKey: "hook:digest", KeyWhilePending: true}
+		seen := map[string]bool{}
+		for i := range 4 {
+			r := request(t, a, bot, p)
+			if seen[r.ID] || r.Status != run.StatusSuspended {
+				t.Fatalf("request %d: %s %s, want a new waiting request", i, r.ID, r.Status)
+			}
+			seen[r.ID] = true
+			if again := request(t, b, bot, p); again.ID != r.ID {
+				t.Fatalf("request %d again while it waits: %s, want %s", i, again.ID, r.ID)
+			}
+			other := p
+			other.Context = "another request"
+			_, err := b.svc.RequestApproval(bot, other)
+			wantCode(t, err, run.CodeBadUserInput)
+			if i%2 == 0 {
+				_, err = b.svc.Decline(as("sam", nil, run.RoleApprover), runs.DecideParams{RunID: r.ID}, "no")
+			} else {
+				_, _, err = a.svc.Abandon(bot, r.ID, "Codex", "it left")
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := countRuns(t, db); n != 4 {
+			t.Fatalf("%d runs, want 4", n)
+		}
+	})
+}
