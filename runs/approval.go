@@ -260,7 +260,7 @@ func (s *Service) AwaitApproval(ctx context.Context, runID string, wait time.Dur
 // it); the expiry itself is the server's decision. Errors: as AwaitApproval's read, and
 // UNAVAILABLE when storage cannot be reached.
 func (s *Service) Abandon(ctx context.Context, runID, asker, how string) (*run.Run, bool, error) {
-	for range 3 { // a compare-and-set lost to anything but a decision is tried again
+	for range 5 {
 		r, err := s.Get(ctx, runID)
 		if err != nil {
 			return nil, false, err
@@ -268,9 +268,14 @@ func (s *Service) Abandon(ctx context.Context, runID, asker, how string) (*run.R
 		if !s.isExternal(r.AgentID) {
 			return nil, false, run.Errorf(run.CodeNotFound, "no approval request with id %q: run %s is not a run of an external agent", runID, runID)
 		}
-		if r.Status != run.StatusSuspended || r.Snapshot == nil || len(r.ToolCalls) != 1 {
+		if r.Status != run.StatusSuspended {
 			r.Snapshot, r.LeaseOwner = nil, nil
 			return r, false, nil // decided (or expired) first
+		}
+		if r.Snapshot == nil || len(r.ToolCalls) != 1 {
+			// Read as a decision committed (the run's row before it, its call's after): the
+			// next read sees it decided.
+			continue
 		}
 		snap, err := agent.DecodeSnapshot(*r.Snapshot)
 		if err != nil {
@@ -287,7 +292,7 @@ func (s *Service) Abandon(ctx context.Context, runID, asker, how string) (*run.R
 		}
 		err = s.finishExternal(run.WithSystem(ctx), r, call, d, "", w)
 		if errors.Is(err, ErrStale) {
-			continue
+			continue // decided first: the next read says how
 		}
 		if err != nil {
 			return nil, false, err
