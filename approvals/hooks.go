@@ -96,8 +96,8 @@ func (h *Hooks) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		id := rn.ID
 		if rn, err = h.o.Service.AwaitApproval(r.Context(), id, wait); err != nil {
 			if r.Context().Err() != nil {
-				// The agent gave up on the hook (its own timeout, or the person answered it
-				// there): nobody to answer, and the request ends, as when the wait ends.
+				// The agent gave up on the hook (closed the connection: its own timeout):
+				// nobody to answer, and the request ends, as when the wait ends.
 				_, _, _ = h.abandon(r, id, a, "it closed the hook's connection before anyone decided")
 				return
 			}
