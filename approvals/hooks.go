@@ -108,9 +108,23 @@ func (h *Hooks) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	o, decided := outcomeOf(rn)
 	if !decided {
 		if time.Since(start) < wait {
-			// The wait ended early: the server is stopping. The agent asks its person instead.
+			// The wait ended early: the server is stopping, and the agent, answered 503, asks its
+			// own person. It stopped waiting for Interlock as surely as when its wait ends, so the
+			// request ends too (a decision taken first is the answer). Only if that cannot be
+			// stored does the request stay, and the answer says so.
+			ended, abandoned, err := h.abandon(r, rn.ID, a, "Interlock stopped while its hook waited, so the agent asked its own person")
+			if err == nil && !abandoned {
+				if o, decided = outcomeOf(ended); decided {
+					h.answer(w, a, o)
+					return
+				}
+			}
+			msg := "Interlock is stopping: the request " + rn.ID + " ended without a decision"
+			if err != nil {
+				msg = "Interlock is stopping: the request " + rn.ID + " still waits in its inbox"
+			}
 			w.Header().Set("Retry-After", strconv.Itoa(run.RetryAfter))
-			writeError(w, http.StatusServiceUnavailable, string(run.CodeUnavailable), "Interlock is stopping: the request "+rn.ID+" still waits in its inbox")
+			writeError(w, http.StatusServiceUnavailable, string(run.CodeUnavailable), msg)
 			return
 		}
 		// The answer says nobody decided: the request ends first, in the decision's
@@ -125,6 +139,11 @@ func (h *Hooks) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			o = hookOutcome{kind: outcomeUndecided, waited: wait}
 		}
 	}
+	h.answer(w, a, o)
+}
+
+// answer writes outcome o in agent a's JSON.
+func (h *Hooks) answer(w http.ResponseWriter, a hookAgent, o hookOutcome) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(o.answer(a))

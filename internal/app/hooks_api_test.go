@@ -648,9 +648,12 @@ func TestHooksStoppingServerLetsTheAgentAsk(t *testing.T) {
 		r := waitingRequest(s, t, "wait")
 		s.App.Service.Close()
 		a := apptest.Answered(t, held)
-		wantRefused(t, "held while stopping", a, http.StatusServiceUnavailable, "UNAVAILABLE", "Interlock is stopping: the request "+r.RunID+" still waits")
+		wantRefused(t, "held while stopping", a, http.StatusServiceUnavailable, "UNAVAILABLE", "Interlock is stopping: the request "+r.RunID+" ended without a decision")
 		if a.Header.Get("Retry-After") == "" {
 			t.Fatal("no Retry-After")
 		}
+		// The agent asks its own person now: the request ends, so nobody approves it in
+		// Interlock for a call that person may have refused.
+		wantEnded(t, requestOf(s, t, "wait", r.RunID), "Claude Code", "Interlock stopped while its hook waited, so the agent asked its own person")
 	})
 }
