@@ -190,7 +190,7 @@ func TestCutOffInstanceStopsItsToolBeforeAnotherClaimsTheRun(t *testing.T) {
 		t.Fatalf("no TOOL_CALL_INTERRUPTED: %+v", evs)
 	}
 	// The reason says what is known: the call was sent, by instance a, whose answer never came.
-	if why := evs[i].Reason; !strings.Contains(why, "issue_refund was sent to the tool, but instance a, which was executing it,") ||
+	if why := evs[i].Reason; !strings.Contains(why, "issue_refund may have been sent to the tool: instance a, which was executing it, stored that it was starting it") ||
 		!strings.Contains(why, "could not reach the database") {
 		t.Fatalf("reason %q does not say what is known", why)
 	}

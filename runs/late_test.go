@@ -52,7 +52,7 @@ func TestALateResultIsShownWithTheInterruptedCall(t *testing.T) {
 	if call.ToolCallID != "tc_2" || call.InterruptedToolCallID != "tc_1" {
 		t.Fatalf("the interrupted call is %s, interrupted as %q; want tc_2, which ran as tc_1", call.ToolCallID, call.InterruptedToolCallID)
 	}
-	if !strings.Contains(why, "issue_refund was sent to the tool, but instance a, which was executing it,") ||
+	if !strings.Contains(why, "issue_refund may have been sent to the tool: instance a, which was executing it, stored that it was starting it") ||
 		!strings.Contains(why, "If it holds the answer, it records it once it reaches the database, as the late result of tc_1 shown with this call") {
 		t.Fatalf("reason %q does not say where a late answer will appear", why)
 	}
