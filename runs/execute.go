@@ -236,7 +236,11 @@ func (e *execution) outcome(ctx context.Context, what string, late *run.LateResu
 // before the lease expires. It returns nil once stored, else the last error (a *storageError
 // when storage failed throughout).
 func (e *execution) persist(ctx context.Context, what string, attrs []any, write func(context.Context) error) error {
-	wctx := context.WithoutCancel(ctx)
+	return e.persistUntil(context.WithoutCancel(ctx), what, attrs, write)
+}
+
+// persistUntil is persist, given up when wctx ends too.
+func (e *execution) persistUntil(wctx context.Context, what string, attrs []any, write func(context.Context) error) error {
 	wait, first := resultBackoff, time.Now()
 	for try := 1; ; try++ {
 		actx, cancel := context.WithTimeout(wctx, e.s.cfg.LeaseTTL/3)
@@ -264,6 +268,8 @@ func (e *execution) persist(ctx context.Context, what string, attrs []any, write
 		select {
 		case <-time.After(wait):
 		case <-e.s.ctx.Done():
+			return err
+		case <-wctx.Done():
 			return err
 		}
 		wait = min(2*wait, resultBackoffMax)
@@ -489,14 +495,16 @@ func (e *execution) ToolCalls(ctx context.Context, snap *agent.Snapshot, calls [
 }
 
 // ToolStarted stores the snapshot with the call marked executing (no event), trying again as an
-// outcome is (persist): a killed connection does not stop the run. The tool runs only if the
-// execution still holds its lease afterwards (see renewLease). When the start cannot be stored,
-// or the lease may be gone, the tool is not called, and this instance knows it: the start may
-// have been stored all the same (a write whose answer was lost), so its own recovery says the
-// call was not sent (notSent) rather than that it may have been.
+// outcome is (persist) while the execution may go on: a killed connection does not stop the
+// run. Unlike a result, the start is not tried once the execution is cancelled (its fence, a
+// shutdown): the tool would not be called anyway. The tool runs only if the execution still
+// holds its lease afterwards (see renewLease). When the start cannot be stored, or the lease may
+// be gone, the tool is not called, and this instance knows it: the start may have been stored
+// all the same (a write whose answer was lost), so its own recovery says the call was not sent
+// (notSent) rather than that it may have been.
 func (e *execution) ToolStarted(ctx context.Context, snap *agent.Snapshot, c agent.PendingCall) error {
 	attrs := []any{"tool", c.Name, "tool_call", c.CallID()}
-	err := e.persist(ctx, "tool call's start", attrs, func(ctx context.Context) error { return e.emit(ctx, snap) })
+	err := e.persistUntil(ctx, "tool call's start", attrs, func(ctx context.Context) error { return e.emit(ctx, snap) })
 	if err == nil {
 		err = ctx.Err()
 	}

@@ -1,0 +1,206 @@
+package runs_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"interlock/agent"
+	"interlock/gormstore"
+	"interlock/llm"
+	"interlock/run"
+	"interlock/runs"
+)
+
+// toolBackend records every execution of its tools and every answer they gave, by call.
+type toolBackend struct {
+	mu       sync.Mutex
+	executed map[string]int    // run/call → executions
+	answers  map[string]string // run/call → the last answer given
+	tl       *timeline
+	release  chan struct{}
+}
+
+func newToolBackend(tl *timeline) *toolBackend {
+	return &toolBackend{executed: map[string]int{}, answers: map[string]string{}, tl: tl, release: make(chan struct{})}
+}
+
+func (b *toolBackend) record(c *agent.Call, answer string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.answers[c.Run.RunID+"/"+c.ID] = answer
+}
+
+func (b *toolBackend) execs() (n int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, v := range b.executed {
+		n += v
+	}
+	return n
+}
+
+// tool is a tool of the backend: it starts (recorded on the timeline as "<name>: tool started"),
+// waits for release when hold is set, and answers with a refund or, for ask_customer, by
+// suspending with a question.
+func (b *toolBackend) tool(name, instance string, hold bool) *agent.Tool {
+	return &agent.Tool{Name: name, InputSchema: json.RawMessage(`{"type":"object"}`),
+		ExecuteFunc: func(ctx context.Context, c *agent.Call) (any, error) {
+			b.mu.Lock()
+			b.executed[c.Run.RunID+"/"+c.ID]++
+			b.mu.Unlock()
+			b.tl.add(instance + ": tool started")
+			if hold {
+				select {
+				case <-b.release:
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+			}
+			if name == "ask_customer" {
+				b.record(c, `{"question":"Which card should the refund go to?"}`)
+				return nil, c.Suspend(map[string]any{"question": "Which card should the refund go to?"})
+			}
+			b.record(c, `{"refunded":true}`)
+			return map[string]any{"refunded": true}, nil
+		}}
+}
+
+// leaseRouted is an instance's store whose writes under one lease (the execution the test cuts
+// off) go through the proxy, and everything else (its recovery, reads, other executions) directly:
+// a partition that strands one execution's connections while the instance's others work.
+type leaseRouted struct {
+	runs.Store // direct
+	cut        runs.Store
+	lease      atomic.Pointer[string]
+}
+
+func (s *leaseRouted) via(lease string) runs.Store {
+	if l := s.lease.Load(); l != nil && *l == lease {
+		return s.cut
+	}
+	return s.Store
+}
+func (s *leaseRouted) Checkpoint(ctx context.Context, c runs.Checkpoint) error {
+	return s.via(c.Lease).Checkpoint(ctx, c)
+}
+func (s *leaseRouted) Suspend(ctx context.Context, p runs.Suspension) error {
+	return s.via(p.Lease).Suspend(ctx, p)
+}
+func (s *leaseRouted) Finish(ctx context.Context, f runs.Finish) error {
+	return s.via(f.Lease).Finish(ctx, f)
+}
+func (s *leaseRouted) RenewLease(ctx context.Context, runID, lease string, ttl time.Duration) error {
+	return s.via(lease).RenewLease(ctx, runID, lease, ttl)
+}
+func (s *leaseRouted) ReleaseLease(ctx context.Context, runID, lease string) error {
+	return s.via(lease).ReleaseLease(ctx, runID, lease)
+}
+
+// TestALateAnswerIsOnTheInterruptedCall: the instance executing a run is cut off from the
+// database for longer than the lease while its tool answers — with a result (issue_refund) or by
+// suspending (ask_customer: a suspension is an answer). The run is recovered, by another
+// instance or by the instance itself, and its call reported interrupted. The answer the cut-off
+// execution holds is on the call when TOOL_CALL_INTERRUPTED is emitted (the instance's own
+// recovery finds it at once), or recorded within a second or so of it (another instance's: the
+// holder learns its write is doomed at its next try once it reaches the database, and records
+// the answer then, not two leases after its first failure). The tool ran once.
+//
+// Not parallel: what it checks turns on leases of a few seconds.
+func TestALateAnswerIsOnTheInterruptedCall(t *testing.T) {
+	for _, tool := range []string{"issue_refund", "ask_customer"} {
+		for _, by := range []string{"another-instance", "own-recovery"} {
+			t.Run(tool+"/"+by, func(t *testing.T) { lateAnswer(t, tool, by == "own-recovery") })
+		}
+	}
+}
+
+func lateAnswer(t *testing.T, tool string, own bool) {
+	direct, proxied, proxy := cutOffPair(t)
+	tl := newTimeline()
+	be := newToolBackend(tl)
+	ttl := 3 * time.Second
+	agents := func(name string) []*agent.Agent {
+		return []*agent.Agent{{ID: "late-agent", Name: "Late", Model: &llm.Demo{}, Tools: []*agent.Tool{be.tool(tool, name, true)}}}
+	}
+	routed := &leaseRouted{cut: gormstore.New(proxied)}
+	aDB, aOpts := proxied, setupOpts{agents: agents("a")}
+	aRecovery := time.Hour
+	if own {
+		aDB, aRecovery = direct, 50*time.Millisecond
+		aOpts.wrap = func(st runs.Store) runs.Store { routed.Store = st; return routed }
+	}
+	a := setupWith(t, aDB, runs.Config{LeaseTTL: ttl, InstanceID: "a", RecoveryInterval: aRecovery, Logger: slog.New(timelineLog{name: "a", tl: tl})}, aOpts)
+	recoverer := a
+	if !own {
+		recoverer = setupWith(t, direct, runs.Config{LeaseTTL: ttl, InstanceID: "b", RecoveryInterval: 50 * time.Millisecond,
+			Logger: slog.New(timelineLog{name: "b", tl: tl})}, setupOpts{agents: agents("b")})
+	}
+	t.Cleanup(proxy.Restore)
+
+	prompt := "refund order 1"
+	if tool == "ask_customer" {
+		prompt = "ask the customer which card"
+	}
+	r := a.start(t, runs.StartParams{AgentID: "late-agent", Prompt: prompt})
+	var lease string
+	if err := direct.Model(&gormstore.Run{}).Where("id = ?", r.ID).Pluck("lease_owner", &lease).Error; err != nil || lease == "" {
+		t.Fatalf("lease of the run: %q, %v", lease, err)
+	}
+	routed.lease.Store(&lease)
+	tl.wait(t, "a: tool started", 10*time.Second)
+	proxy.Cut(true)
+	close(be.release) // the tool answers while a's execution cannot store it
+	tl.wait(t, "a: run: storing a", 10*time.Second)
+
+	evs := recoverer.until(t, r.ID, 0, run.StatusSuspended)
+	interrupted := ofType(evs, run.EventToolCallInterrupted)
+	if len(interrupted) != 1 {
+		t.Fatalf("events %s, want one TOOL_CALL_INTERRUPTED", typesOf(evs))
+	}
+	at := interrupted[0].At
+	proxy.Restore()
+
+	var got *run.Run
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var err error
+		if got, err = recoverer.svc.Get(bg(), r.ID); err == nil && len(got.LateResults) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no late result within 15s of the database's return; log %q", tl.list())
+		}
+	}
+	l := got.LateResults[0]
+	after := l.RecordedAt.Sub(at)
+	t.Logf("the late answer was recorded %s after TOOL_CALL_INTERRUPTED", after)
+	want, answer := `{"refunded":true}`, l.Result
+	if tool == "ask_customer" {
+		want, answer = `{"question":"Which card should the refund go to?"}`, l.SuspendPayload
+		if l.Result != nil {
+			t.Errorf("a suspension recorded with a result %s", l.Result)
+		}
+	}
+	if l.ToolCallID != "tc_1" || l.InstanceID != "a" || string(answer) != want {
+		t.Fatalf("late result %+v (answer %s); want tc_1's answer %s, recorded by a", l, answer, want)
+	}
+	if own {
+		// The instance that held the answer recovered the run: it said what the tool answered.
+		if why := interrupted[0].Reason; !strings.Contains(why, "it recorded the answer later (") {
+			t.Errorf("own recovery's reason %q does not say what the tool answered", why)
+		}
+		if after > 0 {
+			t.Errorf("the late answer was recorded %s after the call was reported interrupted; want before", after)
+		}
+	} else if after > 1500*time.Millisecond {
+		t.Errorf("the late answer was recorded %s after the call was reported interrupted; want within a second or so", after)
+	}
+	if n := be.execs(); n != 1 {
+		t.Errorf("the tool ran %d times; want once", n)
+	}
+}
