@@ -80,6 +80,12 @@ func (p *Proxy) serve(client net.Conn) {
 		return
 	}
 	p.mu.Lock()
+	if p.refuse { // cut while this one was being dialled: it must not outlive the cut
+		p.mu.Unlock()
+		client.Close()
+		server.Close()
+		return
+	}
 	p.conns[client], p.conns[server] = struct{}{}, struct{}{}
 	p.mu.Unlock()
 	done := make(chan struct{}, 2)

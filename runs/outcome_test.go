@@ -204,3 +204,138 @@ func lateAnswer(t *testing.T, tool string, own bool) {
 		t.Errorf("the tool ran %d times; want once", n)
 	}
 }
+
+// TestAKilledConnectionDoesNotLoseAnOutcome: the connection that carries the write of a run's
+// outcome is killed — a suspension (a tool that asked for input), a completion, a failure — on a
+// database that is otherwise healthy (MariaDB through a proxy that kills the connection carrying
+// that statement: the driver interpolates arguments, so the statement's text names its columns). The write is tried again under the lease: the run settles as it would have,
+// at once rather than after its lease (30 s) expires, no call is reported interrupted, and the
+// tool ran once.
+func TestAKilledConnectionDoesNotLoseAnOutcome(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name, prompt, statement string
+		model                   llm.Model
+		want                    run.Status
+	}{
+		{"suspension", "ask the customer which card", "`suspended_at`=", &llm.Demo{}, run.StatusSuspended},
+		{"completion", "refund order 7", "`error_code`=", &llm.Demo{}, run.StatusCompleted},
+		{"failure", "refund order 7", "`error_code`=", brokenModel{}, run.StatusFailed},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			direct, proxied, proxy := cutOffPair(t)
+			tl := newTimeline()
+			be := newToolBackend(tl)
+			a := setupWith(t, proxied, runs.Config{InstanceID: "a", RecoveryInterval: 50 * time.Millisecond, Logger: slog.New(timelineLog{name: "a", tl: tl})},
+				setupOpts{agents: []*agent.Agent{{ID: "asker", Name: "Asker", Model: c.model,
+					Tools: []*agent.Tool{be.tool("ask_customer", "a", false), be.tool("issue_refund", "a", false)}}}})
+			killed := proxy.KillOn(c.statement)
+			began := time.Now()
+			r := a.start(t, runs.StartParams{AgentID: "asker", Prompt: c.prompt})
+			select {
+			case <-killed:
+			case <-time.After(20 * time.Second):
+				t.Fatalf("no %s statement went through the proxy; log %q", c.statement, tl.list())
+			}
+			_, by := waitSettled(t, direct, []string{r.ID}, 10*time.Second) // the lease is 30 s
+			if by[string(c.want)] != 1 {
+				t.Fatalf("run settled as %v; want %s. Log %q", by, c.want, tl.list())
+			}
+			t.Logf("settled %s after the start", time.Since(began).Round(time.Millisecond))
+			got, err := a.svc.Get(bg(), r.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, tc := range got.ToolCalls {
+				if tc.Interrupted {
+					t.Errorf("call %s reported interrupted (late results %+v)", tc.ToolCallID, got.LateResults)
+				}
+			}
+			wantRuns := 1
+			if c.name == "failure" {
+				wantRuns = 0 // the model fails before asking for any tool
+			}
+			if n := be.execs(); n != wantRuns {
+				t.Errorf("the tools ran %d times; want %d", n, wantRuns)
+			}
+			if c.name == "suspension" && (len(got.ToolCalls) != 1 || string(got.ToolCalls[0].SuspendPayload) != `{"question":"Which card should the refund go to?"}`) {
+				t.Errorf("the run waits on %+v; want ask_customer's question", got.ToolCalls)
+			}
+			if i := tl.index("stored after retrying"); i < 0 {
+				t.Errorf("no outcome stored after retrying: %q", tl.list())
+			}
+		})
+	}
+}
+
+// TestACallNeverSentIsNotSaidToHaveBeenSent: an instance stores that it is starting a tool, but
+// the answer of that write is lost (the proxy lets the COMMIT through and drops what the server
+// answers), and then the database is out of its reach for longer than the lease: the instance
+// never calls the tool. When it recovers the run itself, the interrupted call's reason says the
+// call was not sent — not that it was, nor that it may have been — and the tool never ran.
+// A blip instead of an outage: the start is stored again and the tool runs once, without asking
+// anyone.
+//
+// Not parallel: what it checks turns on leases of a few seconds.
+func TestACallNeverSentIsNotSaidToHaveBeenSent(t *testing.T) {
+	for _, outage := range []bool{true, false} {
+		name := "blip"
+		if outage {
+			name = "outage"
+		}
+		t.Run(name, func(t *testing.T) {
+			direct, proxied, proxy := cutOffPair(t)
+			tl := newTimeline()
+			be := newToolBackend(tl)
+			a := setupWith(t, proxied, runs.Config{LeaseTTL: 2 * time.Second, InstanceID: "a", RecoveryInterval: 50 * time.Millisecond,
+				Logger: slog.New(timelineLog{name: "a", tl: tl})},
+				setupOpts{agents: []*agent.Agent{{ID: "refunder", Name: "Refunder", Model: &llm.Demo{}, Tools: []*agent.Tool{be.tool("issue_refund", "a", false)}}}})
+			t.Cleanup(proxy.Restore)
+			committed := proxy.LoseCommitAnswer(`\"state\":\"executing\"`) // arguments are interpolated, quotes escaped
+			r := a.start(t, runs.StartParams{AgentID: "refunder", Prompt: "refund order 9"})
+			select {
+			case <-committed:
+			case <-time.After(20 * time.Second):
+				t.Fatalf("the start of the call never went through the proxy; log %q", tl.list())
+			}
+			// The start is stored: the database says the call is executing.
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				var snap string
+				direct.Model(&gormstore.Run{}).Where("id = ?", r.ID).Pluck("snapshot", &snap)
+				if strings.Contains(snap, `"state":"executing"`) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the start of the call was not committed")
+				}
+			}
+			proxy.Cut(outage) // the connection waiting for its answer is closed: the write failed, for all a knows
+			if outage {
+				tl.wait(t, "a: run: the tool call's start could not be stored", 20*time.Second)
+				proxy.Restore()
+				evs := a.until(t, r.ID, 0, run.StatusSuspended)
+				interrupted := ofType(evs, run.EventToolCallInterrupted)
+				if len(interrupted) != 1 {
+					t.Fatalf("events %s, want one TOOL_CALL_INTERRUPTED", typesOf(evs))
+				}
+				if why := interrupted[0].Reason; !strings.Contains(why, "issue_refund was not sent to the tool") {
+					t.Errorf("reason %q does not say the call was not sent", why)
+				}
+			} else {
+				got := a.finished(t, r.ID)
+				if got.Status != run.StatusCompleted || len(ofType(a.until(t, r.ID, 0, run.StatusCompleted), run.EventToolCallInterrupted)) != 0 {
+					t.Errorf("after a blip the run is %s; want COMPLETED with no call interrupted", got.Status)
+				}
+			}
+			want := 0
+			if !outage {
+				want = 1
+			}
+			if n := be.execs(); n != want {
+				t.Errorf("the tool ran %d times; want %d", n, want)
+			}
+		})
+	}
+}
