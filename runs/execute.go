@@ -100,10 +100,10 @@ func (s *Service) execute(a *agent.Agent, r *run.Run, snap *agent.Snapshot, take
 		defer cancel()
 		defer e.stopFlush()
 		defer e.recoverPanic()
+		unsent, _ := s.notSent.LoadAndDelete(e.run.ID) // whatever this instance knew of the run is told now
 		if c := snap.Executing(); c != nil {
 			late := s.recordedLate(ctx, e.run.ID, c.CallID())
-			_, notSent := s.notSent.LoadAndDelete(lateKey{e.run.ID, c.CallID()})
-			e.interrupted(ctx, snap, c, interruptedReason(c.Name, c.CallID(), e.run.RecoveredFrom, late, notSent && late == nil))
+			e.interrupted(ctx, snap, c, interruptedReason(c.Name, c.CallID(), e.run.RecoveredFrom, late, unsent == c.CallID() && late == nil))
 			return
 		}
 		e.loop(ctx, snap)
@@ -509,7 +509,7 @@ func (e *execution) ToolStarted(ctx context.Context, snap *agent.Snapshot, c age
 		err = ctx.Err()
 	}
 	if err != nil {
-		e.s.notSent.Store(lateKey{e.run.ID, c.CallID()}, struct{}{})
+		e.s.notSent.Store(e.run.ID, c.CallID())
 		e.s.cfg.Logger.Warn("run: the tool call's start could not be stored, or the lease may be gone; the tool was not called",
 			append([]any{"run", e.run.ID}, append(attrs, "err", err)...)...)
 		return err

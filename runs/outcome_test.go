@@ -339,3 +339,41 @@ func TestACallNeverSentIsNotSaidToHaveBeenSent(t *testing.T) {
 		})
 	}
 }
+
+// TestAStopKeepsAnAnswerItHolds: a tool answers while its instance cannot store the answer;
+// then the instance is stopped and its graceful stop's deadline passes at once. The log says the
+// answer is held — not that a tool is still running and cut — and the answer is kept: stored
+// with the run, or recorded as the call's late result as the instance stops.
+func TestAStopKeepsAnAnswerItHolds(t *testing.T) {
+	t.Parallel()
+	direct, proxied, proxy := cutOffPair(t)
+	tl := newTimeline()
+	var c counted
+	release := make(chan struct{})
+	a := setupWith(t, proxied, runs.Config{InstanceID: "a", Logger: slog.New(timelineLog{name: "a", tl: tl})},
+		setupOpts{agents: []*agent.Agent{blockingAgent("a", tl, &c, release)}})
+	t.Cleanup(proxy.Restore)
+	r := a.start(t, runs.StartParams{AgentID: "fence-agent", Prompt: "refund order 1"})
+	tl.wait(t, "a: tool started", 10*time.Second)
+	proxy.Cut(true)
+	close(release)
+	tl.wait(t, "a: run: storing a tool result failed", 10*time.Second)
+	proxy.Restore()
+	stop, cancel := context.WithCancel(bg())
+	cancel() // the deadline has passed
+	a.svc.Shutdown(stop)
+
+	if i := tl.index("a: shutdown: timeout ends an execution whose tool has answered but whose answer is not stored yet; the answer is held"); i < 0 ||
+		tl.index("cuts a tool call still running") >= 0 {
+		t.Errorf("the stop's log does not say the answer is held: %q", tl.list())
+	}
+	var results, late int64
+	direct.Model(&gormstore.Event{}).Where("run_id = ? AND type = ?", r.ID, run.EventToolResult).Count(&results)
+	direct.Model(&gormstore.LateToolResult{}).Where("run_id = ? AND tool_call_id = ?", r.ID, "tc_1").Count(&late)
+	if results+late != 1 {
+		t.Errorf("%d results stored with the run and %d late results; want the answer kept once. Log %q", results, late, tl.list())
+	}
+	if n := c.executed.Load(); n != 1 {
+		t.Errorf("the tool ran %d times; want once", n)
+	}
+}
