@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"interlock/internal/apptest"
 )
 
 // TestAnAbandonedRequestIsNotAnInternalError: a startRun whose client gives up while the
@@ -15,6 +17,12 @@ import (
 // INFO and counted as outcome CANCELLED, never as an internal error: an alert on INTERNAL must
 // not fire for requests nobody waits for (MariaDB through a proxy the test controls).
 func TestAnAbandonedRequestIsNotAnInternalError(t *testing.T) {
+	t.Parallel()
+	t.Run("graphql", abandonedGraphQL)
+	t.Run("approvals", abandonedApproval)
+}
+
+func abandonedGraphQL(t *testing.T) {
 	t.Parallel()
 	s, proxy, logs, _ := unavailableServer(t)
 	proxy.Freeze()
@@ -58,5 +66,30 @@ func TestAnAbandonedRequestIsNotAnInternalError(t *testing.T) {
 	}
 	if n := sc.Value(t, ops, "operation=Start", "outcome=CANCELLED"); n != 1 {
 		t.Errorf("%s{outcome=CANCELLED} = %v; want 1", ops, n)
+	}
+}
+
+// abandonedApproval: the same for POST /approvals, whose answers are plain HTTP: an approval
+// request whose caller gives up during the freeze is logged at INFO, not as an internal error.
+func abandonedApproval(t *testing.T) {
+	t.Parallel()
+	s, proxy, logs, _ := unavailableServer(t, "--auth=on", "--config", apptest.WriteConfig(t, approvalsYAML()))
+	proxy.Freeze()
+	t.Cleanup(proxy.Restore)
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	body, _ := json.Marshal(deployRequest(nil))
+	approvalRequest(t, s, ctx, "Bearer "+apptest.TokenOf("bot"), http.MethodPost, "/approvals", string(body))
+
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(logs.String(), "approvals: request cancelled by its client"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no log of the abandoned approval request within 20s:\n%s", logs.String())
+		}
+	}
+	proxy.Restore()
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "level=ERROR") {
+			t.Errorf("an abandoned request logged as an error: %s", l)
+		}
 	}
 }

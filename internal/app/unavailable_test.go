@@ -18,8 +18,9 @@ import (
 	"interlock/internal/apptest"
 )
 
-// unavailableServer is the app on a fresh MariaDB database reached through a proxy, with its log.
-func unavailableServer(t *testing.T) (*apptest.Server, *dbtest.Proxy, *apptest.SyncBuffer, string) {
+// unavailableServer is the app on a fresh MariaDB database reached through a proxy, with its log;
+// args are further settings.
+func unavailableServer(t *testing.T, args ...string) (*apptest.Server, *dbtest.Proxy, *apptest.SyncBuffer, string) {
 	t.Helper()
 	dsn := dbtest.MySQLDSN(t)
 	cfg, err := gomysql.ParseDSN(dsn)
@@ -28,7 +29,7 @@ func unavailableServer(t *testing.T) (*apptest.Server, *dbtest.Proxy, *apptest.S
 	}
 	p := dbtest.NewProxy(t, cfg.Addr)
 	cfg.Addr = p.Addr()
-	c, err := app.ParseConfig([]string{"--auth=off", "--db", dbtest.MySQLURL(cfg.FormatDSN())}, func(string) string { return "" })
+	c, err := app.ParseConfig(append([]string{"--auth=off", "--db", dbtest.MySQLURL(cfg.FormatDSN())}, args...), func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
