@@ -201,11 +201,9 @@ func (e *execution) answered(held *agent.PendingCall) *run.LateResult {
 // as the call's late result when the write cannot be stored; a run whose outcome could not be
 // stored is handed over at once (its lease released) rather than left to a lease expiry.
 func (e *execution) outcome(ctx context.Context, what string, late *run.LateResult, write func(context.Context) error) {
-	if late != nil {
-		e.hold(*late)
-	}
 	var attrs []any
 	if late != nil {
+		e.hold(*late)
 		attrs = []any{"tool", late.ToolName, "tool_call", late.ToolCallID}
 	}
 	err := e.persist(ctx, what, attrs, write)
@@ -510,7 +508,7 @@ func (e *execution) ToolStarted(ctx context.Context, snap *agent.Snapshot, c age
 	}
 	if err != nil {
 		e.s.notSent.Store(e.run.ID, c.CallID())
-		e.s.cfg.Logger.Warn("run: the tool call's start could not be stored, or the lease may be gone; the tool was not called",
+		e.s.cfg.Logger.Warn("run: the tool call's start could not be stored, or the execution stopped first (its lease may be gone); the tool was not called",
 			append([]any{"run", e.run.ID}, append(attrs, "err", err)...)...)
 		return err
 	}
@@ -531,9 +529,8 @@ var (
 // stored under this execution's lease. Once stored, a fenced execution stops there and hands the
 // run over with its result.
 //
-// From the first failed try, the result is where this instance's recovery looks first
-// (Service.held), so that, should this instance take the run over itself, it says what the tool
-// answered. A result that cannot be stored with the run — the lease is lost, the run moved on,
+// Until it is stored, the result is where this instance's recovery looks first (Service.held),
+// so that, should this instance take the run over itself, it says what the tool answered. A result that cannot be stored with the run — the lease is lost, the run moved on,
 // storage failed for twice LeaseTTL — is not thrown away: the service keeps it and records it
 // as the call's late result (keepLate) at once, beside the run, where whoever decides on the
 // interrupted call sees it. When the service closes first, it is tried once more as a late
