@@ -507,31 +507,31 @@ func TestARequestCutOffFromTheDatabaseIsStoredOnceOnRetry(t *testing.T) {
 	t.Parallel()
 	direct, proxied, proxy := cutOffPair(t)
 	f := setupWith(t, proxied, runs.Config{}, setupOpts{agents: externalAgents()})
-	t.Cleanup(proxy.restore)
+	t.Cleanup(proxy.Restore)
 	bot := as("bot", nil, run.RoleRequester)
 	p := runs.ApprovalParams{AgentID: "deploy-bot", ToolName: "deploy", Args: deployArgs, IdempotencyKey: "cut-1"}
 
-	proxy.cut(true)
+	proxy.Cut(true)
 	_, err := f.svc.RequestApproval(bot, p)
 	wantCode(t, err, run.CodeUnavailable)
 	if n := countRuns(t, direct); n != 0 {
 		t.Fatalf("%d runs stored by a refused request", n)
 	}
-	proxy.restore()
+	proxy.Restore()
 	first := request(t, f, bot, p)
 	if again := request(t, f, bot, p); again.ID != first.ID {
 		t.Fatalf("the retry made run %s, not %s", again.ID, first.ID)
 	}
 
 	p.IdempotencyKey = "frozen-1"
-	proxy.freeze()
+	proxy.Freeze()
 	ctx, cancel := context.WithTimeout(bot, 500*time.Millisecond)
 	_, err = f.svc.RequestApproval(ctx, p)
 	cancel()
 	if err == nil {
 		t.Fatal("a request stored while nothing answered")
 	}
-	proxy.restore()
+	proxy.Restore()
 	second := request(t, f, bot, p)
 	if again := request(t, f, bot, p); again.ID != second.ID || second.ID == first.ID {
 		t.Fatalf("the retries made runs %s and %s", second.ID, again.ID)
