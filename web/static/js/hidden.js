@@ -33,7 +33,15 @@ const RANGES = [
 const cls = RANGES.map(([a, b]) => (a === b ? `\\u{${a.toString(16)}}` : `\\u{${a.toString(16)}}-\\u{${b.toString(16)}}`)).join("");
 /** Matches one hidden character (global: use with matchAll/replace, or test() on a fresh copy). */
 export const HIDDEN = new RegExp(`[${cls}]`, "gu");
-const ANY = new RegExp(`[${cls}]`, "u");
+const EXACT = new RegExp(`[${cls}]`, "u");
+// A first look over UTF-16 code units, without the u flag (several times faster on the text that
+// holds none, which is nearly all): the BMP ranges, and the lead surrogates of the others.
+const u16 = (n) => `\\u${n.toString(16).padStart(4, "0")}`;
+const lead = (cp) => 0xD800 + ((cp - 0x10000) >> 10);
+const QUICK = new RegExp(`[${RANGES.map(([a, b]) => (b < 0x10000 ? `${u16(a)}-${u16(b)}` : `${u16(lead(a))}-${u16(lead(b))}`)).join("")}]`);
+/** Whether text holds a hidden character. */
+export function hasHidden(text) { return QUICK.test(text) && EXACT.test(text); }
+const ANY = { test: hasHidden };
 
 /** Whether code point cp is hidden. */
 export function isHidden(cp) {
