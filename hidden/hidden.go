@@ -141,13 +141,7 @@ func In(s string) []rune {
 // first appearance. A value that is not valid JSON is read as text.
 func InJSON(raw []byte) []rune {
 	var out []rune
-	add := func(s string) {
-		for _, r := range In(s) {
-			if !slices.Contains(out, r) {
-				out = append(out, r)
-			}
-		}
-	}
+	add := func(s string) { out = Merge(out, In(s)) }
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	for {
@@ -166,6 +160,28 @@ func InJSON(raw []byte) []rune {
 			add(s)
 		}
 	}
+}
+
+// Merge is the distinct runes of lists, in order of first appearance.
+func Merge(lists ...[]rune) []rune {
+	var out []rune
+	for _, l := range lists {
+		for _, r := range l {
+			if !slices.Contains(out, r) {
+				out = append(out, r)
+			}
+		}
+	}
+	return out
+}
+
+// Codes writes runes as code points: "U+202E".
+func Codes(rs []rune) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = fmt.Sprintf("U+%04X", r)
+	}
+	return out
 }
 
 // Describe names characters for a warning: "U+202E RIGHT-TO-LEFT OVERRIDE, U+202C POP

@@ -9,7 +9,6 @@ package notify
 import (
 	"fmt"
 	"net/url"
-	"slices"
 	"time"
 
 	"interlock/hidden"
@@ -70,31 +69,22 @@ type Event struct {
 // hidden lists the hidden characters of what e shows a person (see HiddenCharacters).
 func (e Event) hidden() []rune {
 	var out []rune
-	add := func(rs []rune) {
-		for _, r := range rs {
-			if !slices.Contains(out, r) {
-				out = append(out, r)
-			}
-		}
-	}
 	if c := e.ToolCall; c != nil {
-		add(hidden.In(c.ToolName))
-		add(hidden.InJSON(c.Args))
-		add(hidden.InJSON(c.SuspendPayload))
+		out = hidden.Merge(hidden.In(c.ToolName), hidden.InJSON(c.Args), hidden.InJSON(c.SuspendPayload))
 	}
 	for _, s := range []*string{e.Run.ThreadID, e.Run.ResourceID, &e.Reason, &e.DecidedBy} {
 		if s != nil {
-			add(hidden.In(*s))
+			out = hidden.Merge(out, hidden.In(*s))
 		}
 	}
 	return out
 }
 
-// withHidden is e with HiddenCharacters filled in.
+// withHidden is e with HiddenCharacters filled in (nil when there are none).
 func (e Event) withHidden() Event {
 	e.HiddenCharacters = nil
-	for _, r := range e.hidden() {
-		e.HiddenCharacters = append(e.HiddenCharacters, fmt.Sprintf("U+%04X", r))
+	if rs := e.hidden(); len(rs) > 0 {
+		e.HiddenCharacters = hidden.Codes(rs)
 	}
 	return e
 }

@@ -236,3 +236,45 @@ func TestWebhooksNameHiddenCharacters(t *testing.T) {
 		})
 	}
 }
+
+// TestToolCallHiddenCharactersField: AgentRunToolCall.hiddenCharacters names the code points of
+// the hidden characters of a call's arguments (keys too), on the run and on its events, and is
+// empty for a call without any; the arguments are stored and shown exactly as sent.
+func TestToolCallHiddenCharactersField(t *testing.T) {
+	eachHooksDB(t, func(t *testing.T, s *apptest.Server) {
+		for _, c := range []struct {
+			args map[string]any
+			want []string
+		}{
+			{map[string]any{"command": bidiCommand, "k\u200b": 1}, []string{"U+202E", "U+202C", "U+200B"}},
+			{map[string]any{"command": "ls -la\n"}, []string{}},
+		} {
+			var asked struct{ RequestApproval struct{ RunID string } }
+			s.MustAs(t, apptest.TokenOf("cc"), `mutation($in: ApprovalRequestInput!) { requestApproval(input: $in) { runId } }`,
+				map[string]any{"in": map[string]any{"agentId": "wait", "toolName": "Bash", "args": c.args}}, &asked)
+			id := asked.RequestApproval.RunID
+			var out struct {
+				Run struct {
+					ToolCalls []struct {
+						HiddenCharacters []string
+						Args             map[string]any
+					}
+				}
+			}
+			s.MustAs(t, apptest.TokenOf("alice"), `query($id: ID!) { run(runId: $id) { toolCalls { hiddenCharacters args } } }`, map[string]any{"id": id}, &out)
+			if calls := out.Run.ToolCalls; len(calls) != 1 || !slices.Equal(calls[0].HiddenCharacters, c.want) || calls[0].Args["command"] != c.args["command"] {
+				t.Errorf("toolCalls %+v, want hiddenCharacters %q and the command as sent", calls, c.want)
+			}
+			ev := s.SSEAs(t, apptest.TokenOf("alice"), `subscription($id: ID!) { runEvents(runId: $id, after: 1) { type toolCall { hiddenCharacters } } }`, map[string]any{"id": id})
+			var got struct {
+				RunEvents struct {
+					Type     string
+					ToolCall struct{ HiddenCharacters []string }
+				}
+			}
+			if err := json.Unmarshal(ev.Data, &got); err != nil || got.RunEvents.Type != "TOOL_CALL" || !slices.Equal(got.RunEvents.ToolCall.HiddenCharacters, c.want) {
+				t.Errorf("the TOOL_CALL event: %s %s %s, want hiddenCharacters %q", ev.Data, ev.Code, ev.Msg, c.want)
+			}
+		}
+	})
+}
