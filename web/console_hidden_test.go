@@ -94,6 +94,7 @@ func TestConsoleShowsHiddenCharacters(t *testing.T) {
 				event: document.querySelector('#stream li[data-type="TOOL_CALL"]').innerText,
 				headings: [...document.querySelectorAll("main :is(h1, h2, h3, h4, h5, h6)")].map((h) => h.textContent),
 				context: document.querySelector("#run-context").innerText,
+				contextWarning: document.querySelector("#run-context .hidden-warning")?.innerText || "",
 				head: document.querySelector(".meta").innerText,
 			};
 		})()`))
@@ -122,6 +123,9 @@ func TestConsoleShowsHiddenCharacters(t *testing.T) {
 			if !strings.Contains(got["context"].(string), want) {
 				t.Errorf("the context lacks %q:\n%s", want, got["context"])
 			}
+		}
+		if w := got["contextWarning"].(string); !strings.Contains(w, "U+000D CARRIAGE RETURN") {
+			t.Errorf("the context's warning: %q", w)
 		}
 		if !strings.Contains(got["head"].(string), "session s1⟨U+000D⟩"+forgedHeading+"⟨U+000D⟩") {
 			t.Errorf("the run's head: %q", got["head"])

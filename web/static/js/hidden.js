@@ -131,6 +131,17 @@ export function hiddenIn(...values) {
   return found;
 }
 
+/** The hidden code points whose marks (⟨U+000D⟩) text holds as text, in order of first appearance:
+ * the server writes an agent's values into its own text so (a coding agent's hook's context). */
+export function markedIn(text) {
+  const found = [];
+  for (const m of String(text ?? "").matchAll(/⟨U\+([0-9A-F]{4,6})⟩/g)) {
+    const cp = parseInt(m[1], 16);
+    if (isHidden(cp) && !found.includes(cp)) found.push(cp);
+  }
+  return found;
+}
+
 /** JSON text with each hidden character as its \u escape (a pair for one beyond U+FFFF): the same
  * JSON value, which a text field can show as it is. Only valid for JSON text, where such a
  * character can only be inside a string. */

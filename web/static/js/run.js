@@ -28,7 +28,7 @@ import { request, subscribe } from "./gql.js";
 import { el, json, pretty, tooDeep, TOO_DEEP, when, expiresIn } from "./dom.js";
 import { schemaForm } from "./schemaform.js";
 import { markdown } from "./markdown.js";
-import { reveal, hiddenIn, describeHidden, escapeHidden, mark } from "./hidden.js";
+import { reveal, hiddenIn, markedIn, describeHidden, escapeHidden, mark } from "./hidden.js";
 
 const LATE = `toolCallId toolName result error instanceId finishedAt recordedAt`;
 const RUN = `query Run($id: ID!) { run(runId: $id) {
@@ -368,7 +368,8 @@ function renderHead(head, summary, run) {
     // quoted by the server): framed and labelled as such, apart from the console's own words.
     summary.replaceChildren(el("section", { class: "card context agent-text", id: "run-context", "aria-label": "Context from the requester" },
       el("span", { class: "kind muted" }, "context from the requester — its words, not Interlock's"),
-      hiddenWarning(hiddenIn(run.context || ""), "The context holds"),
+      hiddenWarning([...new Set([...hiddenIn(run.context || ""), ...markedIn(run.context)])], "The context holds",
+        "An agent's values (a path, a session) that hold them may not be what they seem."),
       run.context ? markdown(run.context) : el("p", { class: "muted" }, "The requester sent no context.")));
     return;
   }
@@ -474,7 +475,7 @@ function fillSaid(root, toolCallId, ctx) {
   const slot = card?.querySelector(".said-slot");
   const text = ctx.said.get(toolCallId);
   if (!slot || !text || slot.childElementCount) return;
-  slot.append(el("section", { class: "said", "aria-label": "The agent said" }, el("p", { class: "muted label" }, "The agent said"), markdown(text)));
+  slot.append(el("section", { class: "said agent-text", "aria-label": "The agent said" }, el("p", { class: "muted label" }, "The agent said"), markdown(text)));
 }
 
 /** A JSON value as a readable table (key | value, nested objects indented), the raw JSON behind a
@@ -513,12 +514,11 @@ function editable(v) { return escapeHidden(pretty(v)); }
 
 /** The warning on a call whose tool name, arguments or context (what) hold hidden characters
  * (found, code points), or null: which ones, and that each is shown as a mark, not applied. */
-function hiddenWarning(found, what) {
+function hiddenWarning(found, what, then = "What runs holds the characters themselves: read it as marked.") {
   if (!found.length) return null;
   return el("p", { class: "notice warn hidden-warning", role: "note" }, el("strong", {}, "⚠ Hidden characters: "),
     `${what} characters that change how text reads without showing themselves: ${describeHidden(found)}. `,
-    "Each is shown where it is as a mark such as ", el("span", { class: "hidden-char" }, mark(found[0])),
-    ", not applied. What runs holds the characters themselves: read it as marked.");
+    "Each is shown where it is as a mark such as ", el("span", { class: "hidden-char" }, mark(found[0])), `, not applied. ${then}`);
 }
 
 /** "Edit and approve": the call's arguments in an editor, approved as edited. The server checks
