@@ -4,7 +4,8 @@
 // _em_, `code`, fenced code blocks (``` or ~~~), - / * / + and 1. lists (nested by indentation),
 // > quotes, --- rules, and links — [text](url), <url> and bare URLs — only for http(s), opened
 // in a new tab with rel="noopener noreferrer" and the address in the title. Any other link
-// ([x](javascript:…), data:, relative) is left as the text it was written as.
+// ([x](javascript:…), data:, relative) is left as the text it was written as. Every text is
+// shown through reveal() (hidden.js): a bidi control or an invisible character is a mark.
 import { el } from "./dom.js";
 import { reveal } from "./hidden.js";
 
