@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -39,13 +40,17 @@ const hiddenTextJS = `(() => {
 // marks (⟨U+202E⟩, titled with the character's name), the call carries a warning naming the
 // characters, no heading appears, and no text on the page holds a bidi control or a carriage
 // return itself. "Edit and approve" shows the characters as \u escapes, and approving it
-// unchanged hands the hook exactly the command that was asked.
+// unchanged hands the hook exactly the command that was asked. On both dialects: the bytes come
+// back from storage as sent (a tag character in the description is four bytes of UTF-8).
 func TestConsoleShowsHiddenCharacters(t *testing.T) {
 	ctx := browser(t)
-	s := apptest.Start(t, "sqlite:"+filepath.Join(t.TempDir(), "hidden.db"), "--auth=on", "--config", externalConsoleConfig(t))
+	apptest.EachDB(t, func(t *testing.T, s *apptest.Server) { consoleShowsHiddenCharacters(t, ctx, s) }, "--auth=on", "--config", externalConsoleConfig(t))
+}
+
+func consoleShowsHiddenCharacters(t *testing.T, ctx context.Context, s *apptest.Server) {
 	body, _ := json.Marshal(map[string]any{
 		"session_id": "s1\r" + forgedHeading + "\r", "cwd": "/repo\r" + forgedHeading + "\r", "hook_event_name": "PermissionRequest",
-		"tool_name": "Bash", "tool_input": map[string]any{"command": bidiCommand, "description": "Show the README"},
+		"tool_name": "Bash", "tool_input": map[string]any{"command": bidiCommand, "description": "Show the README\U000E0069\U000E0067"},
 	})
 	hook := s.PostHookAsync(t, "/hooks/claude-code/coding?wait=60s", "Bearer "+apptest.TokenOf("cc"), body)
 	runID := ""
@@ -68,7 +73,7 @@ func TestConsoleShowsHiddenCharacters(t *testing.T) {
 				badge: row.querySelector(".badge.hidden-chars")?.title || "", marks: row.querySelector("code").querySelectorAll(".hidden-char").length,
 				text: row.innerText };
 		})()`))
-		if !strings.Contains(got["code"].(string), marked) || !strings.Contains(got["title"].(string), marked) || got["marks"] != float64(2) ||
+		if !strings.Contains(got["code"].(string), marked) || !strings.Contains(got["title"].(string), marked) || got["marks"].(float64) < 2 ||
 			!strings.Contains(got["badge"].(string), "U+202E RIGHT-TO-LEFT OVERRIDE, U+202C POP DIRECTIONAL FORMATTING") ||
 			!strings.Contains(got["text"].(string), "thread s1⟨U+000D⟩"+forgedHeading+"⟨U+000D⟩") {
 			t.Fatalf("inbox row: %v", got)
@@ -87,6 +92,7 @@ func TestConsoleShowsHiddenCharacters(t *testing.T) {
 			const cell = [...card.querySelectorAll(".args-table tr")].find((tr) => tr.querySelector("th").textContent === "command")?.querySelector("td");
 			return {
 				cell: cell?.innerText || "",
+				description: [...card.querySelectorAll(".args-table tr")].find((tr) => tr.querySelector("th").textContent === "description")?.querySelector("td").innerText || "",
 				titles: [...(cell?.querySelectorAll(".hidden-char") || [])].map((m) => m.title),
 				warning: card.querySelector(".hidden-warning")?.innerText || "",
 				raw: card.querySelector(".raw-json")?.innerText || "",
@@ -98,6 +104,9 @@ func TestConsoleShowsHiddenCharacters(t *testing.T) {
 				head: document.querySelector(".meta").innerText,
 			};
 		})()`))
+		if got["description"] != "Show the README⟨U+E0069⟩⟨U+E0067⟩" {
+			t.Errorf("the description shows %q, want its tags as marks", got["description"])
+		}
 		if got["cell"] != marked {
 			t.Errorf("the arguments table shows %q, want %q", got["cell"], marked)
 		}
