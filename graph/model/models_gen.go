@@ -307,7 +307,7 @@ const (
 	DecisionKindApproved DecisionKind = "APPROVED"
 	DecisionKindDeclined DecisionKind = "DECLINED"
 	DecisionKindResumed  DecisionKind = "RESUMED"
-	// Addition: nobody decided before the call's expiresAt (its tool's approvalTimeout): the tool did not run and the model was told the request timed out. decidedBy is null.
+	// Addition: nobody decided before the call's expiresAt (its tool's approvalTimeout): the tool did not run and the model was told the request timed out. Also an external agent's request whose coding-agent hook stopped waiting (answered without a decision, or given up by the agent): the reason says so, and when. decidedBy is null.
 	DecisionKindExpired DecisionKind = "EXPIRED"
 )
 
