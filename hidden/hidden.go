@@ -19,6 +19,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -197,4 +198,19 @@ func Describe(rs []rune) string {
 		parts = append(parts, fmt.Sprintf("U+%04X %s", r, Name(r)))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// InName returns the first character of a tool's name that no name may hold — a control or
+// format character, a line or paragraph separator, or a hidden one (Is), tab and newline
+// included — and its position (1-based, in characters); ok is false when the name is clean. A
+// name is shown in one line, as it is, everywhere (the inbox, Slack, a model's prompt), so a
+// name holding one is refused wherever it comes from: an API request, the config file, an MCP
+// server's list.
+func InName(name string) (r rune, at int, ok bool) {
+	for i, c := range []rune(name) {
+		if unicode.In(c, unicode.Cc, unicode.Cf, unicode.Zl, unicode.Zp) || Is(c) {
+			return c, i + 1, true
+		}
+	}
+	return 0, 0, false
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -55,11 +54,9 @@ type ApprovalParams struct {
 // own prompt), and such a character reorders or hides what a person reads there. An agent that
 // takes any tool name ("*") would otherwise store whatever a caller sends.
 func checkToolName(name string) error {
-	for i, r := range []rune(name) {
-		if unicode.In(r, unicode.Cc, unicode.Cf, unicode.Zl, unicode.Zp) || hidden.Is(r) {
-			return run.Errorf(run.CodeBadUserInput, "toolName holds %s at character %d: a tool's name may not hold control or format characters, which hide or reorder what a person reads",
-				hidden.Describe([]rune{r}), i+1)
-		}
+	if r, at, bad := hidden.InName(name); bad {
+		return run.Errorf(run.CodeBadUserInput, "toolName holds %s at character %d: a tool's name may not hold control or format characters, which hide or reorder what a person reads",
+			hidden.Describe([]rune{r}), at)
 	}
 	return nil
 }
