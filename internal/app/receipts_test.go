@@ -370,3 +370,80 @@ func TestReceiptsAcrossInstances(t *testing.T) {
 	t.Run("mysql", func(t *testing.T) { both(t, dbtest.MySQLURL(dbtest.MySQLDSN(t)), 4, true) })
 	t.Run("sqlite", func(t *testing.T) { both(t, "sqlite:"+filepath.Join(t.TempDir(), "interlock.db"), 2, false) })
 }
+
+// TestReceiptKeyRotation: through the whole server on both dialects, with the stored keys aged
+// in the database (instances read them at start): an instance that finds the signing key
+// Rotation old (30 days) makes the next one and publishes both, still signing with the old one
+// (the new one signs two minutes after it was made, once every instance publishes it); once the
+// new key has taken over, the old one stays published until its receipts have expired (15
+// minutes, plus two of refresh and skew) and is dropped after.
+func TestReceiptKeyRotation(t *testing.T) {
+	t.Parallel()
+	eachDialect(t, func(t *testing.T, db string) {
+		age := func(gen int, d time.Duration) {
+			t.Helper()
+			a := approvalsServer(t, db) // any instance's database handle
+			if err := a.App.DB().Exec("UPDATE receipt_keys SET created_at = ? WHERE generation = ?", time.Now().UTC().Add(-d), gen).Error; err != nil {
+				t.Fatal(err)
+			}
+		}
+		approvedReceipt := func(s *apptest.Server) string {
+			t.Helper()
+			r := ask(t, s, "bot", "0", deployRequest(nil))
+			s.MustAs(t, apptest.TokenOf("sue"), approveMutation, map[string]any{"id": r.RunID}, nil)
+			got := pollReceipt(t, s, r.RunID)
+			sue := "sue"
+			verified(t, s.URL, got.Receipt, r.RunID, "tc_1", "deploy-bot", "deploy", &sue, `{"service":"api","version":"1.2.3"}`)
+			return *got.Receipt
+		}
+		first := approvalsServer(t, db)
+		old := kids(jwksOf(t, first.URL))
+		if len(old) != 1 {
+			t.Fatalf("a first start publishes %v, want one key", old)
+		}
+		age(1, 31*24*time.Hour)
+		rotating := approvalsServer(t, db)
+		if got := kids(jwksOf(t, rotating.URL)); len(got) != 2 || got[1] != old[0] {
+			t.Fatalf("after Rotation an instance publishes %v, want a new key and the old %s", got, old[0])
+		}
+		if kid := kidOfReceipt(t, approvedReceipt(rotating)); kid != old[0] {
+			t.Fatalf("the new key signs at once (%s): instances that have not read it do not publish it", kid)
+		}
+		age(2, 10*time.Minute) // the new key took over 8 minutes ago
+		later := approvalsServer(t, db)
+		published := kids(jwksOf(t, later.URL))
+		if len(published) != 2 || published[1] != old[0] {
+			t.Fatalf("8 minutes after the takeover an instance publishes %v: the old key's receipts have not expired", published)
+		}
+		if kid := kidOfReceipt(t, approvedReceipt(later)); kid != published[0] {
+			t.Fatalf("after the takeover %s signs, want the new key %s", kid, published[0])
+		}
+		age(2, time.Hour) // the old key's receipts expired long ago
+		if got := kids(jwksOf(t, approvalsServer(t, db).URL)); len(got) != 1 || got[0] != published[0] {
+			t.Fatalf("once the old key's receipts expired an instance publishes %v, want only %s", got, published[0])
+		}
+	})
+}
+
+// eachDialect runs fn with a database of each dialect that instances started on it share.
+func eachDialect(t *testing.T, fn func(t *testing.T, db string)) {
+	t.Run("sqlite", func(t *testing.T) { fn(t, "sqlite:"+filepath.Join(t.TempDir(), "interlock.db")) })
+	t.Run("mysql", func(t *testing.T) { fn(t, dbtest.MySQLURL(dbtest.MySQLDSN(t))) })
+}
+
+func kids(set jose.JSONWebKeySet) []string {
+	var out []string
+	for _, k := range set.Keys {
+		out = append(out, k.KeyID)
+	}
+	return out
+}
+
+func kidOfReceipt(t testing.TB, token string) string {
+	t.Helper()
+	jws, err := jose.ParseSigned(token, []jose.SignatureAlgorithm{jose.EdDSA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return jws.Signatures[0].Header.KeyID
+}
