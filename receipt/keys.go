@@ -140,11 +140,6 @@ func New(ctx context.Context, cfg Config) (*Signer, error) {
 	return s, nil
 }
 
-// signingKey returns the key that signs now, reading the keys again once Refresh has passed.
-func (s *Signer) signingKey(ctx context.Context) (*key, error) {
-	return s.load(ctx)
-}
-
 // load returns the key that signs now: the one read less than Refresh ago, or else the keys read
 // (and the next made, when due) again.
 func (s *Signer) load(ctx context.Context) (*key, error) {
@@ -288,6 +283,8 @@ func (s *Signer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	w.Header().Set("Content-Type", "application/jwk-set+json")
 	w.Header().Set("Cache-Control", "public, max-age=60")
+	// Public keys: any page may read them, so a verifier can run in a browser too.
+	w.Header().Set("Access-Control-Allow-Origin", "*")
 	_, _ = w.Write(body)
 }
 

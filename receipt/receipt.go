@@ -80,7 +80,7 @@ func (s *Signer) Sign(ctx context.Context, d Decision) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	k, err := s.signingKey(ctx)
+	k, err := s.load(ctx)
 	if err != nil {
 		return "", err
 	}
