@@ -14,7 +14,11 @@
 //
 // and every error as {"error": {"code", "message"}} with its HTTP status: 400 BAD_USER_INPUT,
 // 401 UNAUTHENTICATED, 403 FORBIDDEN, 404 NOT_FOUND, 405, 409 CONFLICT, 413, 415, 429
-// RATE_LIMITED, 503 UNAVAILABLE (with Retry-After), 500 INTERNAL.
+// RATE_LIMITED or TOO_MANY_CONNECTIONS, 503 UNAVAILABLE (with Retry-After), 500 INTERNAL.
+//
+// A request that waits (wait > 0, and every hook) holds a connection slot of its client while
+// it is held (SlotFunc), as a WebSocket does; a POST and a GET that waits take a token of the
+// mutation rate (RateFunc).
 package approvals
 
 import (
@@ -25,6 +29,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -52,11 +57,20 @@ type Options struct {
 	MaxWait time.Duration
 	// MaxBodyBytes bounds a POST's body (413 above it). Default 1 MiB, as /graphql's.
 	MaxBodyBytes int64
-	// RateFunc, when set, is asked before each POST (which creates work) whether the client of
-	// ctx is within its mutation rate: 0, or how long until it is (429 with Retry-After).
+	// RateFunc, when set, is asked before each POST (which creates work) and each GET that
+	// waits whether the client of ctx is within its mutation rate: 0, or how long until it is
+	// (429 with Retry-After).
 	RateFunc func(ctx context.Context) time.Duration
-	// ConsoleURL is the console's address for the answers' url (notifications.consoleURL);
-	// empty: the address the request was sent to. (The hooks' answers carry no url.)
+	// SlotFunc, when set, takes one of the connections the client of ctx may hold at once
+	// (--max-connections-per-principal, the count WebSockets and event streams take from) for a
+	// request held while it waits: a POST or GET with a wait, a hook. It returns the func that
+	// gives the slot back, or an error when the client holds all its slots: the request is
+	// refused with 429 at once, before anything is stored.
+	SlotFunc func(ctx context.Context) (release func(), err error)
+	// ConsoleURL is the console's base URL for the answers' url (--console-url, else
+	// notifications.consoleURL); empty: the server's own address, the one the request's
+	// connection arrived at — never the request's Host header, which the client writes. (The
+	// hooks' answers carry no url.)
 	ConsoleURL string
 	// Logger receives internal errors. Default slog.Default().
 	Logger *slog.Logger
@@ -164,6 +178,11 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, string(run.CodeBadUserInput), msg)
 		return
 	}
+	release, ok := h.o.slot(w, r, wait)
+	if !ok {
+		return
+	}
+	defer release()
 	if h.o.rateLimited(w, r, " (with the same idempotencyKey)") {
 		return
 	}
@@ -182,6 +201,16 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) get(w http.ResponseWriter, r *http.Request, runID string) {
 	wait, ok := h.wait(w, r)
 	if !ok {
+		return
+	}
+	release, ok := h.o.slot(w, r, wait)
+	if !ok {
+		return
+	}
+	defer release()
+	// A GET that waits holds the server's resources as long as a POST does: it takes a token
+	// of the same rate, so that a client cannot cycle short waits without end.
+	if wait > 0 && h.o.rateLimited(w, r, "") {
 		return
 	}
 	h.answer(w, r, runID, nil, wait)
@@ -247,15 +276,26 @@ func (h *Handler) state(r *http.Request, rn *run.Run) Answer {
 	return a
 }
 
-// runURL is the request's page in the console.
+// runURL is the request's page in the console: under ConsoleURL, or else the server's own
+// address (the local address of the request's connection). Never under the request's Host
+// header: a client, or whatever relays its request, could make the answer's link point
+// anywhere, and a script that opens it, or shows it to a person, would follow.
 func (h *Handler) runURL(r *http.Request, runID string) string {
 	base := h.o.ConsoleURL
 	if base == "" {
-		scheme := "http"
+		scheme, host := "http", "localhost"
 		if r.TLS != nil {
 			scheme = "https"
 		}
-		base = scheme + "://" + r.Host
+		if addr, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+			if local, port, err := net.SplitHostPort(addr.String()); err == nil {
+				if ip := net.ParseIP(local); ip != nil && !ip.IsUnspecified() {
+					host = ip.String()
+				}
+				host = net.JoinHostPort(host, port)
+			}
+		}
+		base = scheme + "://" + host
 	}
 	return notify.RunURL(base, runID)
 }

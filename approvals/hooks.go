@@ -10,7 +10,8 @@ package approvals
 // the tool's name and input, threadId the session, a context in Markdown saying which agent
 // asks, where and what for), and the answer waits for its decision — at most wait (default
 // DefaultHookWait, the agents' default hook timeout less a margin), capped by MaxWait — then is
-// the agent's own JSON (hooks_body.go). A refusal (401, 403, 404, 400, 413, 415, 429, 503) is
+// the agent's own JSON (hooks_body.go). A held hook takes a connection slot of its client
+// (Options.SlotFunc) until it is answered. A refusal (401, 403, 404, 400, 413, 415, 429, 503) is
 // {"error": {"code", "message"}} with its status, as /approvals answers them: both agents then
 // ask their own person, as they do when a hook fails.
 
@@ -66,6 +67,11 @@ func (h *Hooks) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, string(run.CodeBadUserInput), err.Error())
 		return
 	}
+	release, ok := h.o.slot(w, r, wait)
+	if !ok {
+		return
+	}
+	defer release()
 	if h.o.rateLimited(w, r, "") {
 		return
 	}

@@ -8,6 +8,7 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
+	"time"
 
 	"interlock/run"
 )
@@ -52,6 +53,31 @@ func (o Options) rateLimited(w http.ResponseWriter, r *http.Request, hint string
 	w.Header().Set("Retry-After", strconv.Itoa(secs))
 	writeError(w, http.StatusTooManyRequests, CodeRateLimited, fmt.Sprintf("too many requests: retry in %d seconds%s", secs, hint))
 	return true
+}
+
+// CodeTooManyConnections refuses a request that would wait while its client already holds
+// the most connections allowed: gqlguard's code for a WebSocket or event stream over the cap.
+const CodeTooManyConnections = "TOO_MANY_CONNECTIONS"
+
+// slotRetryAfter is the Retry-After of a request refused for its client's connections, in
+// seconds: a slot frees only when one of the client's own waits or sockets ends, which the
+// server cannot foresee; a pace for a client that retries (gqlguard's for streams).
+const slotRetryAfter = 5
+
+// slot takes a connection slot of r's client for a request held for wait (none when wait is 0,
+// or without SlotFunc). It returns the func that gives it back, or answers 429
+// TOO_MANY_CONNECTIONS with Retry-After itself and returns false.
+func (o Options) slot(w http.ResponseWriter, r *http.Request, wait time.Duration) (release func(), ok bool) {
+	if o.SlotFunc == nil || wait <= 0 {
+		return func() {}, true
+	}
+	release, err := o.SlotFunc(r.Context())
+	if err != nil {
+		w.Header().Set("Retry-After", strconv.Itoa(slotRetryAfter))
+		writeError(w, http.StatusTooManyRequests, CodeTooManyConnections, err.Error())
+		return nil, false
+	}
+	return release, true
 }
 
 // fail answers err: an application error with its code and status, anything else as INTERNAL

@@ -89,6 +89,7 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Authenticator, error)
 			Subject:   t.Subject,
 			Roles:     slices.Clone([]run.Role(t.Role)),
 			Resources: slices.Clone(t.Resources),
+			Agents:    slices.Clone(t.Agents),
 		}}
 		raw, _ := hex.DecodeString(t.SHA256) // Problems checked it is 32 bytes of hex
 		copy(st.digest[:], raw)
@@ -167,10 +168,13 @@ func bearer(header string) (string, error) {
 	return token, nil
 }
 
-// isStaticSubject reports whether a configured static token has that subject.
+// isStaticSubject reports whether a configured static token has that subject, or one that
+// differs from it only by case or by spaces around it: a person reading " Bot" or "BOT" as
+// decidedBy or startedBy (in the console, a webhook, the audit trail) takes it for "bot".
 func (a *Authenticator) isStaticSubject(subject string) bool {
+	subject = strings.TrimSpace(subject)
 	for i := range a.tokens {
-		if a.tokens[i].principal.Subject == subject {
+		if strings.EqualFold(strings.TrimSpace(a.tokens[i].principal.Subject), subject) {
 			return true
 		}
 	}
@@ -191,5 +195,5 @@ func (a *Authenticator) static(token string) *run.Principal {
 		return nil
 	}
 	p := a.tokens[found].principal
-	return &run.Principal{Subject: p.Subject, Roles: slices.Clone(p.Roles), Resources: slices.Clone(p.Resources)}
+	return &run.Principal{Subject: p.Subject, Roles: slices.Clone(p.Roles), Resources: slices.Clone(p.Resources), Agents: slices.Clone(p.Agents)}
 }

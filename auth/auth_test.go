@@ -32,6 +32,8 @@ func staticConfig() *auth.Config {
 		{Subject: "bob", Role: auth.Roles{run.RoleApprover, "refunds"}, SHA256: strings.ToUpper(digest("bob-token"))},
 		{Subject: "portal", Role: auth.Roles{run.RoleViewer}, SHA256: digest("portal-token"), Resources: []string{"customer-1", "customer-2"}},
 		{Subject: "nobody", Role: auth.Roles{run.RoleViewer}, SHA256: digest("nobody-token"), Resources: []string{}},
+		{Subject: "laptop", Role: auth.Roles{run.RoleRequester}, SHA256: digest("laptop-token"), Agents: []string{"coding"}},
+		{Subject: "muted", Role: auth.Roles{run.RoleRequester}, SHA256: digest("muted-token"), Agents: []string{}},
 	}}
 }
 
@@ -94,13 +96,16 @@ func TestStaticTokens(t *testing.T) {
 		subject   string
 		roles     []run.Role
 		resources []string
+		agents    []string
 	}{
-		{"Bearer alice-token", "alice", []run.Role{run.RoleApprover}, nil},
-		{"bearer alice-token", "alice", []run.Role{run.RoleApprover}, nil},
-		{"BEARER   alice-token ", "alice", []run.Role{run.RoleApprover}, nil},
-		{"Bearer bob-token", "bob", []run.Role{run.RoleApprover, "refunds"}, nil},
-		{"Bearer portal-token", "portal", []run.Role{run.RoleViewer}, []string{"customer-1", "customer-2"}},
-		{"Bearer nobody-token", "nobody", []run.Role{run.RoleViewer}, []string{}},
+		{"Bearer alice-token", "alice", []run.Role{run.RoleApprover}, nil, nil},
+		{"bearer alice-token", "alice", []run.Role{run.RoleApprover}, nil, nil},
+		{"BEARER   alice-token ", "alice", []run.Role{run.RoleApprover}, nil, nil},
+		{"Bearer bob-token", "bob", []run.Role{run.RoleApprover, "refunds"}, nil, nil},
+		{"Bearer portal-token", "portal", []run.Role{run.RoleViewer}, []string{"customer-1", "customer-2"}, nil},
+		{"Bearer nobody-token", "nobody", []run.Role{run.RoleViewer}, []string{}, nil},
+		{"Bearer laptop-token", "laptop", []run.Role{run.RoleRequester}, nil, []string{"coding"}},
+		{"Bearer muted-token", "muted", []run.Role{run.RoleRequester}, nil, []string{}},
 	} {
 		p, err := a.Authenticate(context.Background(), tc.header)
 		if err != nil {
@@ -112,6 +117,9 @@ func TestStaticTokens(t *testing.T) {
 		if (p.Resources == nil) != (tc.resources == nil) {
 			t.Fatalf("%q: resources %#v, want %#v (nil is every resource, empty is none)", tc.header, p.Resources, tc.resources)
 		}
+		if !slices.Equal(p.Agents, tc.agents) || (p.Agents == nil) != (tc.agents == nil) {
+			t.Fatalf("%q: agents %#v, want %#v (nil is any agent, empty is none)", tc.header, p.Agents, tc.agents)
+		}
 	}
 
 	// A caller changing its principal changes nobody else's.
@@ -119,6 +127,11 @@ func TestStaticTokens(t *testing.T) {
 	p.Roles[0], p.Resources[0] = run.RoleAdmin, "customer-9"
 	again, _ := a.Authenticate(context.Background(), "Bearer portal-token")
 	if again.Roles[0] != run.RoleViewer || again.Resources[0] != "customer-1" {
+		t.Fatalf("the stored principal changed: %+v", again)
+	}
+	p, _ = a.Authenticate(context.Background(), "Bearer laptop-token")
+	p.Agents[0] = "deploy-bot"
+	if again, _ := a.Authenticate(context.Background(), "Bearer laptop-token"); again.Agents[0] != "coding" {
 		t.Fatalf("the stored principal changed: %+v", again)
 	}
 

@@ -33,10 +33,16 @@ type Token struct {
 	// Resources, when the key is present, are the only resources the holder sees; [] is none.
 	// Without the key the holder sees every resource.
 	Resources []string `yaml:"resources"`
+	// Agents, when the key is present, are the only agents the holder may request approvals
+	// for (requestApproval, POST /approvals, the hooks); [] is none. Without the key, any
+	// agent. A requester token given to one agent's pipeline or laptop names that agent, so
+	// that it cannot file requests as another (and be told the policy's answers for it).
+	Agents []string `yaml:"agents"`
 
-	// nullResources records `resources:` with no value, which YAML reads as absent (every
-	// resource) although it reads like none: rejected as ambiguous.
-	nullResources bool
+	// nullResources and nullAgents record `resources:` or `agents:` with no value, which YAML
+	// reads as absent (every resource, any agent) although it reads like none: rejected as
+	// ambiguous.
+	nullResources, nullAgents bool
 }
 
 // UnmarshalYAML decodes a token, telling `resources:` (null) apart from no key at all.
@@ -49,6 +55,8 @@ func (t *Token) UnmarshalYAML(unmarshal func(any) error) error {
 	if err := unmarshal(&keys); err == nil {
 		v, ok := keys["resources"]
 		t.nullResources = ok && v == nil
+		v, ok = keys["agents"]
+		t.nullAgents = ok && v == nil
 	}
 	return nil
 }
@@ -110,6 +118,10 @@ type Claims struct {
 	// single id). A token without that claim sees no resource at all. Default: none, and
 	// every principal sees every resource.
 	Resources string `yaml:"resources"`
+	// Agents, when set, is the claim holding the agents the principal may request approvals
+	// for (a list or a single id). A token without that claim may request for no agent. Default:
+	// none, and every principal may request for any agent.
+	Agents string `yaml:"agents"`
 }
 
 // WithDefaults returns c with the default claim names filled in.
@@ -170,6 +182,14 @@ func (c *Config) Problems(at string) []string {
 		for j, r := range t.Resources {
 			if r == "" {
 				add(fmt.Sprintf("%s.resources[%d]", ti, j), "is empty")
+			}
+		}
+		if t.nullAgents {
+			add(ti+".agents", "has no value: write [] for no agent, or leave the key out for any agent")
+		}
+		for j, a := range t.Agents {
+			if a == "" {
+				add(fmt.Sprintf("%s.agents[%d]", ti, j), "is empty")
 			}
 		}
 	}

@@ -92,6 +92,9 @@ func newJWTVerifier(ctx context.Context, c *JWT, opts Options) (*jwtVerifier, er
 		jwt.WithIssuer(c.Issuer),
 		jwt.WithAudience(c.Audience),
 		jwt.WithExpirationRequired(),
+		// A token issued in the future (beyond the leeway) was not made by a provider whose
+		// clock agrees with ours, or was made ahead of time to outlive a revocation.
+		jwt.WithIssuedAt(),
 		jwt.WithLeeway(leeway),
 	}
 	if opts.NowFunc != nil {
@@ -133,6 +136,13 @@ func (v *jwtVerifier) verify(ctx context.Context, raw string) (*run.Principal, e
 			return nil, &Error{Message: fmt.Sprintf("token claim %q must be a resource id or a list of them", v.claims.Resources)}
 		}
 		p.Resources = append([]string{}, res...) // never nil: without the claim, nothing is visible
+	}
+	if v.claims.Agents != "" {
+		ids, ok := stringClaim(claims, v.claims.Agents)
+		if !ok {
+			return nil, &Error{Message: fmt.Sprintf("token claim %q must be an agent id or a list of them", v.claims.Agents)}
+		}
+		p.Agents = append([]string{}, ids...) // never nil: without the claim, no agent
 	}
 	return p, nil
 }
@@ -197,6 +207,8 @@ func (v *jwtVerifier) explain(tok *jwt.Token, claims jwt.MapClaims, err error) *
 		return e("token has no expiry (exp)")
 	case errors.Is(err, jwt.ErrTokenNotValidYet):
 		return e("token is not valid yet")
+	case errors.Is(err, jwt.ErrTokenUsedBeforeIssued):
+		return e("token is issued in the future (iat)")
 	}
 	return e("token claims are invalid")
 }

@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -174,6 +175,9 @@ func TestJWKS(t *testing.T) {
 		{"expired", a.sign(t, claims(jwt.MapClaims{"exp": time.Now().Add(-time.Hour).Unix()})), "token expired", nil},
 		{"no expiry", a.sign(t, claims(jwt.MapClaims{"exp": nil})), "token has no expiry (exp)", nil},
 		{"not valid yet", a.sign(t, claims(jwt.MapClaims{"nbf": time.Now().Add(time.Hour).Unix()})), "token is not valid yet", nil},
+		{"issued in the future", a.sign(t, claims(jwt.MapClaims{"iat": time.Now().Add(time.Hour).Unix()})), "token is issued in the future (iat)", nil},
+		{"issued within the leeway", a.sign(t, claims(jwt.MapClaims{"iat": time.Now().Add(10 * time.Second).Unix()})), "", []run.Role{run.RoleApprover}},
+		{"issued in the past", a.sign(t, claims(jwt.MapClaims{"iat": time.Now().Add(-time.Minute).Unix()})), "", []run.Role{run.RoleApprover}},
 		{"wrong audience", a.sign(t, claims(jwt.MapClaims{"aud": "billing"})), "token has the wrong audience", nil},
 		{"no audience", a.sign(t, claims(jwt.MapClaims{"aud": nil})), "token has the wrong audience", nil},
 		{"wrong issuer", a.sign(t, claims(jwt.MapClaims{"iss": "https://evil.test/"})), "token issuer is not trusted", nil},
@@ -390,7 +394,67 @@ func TestJWTSubjectOfAStaticToken(t *testing.T) {
 	}
 	_, err = authn.Authenticate(context.Background(), "Bearer "+tok)
 	authError(t, err, `token subject "carol" is the subject of a configured API token; the identity provider's subjects must differ from them`, tok)
+	// A subject that differs only by case or by spaces around it reads as the same one.
+	for _, sub := range []string{"Carol", "CAROL", " carol", "carol ", "\tcarol\n", "\u00a0Carol"} {
+		tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims(jwt.MapClaims{"sub": sub})).SignedString([]byte(secret))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = authn.Authenticate(context.Background(), "Bearer "+tok)
+		authError(t, err, fmt.Sprintf("token subject %q is the subject of a configured API token; the identity provider's subjects must differ from them", sub), tok)
+	}
+	if p, err := authn.Authenticate(context.Background(), "Bearer "+must(jwt.NewWithClaims(jwt.SigningMethodHS256, claims(jwt.MapClaims{"sub": "carola"})).SignedString([]byte(secret)))); err != nil || p.Subject != "carola" {
+		t.Fatalf("another subject: %+v, %v", p, err)
+	}
 	if p, err := authn.Authenticate(context.Background(), "Bearer carols-api-token"); err != nil || p.Subject != "carol" {
 		t.Fatalf("the API token itself: %+v, %v", p, err)
 	}
+}
+
+// TestJWTAgentsClaim: claims.agents names the claim of the agents a principal may request
+// approvals for; without the claim a token may request for none, and without claims.agents
+// every token may request for any agent.
+func TestJWTAgentsClaim(t *testing.T) {
+	const env = "INTERLOCK_TEST_JWT_AGENTS_SECRET"
+	secret := strings.Repeat("a", 32)
+	t.Setenv(env, secret)
+	sign := func(c jwt.MapClaims) string {
+		return must(jwt.NewWithClaims(jwt.SigningMethodHS256, claims(c)).SignedString([]byte(secret)))
+	}
+	bound := setup(t, &auth.Config{JWT: &auth.JWT{HS256SecretEnv: env, Issuer: issuer, Audience: audience,
+		Claims: auth.Claims{Agents: "https://interlock.test/agents"}}}, auth.Options{})
+	free := setup(t, &auth.Config{JWT: &auth.JWT{HS256SecretEnv: env, Issuer: issuer, Audience: audience}}, auth.Options{})
+	for _, tc := range []struct {
+		name   string
+		authn  *auth.Authenticator
+		claim  any
+		want   []string // nil: any agent
+		reject string
+	}{
+		{"a list", bound, []string{"deploy-bot", "", "coding"}, []string{"deploy-bot", "coding"}, ""},
+		{"one id", bound, "deploy-bot", []string{"deploy-bot"}, ""},
+		{"no claim: no agent", bound, nil, []string{}, ""},
+		{"the wrong shape", bound, []any{"a", 1}, nil, `token claim "https://interlock.test/agents" must be an agent id or a list of them`},
+		{"not configured", free, []string{"deploy-bot"}, nil, ""},
+	} {
+		tok := sign(jwt.MapClaims{"https://interlock.test/agents": tc.claim})
+		p, err := tc.authn.Authenticate(context.Background(), "Bearer "+tok)
+		if tc.reject != "" {
+			authError(t, err, tc.reject, tok)
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if !slices.Equal(p.Agents, tc.want) || (p.Agents == nil) != (tc.want == nil) {
+			t.Errorf("%s: agents %#v, want %#v", tc.name, p.Agents, tc.want)
+		}
+	}
+}
+
+func must(s string, err error) string {
+	if err != nil {
+		panic(err)
+	}
+	return s
 }

@@ -190,28 +190,32 @@ const sha256Of = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a
 // authenticate.
 func TestAuthSection(t *testing.T) {
 	t.Parallel()
-	f, err := config.Parse("auth.yaml", []byte(authAgent+`
+	f, err := config.Parse("auth.yaml", []byte(authAgent+`  - {id: deploy-bot, external: true, tools: ["*"]}
 auth:
   tokens:
     - {subject: alice, role: approver, sha256: "`+sha256Of+`"}
     - {subject: portal, role: viewer, sha256: "`+strings.Repeat("ab", 32)+`", resources: [customer-1, customer-2]}
     - {subject: bob, role: [approver, refunds], sha256: "`+strings.Repeat("CD", 32)+`"}
     - {subject: kiosk, role: viewer, sha256: "`+strings.Repeat("ef", 32)+`", resources: []}
+    - {subject: ci-deploy, role: requester, sha256: "`+strings.Repeat("01", 32)+`", agents: [deploy-bot]}
   jwt:
     jwksURL: https://idp.example.com/.well-known/jwks.json
     issuer: https://idp.example.com/
     audience: interlock
-    claims: {subject: sub, roles: roles, resources: tenants}
+    claims: {subject: sub, roles: roles, resources: tenants, agents: agents}
   separationOfDuties: true
 `))
 	if err != nil {
 		t.Fatal(err)
 	}
 	a := f.Auth
-	if a == nil || len(a.Tokens) != 4 || !a.SeparationOfDuties {
+	if a == nil || len(a.Tokens) != 5 || !a.SeparationOfDuties {
 		t.Fatalf("read %+v", a)
 	}
 	alice, portal, bob, kiosk := a.Tokens[0], a.Tokens[1], a.Tokens[2], a.Tokens[3]
+	if ci := a.Tokens[4]; len(ci.Agents) != 1 || ci.Agents[0] != "deploy-bot" || alice.Agents != nil {
+		t.Fatalf("ci-deploy %+v, alice %+v", ci, alice)
+	}
 	if alice.Subject != "alice" || len(alice.Role) != 1 || alice.Role[0] != run.RoleApprover || alice.SHA256 != sha256Of || alice.Resources != nil {
 		t.Fatalf("alice %+v", alice)
 	}
@@ -226,7 +230,7 @@ auth:
 	}
 	j := a.JWT
 	if j == nil || j.JWKSURL != "https://idp.example.com/.well-known/jwks.json" || j.Issuer != "https://idp.example.com/" ||
-		j.Audience != "interlock" || j.Claims != (auth.Claims{Subject: "sub", Roles: "roles", Resources: "tenants"}) {
+		j.Audience != "interlock" || j.Claims != (auth.Claims{Subject: "sub", Roles: "roles", Resources: "tenants", Agents: "agents"}) {
 		t.Fatalf("jwt %+v", j)
 	}
 
@@ -281,6 +285,10 @@ func TestAuthProblems(t *testing.T) {
 		{"role not a name", tok(`subject: alice, role: {admin: true}, sha256: "` + sha256Of + `"`), []string{"auth.tokens[0].role: must be a role name or a list of role names"}},
 		{"resources without value", "auth:\n  tokens:\n    - subject: alice\n      role: viewer\n      sha256: " + sha256Of + "\n      resources:\n", []string{"auth.tokens[0].resources: has no value: write [] for no resource, or leave the key out for every resource"}},
 		{"empty resource", tok(good + `, resources: [""]`), []string{"auth.tokens[0].resources[0]: is empty"}},
+		{"agents without value", "auth:\n  tokens:\n    - subject: alice\n      role: requester\n      sha256: " + sha256Of + "\n      agents:\n", []string{"auth.tokens[0].agents: has no value: write [] for no agent, or leave the key out for any agent"}},
+		{"empty agent", tok(good + `, agents: [""]`), []string{"auth.tokens[0].agents[0]: is empty"}},
+		{"unknown agent", tok(good + `, agents: [deploy-bot]`), []string{`auth.tokens[0].agents[0]: "deploy-bot" is not an agent id in agents`}},
+		{"internal agent", tok(good + `, agents: [a]`), []string{`auth.tokens[0].agents[0]: "a" runs in Interlock: approvals are requested for external agents`}},
 		{"unknown token key", tok(good + `, token: test`), []string{`unknown field "token"`}},
 		{"jwt without keys", jwt("issuer: i, audience: a"), []string{"auth.jwt: needs jwksURL (the identity provider's key set) or hs256SecretEnv (a shared secret)"}},
 		{"jwt with both keys", jwt("jwksURL: 'https://idp/jwks', hs256SecretEnv: S, issuer: i, audience: a"), []string{"auth.jwt: has both jwksURL and hs256SecretEnv; give one"}},

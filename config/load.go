@@ -230,6 +230,18 @@ func (f *File) check() []string {
 	}
 	if f.Auth != nil {
 		p.list = append(p.list, f.Auth.Problems("auth")...)
+		for i, t := range f.Auth.Tokens {
+			for j, id := range t.Agents {
+				at := fmt.Sprintf("auth.tokens[%d].agents[%d]", i, j)
+				switch isExternal, ok := external[id]; {
+				case id == "":
+				case !ok:
+					p.add(at, fmt.Sprintf("%q is not an agent id in agents", id))
+				case !isExternal:
+					p.add(at, fmt.Sprintf("%q runs in Interlock: approvals are requested for external agents (external: true)", id))
+				}
+			}
+		}
 	}
 	if f.Notifications != nil {
 		p.list = append(p.list, f.Notifications.Problems("notifications")...)

@@ -54,6 +54,10 @@ type Principal struct {
 	// Resources, when not nil, are the only resources whose runs the principal may see, start
 	// or decide; runs of any other resource, and runs without one, do not exist for it.
 	Resources []string
+	// Agents, when not nil, are the only agents the principal may request approvals for
+	// (requestApproval, POST /approvals, the hooks): a requester token given to one external
+	// agent cannot ask, and be told the policy's answers, as another. Nil: any agent.
+	Agents []string
 	// Expires is when the credentials the principal was established by stop being valid (a
 	// JWT's exp); zero for tokens that do not expire. A WebSocket ends then.
 	Expires time.Time
@@ -134,6 +138,11 @@ func (p *Principal) Sees(resourceID *string) bool {
 		return true
 	}
 	return resourceID != nil && slices.Contains(p.Resources, *resourceID)
+}
+
+// RequestsFor reports whether the principal may request approvals for the agent of that id.
+func (p *Principal) RequestsFor(agentID string) bool {
+	return p.Agents == nil || slices.Contains(p.Agents, agentID)
 }
 
 type principalKey struct{}

@@ -59,11 +59,13 @@ const policyReason = "approved by policy: the tool needs no approval"
 // caller runs the tool once approved. It returns the run as stored; startedBy is the caller's
 // subject, so that with separation of duties the caller cannot approve its own request.
 //
-// Who may call: a principal holding the requester role (requester, or operator and above), of
-// the resource it names (a scoped principal must name one of its resources).
+// Who may call: a principal holding the requester role (requester, or operator and above), for
+// an agent it may request for (a principal bound to agents, run.Principal.Agents, only for
+// those), of the resource it names (a scoped principal must name one of its resources).
 //
-// Errors: UNAUTHENTICATED without a principal; FORBIDDEN without the requester role, or for a
-// resource outside the principal's; NOT_FOUND for an unknown agent; BAD_USER_INPUT — with
+// Errors: UNAUTHENTICATED without a principal; FORBIDDEN without the requester role, for an
+// agent the principal is not bound to (checked before the agent is looked up, so that it
+// learns nothing of other agents), or for a resource outside the principal's; NOT_FOUND for an unknown agent; BAD_USER_INPUT — with
 // nothing stored — for an agent that is not external, a tool the agent does not have, args
 // that are not a JSON object matching the tool's inputSchema (checked in canonical form,
 // agent.CanonicalJSON), a context longer than MaxContextLength, a threadId or resourceId
@@ -73,6 +75,9 @@ const policyReason = "approved by policy: the tool needs no approval"
 // not; with KeyWhilePending only while it waits), on any instance, for IdempotencyWindow at least.
 func (s *Service) RequestApproval(ctx context.Context, p ApprovalParams) (*run.Run, error) {
 	if err := require(ctx, run.RoleRequester, "requesting an approval"); err != nil {
+		return nil, err
+	}
+	if err := authorizeAgent(ctx, p.AgentID); err != nil {
 		return nil, err
 	}
 	a := s.agents.Get(p.AgentID)
@@ -264,7 +269,9 @@ func (s *Service) request(ctx context.Context, runID string) (*run.Run, error) {
 		return nil, err
 	}
 	if !s.isExternal(r.AgentID) {
-		return nil, run.Errorf(run.CodeNotFound, "no approval request with id %q: run %s is not a run of an external agent", runID, runID)
+		// The same answer as for no run at all: the id of an internal run is nothing to a
+		// caller of /approvals, and must not tell it that such a run exists.
+		return nil, notFound(runID)
 	}
 	r.Snapshot, r.LeaseOwner = nil, nil
 	return r, nil

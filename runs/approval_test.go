@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -541,4 +542,87 @@ func TestARequestCutOffFromTheDatabaseIsStoredOnceOnRetry(t *testing.T) {
 	if got, _ := f.svc.Get(bg(), second.ID); got.Status != run.StatusSuspended || len(got.ToolCalls) != 1 {
 		t.Fatalf("the request is %s with %d calls", got.Status, len(got.ToolCalls))
 	}
+}
+
+// TestABoundRequesterRequestsOnlyForItsAgents: a principal bound to agents (a token's agents,
+// a JWT's claims.agents) requests approvals only for them — FORBIDDEN for any other agent,
+// known or not, with nothing stored — and one bound to none for no agent; an unbound one for
+// any.
+func TestABoundRequesterRequestsOnlyForItsAgents(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		f := externalSetup(t, db, runs.Config{})
+		bound := func(agents ...string) context.Context {
+			agents = append([]string{}, agents...) // none given: bound to no agent, not unbound
+			return run.WithPrincipal(context.Background(), &run.Principal{Subject: "laptop", Roles: []run.Role{run.RoleRequester}, Agents: agents})
+		}
+		hooks := runs.ApprovalParams{AgentID: "hooks", ToolName: "Bash", Args: json.RawMessage(`{}`)}
+		for name, ctx := range map[string]context.Context{"bound to hooks": bound("hooks"), "bound to none": bound()} {
+			for _, p := range []runs.ApprovalParams{
+				{AgentID: "deploy-bot", ToolName: "deploy", Args: deployArgs},
+				{AgentID: "deploy-bot", ToolName: "status", Args: json.RawMessage(`{}`)}, // the policy would approve it
+				{AgentID: "nobody", ToolName: "x", Args: json.RawMessage(`{}`)},
+			} {
+				_, err := f.svc.RequestApproval(ctx, p)
+				wantCode(t, err, run.CodeForbidden)
+				if !strings.Contains(err.Error(), "laptop may request approvals") {
+					t.Errorf("%s asking for %s: %v", name, p.AgentID, err)
+				}
+			}
+		}
+		_, err := f.svc.RequestApproval(bound(), hooks)
+		wantCode(t, err, run.CodeForbidden)
+		if n := countRuns(t, db); n != 0 {
+			t.Fatalf("refused requests stored %d runs", n)
+		}
+		if r := request(t, f, bound("hooks", "other"), hooks); r.AgentID != "hooks" {
+			t.Fatalf("a request for its agent: %+v", r)
+		}
+		request(t, f, as("bot", nil, run.RoleRequester), runs.ApprovalParams{}) // unbound: any agent
+		if n := countRuns(t, db); n != 2 {
+			t.Fatalf("%d runs, want 2", n)
+		}
+	})
+}
+
+// TestARequesterFollowsItsRequests: a requester follows the events of the requests it made
+// (runEvents), to the decision; another requester's request and an internal run are NOT_FOUND
+// to it, as an unknown run; a principal with no role is FORBIDDEN.
+func TestARequesterFollowsItsRequests(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		f := externalSetup(t, db, runs.Config{})
+		started, err := f.svc.StartRun(as("bot", nil, run.RoleOperator), runs.StartParams{AgentID: "counter-agent", Prompt: "refund order 1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		bot := as("bot", nil, run.RoleRequester)
+		mine := request(t, f, bot, runs.ApprovalParams{})
+		theirs := request(t, f, as("other-bot", nil, run.RoleRequester), runs.ApprovalParams{})
+		for _, id := range []string{theirs.ID, started.ID, "00000000-0000-7000-8000-000000000000"} {
+			_, err := f.svc.Follow(bot, id, 0)
+			wantCode(t, err, run.CodeNotFound)
+		}
+		_, err = f.svc.Follow(as("nora", nil), mine.ID, 0)
+		wantCode(t, err, run.CodeForbidden)
+		ctx, cancel := context.WithTimeout(bot, 20*time.Second)
+		defer cancel()
+		evs, err := f.svc.Follow(ctx, mine.ID, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []run.EventType
+		for ev := range evs {
+			got = append(got, ev.Type)
+			if ev.Type == run.EventRunSuspended {
+				if _, err := f.svc.Decline(as("sue", nil, "sre"), runs.DecideParams{RunID: mine.ID}, "not today"); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		want := []run.EventType{run.EventRunStarted, run.EventToolCallRequested, run.EventToolCallApproval, run.EventRunSuspended, run.EventToolCallDeclined, run.EventRunFinished}
+		if !slices.Equal(got, want) {
+			t.Fatalf("events %v, want %v", got, want)
+		}
+	})
 }

@@ -112,6 +112,24 @@ func authorizeResource(ctx context.Context, resourceID *string, what string) err
 	return run.Errorf(run.CodeForbidden, "%s may not %s of resource %q, only of %s", p.Subject, what, *resourceID, strings.Join(p.Resources, ", "))
 }
 
+// authorizeAgent checks that the principal of ctx (checked for its role before) may request
+// approvals for the agent of that id: a principal bound to agents (a token's agents, a JWT's
+// claims.agents) only for those, so that a token given to one agent's pipeline cannot ask as
+// another and be told the policy's answers meant for it.
+func authorizeAgent(ctx context.Context, agentID string) error {
+	p := run.PrincipalFrom(ctx)
+	if p == nil {
+		return errUnauthenticated("requesting an approval")
+	}
+	switch {
+	case p.RequestsFor(agentID):
+		return nil
+	case len(p.Agents) == 0:
+		return run.Errorf(run.CodeForbidden, "%s may request approvals for no agent", p.Subject)
+	}
+	return run.Errorf(run.CodeForbidden, "%s may request approvals only for %s, not for %q", p.Subject, strings.Join(p.Agents, ", "), agentID)
+}
+
 // mayRead reports whether the principal of ctx (not nil) may read run r, whose resource it
 // sees: a viewer reads every run, a requester only the approval requests it made (its
 // startedBy; not runs of agents Interlock runs, which the same subject may have started when

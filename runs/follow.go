@@ -15,7 +15,9 @@ const followBatch = 500
 // are stored, each exactly once and in seq order. The channel closes after RUN_FINISHED or
 // RUN_FAILED, at once when the run is finished and nothing after `after` remains, when the run
 // finishes while the stream waits beyond its last event, or when ctx ends.
-// Errors: NOT_FOUND for an unknown run; BAD_USER_INPUT for a negative after, or an after beyond
+// Who may call: a viewer, of the run's resource; a requester, of the approval requests it made.
+// Errors: UNAUTHENTICATED, FORBIDDEN (neither role); NOT_FOUND for an unknown run or one the
+// principal may not read; BAD_USER_INPUT for a negative after, or an after beyond
 // the last event of a finished run (there will never be such an event); UNAVAILABLE when storage
 // could not be reached. A stream that breaks later (storage fails while it reads) just closes:
 // FollowAs tells its caller why.
@@ -39,7 +41,7 @@ func (s *Service) Follow(ctx context.Context, runID string, after int64) (<-chan
 // then tells the client it must resubscribe with after: its last seq, instead of letting a bare
 // end of the stream pass for the end of the run.
 func FollowAs[T any](s *Service, ctx context.Context, runID string, after int64, conv func(context.Context, run.Event) (T, error), failed func(error)) (<-chan T, error) {
-	if err := require(ctx, run.RoleViewer, "following runs"); err != nil {
+	if err := mayFollow(s, ctx, runID); err != nil {
 		return nil, err
 	}
 	if after < 0 {
@@ -68,6 +70,17 @@ func FollowAs[T any](s *Service, ctx context.Context, runID string, after int64,
 	st.stopWake = context.AfterFunc(st.ctx, st.wake) // an ended stream closes at once
 	go st.drain()
 	return st.out, nil
+}
+
+// mayFollow checks that the principal of ctx may follow the run: a viewer any run it sees (the
+// resource is checked with the run's progress), a requester the requests it made, as it may
+// read them (Get: NOT_FOUND for any other run, as for an unknown one).
+func mayFollow(s *Service, ctx context.Context, runID string) error {
+	if p := run.PrincipalFrom(ctx); p != nil && !p.Has(run.RoleViewer) && p.Has(run.RoleRequester) {
+		_, err := s.Get(ctx, runID)
+		return err
+	}
+	return require(ctx, run.RoleViewer, "following runs")
 }
 
 // stream is one Follow. It has a goroutine only while it has something to do — catching up,

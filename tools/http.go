@@ -16,7 +16,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptrace"
-	"sync/atomic"
 	"time"
 
 	"interlock/agent"
@@ -29,7 +28,8 @@ type HTTPConfig struct {
 	Timeout time.Duration
 	// Headers are sent with every call (already expanded from the environment).
 	Headers map[string]string
-	// Client replaces http.DefaultClient (tests, proxies).
+	// Client replaces http.DefaultClient (tests, proxies). Its CheckRedirect is replaced: a
+	// call follows a redirect only within the URL's origin (see sameOriginRedirects).
 	Client *http.Client
 }
 
@@ -59,10 +59,7 @@ const maxHTTPAnswer = 1 << 20
 
 // HTTPExecute returns an ExecuteFunc that calls the endpoint.
 func HTTPExecute(cfg HTTPConfig) func(ctx context.Context, c *agent.Call) (any, error) {
-	client := cfg.Client
-	if client == nil {
-		client = http.DefaultClient
-	}
+	client := withRedirectPolicy(cfg.Client)
 	timeout := cfg.Timeout
 	if timeout <= 0 {
 		timeout = 30 * time.Second
@@ -98,16 +95,19 @@ func HTTPExecute(cfg HTTPConfig) func(ctx context.Context, c *agent.Call) (any, 
 		// Whether the request was written to the connection: a connection that breaks after
 		// that leaves the outcome unknown (the endpoint may have acted), which is a person's to
 		// judge, not an error the model may answer by calling again.
-		var sent atomic.Bool
-		req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-			WroteRequest: func(w httptrace.WroteRequestInfo) { sent.Store(w.Err == nil) },
+		d := &delivery{}
+		req = req.WithContext(httptrace.WithClientTrace(withDelivery(ctx, d), &httptrace.ClientTrace{
+			WroteRequest: func(w httptrace.WroteRequestInfo) { d.sent.Store(w.Err == nil) },
 		}))
 		resp, err := client.Do(req)
+		if redirect, ok := asRedirectError(err); ok {
+			return nil, fmt.Errorf("the tool's endpoint %w", redirect)
+		}
 		if err != nil {
 			if errors.Is(err, context.DeadlineExceeded) && parent.Err() == nil {
-				return nil, timedOut(c.Name, timeout, sent.Load())
+				return nil, timedOut(c.Name, timeout, d.wasSent())
 			}
-			if sent.Load() && ctx.Err() == nil {
+			if d.wasSent() && ctx.Err() == nil {
 				return nil, brokeAfterSending(c.Name, err)
 			}
 			return nil, fmt.Errorf("the tool's endpoint could not be reached: %w", unwrapURL(err))

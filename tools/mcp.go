@@ -113,6 +113,9 @@ func (s *MCPServer) connected(ctx context.Context) (*mcp.ClientSession, error) {
 		if ctx.Err() == nil && startCtx.Err() != nil {
 			return nil, fmt.Errorf("MCP server %s did not answer initialize within %s (mcpServers[].startTimeout)", s.cfg.Name, s.cfg.StartTimeout)
 		}
+		if redirect, ok := asRedirectError(err); ok {
+			return nil, fmt.Errorf("MCP server %s %w", s.cfg.Name, redirect)
+		}
 		return nil, fmt.Errorf("MCP server %s: connect: %w", s.cfg.Name, err)
 	}
 	if s.lost {
@@ -165,14 +168,15 @@ func (s *MCPServer) Tools(ctx context.Context) ([]MCPTool, error) {
 }
 
 // Execute returns an ExecuteFunc that calls the server's tool of that name, at most once. A
-// call the server answers with isError or a JSON-RPC error, or whose result is too large, is a
-// tool error the model sees. A call that fails on the connection before it was sent is sent once
-// more on a new session. A call that fails on the connection after it may have reached the
-// server is not: its outcome is unknown (agent.OutcomeUnknown), and a person decides whether it
-// runs again. So is a call that was sent and not answered within the timeout (the SDK tells the
-// server it is cancelled, which a server may heed or not, after doing part of the work or all of
-// it): a person decides when the call needed approval, and the model is told of the timeout
-// when it did not (agent.OutcomeUnknown.ModelError says why the two differ).
+// call the server answers with isError, a JSON-RPC error or a redirect that is not followed
+// (see sameOriginRedirects), or whose result is too large, is a tool error the model sees. A
+// call that fails on the connection before it was sent is sent once more on a new session. A
+// call that fails on the connection after it may have reached the server is not: its outcome is
+// unknown (agent.OutcomeUnknown), and a person decides whether it runs again. So is a call that
+// was sent and not answered within the timeout (the SDK tells the server it is cancelled, which a
+// server may heed or not, after doing part of the work or all of it): a person decides when the
+// call needed approval, and the model is told of the timeout when it did not
+// (agent.OutcomeUnknown.ModelError says why the two differ).
 func (s *MCPServer) Execute(tool string) func(ctx context.Context, c *agent.Call) (any, error) {
 	return func(ctx context.Context, c *agent.Call) (any, error) {
 		ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
@@ -256,6 +260,11 @@ func (s *MCPServer) call(ctx context.Context, tool string, args json.RawMessage,
 	res, err := cs.CallTool(withDelivery(ctx, tr), &mcp.CallToolParams{Meta: meta, Name: tool, Arguments: args})
 	if err == nil {
 		return res, nil
+	}
+	if redirect, ok := asRedirectError(err); ok {
+		// The server answered with a redirect that was not followed (sameOriginRedirects): the
+		// call ran nowhere, and the session is as it was.
+		return nil, fmt.Errorf("MCP server %s %w", s.cfg.Name, redirect)
 	}
 	switch {
 	case tr.isTooLarge():

@@ -14,10 +14,11 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// delivery is what the transport learns of one tool call: whether its request left Interlock
-// (after which it may have reached the server, and is never sent again), and whether its answer
-// was too large to read. It travels with the call's context, the only thing the SDK hands from
-// the call to the transport.
+// delivery is what the transport learns of one tool call (an MCP call, or an HTTP tool's
+// request): whether its request left Interlock (after which it may have reached the server, and
+// is never sent again), and whether its answer was too large to read. It travels with the call's
+// context, the only thing the SDK hands from the call to the transport (and the one thing a
+// redirect policy sees of the call, see sameOriginRedirects).
 type delivery struct {
 	sent     atomic.Bool
 	tooLarge atomic.Bool

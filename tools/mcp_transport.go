@@ -23,7 +23,7 @@ func (s *MCPServer) transport() (mcp.Transport, *process) {
 		rt = &headerTransport{base: rt, headers: s.cfg.Headers}
 	}
 	return &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, DisableStandaloneSSE: true,
-		HTTPClient: &http.Client{Transport: &deliveryTransport{base: rt}}}, nil
+		HTTPClient: &http.Client{Transport: &deliveryTransport{base: rt}, CheckRedirect: sameOriginRedirects}}, nil
 }
 
 // stdioEnv is the environment a stdio MCP server is started with: of Interlock's own
@@ -60,7 +60,9 @@ func passedToStdio(name string) bool {
 }
 
 // headerTransport sends the configured headers (such as Authorization) with every request to
-// a url server: the first initialize, each call, the session's end, and every reconnect. A
+// a url server: the first initialize, each call, the session's end, and every reconnect — and
+// every redirect the client follows, which is why it follows only those within the configured
+// origin (sameOriginRedirects): another host never gets the headers. A
 // header the MCP client itself set on the request (Content-Type, Accept, Mcp-Session-Id,
 // Mcp-Protocol-Version) is left as the protocol needs it. The values are secrets: they are
 // never logged.

@@ -325,6 +325,9 @@ func TestConfigErrorsNameTheSetting(t *testing.T) {
 		{[]string{"--demo-delay", "soon"}, "INTERLOCK_DEMO_DELAY"},
 		{[]string{"--heap-floor-mib", "-1"}, "INTERLOCK_HEAP_FLOOR_MIB"},
 		{[]string{"--heap-floor-mib", "64MiB"}, "INTERLOCK_HEAP_FLOOR_MIB"},
+		{[]string{"--console-url", "interlock.example.com"}, "INTERLOCK_CONSOLE_URL"},
+		{[]string{"--console-url", "ftp://interlock.example.com"}, "INTERLOCK_CONSOLE_URL"},
+		{[]string{"--console-url", "https://interlock.example.com/?run=1"}, "INTERLOCK_CONSOLE_URL"},
 		{[]string{"--db", "sqlite:" + t.TempDir() + "/x.db", "--addr", "256.0.0.1:99999"}, "INTERLOCK_ADDR"},
 	} {
 		err := app.RunCommand(tc.args, apptest.DiscardLog())

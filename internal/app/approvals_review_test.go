@@ -181,11 +181,15 @@ func TestReviewConcurrentKeyAcrossInstances(t *testing.T) {
 
 // TestReviewRequesterSeesOnlyItsOwnAndDecidesNothing: a requester reads its own requests and
 // nothing else — another requester's request, an internal run and an unknown id are alike
-// NOT_FOUND over GET /approvals/{id} and GraphQL run — lists nothing, follows nothing (the same
-// answer for its own run and another's, over SSE and both WebSocket subprotocols), and decides
-// nothing (approve, edit, decline, resume) on its own request or another's.
+// NOT_FOUND over GET /approvals/{id} and GraphQL run — lists nothing, follows its own requests
+// only (runEvents, as the README promises: another's request, an internal run and an unknown id
+// are alike NOT_FOUND, over SSE and both WebSocket subprotocols), and decides nothing (approve,
+// edit, decline, resume) on its own request or another's.
 func TestReviewRequesterSeesOnlyItsOwnAndDecidesNothing(t *testing.T) {
-	s := approvalsServer(t, "sqlite:"+t.TempDir()+"/interlock.db")
+	eachApprovalsDB(t, func(t *testing.T, s *apptest.Server) { requesterSeesOnlyItsOwn(t, s) })
+}
+
+func requesterSeesOnlyItsOwn(t *testing.T, s *apptest.Server) {
 	mine := ask(t, s, "bot", "0", deployRequest(nil))
 	theirs := ask(t, s, "other-bot", "0", deployRequest(nil))
 	var started struct{ StartRun struct{ RunID string } }
@@ -216,15 +220,22 @@ func TestReviewRequesterSeesOnlyItsOwnAndDecidesNothing(t *testing.T) {
 			t.Errorf("%s as bot: %s %s %s", q, r.Code, r.Msg, r.Data)
 		}
 	}
-	// Following: the same answer for its own request and another's, on every transport.
-	const follow = `subscription($id: ID!) { runEvents(runId: $id) { type } }`
-	for _, id := range []string{mine.RunID, theirs.RunID} {
+	// Following: its own request, with the run on RUN_* events; any other run is NOT_FOUND, in
+	// the words of an unknown one, on every transport.
+	const follow = `subscription($id: ID!) { runEvents(runId: $id) { type run { runId startedBy } } }`
+	for _, id := range []string{mine.RunID, theirs.RunID, started.StartRun.RunID, unknown} {
 		vars := map[string]any{"id": id}
 		sse := s.SSEAs(t, bot, follow, vars)
 		ws1 := s.WsAs(t, "graphql-transport-ws", bot, follow, vars)
 		ws2 := s.WsAs(t, "graphql-ws", bot, follow, vars)
 		for name, r := range map[string]apptest.Result{"SSE": sse, "graphql-transport-ws": ws1, "graphql-ws": ws2} {
-			if r.Code != "FORBIDDEN" {
+			if id == mine.RunID {
+				if want := `{"runEvents":{"type":"RUN_STARTED","run":{"runId":"` + id + `","startedBy":"bot"}}}`; r.Code != "" || string(r.Data) != want {
+					t.Errorf("runEvents(own request) as bot over %s: %q %s %s, want %s", name, r.Code, r.Msg, r.Data, want)
+				}
+				continue
+			}
+			if r.Code != "NOT_FOUND" || r.Msg != `no run with id "`+id+`"` {
 				t.Errorf("runEvents(%s) as bot over %s: %q %s %s", id, name, r.Code, r.Msg, r.Data)
 			}
 		}

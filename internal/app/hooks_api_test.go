@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -87,12 +89,18 @@ func postHook(s *apptest.Server, t testing.TB, path, auth string, body []byte) a
 // waitingRequest waits until agent's request waits for a decision and returns it.
 func waitingRequest(s *apptest.Server, t testing.TB, agent string) apptest.HookRun {
 	t.Helper()
+	return waitingRequestAs(s, t, apptest.TokenOf("alice"), agent)
+}
+
+// waitingRequestAs is waitingRequest read with token.
+func waitingRequestAs(s *apptest.Server, t testing.TB, token, agent string) apptest.HookRun {
+	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		var out struct {
 			SuspendedRuns struct{ Runs []apptest.HookRun }
 		}
-		s.MustAs(t, apptest.TokenOf("alice"), `query($a: ID) { suspendedRuns(agentId: $a) { runs { `+apptest.HookRunFields+` } } }`, map[string]any{"a": agent}, &out)
+		s.MustAs(t, token, `query($a: ID) { suspendedRuns(agentId: $a) { runs { `+apptest.HookRunFields+` } } }`, map[string]any{"a": agent}, &out)
 		if len(out.SuspendedRuns.Runs) == 1 {
 			return out.SuspendedRuns.Runs[0]
 		}
@@ -396,19 +404,87 @@ func claudeHeader(v string, allowed []string, env map[string]string) string {
 
 var hookEnvRef = regexp.MustCompile(`\$\{[A-Za-z_][A-Za-z0-9_]*\}|\$[A-Za-z_][A-Za-z0-9_]*`)
 
-// TestHooksReadmeConfigs: the README's configuration, as written: its agent and policy serve the
-// requests; its Claude Code settings.json hook, sent as Claude Code sends an HTTP hook (the
-// header filled from allowedEnvVars), gets the allow once approved; its Codex command, run by a
-// shell with the hook's input on stdin, prints the deny with the reason, and exits 22 printing
-// nothing when Interlock refuses the token, so that Codex asks its own person.
+// readmeHooksConfig is the README's step 1 configuration with its two tokens' digests filled
+// in: ana's (the requester, "token-ana") and sam's (the approver, apptest.TokenOf("sam")).
+func readmeHooksConfig(t testing.TB) string {
+	t.Helper()
+	yaml := readmeBlock(t, "**1. An external agent", "yaml")
+	for placeholder, token := range map[string]string{"<sha256 of ana's token>": "token-ana", "<sha256 of sam's token>": apptest.TokenOf("sam")} {
+		if !strings.Contains(yaml, placeholder) {
+			t.Fatalf("the README's step 1 has no %s:\n%s", placeholder, yaml)
+		}
+		yaml = strings.Replace(yaml, placeholder, apptest.Sha256Hex(token), 1)
+	}
+	return yaml
+}
+
+// readmeCodexHook is the README's Codex hook block and its command, checked for the shape the
+// README's words rely on: a PermissionRequest command hook with a 600 s timeout, whose curl
+// gives up before it (Codex kills a hook at its timeout, and a killed hook decides nothing).
+func readmeCodexHook(t testing.TB) (toml, command string) {
+	t.Helper()
+	toml = readmeBlock(t, "**3. Codex**", "toml")
+	m := regexp.MustCompile(`(?m)^command = '([^']*)'$`).FindStringSubmatch(toml)
+	if m == nil || !strings.Contains(toml, "[[hooks.PermissionRequest.hooks]]\ntype = \"command\"\n") || !strings.Contains(toml, "timeout = 600\n") {
+		t.Fatalf("the README's Codex hook:\n%s", toml)
+	}
+	maxTime := regexp.MustCompile(`--max-time (\d+) `).FindStringSubmatch(m[1])
+	if maxTime == nil {
+		t.Fatalf("the README's Codex hook gives curl no --max-time: %s", m[1])
+	}
+	if n, _ := strconv.Atoi(maxTime[1]); n >= 600 {
+		t.Fatalf("the README's Codex hook: curl's --max-time %d is not under the hook's timeout (600)", n)
+	}
+	return toml, m[1]
+}
+
+// hookRun is what a hook command did.
+type hookRun struct {
+	stdout, stderr string
+	code           int
+}
+
+// runHookCommand runs command as Codex runs a command hook: by shell (sh or bash) with -c,
+// the hook's input on stdin, the environment env (and PATH).
+func runHookCommand(t testing.TB, shell, command string, env []string, stdin []byte) hookRun {
+	t.Helper()
+	cmd := exec.Command(shell, "-c", command)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
+	cmd.Stdin = bytes.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		return hookRun{out.String(), errb.String(), exit.ExitCode()}
+	case err != nil:
+		t.Fatal(err)
+	}
+	return hookRun{out.String(), errb.String(), 0}
+}
+
+// wantDeny fails t unless the hook command exited 0 printing exactly Codex's deny with message.
+func wantDeny(t testing.TB, what string, got hookRun, message string) {
+	t.Helper()
+	if got.code != 0 || !json.Valid([]byte(got.stdout)) || !apptest.SameJSONValue(t, []byte(got.stdout), denyWith(t, "codex", message)) {
+		t.Fatalf("%s: exit %d, stdout %q, stderr %q; want exit 0 and the deny %q", what, got.code, got.stdout, got.stderr, message)
+	}
+}
+
+// TestHooksReadmeConfigs: the README's configuration, as written: its agent, policy and tokens
+// serve the requests and sam's token decides them; its Claude Code settings.json hook, sent as
+// Claude Code sends an HTTP hook (the header filled from allowedEnvVars), gets the allow once
+// approved; its Codex command, run by sh and by bash with the hook's input on stdin, prints the
+// deny with the person's reason, and, when Interlock refuses the token (401), a deny naming
+// curl's exit 22 — never nothing, which Codex would leave to its reviewer model or its own
+// prompt.
 func TestHooksReadmeConfigs(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Fatal("the Codex hook command needs curl:", err)
 	}
-	yaml := readmeBlock(t, "**1. An external agent", "yaml")
-	yaml = strings.Replace(yaml, "<sha256 of the token>", apptest.Sha256Hex("token-ana"), 1)
-	yaml = strings.Replace(yaml, "role: requester, sha256: "+apptest.Sha256Hex("token-ana")+"}",
-		"role: requester, sha256: "+apptest.Sha256Hex("token-ana")+"}\n    - {subject: alice, role: approver, sha256: "+apptest.Sha256Hex(apptest.TokenOf("alice"))+"}", 1)
+	yaml := readmeHooksConfig(t)
+	sam := apptest.TokenOf("sam")
 	for _, db := range []string{"sqlite", "mysql"} {
 		t.Run(db, func(t *testing.T) {
 			url := "sqlite:" + filepath.Join(t.TempDir(), "interlock.db")
@@ -456,62 +532,101 @@ func TestHooksReadmeConfigs(t *testing.T) {
 				b, _ := io.ReadAll(resp.Body)
 				held <- apptest.HookAnswer{Status: resp.StatusCode, Header: resp.Header, Body: b}
 			}()
-			r := waitingRequest(s, t, "coding")
+			r := waitingRequestAs(s, t, sam, "coding")
 			if r.StartedBy == nil || *r.StartedBy != "ana-laptop" || r.ToolCalls[0].ToolName != "Bash" {
 				t.Fatalf("the request: %+v", r)
 			}
-			s.MustAs(t, apptest.TokenOf("alice"), `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": r.RunID}, nil)
+			s.MustAs(t, sam, `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": r.RunID}, nil)
 			apptest.WantAnswer(t, "Claude Code's hook", apptest.Answered(t, held), apptest.HookFixture(t, "claude-code/answer-allow.json"))
 
-			// Codex.
-			toml := readmeBlock(t, "**3. Codex**", "toml")
-			m := regexp.MustCompile(`(?m)^command = '([^']*)'$`).FindStringSubmatch(toml)
-			if m == nil || !strings.Contains(toml, "[[hooks.PermissionRequest.hooks]]\ntype = \"command\"\n") || !strings.Contains(toml, "timeout = 600\n") {
-				t.Fatalf("the README's Codex hook:\n%s", toml)
-			}
-			codexHook := func(token string) (stdout, stderr string, code int) {
-				cmd := exec.Command("sh", "-c", m[1])
-				cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "INTERLOCK_TOKEN=" + token, "INTERLOCK_URL=" + s.URL}
-				cmd.Stdin = bytes.NewReader(apptest.HookFixture(t, "codex/permission-request.json"))
-				var out, errb bytes.Buffer
-				cmd.Stdout, cmd.Stderr = &out, &errb
-				err := cmd.Run()
-				var exit *exec.ExitError
-				if errors.As(err, &exit) {
-					return out.String(), errb.String(), exit.ExitCode()
-				} else if err != nil {
-					t.Fatal(err)
+			// Codex, under each shell.
+			_, command := readmeCodexHook(t)
+			input := apptest.HookFixture(t, "codex/permission-request.json")
+			for _, shell := range []string{"sh", "bash"} {
+				done := make(chan hookRun, 1)
+				go func() {
+					done <- runHookCommand(t, shell, command, []string{"INTERLOCK_TOKEN=token-ana", "INTERLOCK_URL=" + s.URL}, input)
+				}()
+				r = waitingRequestAs(s, t, sam, "coding")
+				if !strings.Contains(*r.Context, "**Codex** asks to run `Bash` in `/path/to/cwd`") {
+					t.Fatalf("the context: %s", *r.Context)
 				}
-				return out.String(), errb.String(), 0
-			}
-			type ran struct {
-				stdout, stderr string
-				code           int
-			}
-			done := make(chan ran, 1)
-			go func() {
-				o, e, c := codexHook("token-ana")
-				done <- ran{o, e, c}
-			}()
-			r = waitingRequest(s, t, "coding")
-			if !strings.Contains(*r.Context, "**Codex** asks to run `Bash` in `/path/to/cwd`") {
-				t.Fatalf("the context: %s", *r.Context)
-			}
-			s.MustAs(t, apptest.TokenOf("alice"), `mutation($id: ID!, $r: String) { declineToolCall(runId: $id, reason: $r) { status } }`,
-				map[string]any{"id": r.RunID, "r": "Reason for denial"}, nil)
-			var got ran
-			select {
-			case got = <-done:
-			case <-time.After(45 * time.Second):
-				t.Fatal("the Codex hook command did not end")
-			}
-			if got.code != 0 || !apptest.SameJSONValue(t, []byte(got.stdout), apptest.HookFixture(t, "codex/answer-deny.json")) {
-				t.Fatalf("the Codex hook command: exit %d, stdout %q, stderr %q", got.code, got.stdout, got.stderr)
-			}
-			if o, e, c := codexHook("token-wrong"); c != 22 || o != "" || !strings.Contains(e, "401") {
-				t.Fatalf("refused: exit %d, stdout %q, stderr %q; want exit 22, nothing on stdout", c, o, e)
+				s.MustAs(t, sam, `mutation($id: ID!, $r: String) { declineToolCall(runId: $id, reason: $r) { status } }`,
+					map[string]any{"id": r.RunID, "r": "Reason for denial"}, nil)
+				select {
+				case got := <-done:
+					wantDeny(t, shell+": declined", got, "Reason for denial")
+				case <-time.After(45 * time.Second):
+					t.Fatalf("%s: the Codex hook command did not end", shell)
+				}
+				got := runHookCommand(t, shell, command, []string{"INTERLOCK_TOKEN=token-wrong", "INTERLOCK_URL=" + s.URL}, input)
+				wantDeny(t, shell+": a refused token", got, "Not run: Interlock could not be asked (curl exit 22).")
+				if !strings.Contains(got.stderr, "401") {
+					t.Fatalf("%s: curl's stderr %q does not name the 401", shell, got.stderr)
+				}
 			}
 		})
+	}
+}
+
+// TestHooksReadmeCodexFailsClosed: the README's Codex command, exactly as printed, run by sh and
+// by bash, answers every way of not reaching a decision with Codex's deny naming curl's real exit
+// code, and prints nothing else (a partial answer never reaches Codex): Interlock down (7), a
+// host name that does not resolve (6), Interlock answering 401, 500 or 503 (22), a connection
+// closed before any answer (52) or in the middle of one (18).
+func TestHooksReadmeCodexFailsClosed(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Fatal("the Codex hook command needs curl:", err)
+	}
+	_, command := readmeCodexHook(t)
+	answering := func(fn func(w http.ResponseWriter)) string {
+		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body)
+			fn(w)
+		}))
+		t.Cleanup(s.Close)
+		return s.URL
+	}
+	cut := func(partial string) func(w http.ResponseWriter) {
+		return func(w http.ResponseWriter) {
+			if partial != "" {
+				w.Header().Set("Content-Type", "application/json")
+				w.Header().Set("Content-Length", "1000")
+				io.WriteString(w, partial)
+				w.(http.Flusher).Flush()
+			}
+			conn, _, err := http.NewResponseController(w).Hijack()
+			if err == nil {
+				conn.Close()
+			}
+		}
+	}
+	down := httptest.NewServer(http.NotFoundHandler())
+	downURL := down.URL
+	down.Close()
+	for _, c := range []struct {
+		name, url string
+		exit      int
+	}{
+		{"Interlock down", downURL, 7},
+		{"a host name that does not resolve", "http://interlock.invalid:8080", 6},
+		{"401", answering(func(w http.ResponseWriter) {
+			w.Header().Set("WWW-Authenticate", "Bearer")
+			http.Error(w, `{"error": {"code": "UNAUTHENTICATED", "message": "a bad token"}}`, 401)
+		}), 22},
+		{"500", answering(func(w http.ResponseWriter) { http.Error(w, "boom", 500) }), 22},
+		{"503", answering(func(w http.ResponseWriter) {
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, `{"error": {"code": "UNAVAILABLE", "message": "Interlock is stopping"}}`, 503)
+		}), 22},
+		{"closed without an answer", answering(cut("")), 52},
+		{"closed in the middle of an answer", answering(cut(`{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"allow"`)), 18},
+	} {
+		for _, shell := range []string{"sh", "bash"} {
+			got := runHookCommand(t, shell, command, []string{"INTERLOCK_TOKEN=token-ana", "INTERLOCK_URL=" + c.url}, apptest.HookFixture(t, "codex/permission-request.json"))
+			wantDeny(t, shell+": "+c.name, got, fmt.Sprintf("Not run: Interlock could not be asked (curl exit %d).", c.exit))
+		}
 	}
 }
 

@@ -88,9 +88,10 @@ type Config struct {
 	// WebSocket; the next gets an error message (--max-subscriptions-per-connection,
 	// INTERLOCK_MAX_SUBSCRIPTIONS_PER_CONNECTION). Default 100.
 	MaxSubscriptionsPerConnection int
-	// MaxConnectionsPerPrincipal is how many WebSockets and event streams (SSE) each principal
-	// (or client address, with authentication off) may hold open at once: the next WebSocket is
-	// closed with 4429 right after its connection_init, the next stream refused with 429
+	// MaxConnectionsPerPrincipal is how many WebSockets, event streams (SSE) and held waits
+	// (long-polls of /approvals with a wait, held coding-agent hooks) each principal (or client
+	// address, with authentication off) may hold open at once: the next WebSocket is closed with
+	// 4429 right after its connection_init, the next stream or wait refused with 429
 	// (--max-connections-per-principal, INTERLOCK_MAX_CONNECTIONS_PER_PRINCIPAL; 0: no limit).
 	// Default 32: the console holds one socket per tab, each carrying up to
 	// MaxSubscriptionsPerConnection subscriptions, so 32 is a person's tabs and devices with
@@ -169,6 +170,12 @@ type Config struct {
 	// in the database, made by the first instance that starts, rotated every
 	// ReceiptKeyRotation (package receipt).
 	ReceiptSigningKey ed25519.PrivateKey
+	// ConsoleURL is the console's public base URL (https://interlock.example.com), for the url
+	// of /approvals' answers and the links of webhooks (--console-url, INTERLOCK_CONSOLE_URL;
+	// it wins over notifications.consoleURL). Default: notifications.consoleURL, else none:
+	// /approvals' answers then link to the server's own address (the one each request's
+	// connection arrived at), never to the Host header a request carries.
+	ConsoleURL string
 	// HeapFloorMiB is the heap goal the garbage collector keeps at least, in MiB, over GOGC's
 	// own (--heap-floor-mib, INTERLOCK_HEAP_FLOOR_MIB; 0: GOGC alone). A server that keeps
 	// little but allocates much per request then collects less often, which takes the
@@ -192,7 +199,8 @@ type App struct {
 	AdminToken string
 	// stopNotify stops the webhook dispatcher (nil: no notifications configured).
 	stopNotify func()
-	// consoleURL is notifications.consoleURL, the console's address in links ("" when not set).
+	// consoleURL is the console's public base URL in links: --console-url, else
+	// notifications.consoleURL ("" when neither is set).
 	consoleURL string
 	// tracing exports spans over OTLP; nil (off) unless an OTEL_EXPORTER_OTLP_*ENDPOINT is set.
 	tracing *tracing.Tracing
@@ -263,9 +271,14 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (app *App, err er
 		outbox = file.Notifications.Targets()
 	}
 	store := gormstore.New(a.db, gormstore.Outbox(outbox)).TraceGroups(a.tracing.Groups())
+	a.consoleURL = cfg.ConsoleURL
 	if file != nil && file.Notifications != nil {
-		a.consoleURL = file.Notifications.ConsoleURL
-		if a.stopNotify, err = notify.Start(store, *file.Notifications, notify.Options{Getenv: os.Getenv, Logger: log}); err != nil {
+		if a.consoleURL == "" {
+			a.consoleURL = file.Notifications.ConsoleURL
+		}
+		notifications := *file.Notifications
+		notifications.ConsoleURL = a.consoleURL // one console URL for every link the server gives
+		if a.stopNotify, err = notify.Start(store, notifications, notify.Options{Getenv: os.Getenv, Logger: log}); err != nil {
 			return nil, fmt.Errorf("%s: %w", cfg.ConfigFile, err)
 		}
 	}
@@ -398,7 +411,7 @@ func (a *App) routes() http.Handler {
 	// Approvals over plain HTTP (approvals/): the same authentication, body limit, CORS and
 	// mutation rate as /graphql, its errors in its own JSON; the coding-agent permission hooks
 	// (approvals/hooks.go), guarded as /approvals, without CORS.
-	requests, hooks := a.approvals(rate)
+	requests, hooks := a.approvals(rate, conns)
 	approvalsRoute := a.tracing.HTTP(observe.HTTP(a.log, httpguard.CORS(requests, a.cfg.CORSOrigins)), "approvals")
 	mux.Handle("/approvals", approvalsRoute)
 	mux.Handle("/approvals/", approvalsRoute)
@@ -421,11 +434,13 @@ func (a *App) routes() http.Handler {
 // approvals are the handlers of /approvals and of the coding-agent permission hooks
 // (/hooks/claude-code/{agentId}, /hooks/codex/{agentId}), behind authentication as /graphql: the
 // same bearer tokens (a requester's, typically), body limit, --max-approval-wait and mutation
-// rate (rate, when not nil: each POST stores a request). No CORS on the hooks: coding agents
-// call them, not browsers.
-func (a *App) approvals(rate *gqlguard.MutationRate) (requests, hooks http.Handler) {
+// rate (rate, when not nil: each POST stores a request, each GET that waits holds one), and
+// the connection slots of conns (--max-connections-per-principal): a request held while it
+// waits counts as a WebSocket does. No CORS on the hooks: coding agents call them, not
+// browsers.
+func (a *App) approvals(rate *gqlguard.MutationRate, conns *gqlguard.Connections) (requests, hooks http.Handler) {
 	o := approvals.Options{Service: a.Service, MaxWait: a.cfg.MaxApprovalWait, MaxBodyBytes: maxBodyBytes,
-		ConsoleURL: a.consoleURL, Logger: a.log}
+		SlotFunc: conns.Acquire, ConsoleURL: a.consoleURL, Logger: a.log}
 	if rate != nil {
 		o.RateFunc = func(ctx context.Context) time.Duration { return rate.Take(ctx, 1) }
 	}

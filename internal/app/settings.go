@@ -3,6 +3,7 @@ package app
 import (
 	"fmt"
 	"math"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -42,7 +43,7 @@ var settings = []setting{
 	{"text-flush-interval", durationText(runs.DefaultTextFlushInterval), "store streamed text at most this often", asDuration(time.Millisecond, func(c *Config) *time.Duration { return &c.TextFlushInterval })},
 	{"max-query-tokens", "10000", "most tokens in one query", asPositive(func(c *Config) *int { return &c.MaxQueryTokens })},
 	{"max-subscriptions-per-connection", "100", "most operations active at once on one WebSocket", asPositive(func(c *Config) *int { return &c.MaxSubscriptionsPerConnection })},
-	{"max-connections-per-principal", "32", "WebSockets and event streams each principal (or client IP without authentication) may hold open at once (0: no limit)", asConnections(func(c *Config) *int { return &c.MaxConnectionsPerPrincipal })},
+	{"max-connections-per-principal", "32", "WebSockets, event streams and held waits (/approvals?wait=, hooks) each principal (or client IP without authentication) may hold open at once (0: no limit)", asConnections(func(c *Config) *int { return &c.MaxConnectionsPerPrincipal })},
 	{"ws-init-timeout", "10s", "close a WebSocket that sends no connection_init within this", asDuration(time.Millisecond, func(c *Config) *time.Duration { return &c.WSInitTimeout })},
 	{"read-timeout", "30s", "bound on reading one request", asDuration(time.Millisecond, func(c *Config) *time.Duration { return &c.ReadTimeout })},
 	{"write-timeout", "60s", "bound on answering one request (not subscriptions)", asDuration(time.Millisecond, func(c *Config) *time.Duration { return &c.WriteTimeout })},
@@ -68,6 +69,7 @@ var settings = []setting{
 	{"receipt-lifetime", durationText(receipt.DefaultLifetime), "how long after its decision a receipt expires", asDuration(time.Second, func(c *Config) *time.Duration { return &c.ReceiptLifetime })},
 	{"receipt-key-rotation", durationText(receipt.DefaultRotation), "how long a stored receipt signing key signs before the next one takes over", asDuration(time.Minute, func(c *Config) *time.Duration { return &c.ReceiptKeyRotation })},
 	{"receipt-signing-key", "", "Ed25519 private key (PEM, PKCS #8) that signs receipts, in place of the keys stored in the database", setReceiptKey},
+	{"console-url", "", "the console's public base URL, for the url of /approvals' answers and webhooks' links (default: notifications.consoleURL, else the server's own address)", setConsoleURL},
 	{"drain-delay", "0s", "keep serving this long with /readyz at 503 when stopping", asDuration(0, func(c *Config) *time.Duration { return &c.DrainDelay })},
 }
 
@@ -172,6 +174,17 @@ func setLogFormat(c *Config, v string) error {
 func setLogLevel(c *Config, v string) (err error) {
 	c.LogLevel, err = observe.ParseLogLevel(v)
 	return err
+}
+
+func setConsoleURL(c *Config, v string) error {
+	if v != "" {
+		u, err := url.Parse(v)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+			return fmt.Errorf("%q is not the http(s) URL of the console, such as https://interlock.example.com", v)
+		}
+	}
+	c.ConsoleURL = v
+	return nil
 }
 
 func setHeapFloor(c *Config, v string) error {
