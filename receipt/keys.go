@@ -88,6 +88,11 @@ type Signer struct {
 
 	mu     sync.Mutex
 	read   time.Time // when the keys below were read
+	// failed is when reading them last failed, with err: for retryAfterError after it the
+	// error is given again without asking the database, so that requests to the public JWK
+	// set cannot turn an outage into a flood of queries.
+	failed time.Time
+	err    error
 	active *key
 	set    jose.JSONWebKeySet
 	body   []byte // set as JSON
@@ -149,6 +154,24 @@ func (s *Signer) load(ctx context.Context) (*key, error) {
 	if s.cfg.Key != nil || s.active != nil && now.Sub(s.read) < s.cfg.Refresh {
 		return s.active, nil
 	}
+	if s.err != nil && now.Sub(s.failed) < retryAfterError {
+		return nil, s.err
+	}
+	k, err := s.reload(ctx, now)
+	if err != nil {
+		s.failed, s.err = now, err
+		return nil, err
+	}
+	s.err = nil
+	return k, nil
+}
+
+// retryAfterError is how long after a failed read of the keys they are not read again.
+const retryAfterError = time.Second
+
+// reload reads the stored keys (making the next one when due), and makes the key that signs now
+// and the set published of them current. The caller holds s.mu.
+func (s *Signer) reload(ctx context.Context, now time.Time) (*key, error) {
 	stored, err := s.cfg.Keys.SigningKeys(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read the receipt signing keys: %w", err)

@@ -2,6 +2,7 @@ package receipt_test
 
 import (
 	"context"
+	"errors"
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
@@ -50,14 +51,20 @@ func TestArgsDigestIsJCS(t *testing.T) {
 // memKeys is a KeyStore in memory, for the signer's rules; gormstore's is checked by
 // runs/storetest on both dialects.
 type memKeys struct {
-	mu   sync.Mutex
-	keys []receipt.StoredKey
-	adds int
+	mu    sync.Mutex
+	keys  []receipt.StoredKey
+	adds  int
+	reads int
+	down  bool // reads fail, as with the database unreachable
 }
 
 func (m *memKeys) SigningKeys(context.Context) ([]receipt.StoredKey, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.reads++
+	if m.down {
+		return nil, errors.New("database unreachable")
+	}
 	out := slices.Clone(m.keys)
 	slices.SortFunc(out, func(a, b receipt.StoredKey) int { return int(b.Generation - a.Generation) })
 	return out, nil
@@ -296,5 +303,54 @@ func TestKeyFromTheEnvironment(t *testing.T) {
 	}
 	if _, err := receipt.ParseKey("not a key"); err == nil {
 		t.Error("ParseKey of text that is no PEM succeeded")
+	}
+}
+
+// TestKeysUnreadable: once the keys are due to be read again and cannot be, a receipt is not
+// signed (an approval then fails, with nothing stored: runs' TestAFailedSignatureDecidesNothing),
+// the JWK set read last is still served, and requests to it do not query the database more than
+// once a second.
+func TestKeysUnreadable(t *testing.T) {
+	t.Parallel()
+	c := &clock{now: t0}
+	keys := &memKeys{}
+	s := newSigner(t, keys, c)
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	get := func() jose.JSONWebKeySet {
+		t.Helper()
+		res, err := http.Get(srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var set jose.JSONWebKeySet
+		if res.StatusCode != http.StatusOK || json.NewDecoder(res.Body).Decode(&set) != nil {
+			t.Fatalf("GET the JWK set: %d", res.StatusCode)
+		}
+		return set
+	}
+	before := kids(get())
+	keys.mu.Lock()
+	keys.down, keys.reads = true, 0
+	keys.mu.Unlock()
+	c.Add(2 * time.Minute)
+	if _, err := s.Sign(t.Context(), decision(`{}`)); err == nil {
+		t.Fatal("signed with keys that could not be read again")
+	}
+	for range 20 {
+		if got := kids(get()); !slices.Equal(got, before) {
+			t.Fatalf("served %v during the outage, want the set read last %v", got, before)
+		}
+	}
+	if keys.reads != 1 {
+		t.Errorf("%d reads of the keys within a second of a failure, want 1", keys.reads)
+	}
+	keys.mu.Lock()
+	keys.down = false
+	keys.mu.Unlock()
+	c.Add(time.Second)
+	if _, err := s.Sign(t.Context(), decision(`{}`)); err != nil {
+		t.Fatalf("once the keys can be read: %v", err)
 	}
 }
