@@ -86,8 +86,8 @@ const skew = time.Minute
 type Signer struct {
 	cfg Config
 
-	mu     sync.Mutex
-	read   time.Time // when the keys below were read
+	mu   sync.Mutex
+	read time.Time // when the keys below were read
 	// failed is when reading them last failed, with err: for retryAfterError after it the
 	// error is given again without asking the database, so that requests to the public JWK
 	// set cannot turn an outage into a flood of queries.
