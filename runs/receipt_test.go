@@ -100,3 +100,34 @@ func TestAFailedSignatureDecidesNothing(t *testing.T) {
 		}
 	})
 }
+
+// TestSupervisorReceiptNamesTheInnerCall: an approval taken on a supervisor's run of a
+// sub-agent's call is signed for the call that runs — the innermost run, its call id, its agent —
+// and every level's decision keeps that one receipt.
+func TestSupervisorReceiptNamesTheInnerCall(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		signer := &recordingSigner{}
+		f := setupChainWith(t, db, runs.Config{Receipts: signer})
+		c := suspendedChain(t, f, "refund order 42 for 30")
+		inner := c.support.ToolCalls[0]
+		if _, err := f.svc.Approve(as("alice", nil, run.RoleAdmin), runs.DecideParams{RunID: c.chief.ID}); err != nil {
+			t.Fatal(err)
+		}
+		f.finished(t, c.chief.ID)
+		if len(signer.asked) != 1 {
+			t.Fatalf("signed %d receipts, want 1", len(signer.asked))
+		}
+		if a := signer.asked[0]; a.RunID != c.support.ID || a.ToolCallID != inner.ToolCallID || a.AgentID != "support-agent" ||
+			a.Tool != "issue_refund" || string(a.Args) != string(inner.Args) {
+			t.Fatalf("signed %+v; want the support run's call %s", a, inner.ToolCallID)
+		}
+		want := "receipt-" + c.support.ID + "-" + inner.ToolCallID
+		for _, id := range []string{c.chief.ID, c.supervisor.ID, c.support.ID} {
+			r, err := f.svc.Get(bg(), id)
+			if err != nil || len(r.Decisions) != 1 || r.Decisions[0].Receipt == nil || *r.Decisions[0].Receipt != want {
+				t.Fatalf("run %s decisions %+v (%v): want the inner call's receipt", id, r.Decisions, err)
+			}
+		}
+	})
+}
