@@ -410,6 +410,7 @@ var statusOf = map[run.Code]int{
 	run.CodeConflict:        http.StatusConflict,
 	run.CodeUnavailable:     http.StatusServiceUnavailable,
 	run.CodeInternal:        http.StatusInternalServerError,
+	run.CodeCancelled:       499, // client closed request (nginx's code): nobody reads it
 }
 
 // Unauthorized answers a request that failed authentication with err: 401 with the bearer

@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"time"
 
@@ -84,6 +85,9 @@ func parseHook(a hookAgent, body []byte) (hookRequest, error) {
 	if body[0] != '{' {
 		return hookRequest{}, fmt.Errorf("the body is not a JSON object: %s sends the hook's JSON input (session_id, hook_event_name, tool_name, tool_input, …) as the POST body", a.name())
 	}
+	if err := checkHookFields(body); err != nil {
+		return hookRequest{}, err
+	}
 	var b hookBody
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(&b); err != nil {
@@ -136,6 +140,52 @@ func parseHook(a hookAgent, body []byte) (hookRequest, error) {
 		r.Turn = *b.PromptID
 	}
 	return r, nil
+}
+
+// hookFields are the names of hookBody's fields, as they must be spelled.
+var hookFields = func() []string {
+	t := reflect.TypeFor[hookBody]()
+	names := make([]string, t.NumField())
+	for i := range names {
+		names[i], _, _ = strings.Cut(t.Field(i).Tag.Get("json"), ",")
+	}
+	return names
+}()
+
+// checkHookFields reads the names of a body's top-level fields (the only level decoded into
+// named fields: tool_input's objects are checked by agent.CanonicalJSON, which refuses a key
+// twice at any depth, and read by exact name) and refuses a name given twice, or spelled in
+// another case than a field's: encoding/json matches names regardless of case (strings.EqualFold,
+// which is its rule) and keeps the last of a repeated one, so that a body read one way by whatever
+// passed it on — or shown by a log — would be read another way here. Other names are the agent's
+// fields Interlock does not read, and pass. nil when the body is not JSON: the decoder says why.
+func checkHookFields(body []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		name, ok := tok.(string)
+		if err != nil || !ok {
+			return nil
+		}
+		if seen[name] {
+			return fmt.Errorf("the body has the field %q twice: which one is meant cannot be told", name)
+		}
+		seen[name] = true
+		for _, f := range hookFields {
+			if name != f && strings.EqualFold(name, f) {
+				return fmt.Errorf("the body has a field %q: field names are case-sensitive, and the hook's field is %q", name, f)
+			}
+		}
+		var skip json.RawMessage
+		if dec.Decode(&skip) != nil {
+			return nil
+		}
+	}
+	return nil
 }
 
 // jsonProblem says what is wrong with a body encoding/json refused, without Go's type names.

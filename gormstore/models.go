@@ -146,14 +146,16 @@ func (IdempotencyKey) TableName() string { return "idempotency_keys" }
 // (run.LateResult). The run's own rows are not written (another instance may hold the run);
 // the primary key keeps one per call. Retention removes it with its run.
 type LateToolResult struct {
-	RunID      string    `gorm:"column:run_id;primaryKey"`
-	ToolCallID string    `gorm:"column:tool_call_id;primaryKey"`
-	ToolName   string    `gorm:"column:tool_name"`
-	Result     *string   `gorm:"column:result"`
-	Error      *string   `gorm:"column:error"`
-	InstanceID string    `gorm:"column:instance_id"`
-	FinishedAt time.Time `gorm:"column:finished_at;autoCreateTime:false"`
-	RecordedAt time.Time `gorm:"column:recorded_at;autoCreateTime:false"`
+	RunID      string  `gorm:"column:run_id;primaryKey"`
+	ToolCallID string  `gorm:"column:tool_call_id;primaryKey"`
+	ToolName   string  `gorm:"column:tool_name"`
+	Result     *string `gorm:"column:result"`
+	Error      *string `gorm:"column:error"`
+	// SuspendPayload is what a tool that answered by suspending suspended with (migration 0014).
+	SuspendPayload *string   `gorm:"column:suspend_payload"`
+	InstanceID     string    `gorm:"column:instance_id"`
+	FinishedAt     time.Time `gorm:"column:finished_at;autoCreateTime:false"`
+	RecordedAt     time.Time `gorm:"column:recorded_at;autoCreateTime:false"`
 }
 
 // TableName keeps the table name independent of GORM's pluralisation rules.

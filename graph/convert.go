@@ -30,7 +30,7 @@ func toRun(r *run.Run) *model.AgentRun {
 	late := make(map[string]*model.LateToolResult, len(r.LateResults))
 	for i, l := range r.LateResults {
 		out.LateResults[i] = &model.LateToolResult{
-			ToolCallID: l.ToolCallID, ToolName: l.ToolName, Result: l.Result, Error: l.Error,
+			ToolCallID: l.ToolCallID, ToolName: l.ToolName, Result: l.Result, Error: l.Error, SuspendPayload: l.SuspendPayload,
 			InstanceID: l.InstanceID, FinishedAt: l.FinishedAt, RecordedAt: l.RecordedAt,
 		}
 		late[l.ToolCallID] = out.LateResults[i]

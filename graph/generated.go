@@ -102,13 +102,14 @@ type ComplexityRoot struct {
 	}
 
 	LateToolResult struct {
-		Error      func(childComplexity int) int
-		FinishedAt func(childComplexity int) int
-		InstanceID func(childComplexity int) int
-		RecordedAt func(childComplexity int) int
-		Result     func(childComplexity int) int
-		ToolCallID func(childComplexity int) int
-		ToolName   func(childComplexity int) int
+		Error          func(childComplexity int) int
+		FinishedAt     func(childComplexity int) int
+		InstanceID     func(childComplexity int) int
+		RecordedAt     func(childComplexity int) int
+		Result         func(childComplexity int) int
+		SuspendPayload func(childComplexity int) int
+		ToolCallID     func(childComplexity int) int
+		ToolName       func(childComplexity int) int
 	}
 
 	Mutation struct {
@@ -582,6 +583,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.LateToolResult.Result(childComplexity), true
+	case "LateToolResult.suspendPayload":
+		if e.ComplexityRoot.LateToolResult.SuspendPayload == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LateToolResult.SuspendPayload(childComplexity), true
 	case "LateToolResult.toolCallId":
 		if e.ComplexityRoot.LateToolResult.ToolCallID == nil {
 			break
@@ -1261,22 +1268,25 @@ type AgentRun {
 
 """
 Addition: the answer of a tool call that ran, but whose server instance could not store it with
-the run in time: the database was out of its reach for longer than it could hold the run (twice
-the lease), or another instance took the run over first. That other instance found the call
+the run: the database was out of its reach for longer than it could hold the run, or another
+instance took the run over first (the instance records it as soon as it knows that its write of
+the run cannot succeed). The instance that took the run over found the call
 executing with no answer and reported it interrupted (TOOL_CALL_INTERRUPTED): its outcome unknown,
 it waits for a new decision under a new toolCallId, whose interruptedToolCallId is this one's
 toolCallId. The instance that held the answer records it here as soon as the database takes it
-(and not at all if the instance stops first: then its log has it). It is never added to the
+(an instance that stops tries once more as it stops; if that fails too, its log has it). It is never added to the
 run's events, and the model is not told it; approving the interrupted call runs the tool again.
 """
 type LateToolResult {
   "The call that ran: the id it executed under (the interrupted call's interruptedToolCallId)."
   toolCallId: ID!
   toolName: String!
-  "What the tool returned; null when it failed."
+  "What the tool returned; null when it failed or suspended."
   result: JSON
   "The tool's error message, when it failed."
   error: String
+  "Addition: when the tool answered by suspending (it asked for input): the payload it suspended with; result and error are null."
+  suspendPayload: JSON
   "The server instance that ran the call and held its answer."
   instanceId: String!
   "When the tool answered, by the clock of that instance."
@@ -1317,7 +1327,7 @@ enum DecisionKind {
   APPROVED
   DECLINED
   RESUMED
-  "Addition: nobody decided before the call's expiresAt (its tool's approvalTimeout): the tool did not run and the model was told the request timed out. decidedBy is null."
+  "Addition: nobody decided before the call's expiresAt (its tool's approvalTimeout): the tool did not run and the model was told the request timed out. Also an external agent's request whose coding-agent hook stopped waiting (answered without a decision, or given up by the agent): the reason says so, and when. decidedBy is null."
   EXPIRED
 }
 
@@ -1748,6 +1758,8 @@ func (ec *executionContext) childFields_LateToolResult(ctx context.Context, fiel
 		return ec.fieldContext_LateToolResult_result(ctx, field)
 	case "error":
 		return ec.fieldContext_LateToolResult_error(ctx, field)
+	case "suspendPayload":
+		return ec.fieldContext_LateToolResult_suspendPayload(ctx, field)
 	case "instanceId":
 		return ec.fieldContext_LateToolResult_instanceId(ctx, field)
 	case "finishedAt":
@@ -3801,6 +3813,29 @@ func (ec *executionContext) _LateToolResult_error(ctx context.Context, field gra
 }
 func (ec *executionContext) fieldContext_LateToolResult_error(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("LateToolResult", field, false, false, "String")
+}
+
+func (ec *executionContext) _LateToolResult_suspendPayload(ctx context.Context, field graphql.CollectedField, obj *model.LateToolResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LateToolResult_suspendPayload(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SuspendPayload, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v json.RawMessage) graphql.Marshaler {
+			return ec.marshalOJSON2encodingᚋjsonᚐRawMessage(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_LateToolResult_suspendPayload(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LateToolResult", field, false, false, "JSON")
 }
 
 func (ec *executionContext) _LateToolResult_instanceId(ctx context.Context, field graphql.CollectedField, obj *model.LateToolResult) (ret graphql.Marshaler) {
@@ -7288,6 +7323,11 @@ func (ec *executionContext) _LateToolResult(ctx context.Context, sel ast.Selecti
 			}
 		case "error":
 			out.Values[i] = ec._LateToolResult_error(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "suspendPayload":
+			out.Values[i] = ec._LateToolResult_suspendPayload(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}

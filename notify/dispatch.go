@@ -65,6 +65,7 @@ func NewDispatcher(store Store, cfg Config, o Options) (*Dispatcher, error) {
 	if d.client == nil {
 		d.client = &http.Client{Timeout: cfg.Timeout}
 	}
+	d.client = refuseRedirects(d.client)
 	if d.log == nil {
 		d.log = slog.Default()
 	}
@@ -219,6 +220,9 @@ func (d *Dispatcher) post(ctx context.Context, r receiver, dl Delivery) error {
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode >= 300 && resp.StatusCode <= 399 && resp.Header.Get("Location") != "" {
+		return fmt.Errorf("receiver answered HTTP %d, a redirect, which is not followed: a webhook's body and signature go only to its configured URL", resp.StatusCode)
+	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return fmt.Errorf("receiver answered HTTP %d", resp.StatusCode)
 	}
@@ -245,4 +249,14 @@ func Start(store Store, cfg Config, o Options) (stop func(), err error) {
 		d.Run(ctx)
 	}()
 	return func() { cancel(); <-done }, nil
+}
+
+// refuseRedirects is a copy of client that follows no redirect: a webhook's body (who asked,
+// the tool, its arguments) and its signature are meant for the URL the configuration names, and
+// net/http would re-send a 307's or 308's body to any host it points at. A redirect is answered
+// as the receiver's answer — a failed attempt, retried and then given up like any other.
+func refuseRedirects(client *http.Client) *http.Client {
+	c := *client
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &c
 }

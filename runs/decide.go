@@ -208,9 +208,7 @@ func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) 
 // SUSPENDED on the others. cause says, to tracing, why the run executes again. run is updated to what was stored (without its snapshot). The write
 // is returned, with At set, also when the store found the run changed (ErrStale).
 func (s *Service) commitDecision(ctx context.Context, a *agent.Agent, r *run.Run, call *run.ToolCall, snap *agent.Snapshot, d agent.Decision, by string, cause Cause) (DecisionWrite, error) {
-	w := DecisionWrite{RunID: r.ID, Version: r.Version, After: r.LastSeq, ToolCallID: call.ToolCallID,
-		Kind: decisionKind[d.Kind], DecidedBy: emptyToNil(&by), Reason: emptyToNil(&d.Reason), ResumeData: d.ResumeData,
-		EditedArgs: d.Args, At: s.now(), InstanceID: s.cfg.InstanceID, Hold: len(r.ToolCalls) > 1}
+	w := s.decisionWrite(r, call, d, by, s.now())
 	if d.Kind == agent.CallApproved {
 		args := call.Args
 		if d.Args != nil {
@@ -268,6 +266,14 @@ func (s *Service) commitDecision(ctx context.Context, a *agent.Agent, r *run.Run
 	return w, nil
 }
 
+// decisionWrite is the compare-and-set of decision d on run's waiting call, taken by by (empty:
+// nobody) at at, without its events, snapshot or lease (commitDecision, finishExternal).
+func (s *Service) decisionWrite(r *run.Run, call *run.ToolCall, d agent.Decision, by string, at time.Time) DecisionWrite {
+	return DecisionWrite{RunID: r.ID, Version: r.Version, After: r.LastSeq, ToolCallID: call.ToolCallID,
+		Kind: decisionKind[d.Kind], DecidedBy: emptyToNil(&by), Reason: emptyToNil(&d.Reason), ResumeData: d.ResumeData,
+		EditedArgs: d.Args, At: at, InstanceID: s.cfg.InstanceID, Hold: len(r.ToolCalls) > 1}
+}
+
 var decisionKind = map[agent.CallState]run.DecisionKind{
 	agent.CallApproved: run.DecisionApproved, agent.CallDeclined: run.DecisionDeclined, agent.CallResumed: run.DecisionResumed,
 	agent.CallExpired: run.DecisionExpired,
@@ -307,7 +313,7 @@ func alreadyDecided(r *run.Run, callID string) error {
 			continue
 		}
 		if d.Kind == run.DecisionExpired {
-			return expiredAt(r.ID, d.ToolCallID, d.DecidedAt)
+			return expiredAt(r.ID, d.ToolCallID, d.DecidedAt, d.Reason)
 		}
 		by := "by someone unnamed"
 		if d.DecidedBy != nil && *d.DecidedBy != "" {

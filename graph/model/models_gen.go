@@ -143,21 +143,24 @@ type Decision struct {
 }
 
 // Addition: the answer of a tool call that ran, but whose server instance could not store it with
-// the run in time: the database was out of its reach for longer than it could hold the run (twice
-// the lease), or another instance took the run over first. That other instance found the call
+// the run: the database was out of its reach for longer than it could hold the run, or another
+// instance took the run over first (the instance records it as soon as it knows that its write of
+// the run cannot succeed). The instance that took the run over found the call
 // executing with no answer and reported it interrupted (TOOL_CALL_INTERRUPTED): its outcome unknown,
 // it waits for a new decision under a new toolCallId, whose interruptedToolCallId is this one's
 // toolCallId. The instance that held the answer records it here as soon as the database takes it
-// (and not at all if the instance stops first: then its log has it). It is never added to the
+// (an instance that stops tries once more as it stops; if that fails too, its log has it). It is never added to the
 // run's events, and the model is not told it; approving the interrupted call runs the tool again.
 type LateToolResult struct {
 	// The call that ran: the id it executed under (the interrupted call's interruptedToolCallId).
 	ToolCallID string `json:"toolCallId"`
 	ToolName   string `json:"toolName"`
-	// What the tool returned; null when it failed.
+	// What the tool returned; null when it failed or suspended.
 	Result json.RawMessage `json:"result,omitempty"`
 	// The tool's error message, when it failed.
 	Error *string `json:"error,omitempty"`
+	// Addition: when the tool answered by suspending (it asked for input): the payload it suspended with; result and error are null.
+	SuspendPayload json.RawMessage `json:"suspendPayload,omitempty"`
 	// The server instance that ran the call and held its answer.
 	InstanceID string `json:"instanceId"`
 	// When the tool answered, by the clock of that instance.
@@ -304,7 +307,7 @@ const (
 	DecisionKindApproved DecisionKind = "APPROVED"
 	DecisionKindDeclined DecisionKind = "DECLINED"
 	DecisionKindResumed  DecisionKind = "RESUMED"
-	// Addition: nobody decided before the call's expiresAt (its tool's approvalTimeout): the tool did not run and the model was told the request timed out. decidedBy is null.
+	// Addition: nobody decided before the call's expiresAt (its tool's approvalTimeout): the tool did not run and the model was told the request timed out. Also an external agent's request whose coding-agent hook stopped waiting (answered without a decision, or given up by the agent): the reason says so, and when. decidedBy is null.
 	DecisionKindExpired DecisionKind = "EXPIRED"
 )
 

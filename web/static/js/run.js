@@ -29,7 +29,7 @@ import { el, json, pretty, tooDeep, TOO_DEEP, when, expiresIn } from "./dom.js";
 import { schemaForm } from "./schemaform.js";
 import { markdown } from "./markdown.js";
 
-const LATE = `toolCallId toolName result error instanceId finishedAt recordedAt`;
+const LATE = `toolCallId toolName result error suspendPayload instanceId finishedAt recordedAt`;
 const RUN = `query Run($id: ID!) { run(runId: $id) {
   runId agentId status threadId resourceId startedBy createdAt updatedAt suspendedAt lastEventSeq output error prompt context external
   toolCalls { id toolCallId toolName args requiresApproval suspendPayload interrupted interruptedToolCallId expiresAt lateResult { ${LATE} } }
@@ -588,7 +588,9 @@ function lateBox(c) {
 function lateView(l) {
   return el("div", { class: "late-result" },
     el("p", { class: "label" }, `${l.toolName} (${l.toolCallId}) ran: its answer, recorded late by instance ${l.instanceId}`),
-    l.error ? el("div", { class: "result-text error" }, `It failed: ${l.error}`) : resultView(l.result),
+    l.error ? el("div", { class: "result-text error" }, `It failed: ${l.error}`)
+      : l.suspendPayload != null ? el("div", {}, el("p", {}, "It asked for input (it suspended with):"), resultView(l.suspendPayload))
+      : resultView(l.result),
     el("p", { class: "muted late-when" }, "The tool answered at ", stamp(l.finishedAt), "; recorded at ", stamp(l.recordedAt), "."));
 }
 
