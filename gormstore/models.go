@@ -65,7 +65,7 @@ type ToolCall struct {
 	// loop finds due calls on (state, expires_at).
 	ExpiresAt *time.Time `gorm:"column:expires_at"`
 	// Receipt is the signed receipt of a decision that let the call run (receipt.Sign),
-	// written with the decision (migration 0014), so that the API, the long-poll and the
+	// written with the decision (migration 0015), so that the API, the long-poll and the
 	// execution all give the same one; nil for other decisions and undecided calls.
 	Receipt *string `gorm:"column:receipt"`
 }
