@@ -6,6 +6,7 @@ import (
 
 	"interlock/agent"
 	"interlock/graph/model"
+	"interlock/hidden"
 	"interlock/run"
 	"interlock/runs"
 )
@@ -63,6 +64,16 @@ func toToolCall(runID string, c *run.ToolCall) *model.AgentRunToolCall {
 		Args: c.Args, ExpiresAt: c.ExpiresAt, InterruptedToolCallID: nonEmpty(c.InterruptedToolCallID),
 	}
 	return out
+}
+
+// hiddenCharacters lists the code points of the characters that change how text reads in c's
+// tool name, arguments and payload (package hidden), never nil.
+func hiddenCharacters(c *model.AgentRunToolCall) []string {
+	var name []rune
+	if c.ToolName != nil {
+		name = hidden.In(*c.ToolName)
+	}
+	return hidden.Codes(hidden.Merge(name, hidden.InJSON(c.Args), hidden.InJSON(c.SuspendPayload)))
 }
 
 func toEvent(ev run.Event) *model.RunEvent {

@@ -30,6 +30,7 @@ type Config = graphql.Config[ResolverRoot, DirectiveRoot, ComplexityRoot]
 
 type ResolverRoot interface {
 	AgentRun() AgentRunResolver
+	AgentRunToolCall() AgentRunToolCallResolver
 	Mutation() MutationResolver
 	Query() QueryResolver
 	Subscription() SubscriptionResolver
@@ -77,6 +78,7 @@ type ComplexityRoot struct {
 	AgentRunToolCall struct {
 		Args                  func(childComplexity int) int
 		ExpiresAt             func(childComplexity int) int
+		HiddenCharacters      func(childComplexity int) int
 		ID                    func(childComplexity int) int
 		Interrupted           func(childComplexity int) int
 		InterruptedToolCallID func(childComplexity int) int
@@ -210,6 +212,9 @@ type ComplexityRoot struct {
 
 type AgentRunResolver interface {
 	External(ctx context.Context, obj *model.AgentRun) (*bool, error)
+}
+type AgentRunToolCallResolver interface {
+	HiddenCharacters(ctx context.Context, obj *model.AgentRunToolCall) ([]string, error)
 }
 type MutationResolver interface {
 	StartRun(ctx context.Context, input model.StartRunInput) (*model.AgentRun, error)
@@ -437,6 +442,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AgentRunToolCall.ExpiresAt(childComplexity), true
+	case "AgentRunToolCall.hiddenCharacters":
+		if e.ComplexityRoot.AgentRunToolCall.HiddenCharacters == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentRunToolCall.HiddenCharacters(childComplexity), true
 	case "AgentRunToolCall.id":
 		if e.ComplexityRoot.AgentRunToolCall.ID == nil {
 			break
@@ -1372,6 +1383,17 @@ type AgentRunToolCall {
   long as it takes.
   """
   expiresAt: DateTime
+  """
+  Addition: the characters that change how text reads without showing themselves, found in
+  toolName, args and suspendPayload (their keys and string values) — bidi controls (U+202A–U+202E,
+  U+2066–U+2069, U+200E, U+200F, U+061C), invisible characters (zero width space, word joiners,
+  U+FEFF, soft hyphen, tags U+E0000–U+E007F, variation selectors 17–256, Hangul fillers), line and
+  paragraph separators, and control characters other than tab and newline — as code points
+  ("U+202E"), in order of first appearance; empty when there are none. The values are shown and
+  handed to the tool exactly as stored: a client showing them should show each of these
+  characters as a visible mark (the console shows ⟨U+202E⟩) and warn that the call holds them.
+  """
+  hiddenCharacters: [String!]!
 }
 
 type Agent {
@@ -1716,6 +1738,8 @@ func (ec *executionContext) childFields_AgentRunToolCall(ctx context.Context, fi
 		return ec.fieldContext_AgentRunToolCall_lateResult(ctx, field)
 	case "expiresAt":
 		return ec.fieldContext_AgentRunToolCall_expiresAt(ctx, field)
+	case "hiddenCharacters":
+		return ec.fieldContext_AgentRunToolCall_hiddenCharacters(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type AgentRunToolCall", field.Name)
 }
@@ -3468,6 +3492,29 @@ func (ec *executionContext) _AgentRunToolCall_expiresAt(ctx context.Context, fie
 }
 func (ec *executionContext) fieldContext_AgentRunToolCall_expiresAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AgentRunToolCall", field, false, false, "DateTime")
+}
+
+func (ec *executionContext) _AgentRunToolCall_hiddenCharacters(ctx context.Context, field graphql.CollectedField, obj *model.AgentRunToolCall) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentRunToolCall_hiddenCharacters(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.AgentRunToolCall().HiddenCharacters(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentRunToolCall_hiddenCharacters(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentRunToolCall", field, true, true, "String")
 }
 
 func (ec *executionContext) _Decision_id(ctx context.Context, field graphql.CollectedField, obj *model.Decision) (ret graphql.Marshaler) {
@@ -7148,53 +7195,59 @@ func (ec *executionContext) _AgentRunToolCall(ctx context.Context, sel ast.Selec
 		case "id":
 			out.Values[i] = ec._AgentRunToolCall_id(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "toolCallId":
 			out.Values[i] = ec._AgentRunToolCall_toolCallId(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "toolName":
 			out.Values[i] = ec._AgentRunToolCall_toolName(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "args":
 			out.Values[i] = ec._AgentRunToolCall_args(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "requiresApproval":
 			out.Values[i] = ec._AgentRunToolCall_requiresApproval(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "suspendPayload":
 			out.Values[i] = ec._AgentRunToolCall_suspendPayload(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "interrupted":
 			out.Values[i] = ec._AgentRunToolCall_interrupted(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "interruptedToolCallId":
 			out.Values[i] = ec._AgentRunToolCall_interruptedToolCallId(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "lateResult":
 			out.Values[i] = ec._AgentRunToolCall_lateResult(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "expiresAt":
 			out.Values[i] = ec._AgentRunToolCall_expiresAt(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "hiddenCharacters":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._AgentRunToolCall_hiddenCharacters(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}

@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
 
 	"interlock/agent"
+	"interlock/hidden"
 	"interlock/run"
 )
 
@@ -47,6 +49,21 @@ type ApprovalParams struct {
 	KeyWhilePending bool
 }
 
+// checkToolName refuses (BAD_USER_INPUT) a tool name holding a control or format character, a
+// line or paragraph separator, or any other character the console shows as a mark
+// (hidden.Is): a name is shown in one line, as it is, everywhere (the inbox, Slack, the agent's
+// own prompt), and such a character reorders or hides what a person reads there. An agent that
+// takes any tool name ("*") would otherwise store whatever a caller sends.
+func checkToolName(name string) error {
+	for i, r := range []rune(name) {
+		if unicode.In(r, unicode.Cc, unicode.Cf, unicode.Zl, unicode.Zp) || hidden.Is(r) {
+			return run.Errorf(run.CodeBadUserInput, "toolName holds %s at character %d: a tool's name may not hold control or format characters, which hide or reorder what a person reads",
+				hidden.Describe([]rune{r}), i+1)
+		}
+	}
+	return nil
+}
+
 // MaxContextLength is the longest context (in characters) an approval request may carry.
 const MaxContextLength = 32 * 1024
 
@@ -67,7 +84,8 @@ const policyReason = "approved by policy: the tool needs no approval"
 // Errors: UNAUTHENTICATED without a principal; FORBIDDEN without the requester role, for an
 // agent the principal is not bound to (checked before the agent is looked up, so that it
 // learns nothing of other agents), or for a resource outside the principal's; NOT_FOUND for an unknown agent; BAD_USER_INPUT — with
-// nothing stored — for an agent that is not external, a tool the agent does not have, args
+// nothing stored — for an agent that is not external, a tool name holding a control or
+// format character (checkToolName), a tool the agent does not have, args
 // that are not a JSON object matching the tool's inputSchema (checked in canonical form,
 // agent.CanonicalJSON), a context longer than MaxContextLength, a threadId or resourceId
 // longer than 191 characters, a threadId that belongs to another resource, or an
@@ -93,6 +111,9 @@ func (s *Service) RequestApproval(ctx context.Context, p ApprovalParams) (*run.R
 	}
 	if n := utf8.RuneCountInString(p.ToolName); n > maxIDLength || !utf8.ValidString(p.ToolName) {
 		return nil, run.Errorf(run.CodeBadUserInput, "toolName is %d characters long; at most %d are allowed", n, maxIDLength)
+	}
+	if err := checkToolName(p.ToolName); err != nil {
+		return nil, err
 	}
 	tool := a.Tool(p.ToolName)
 	if tool == nil {

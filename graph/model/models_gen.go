@@ -97,6 +97,15 @@ type AgentRunToolCall struct {
 	// request timed out, and a later approve, decline or resume is CONFLICT. Null when it waits for as
 	// long as it takes.
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+	// Addition: the characters that change how text reads without showing themselves, found in
+	// toolName, args and suspendPayload (their keys and string values) — bidi controls (U+202A–U+202E,
+	// U+2066–U+2069, U+200E, U+200F, U+061C), invisible characters (zero width space, word joiners,
+	// U+FEFF, soft hyphen, tags U+E0000–U+E007F, variation selectors 17–256, Hangul fillers), line and
+	// paragraph separators, and control characters other than tab and newline — as code points
+	// ("U+202E"), in order of first appearance; empty when there are none. The values are shown and
+	// handed to the tool exactly as stored: a client showing them should show each of these
+	// characters as a visible mark (the console shows ⟨U+202E⟩) and warn that the call holds them.
+	HiddenCharacters []string `json:"hiddenCharacters"`
 }
 
 // Addition: the input of requestApproval.
