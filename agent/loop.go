@@ -248,7 +248,7 @@ func execute(ctx context.Context, tool *Tool, c *PendingCall, run RunInfo, resum
 	}()
 	// The tool is told the call's server id (what people approved), never the model's, which a
 	// model may reuse.
-	call := &Call{ToolCall: llm.ToolCall{ID: c.CallID(), Name: c.Name, Args: c.Args}, Run: run, SuspendPayload: c.SuspendPayload, ResumeData: resumeData}
+	call := &Call{ToolCall: llm.ToolCall{ID: c.CallID(), Name: c.Name, Args: c.Args}, Run: run, SuspendPayload: c.SuspendPayload, ResumeData: resumeData, Receipt: c.Receipt}
 	v, err := tool.executor()(ctx, call)
 	var s *suspension
 	if errors.As(err, &s) {

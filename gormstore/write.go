@@ -197,6 +197,7 @@ func (s *Store) insertRequest(ctx context.Context, n runs.NewRun) error {
 		call := pendingRow(r.ID, x.Call.ToolCallID, x.Call, r.CreatedAt)
 		if d := x.Decision; d != nil {
 			call.State, call.DecidedBy, call.DecidedAt, call.Reason = string(d.Kind), d.DecidedBy, msOrNil(&d.DecidedAt), d.Reason
+			call.Receipt = d.Receipt
 		} else {
 			row["snapshot"], row["suspended_at"] = n.Snapshot, msOrNil(r.SuspendedAt)
 		}
@@ -366,6 +367,9 @@ func (s *Store) Decide(ctx context.Context, d runs.DecisionWrite) error {
 		}
 		if d.EditedArgs != nil {
 			set["edited_args"] = string(d.EditedArgs)
+		}
+		if d.Receipt != nil {
+			set["receipt"] = *d.Receipt
 		}
 		call := tx.Model(&ToolCall{}).Where("run_id = ? AND tool_call_id = ? AND state = ?", d.RunID, d.ToolCallID, ToolCallPending)
 		// The deadline decides between a person and the expiry: a person's decision until the

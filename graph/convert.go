@@ -24,7 +24,7 @@ func toRun(r *run.Run) *model.AgentRun {
 		out.Decisions[i] = &model.Decision{
 			ID: fmt.Sprintf("%s:%s:%d", d.RunID, d.ToolCallID, d.ID), ToolCallID: d.ToolCallID, ToolName: d.ToolName,
 			Kind: model.DecisionKind(d.Kind), DecidedBy: d.DecidedBy, DecidedAt: d.DecidedAt, Reason: d.Reason,
-			ResumeData: d.ResumeData, Args: d.Args, EditedArgs: d.EditedArgs,
+			ResumeData: d.ResumeData, Args: d.Args, EditedArgs: d.EditedArgs, Receipt: d.Receipt,
 		}
 	}
 	out.LateResults = make([]*model.LateToolResult, len(r.LateResults))

@@ -97,6 +97,7 @@ type ComplexityRoot struct {
 		ID         func(childComplexity int) int
 		Kind       func(childComplexity int) int
 		Reason     func(childComplexity int) int
+		Receipt    func(childComplexity int) int
 		ResumeData func(childComplexity int) int
 		ToolCallID func(childComplexity int) int
 		ToolName   func(childComplexity int) int
@@ -538,6 +539,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Decision.Reason(childComplexity), true
+	case "Decision.receipt":
+		if e.ComplexityRoot.Decision.Receipt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Decision.Receipt(childComplexity), true
 	case "Decision.resumeData":
 		if e.ComplexityRoot.Decision.ResumeData == nil {
 			break
@@ -1316,6 +1323,14 @@ type Decision {
   args: JSON
   "Addition: the arguments a person approved the call with in place of args, when they edited them."
   editedArgs: JSON
+  """
+  Addition: with APPROVED, the decision's signed receipt: a compact JWS (EdDSA, header kid) whose
+  payload names the run, the call, the agent, the tool and argsDigest ("sha256:" and the hex
+  SHA-256 of the RFC 8785 canonical form of the arguments that run: editedArgs when set, else
+  args), and expires soon after the decision. The service a tool calls verifies it with the keys
+  at /.well-known/jwks.json. Null for other kinds (and for approvals stored before receipts).
+  """
+  receipt: String
 }
 
 "Addition: what was decided."
@@ -1751,6 +1766,8 @@ func (ec *executionContext) childFields_Decision(ctx context.Context, field grap
 		return ec.fieldContext_Decision_args(ctx, field)
 	case "editedArgs":
 		return ec.fieldContext_Decision_editedArgs(ctx, field)
+	case "receipt":
+		return ec.fieldContext_Decision_receipt(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Decision", field.Name)
 }
@@ -3728,6 +3745,29 @@ func (ec *executionContext) _Decision_editedArgs(ctx context.Context, field grap
 }
 func (ec *executionContext) fieldContext_Decision_editedArgs(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Decision", field, false, false, "JSON")
+}
+
+func (ec *executionContext) _Decision_receipt(ctx context.Context, field graphql.CollectedField, obj *model.Decision) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Decision_receipt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Receipt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Decision_receipt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Decision", field, false, false, "String")
 }
 
 func (ec *executionContext) _LateToolResult_toolCallId(ctx context.Context, field graphql.CollectedField, obj *model.LateToolResult) (ret graphql.Marshaler) {
@@ -7283,6 +7323,11 @@ func (ec *executionContext) _Decision(ctx context.Context, sel ast.SelectionSet,
 			}
 		case "editedArgs":
 			out.Values[i] = ec._Decision_editedArgs(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "receipt":
+			out.Values[i] = ec._Decision_receipt(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}

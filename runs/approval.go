@@ -189,8 +189,12 @@ func (s *Service) RequestApproval(ctx context.Context, p ApprovalParams) (*run.R
 		r.Status, r.SuspendedAt, r.ToolCalls = run.StatusSuspended, &now, []run.ToolCall{call}
 	} else {
 		reason := policyReason
+		receipt, err := s.receiptFor(ctx, r.ID, call.ToolCallID, a.ID, call.ToolName, args, nil, now)
+		if err != nil {
+			return nil, err
+		}
 		ext.Decision = &run.Decision{RunID: r.ID, ToolCallID: call.ToolCallID, ToolName: call.ToolName, Kind: run.DecisionApproved,
-			DecidedAt: now, Reason: &reason, Args: args}
+			DecidedAt: now, Reason: &reason, Args: args, Receipt: receipt}
 		// No TOOL_CALL_APPROVED: nobody was asked, so no one is told (webhooks announce what
 		// waits for a person and what a person decided); the decision is on record.
 		evs = append(evs, run.Event{Type: run.EventRunFinished, Status: string(run.StatusCompleted)})

@@ -197,7 +197,7 @@ func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) 
 	} else {
 		s.cfg.Logger.Warn("decide: load decisions", "run", r.ID, "err", err)
 		out.Decisions = append(out.Decisions, run.Decision{RunID: r.ID, ToolCallID: call.ToolCallID, ToolName: call.ToolName,
-			Kind: w.Kind, DecidedBy: w.DecidedBy, DecidedAt: w.At, Reason: w.Reason, ResumeData: d.ResumeData, Args: call.Args, EditedArgs: d.Args})
+			Kind: w.Kind, DecidedBy: w.DecidedBy, DecidedAt: w.At, Reason: w.Reason, ResumeData: d.ResumeData, Args: call.Args, EditedArgs: d.Args, Receipt: w.Receipt})
 	}
 	return &out, nil
 }
@@ -209,6 +209,17 @@ func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) 
 // is returned, with At set, also when the store found the run changed (ErrStale).
 func (s *Service) commitDecision(ctx context.Context, a *agent.Agent, r *run.Run, call *run.ToolCall, snap *agent.Snapshot, d agent.Decision, by string, cause Cause) (DecisionWrite, error) {
 	w := s.decisionWrite(r, call, d, by, s.now())
+	if d.Kind == agent.CallApproved {
+		args := call.Args
+		if d.Args != nil {
+			args = d.Args // the receipt binds what runs
+		}
+		var err error
+		if w.Receipt, err = s.receiptFor(ctx, r.ID, call.ToolCallID, r.AgentID, call.ToolName, args, w.DecidedBy, w.At); err != nil {
+			return w, err
+		}
+		d.Receipt = deref(w.Receipt) // the execution hands it to the tool (agent.Call.Receipt)
+	}
 	if err := snap.Decide(call.ToolCallID, d); err != nil {
 		return w, fmt.Errorf("run %s: snapshot does not wait on %s: %w", r.ID, call.ToolCallID, err)
 	}
@@ -363,7 +374,7 @@ func (s *Service) decidedSupervisor(ctx context.Context, target *run.Run, ancest
 		if a.RunID == target.ID {
 			out.Version, out.LastSeq = a.Version+1, a.After+int64(len(a.Events))
 			out.Decisions = append(out.Decisions, run.Decision{RunID: target.ID, ToolCallID: a.ToolCallID, ToolName: inner.ToolName,
-				Kind: w.Kind, DecidedBy: w.DecidedBy, DecidedAt: w.At, Reason: w.Reason, ResumeData: w.ResumeData, Args: inner.Args, EditedArgs: w.EditedArgs})
+				Kind: w.Kind, DecidedBy: w.DecidedBy, DecidedAt: w.At, Reason: w.Reason, ResumeData: w.ResumeData, Args: inner.Args, EditedArgs: w.EditedArgs, Receipt: w.Receipt})
 		}
 	}
 	return &out

@@ -76,6 +76,9 @@ type Config struct {
 	Tracer Tracer
 	// Metrics is told of decisions, for the server's metrics. Default: none.
 	Metrics Metrics
+	// Receipts signs the receipt of every decision that lets a call run (receipt.go). Default
+	// nil: decisions have no receipt (tests of other things; the server always sets it).
+	Receipts Signer
 }
 
 // WithDefaults returns c with every zero field set to its default.

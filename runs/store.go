@@ -263,6 +263,8 @@ type DecisionWrite struct {
 	ResumeData []byte
 	// EditedArgs are the arguments a person approved the call with, when they edited them.
 	EditedArgs []byte
+	// Receipt is the signed receipt of an approval (nil for other kinds), stored with it.
+	Receipt *string
 	// Hold keeps the run SUSPENDED, without a lease, because other calls of its step still
 	// wait: the decision is recorded and the run continues once the last of them is decided.
 	Hold bool

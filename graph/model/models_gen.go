@@ -143,6 +143,12 @@ type Decision struct {
 	Args json.RawMessage `json:"args,omitempty"`
 	// Addition: the arguments a person approved the call with in place of args, when they edited them.
 	EditedArgs json.RawMessage `json:"editedArgs,omitempty"`
+	// Addition: with APPROVED, the decision's signed receipt: a compact JWS (EdDSA, header kid) whose
+	// payload names the run, the call, the agent, the tool and argsDigest ("sha256:" and the hex
+	// SHA-256 of the RFC 8785 canonical form of the arguments that run: editedArgs when set, else
+	// args), and expires soon after the decision. The service a tool calls verifies it with the keys
+	// at /.well-known/jwks.json. Null for other kinds (and for approvals stored before receipts).
+	Receipt *string `json:"receipt,omitempty"`
 }
 
 // Addition: the answer of a tool call that ran, but whose server instance could not store it with
