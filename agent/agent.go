@@ -101,6 +101,10 @@ type Call struct {
 	// SuspendPayload and ResumeData are set when the tool runs again after a resumeRun.
 	SuspendPayload json.RawMessage
 	ResumeData     json.RawMessage
+	// Receipt is the signed receipt of the call's approval (package receipt), for tools whose
+	// service verifies that a person approved exactly these arguments: HTTP tools send it as
+	// the Interlock-Approval header, MCP tools in _meta. Empty when the call needed no approval.
+	Receipt string
 }
 
 // RunInfo identifies a run to the tools it calls.

@@ -95,3 +95,42 @@ func checkShape(raw []byte) error {
 		}
 	}
 }
+
+// ReadableJSON is canonical JSON (CanonicalJSON) as text for a model or a person to read: the
+// same value, with the <, > and & that the canonical form escapes as \u003c, \u003e and \u0026
+// written as themselves. An escape pasted into prose says something else than the character
+// (a model told `\u003e` reads six characters, not `>`). Every other byte, escapes included
+// (\n, \", \u2028), is kept, so the text is still valid JSON of the same value.
+func ReadableJSON(raw []byte) string {
+	if !bytes.Contains(raw, []byte(`\u00`)) {
+		return string(raw)
+	}
+	out := make([]byte, 0, len(raw))
+	inString := false
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		switch {
+		case c == '"':
+			inString = !inString
+		case c == '\\' && inString && i+1 < len(raw):
+			if raw[i+1] == 'u' && i+5 < len(raw) {
+				switch string(bytes.ToLower(raw[i+2 : i+6])) {
+				case "003c":
+					out, i = append(out, '<'), i+5
+					continue
+				case "003e":
+					out, i = append(out, '>'), i+5
+					continue
+				case "0026":
+					out, i = append(out, '&'), i+5
+					continue
+				}
+			}
+			out = append(out, c, raw[i+1]) // the escape's first two bytes: \" does not end the string
+			i++
+			continue
+		}
+		out = append(out, c)
+	}
+	return string(out)
+}

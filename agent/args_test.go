@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -64,5 +66,21 @@ func TestCallIDs(t *testing.T) {
 	}
 	if s.Pending[0].State != CallAwaitingApproval || s.Pending[1].State != CallApproved {
 		t.Fatalf("deciding tc_2 left %s, %s", s.Pending[0].State, s.Pending[1].State)
+	}
+}
+
+func TestReadableJSONWritesTheCharacters(t *testing.T) {
+	canonical, err := CanonicalJSON([]byte(`{"cmd":"a > b && c < d","q":"say \"<x>\"","esc":"\\u003e stays","nl":"a\nb","ls":"\u2028"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := ReadableJSON(canonical)
+	want := `{"cmd":"a > b && c < d","q":"say \"<x>\"","esc":"\\u003e stays","nl":"a\nb","ls":"\u2028"}`
+	if got != want {
+		t.Errorf("ReadableJSON = %s\nwant            %s", got, want)
+	}
+	var a, b any
+	if json.Unmarshal([]byte(got), &a) != nil || json.Unmarshal(canonical, &b) != nil || !reflect.DeepEqual(a, b) {
+		t.Errorf("ReadableJSON changed the value: %s vs %s", got, canonical)
 	}
 }

@@ -220,13 +220,13 @@ func (a *Agent) advance(ctx context.Context, snap *Snapshot, c *PendingCall, hos
 }
 
 // EditedNote is how the model learns that a person changed a call's arguments before approving
-// it; the tool's answer follows it.
+// it (both as ReadableJSON: <, > and & as themselves); the tool's answer follows it.
 const EditedNote = "A person changed the arguments of this call before approving it; the tool ran with %s instead of %s. The result:\n"
 
 // finish records a call's result in the conversation and reports it.
 func (a *Agent) finish(ctx context.Context, snap *Snapshot, c *PendingCall, host Host, result json.RawMessage, errMsg, content string) error {
 	if c.EditedFrom != nil {
-		content = fmt.Sprintf(EditedNote, c.Args, c.EditedFrom) + content
+		content = fmt.Sprintf(EditedNote, ReadableJSON(c.Args), ReadableJSON(c.EditedFrom)) + content
 	}
 	return a.record(ctx, snap, c, host, result, errMsg, content)
 }
@@ -248,7 +248,7 @@ func execute(ctx context.Context, tool *Tool, c *PendingCall, run RunInfo, resum
 	}()
 	// The tool is told the call's server id (what people approved), never the model's, which a
 	// model may reuse.
-	call := &Call{ToolCall: llm.ToolCall{ID: c.CallID(), Name: c.Name, Args: c.Args}, Run: run, SuspendPayload: c.SuspendPayload, ResumeData: resumeData}
+	call := &Call{ToolCall: llm.ToolCall{ID: c.CallID(), Name: c.Name, Args: c.Args}, Run: run, SuspendPayload: c.SuspendPayload, ResumeData: resumeData, Receipt: c.Receipt}
 	v, err := tool.executor()(ctx, call)
 	var s *suspension
 	if errors.As(err, &s) {
@@ -289,13 +289,13 @@ func (a *Agent) callModel(ctx context.Context, snap *Snapshot, host Host) (llm.R
 }
 
 // modelText is a result as the model reads it: a JSON string as its text (an MCP tool's text
-// answer, say), anything else as JSON.
+// answer, say), anything else as ReadableJSON.
 func modelText(result json.RawMessage) string {
 	var s string
 	if len(result) > 0 && result[0] == '"' && json.Unmarshal(result, &s) == nil {
 		return s
 	}
-	return string(result)
+	return ReadableJSON(result)
 }
 
 // usableArgs returns the model's arguments in their canonical form (see CanonicalJSON; {} when

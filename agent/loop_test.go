@@ -468,22 +468,23 @@ func TestLoopDeclineIsAnsweredToTheModel(t *testing.T) {
 }
 
 // TestLoopEditedArgumentsRunAndAreTold: a call approved with edited arguments runs with them,
-// and the model learns that before the result.
+// and the model learns that before the result, in characters (the canonical form's escapes of
+// <, > and & are not pasted into the text).
 func TestLoopEditedArgumentsRunAndAreTold(t *testing.T) {
 	t.Parallel()
-	m := &model{turns: []turn{ask(call("m1", "issue_refund", `{"orderId":"1"}`)), say("OK.")}}
+	m := &model{turns: []turn{ask(call("m1", "issue_refund", `{"orderId":"<1>"}`)), say("OK.")}}
 	pay := refund()
 	a := newAgent(t, m, pay)
 	snap := agent.NewSnapshot(nil, "refund", false)
 	run(t, a, snap, &host{})
-	if err := snap.Decide("tc_1", agent.Decision{Kind: agent.CallApproved, Args: json.RawMessage(`{"orderId":"2"}`)}); err != nil {
+	if err := snap.Decide("tc_1", agent.Decision{Kind: agent.CallApproved, Args: json.RawMessage(`{"orderId":"2 \u0026 3"}`)}); err != nil {
 		t.Fatal(err)
 	}
 	run(t, a, snap, &host{})
-	if got := pay.executed(); len(got) != 1 || string(got[0].Args) != `{"orderId":"2"}` {
+	if got := pay.executed(); len(got) != 1 || string(got[0].Args) != `{"orderId":"2 \u0026 3"}` {
 		t.Fatalf("the tool got %+v, want the edited arguments", got)
 	}
-	want := fmt.Sprintf(agent.EditedNote, `{"orderId":"2"}`, `{"orderId":"1"}`) + `{"refund":"rf_2"}`
+	want := fmt.Sprintf(agent.EditedNote, `{"orderId":"2 & 3"}`, `{"orderId":"<1>"}`) + `{"refund":"rf_2 & 3"}`
 	if got := m.lastMessage(t, 2).Content; got != want {
 		t.Errorf("the model was told %q, want %q", got, want)
 	}

@@ -64,6 +64,9 @@ type PendingCall struct {
 	// EditedFrom holds the model's arguments when a person approved the call with edited ones
 	// (Args): the model is told the call ran with other arguments than it asked for.
 	EditedFrom json.RawMessage `json:"editedFrom,omitempty"`
+	// Receipt is the signed receipt of the call's approval (Decision.Receipt), which the tool
+	// is given when it executes (Call.Receipt); empty for a call nobody had to approve.
+	Receipt string `json:"receipt,omitempty"`
 	// ChildRunID is the sub-agent run a delegated call waits on.
 	ChildRunID string `json:"childRunId,omitempty"`
 	// Result and ResultError are the outcome of a returned call's sub-agent run.
@@ -213,6 +216,8 @@ type Decision struct {
 	// Args, with an approval, are the arguments a person edited the call to: the tool runs
 	// with them, and the model is told of the change.
 	Args json.RawMessage
+	// Receipt, with an approval, is its signed receipt: the tool is given it (Call.Receipt).
+	Receipt string
 }
 
 // Decide records a decision on the waiting call with that id (CallID), so the loop acts on it when it
@@ -236,6 +241,9 @@ func (s *Snapshot) Decide(callID string, d Decision) error {
 		c.ResumeData = d.ResumeData
 	}
 	c.Interrupted, c.InterruptedToolCallID = false, ""
+	if d.Kind == CallApproved {
+		c.Receipt = d.Receipt // a new approval (of an interrupted call) has a receipt of its own
+	}
 	if d.Args != nil {
 		if c.EditedFrom == nil {
 			c.EditedFrom = c.Args

@@ -122,6 +122,10 @@ type Answer struct {
 	ExpiresAt *time.Time `json:"expiresAt"`
 	// URL opens the request in the console.
 	URL string `json:"url"`
+	// Receipt is the signed receipt of an approval (a compact JWS, package receipt): the
+	// caller hands it to the tool's service, which verifies that exactly these args were
+	// approved. Null unless APPROVED.
+	Receipt *string `json:"receipt"`
 }
 
 // The answer's statuses.
@@ -261,7 +265,7 @@ func (h *Handler) state(r *http.Request, rn *run.Run) Answer {
 	a.DecidedAt = &at
 	switch d.Kind {
 	case run.DecisionApproved:
-		a.Status = StatusApproved
+		a.Status, a.Receipt = StatusApproved, d.Receipt
 	case run.DecisionDeclined:
 		a.Status = StatusDeclined
 	case run.DecisionExpired:
@@ -406,6 +410,7 @@ var statusOf = map[run.Code]int{
 	run.CodeConflict:        http.StatusConflict,
 	run.CodeUnavailable:     http.StatusServiceUnavailable,
 	run.CodeInternal:        http.StatusInternalServerError,
+	run.CodeCancelled:       499, // client closed request (nginx's code): nobody reads it
 }
 
 // Unauthorized answers a request that failed authentication with err: 401 with the bearer

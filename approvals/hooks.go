@@ -16,6 +16,7 @@ package approvals
 // ask their own person, as they do when a hook fails.
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -92,9 +93,13 @@ func (h *Hooks) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rc := http.NewResponseController(w)
 		_ = rc.SetReadDeadline(time.Time{})
 		_ = rc.SetWriteDeadline(time.Now().Add(wait + 30*time.Second))
-		if rn, err = h.o.Service.AwaitApproval(r.Context(), rn.ID, wait); err != nil {
+		id := rn.ID
+		if rn, err = h.o.Service.AwaitApproval(r.Context(), id, wait); err != nil {
 			if r.Context().Err() != nil {
-				return // the agent gave up on the hook: nobody to answer
+				// The agent gave up on the hook (closed the connection: its own timeout):
+				// nobody to answer, and the request ends, as when the wait ends.
+				_, _, _ = h.abandon(r, id, a, "it closed the hook's connection before anyone decided")
+				return
 			}
 			h.o.fail(w, r, err)
 			return
@@ -103,17 +108,63 @@ func (h *Hooks) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	o, decided := outcomeOf(rn)
 	if !decided {
 		if time.Since(start) < wait {
-			// The wait ended early: the server is stopping. The agent asks its person instead.
+			// The wait ended early: the server is stopping, and the agent, answered 503, asks its
+			// own person. It stopped waiting for Interlock as surely as when its wait ends, so the
+			// request ends too (a decision taken first is the answer). Only if that cannot be
+			// stored does the request stay, and the answer says so.
+			ended, abandoned, err := h.abandon(r, rn.ID, a, "Interlock stopped while its hook waited, so the agent asked its own person")
+			if err == nil && !abandoned {
+				if o, decided = outcomeOf(ended); decided {
+					h.answer(w, a, o)
+					return
+				}
+			}
+			msg := "Interlock is stopping: the request " + rn.ID + " ended without a decision"
+			if err != nil {
+				msg = "Interlock is stopping: the request " + rn.ID + " still waits in its inbox"
+			}
 			w.Header().Set("Retry-After", strconv.Itoa(run.RetryAfter))
-			writeError(w, http.StatusServiceUnavailable, string(run.CodeUnavailable), "Interlock is stopping: the request "+rn.ID+" still waits in its inbox")
+			writeError(w, http.StatusServiceUnavailable, string(run.CodeUnavailable), msg)
 			return
 		}
-		o = hookOutcome{kind: outcomeUndecided, waited: wait}
+		// The answer says nobody decided: the request ends first, in the decision's
+		// compare-and-set, so that nobody approves afterwards a call the agent was told was
+		// not approved. A decision taken first stands, and is the answer.
+		ended, abandoned, err := h.abandon(r, rn.ID, a, fmt.Sprintf("its hook's wait of %s ended before anyone decided", wait.Round(time.Millisecond)))
+		if err != nil {
+			h.o.fail(w, r, err)
+			return
+		}
+		if o, decided = outcomeOf(ended); abandoned || !decided {
+			o = hookOutcome{kind: outcomeUndecided, waited: wait}
+		}
 	}
+	h.answer(w, a, o)
+}
+
+// answer writes outcome o in agent a's JSON.
+func (h *Hooks) answer(w http.ResponseWriter, a hookAgent, o hookOutcome) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(o.answer(a))
 }
+
+// abandon ends request runID of agent a, its asker having stopped waiting (how: why, for the
+// decision's reason) — runs.Service.Abandon, on a context that outlives r's (the agent may have
+// gone already) for at most abandonTimeout. It returns the request as it ended and whether this
+// ended it (false: a decision came first).
+func (h *Hooks) abandon(r *http.Request, runID string, a hookAgent, how string) (*run.Run, bool, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), abandonTimeout)
+	defer cancel()
+	rn, abandoned, err := h.o.Service.Abandon(ctx, runID, a.name(), how)
+	if err != nil {
+		h.o.Logger.Warn("hooks: end a request nobody waits for any more", "run", runID, "err", err)
+	}
+	return rn, abandoned, err
+}
+
+// abandonTimeout bounds the write that ends a request whose asker stopped waiting.
+const abandonTimeout = 10 * time.Second
 
 // outcomeOf is how request rn ended, or false while it waits.
 func outcomeOf(rn *run.Run) (hookOutcome, bool) {

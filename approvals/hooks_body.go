@@ -13,10 +13,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"time"
 
 	"interlock/agent"
+	"interlock/hidden"
 )
 
 // hookAgent is the coding agent a hook endpoint speaks for.
@@ -84,6 +86,9 @@ func parseHook(a hookAgent, body []byte) (hookRequest, error) {
 	if body[0] != '{' {
 		return hookRequest{}, fmt.Errorf("the body is not a JSON object: %s sends the hook's JSON input (session_id, hook_event_name, tool_name, tool_input, …) as the POST body", a.name())
 	}
+	if err := checkHookFields(body); err != nil {
+		return hookRequest{}, err
+	}
 	var b hookBody
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(&b); err != nil {
@@ -138,6 +143,52 @@ func parseHook(a hookAgent, body []byte) (hookRequest, error) {
 	return r, nil
 }
 
+// hookFields are the names of hookBody's fields, as they must be spelled.
+var hookFields = func() []string {
+	t := reflect.TypeFor[hookBody]()
+	names := make([]string, t.NumField())
+	for i := range names {
+		names[i], _, _ = strings.Cut(t.Field(i).Tag.Get("json"), ",")
+	}
+	return names
+}()
+
+// checkHookFields reads the names of a body's top-level fields (the only level decoded into
+// named fields: tool_input's objects are checked by agent.CanonicalJSON, which refuses a key
+// twice at any depth, and read by exact name) and refuses a name given twice, or spelled in
+// another case than a field's: encoding/json matches names regardless of case (strings.EqualFold,
+// which is its rule) and keeps the last of a repeated one, so that a body read one way by whatever
+// passed it on — or shown by a log — would be read another way here. Other names are the agent's
+// fields Interlock does not read, and pass. nil when the body is not JSON: the decoder says why.
+func checkHookFields(body []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		name, ok := tok.(string)
+		if err != nil || !ok {
+			return nil
+		}
+		if seen[name] {
+			return fmt.Errorf("the body has the field %q twice: which one is meant cannot be told", name)
+		}
+		seen[name] = true
+		for _, f := range hookFields {
+			if name != f && strings.EqualFold(name, f) {
+				return fmt.Errorf("the body has a field %q: field names are case-sensitive, and the hook's field is %q", name, f)
+			}
+		}
+		var skip json.RawMessage
+		if dec.Decode(&skip) != nil {
+			return nil
+		}
+	}
+	return nil
+}
+
 // jsonProblem says what is wrong with a body encoding/json refused, without Go's type names.
 func jsonProblem(err error) string {
 	var te *json.UnmarshalTypeError
@@ -163,10 +214,14 @@ func (r hookRequest) idempotencyKey(a hookAgent, agentID, md string) string {
 }
 
 // contextMarkdown is what the person is shown beside the call: which agent asks, where, in which
-// session, and the command and description the agent gave. Names, paths and the command are
-// code (their fences longer than any backticks inside, so they cannot end early); the
-// description is the agent's own text, quoted. Clients render it as safe Markdown (the console
-// builds DOM nodes, never HTML, and links only http(s)).
+// session, and the command and description the agent gave. Every value the agent sent stays
+// inside the place the server gives it, so that nothing it holds reads as the server's own
+// words: names, paths and the command are code (their fences longer than any backticks inside,
+// so they cannot end early), the description is quoted line by line, and in all of them every
+// character that could end a line or change how the text reads — a carriage return, a line or
+// paragraph separator, any control character, a bidi control, an invisible character — is
+// written as its visible mark (hidden.Reveal: ⟨U+000D⟩), in a code span a newline too. Clients
+// render it as safe Markdown (the console builds DOM nodes, never HTML, and links only http(s)).
 func (r hookRequest) contextMarkdown(a hookAgent) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "**%s** asks to run %s", a.name(), codeSpan(r.ToolName))
@@ -177,7 +232,7 @@ func (r hookRequest) contextMarkdown(a hookAgent) string {
 	var input map[string]json.RawMessage
 	_ = json.Unmarshal(r.ToolInput, &input) // an object: parseHook checked
 	if d := stringField(input, "description"); d != "" {
-		for _, line := range strings.Split(cut(d, maxDescription), "\n") {
+		for _, line := range strings.Split(hidden.Reveal(cut(d, maxDescription)), "\n") {
 			b.WriteString("> " + line + "\n")
 		}
 		b.WriteString("\n")
@@ -233,9 +288,10 @@ func stringField(m map[string]json.RawMessage, key string) string {
 	return ""
 }
 
-// codeSpan quotes s as inline code, with a run of backticks longer than any inside it.
+// codeSpan quotes s as inline code, with a run of backticks longer than any inside it, on one
+// line: newlines and every hidden character are marks (hidden.RevealLine).
 func codeSpan(s string) string {
-	s = strings.ReplaceAll(s, "\n", " ")
+	s = hidden.RevealLine(s)
 	fence := strings.Repeat("`", longestRun(s, '`')+1)
 	if strings.HasPrefix(s, "`") || strings.HasSuffix(s, "`") {
 		return fence + " " + s + " " + fence
@@ -243,8 +299,10 @@ func codeSpan(s string) string {
 	return fence + s + fence
 }
 
-// codeBlock quotes s as a fenced code block, its fence longer than any run of backticks in it.
+// codeBlock quotes s as a fenced code block, its fence longer than any run of backticks in it,
+// every hidden character but newlines and tabs a mark (hidden.Reveal).
 func codeBlock(s, lang string) string {
+	s = hidden.Reveal(s)
 	fence := strings.Repeat("`", max(3, longestRun(s, '`')+1))
 	return fence + lang + "\n" + strings.TrimRight(s, "\n") + "\n" + fence + "\n\n"
 }
@@ -303,11 +361,14 @@ type permissionDecision struct {
 // answer is agent a's JSON for outcome o:
 //   - approved: allow;
 //   - approved with edited arguments: Claude Code allows with updatedInput (it replaces the whole
-//     input, as the edited arguments do); Codex fails closed on updatedInput, so it is told deny,
-//     with a message giving the arguments that were approved: the original call does not run;
+//     input, as the edited arguments do; its PermissionRequest answer has no field that tells
+//     the model so); Codex fails closed on updatedInput, so it is told deny, with a message
+//     telling the model the arguments that were approved: the original call does not run;
 //   - declined: deny, the person's reason as the message (a message saying who declined when no
 //     reason was given);
 //   - expired, undecided: deny, the message saying that nobody decided in time.
+//
+// Text in it carries the characters, not JSON's HTML escapes (agent.ReadableJSON).
 func (o hookOutcome) answer(a hookAgent) []byte {
 	var out permissionAnswer
 	out.HookSpecificOutput.HookEventName = permissionRequest
@@ -322,11 +383,11 @@ func (o hookOutcome) answer(a hookAgent) []byte {
 	case outcomeEdited:
 		if a == claudeCode {
 			d.Behavior = "allow"
-			d.UpdatedInput = o.args
+			d.UpdatedInput = json.RawMessage(agent.ReadableJSON(o.args))
 			break
 		}
 		d.Behavior = "deny"
-		d.Message = fmt.Sprintf("Not run as asked: %s approved this call in Interlock only with edited arguments, which Codex cannot take from a hook. The approved arguments: %s", by, o.args)
+		d.Message = fmt.Sprintf("Not run as asked: %s approved this call in Interlock only with edited arguments, which Codex cannot take from a hook. The approved arguments: %s", by, agent.ReadableJSON(o.args))
 	case outcomeDeclined:
 		d.Behavior = "deny"
 		d.Message = o.reason
@@ -340,9 +401,11 @@ func (o hookOutcome) answer(a hookAgent) []byte {
 		d.Behavior = "deny"
 		d.Message = fmt.Sprintf("Not approved: nobody decided in Interlock within %s.", o.waited.Round(time.Second))
 	}
-	body, err := json.Marshal(out)
-	if err != nil {
+	var body bytes.Buffer
+	enc := json.NewEncoder(&body)
+	enc.SetEscapeHTML(false) // the message is text for a model and a person: "a > b", not "a \u003e b"
+	if err := enc.Encode(out); err != nil {
 		panic(err) // strings and canonical JSON only
 	}
-	return body
+	return bytes.TrimSuffix(body.Bytes(), []byte("\n"))
 }

@@ -95,6 +95,47 @@ func TestParseHookRefusals(t *testing.T) {
 	}
 }
 
+// TestParseHookStrictFields: a body naming a field twice, or a field of the hook in another case
+// (which encoding/json would take for it, keeping the last), is refused naming the field — at the
+// top level, which is decoded into the hook's fields, and at every depth of tool_input, whose
+// keys are its own (a key in another case there is another argument of the tool, and passes).
+// Fields Interlock does not read pass, once each.
+func TestParseHookStrictFields(t *testing.T) {
+	t.Parallel()
+	const head = `"hook_event_name": "PermissionRequest", "tool_name": "Bash"`
+	body := func(fields string) []byte { return []byte(`{` + head + `, ` + fields + `}`) }
+	for fields, want := range map[string]string{
+		`"session_id": "s", "session_id": "t", "tool_input": {}`:                        `the field "session_id" twice`,
+		`"session_id": "s", "tool_input": {}, "tool_input": {"command": "x"}`:           `the field "tool_input" twice`,
+		`"session_id": "s", "tool_input": {}, "cwd": "/a", "cwd": "/b"`:                 `the field "cwd" twice`,
+		`"session_id": "s", "tool_input": {}, "extra": 1, "extra": 2`:                   `the field "extra" twice`,
+		`"session_id": "s", "Tool_Name": "Write", "tool_input": {}`:                     `a field "Tool_Name": field names are case-sensitive, and the hook's field is "tool_name"`,
+		`"SESSION_ID": "s", "tool_input": {}`:                                           `a field "SESSION_ID"`,
+		"\"\u017fession_id\": \"s\", \"tool_input\": {}":                                "a field \"\u017fession_id\"", // ſ folds to s in encoding/json
+		`"session_id": "s", "tool_input": {}, "Turn_ID": "t2"`:                          `a field "Turn_ID"`,
+		`"session_id": "s", "tool_input": {}, "prompt_ID": "p"`:                         `a field "prompt_ID"`,
+		`"session_id": "s", "tool_input": {"command": "ls", "command": "rm -rf /"}`:     `tool_input is key "command" appears twice`,
+		`"session_id": "s", "tool_input": {"a": {"b": [{"c": 1, "c": 2}]}}`:             `tool_input is key "c" appears twice`,
+		`"session_id": "s", "tool_input": {"a": {"b": {"c": {"d": {"e": 1, "e": 1}}}}}`: `tool_input is key "e" appears twice`,
+	} {
+		_, err := parseHook(codex, body(fields))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want an error saying %s", fields, err, want)
+		}
+	}
+	r, err := parseHook(codex, body(`"session_id": "s", "tool_input": {"command": "ls", "Command": "rm", "nested": {"x": 1, "X": 2}}, "permission_suggestions": []`))
+	if err != nil || string(r.ToolInput) != `{"command":"ls","Command":"rm","nested":{"x":1,"X":2}}` {
+		t.Fatalf("tool_input keys in two cases (two arguments): %v, %s", err, r.ToolInput)
+	}
+	for _, a := range []hookAgent{claudeCode, codex} {
+		for _, f := range []string{"claude-code/permission-request.json", "claude-code/permission-request-tool-always-allow.json", "codex/permission-request.json"} {
+			if _, err := parseHook(a, fixture(t, f)); err != nil {
+				t.Fatalf("%s as %s: %v", f, a, err)
+			}
+		}
+	}
+}
+
 // TestHookAnswersMatchTheDocumentedShapes: each outcome's answer is exactly the recorded shape.
 func TestHookAnswersMatchTheDocumentedShapes(t *testing.T) {
 	t.Parallel()

@@ -1,6 +1,7 @@
 package approvals
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -80,13 +81,18 @@ func (o Options) slot(w http.ResponseWriter, r *http.Request, wait time.Duration
 	return release, true
 }
 
-// fail answers err: an application error with its code and status, anything else as INTERNAL
-// (logged, never shown).
+// fail answers err: an application error with its code and status; a request its client
+// abandoned as CANCELLED (499, logged at INFO); anything else as INTERNAL (logged, never shown).
 func (o Options) fail(w http.ResponseWriter, r *http.Request, err error) {
 	code, msg := run.CodeInternal, "internal error"
 	var app *run.Error
-	if errors.As(err, &app) {
+	switch {
+	case errors.As(err, &app):
 		code, msg = app.Code, app.Message // the application's words, never what it wraps
+	case errors.Is(err, context.Canceled) || errors.Is(r.Context().Err(), context.Canceled):
+		// The client went away: nobody reads this, and the server did nothing wrong.
+		code, msg = run.CodeCancelled, "the request was cancelled by its client"
+		o.Logger.Info("approvals: request cancelled by its client", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
 	status := statusOf[code]
 	if status == 0 {

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"interlock/agent"
+	"interlock/hidden"
 	"interlock/llm"
 	"interlock/tools"
 )
@@ -82,6 +83,9 @@ func Build(ctx context.Context, f *File, opt Options) (*Agents, error) {
 		for _, t := range list {
 			if len(sc.Tools) > 0 && !slices.Contains(sc.Tools, t.Name) {
 				continue
+			}
+			if r, _, bad := hidden.InName(t.Name); bad {
+				return fail(at, fmt.Sprintf("its tool %q has %s in its name, which hides or reorders what a person reads; list only the tools wanted with tools: [...]", t.Name, hidden.Describe([]rune{r})))
 			}
 			if _, dup := byName[t.Name]; dup {
 				return fail(at, fmt.Sprintf("its tool %q has the name of another server's tool; offer it under another name with tools: [{name: …, mcp: {server: %s, tool: %s}}] and leave it out of this server's tools list", t.Name, sc.Name, t.Name))

@@ -202,3 +202,29 @@ func TestBuildMCPStartTimeout(t *testing.T) {
 		t.Fatal("the start still waits for a server that never answers")
 	}
 }
+
+// TestBuildRefusesMCPToolNamesWithHiddenCharacters: an MCP server listing a tool whose name holds
+// a bidi override (the name a person reads is not the name that runs) stops the start, naming the
+// server and the character — unless tools: leaves that tool out.
+func TestBuildRefusesMCPToolNamesWithHiddenCharacters(t *testing.T) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "files", Version: "1"}, nil)
+	for _, name := range []string{"read_file", "delete_all\u202eelif_daer"} {
+		mcp.AddTool(s, &mcp.Tool{Name: name, Description: "does " + name},
+			func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil, nil
+			})
+	}
+	h := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	t.Cleanup(h.Close)
+	cfg := func(only string) string {
+		return "agents:\n  - id: a\n    model: {provider: demo}\n    tools: [read_file]\n" +
+			"mcpServers:\n  - name: files\n    url: " + h.URL + "\n" + only
+	}
+	_, err := build(t, cfg(""))
+	if err == nil || !strings.Contains(err.Error(), `mcpServers[0]: its tool "delete_all\u202eelif_daer" has U+202E RIGHT-TO-LEFT OVERRIDE in its name`) {
+		t.Fatalf("error %v", err)
+	}
+	if _, err := build(t, cfg("    tools: [read_file]\n")); err != nil {
+		t.Fatalf("with tools: [read_file]: %v", err)
+	}
+}

@@ -14,8 +14,8 @@ import (
 )
 
 // RecordLateResult implements runs.Store. It checks, in one transaction, that the run has the
-// call (a TOOL_CALL event naming its id and tool) and did not store its result after all (no
-// TOOL_RESULT event of it), then inserts the row unless one is there: the primary key (run_id,
+// call (a TOOL_CALL event naming its id and tool) and did not store its answer after all (no
+// TOOL_RESULT or TOOL_CALL_SUSPENDED event of it after l.After), then inserts the row unless one is there: the primary key (run_id,
 // tool_call_id) keeps one per call. On MySQL the existence check locks the key's range, so two
 // racing recorders of one call queue (or one is a deadlock victim, run again by tx) and the
 // second finds the first's row.
@@ -30,7 +30,7 @@ func (s *Store) RecordLateResult(ctx context.Context, l run.LateResult) (bool, e
 		if runRows == 0 {
 			return runs.ErrNoSuchCall
 		}
-		known, answered, err := callEvents(tx, l.RunID, l.ToolCallID, l.ToolName)
+		known, answered, err := callEvents(tx, l.RunID, l.ToolCallID, l.ToolName, l.After)
 		if err != nil {
 			return err
 		}
@@ -53,7 +53,7 @@ func (s *Store) RecordLateResult(ctx context.Context, l run.LateResult) (bool, e
 		}
 		row := LateToolResult{
 			RunID: l.RunID, ToolCallID: l.ToolCallID, ToolName: l.ToolName, Result: strOrNil(l.Result), Error: l.Error,
-			InstanceID: l.InstanceID, FinishedAt: ms(l.FinishedAt), RecordedAt: ms(l.RecordedAt),
+			SuspendPayload: strOrNil(l.SuspendPayload), InstanceID: l.InstanceID, FinishedAt: ms(l.FinishedAt), RecordedAt: ms(l.RecordedAt),
 		}
 		if err := tx.Create(&row).Error; err != nil {
 			return fmt.Errorf("insert late result of %s: %w", l.ToolCallID, err)
@@ -67,13 +67,17 @@ func (s *Store) RecordLateResult(ctx context.Context, l run.LateResult) (bool, e
 	return stored, err
 }
 
-// callEvents reads the run's TOOL_CALL and TOOL_RESULT events and reports whether a TOOL_CALL
-// names the call with that tool (known) and whether a TOOL_RESULT of it is stored (answered).
+// callEvents reads the run's TOOL_CALL, TOOL_RESULT and TOOL_CALL_SUSPENDED events and reports
+// whether a TOOL_CALL names the call with that tool (known) and whether an answer of it — a
+// TOOL_RESULT, or the TOOL_CALL_SUSPENDED of a tool that suspended — is stored after seq after
+// (answered). A call that suspended, was resumed and runs again keeps its id: only an answer
+// stored after its latest execution was sent answers it.
 // A run has a few of them (one per call of each step), so reading them beats matching JSON in
 // SQL, which the two dialects spell differently.
-func callEvents(tx *gorm.DB, runID, callID, tool string) (known, answered bool, err error) {
+func callEvents(tx *gorm.DB, runID, callID, tool string, after int64) (known, answered bool, err error) {
 	var rows []Event
-	err = tx.Select("type", "data").Where("run_id = ? AND type IN ?", runID, []run.EventType{run.EventToolCallRequested, run.EventToolResult}).
+	types := []run.EventType{run.EventToolCallRequested, run.EventToolResult, run.EventToolCallSuspended}
+	err = tx.Select("seq", "type", "data").Where("run_id = ? AND type IN ?", runID, types).
 		Find(&rows).Error
 	if err != nil {
 		return false, false, fmt.Errorf("read tool events of run %s: %w", runID, err)
@@ -87,8 +91,8 @@ func callEvents(tx *gorm.DB, runID, callID, tool string) (known, answered bool, 
 			continue
 		}
 		switch run.EventType(r.Type) {
-		case run.EventToolResult:
-			answered = true
+		case run.EventToolResult, run.EventToolCallSuspended:
+			answered = answered || r.Seq > after
 		case run.EventToolCallRequested:
 			known = known || ev.ToolCall.ToolName == tool
 		}
@@ -116,7 +120,7 @@ func lateResults(q *gorm.DB, runsAsked int) (map[string][]run.LateResult, error)
 	for _, r := range rows {
 		out[r.RunID] = append(out[r.RunID], run.LateResult{
 			RunID: r.RunID, ToolCallID: r.ToolCallID, ToolName: r.ToolName, Result: rawOrNil(r.Result), Error: r.Error,
-			InstanceID: r.InstanceID, FinishedAt: r.FinishedAt.UTC(), RecordedAt: r.RecordedAt.UTC(),
+			SuspendPayload: rawOrNil(r.SuspendPayload), InstanceID: r.InstanceID, FinishedAt: r.FinishedAt.UTC(), RecordedAt: r.RecordedAt.UTC(),
 		})
 	}
 	return out, nil

@@ -64,6 +64,10 @@ type ToolCall struct {
 	// ExpiresAt is when a pending call expires without a decision (nil: never); the expiry
 	// loop finds due calls on (state, expires_at).
 	ExpiresAt *time.Time `gorm:"column:expires_at"`
+	// Receipt is the signed receipt of a decision that let the call run (receipt.Sign),
+	// written with the decision (migration 0015), so that the API, the long-poll and the
+	// execution all give the same one; nil for other decisions and undecided calls.
+	Receipt *string `gorm:"column:receipt"`
 }
 
 // TableName keeps the table name independent of GORM's pluralisation rules.
@@ -142,18 +146,34 @@ func (IdempotencyKey) TableName() string { return "idempotency_keys" }
 // (run.LateResult). The run's own rows are not written (another instance may hold the run);
 // the primary key keeps one per call. Retention removes it with its run.
 type LateToolResult struct {
-	RunID      string    `gorm:"column:run_id;primaryKey"`
-	ToolCallID string    `gorm:"column:tool_call_id;primaryKey"`
-	ToolName   string    `gorm:"column:tool_name"`
-	Result     *string   `gorm:"column:result"`
-	Error      *string   `gorm:"column:error"`
-	InstanceID string    `gorm:"column:instance_id"`
-	FinishedAt time.Time `gorm:"column:finished_at;autoCreateTime:false"`
-	RecordedAt time.Time `gorm:"column:recorded_at;autoCreateTime:false"`
+	RunID      string  `gorm:"column:run_id;primaryKey"`
+	ToolCallID string  `gorm:"column:tool_call_id;primaryKey"`
+	ToolName   string  `gorm:"column:tool_name"`
+	Result     *string `gorm:"column:result"`
+	Error      *string `gorm:"column:error"`
+	// SuspendPayload is what a tool that answered by suspending suspended with (migration 0014).
+	SuspendPayload *string   `gorm:"column:suspend_payload"`
+	InstanceID     string    `gorm:"column:instance_id"`
+	FinishedAt     time.Time `gorm:"column:finished_at;autoCreateTime:false"`
+	RecordedAt     time.Time `gorm:"column:recorded_at;autoCreateTime:false"`
 }
 
 // TableName keeps the table name independent of GORM's pluralisation rules.
 func (LateToolResult) TableName() string { return "late_tool_results" }
+
+// ReceiptKey is one row of receipt_keys: a key that signs the receipts of decisions
+// (receipt.StoredKey), shared by every instance. Generation is the primary key, so of instances
+// racing to make the next key (or the first) exactly one stores it. PrivateKey is the Ed25519
+// seed, base64url: the database is trusted with it as it is with every run.
+type ReceiptKey struct {
+	Generation int64     `gorm:"column:generation;primaryKey;autoIncrement:false"`
+	KeyID      string    `gorm:"column:kid"`
+	PrivateKey string    `gorm:"column:private_key"`
+	CreatedAt  time.Time `gorm:"column:created_at;autoCreateTime:false"`
+}
+
+// TableName keeps the table name independent of GORM's pluralisation rules.
+func (ReceiptKey) TableName() string { return "receipt_keys" }
 
 // RunChange is one row of run_changes: a run entering (SUSPENDED) or leaving (LEFT) the set of
 // suspended runs, written in the transaction that made the change, so that every instance can
@@ -171,5 +191,5 @@ func (RunChange) TableName() string { return "run_changes" }
 
 // All lists every model, for the test that compares the migrated schema with the models.
 func All() []any {
-	return []any{&Run{}, &ToolCall{}, &Event{}, &Message{}, &Thread{}, &IdempotencyKey{}, &RunChange{}, &Notification{}, &SuspendedCount{}, &LateToolResult{}}
+	return []any{&Run{}, &ToolCall{}, &Event{}, &Message{}, &Thread{}, &IdempotencyKey{}, &RunChange{}, &Notification{}, &SuspendedCount{}, &LateToolResult{}, &ReceiptKey{}}
 }

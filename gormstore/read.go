@@ -350,7 +350,7 @@ func runFromRow(m *Run, calls []ToolCall) *run.Run {
 		d := run.Decision{
 			ID: c.ID, RunID: c.RunID, ToolCallID: c.ToolCallID, ToolName: c.ToolName, Kind: run.DecisionKind(c.State),
 			DecidedBy: c.DecidedBy, Reason: c.Reason, ResumeData: rawOrNil(c.ResumeData), Args: rawOrNil(c.Args),
-			EditedArgs: rawOrNil(c.EditedArgs),
+			EditedArgs: rawOrNil(c.EditedArgs), Receipt: c.Receipt,
 		}
 		if c.DecidedAt != nil {
 			d.DecidedAt = c.DecidedAt.UTC()

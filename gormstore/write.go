@@ -65,27 +65,45 @@ func dupOrNil(d *runs.DuplicateRequest) error {
 // claimKey is the compare-and-set of an idempotency key, in the transaction that inserts run r:
 // the key's row is inserted naming r when there is none, then read under a lock. It returns the
 // run that claimed it before, or nil when r did. Racing claims queue on the row's key as a
-// thread's do (claimThread).
+// thread's do (claimThread). A key claimed WhilePending is read with the status of its run (in
+// the same locking read, so that on MySQL both are the latest committed, whatever snapshot the
+// transaction took before), and when that run no longer waits the row is moved to r: the claim
+// is one lookup however many runs held the key before.
 func (s *Store) claimKey(tx *gorm.DB, r run.Run, k runs.Idempotency) (*runs.DuplicateRequest, error) {
 	row := IdempotencyKey{KeyHash: k.KeyHash, RunID: r.ID, RequestHash: k.RequestHash, CreatedAt: ms(r.CreatedAt)}
 	if err := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&row).Error; err != nil {
 		return nil, fmt.Errorf("claim idempotency key: %w", err)
 	}
-	q := tx.Model(&IdempotencyKey{}).Where("key_hash = ?", k.KeyHash)
+	q := tx.Table("idempotency_keys AS k").Select("k.run_id, k.request_hash, r.status").
+		Joins("LEFT JOIN agent_runs r ON r.id = k.run_id").Where("k.key_hash = ?", k.KeyHash)
 	if s.mysql {
 		q = q.Clauses(clause.Locking{Strength: "UPDATE"})
 	}
-	var got []IdempotencyKey
+	var got []struct {
+		RunID       string
+		RequestHash string
+		Status      *string
+	}
 	if err := q.Limit(1).Find(&got).Error; err != nil {
 		return nil, fmt.Errorf("read idempotency key: %w", err)
 	}
 	if len(got) == 0 {
 		return nil, fmt.Errorf("claim idempotency key: no row after inserting it")
 	}
-	if got[0].RunID == r.ID {
+	held := got[0]
+	if held.RunID == r.ID {
 		return nil, nil
 	}
-	return &runs.DuplicateRequest{RunID: got[0].RunID, SameRequest: got[0].RequestHash == k.RequestHash}, nil
+	if k.WhilePending && (held.Status == nil || *held.Status != string(run.StatusSuspended)) {
+		// The run it named no longer waits: the key is free, and r takes it over.
+		err := tx.Model(&IdempotencyKey{}).Where("key_hash = ? AND run_id = ?", k.KeyHash, held.RunID).
+			Updates(map[string]any{"run_id": r.ID, "request_hash": k.RequestHash, "created_at": ms(r.CreatedAt)}).Error
+		if err != nil {
+			return nil, fmt.Errorf("take over idempotency key: %w", err)
+		}
+		return nil, nil
+	}
+	return &runs.DuplicateRequest{RunID: held.RunID, SameRequest: held.RequestHash == k.RequestHash}, nil
 }
 
 // claimThread is the compare-and-set of a thread's owner, in the transaction that inserts run r;
@@ -179,6 +197,7 @@ func (s *Store) insertRequest(ctx context.Context, n runs.NewRun) error {
 		call := pendingRow(r.ID, x.Call.ToolCallID, x.Call, r.CreatedAt)
 		if d := x.Decision; d != nil {
 			call.State, call.DecidedBy, call.DecidedAt, call.Reason = string(d.Kind), d.DecidedBy, msOrNil(&d.DecidedAt), d.Reason
+			call.Receipt = d.Receipt
 		} else {
 			row["snapshot"], row["suspended_at"] = n.Snapshot, msOrNil(r.SuspendedAt)
 		}
@@ -349,12 +368,18 @@ func (s *Store) Decide(ctx context.Context, d runs.DecisionWrite) error {
 		if d.EditedArgs != nil {
 			set["edited_args"] = string(d.EditedArgs)
 		}
+		if d.Receipt != nil {
+			set["receipt"] = *d.Receipt
+		}
 		call := tx.Model(&ToolCall{}).Where("run_id = ? AND tool_call_id = ? AND state = ?", d.RunID, d.ToolCallID, ToolCallPending)
 		// The deadline decides between a person and the expiry: a person's decision until the
-		// call expires, an expiry from then on.
-		if d.Kind == run.DecisionExpired {
+		// call expires, an expiry from then on. A request its asker abandoned ends then,
+		// deadline or not (the run's compare-and-set above decides between it and a person).
+		switch {
+		case d.Abandoned && d.Kind == run.DecisionExpired:
+		case d.Kind == run.DecisionExpired:
 			call = call.Where("expires_at IS NOT NULL AND expires_at <= ?", ms(d.At))
-		} else {
+		default:
 			call = call.Where("(expires_at IS NULL OR expires_at > ?)", ms(d.At))
 		}
 		res = call.Updates(set)

@@ -6,6 +6,7 @@ import (
 
 	"interlock/agent"
 	"interlock/graph/model"
+	"interlock/hidden"
 	"interlock/run"
 	"interlock/runs"
 )
@@ -23,14 +24,14 @@ func toRun(r *run.Run) *model.AgentRun {
 		out.Decisions[i] = &model.Decision{
 			ID: fmt.Sprintf("%s:%s:%d", d.RunID, d.ToolCallID, d.ID), ToolCallID: d.ToolCallID, ToolName: d.ToolName,
 			Kind: model.DecisionKind(d.Kind), DecidedBy: d.DecidedBy, DecidedAt: d.DecidedAt, Reason: d.Reason,
-			ResumeData: d.ResumeData, Args: d.Args, EditedArgs: d.EditedArgs,
+			ResumeData: d.ResumeData, Args: d.Args, EditedArgs: d.EditedArgs, Receipt: d.Receipt,
 		}
 	}
 	out.LateResults = make([]*model.LateToolResult, len(r.LateResults))
 	late := make(map[string]*model.LateToolResult, len(r.LateResults))
 	for i, l := range r.LateResults {
 		out.LateResults[i] = &model.LateToolResult{
-			ToolCallID: l.ToolCallID, ToolName: l.ToolName, Result: l.Result, Error: l.Error,
+			ToolCallID: l.ToolCallID, ToolName: l.ToolName, Result: l.Result, Error: l.Error, SuspendPayload: l.SuspendPayload,
 			InstanceID: l.InstanceID, FinishedAt: l.FinishedAt, RecordedAt: l.RecordedAt,
 		}
 		late[l.ToolCallID] = out.LateResults[i]
@@ -63,6 +64,16 @@ func toToolCall(runID string, c *run.ToolCall) *model.AgentRunToolCall {
 		Args: c.Args, ExpiresAt: c.ExpiresAt, InterruptedToolCallID: nonEmpty(c.InterruptedToolCallID),
 	}
 	return out
+}
+
+// hiddenCharacters lists the code points of the characters that change how text reads in c's
+// tool name, arguments and payload (package hidden), never nil.
+func hiddenCharacters(c *model.AgentRunToolCall) []string {
+	var name []rune
+	if c.ToolName != nil {
+		name = hidden.In(*c.ToolName)
+	}
+	return hidden.Codes(hidden.Merge(name, hidden.InJSON(c.Args), hidden.InJSON(c.SuspendPayload)))
 }
 
 func toEvent(ev run.Event) *model.RunEvent {

@@ -17,8 +17,9 @@ import (
 // extensions.retryAfter, in seconds: storage could not be reached, and the driver's words stay
 // in the server); errors gqlgen classified itself
 // (extensions.code already set: parse and validation errors, variables included) pass as they
-// are (variable and operation-name errors reworded, explainRequestError); anything else is
-// logged and shown as INTERNAL with a plain message,
+// are (variable and operation-name errors reworded, explainRequestError); a request its client
+// abandoned (the error is the cancellation, or the request's context was cancelled) is
+// CANCELLED; anything else is logged and shown as INTERNAL with a plain message,
 // so no SQL or driver text reaches a client.
 func PresentError(log *slog.Logger) graphql.ErrorPresenterFunc {
 	return func(ctx context.Context, err error) *gqlerror.Error {
@@ -57,13 +58,15 @@ func PresentError(log *slog.Logger) graphql.ErrorPresenterFunc {
 			setCode(gqlErr, string(run.CodeInternal))
 			return gqlErr
 		}
-		if errors.Is(err, context.Canceled) {
-			gqlErr.Message = "the request was cancelled"
-		} else {
-			log.Error("graphql: internal error", "path", gqlErr.Path.String(), "err", err)
-			gqlErr.Message = "internal server error"
-		}
 		gqlErr.Err = nil
+		if errors.Is(err, context.Canceled) || errors.Is(ctx.Err(), context.Canceled) {
+			// The client went away: nobody reads this, and the server did nothing wrong.
+			gqlErr.Message = "the request was cancelled by its client"
+			setCode(gqlErr, string(run.CodeCancelled))
+			return gqlErr
+		}
+		log.Error("graphql: internal error", "path", gqlErr.Path.String(), "err", err)
+		gqlErr.Message = "internal server error"
 		setCode(gqlErr, string(run.CodeInternal))
 		return gqlErr
 	}

@@ -30,6 +30,7 @@ type Config = graphql.Config[ResolverRoot, DirectiveRoot, ComplexityRoot]
 
 type ResolverRoot interface {
 	AgentRun() AgentRunResolver
+	AgentRunToolCall() AgentRunToolCallResolver
 	Mutation() MutationResolver
 	Query() QueryResolver
 	Subscription() SubscriptionResolver
@@ -77,6 +78,7 @@ type ComplexityRoot struct {
 	AgentRunToolCall struct {
 		Args                  func(childComplexity int) int
 		ExpiresAt             func(childComplexity int) int
+		HiddenCharacters      func(childComplexity int) int
 		ID                    func(childComplexity int) int
 		Interrupted           func(childComplexity int) int
 		InterruptedToolCallID func(childComplexity int) int
@@ -95,19 +97,21 @@ type ComplexityRoot struct {
 		ID         func(childComplexity int) int
 		Kind       func(childComplexity int) int
 		Reason     func(childComplexity int) int
+		Receipt    func(childComplexity int) int
 		ResumeData func(childComplexity int) int
 		ToolCallID func(childComplexity int) int
 		ToolName   func(childComplexity int) int
 	}
 
 	LateToolResult struct {
-		Error      func(childComplexity int) int
-		FinishedAt func(childComplexity int) int
-		InstanceID func(childComplexity int) int
-		RecordedAt func(childComplexity int) int
-		Result     func(childComplexity int) int
-		ToolCallID func(childComplexity int) int
-		ToolName   func(childComplexity int) int
+		Error          func(childComplexity int) int
+		FinishedAt     func(childComplexity int) int
+		InstanceID     func(childComplexity int) int
+		RecordedAt     func(childComplexity int) int
+		Result         func(childComplexity int) int
+		SuspendPayload func(childComplexity int) int
+		ToolCallID     func(childComplexity int) int
+		ToolName       func(childComplexity int) int
 	}
 
 	Mutation struct {
@@ -208,6 +212,9 @@ type ComplexityRoot struct {
 
 type AgentRunResolver interface {
 	External(ctx context.Context, obj *model.AgentRun) (*bool, error)
+}
+type AgentRunToolCallResolver interface {
+	HiddenCharacters(ctx context.Context, obj *model.AgentRunToolCall) ([]string, error)
 }
 type MutationResolver interface {
 	StartRun(ctx context.Context, input model.StartRunInput) (*model.AgentRun, error)
@@ -435,6 +442,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AgentRunToolCall.ExpiresAt(childComplexity), true
+	case "AgentRunToolCall.hiddenCharacters":
+		if e.ComplexityRoot.AgentRunToolCall.HiddenCharacters == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentRunToolCall.HiddenCharacters(childComplexity), true
 	case "AgentRunToolCall.id":
 		if e.ComplexityRoot.AgentRunToolCall.ID == nil {
 			break
@@ -526,6 +539,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Decision.Reason(childComplexity), true
+	case "Decision.receipt":
+		if e.ComplexityRoot.Decision.Receipt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Decision.Receipt(childComplexity), true
 	case "Decision.resumeData":
 		if e.ComplexityRoot.Decision.ResumeData == nil {
 			break
@@ -575,6 +594,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.LateToolResult.Result(childComplexity), true
+	case "LateToolResult.suspendPayload":
+		if e.ComplexityRoot.LateToolResult.SuspendPayload == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LateToolResult.SuspendPayload(childComplexity), true
 	case "LateToolResult.toolCallId":
 		if e.ComplexityRoot.LateToolResult.ToolCallID == nil {
 			break
@@ -1254,22 +1279,25 @@ type AgentRun {
 
 """
 Addition: the answer of a tool call that ran, but whose server instance could not store it with
-the run in time: the database was out of its reach for longer than it could hold the run (twice
-the lease), or another instance took the run over first. That other instance found the call
+the run: the database was out of its reach for longer than it could hold the run, or another
+instance took the run over first (the instance records it as soon as it knows that its write of
+the run cannot succeed). The instance that took the run over found the call
 executing with no answer and reported it interrupted (TOOL_CALL_INTERRUPTED): its outcome unknown,
 it waits for a new decision under a new toolCallId, whose interruptedToolCallId is this one's
 toolCallId. The instance that held the answer records it here as soon as the database takes it
-(and not at all if the instance stops first: then its log has it). It is never added to the
+(an instance that stops tries once more as it stops; if that fails too, its log has it). It is never added to the
 run's events, and the model is not told it; approving the interrupted call runs the tool again.
 """
 type LateToolResult {
   "The call that ran: the id it executed under (the interrupted call's interruptedToolCallId)."
   toolCallId: ID!
   toolName: String!
-  "What the tool returned; null when it failed."
+  "What the tool returned; null when it failed or suspended."
   result: JSON
   "The tool's error message, when it failed."
   error: String
+  "Addition: when the tool answered by suspending (it asked for input): the payload it suspended with; result and error are null."
+  suspendPayload: JSON
   "The server instance that ran the call and held its answer."
   instanceId: String!
   "When the tool answered, by the clock of that instance."
@@ -1295,6 +1323,14 @@ type Decision {
   args: JSON
   "Addition: the arguments a person approved the call with in place of args, when they edited them."
   editedArgs: JSON
+  """
+  Addition: with APPROVED, the decision's signed receipt: a compact JWS (EdDSA, header kid) whose
+  payload names the run, the call, the agent, the tool and argsDigest ("sha256:" and the hex
+  SHA-256 of the RFC 8785 canonical form of the arguments that run: editedArgs when set, else
+  args), and expires soon after the decision. The service a tool calls verifies it with the keys
+  at /.well-known/jwks.json. Null for other kinds (and for approvals stored before receipts).
+  """
+  receipt: String
 }
 
 "Addition: what was decided."
@@ -1302,7 +1338,7 @@ enum DecisionKind {
   APPROVED
   DECLINED
   RESUMED
-  "Addition: nobody decided before the call's expiresAt (its tool's approvalTimeout): the tool did not run and the model was told the request timed out. decidedBy is null."
+  "Addition: nobody decided before the call's expiresAt (its tool's approvalTimeout): the tool did not run and the model was told the request timed out. Also an external agent's request whose coding-agent hook stopped waiting (answered without a decision, or given up by the agent): the reason says so, and when. decidedBy is null."
   EXPIRED
 }
 
@@ -1347,6 +1383,17 @@ type AgentRunToolCall {
   long as it takes.
   """
   expiresAt: DateTime
+  """
+  Addition: the characters that change how text reads without showing themselves, found in
+  toolName, args and suspendPayload (their keys and string values) — bidi controls (U+202A–U+202E,
+  U+2066–U+2069, U+200E, U+200F, U+061C), invisible characters (zero width space, word joiners,
+  U+FEFF, soft hyphen, tags U+E0000–U+E007F, variation selectors 17–256, Hangul fillers), line and
+  paragraph separators, and control characters other than tab and newline — as code points
+  ("U+202E"), in order of first appearance; empty when there are none. The values are shown and
+  handed to the tool exactly as stored: a client showing them should show each of these
+  characters as a visible mark (the console shows ⟨U+202E⟩) and warn that the call holds them.
+  """
+  hiddenCharacters: [String!]!
 }
 
 type Agent {
@@ -1691,6 +1738,8 @@ func (ec *executionContext) childFields_AgentRunToolCall(ctx context.Context, fi
 		return ec.fieldContext_AgentRunToolCall_lateResult(ctx, field)
 	case "expiresAt":
 		return ec.fieldContext_AgentRunToolCall_expiresAt(ctx, field)
+	case "hiddenCharacters":
+		return ec.fieldContext_AgentRunToolCall_hiddenCharacters(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type AgentRunToolCall", field.Name)
 }
@@ -1717,6 +1766,8 @@ func (ec *executionContext) childFields_Decision(ctx context.Context, field grap
 		return ec.fieldContext_Decision_args(ctx, field)
 	case "editedArgs":
 		return ec.fieldContext_Decision_editedArgs(ctx, field)
+	case "receipt":
+		return ec.fieldContext_Decision_receipt(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Decision", field.Name)
 }
@@ -1731,6 +1782,8 @@ func (ec *executionContext) childFields_LateToolResult(ctx context.Context, fiel
 		return ec.fieldContext_LateToolResult_result(ctx, field)
 	case "error":
 		return ec.fieldContext_LateToolResult_error(ctx, field)
+	case "suspendPayload":
+		return ec.fieldContext_LateToolResult_suspendPayload(ctx, field)
 	case "instanceId":
 		return ec.fieldContext_LateToolResult_instanceId(ctx, field)
 	case "finishedAt":
@@ -3441,6 +3494,29 @@ func (ec *executionContext) fieldContext_AgentRunToolCall_expiresAt(_ context.Co
 	return graphql.NewScalarFieldContext("AgentRunToolCall", field, false, false, "DateTime")
 }
 
+func (ec *executionContext) _AgentRunToolCall_hiddenCharacters(ctx context.Context, field graphql.CollectedField, obj *model.AgentRunToolCall) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentRunToolCall_hiddenCharacters(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.AgentRunToolCall().HiddenCharacters(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentRunToolCall_hiddenCharacters(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentRunToolCall", field, true, true, "String")
+}
+
 func (ec *executionContext) _Decision_id(ctx context.Context, field graphql.CollectedField, obj *model.Decision) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -3671,6 +3747,29 @@ func (ec *executionContext) fieldContext_Decision_editedArgs(_ context.Context, 
 	return graphql.NewScalarFieldContext("Decision", field, false, false, "JSON")
 }
 
+func (ec *executionContext) _Decision_receipt(ctx context.Context, field graphql.CollectedField, obj *model.Decision) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Decision_receipt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Receipt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Decision_receipt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Decision", field, false, false, "String")
+}
+
 func (ec *executionContext) _LateToolResult_toolCallId(ctx context.Context, field graphql.CollectedField, obj *model.LateToolResult) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -3761,6 +3860,29 @@ func (ec *executionContext) _LateToolResult_error(ctx context.Context, field gra
 }
 func (ec *executionContext) fieldContext_LateToolResult_error(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("LateToolResult", field, false, false, "String")
+}
+
+func (ec *executionContext) _LateToolResult_suspendPayload(ctx context.Context, field graphql.CollectedField, obj *model.LateToolResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LateToolResult_suspendPayload(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SuspendPayload, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v json.RawMessage) graphql.Marshaler {
+			return ec.marshalOJSON2encodingᚋjsonᚐRawMessage(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_LateToolResult_suspendPayload(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LateToolResult", field, false, false, "JSON")
 }
 
 func (ec *executionContext) _LateToolResult_instanceId(ctx context.Context, field graphql.CollectedField, obj *model.LateToolResult) (ret graphql.Marshaler) {
@@ -7073,53 +7195,59 @@ func (ec *executionContext) _AgentRunToolCall(ctx context.Context, sel ast.Selec
 		case "id":
 			out.Values[i] = ec._AgentRunToolCall_id(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "toolCallId":
 			out.Values[i] = ec._AgentRunToolCall_toolCallId(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "toolName":
 			out.Values[i] = ec._AgentRunToolCall_toolName(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "args":
 			out.Values[i] = ec._AgentRunToolCall_args(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "requiresApproval":
 			out.Values[i] = ec._AgentRunToolCall_requiresApproval(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "suspendPayload":
 			out.Values[i] = ec._AgentRunToolCall_suspendPayload(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "interrupted":
 			out.Values[i] = ec._AgentRunToolCall_interrupted(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "interruptedToolCallId":
 			out.Values[i] = ec._AgentRunToolCall_interruptedToolCallId(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "lateResult":
 			out.Values[i] = ec._AgentRunToolCall_lateResult(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "expiresAt":
 			out.Values[i] = ec._AgentRunToolCall_expiresAt(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "hiddenCharacters":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._AgentRunToolCall_hiddenCharacters(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -7198,6 +7326,11 @@ func (ec *executionContext) _Decision(ctx context.Context, sel ast.SelectionSet,
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
+		case "receipt":
+			out.Values[i] = ec._Decision_receipt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -7243,6 +7376,11 @@ func (ec *executionContext) _LateToolResult(ctx context.Context, sel ast.Selecti
 			}
 		case "error":
 			out.Values[i] = ec._LateToolResult_error(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "suspendPayload":
+			out.Values[i] = ec._LateToolResult_suspendPayload(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}

@@ -24,6 +24,11 @@ func (r *agentRunResolver) External(ctx context.Context, obj *model.AgentRun) (*
 	return &a.External, nil
 }
 
+// HiddenCharacters is the resolver for the hiddenCharacters field.
+func (r *agentRunToolCallResolver) HiddenCharacters(ctx context.Context, obj *model.AgentRunToolCall) ([]string, error) {
+	return hiddenCharacters(obj), nil
+}
+
 // StartRun is the resolver for the startRun field.
 func (r *mutationResolver) StartRun(ctx context.Context, input model.StartRunInput) (*model.AgentRun, error) {
 	run, err := r.Runs.StartRun(ctx, runs.StartParams{
@@ -258,6 +263,9 @@ func (r *threadResolver) Runs(ctx context.Context, obj *model.Thread, page *int,
 // AgentRun returns AgentRunResolver implementation.
 func (r *Resolver) AgentRun() AgentRunResolver { return &agentRunResolver{r} }
 
+// AgentRunToolCall returns AgentRunToolCallResolver implementation.
+func (r *Resolver) AgentRunToolCall() AgentRunToolCallResolver { return &agentRunToolCallResolver{r} }
+
 // Mutation returns MutationResolver implementation.
 func (r *Resolver) Mutation() MutationResolver { return &mutationResolver{r} }
 
@@ -271,9 +279,10 @@ func (r *Resolver) Subscription() SubscriptionResolver { return &subscriptionRes
 func (r *Resolver) Thread() ThreadResolver { return &threadResolver{r} }
 
 type (
-	agentRunResolver     struct{ *Resolver }
-	mutationResolver     struct{ *Resolver }
-	queryResolver        struct{ *Resolver }
-	subscriptionResolver struct{ *Resolver }
-	threadResolver       struct{ *Resolver }
+	agentRunResolver         struct{ *Resolver }
+	agentRunToolCallResolver struct{ *Resolver }
+	mutationResolver         struct{ *Resolver }
+	queryResolver            struct{ *Resolver }
+	subscriptionResolver     struct{ *Resolver }
+	threadResolver           struct{ *Resolver }
 )

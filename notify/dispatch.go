@@ -190,6 +190,7 @@ func (d *Dispatcher) post(ctx context.Context, r receiver, dl Delivery) error {
 		return fmt.Errorf("decode stored event: %w", err)
 	}
 	e.URL = RunURL(d.cfg.ConsoleURL, e.Run.ID)
+	e = e.withHidden()
 	var body []byte
 	var err error
 	if r.Format == FormatSlack {

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"time"
 
+	"interlock/hidden"
 	"interlock/run"
 )
 
@@ -56,6 +57,36 @@ type Event struct {
 	Reason    string `json:"reason,omitempty"`
 	// URL is the run in the console, when notifications.consoleURL is set.
 	URL string `json:"url,omitempty"`
+	// HiddenCharacters warns that the call's tool name, arguments or payload, the reason, or the
+	// run's thread or resource hold characters that change how text reads without showing
+	// themselves (bidi controls, invisible and control characters: package hidden), as code
+	// points ("U+202E"), in order of first appearance. The values above are exactly as stored
+	// (the tool receives the arguments as they are); a receiver that shows them to a person
+	// should show each such character as a visible mark, as the console does (⟨U+202E⟩).
+	HiddenCharacters []string `json:"hiddenCharacters,omitempty"`
+}
+
+// hidden lists the hidden characters of what e shows a person (see HiddenCharacters).
+func (e Event) hidden() []rune {
+	var out []rune
+	if c := e.ToolCall; c != nil {
+		out = hidden.Merge(hidden.In(c.ToolName), hidden.InJSON(c.Args), hidden.InJSON(c.SuspendPayload))
+	}
+	for _, s := range []*string{e.Run.ThreadID, e.Run.ResourceID, &e.Reason, &e.DecidedBy} {
+		if s != nil {
+			out = hidden.Merge(out, hidden.In(*s))
+		}
+	}
+	return out
+}
+
+// withHidden is e with HiddenCharacters filled in (nil when there are none).
+func (e Event) withHidden() Event {
+	e.HiddenCharacters = nil
+	if rs := e.hidden(); len(rs) > 0 {
+		e.HiddenCharacters = hidden.Codes(rs)
+	}
+	return e
 }
 
 // Run is the run an event is about.

@@ -55,7 +55,7 @@ func NewMetrics(version string) *Metrics {
 		names: newNameSet(maxOperationNames),
 		operations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "interlock_graphql_operations_total",
-			Help: "GraphQL operations answered, by operation name (\"anonymous\" without one, \"other\" past the first " + itoa(maxOperationNames) + " names), type and outcome (ok, or the first error's extensions.code). Subscriptions are counted when they end.",
+			Help: "GraphQL operations answered, by operation name (\"anonymous\" without one, \"other\" past the first " + itoa(maxOperationNames) + " names), type and outcome (ok, or the first error's extensions.code: CANCELLED when the client gave up before the answer). Subscriptions are counted when they end.",
 		}, []string{"operation", "type", "outcome"}),
 		operationDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "interlock_graphql_operation_duration_seconds",

@@ -21,6 +21,12 @@ const (
 	// request after a pause (HTTP 503 with Retry-After on plain requests), or resubscribes with
 	// after: its last seq.
 	CodeUnavailable Code = "UNAVAILABLE"
+	// CodeCancelled: the request's client gave up (closed the connection, or cancelled the
+	// request) before it was answered, so nobody reads the answer. It is no error of the server's
+	// and says nothing of what the request did: a mutation may have been stored or not; its
+	// retry with the same idempotency key tells. Logged at INFO and counted apart, never as
+	// INTERNAL.
+	CodeCancelled Code = "CANCELLED"
 )
 
 // RetryAfter is the pause, in seconds, an UNAVAILABLE answer suggests before retrying: long

@@ -20,14 +20,21 @@ type LateResult struct {
 	RunID      string
 	ToolCallID string
 	ToolName   string
-	// Result is what the tool returned; nil when it failed (Error).
+	// Result is what the tool returned; nil when it failed (Error) or suspended (SuspendPayload).
 	Result json.RawMessage
-	// Error is the tool's error message, nil when it returned a result.
+	// Error is the tool's error message, nil when it returned a result or suspended.
 	Error *string
+	// SuspendPayload is what the tool suspended with (it asked for input), nil when it returned
+	// a result or failed.
+	SuspendPayload json.RawMessage
 	// InstanceID is the instance that ran the call and held its outcome.
 	InstanceID string
 	// FinishedAt is when the tool answered, on that instance's clock; RecordedAt when the
 	// outcome was recorded.
 	FinishedAt time.Time
 	RecordedAt time.Time
+	// After is the run's last seq when the call was sent to its tool: an answer of the call the
+	// run stored after it (a TOOL_RESULT, or a TOOL_CALL_SUSPENDED of a tool that suspended) is
+	// this execution's, stored after all, and no late result is needed. Not stored.
+	After int64
 }

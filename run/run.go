@@ -93,4 +93,7 @@ type Decision struct {
 	// Args are the model's arguments; EditedArgs the ones a person approved in their place.
 	Args       json.RawMessage
 	EditedArgs json.RawMessage
+	// Receipt is the signed receipt of an approval (package receipt): a compact JWS a tool's
+	// service verifies. Nil for other kinds, and for approvals stored before receipts existed.
+	Receipt *string
 }

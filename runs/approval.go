@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"interlock/agent"
+	"interlock/hidden"
 	"interlock/run"
 )
 
@@ -39,11 +40,25 @@ type ApprovalParams struct {
 	// IdempotencyKey makes the request safe to repeat, as StartParams' does.
 	ThreadID, ResourceID, Context, IdempotencyKey string
 	// KeyWhilePending makes IdempotencyKey name the request only while it waits: once it is
-	// decided (or expired), the same key makes a new request, which a person decides anew. For
+	// decided (or expired), the same key makes a new request, which a person decides anew, at
+	// the cost of one lookup however many requests the key made before. For
 	// keys derived from what a call looks like rather than given per call (the coding-agent
 	// hooks: the agents send no call id, so a later call of the same command in the same
 	// session has the same key), so that one decision is never taken for a later call.
 	KeyWhilePending bool
+}
+
+// checkToolName refuses (BAD_USER_INPUT) a tool name holding a control or format character, a
+// line or paragraph separator, or any other character the console shows as a mark
+// (hidden.Is): a name is shown in one line, as it is, everywhere (the inbox, Slack, the agent's
+// own prompt), and such a character reorders or hides what a person reads there. An agent that
+// takes any tool name ("*") would otherwise store whatever a caller sends.
+func checkToolName(name string) error {
+	if r, at, bad := hidden.InName(name); bad {
+		return run.Errorf(run.CodeBadUserInput, "toolName holds %s at character %d: a tool's name may not hold control or format characters, which hide or reorder what a person reads",
+			hidden.Describe([]rune{r}), at)
+	}
+	return nil
 }
 
 // MaxContextLength is the longest context (in characters) an approval request may carry.
@@ -66,7 +81,8 @@ const policyReason = "approved by policy: the tool needs no approval"
 // Errors: UNAUTHENTICATED without a principal; FORBIDDEN without the requester role, for an
 // agent the principal is not bound to (checked before the agent is looked up, so that it
 // learns nothing of other agents), or for a resource outside the principal's; NOT_FOUND for an unknown agent; BAD_USER_INPUT — with
-// nothing stored — for an agent that is not external, a tool the agent does not have, args
+// nothing stored — for an agent that is not external, a tool name holding a control or
+// format character (checkToolName), a tool the agent does not have, args
 // that are not a JSON object matching the tool's inputSchema (checked in canonical form,
 // agent.CanonicalJSON), a context longer than MaxContextLength, a threadId or resourceId
 // longer than 191 characters, a threadId that belongs to another resource, or an
@@ -92,6 +108,9 @@ func (s *Service) RequestApproval(ctx context.Context, p ApprovalParams) (*run.R
 	}
 	if n := utf8.RuneCountInString(p.ToolName); n > maxIDLength || !utf8.ValidString(p.ToolName) {
 		return nil, run.Errorf(run.CodeBadUserInput, "toolName is %d characters long; at most %d are allowed", n, maxIDLength)
+	}
+	if err := checkToolName(p.ToolName); err != nil {
+		return nil, err
 	}
 	tool := a.Tool(p.ToolName)
 	if tool == nil {
@@ -170,29 +189,26 @@ func (s *Service) RequestApproval(ctx context.Context, p ApprovalParams) (*run.R
 		r.Status, r.SuspendedAt, r.ToolCalls = run.StatusSuspended, &now, []run.ToolCall{call}
 	} else {
 		reason := policyReason
+		receipt, err := s.receiptFor(ctx, r.ID, call.ToolCallID, a.ID, call.ToolName, args, nil, now)
+		if err != nil {
+			return nil, err
+		}
 		ext.Decision = &run.Decision{RunID: r.ID, ToolCallID: call.ToolCallID, ToolName: call.ToolName, Kind: run.DecisionApproved,
-			DecidedAt: now, Reason: &reason, Args: args}
+			DecidedAt: now, Reason: &reason, Args: args, Receipt: receipt}
 		// No TOOL_CALL_APPROVED: nobody was asked, so no one is told (webhooks announce what
 		// waits for a person and what a person decided); the decision is on record.
 		evs = append(evs, run.Event{Type: run.EventRunFinished, Status: string(run.StatusCompleted)})
 		r.Status, r.Decisions = run.StatusCompleted, []run.Decision{*ext.Decision}
 	}
 	r.LastSeq = int64(len(evs))
-	for keyText := p.IdempotencyKey; ; {
-		err = s.store.InsertRun(ctx, NewRun{Run: r, Snapshot: encoded, Events: evs, Idempotency: key, External: ext})
-		again, ok, rerr := s.repeated(ctx, keyText, err)
-		if !ok {
-			break
-		}
-		if rerr != nil || !p.KeyWhilePending || again.Status == run.StatusSuspended {
-			return again, rerr
-		}
-		// The request of that key was decided: this one is a new request, under a key naming
-		// the one it follows (so that it is the same for every repeat of this one in turn).
-		keyText = p.IdempotencyKey + "/after/" + again.ID
-		if key, err = idempotency(ctx, &keyText, request); err != nil {
-			return nil, err
-		}
+	if key != nil {
+		// With KeyWhilePending the store moves a key whose request ended to this one, in the
+		// one claim: a decided request is never the answer, and no chain of them is walked.
+		key.WhilePending = p.KeyWhilePending
+	}
+	err = s.store.InsertRun(ctx, NewRun{Run: r, Snapshot: encoded, Events: evs, Idempotency: key, External: ext})
+	if again, ok, rerr := s.repeated(ctx, p.IdempotencyKey, err); ok {
+		return again, rerr
 	}
 	if errors.Is(err, ErrThreadOwned) {
 		return nil, threadOwned(*threadID)
@@ -255,6 +271,66 @@ func (s *Service) AwaitApproval(ctx context.Context, runID string, wait time.Dur
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// Abandon ends an external agent's request whose asker stopped waiting for its decision (a
+// coding agent's hook answered without one, or the agent gave up on the hook), so that nobody
+// approves afterwards a call the agent was told was not approved: while the request waits, it
+// is decided EXPIRED by nobody, with a reason saying that asker stopped waiting, when, and how,
+// in the compare-and-set of every decision (its events, the suspended-set change and the
+// webhooks' rows, so the inbox drops it at once). A decision taken first stands (the same
+// compare-and-set, ErrStale for the later one); a decision after it is CONFLICT. It returns the
+// request as it ended, and whether this call ended it. ctx should outlive the asker (the
+// request it came with ended, or is about to).
+//
+// Who may call: as AwaitApproval (a viewer of the run's resource, or the requester who made
+// it); the expiry itself is the server's decision. Errors: as AwaitApproval's read, and
+// UNAVAILABLE when storage cannot be reached.
+func (s *Service) Abandon(ctx context.Context, runID, asker, how string) (*run.Run, bool, error) {
+	for range 5 {
+		r, err := s.Get(ctx, runID)
+		if err != nil {
+			return nil, false, err
+		}
+		if !s.isExternal(r.AgentID) {
+			return nil, false, notFound(runID) // as request: nothing to a caller of the hooks
+		}
+		if r.Status != run.StatusSuspended {
+			r.Snapshot, r.LeaseOwner = nil, nil
+			return r, false, nil // decided (or expired) first
+		}
+		if r.Snapshot == nil || len(r.ToolCalls) != 1 {
+			// Read as a decision committed (the run's row before it, its call's after): the
+			// next read sees it decided.
+			continue
+		}
+		snap, err := agent.DecodeSnapshot(*r.Snapshot)
+		if err != nil {
+			return nil, false, err
+		}
+		call := &r.ToolCalls[0]
+		now := s.now()
+		reason := fmt.Sprintf("%s stopped waiting at %s: %s", asker, now.UTC().Format("2006-01-02T15:04:05.000Z"), how)
+		d := agent.Decision{Kind: agent.CallExpired, Reason: reason}
+		w := s.decisionWrite(r, call, d, "", now)
+		w.Abandoned = true
+		if err := snap.Decide(call.ToolCallID, d); err != nil {
+			return nil, false, fmt.Errorf("run %s: snapshot does not wait on %s: %w", r.ID, call.ToolCallID, err)
+		}
+		err = s.finishExternal(run.WithSystem(ctx), r, call, d, "", w)
+		if errors.Is(err, ErrStale) {
+			continue // decided first: the next read says how
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		r.Snapshot = nil
+		r.Decisions = append(r.Decisions, run.Decision{RunID: r.ID, ToolCallID: call.ToolCallID, ToolName: call.ToolName,
+			Kind: run.DecisionExpired, DecidedAt: w.At, Reason: w.Reason, Args: call.Args})
+		s.cfg.Logger.Info("approval request abandoned", "run", r.ID, "tool", call.ToolName, "asker", asker)
+		return r, true, nil
+	}
+	return nil, false, run.Errorf(run.CodeConflict, "approval request %s kept changing while it was being ended", runID)
 }
 
 // request reads an approval request for AwaitApproval: a run of an external agent the

@@ -507,31 +507,31 @@ func TestARequestCutOffFromTheDatabaseIsStoredOnceOnRetry(t *testing.T) {
 	t.Parallel()
 	direct, proxied, proxy := cutOffPair(t)
 	f := setupWith(t, proxied, runs.Config{}, setupOpts{agents: externalAgents()})
-	t.Cleanup(proxy.restore)
+	t.Cleanup(proxy.Restore)
 	bot := as("bot", nil, run.RoleRequester)
 	p := runs.ApprovalParams{AgentID: "deploy-bot", ToolName: "deploy", Args: deployArgs, IdempotencyKey: "cut-1"}
 
-	proxy.cut(true)
+	proxy.Cut(true)
 	_, err := f.svc.RequestApproval(bot, p)
 	wantCode(t, err, run.CodeUnavailable)
 	if n := countRuns(t, direct); n != 0 {
 		t.Fatalf("%d runs stored by a refused request", n)
 	}
-	proxy.restore()
+	proxy.Restore()
 	first := request(t, f, bot, p)
 	if again := request(t, f, bot, p); again.ID != first.ID {
 		t.Fatalf("the retry made run %s, not %s", again.ID, first.ID)
 	}
 
 	p.IdempotencyKey = "frozen-1"
-	proxy.freeze()
+	proxy.Freeze()
 	ctx, cancel := context.WithTimeout(bot, 500*time.Millisecond)
 	_, err = f.svc.RequestApproval(ctx, p)
 	cancel()
 	if err == nil {
 		t.Fatal("a request stored while nothing answered")
 	}
-	proxy.restore()
+	proxy.Restore()
 	second := request(t, f, bot, p)
 	if again := request(t, f, bot, p); again.ID != second.ID || second.ID == first.ID {
 		t.Fatalf("the retries made runs %s and %s", second.ID, again.ID)
@@ -623,6 +623,106 @@ func TestARequesterFollowsItsRequests(t *testing.T) {
 		want := []run.EventType{run.EventRunStarted, run.EventToolCallRequested, run.EventToolCallApproval, run.EventRunSuspended, run.EventToolCallDeclined, run.EventRunFinished}
 		if !slices.Equal(got, want) {
 			t.Fatalf("events %v, want %v", got, want)
+		}
+	})
+}
+
+// TestAbandonEndsOnlyAWaitingRequestOfItsAsker: Abandon ends a waiting request before its
+// deadline — EXPIRED by nobody, the reason naming who stopped waiting, when and how, its events
+// TOOL_CALL_EXPIRED and RUN_FINISHED, out of the inbox — after which a decision is CONFLICT
+// saying why; a request decided first is returned as decided, not ended; another requester's
+// request and a run Interlock runs are NOT_FOUND, with nothing changed.
+func TestAbandonEndsOnlyAWaitingRequestOfItsAsker(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		f := externalSetup(t, db, runs.Config{})
+		bot := as("bot", nil, run.RoleRequester)
+		r := request(t, f, bot, runs.ApprovalParams{})
+		_, _, err := f.svc.Abandon(as("other-bot", nil, run.RoleRequester), r.ID, "Codex", "it left")
+		wantCode(t, err, run.CodeNotFound)
+		ended, abandoned, err := f.svc.Abandon(bot, r.ID, "Codex", "its hook's wait of 1s ended before anyone decided")
+		if err != nil || !abandoned || ended.Status != run.StatusCompleted || len(ended.Decisions) != 1 {
+			t.Fatalf("Abandon: %+v, %v, %v", ended, abandoned, err)
+		}
+		stored, err := f.svc.Get(bg(), r.ID)
+		if err != nil || stored.Status != run.StatusCompleted || len(stored.Decisions) != 1 {
+			t.Fatalf("stored: %+v, %v", stored, err)
+		}
+		d := stored.Decisions[0]
+		if d.Kind != run.DecisionExpired || d.DecidedBy != nil || d.Reason == nil || !strings.HasPrefix(*d.Reason, "Codex stopped waiting at ") ||
+			!strings.HasSuffix(*d.Reason, ": its hook's wait of 1s ended before anyone decided") || !d.DecidedAt.Before(*r.ToolCalls[0].ExpiresAt) {
+			t.Fatalf("decision %+v (reason %v)", d, d.Reason)
+		}
+		if !sameTypes(eventTypes(allEvents(t, f, r.ID)), run.EventRunStarted, run.EventToolCallRequested, run.EventToolCallApproval, run.EventRunSuspended,
+			run.EventToolCallExpired, run.EventRunFinished) {
+			t.Fatalf("events: %v", eventTypes(allEvents(t, f, r.ID)))
+		}
+		if list, _ := f.svc.ListSuspended(bg(), runs.ListSuspendedParams{}); list.Total != 0 {
+			t.Fatal("the ended request is still in the inbox")
+		}
+		_, err = f.svc.Approve(as("sam", nil, "sre"), runs.DecideParams{RunID: r.ID})
+		wantCode(t, err, run.CodeConflict)
+		if !strings.Contains(err.Error(), "Codex stopped waiting at ") {
+			t.Fatalf("the late approval's CONFLICT does not say why: %v", err)
+		}
+		if again, abandoned, err := f.svc.Abandon(bot, r.ID, "Codex", "again"); err != nil || abandoned || len(again.Decisions) != 1 {
+			t.Fatalf("Abandon of an ended request: %+v, %v, %v", again, abandoned, err)
+		}
+
+		decided := request(t, f, bot, runs.ApprovalParams{})
+		if _, err := f.svc.Approve(as("sam", nil, "sre"), runs.DecideParams{RunID: decided.ID}); err != nil {
+			t.Fatal(err)
+		}
+		if got, abandoned, err := f.svc.Abandon(bot, decided.ID, "Codex", "too late"); err != nil || abandoned ||
+			len(got.Decisions) != 1 || got.Decisions[0].Kind != run.DecisionApproved {
+			t.Fatalf("Abandon of an approved request: %+v, %v, %v", got, abandoned, err)
+		}
+
+		started, err := f.svc.StartRun(as("bot", nil, run.RoleOperator), runs.StartParams{AgentID: "counter-agent", Prompt: "refund order 1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _, err = f.svc.Abandon(bg(), started.ID, "Codex", "it left")
+		wantCode(t, err, run.CodeNotFound)
+	})
+}
+
+// TestApprovalKeyWhilePending: with KeyWhilePending the key names its request only while it
+// waits — the same request then is that run (on any service over the database), another one
+// BAD_USER_INPUT — and once it was decided or abandoned the same key makes a new request, each
+// time, never the ended one.
+func TestApprovalKeyWhilePending(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		a := externalSetup(t, db, runs.Config{})
+		b := externalSetup(t, db, runs.Config{})
+		bot := as("bot", nil, run.RoleRequester)
+		p := runs.ApprovalParams{AgentID: "hooks", ToolName: "Bash", Args: json.RawMessage(`{"command":"make"}`), IdempotencyKey: "hook:digest", KeyWhilePending: true}
+		seen := map[string]bool{}
+		for i := range 4 {
+			r := request(t, a, bot, p)
+			if seen[r.ID] || r.Status != run.StatusSuspended {
+				t.Fatalf("request %d: %s %s, want a new waiting request", i, r.ID, r.Status)
+			}
+			seen[r.ID] = true
+			if again := request(t, b, bot, p); again.ID != r.ID {
+				t.Fatalf("request %d again while it waits: %s, want %s", i, again.ID, r.ID)
+			}
+			other := p
+			other.Context = "another request"
+			_, err := b.svc.RequestApproval(bot, other)
+			wantCode(t, err, run.CodeBadUserInput)
+			if i%2 == 0 {
+				_, err = b.svc.Decline(as("sam", nil, run.RoleApprover), runs.DecideParams{RunID: r.ID}, "no")
+			} else {
+				_, _, err = a.svc.Abandon(bot, r.ID, "Codex", "it left")
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := countRuns(t, db); n != 4 {
+			t.Fatalf("%d runs, want 4", n)
 		}
 	})
 }

@@ -197,7 +197,7 @@ func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) 
 	} else {
 		s.cfg.Logger.Warn("decide: load decisions", "run", r.ID, "err", err)
 		out.Decisions = append(out.Decisions, run.Decision{RunID: r.ID, ToolCallID: call.ToolCallID, ToolName: call.ToolName,
-			Kind: w.Kind, DecidedBy: w.DecidedBy, DecidedAt: w.At, Reason: w.Reason, ResumeData: d.ResumeData, Args: call.Args, EditedArgs: d.Args})
+			Kind: w.Kind, DecidedBy: w.DecidedBy, DecidedAt: w.At, Reason: w.Reason, ResumeData: d.ResumeData, Args: call.Args, EditedArgs: d.Args, Receipt: w.Receipt})
 	}
 	return &out, nil
 }
@@ -208,9 +208,18 @@ func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) 
 // SUSPENDED on the others. cause says, to tracing, why the run executes again. run is updated to what was stored (without its snapshot). The write
 // is returned, with At set, also when the store found the run changed (ErrStale).
 func (s *Service) commitDecision(ctx context.Context, a *agent.Agent, r *run.Run, call *run.ToolCall, snap *agent.Snapshot, d agent.Decision, by string, cause Cause) (DecisionWrite, error) {
-	w := DecisionWrite{RunID: r.ID, Version: r.Version, After: r.LastSeq, ToolCallID: call.ToolCallID,
-		Kind: decisionKind[d.Kind], DecidedBy: emptyToNil(&by), Reason: emptyToNil(&d.Reason), ResumeData: d.ResumeData,
-		EditedArgs: d.Args, At: s.now(), InstanceID: s.cfg.InstanceID, Hold: len(r.ToolCalls) > 1}
+	w := s.decisionWrite(r, call, d, by, s.now())
+	if d.Kind == agent.CallApproved {
+		args := call.Args
+		if d.Args != nil {
+			args = d.Args // the receipt binds what runs
+		}
+		var err error
+		if w.Receipt, err = s.receiptFor(ctx, r.ID, call.ToolCallID, r.AgentID, call.ToolName, args, w.DecidedBy, w.At); err != nil {
+			return w, err
+		}
+		d.Receipt = deref(w.Receipt) // the execution hands it to the tool (agent.Call.Receipt)
+	}
 	if err := snap.Decide(call.ToolCallID, d); err != nil {
 		return w, fmt.Errorf("run %s: snapshot does not wait on %s: %w", r.ID, call.ToolCallID, err)
 	}
@@ -257,6 +266,14 @@ func (s *Service) commitDecision(ctx context.Context, a *agent.Agent, r *run.Run
 	return w, nil
 }
 
+// decisionWrite is the compare-and-set of decision d on run's waiting call, taken by by (empty:
+// nobody) at at, without its events, snapshot or lease (commitDecision, finishExternal).
+func (s *Service) decisionWrite(r *run.Run, call *run.ToolCall, d agent.Decision, by string, at time.Time) DecisionWrite {
+	return DecisionWrite{RunID: r.ID, Version: r.Version, After: r.LastSeq, ToolCallID: call.ToolCallID,
+		Kind: decisionKind[d.Kind], DecidedBy: emptyToNil(&by), Reason: emptyToNil(&d.Reason), ResumeData: d.ResumeData,
+		EditedArgs: d.Args, At: at, InstanceID: s.cfg.InstanceID, Hold: len(r.ToolCalls) > 1}
+}
+
 var decisionKind = map[agent.CallState]run.DecisionKind{
 	agent.CallApproved: run.DecisionApproved, agent.CallDeclined: run.DecisionDeclined, agent.CallResumed: run.DecisionResumed,
 	agent.CallExpired: run.DecisionExpired,
@@ -296,7 +313,7 @@ func alreadyDecided(r *run.Run, callID string) error {
 			continue
 		}
 		if d.Kind == run.DecisionExpired {
-			return expiredAt(r.ID, d.ToolCallID, d.DecidedAt)
+			return expiredAt(r.ID, d.ToolCallID, d.DecidedAt, d.Reason)
 		}
 		by := "by someone unnamed"
 		if d.DecidedBy != nil && *d.DecidedBy != "" {
@@ -357,7 +374,7 @@ func (s *Service) decidedSupervisor(ctx context.Context, target *run.Run, ancest
 		if a.RunID == target.ID {
 			out.Version, out.LastSeq = a.Version+1, a.After+int64(len(a.Events))
 			out.Decisions = append(out.Decisions, run.Decision{RunID: target.ID, ToolCallID: a.ToolCallID, ToolName: inner.ToolName,
-				Kind: w.Kind, DecidedBy: w.DecidedBy, DecidedAt: w.At, Reason: w.Reason, ResumeData: w.ResumeData, Args: inner.Args, EditedArgs: w.EditedArgs})
+				Kind: w.Kind, DecidedBy: w.DecidedBy, DecidedAt: w.At, Reason: w.Reason, ResumeData: w.ResumeData, Args: inner.Args, EditedArgs: w.EditedArgs, Receipt: w.Receipt})
 		}
 	}
 	return &out

@@ -34,17 +34,29 @@ type execution struct {
 	retryText bool // the previous owner streamed text of a model call that is made again
 	ended     bool // the run suspended or finished: the lease is gone by design
 
-	tool atomic.Pointer[agent.PendingCall] // the call whose tool is executing, nil when none
+	tool    atomic.Pointer[agent.PendingCall] // the call whose tool is executing, nil when none
+	holding atomic.Pointer[run.LateResult]    // a tool's answer waiting to be stored, nil when none
+	sent    sentCall                          // the last call sent to its tool, and the seq then
 
 	fenceMu sync.Mutex
 	fence   *time.Timer // cancels the execution when the lease may be about to expire (renewLease)
 	fenceAt time.Time   // send time of the last write seen to renew the lease
 }
 
+// sentCall is a call this execution sent to its tool (its start stored), with the run's last
+// seq then: only an answer stored after that seq answers this execution of the call.
+type sentCall struct {
+	callID string
+	seq    int64
+}
+
 // inFlight is the log attributes of the tool call executing, none when none is.
 func (e *execution) inFlight() []any {
 	if c := e.tool.Load(); c != nil {
 		return []any{"tool", c.Name, "tool_call", c.CallID()}
+	}
+	if l := e.holding.Load(); l != nil {
+		return []any{"tool", l.ToolName, "tool_call", l.ToolCallID, "answer", "held"}
 	}
 	return nil
 }
@@ -88,9 +100,10 @@ func (s *Service) execute(a *agent.Agent, r *run.Run, snap *agent.Snapshot, take
 		defer cancel()
 		defer e.stopFlush()
 		defer e.recoverPanic()
+		unsent, _ := s.notSent.LoadAndDelete(e.run.ID) // whatever this instance knew of the run is told now
 		if c := snap.Executing(); c != nil {
 			late := s.recordedLate(ctx, e.run.ID, c.CallID())
-			e.interrupted(ctx, snap, c, interruptedReason(c.Name, c.CallID(), e.run.RecoveredFrom, late))
+			e.interrupted(ctx, snap, c, interruptedReason(c.Name, c.CallID(), e.run.RecoveredFrom, late, unsent == c.CallID() && late == nil))
 			return
 		}
 		e.loop(ctx, snap)
@@ -99,11 +112,16 @@ func (s *Service) execute(a *agent.Agent, r *run.Run, snap *agent.Snapshot, take
 
 // logCut names, in the log, each execution a graceful stop cuts because its deadline passed: a
 // tool call still running is cancelled and its outcome unknown, so recovery will ask a person
-// whether to run it again; an execution between tools (a model call) just hands its run over.
+// whether to run it again; a tool's answer still waiting to be stored is kept, as the call's late
+// result (ToolResult's last try); an execution between tools (a model call) just hands its run
+// over.
 func (s *Service) logCut() {
 	s.execs.Range(func(k, _ any) bool {
 		e := k.(*execution)
-		if c := e.inFlight(); c != nil {
+		if l := e.holding.Load(); l != nil {
+			s.cfg.Logger.Warn("shutdown: timeout ends an execution whose tool has answered but whose answer is not stored yet; the answer is held and recorded as the call's late result",
+				"run", e.run.ID, "tool", l.ToolName, "tool_call", l.ToolCallID)
+		} else if c := e.inFlight(); c != nil {
 			s.cfg.Logger.Warn("shutdown: timeout cuts a tool call still running; a person will be asked whether to run it again",
 				append([]any{"run", e.run.ID}, c...)...)
 		} else {
@@ -143,32 +161,116 @@ func (e *execution) loop(ctx context.Context, snap *agent.Snapshot) {
 	case errors.As(err, &unknown) && snap.Executing() != nil:
 		// A tool's request may have reached its server: a person decides, as after a crash.
 		e.interrupted(ctx, snap, snap.Executing(), unknown.Reason)
-		return
 	case err == nil && out.Held != nil && out.Held.State == agent.CallDelegated:
-		err = e.delegate(ctx, snap, out.Held)
+		e.outcome(ctx, "delegation", nil, func(ctx context.Context) error { return e.delegate(ctx, snap, out.Held) })
 	case err == nil && out.Held != nil:
-		err = e.suspend(ctx, snap, out.Held)
+		e.outcome(ctx, "suspension", e.answered(out.Held), func(ctx context.Context) error { return e.suspend(ctx, snap, out.Held) })
 	case err == nil:
-		err = e.complete(ctx, out.Text)
+		e.outcome(ctx, "completion", nil, func(ctx context.Context) error { return e.complete(ctx, out.Text) })
 	case errors.Is(err, ErrLeaseLost):
 		// Another instance owns the run now.
-		return
 	case errors.As(err, new(*storageError)):
 		// Storage failed (a deadlock, a lost connection): not the run's fault. Give the lease up;
 		// recovery continues the run from its last stored checkpoint.
 		e.s.cfg.Logger.Error("run: storage error; handing the run over", "run", e.run.ID, "err", err)
 		e.release()
-		return
 	case errors.Is(err, errHandover), ctx.Err() != nil:
 		// This instance is stopping: let another take the run over at once.
 		e.release()
-		return
 	default:
 		e.s.cfg.Logger.Warn("run failed", "run", e.run.ID, "err", err)
-		err = e.fail(ctx, err)
+		e.outcome(ctx, "failure", nil, func(ctx context.Context) error { return e.fail(ctx, err) })
 	}
-	if err != nil && !errors.Is(err, ErrLeaseLost) && ctx.Err() == nil {
-		e.s.cfg.Logger.Error("run: cannot store outcome", "run", e.run.ID, "err", err)
+}
+
+// answered is the late result a suspension on held would be, when held is a call whose tool
+// this execution ran and which answered by suspending (asking for input): that answer is known,
+// and kept if it cannot be stored with the run. Nil for a call held for approval or a
+// sub-agent, whose tool has not run.
+func (e *execution) answered(held *agent.PendingCall) *run.LateResult {
+	if held.State != agent.CallSuspended || e.sent.callID != held.CallID() {
+		return nil
+	}
+	return &run.LateResult{RunID: e.run.ID, ToolCallID: held.CallID(), ToolName: held.Name, SuspendPayload: held.SuspendPayload,
+		InstanceID: e.s.cfg.InstanceID, FinishedAt: e.s.now(), After: e.sent.seq}
+}
+
+// outcome stores how the execution ends — a suspension, a completion, a failure, a delegation —
+// with write, tried again as a tool's result is (persist): the run's outcome is not given up on
+// a killed connection. A tool's answer the outcome holds (late: a tool that suspended) is kept
+// as the call's late result when the write cannot be stored; a run whose outcome could not be
+// stored is handed over at once (its lease released) rather than left to a lease expiry.
+func (e *execution) outcome(ctx context.Context, what string, late *run.LateResult, write func(context.Context) error) {
+	var attrs []any
+	if late != nil {
+		e.hold(*late)
+		attrs = []any{"tool", late.ToolName, "tool_call", late.ToolCallID}
+	}
+	err := e.persist(ctx, what, attrs, write)
+	switch {
+	case err == nil:
+		if late != nil {
+			e.unhold(*late)
+		}
+		return
+	case late != nil:
+		e.keep(*late, err)
+	case !errors.Is(err, ErrLeaseLost):
+		e.s.cfg.Logger.Error("run: cannot store outcome; handing the run over", "run", e.run.ID, "outcome", what, "err", err)
+	}
+	if !errors.Is(err, ErrLeaseLost) {
+		e.release()
+	}
+}
+
+// persist makes write, a write under the execution's lease, until it is stored, trying again
+// with backoff (from resultBackoff, doubling up to resultBackoffMax) after a failure of storage
+// for as long as the write may still be stored under the lease: until it is stored, the lease is
+// known lost (ErrLeaseLost: another instance holds the run, or it moved on), the write fails for
+// a reason that trying again does not cure, the service closes, or twice LeaseTTL has passed
+// since the first failure (by then the lease is long past). Each try has LeaseTTL/3. The
+// execution's cancellation (its fence, --shutdown-timeout) does not stop it: the lease token
+// decides whether a write may still be stored, and no other instance may have taken the run
+// before the lease expires. It returns nil once stored, else the last error (a *storageError
+// when storage failed throughout).
+func (e *execution) persist(ctx context.Context, what string, attrs []any, write func(context.Context) error) error {
+	return e.persistUntil(context.WithoutCancel(ctx), what, attrs, write)
+}
+
+// persistUntil is persist, given up when wctx ends too.
+func (e *execution) persistUntil(wctx context.Context, what string, attrs []any, write func(context.Context) error) error {
+	wait, first := resultBackoff, time.Now()
+	for try := 1; ; try++ {
+		actx, cancel := context.WithTimeout(wctx, e.s.cfg.LeaseTTL/3)
+		err := write(actx)
+		timedOut := actx.Err() != nil // read before cancel, which sets it
+		cancel()
+		if err == nil {
+			if try > 1 {
+				e.s.cfg.Logger.Info("run: "+what+" stored after retrying", append([]any{"run", e.run.ID}, append(attrs, "tries", try)...)...)
+			}
+			return nil
+		}
+		if !errors.As(err, new(*storageError)) && !timedOut {
+			return err // the lease is lost, the run moved on, or the write cannot succeed
+		}
+		if !errors.As(err, new(*storageError)) {
+			err = &storageError{err}
+		}
+		if try == 1 {
+			e.s.cfg.Logger.Warn("run: storing a "+what+" failed; trying again while the run is held", append([]any{"run", e.run.ID}, append(attrs, "err", err)...)...)
+		}
+		if time.Since(first) > 2*e.s.cfg.LeaseTTL {
+			return err // past the lease by far: another instance may have it
+		}
+		select {
+		case <-time.After(wait):
+		case <-e.s.ctx.Done():
+			return err
+		case <-wctx.Done():
+			return err
+		}
+		wait = min(2*wait, resultBackoffMax)
 	}
 }
 
@@ -390,15 +492,27 @@ func (e *execution) ToolCalls(ctx context.Context, snap *agent.Snapshot, calls [
 	return e.checkpoint(ctx, snap, evs...)
 }
 
-// ToolStarted stores the snapshot with the call marked executing (no event). The tool runs only
-// if the execution still holds its lease afterwards (see renewLease).
+// ToolStarted stores the snapshot with the call marked executing (no event), trying again as an
+// outcome is (persist) while the execution may go on: a killed connection does not stop the
+// run. Unlike a result, the start is not tried once the execution is cancelled (its fence, a
+// shutdown): the tool would not be called anyway. The tool runs only if the execution still
+// holds its lease afterwards (see renewLease). When the start cannot be stored, or the lease may
+// be gone, the tool is not called, and this instance knows it: the start may have been stored
+// all the same (a write whose answer was lost), so its own recovery says the call was not sent
+// (notSent) rather than that it may have been.
 func (e *execution) ToolStarted(ctx context.Context, snap *agent.Snapshot, c agent.PendingCall) error {
-	if err := e.emit(ctx, snap); err != nil {
+	attrs := []any{"tool", c.Name, "tool_call", c.CallID()}
+	err := e.persistUntil(ctx, "tool call's start", attrs, func(ctx context.Context) error { return e.emit(ctx, snap) })
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		e.s.notSent.Store(e.run.ID, c.CallID())
+		e.s.cfg.Logger.Warn("run: the tool call's start could not be stored, or the execution stopped first (its lease may be gone); the tool was not called",
+			append([]any{"run", e.run.ID}, append(attrs, "err", err)...)...)
 		return err
 	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
+	e.sent = sentCall{callID: c.CallID(), seq: e.seq}
 	e.tool.Store(&c)
 	return nil
 }
@@ -411,67 +525,39 @@ var (
 
 // ToolResult appends TOOL_RESULT with the snapshot that holds the result. The tool has run: if
 // its result were not stored, recovery would find the call executing and ask a person whether
-// to run it again. So a failed write is tried again, with backoff, for as long as the result
-// may still be stored under this execution's lease: until it is stored, another instance holds
-// the run (ErrLeaseLost), the service closes, or twice LeaseTTL has passed (by then the lease
-// is long past, or the write fails for a reason of its own). This goes on after the lease could have
-// expired (the fence cancelled ctx): no other instance may have taken the run yet, and the
-// lease token decides. Once stored, a fenced execution stops there and hands the run over
-// with its result.
+// to run it again. So the write is tried again (persist) for as long as the result may still be
+// stored under this execution's lease. Once stored, a fenced execution stops there and hands the
+// run over with its result.
 //
-// A result that could not be stored with the run is not thrown away: the service keeps it and
-// records it as the call's late result (keepLate), beside the run, where whoever decides on
-// the interrupted call sees it. Only when the service closes first is the log the one place
-// that holds it (unstored).
+// Until it is stored, the result is where this instance's recovery looks first (Service.held),
+// so that, should this instance take the run over itself, it says what the tool answered. A result that cannot be stored with the run — the lease is lost, the run moved on,
+// storage failed for twice LeaseTTL — is not thrown away: the service keeps it and records it
+// as the call's late result (keepLate) at once, beside the run, where whoever decides on the
+// interrupted call sees it. When the service closes first, it is tried once more as a late
+// result (lastTry); only if that fails too is the log the one place that holds it (unstored).
 //
 // A tool that failed after its context was cancelled (the fence, or --shutdown-timeout) may
 // have failed because of it, having done part of its work or all of it: that outcome is not a
 // result, and the call is left executing, for recovery to mark interrupted.
 func (e *execution) ToolResult(ctx context.Context, snap *agent.Snapshot, c agent.PendingCall, result json.RawMessage, errMsg string) error {
-	defer e.tool.Store(nil)
+	e.tool.Store(nil)
 	if errMsg != "" && ctx.Err() != nil {
 		e.s.cfg.Logger.Warn("run: a tool cut off by the execution's end failed; its outcome is unknown", "run", e.run.ID, "tool", c.Name, "tool_call", c.CallID(), "tool_error", errMsg)
 		return ctx.Err()
 	}
-	late := run.LateResult{RunID: e.run.ID, ToolCallID: c.CallID(), ToolName: c.Name, Result: result, InstanceID: e.s.cfg.InstanceID, FinishedAt: e.s.now()}
+	late := run.LateResult{RunID: e.run.ID, ToolCallID: c.CallID(), ToolName: c.Name, Result: result, InstanceID: e.s.cfg.InstanceID,
+		FinishedAt: e.s.now(), After: e.sent.seq}
 	if errMsg != "" {
 		late.Result, late.Error = nil, &errMsg
 	}
 	ev := run.Event{Type: run.EventToolResult, ToolCall: e.eventCall(snap, c), Result: result, Error: errMsg}
-	wctx := context.WithoutCancel(ctx)
-	wait, first := resultBackoff, time.Now()
-	for try := 1; ; try++ {
-		actx, cancel := context.WithTimeout(wctx, e.s.cfg.LeaseTTL/3)
-		err := e.emit(actx, snap, ev)
-		cancel()
-		if err == nil {
-			if try > 1 {
-				e.s.cfg.Logger.Info("run: tool result stored after retrying", "run", e.run.ID, "tool_call", c.CallID(), "tries", try)
-			}
-			break
-		}
-		if !errors.As(err, new(*storageError)) && actx.Err() == nil {
-			// Another instance holds the run, or the write cannot succeed.
-			e.s.keepLate(late, err)
-			return err
-		}
-		if try == 1 {
-			e.s.cfg.Logger.Warn("run: storing a tool result failed; trying again while the run is held", "run", e.run.ID, "tool", c.Name, "tool_call", c.CallID(), "err", err)
-		}
-		if time.Since(first) > 2*e.s.cfg.LeaseTTL {
-			// Past the lease by far: another instance may have it, or the write fails for a
-			// reason of its own that trying again does not cure.
-			e.s.keepLate(late, err)
-			return &storageError{err}
-		}
-		select {
-		case <-time.After(wait):
-		case <-e.s.ctx.Done():
-			e.s.unstored(late, err)
-			return &storageError{err}
-		}
-		wait = min(2*wait, resultBackoffMax)
+	e.hold(late)
+	attrs := []any{"tool", c.Name, "tool_call", c.CallID()}
+	if err := e.persist(ctx, "tool result", attrs, func(ctx context.Context) error { return e.emit(ctx, snap, ev) }); err != nil {
+		e.keep(late, err)
+		return err
 	}
+	e.unhold(late)
 	if err := ctx.Err(); err != nil {
 		return err // fenced or closing: the result is stored, another instance continues
 	}
@@ -479,6 +565,31 @@ func (e *execution) ToolResult(ctx context.Context, snap *agent.Snapshot, c agen
 		return errHandover
 	}
 	return nil
+}
+
+// hold marks l, a tool's answer, as waiting to be stored with the run: the graceful stop's log
+// names it, and this instance's recovery finds it first (Service.held).
+func (e *execution) hold(l run.LateResult) {
+	e.holding.Store(&l)
+	e.s.held.Store(lateKey{l.RunID, l.ToolCallID}, l)
+}
+
+// unhold forgets l: it is stored with the run.
+func (e *execution) unhold(l run.LateResult) {
+	e.holding.Store(nil)
+	e.s.held.Delete(lateKey{l.RunID, l.ToolCallID})
+}
+
+// keep hands l, a tool's answer that could not be stored with the run (why), to the service,
+// which records it as the call's late result: in the background (keepLate), or at once when the
+// service is closing (lastTry).
+func (e *execution) keep(l run.LateResult, why error) {
+	e.holding.Store(nil)
+	if e.s.ctx.Err() != nil {
+		e.s.lastTry(l, why)
+		return
+	}
+	e.s.keepLate(l, why)
 }
 
 // ToolDeclined stores the snapshot with the declined call answered (no event: the decision's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"interlock/agent"
@@ -113,7 +114,7 @@ func pastDeadline(r *run.Run, call *run.ToolCall, now time.Time) error {
 	if call.ExpiresAt == nil || now.Before(*call.ExpiresAt) {
 		return nil
 	}
-	return expiredAt(r.ID, call.ToolCallID, *call.ExpiresAt)
+	return expiredAt(r.ID, call.ToolCallID, *call.ExpiresAt, nil)
 }
 
 // expiredConflict words the CONFLICT of a decision on a run that moved on because its call
@@ -125,16 +126,22 @@ func expiredConflict(r *run.Run, toolCallID *string) error {
 			continue
 		}
 		if d.Kind == run.DecisionExpired {
-			return expiredAt(r.ID, d.ToolCallID, d.DecidedAt)
+			return expiredAt(r.ID, d.ToolCallID, d.DecidedAt, d.Reason)
 		}
 		return nil
 	}
 	return nil
 }
 
-func expiredAt(runID, callID string, at time.Time) error {
-	return run.Errorf(run.CodeConflict, "tool call %s of run %s expired at %s without a decision: it can no longer be approved, declined or resumed",
-		callID, runID, at.UTC().Format("2006-01-02T15:04:05.000Z"))
+// expiredAt is the CONFLICT of a decision on a call that expired at at, why (when known) saying
+// how: its deadline passed, or its asker stopped waiting (Abandon).
+func expiredAt(runID, callID string, at time.Time, why *string) error {
+	because := ""
+	if why != nil && *why != "" {
+		because = " (" + strings.TrimSuffix(*why, ".") + ")"
+	}
+	return run.Errorf(run.CodeConflict, "tool call %s of run %s expired at %s without a decision%s: it can no longer be approved, declined or resumed",
+		callID, runID, at.UTC().Format("2006-01-02T15:04:05.000Z"), because)
 }
 
 // waitingCall is the run's pending call of that id, or nil.

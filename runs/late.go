@@ -18,12 +18,12 @@ var lateBackoffMax = 5 * time.Second
 
 // keepLate keeps the outcome of a tool call that ran but could not be stored with its run (why),
 // and records it as the call's late result as soon as storage takes it, trying again with
-// backoff until it is recorded or the service closes. Recording it never touches the run, whose
+// backoff until it is recorded or the service closes (then once more: lastTry). Recording it never touches the run, whose
 // lease may be another instance's by then: the result goes beside the run, where recovery's
 // reason, the API (lateResult) and the console find it. It runs in the background, beside the
 // executions: the execution that held the result has ended by the time the database answers.
 //
-// Called from an execution only (ToolResult), which Close waits for before it waits for the
+// Called from an execution only (ToolResult, and outcome for a tool that suspended), which Close waits for before it waits for the
 // background loops, so the loop count is never raised after Close stopped waiting for it.
 func (s *Service) keepLate(l run.LateResult, why error) {
 	s.cfg.Logger.Warn("run: a tool ran but its result could not be stored with the run; keeping it to record as the call's late result",
@@ -58,12 +58,34 @@ func (s *Service) keepLate(l run.LateResult, why error) {
 			select {
 			case <-time.After(wait):
 			case <-s.ctx.Done():
-				s.unstored(l, err)
+				s.lastTry(l, err)
 				return
 			}
 			wait = min(2*wait, lateBackoffMax)
 		}
 	}()
+}
+
+// lastTryTimeout bounds lastTry's one write: a closing instance does not wait long for a database
+// that has not answered.
+const lastTryTimeout = 5 * time.Second
+
+// lastTry records l, a tool's answer this instance holds (why: the last reason it could not be
+// stored), as the call's late result once more while the service closes (a graceful stop's
+// deadline passed, or Close), within min(LeaseTTL/3, lastTryTimeout) of its own: the answer is
+// kept, not cut. Only if that fails too is the log the one place that holds it (unstored).
+func (s *Service) lastTry(l run.LateResult, why error) {
+	defer s.held.Delete(lateKey{l.RunID, l.ToolCallID})
+	ctx, cancel := context.WithTimeout(context.Background(), min(s.cfg.LeaseTTL/3, lastTryTimeout))
+	defer cancel()
+	l.RecordedAt = s.now()
+	stored, err := s.store.RecordLateResult(ctx, l)
+	switch {
+	case err != nil:
+		s.unstored(l, errors.Join(why, err))
+	case stored:
+		s.cfg.Logger.Info("run: a tool's result is recorded as the call's late result as the instance stops", "run", l.RunID, "tool", l.ToolName, "tool_call", l.ToolCallID)
+	}
 }
 
 // lateKey names a call's result in Service.held.
@@ -96,7 +118,7 @@ func (s *Service) recordedLate(ctx context.Context, runID, callID string) *run.L
 }
 
 // unstored logs the outcome of a tool that ran but could be stored neither with its run nor as
-// its late result (the service closed first, or the run is gone), so that whoever is asked to
+// its late result (the database did not answer before the service closed, or the run is gone), so that whoever is asked to
 // approve the interrupted call again can still find what it returned, in this instance's log.
 func (s *Service) unstored(l run.LateResult, err error) {
 	const most = 4096
@@ -105,5 +127,5 @@ func (s *Service) unstored(l run.LateResult, err error) {
 		res = res[:most] + "…"
 	}
 	s.cfg.Logger.Error("run: a tool ran but its result could not be stored", "run", l.RunID, "tool", l.ToolName, "tool_call", l.ToolCallID,
-		"instance", s.cfg.InstanceID, "result", res, "tool_error", deref(l.Error), "err", err)
+		"instance", s.cfg.InstanceID, "result", res, "suspend_payload", clip(string(l.SuspendPayload), most), "tool_error", deref(l.Error), "err", err)
 }

@@ -44,10 +44,10 @@ func TestDatabaseFaultsAtScale(t *testing.T) {
 	t.Parallel()
 	faults := []struct {
 		name       string
-		start, end func(p *dbProxy)
+		start, end func(p *dbtest.Proxy)
 	}{
-		{"outage", func(p *dbProxy) { p.cut(true) }, func(p *dbProxy) { p.restore() }},
-		{"freeze", func(p *dbProxy) { p.freeze() }, func(p *dbProxy) { p.restore() }},
+		{"outage", func(p *dbtest.Proxy) { p.Cut(true) }, func(p *dbtest.Proxy) { p.Restore() }},
+		{"freeze", func(p *dbtest.Proxy) { p.Freeze() }, func(p *dbtest.Proxy) { p.Restore() }},
 		{"killed-connections", nil, nil}, // set below: a loop that kills every connection
 	}
 	for _, fault := range faults {
@@ -57,13 +57,13 @@ func TestDatabaseFaultsAtScale(t *testing.T) {
 			if start == nil {
 				var stop chan struct{}
 				var done sync.WaitGroup
-				start = func(p *dbProxy) {
+				start = func(p *dbtest.Proxy) {
 					stop = make(chan struct{})
 					done.Go(func() {
 						tick := time.NewTicker(300 * time.Millisecond)
 						defer tick.Stop()
 						for {
-							p.cut(false)
+							p.Cut(false)
 							select {
 							case <-stop:
 								return
@@ -72,14 +72,14 @@ func TestDatabaseFaultsAtScale(t *testing.T) {
 						}
 					})
 				}
-				end = func(*dbProxy) { close(stop); done.Wait() }
+				end = func(*dbtest.Proxy) { close(stop); done.Wait() }
 			}
 			faultAtScale(t, start, end)
 		})
 	}
 }
 
-func faultAtScale(t *testing.T, start, end func(*dbProxy)) {
+func faultAtScale(t *testing.T, start, end func(*dbtest.Proxy)) {
 	direct, proxied, proxy := proxiedInstances(t, 2)
 	be := newRefundBackend(t)
 	logs := newTimeline()
@@ -93,7 +93,7 @@ func faultAtScale(t *testing.T, start, end func(*dbProxy)) {
 		fleet = append(fleet, setupWith(t, db, runs.Config{InstanceID: name, Logger: slog.New(timelineLog{name: name, tl: logs})},
 			setupOpts{agents: []*agent.Agent{a}}))
 	}
-	t.Cleanup(func() { proxy.restore(); be.open(0); be.open(1) }) // before the services close
+	t.Cleanup(func() { proxy.Restore(); be.open(0); be.open(1) }) // before the services close
 
 	var ids []string
 	for n := range outageRuns * len(fleet) {
@@ -157,7 +157,7 @@ func faultAtScale(t *testing.T, start, end func(*dbProxy)) {
 
 // proxiedInstances gives n database handles of one new MariaDB database, each reaching it through
 // the same proxy (one connection pool per instance), and one handle reaching it directly.
-func proxiedInstances(t *testing.T, n int) (direct *gorm.DB, proxied []*gorm.DB, proxy *dbProxy) {
+func proxiedInstances(t *testing.T, n int) (direct *gorm.DB, proxied []*gorm.DB, proxy *dbtest.Proxy) {
 	t.Helper()
 	dsn := dbtest.MySQLDSN(t)
 	quiet := gormstore.DriverLog(slog.New(slog.DiscardHandler)) // broken connections are the point
@@ -181,7 +181,7 @@ func proxiedInstances(t *testing.T, n int) (direct *gorm.DB, proxied []*gorm.DB,
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy = newDBProxy(t, cfg.Addr)
+	proxy = dbtest.NewProxy(t, cfg.Addr)
 	cfg.Addr = proxy.Addr()
 	for range n {
 		proxied = append(proxied, open(cfg.FormatDSN()))

@@ -140,20 +140,23 @@ func (e *execution) interrupted(ctx context.Context, snap *agent.Snapshot, c *ag
 			InterruptedToolCallID: c.InterruptedToolCallID},
 		Reason: reason,
 	}
-	if err := e.suspend(ctx, snap, c, why); err != nil && ctx.Err() == nil {
-		e.s.cfg.Logger.Error("recovery: suspend interrupted run", "run", e.run.ID, "err", err)
-	}
+	e.outcome(ctx, "suspension", nil, func(ctx context.Context) error { return e.suspend(ctx, snap, c, why) })
 }
 
 // interruptedReason says what is known of a call (callID, before it is reissued) found
-// executing by recovery: it was sent to the tool (its start was stored) by the instance that
-// held the lease (lease), and no answer was stored with the run. That instance either stopped,
-// or lost the database (a partition, an outage longer than it could hold the run) before it
-// could store the answer; nothing in the run tells these apart, so the reason does not pretend
-// to. An instance that holds the answer keeps it and records it as the call's late result
-// (LateResult) once the database takes it: late, when recovery finds it recorded already, says
-// what it is; otherwise the reason says where it will appear if it comes.
-func interruptedReason(tool, callID, lease string, late *run.LateResult) string {
+// executing by recovery: its start was stored by the instance that held the lease (lease), and
+// no answer was stored with the run.
+//
+//   - notSent: this instance is the one that stored the start, and it never called the tool (its
+//     start could not be confirmed, or its lease could not be: ToolStarted). The call was not
+//     sent; approving it sends it for the first time.
+//   - late: the instance that ran it recorded the tool's answer beside the run (LateResult): the
+//     call was sent, and the reason says what it answered.
+//   - otherwise the call may have been sent: the instance may have stopped before calling the
+//     tool, or after, or lost the database (a partition, an outage longer than it could hold the
+//     run) before it could store the answer; nothing in the run tells these apart, so the reason
+//     does not pretend to, and says where an answer will appear if the instance holds one.
+func interruptedReason(tool, callID, lease string, late *run.LateResult, notSent bool) string {
 	who := "the instance executing it"
 	switch i := strings.LastIndex(lease, "/"); {
 	case late != nil:
@@ -163,15 +166,23 @@ func interruptedReason(tool, callID, lease string, late *run.LateResult) string 
 	case i > 0:
 		who = fmt.Sprintf("instance %s, which was executing it,", lease[:i])
 	}
+	if notSent {
+		return fmt.Sprintf("%s was not sent to the tool: this instance stored that it was starting %s, then could not confirm "+
+			"that start (or that it still held the run) and did not call the tool. Approving sends it for the first time; "+
+			"declining tells the model it was not run", tool, callID)
+	}
 	if late == nil {
-		return fmt.Sprintf("%s was sent to the tool, but %s lost the run before the tool's answer was stored: "+
-			"the instance stopped, or could not reach the database. If it holds the answer, it records it once it reaches "+
-			"the database, as the late result of %s shown with this call; until then whether the call took effect is unknown: "+
-			"check before you approve it to run again, or decline", tool, who, callID)
+		return fmt.Sprintf("%s may have been sent to the tool: %s stored that it was starting it, then lost the run before "+
+			"any answer of the tool was stored: the instance stopped, or could not reach the database. If it holds the answer, "+
+			"it records it once it reaches the database, as the late result of %s shown with this call; until then whether "+
+			"the call took effect is unknown: check before you approve it to run again, or decline", tool, who, callID)
 	}
 	outcome := "the tool finished"
-	if late.Error != nil {
+	switch {
+	case late.Error != nil:
 		outcome = "the tool failed: " + clip(*late.Error, 300)
+	case late.SuspendPayload != nil:
+		outcome = "the tool asked for input (it suspended with " + clip(string(late.SuspendPayload), 300) + ")"
 	}
 	return fmt.Sprintf("%s was sent to the tool, and %s lost the run before it could store the tool's answer; "+
 		"it recorded the answer later (%s), as the late result of %s shown with this call: %s. "+

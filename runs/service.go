@@ -76,6 +76,9 @@ type Config struct {
 	Tracer Tracer
 	// Metrics is told of decisions, for the server's metrics. Default: none.
 	Metrics Metrics
+	// Receipts signs the receipt of every decision that lets a call run (receipt.go). Default
+	// nil: decisions have no receipt (tests of other things; the server always sets it).
+	Receipts Signer
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -225,7 +228,8 @@ type Service struct {
 	idle    *sync.Cond   // on mu: broadcast when running drops to zero
 	execs   sync.Map     // *execution → struct{}: executions in flight, named when Shutdown cuts them
 	leases  atomic.Int64 // numbers this instance's lease tokens
-	held    sync.Map     // lateKey → LateResult: results keepLate holds and has not recorded yet
+	held    sync.Map     // lateKey → LateResult: tools' answers not stored with their run, nor recorded as late results yet
+	notSent sync.Map     // run id → call id: a call whose start may be stored but that this instance never sent to its tool
 }
 
 // newLease returns a fresh lease token: the instance id and a number, so that even two claims by

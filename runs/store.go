@@ -33,7 +33,11 @@ type Store interface {
 	// ErrThreadOwned, with nothing stored. Of runs racing to be a new thread's first, exactly
 	// one claims it. A run with an idempotency key claims the key the same way: a key claimed
 	// before (by a run stored, or racing and then committed) is a *DuplicateRequest naming
-	// that run, with nothing stored; of runs racing with one key, exactly one is stored.
+	// that run, with nothing stored; of runs racing with one key, exactly one is stored. A
+	// key claimed WhilePending names its run only while that run is SUSPENDED: a key whose run
+	// is not (decided, or purged) is taken over by the new run in the same claim — one lookup,
+	// however many runs held the key before — and of runs racing to take it over exactly one
+	// does, the others naming it.
 	InsertRun(ctx context.Context, r NewRun) error
 	// GetRun returns the run with its pending calls, its decisions and its snapshot, or nil
 	// when there is none. Every read that gives a run's decisions (GetRun, ListSuspended,
@@ -88,7 +92,7 @@ type Store interface {
 	// suspended-set change. ErrStale when the run or the call moved
 	// since it was read, and when the call's deadline decides against it: a person's decision
 	// on a call whose ExpiresAt is at or before d.At, or a DecisionExpired before its ExpiresAt
-	// (or on a call without one).
+	// (or on a call without one) unless it is d.Abandoned.
 	Decide(ctx context.Context, d DecisionWrite) error
 	// DueExpiries returns up to limit pending calls of SUSPENDED runs whose ExpiresAt is at or
 	// before now, earliest first (then in the order they were stored). A supervisor run's
@@ -188,6 +192,11 @@ type ExternalRequest struct {
 type Idempotency struct {
 	KeyHash     string
 	RequestHash string
+	// WhilePending makes the key name its run only while the run waits (SUSPENDED): a claim
+	// that finds it naming a run that no longer waits moves it to the new run (see InsertRun).
+	// For keys derived from what a request looks like rather than sent per request
+	// (ApprovalParams.KeyWhilePending).
+	WhilePending bool
 }
 
 // DuplicateRequest is the answer of InsertRun to an idempotency key claimed before: the run it
@@ -254,12 +263,18 @@ type DecisionWrite struct {
 	ResumeData []byte
 	// EditedArgs are the arguments a person approved the call with, when they edited them.
 	EditedArgs []byte
+	// Receipt is the signed receipt of an approval (nil for other kinds), stored with it.
+	Receipt *string
 	// Hold keeps the run SUSPENDED, without a lease, because other calls of its step still
 	// wait: the decision is recorded and the run continues once the last of them is decided.
 	Hold bool
 	// Finish ends the run with the decision (an external agent's request, whose caller runs
 	// the tool): it moves to COMPLETED instead of RUNNING, without lease or snapshot.
-	Finish     bool
+	Finish bool
+	// Abandoned makes a DecisionExpired the end of an external agent's request whose asker
+	// stopped waiting (runs.Service.Abandon): it stands whatever the call's deadline, which
+	// decides only between a person and the expiry loop.
+	Abandoned  bool
 	At         time.Time
 	Snapshot   string
 	Events     []run.Event

@@ -25,6 +25,12 @@ import (
 // supervisor → support-agent, three levels.
 func setupChain(t *testing.T, db *gorm.DB) *fixture {
 	t.Helper()
+	return setupChainWith(t, db, runs.Config{})
+}
+
+// setupChainWith is setupChain with the service configured by cfg.
+func setupChainWith(t *testing.T, db *gorm.DB, cfg runs.Config) *fixture {
+	t.Helper()
 	demo := agent.DemoAgents(&llm.Demo{})
 	var supervisor *agent.Agent
 	for _, a := range demo {
@@ -40,7 +46,8 @@ func setupChain(t *testing.T, db *gorm.DB) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := runs.New(gormstore.New(db), reg, runs.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	svc, err := runs.New(gormstore.New(db), reg, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

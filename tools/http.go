@@ -89,6 +89,9 @@ func HTTPExecute(cfg HTTPConfig) func(ctx context.Context, c *agent.Call) (any, 
 		for k, v := range cfg.Headers {
 			req.Header.Set(k, v)
 		}
+		if c.Receipt != "" {
+			req.Header.Set(ApprovalHeader, c.Receipt) // after the config's: it cannot be overridden
+		}
 		// Whether the request was written to the connection: a connection that breaks after
 		// that leaves the outcome unknown (the endpoint may have acted), which is a person's to
 		// judge, not an error the model may answer by calling again.

@@ -188,9 +188,10 @@ func (s *MCPServer) Execute(tool string) func(ctx context.Context, c *agent.Call
 		// Sent as they are, not decoded and encoded again: the server gets the bytes a person
 		// approved (key order and number digits included).
 		args := c.Args
-		res, err := s.call(ctx, tool, args)
+		meta := approvalMeta(c.Receipt)
+		res, err := s.call(ctx, tool, args, meta)
 		if errors.Is(err, errNotSent) {
-			res, err = s.call(ctx, tool, args) // nothing reached the server: one new attempt
+			res, err = s.call(ctx, tool, args, meta) // nothing reached the server: one new attempt
 		}
 		if err != nil {
 			msg := fmt.Sprintf("the MCP tool did not answer within %s", s.cfg.Timeout)
@@ -250,13 +251,13 @@ type toolError struct{ err error }
 
 func (e toolError) Error() string { return e.err.Error() }
 
-func (s *MCPServer) call(ctx context.Context, tool string, args json.RawMessage) (*mcp.CallToolResult, error) {
+func (s *MCPServer) call(ctx context.Context, tool string, args json.RawMessage, meta mcp.Meta) (*mcp.CallToolResult, error) {
 	cs, err := s.connected(ctx)
 	if err != nil {
 		return nil, err
 	}
 	tr := &delivery{}
-	res, err := cs.CallTool(withDelivery(ctx, tr), &mcp.CallToolParams{Name: tool, Arguments: args})
+	res, err := cs.CallTool(withDelivery(ctx, tr), &mcp.CallToolParams{Meta: meta, Name: tool, Arguments: args})
 	if err == nil {
 		return res, nil
 	}

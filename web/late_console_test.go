@@ -55,6 +55,7 @@ func TestRunViewShowsALateResult(t *testing.T) {
 	// Instance a ran tc_1 of two runs and lost the database before it could store the answers.
 	deadRun(t, db, "run-recorded")
 	deadRun(t, db, "run-later")
+	deadRun(t, db, "run-asked")
 	markup := `rf_1 <img src=x onerror="window.__pwned = 1"> <b>bold</b>`
 	late := func(runID string, result json.RawMessage, errMsg *string) {
 		t.Helper()
@@ -67,10 +68,15 @@ func TestRunViewShowsALateResult(t *testing.T) {
 	}
 	res, _ := json.Marshal(markup) // a text answer, as an MCP tool gives
 	late("run-recorded", res, nil)
-	if n, err := svc.RecoverExpired(sys); err != nil || n != 2 {
+	now := time.Now().UTC()
+	if ok, err := store.RecordLateResult(sys, run.LateResult{RunID: "run-asked", ToolCallID: "tc_1", ToolName: "issue_refund",
+		SuspendPayload: json.RawMessage(`{"question":"Which card?"}`), InstanceID: "a", FinishedAt: now, RecordedAt: now}); err != nil || !ok {
+		t.Fatalf("RecordLateResult run-asked: %v, %v", ok, err)
+	}
+	if n, err := svc.RecoverExpired(sys); err != nil || n != 3 {
 		t.Fatalf("recovered %d runs: %v", n, err)
 	}
-	for _, id := range []string{"run-recorded", "run-later"} {
+	for _, id := range []string{"run-recorded", "run-later", "run-asked"} {
 		waitSuspended(t, svc, sys, id)
 	}
 	url := serveService(t, svc)
@@ -106,6 +112,13 @@ func TestRunViewShowsALateResult(t *testing.T) {
 	}
 	if !contains(seen.Reason, "it recorded the answer later") {
 		t.Errorf("the interrupted event's reason %q does not say the answer was recorded", seen.Reason)
+	}
+
+	// A tool that answered by asking for input: the card says so, with its question.
+	do(t, page, chromedp.Navigate(url+"/?run=run-asked"),
+		until(`document.querySelector('.pending[data-call="tc_2"] .late .late-result') !== null`))
+	if got := textOf(t, page, `.pending[data-call="tc_2"] .late`); !contains(got, "It asked for input") || !contains(got, "Which card?") {
+		t.Errorf("the card of a late suspension says %q", got)
 	}
 
 	do(t, page, chromedp.Navigate(url+"/?run=run-later"),

@@ -97,6 +97,15 @@ type AgentRunToolCall struct {
 	// request timed out, and a later approve, decline or resume is CONFLICT. Null when it waits for as
 	// long as it takes.
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+	// Addition: the characters that change how text reads without showing themselves, found in
+	// toolName, args and suspendPayload (their keys and string values) — bidi controls (U+202A–U+202E,
+	// U+2066–U+2069, U+200E, U+200F, U+061C), invisible characters (zero width space, word joiners,
+	// U+FEFF, soft hyphen, tags U+E0000–U+E007F, variation selectors 17–256, Hangul fillers), line and
+	// paragraph separators, and control characters other than tab and newline — as code points
+	// ("U+202E"), in order of first appearance; empty when there are none. The values are shown and
+	// handed to the tool exactly as stored: a client showing them should show each of these
+	// characters as a visible mark (the console shows ⟨U+202E⟩) and warn that the call holds them.
+	HiddenCharacters []string `json:"hiddenCharacters"`
 }
 
 // Addition: the input of requestApproval.
@@ -134,24 +143,33 @@ type Decision struct {
 	Args json.RawMessage `json:"args,omitempty"`
 	// Addition: the arguments a person approved the call with in place of args, when they edited them.
 	EditedArgs json.RawMessage `json:"editedArgs,omitempty"`
+	// Addition: with APPROVED, the decision's signed receipt: a compact JWS (EdDSA, header kid) whose
+	// payload names the run, the call, the agent, the tool and argsDigest ("sha256:" and the hex
+	// SHA-256 of the RFC 8785 canonical form of the arguments that run: editedArgs when set, else
+	// args), and expires soon after the decision. The service a tool calls verifies it with the keys
+	// at /.well-known/jwks.json. Null for other kinds (and for approvals stored before receipts).
+	Receipt *string `json:"receipt,omitempty"`
 }
 
 // Addition: the answer of a tool call that ran, but whose server instance could not store it with
-// the run in time: the database was out of its reach for longer than it could hold the run (twice
-// the lease), or another instance took the run over first. That other instance found the call
+// the run: the database was out of its reach for longer than it could hold the run, or another
+// instance took the run over first (the instance records it as soon as it knows that its write of
+// the run cannot succeed). The instance that took the run over found the call
 // executing with no answer and reported it interrupted (TOOL_CALL_INTERRUPTED): its outcome unknown,
 // it waits for a new decision under a new toolCallId, whose interruptedToolCallId is this one's
 // toolCallId. The instance that held the answer records it here as soon as the database takes it
-// (and not at all if the instance stops first: then its log has it). It is never added to the
+// (an instance that stops tries once more as it stops; if that fails too, its log has it). It is never added to the
 // run's events, and the model is not told it; approving the interrupted call runs the tool again.
 type LateToolResult struct {
 	// The call that ran: the id it executed under (the interrupted call's interruptedToolCallId).
 	ToolCallID string `json:"toolCallId"`
 	ToolName   string `json:"toolName"`
-	// What the tool returned; null when it failed.
+	// What the tool returned; null when it failed or suspended.
 	Result json.RawMessage `json:"result,omitempty"`
 	// The tool's error message, when it failed.
 	Error *string `json:"error,omitempty"`
+	// Addition: when the tool answered by suspending (it asked for input): the payload it suspended with; result and error are null.
+	SuspendPayload json.RawMessage `json:"suspendPayload,omitempty"`
 	// The server instance that ran the call and held its answer.
 	InstanceID string `json:"instanceId"`
 	// When the tool answered, by the clock of that instance.
@@ -298,7 +316,7 @@ const (
 	DecisionKindApproved DecisionKind = "APPROVED"
 	DecisionKindDeclined DecisionKind = "DECLINED"
 	DecisionKindResumed  DecisionKind = "RESUMED"
-	// Addition: nobody decided before the call's expiresAt (its tool's approvalTimeout): the tool did not run and the model was told the request timed out. decidedBy is null.
+	// Addition: nobody decided before the call's expiresAt (its tool's approvalTimeout): the tool did not run and the model was told the request timed out. Also an external agent's request whose coding-agent hook stopped waiting (answered without a decision, or given up by the agent): the reason says so, and when. decidedBy is null.
 	DecisionKindExpired DecisionKind = "EXPIRED"
 )
 

@@ -35,22 +35,29 @@ func TestReviewHookDecisionIsNotReplayedForALaterCall(t *testing.T) {
 			if a := apptest.Answered(t, first); a.Status != 200 || !strings.Contains(string(a.Body), `"allow"`) {
 				t.Fatalf("%s: the first call: %d %s", kind, a.Status, a.Body)
 			}
-			// The same command again, later in the same session (and turn): a new call.
-			again := postHookAs(t, s, "/hooks/"+kind+"/hooks?wait=0", "bot", body)
-			if strings.Contains(string(again.Body), `"allow"`) {
-				t.Fatalf("%s: a later identical call was allowed by the decision on the first one, without asking: %s", kind, again.Body)
-			}
+			// The same command again, later in the same session (and turn): a new call, held
+			// until someone decides it.
+			again := s.PostHookAsync(t, path, "Bearer "+apptest.TokenOf("bot"), body)
 			second := pendingRunID(t, s)
 			if second == id {
 				t.Fatalf("%s: the later call joined the decided request %s", kind, id)
 			}
-			// Declined, then asked again: asked again (not denied from the old decision).
+			waitFollowed(t, s, second)
 			s.MustAs(t, apptest.TokenOf("alice"), declineMutation, map[string]any{"id": second, "reason": "not now"}, nil)
-			third := postHookAs(t, s, "/hooks/"+kind+"/hooks?wait=0", "bot", body)
-			if strings.Contains(string(third.Body), "not now") {
-				t.Fatalf("%s: a later identical call was denied by the old decline: %s", kind, third.Body)
+			if a := apptest.Answered(t, again); a.Status != 200 || !strings.Contains(string(a.Body), "not now") {
+				t.Fatalf("%s: the later call: %d %s, want the decline of its own request", kind, a.Status, a.Body)
 			}
-			s.MustAs(t, apptest.TokenOf("alice"), declineMutation, map[string]any{"id": pendingRunID(t, s)}, nil)
+			// Declined, then asked again: asked again (not denied from the old decision).
+			third := s.PostHookAsync(t, path, "Bearer "+apptest.TokenOf("bot"), body)
+			thirdID := pendingRunID(t, s)
+			if thirdID == second {
+				t.Fatalf("%s: the third call joined the declined request %s", kind, second)
+			}
+			waitFollowed(t, s, thirdID)
+			s.MustAs(t, apptest.TokenOf("alice"), approveMutation, map[string]any{"id": thirdID}, nil)
+			if a := apptest.Answered(t, third); a.Status != 200 || !strings.Contains(string(a.Body), `"allow"`) {
+				t.Fatalf("%s: the third call: %d %s, want the approval of its own request", kind, a.Status, a.Body)
+			}
 		}
 	})
 }
@@ -108,11 +115,11 @@ func TestReviewIdempotencyKeyIsPerPrincipal(t *testing.T) {
 		apptest.Answered(t, a)
 		apptest.Answered(t, b)
 		var list struct {
-			SuspendedRuns struct{ Runs []struct{ StartedBy string } }
+			RecentRuns struct{ Runs []struct{ StartedBy string } }
 		}
-		s.MustAs(t, apptest.TokenOf("vera"), `{ suspendedRuns(agentId: "hooks") { runs { startedBy } } }`, nil, &list)
+		s.MustAs(t, apptest.TokenOf("vera"), `{ recentRuns(agentId: "hooks", statuses: [SUSPENDED, COMPLETED]) { runs { startedBy } } }`, nil, &list)
 		by := map[string]int{}
-		for _, r := range list.SuspendedRuns.Runs {
+		for _, r := range list.RecentRuns.Runs { // each ended at once (wait=0)
 			by[r.StartedBy]++
 		}
 		if by["bot"] != 1 || by["other-bot"] != 1 {
@@ -154,12 +161,11 @@ func TestReviewConcurrentKeyAcrossInstances(t *testing.T) {
 	if c := countRuns(t, a); c != 1 {
 		t.Fatalf("%d runs stored, want 1", c)
 	}
-	// The hooks' derived key, once its request is decided: the same body sent at once to both
-	// instances makes one new request, which every hook joins.
+	// The hooks' derived key, once its request ended (a hook answered at once ends it): the same
+	// body sent at once to both instances makes one new request, which every hook joins while it
+	// waits, and every hook gets its decision.
 	hook := apptest.HookFixture(t, "claude-code/permission-request.json")
 	postHookAs(t, a, "/hooks/claude-code/hooks?wait=0", "bot", hook)
-	first := pendingRunID(t, a)
-	b.MustAs(t, apptest.TokenOf("alice"), declineMutation, map[string]any{"id": first}, nil)
 	for i := range n {
 		wg.Add(1)
 		go func() {
@@ -168,14 +174,19 @@ func TestReviewConcurrentKeyAcrossInstances(t *testing.T) {
 			if i%2 == 1 {
 				s = b
 			}
-			if got := postHookAs(t, s, "/hooks/claude-code/hooks?wait=0", "bot", hook); got.Status != 200 {
+			if got := postHookAs(t, s, "/hooks/claude-code/hooks?wait=30s", "bot", hook); got.Status != 200 || !strings.Contains(string(got.Body), "not now") {
 				t.Errorf("hook %d: %d %s", i, got.Status, got.Body)
 			}
 		}()
 	}
+	second := pendingRunID(t, a)
+	apptest.Until(t, "every hook waits on the new request", func() bool {
+		return a.App.Service.Followers(second)+b.App.Service.Followers(second) == n
+	})
+	b.MustAs(t, apptest.TokenOf("alice"), declineMutation, map[string]any{"id": second, "reason": "not now"}, nil)
 	wg.Wait()
 	if c := countRuns(t, a); c != 3 {
-		t.Fatalf("%d runs stored, want 3 (the deploy, the decided hook request, and one new one)", c)
+		t.Fatalf("%d runs stored, want 3 (the deploy, the ended hook request, and one new one)", c)
 	}
 }
 

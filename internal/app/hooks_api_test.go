@@ -37,7 +37,7 @@ func hooksConfig(t testing.TB) string {
 	}
 	fmt.Fprintf(&tokens, "    - {subject: scoped, role: requester, resources: [r1], sha256: %s}\n", apptest.Sha256Hex(apptest.TokenOf("scoped")))
 	var agents strings.Builder
-	for _, id := range []string{"approve", "edit", "decline", "wait", "repeat", "auth", "curl", "settings"} {
+	for _, id := range []string{"approve", "edit", "decline", "wait", "repeat", "auth", "curl", "settings", "ends", "gone", "race", "many"} {
 		fmt.Fprintf(&agents, "  - {id: %s, name: Coding agents (%s), external: true, tools: ['*']}\n", id, id)
 	}
 	return `
@@ -236,13 +236,15 @@ func TestHooksRepeatedIsTheSameRequest(t *testing.T) {
 		undecided := denyWith(t, "codex", "Not approved: nobody decided in Interlock within 0s.")
 		apptest.WantAnswer(t, "after the decision", postHook(s, t, "/hooks/codex/repeat?wait=0", requester, body), undecided)
 		apptest.WantAnswer(t, "after the decision, again", postHook(s, t, "/hooks/codex/repeat?wait=0", requester, body), undecided)
-		if n := len(s.HookRequests(t, "repeat")); n != 2 {
-			t.Fatalf("%d requests stored after the decision, want 2 (the later call joins its own while it waits)", n)
+		// Each of those stopped waiting at once (wait=0), which ended its request: the next
+		// one is a request of its own again.
+		if n := len(s.HookRequests(t, "repeat")); n != 3 {
+			t.Fatalf("%d requests stored after the decision, want 3 (a later call joins its own only while it waits)", n)
 		}
 		other := bytes.Replace(body, []byte(`"<turn-id>"`), []byte(`"turn-2"`), 1)
 		apptest.WantAnswer(t, "another turn", postHook(s, t, "/hooks/codex/repeat?wait=0", requester, other), undecided)
-		if n := len(s.HookRequests(t, "repeat")); n != 3 {
-			t.Fatalf("%d requests stored after another turn, want 3", n)
+		if n := len(s.HookRequests(t, "repeat")); n != 4 {
+			t.Fatalf("%d requests stored after another turn, want 4", n)
 		}
 	})
 }
@@ -327,8 +329,9 @@ func TestHooksCredentials(t *testing.T) {
 }
 
 // TestHooksRefuseWhatIsNotAHook: an unknown agent is 404, an agent Interlock runs is 400 saying
-// so, a body that is not JSON or lacks a field is 400 saying which, another method is 405 and
-// another path 404 — each with nothing stored.
+// so, a body that is not JSON, lacks a field, or names one twice or in another case (a key twice
+// at any depth of tool_input) is 400 saying which, another method is 405 and another path 404 —
+// each with nothing stored.
 func TestHooksRefuseWhatIsNotAHook(t *testing.T) {
 	eachHooksDB(t, func(t *testing.T, s *apptest.Server) {
 		cc := "Bearer " + apptest.TokenOf("cc")
@@ -344,6 +347,12 @@ func TestHooksRefuseWhatIsNotAHook(t *testing.T) {
 				{"no session_id", `{"hook_event_name": "PermissionRequest", "tool_name": "Bash", "tool_input": {}}`, "no session_id"},
 				{"another event", `{"session_id": "s", "hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {}}`, `hook_event_name is "PreToolUse"`},
 				{"tool_input not an object", `{"session_id": "s", "hook_event_name": "PermissionRequest", "tool_name": "Bash", "tool_input": "ls"}`, "tool_input is not a JSON object"},
+				// Strict names (as /approvals): encoding/json would take the last of a field given
+				// twice, and a field in another case for the field.
+				{"a field twice", `{"session_id": "s", "hook_event_name": "PermissionRequest", "tool_name": "Bash", "tool_name": "Write", "tool_input": {}}`, `the field "tool_name" twice`},
+				{"a field in another case", `{"session_id": "s", "hook_event_name": "PermissionRequest", "tool_name": "Bash", "tool_input": {"command": "ls"}, "Tool_Input": {"command": "rm -rf /"}}`, `a field "Tool_Input": field names are case-sensitive`},
+				{"an argument twice", `{"session_id": "s", "hook_event_name": "PermissionRequest", "tool_name": "Bash", "tool_input": {"command": "ls", "command": "rm -rf /"}}`, `tool_input is key "command" appears twice`},
+				{"a nested key twice", `{"session_id": "s", "hook_event_name": "PermissionRequest", "tool_name": "MultiEdit", "tool_input": {"edits": [{"file_path": "a", "file_path": "b"}]}}`, `tool_input is key "file_path" appears twice`},
 			} {
 				wantRefused(t, agent+": "+c.name, postHook(s, t, "/hooks/"+agent+"/auth", cc, []byte(c.body)), 400, "BAD_USER_INPUT", c.says)
 			}
@@ -640,9 +649,12 @@ func TestHooksStoppingServerLetsTheAgentAsk(t *testing.T) {
 		r := waitingRequest(s, t, "wait")
 		s.App.Service.Close()
 		a := apptest.Answered(t, held)
-		wantRefused(t, "held while stopping", a, http.StatusServiceUnavailable, "UNAVAILABLE", "Interlock is stopping: the request "+r.RunID+" still waits")
+		wantRefused(t, "held while stopping", a, http.StatusServiceUnavailable, "UNAVAILABLE", "Interlock is stopping: the request "+r.RunID+" ended without a decision")
 		if a.Header.Get("Retry-After") == "" {
 			t.Fatal("no Retry-After")
 		}
+		// The agent asks its own person now: the request ends, so nobody approves it in
+		// Interlock for a call that person may have refused.
+		wantEnded(t, requestOf(s, t, "wait", r.RunID), "Claude Code", "Interlock stopped while its hook waited, so the agent asked its own person")
 	})
 }

@@ -5,6 +5,7 @@ package app
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -35,6 +36,7 @@ import (
 	"interlock/notify"
 	"interlock/observe"
 	"interlock/playground"
+	"interlock/receipt"
 	"interlock/run"
 	"interlock/runs"
 	"interlock/tracing"
@@ -152,6 +154,22 @@ type Config struct {
 	// stops accepting connections, for load balancers to notice (--drain-delay,
 	// INTERLOCK_DRAIN_DELAY). Default 0s.
 	DrainDelay time.Duration
+	// ReceiptIssuer is the iss of every receipt (--receipt-issuer, INTERLOCK_RECEIPT_ISSUER).
+	// Default "interlock"; give each deployment its own, so that a service trusting one
+	// refuses another's receipts.
+	ReceiptIssuer string
+	// ReceiptLifetime is how long after its decision a receipt expires (--receipt-lifetime,
+	// INTERLOCK_RECEIPT_LIFETIME). Default 15m.
+	ReceiptLifetime time.Duration
+	// ReceiptKeyRotation is how long a stored signing key signs before the next one takes
+	// over (--receipt-key-rotation, INTERLOCK_RECEIPT_KEY_ROTATION). Default 720h (30 days).
+	ReceiptKeyRotation time.Duration
+	// ReceiptSigningKey, when set, is the one key that signs receipts, given by the
+	// environment (--receipt-signing-key, INTERLOCK_RECEIPT_SIGNING_KEY: an Ed25519 private
+	// key in PEM): nothing is stored, and rotating it is the operator's. Default: keys stored
+	// in the database, made by the first instance that starts, rotated every
+	// ReceiptKeyRotation (package receipt).
+	ReceiptSigningKey ed25519.PrivateKey
 	// ConsoleURL is the console's public base URL (https://interlock.example.com), for the url
 	// of /approvals' answers and the links of webhooks (--console-url, INTERLOCK_CONSOLE_URL;
 	// it wins over notifications.consoleURL). Default: notifications.consoleURL, else none:
@@ -188,6 +206,8 @@ type App struct {
 	tracing *tracing.Tracing
 	metrics *observe.Metrics
 	health  *health.Checker
+	// receipts signs the receipts of approvals and serves their keys (/.well-known/jwks.json).
+	receipts *receipt.Signer
 }
 
 // openDatabase opens the database cfg.DB names and applies its migrations.
@@ -262,12 +282,19 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (app *App, err er
 			return nil, fmt.Errorf("%s: %w", cfg.ConfigFile, err)
 		}
 	}
+	// Every instance signs with the keys the database holds (made by the first to start) or the
+	// one the environment gives.
+	if a.receipts, err = receipt.New(ctx, receipt.Config{Issuer: cfg.ReceiptIssuer, Lifetime: cfg.ReceiptLifetime,
+		Rotation: cfg.ReceiptKeyRotation, Key: cfg.ReceiptSigningKey, Keys: store}); err != nil {
+		return nil, err
+	}
 	a.Service, err = newRunService(a.metrics.Store(store), registry, runs.Config{
 		MaxPerPage: cfg.MaxPerPage, LeaseTTL: cfg.LeaseTTL, Retention: cfg.Retention,
 		TextFlushInterval: cfg.TextFlushInterval, TextFlushBytes: cfg.TextFlushBytes, Logger: log,
 		SeparationOfDuties: a.authn != nil && file != nil && file.Auth != nil && file.Auth.SeparationOfDuties,
 		Tracer:             a.tracing.Runs(),
 		Metrics:            a.metrics,
+		Receipts:           a.receipts,
 	})
 	if err != nil {
 		return nil, err
@@ -393,6 +420,8 @@ func (a *App) routes() http.Handler {
 	graphiql := httpguard.NoFraming(playground.Handler())
 	mux.Handle("/playground", graphiql)
 	mux.Handle("/playground/", graphiql)
+	// The public keys of the receipts, for the services tools call: public, so unauthenticated.
+	mux.Handle("/.well-known/jwks.json", a.tracing.HTTP(observe.HTTP(a.log, a.receipts), "jwks"))
 	mux.HandleFunc("/healthz", a.health.Healthz)
 	mux.HandleFunc("/readyz", a.health.Readyz)
 	if a.cfg.MetricsAddr == "" {

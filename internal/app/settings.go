@@ -11,6 +11,7 @@ import (
 	"interlock/approvals"
 	"interlock/httpguard"
 	"interlock/observe"
+	"interlock/receipt"
 	"interlock/runs"
 )
 
@@ -64,6 +65,10 @@ var settings = []setting{
 	{"metrics-addr", "", "serve /metrics on this address instead of the API's", asText(func(c *Config) *string { return &c.MetricsAddr })},
 	{"heap-floor-mib", "64", "heap the garbage collector lets grow before collecting, in MiB (0: GOGC alone)", setHeapFloor},
 	{"max-approval-wait", durationText(approvals.DefaultMaxWait), "longest wait of POST /approvals, GET /approvals/{runId} and the coding-agent hooks (a longer wait is capped)", asDuration(0, func(c *Config) *time.Duration { return &c.MaxApprovalWait })},
+	{"receipt-issuer", "interlock", "iss of the signed receipts of approvals (services that verify receipts check it)", asText(func(c *Config) *string { return &c.ReceiptIssuer })},
+	{"receipt-lifetime", durationText(receipt.DefaultLifetime), "how long after its decision a receipt expires", asDuration(time.Second, func(c *Config) *time.Duration { return &c.ReceiptLifetime })},
+	{"receipt-key-rotation", durationText(receipt.DefaultRotation), "how long a stored receipt signing key signs before the next one takes over", asDuration(time.Minute, func(c *Config) *time.Duration { return &c.ReceiptKeyRotation })},
+	{"receipt-signing-key", "", "Ed25519 private key (PEM, PKCS #8) that signs receipts, in place of the keys stored in the database", setReceiptKey},
 	{"console-url", "", "the console's public base URL, for the url of /approvals' answers and webhooks' links (default: notifications.consoleURL, else the server's own address)", setConsoleURL},
 	{"drain-delay", "0s", "keep serving this long with /readyz at 503 when stopping", asDuration(0, func(c *Config) *time.Duration { return &c.DrainDelay })},
 }
@@ -215,4 +220,19 @@ func durationText(d time.Duration) string {
 		s = strings.TrimSuffix(s, "0m")
 	}
 	return s
+}
+
+// setReceiptKey reads the receipt signing key given by the environment (receipt.ParseKey); an
+// empty value keeps the keys stored in the database.
+func setReceiptKey(c *Config, v string) error {
+	if strings.TrimSpace(v) == "" {
+		c.ReceiptSigningKey = nil
+		return nil
+	}
+	k, err := receipt.ParseKey(v)
+	if err != nil {
+		return fmt.Errorf("not an Ed25519 private key in PEM (such as `openssl genpkey -algorithm ed25519` writes): %w", err)
+	}
+	c.ReceiptSigningKey = k
+	return nil
 }

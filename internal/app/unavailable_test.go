@@ -4,13 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,82 +18,18 @@ import (
 	"interlock/internal/apptest"
 )
 
-// dbProxy is a TCP proxy between the server and MariaDB whose cut makes the database
-// unreachable for real: open connections are closed and new ones refused until restore.
-type dbProxy struct {
-	ln       net.Listener
-	upstream string
-	mu       sync.Mutex
-	cut      bool
-	conns    map[net.Conn]bool
-}
-
-func newDBProxy(t *testing.T, upstream string) *dbProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &dbProxy{ln: ln, upstream: upstream, conns: map[net.Conn]bool{}}
-	t.Cleanup(func() { ln.Close(); p.setCut(true) })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go p.serve(c)
-		}
-	}()
-	return p
-}
-
-func (p *dbProxy) serve(c net.Conn) {
-	p.mu.Lock()
-	if p.cut {
-		p.mu.Unlock()
-		c.Close() // refused: the driver sees the connection reset
-		return
-	}
-	p.mu.Unlock()
-	up, err := net.Dial("tcp", p.upstream)
-	if err != nil {
-		c.Close()
-		return
-	}
-	p.mu.Lock()
-	p.conns[c], p.conns[up] = true, true
-	p.mu.Unlock()
-	go func() { io.Copy(up, c); up.Close(); c.Close() }()
-	io.Copy(c, up)
-	c.Close()
-	up.Close()
-}
-
-// setCut cuts (closing every open connection) or restores the way to the database.
-func (p *dbProxy) setCut(cut bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.cut = cut
-	if cut {
-		for c := range p.conns {
-			c.Close()
-		}
-		clear(p.conns)
-	}
-}
-
-// unavailableServer is the app on a fresh MariaDB database reached through a proxy, with its log.
-func unavailableServer(t *testing.T) (*apptest.Server, *dbProxy, *apptest.SyncBuffer, string) {
+// unavailableServer is the app on a fresh MariaDB database reached through a proxy, with its log;
+// args are further settings.
+func unavailableServer(t *testing.T, args ...string) (*apptest.Server, *dbtest.Proxy, *apptest.SyncBuffer, string) {
 	t.Helper()
 	dsn := dbtest.MySQLDSN(t)
 	cfg, err := gomysql.ParseDSN(dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := newDBProxy(t, cfg.Addr)
-	cfg.Addr = p.ln.Addr().String()
-	c, err := app.ParseConfig([]string{"--auth=off", "--db", dbtest.MySQLURL(cfg.FormatDSN())}, func(string) string { return "" })
+	p := dbtest.NewProxy(t, cfg.Addr)
+	cfg.Addr = p.Addr()
+	c, err := app.ParseConfig(append([]string{"--auth=off", "--db", dbtest.MySQLURL(cfg.FormatDSN())}, args...), func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +151,7 @@ func TestUnavailableDuringOutage(t *testing.T) {
 	s, proxy, logs, _ := unavailableServer(t)
 	run := s.SuspendAs(t, "", "refund order 42", nil)
 
-	proxy.setCut(true)
+	proxy.Cut(true)
 	outageStart := time.Now()
 	body, _ := json.Marshal(map[string]any{"query": `query($id: ID!) { run(runId: $id) { id status } }`, "variables": map[string]any{"id": run.ID}})
 	resp, err := http.Post(s.URL+"/graphql", "application/json", bytes.NewReader(body))
@@ -231,6 +164,9 @@ func TestUnavailableDuringOutage(t *testing.T) {
 	got := apptest.DecodeGQL(t, resp)
 	if got.Code() != "UNAVAILABLE" {
 		t.Fatalf("run during the outage: %s %+v, want an UNAVAILABLE error (not null: that says no such run)", got.Data, got.Errors)
+	}
+	if string(got.Data) != `{"run":null}` {
+		t.Errorf("run during the outage: data %s; want {\"run\":null} beside the error, as GraphQL answers a field that failed", got.Data)
 	}
 	if ra, _ := got.Errors[0].Extensions["retryAfter"].(float64); ra < 1 {
 		t.Errorf("UNAVAILABLE without extensions.retryAfter: %+v", got.Errors[0])
@@ -250,7 +186,7 @@ func TestUnavailableDuringOutage(t *testing.T) {
 
 	// A multi-second outage: the poll every 50ms and the loops every second all fail.
 	time.Sleep(3*time.Second - time.Since(outageStart))
-	proxy.setCut(false)
+	proxy.Restore()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		r := s.PostAs(t, "", `query($id: ID!) { run(runId: $id) { id status } }`, map[string]any{"id": run.ID})

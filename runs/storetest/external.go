@@ -3,6 +3,8 @@ package storetest
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -80,6 +82,13 @@ func ending(r *run.Run, kind run.DecisionKind, when time.Time) runs.DecisionWrit
 		ev.Type = run.EventToolCallExpired
 	}
 	d.Events = []run.Event{ev, {Type: run.EventRunFinished, Status: string(run.StatusCompleted)}}
+	return d
+}
+
+// abandoning is the Decide that ends an approval request its asker stopped waiting for.
+func abandoning(r *run.Run, when time.Time) runs.DecisionWrite {
+	d := ending(r, run.DecisionExpired, when)
+	d.Abandoned, d.Reason = true, ptr("the agent stopped waiting")
 	return d
 }
 
@@ -169,6 +178,50 @@ func testExternalRequest(t *testing.T, open Opener) {
 		}
 	})
 
+	// A request whose asker stopped waiting ends then, EXPIRED, before its deadline or without
+	// one; a person's decision after it is stale. Of the two racing, exactly one is stored.
+	each(t, open, "AnAbandonedRequestEndsBeforeItsDeadline", func(t *testing.T, f *fixture) {
+		deadline := ms(at(1).Add(time.Hour))
+		for i, expires := range []*time.Time{&deadline, nil} {
+			r := f.request(requestOpts{N: i + 1, ExpiresAt: expires})
+			if err := f.s.Decide(f.ctx, abandoning(r, at(5))); err != nil {
+				t.Fatalf("request %d abandoned: %v", i+1, err)
+			}
+			got := f.get(r.ID)
+			if got.Status != run.StatusCompleted || len(got.Decisions) != 1 || got.Decisions[0].Kind != run.DecisionExpired ||
+				deref(got.Decisions[0].Reason) != "the agent stopped waiting" || !got.Decisions[0].DecidedAt.Equal(ms(at(5))) {
+				t.Fatalf("request %d: stored %s %+v", i+1, got.Status, got.Decisions)
+			}
+			if evs := f.events(r.ID); len(evs) != 6 || evs[4].Type != run.EventToolCallExpired || evs[5].Type != run.EventRunFinished {
+				t.Fatalf("request %d: events %+v", i+1, evs)
+			}
+			wantStale(t, "a person's decision after it", f.s.Decide(f.ctx, ending(r, run.DecisionApproved, at(6))))
+		}
+		if n, err := f.s.CountSuspended(f.ctx, runs.ListSuspendedParams{}); err != nil || n != 0 {
+			t.Fatalf("CountSuspended = %d, %v; want 0", n, err)
+		}
+		if ch := f.changes(); len(ch) != 4 || ch[1].Kind != runs.ChangeLeft || ch[3].Kind != runs.ChangeLeft {
+			t.Fatalf("changes %+v: each request left the suspended set", ch)
+		}
+		for round := range 6 {
+			r := f.request(requestOpts{N: 10 + round, ExpiresAt: &deadline})
+			d := ending(r, run.DecisionApproved, at(20))
+			d.DecidedBy = ptr("sam")
+			errs := make([]error, 2)
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			wg.Go(func() { <-start; errs[0] = f.s.Decide(f.ctx, d) })
+			wg.Go(func() { <-start; errs[1] = f.s.Decide(f.ctx, abandoning(r, at(20))) })
+			close(start)
+			wg.Wait()
+			w := oneWinner(t, "decision", errs)
+			got := f.get(r.ID)
+			if want := []run.DecisionKind{run.DecisionApproved, run.DecisionExpired}[w]; len(got.Decisions) != 1 || got.Decisions[0].Kind != want {
+				t.Fatalf("round %d: %s won, stored %+v", round, want, got.Decisions)
+			}
+		}
+	})
+
 	each(t, open, "ApprovedByThePolicy", func(t *testing.T, f *fixture) {
 		r := f.request(requestOpts{N: 1, Approved: true})
 		if r.Status != run.StatusCompleted || r.Snapshot != nil || r.SuspendedAt != nil || len(r.ToolCalls) != 0 || r.LastSeq != 3 {
@@ -213,6 +266,98 @@ func testExternalRequest(t *testing.T, open Opener) {
 		}
 		if n, _ := f.s.CountSuspended(f.ctx, runs.ListSuspendedParams{}); n != 2 {
 			t.Fatalf("%d suspended, want 2", n)
+		}
+	})
+
+	// A key claimed WhilePending (the coding-agent hooks': a digest of what the call looks
+	// like) names its request only while it waits: the same request then is its duplicate, and
+	// once it ended the key is free, taken over by the next request — never a duplicate of the
+	// ended one, whichever way it ended, however many ended before. A key without WhilePending
+	// keeps naming its ended request.
+	each(t, open, "AKeyWhilePendingIsFreeOnceItsRequestEnds", func(t *testing.T, f *fixture) {
+		wp := func(request string) *runs.Idempotency {
+			return &runs.Idempotency{KeyHash: "k-hook", RequestHash: request, WhilePending: true}
+		}
+		holder := f.request(requestOpts{N: 1, Idempotency: wp("q")})
+		for n := 2; n <= 6; n++ {
+			var dup *runs.DuplicateRequest
+			err := f.s.InsertRun(f.ctx, f.newRequest(requestOpts{N: 100 + n, Idempotency: wp("q")}))
+			if !errors.As(err, &dup) || dup.RunID != holder.ID || !dup.SameRequest {
+				t.Fatalf("copy %d: the same request while %s waits: %v", n, holder.ID, err)
+			}
+			err = f.s.InsertRun(f.ctx, f.newRequest(requestOpts{N: 200 + n, Idempotency: wp("other")}))
+			if !errors.As(err, &dup) || dup.RunID != holder.ID || dup.SameRequest {
+				t.Fatalf("copy %d: another request with the key while %s waits: %v", n, holder.ID, err)
+			}
+			d := ending(holder, []run.DecisionKind{run.DecisionApproved, run.DecisionDeclined, run.DecisionExpired}[n%3], at(n))
+			d.Abandoned = d.Kind == run.DecisionExpired
+			if err := f.s.Decide(f.ctx, d); err != nil {
+				t.Fatal(err)
+			}
+			holder = f.request(requestOpts{N: n, Idempotency: wp("q")}) // it took the key over
+		}
+		ended := f.get(id(1))
+		if ended.Status != run.StatusCompleted || len(ended.Decisions) != 1 || ended.Decisions[0].Kind != run.DecisionExpired {
+			t.Fatalf("the first request after its key moved on: %s %+v", ended.Status, ended.Decisions)
+		}
+		for _, n := range []int{102, 202, 106, 206} {
+			if got, err := f.s.GetRun(f.ctx, id(n)); err != nil || got != nil {
+				t.Fatalf("duplicate %d stored: %v, %v", n, got, err)
+			}
+		}
+
+		// Without WhilePending the key names its request for ever.
+		kept := &runs.Idempotency{KeyHash: "k-kept", RequestHash: "q"}
+		r := f.request(requestOpts{N: 50, Idempotency: kept})
+		if err := f.s.Decide(f.ctx, ending(r, run.DecisionApproved, at(51))); err != nil {
+			t.Fatal(err)
+		}
+		var dup *runs.DuplicateRequest
+		if err := f.s.InsertRun(f.ctx, f.newRequest(requestOpts{N: 52, Idempotency: kept})); !errors.As(err, &dup) || dup.RunID != r.ID {
+			t.Fatalf("a decided request's key without WhilePending: %v, want the duplicate of %s", err, r.ID)
+		}
+	})
+
+	// Of requests racing to take over a key whose request ended (the agent asking again on
+	// several instances at once), exactly one is stored and the others name it. Several rounds,
+	// each after the last round's winner ended.
+	each(t, open, "OfRacingTakeoversExactlyOneIsStored", func(t *testing.T, f *fixture) {
+		const racers, rounds = 8, 4
+		k := &runs.Idempotency{KeyHash: "k-race", RequestHash: "q", WhilePending: true}
+		holder := f.request(requestOpts{N: 1, Idempotency: k})
+		for round := range rounds {
+			if err := f.s.Decide(f.ctx, abandoning(holder, at(2+round))); err != nil {
+				t.Fatal(err)
+			}
+			news := make([]runs.NewRun, racers)
+			for i := range news {
+				news[i] = f.newRequest(requestOpts{N: 10 + round*racers + i, Idempotency: k})
+			}
+			errs := f.insertAtOnce(news)
+			winner := -1
+			for i, err := range errs {
+				if err == nil && winner >= 0 {
+					t.Fatalf("round %d: racers %d and %d both stored", round, winner, i)
+				} else if err == nil {
+					winner = i
+				}
+			}
+			if winner < 0 {
+				t.Fatalf("round %d: no racer stored: %v", round, errs)
+			}
+			for i, err := range errs {
+				var dup *runs.DuplicateRequest
+				if i != winner && (!errors.As(err, &dup) || dup.RunID != news[winner].Run.ID || !dup.SameRequest) {
+					t.Fatalf("round %d: racer %d: %v, want the duplicate of %s", round, i, err, news[winner].Run.ID)
+				}
+				if i != winner {
+					f.notStored(fmt.Sprintf("round %d: loser %d", round, i), news[i].Run.ID)
+				}
+			}
+			holder = f.get(news[winner].Run.ID)
+		}
+		if n, _ := f.s.CountSuspended(f.ctx, runs.ListSuspendedParams{}); n != 1 {
+			t.Fatalf("%d requests wait, want 1 (the last round's winner)", n)
 		}
 	})
 

@@ -54,7 +54,8 @@ func wantLate(t *testing.T, what string, got []run.LateResult, want ...run.LateR
 	for i, w := range want {
 		g := got[i]
 		if g.RunID != w.RunID || g.ToolCallID != w.ToolCallID || g.ToolName != w.ToolName || g.InstanceID != w.InstanceID ||
-			!sameJSON(g.Result, w.Result) || (g.Result == nil) != (w.Result == nil) {
+			!sameJSON(g.Result, w.Result) || (g.Result == nil) != (w.Result == nil) ||
+			!sameJSON(g.SuspendPayload, w.SuspendPayload) || (g.SuspendPayload == nil) != (w.SuspendPayload == nil) {
 			t.Errorf("%s[%d] = %s, want %s", what, i, body(g), body(w))
 		}
 		wantStr(t, fmt.Sprintf("%s[%d].Error", what, i), g.Error, w.Error)
@@ -96,6 +97,42 @@ func testLateResult(t *testing.T, open Opener) {
 		l.Result, l.Error = nil, ptr("the payment provider refused: card expired")
 		f.record(l)
 		wantLate(t, "LateResults", f.lateResults(r.ID), l)
+	})
+
+	each(t, open, "KeepsASuspension", func(t *testing.T, f *fixture) {
+		r := f.insert(runOpts{})
+		f.checkpoint(r, at(5), refundCall("tc_1"))
+		l := late(r, "tc_1", at(70))
+		l.Result, l.SuspendPayload = nil, json.RawMessage(`{"question":"Which card?"}`)
+		f.record(l)
+		wantLate(t, "LateResults", f.lateResults(r.ID), l)
+	})
+
+	each(t, open, "OnlyAnAnswerAfterTheCallWasSentAnswersIt", func(t *testing.T, f *fixture) {
+		// tc_1 suspended (asked for input), was resumed and ran again from seq 3 on: the
+		// suspension stored before answers the first execution, not this one.
+		r := f.insert(runOpts{})
+		f.checkpoint(r, at(5), refundCall("tc_1"))
+		asked := approval("tc_1")
+		asked.RequiresApproval, asked.SuspendPayload = false, json.RawMessage(`{"question":"Which card?"}`)
+		f.checkpoint(r, at(6), run.Event{Type: run.EventToolCallSuspended, ToolCall: &asked})
+		again := late(r, "tc_1", at(70))
+		again.After = r.Seq
+		f.record(again)
+		wantLate(t, "LateResults", f.lateResults(r.ID), again)
+
+		// The same suspension stored after the call was sent is its answer: none is needed.
+		r2 := f.insert(runOpts{})
+		f.checkpoint(r2, at(5), refundCall("tc_1"))
+		sent := r2.Seq
+		f.checkpoint(r2, at(6), run.Event{Type: run.EventToolCallSuspended, ToolCall: &asked})
+		l := late(r2, "tc_1", at(70))
+		l.Result, l.SuspendPayload, l.After = nil, asked.SuspendPayload, sent
+		stored, err := f.s.RecordLateResult(f.ctx, l)
+		if err != nil || stored {
+			t.Fatalf("late suspension of a call whose suspension is stored = %v, %v; want not stored, no error", stored, err)
+		}
+		wantLate(t, "LateResults", f.lateResults(r2.ID))
 	})
 
 	each(t, open, "OncePerCallTheFirstStays", func(t *testing.T, f *fixture) {

@@ -1,6 +1,9 @@
 // Tiny DOM helpers: the console builds its elements with el() and never parses HTML strings, so
 // nothing a run contains can inject markup. The server sends a strict Content-Security-Policy
 // (no inline scripts, styles or handlers), so el() refuses style attributes: use a class.
+// Every text el() is given is shown through reveal() (hidden.js): a bidi control, an invisible
+// or a control character is a visible mark, never applied — in a title or an aria-label too.
+import { reveal, markText } from "./hidden.js";
 
 /** Creates an element with attributes (on* keys become listeners) and children. */
 export function el(tag, attrs = {}, ...children) {
@@ -9,11 +12,11 @@ export function el(tag, attrs = {}, ...children) {
     if (v === null || v === undefined || v === false) continue;
     if (k === "style") throw new Error("style attributes are blocked by the Content-Security-Policy; use a class");
     if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
-    else node.setAttribute(k, v === true ? "" : v);
+    else node.setAttribute(k, v === true ? "" : k === "title" || k === "aria-label" ? markText(v) : v);
   }
   for (const c of children.flat()) {
     if (c === null || c === undefined || c === false) continue;
-    node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    node.append(c instanceof Node ? c : reveal(String(c)));
   }
   return node;
 }

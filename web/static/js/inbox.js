@@ -14,6 +14,7 @@
 // its last stated unit: to=…T21:00 or …T21:00:59 both reach 21:00:59.999.
 import { request, subscribe } from "./gql.js";
 import { el, short, expiresIn, when } from "./dom.js";
+import { hiddenIn, describeHidden, markText } from "./hidden.js";
 import { rememberOrder, takeFocusHint, selectRow, go, openShortcuts } from "./keys.js";
 
 /** Waiting longer than this is marked amber ("waiting long"). */
@@ -457,7 +458,7 @@ function markExternal(span, externalAgents) {
 function notify(change) {
   if (!change || change.kind !== "SUSPENDED" || !("Notification" in window) || Notification.permission !== "granted" || !document.hidden) return;
   const run = change.run;
-  const n = new Notification(run.toolCalls?.[0]?.toolName || "A run waits for you", { body: run.agentId, tag: run.runId });
+  const n = new Notification(markText(run.toolCalls?.[0]?.toolName || "A run waits for you"), { body: markText(run.agentId), tag: run.runId });
   n.onclick = () => { window.focus(); n.close(); go(`/?run=${encodeURIComponent(run.runId)}`); };
 }
 
@@ -487,6 +488,7 @@ function renderList(list, result, f, params, filtered, picked, { onPick, approve
   const rows = result.runs.map((r) => {
     const c = r.toolCalls[0] || {};
     const what = c.requiresApproval ? short(c.args) : short(c.suspendPayload);
+    const hiddenChars = hiddenIn(...r.toolCalls.flatMap((x) => [x.toolName, x.args, x.suspendPayload]));
     const decidable = bulkDecidable(r);
     const ranLate = r.toolCalls.some((x) => x.lateResult);
     if (picked.has(r.runId)) picked.set(r.runId, r);
@@ -503,6 +505,7 @@ function renderList(list, result, f, params, filtered, picked, { onPick, approve
         el("span", {}, el("span", { class: "tool" }, c.toolName || "?"), " ",
           el("span", { class: "badge SUSPENDED" }, c.requiresApproval ? (c.interrupted ? (c.lateResult ? "interrupted · it ran: see its answer" : "interrupted · approve again") : "approval") : "needs input"),
           many ? el("span", { class: "badge calls" }, `${r.toolCalls.length} calls`) : null,
+          hiddenChars.length ? el("span", { class: "badge hidden-chars", title: `Holds characters that change how text reads, shown as marks: ${describeHidden(hiddenChars)}` }, "⚠ hidden characters") : null,
           el("span", { class: "muted block", "data-agent": r.agentId }, r.agentId)),
         el("code", { title: what }, what),
         el("span", { class: "muted" }, r.threadId ? `thread ${r.threadId}` : "no thread", el("br"), r.resourceId ? `resource ${r.resourceId}` : ""),

@@ -4,13 +4,17 @@
 // _em_, `code`, fenced code blocks (``` or ~~~), - / * / + and 1. lists (nested by indentation),
 // > quotes, --- rules, and links — [text](url), <url> and bare URLs — only for http(s), opened
 // in a new tab with rel="noopener noreferrer" and the address in the title. Any other link
-// ([x](javascript:…), data:, relative) is left as the text it was written as.
+// ([x](javascript:…), data:, relative) is left as the text it was written as. Every text is
+// shown through reveal() (hidden.js): a bidi control or an invisible character is a mark.
 import { el } from "./dom.js";
+import { reveal } from "./hidden.js";
 
 /** Renders text as Markdown into a new <div class="md">. */
 export function markdown(text) {
   const root = el("div", { class: "md" });
-  blocks(String(text ?? "").replace(/\r\n?/g, "\n").split("\n"), root);
+  // CRLF is a line end; a lone CR is not one (it is shown as a mark, as are U+2028 and U+2029):
+  // a value that reads as one line where it came from stays one line here.
+  blocks(String(text ?? "").replace(/\r\n/g, "\n").split("\n"), root);
   return root;
 }
 
@@ -106,9 +110,9 @@ export function inline(node, text, links = true) {
     else if (m[4] !== undefined) node.append(inline(el("em"), m[4], links));
     else if (m[6] !== undefined) { plain(node, m[5]); node.append(inline(el("em"), m[6], links)); }
     else if (!links) plain(node, m[0]);
-    else if (m[7] !== undefined) node.append(link(m[8], m[7]) || m[0]);
-    else if (m[9] !== undefined) node.append(link(m[9], m[9]) || m[0]);
-    else node.append(link(m[10], m[10]) || m[0]);
+    else if (m[7] !== undefined) node.append(link(m[8], m[7]) || reveal(m[0]));
+    else if (m[9] !== undefined) node.append(link(m[9], m[9]) || reveal(m[0]));
+    else node.append(link(m[10], m[10]) || reveal(m[0]));
     at = m.index + m[0].length;
   }
   plain(node, text.slice(at));
@@ -119,7 +123,7 @@ export function inline(node, text, links = true) {
 function plain(node, text) {
   text.split("\n").forEach((part, i) => {
     if (i) node.append(el("br"));
-    if (part) node.append(part);
+    if (part) node.append(reveal(part));
   });
 }
 

@@ -28,8 +28,9 @@ import { request, subscribe } from "./gql.js";
 import { el, json, pretty, tooDeep, TOO_DEEP, when, expiresIn } from "./dom.js";
 import { schemaForm } from "./schemaform.js";
 import { markdown } from "./markdown.js";
+import { reveal, hiddenIn, markedIn, describeHidden, escapeHidden, mark } from "./hidden.js";
 
-const LATE = `toolCallId toolName result error instanceId finishedAt recordedAt`;
+const LATE = `toolCallId toolName result error suspendPayload instanceId finishedAt recordedAt`;
 const RUN = `query Run($id: ID!) { run(runId: $id) {
   runId agentId status threadId resourceId startedBy createdAt updatedAt suspendedAt lastEventSeq output error prompt context external
   toolCalls { id toolCallId toolName args requiresApproval suspendPayload interrupted interruptedToolCallId expiresAt lateResult { ${LATE} } }
@@ -235,7 +236,7 @@ export function runView(main, params) {
       }
       textRaw += ev.text || "";
       modelText += ev.text || "";
-      textNode.textContent = textRaw;
+      textNode.replaceChildren(reveal(textRaw));
       return;
     }
     closeText();
@@ -251,7 +252,7 @@ export function runView(main, params) {
     if (ev.type === "TOOL_CALL_INTERRUPTED" && lastRun) fillLate(stream, lastRun);
     if (ev.type === "TOOL_CALL" && step) { // the step's heading names the tools it called
       step.names.push(c.toolName);
-      step.tools.textContent = ` · ${step.names.join(", ")}`;
+      step.tools.replaceChildren(reveal(` · ${step.names.join(", ")}`));
     }
     if (ev.type === "STEP_FINISHED") stepDone = true;
     if (["RUN_SUSPENDED", "RUN_FINISHED", "RUN_FAILED", "RUN_RESUMED"].includes(ev.type)) show();
@@ -300,7 +301,7 @@ function typedIn(card, c) {
   const reason = card.querySelector(`[id="reason-${CSS.escape(c.toolCallId)}"]`);
   if (reason && reason.value.trim()) parts.push(["Reason for declining", reason.value]);
   const editor = card.querySelector(`[id="args-${CSS.escape(c.toolCallId)}"]`);
-  if (editor && editor.value.trim() && editor.value !== pretty(c.args)) {
+  if (editor && editor.value.trim() && editor.value !== editable(c.args)) {
     let same = false;
     try { same = json(JSON.parse(editor.value)) === json(c.args); } catch { /* edited */ }
     if (!same) parts.push(["Edited arguments", editor.value]);
@@ -363,8 +364,12 @@ function renderHead(head, summary, run) {
   ].filter(Boolean));
   if (run.external) {
     // No prompt, transcript or final answer: what the caller said about the call, and the outcome.
-    summary.replaceChildren(el("section", { class: "card context", id: "run-context", "aria-label": "Context from the requester" },
-      el("span", { class: "kind muted" }, "context from the requester"),
+    // The context is the requester's text (or, from a coding agent's hook, the agent's values
+    // quoted by the server): framed and labelled as such, apart from the console's own words.
+    summary.replaceChildren(el("section", { class: "card context agent-text", id: "run-context", "aria-label": "Context from the requester" },
+      el("span", { class: "kind muted" }, "context from the requester — its words, not Interlock's"),
+      hiddenWarning([...new Set([...hiddenIn(run.context || ""), ...markedIn(run.context)])], "The context holds",
+        "An agent's values (a path, a session) that hold them may not be what they seem."),
       run.context ? markdown(run.context) : el("p", { class: "muted" }, "The requester sent no context.")));
     return;
   }
@@ -422,6 +427,8 @@ function renderPending(section, run, agents, decide, ctx) {
     card.append(el("p", { class: "call-head" }, el("strong", {}, c.toolName), " ", el("span", { class: "muted" }, c.toolCallId),
       c.interrupted ? el("span", { class: "badge FAILED" }, " interrupted: its outcome is unknown — approve to run it again") : null,
       c.expiresAt ? el("span", { class: "muted expires", title: when(c.expiresAt) }, ` ${expiresIn(c.expiresAt)} (at ${when(c.expiresAt)}); then ${run.external ? "the requester is told it expired" : "the model is told the request timed out"}`) : null));
+    const hiddenChars = hiddenIn(c.toolName, c.args, c.suspendPayload);
+    if (hiddenChars.length) card.append(hiddenWarning(hiddenChars, c.requiresApproval ? "This call's arguments hold" : "This question holds"));
     if (tool?.description) card.append(el("p", { class: "tool-description" }, tool.description));
     if (tool?.approverRoles?.length) card.append(el("p", { class: "muted approver-roles" }, `May be decided by: ${tool.approverRoles.join(", ")} (or an admin)`));
     card.append(el("div", { class: "said-slot" }));
@@ -468,7 +475,7 @@ function fillSaid(root, toolCallId, ctx) {
   const slot = card?.querySelector(".said-slot");
   const text = ctx.said.get(toolCallId);
   if (!slot || !text || slot.childElementCount) return;
-  slot.append(el("section", { class: "said", "aria-label": "The agent said" }, el("p", { class: "muted label" }, "The agent said"), markdown(text)));
+  slot.append(el("section", { class: "said agent-text", "aria-label": "The agent said" }, el("p", { class: "muted label" }, "The agent said"), markdown(text)));
 }
 
 /** A JSON value as a readable table (key | value, nested objects indented), the raw JSON behind a
@@ -501,13 +508,26 @@ function valueView(v, depth) {
     el("tr", {}, el("th", { scope: "row" }, k), el("td", {}, valueView(v[k], depth + 1))))));
 }
 
+/** A value as JSON to edit: pretty, its hidden characters as \u escapes (a text field would apply a
+ * bidi control, not show it), which parse back to the same value. */
+function editable(v) { return escapeHidden(pretty(v)); }
+
+/** The warning on a call whose tool name, arguments or context (what) hold hidden characters
+ * (found, code points), or null: which ones, and that each is shown as a mark, not applied. */
+function hiddenWarning(found, what, then = "What runs holds the characters themselves: read it as marked.") {
+  if (!found.length) return null;
+  return el("p", { class: "notice warn hidden-warning", role: "note" }, el("strong", {}, "⚠ Hidden characters: "),
+    `${what} characters that change how text reads without showing themselves: ${describeHidden(found)}. `,
+    "Each is shown where it is as a mark such as ", el("span", { class: "hidden-char" }, mark(found[0])), `, not applied. ${then}`);
+}
+
 /** "Edit and approve": the call's arguments in an editor, approved as edited. The server checks
  * them against the tool's schema; its refusal is shown on the field and the run stays waiting. */
 function editAndApprove(run, c, decide) {
   const fieldId = `args-${c.toolCallId}`;
   const errId = `${fieldId}-error`;
   const editor = el("textarea", { id: fieldId, rows: 6, spellcheck: "false", "aria-describedby": errId });
-  editor.value = pretty(c.args);
+  editor.value = editable(c.args);
   const err = el("p", { class: "field-error form-error", id: errId, role: "alert" });
   const fail = (msg) => { err.textContent = msg; editor.setAttribute("aria-invalid", "true"); editor.focus(); };
   const form = el("form", { novalidate: true, "aria-label": "Edit and approve", onsubmit: async (ev) => {
@@ -588,7 +608,9 @@ function lateBox(c) {
 function lateView(l) {
   return el("div", { class: "late-result" },
     el("p", { class: "label" }, `${l.toolName} (${l.toolCallId}) ran: its answer, recorded late by instance ${l.instanceId}`),
-    l.error ? el("div", { class: "result-text error" }, `It failed: ${l.error}`) : resultView(l.result),
+    l.error ? el("div", { class: "result-text error" }, `It failed: ${l.error}`)
+      : l.suspendPayload != null ? el("div", {}, el("p", {}, "It asked for input (it suspended with):"), resultView(l.suspendPayload))
+      : resultView(l.result),
     el("p", { class: "muted late-when" }, "The tool answered at ", stamp(l.finishedAt), "; recorded at ", stamp(l.recordedAt), "."));
 }
 
@@ -606,13 +628,19 @@ function resultView(v) {
   return el("pre", {}, pretty(v));
 }
 
+/** A badge on an event whose call holds hidden characters, naming them; or null. */
+function hiddenBadge(...values) {
+  const found = hiddenIn(...values);
+  return found.length ? el("span", { class: "badge hidden-chars", title: describeHidden(found) }, " ⚠ hidden characters") : null;
+}
+
 function describe(ev) {
   const c = ev.toolCall;
   switch (ev.type) {
     case "RUN_STARTED": return { kind: "started", body: when(ev.at) };
-    case "TOOL_CALL": return { kind: "tool call", body: `${c.toolName} ${json(c.args)}` };
+    case "TOOL_CALL": return { kind: "tool call", body: [`${c.toolName} ${json(c.args)}`, hiddenBadge(c.toolName, c.args)] };
     case "TOOL_CALL_APPROVAL": return { kind: "waiting for approval", body: c.toolName };
-    case "TOOL_CALL_SUSPENDED": return { kind: "waiting for input", body: `${c.toolName} ${json(c.suspendPayload)}` };
+    case "TOOL_CALL_SUSPENDED": return { kind: "waiting for input", body: [`${c.toolName} ${json(c.suspendPayload)}`, hiddenBadge(c.toolName, c.suspendPayload)] };
     case "TOOL_CALL_INTERRUPTED": return { kind: "interrupted", body: [el("div", {}, ev.reason),
       c?.interruptedToolCallId ? el("div", { class: "late-slot", "data-late": c.interruptedToolCallId }) : null] };
     case "RUN_SUSPENDED": return { kind: "suspended", body: "waiting for a person" };

@@ -1,0 +1,1 @@
+ALTER TABLE late_tool_results ADD COLUMN suspend_payload TEXT NULL
