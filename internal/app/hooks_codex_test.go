@@ -119,6 +119,9 @@ func codexBinary(t *testing.T) string {
 	}
 	p, err := exec.LookPath("codex")
 	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("CI must run the real Codex CLI, but it is not installed (.ci/run installs @openai/codex and sets INTERLOCK_TEST_CODEX)")
+		}
 		t.Skip("the Codex CLI is not installed (npm install -g @openai/codex, or INTERLOCK_TEST_CODEX=path/to/codex)")
 	}
 	return p
