@@ -8,9 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"interlock/gormstore"
 	"interlock/internal/apptest"
-	"interlock/notify"
 )
 
 // TestWebhookRedirectIsNotFollowed: a webhook URL that answers with a redirect (each of the five
@@ -29,15 +27,7 @@ func TestWebhookRedirectIsNotFollowed(t *testing.T) {
 			s := apptest.Start(t, "sqlite:"+filepath.Join(t.TempDir(), "redirect.db"), "--config", file)
 			run := s.StartRun(t, "refund order 6 for 5", nil)
 			waitSuspended(t, s.URL, run.RunID)
-			store := gormstore.New(s.App.DB())
-			apptest.Eventually(t, func() bool {
-				list, _ := store.Deliveries(t.Context(), run.RunID)
-				return len(list) == 1 && list[0].State == notify.StateFailed
-			}, func() string {
-				list, _ := store.Deliveries(t.Context(), run.RunID)
-				return fmt.Sprintf("deliveries %+v", list)
-			})
-			list, _ := store.Deliveries(t.Context(), run.RunID)
+			_, list := deliveryGivenUp(t, s, run.RunID)
 			if want := fmt.Sprintf("receiver answered HTTP %d, a redirect", status); !strings.HasPrefix(list[0].LastError, want) {
 				t.Errorf("last error %q; want it to start %q", list[0].LastError, want)
 			}

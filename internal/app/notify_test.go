@@ -358,15 +358,7 @@ func TestWebhookGivenUpAfterMaxAttempts(t *testing.T) {
 	s := apptest.Start(t, "sqlite:"+filepath.Join(t.TempDir(), "giveup.db"), "--config", file)
 	run := s.StartRun(t, "refund order 6 for 5", nil)
 	waitSuspended(t, s.URL, run.RunID)
-	store := gormstore.New(s.App.DB())
-	apptest.Eventually(t, func() bool {
-		list, _ := store.Deliveries(t.Context(), run.RunID)
-		return len(list) == 1 && list[0].State == notify.StateFailed
-	}, func() string {
-		list, _ := store.Deliveries(t.Context(), run.RunID)
-		return fmt.Sprintf("deliveries %+v", list)
-	})
-	list, _ := store.Deliveries(t.Context(), run.RunID)
+	store, list := deliveryGivenUp(t, s, run.RunID)
 	if list[0].Attempts != 3 || list[0].LastError != "receiver answered HTTP 500" {
 		t.Errorf("given up after %d attempts with %q; want 3, HTTP 500", list[0].Attempts, list[0].LastError)
 	}
@@ -420,4 +412,20 @@ func TestWebhookOnExpiry(t *testing.T) {
 	if calls, _ := refunds.Got(); len(calls) != 0 {
 		t.Fatalf("the refund endpoint was called %d times", len(calls))
 	}
+}
+
+// deliveryGivenUp waits until run runID's one delivery is given up (FAILED) and returns the
+// store it read and the deliveries.
+func deliveryGivenUp(t *testing.T, s *apptest.Server, runID string) (*gormstore.Store, []notify.Delivery) {
+	t.Helper()
+	store := gormstore.New(s.App.DB())
+	apptest.Eventually(t, func() bool {
+		list, _ := store.Deliveries(t.Context(), runID)
+		return len(list) == 1 && list[0].State == notify.StateFailed
+	}, func() string {
+		list, _ := store.Deliveries(t.Context(), runID)
+		return fmt.Sprintf("deliveries %+v", list)
+	})
+	list, _ := store.Deliveries(t.Context(), runID)
+	return store, list
 }
