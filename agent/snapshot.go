@@ -56,7 +56,7 @@ type PendingCall struct {
 	Interrupted bool `json:"interrupted,omitempty"`
 	// InterruptedToolCallID is the id the call was executing under when its outcome became
 	// unknown, before Reissue gave it a new one: the decisions taken before, and the outcome its
-	// instance may record later (run.LateResult), name that id.
+	// instance may record later (runtype.LateResult), name that id.
 	InterruptedToolCallID string `json:"interruptedToolCallId,omitempty"`
 	// ArgsError says why the model's arguments could not be used (they were not JSON): the
 	// call is answered with that error instead of being run or shown for approval.

@@ -37,8 +37,8 @@ import (
 
 	"interlock/auth"
 	"interlock/notify"
-	"interlock/run"
 	"interlock/runs"
+	"interlock/runtype"
 )
 
 // DefaultMaxWait is the longest wait a request may ask for by default (--max-approval-wait).
@@ -149,7 +149,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case strings.HasPrefix(r.URL.Path, "/approvals/"):
 		id := strings.TrimPrefix(r.URL.Path, "/approvals/")
 		if id == "" || strings.Contains(id, "/") {
-			writeError(w, http.StatusNotFound, string(run.CodeNotFound), "not found: use GET /approvals/{runId}")
+			writeError(w, http.StatusNotFound, string(runtype.CodeNotFound), "not found: use GET /approvals/{runId}")
 			return
 		}
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -159,7 +159,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		h.get(w, r, id)
 	default:
-		writeError(w, http.StatusNotFound, string(run.CodeNotFound), "not found")
+		writeError(w, http.StatusNotFound, string(runtype.CodeNotFound), "not found")
 	}
 }
 
@@ -175,7 +175,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 	}
 	req, msg := decode(body)
 	if msg != "" {
-		writeError(w, http.StatusBadRequest, string(run.CodeBadUserInput), msg)
+		writeError(w, http.StatusBadRequest, string(runtype.CodeBadUserInput), msg)
 		return
 	}
 	release, ok := h.o.slot(w, r, wait)
@@ -218,8 +218,8 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, runID string) {
 
 // answer waits up to wait for the decision of the request runID (rn: as just stored, when it
 // was), then writes its state. A client that goes away ends the wait, and nothing is written.
-func (h *Handler) answer(w http.ResponseWriter, r *http.Request, runID string, rn *run.Run, wait time.Duration) {
-	if rn == nil || (rn.Status == run.StatusSuspended && wait > 0) {
+func (h *Handler) answer(w http.ResponseWriter, r *http.Request, runID string, rn *runtype.Run, wait time.Duration) {
+	if rn == nil || (rn.Status == runtype.StatusSuspended && wait > 0) {
 		if wait > 0 {
 			// The server's deadlines were set for a request answered at once: a wait outlives
 			// them. The read deadline goes (the body is read; the connection's read now only
@@ -246,9 +246,9 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, runID string, r
 }
 
 // state is the answer about run rn.
-func (h *Handler) state(r *http.Request, rn *run.Run) Answer {
+func (h *Handler) state(r *http.Request, rn *runtype.Run) Answer {
 	a := Answer{RunID: rn.ID, Status: StatusPending, URL: h.runURL(r, rn.ID)}
-	if rn.Status == run.StatusSuspended && len(rn.ToolCalls) > 0 {
+	if rn.Status == runtype.StatusSuspended && len(rn.ToolCalls) > 0 {
 		c := rn.ToolCalls[0]
 		a.Args, a.ExpiresAt = c.Args, c.ExpiresAt
 		return a
@@ -264,11 +264,11 @@ func (h *Handler) state(r *http.Request, rn *run.Run) Answer {
 	at := d.DecidedAt
 	a.DecidedAt = &at
 	switch d.Kind {
-	case run.DecisionApproved:
+	case runtype.DecisionApproved:
 		a.Status, a.Receipt = StatusApproved, d.Receipt
-	case run.DecisionDeclined:
+	case runtype.DecisionDeclined:
 		a.Status = StatusDeclined
-	case run.DecisionExpired:
+	case runtype.DecisionExpired:
 		a.Status = StatusExpired
 	default:
 		a.Status = string(d.Kind)
@@ -317,13 +317,13 @@ func parseWait(w http.ResponseWriter, r *http.Request, def, maxWait time.Duratio
 	if err != nil {
 		secs, serr := strconv.ParseFloat(v, 64)
 		if serr != nil || math.IsNaN(secs) || math.IsInf(secs, 0) {
-			writeError(w, http.StatusBadRequest, string(run.CodeBadUserInput), fmt.Sprintf("wait=%q is not a duration: give seconds or a duration (%s)", v, examples))
+			writeError(w, http.StatusBadRequest, string(runtype.CodeBadUserInput), fmt.Sprintf("wait=%q is not a duration: give seconds or a duration (%s)", v, examples))
 			return 0, false
 		}
 		d = time.Duration(min(secs, maxWait.Seconds()+1) * float64(time.Second))
 	}
 	if d < 0 {
-		writeError(w, http.StatusBadRequest, string(run.CodeBadUserInput), fmt.Sprintf("wait=%q is negative", v))
+		writeError(w, http.StatusBadRequest, string(runtype.CodeBadUserInput), fmt.Sprintf("wait=%q is negative", v))
 		return 0, false
 	}
 	return min(d, maxWait), true
@@ -402,21 +402,21 @@ func checkFields(body []byte) string {
 	return ""
 }
 
-var statusOf = map[run.Code]int{
-	run.CodeBadUserInput:    http.StatusBadRequest,
-	run.CodeUnauthenticated: http.StatusUnauthorized,
-	run.CodeForbidden:       http.StatusForbidden,
-	run.CodeNotFound:        http.StatusNotFound,
-	run.CodeConflict:        http.StatusConflict,
-	run.CodeUnavailable:     http.StatusServiceUnavailable,
-	run.CodeInternal:        http.StatusInternalServerError,
-	run.CodeCancelled:       499, // client closed request (nginx's code): nobody reads it
+var statusOf = map[runtype.Code]int{
+	runtype.CodeBadUserInput:    http.StatusBadRequest,
+	runtype.CodeUnauthenticated: http.StatusUnauthorized,
+	runtype.CodeForbidden:       http.StatusForbidden,
+	runtype.CodeNotFound:        http.StatusNotFound,
+	runtype.CodeConflict:        http.StatusConflict,
+	runtype.CodeUnavailable:     http.StatusServiceUnavailable,
+	runtype.CodeInternal:        http.StatusInternalServerError,
+	runtype.CodeCancelled:       499, // client closed request (nginx's code): nobody reads it
 }
 
 // Unauthorized answers a request that failed authentication with err: 401 with the bearer
 // challenge, as /graphql does, in this route's error format.
 func Unauthorized(w http.ResponseWriter, _ *http.Request, err error) {
-	writeError(w, http.StatusUnauthorized, string(run.CodeUnauthenticated), auth.Challenge(w, err))
+	writeError(w, http.StatusUnauthorized, string(runtype.CodeUnauthenticated), auth.Challenge(w, err))
 }
 
 type errorBody struct {

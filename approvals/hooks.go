@@ -23,8 +23,8 @@ import (
 	"strings"
 	"time"
 
-	"interlock/run"
 	"interlock/runs"
+	"interlock/runtype"
 )
 
 // DefaultHookWait is how long a hook is held when it does not say (?wait=): both agents cancel a
@@ -47,7 +47,7 @@ func (h *Hooks) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	kind, agentID, _ := strings.Cut(rest, "/")
 	a := hookAgent(kind)
 	if !ok || (a != claudeCode && a != codex) || agentID == "" || strings.Contains(agentID, "/") {
-		writeError(w, http.StatusNotFound, string(run.CodeNotFound), "not found: the hook endpoints are POST /hooks/claude-code/{agentId} and POST /hooks/codex/{agentId}, agentId an external agent")
+		writeError(w, http.StatusNotFound, string(runtype.CodeNotFound), "not found: the hook endpoints are POST /hooks/claude-code/{agentId} and POST /hooks/codex/{agentId}, agentId an external agent")
 		return
 	}
 	if r.Method != http.MethodPost {
@@ -65,7 +65,7 @@ func (h *Hooks) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	req, err := parseHook(a, body)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, string(run.CodeBadUserInput), err.Error())
+		writeError(w, http.StatusBadRequest, string(runtype.CodeBadUserInput), err.Error())
 		return
 	}
 	release, ok := h.o.slot(w, r, wait)
@@ -87,7 +87,7 @@ func (h *Hooks) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	start := time.Now()
-	if rn.Status == run.StatusSuspended && wait > 0 {
+	if rn.Status == runtype.StatusSuspended && wait > 0 {
 		// The server's deadlines were set for a request answered at once: the read deadline goes
 		// (the body is read; a client that leaves still ends ctx), the write one moves past the wait.
 		rc := http.NewResponseController(w)
@@ -123,8 +123,8 @@ func (h *Hooks) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if err != nil {
 				msg = "Interlock is stopping: the request " + rn.ID + " still waits in its inbox"
 			}
-			w.Header().Set("Retry-After", strconv.Itoa(run.RetryAfter))
-			writeError(w, http.StatusServiceUnavailable, string(run.CodeUnavailable), msg)
+			w.Header().Set("Retry-After", strconv.Itoa(runtype.RetryAfter))
+			writeError(w, http.StatusServiceUnavailable, string(runtype.CodeUnavailable), msg)
 			return
 		}
 		// The answer says nobody decided: the request ends first, in the decision's
@@ -153,7 +153,7 @@ func (h *Hooks) answer(w http.ResponseWriter, a hookAgent, o hookOutcome) {
 // decision's reason) — runs.Service.Abandon, on a context that outlives r's (the agent may have
 // gone already) for at most abandonTimeout. It returns the request as it ended and whether this
 // ended it (false: a decision came first).
-func (h *Hooks) abandon(r *http.Request, runID string, a hookAgent, how string) (*run.Run, bool, error) {
+func (h *Hooks) abandon(r *http.Request, runID string, a hookAgent, how string) (*runtype.Run, bool, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), abandonTimeout)
 	defer cancel()
 	rn, abandoned, err := h.o.Service.Abandon(ctx, runID, a.name(), how)
@@ -167,8 +167,8 @@ func (h *Hooks) abandon(r *http.Request, runID string, a hookAgent, how string) 
 const abandonTimeout = 10 * time.Second
 
 // outcomeOf is how request rn ended, or false while it waits.
-func outcomeOf(rn *run.Run) (hookOutcome, bool) {
-	if rn.Status == run.StatusSuspended || len(rn.Decisions) == 0 {
+func outcomeOf(rn *runtype.Run) (hookOutcome, bool) {
+	if rn.Status == runtype.StatusSuspended || len(rn.Decisions) == 0 {
 		return hookOutcome{}, false
 	}
 	d := rn.Decisions[len(rn.Decisions)-1]
@@ -177,12 +177,12 @@ func outcomeOf(rn *run.Run) (hookOutcome, bool) {
 		o.decidedBy = *d.DecidedBy
 	}
 	switch d.Kind {
-	case run.DecisionApproved:
+	case runtype.DecisionApproved:
 		o.kind = outcomeApproved
 		if d.EditedArgs != nil {
 			o.kind, o.args = outcomeEdited, d.EditedArgs
 		}
-	case run.DecisionDeclined:
+	case runtype.DecisionDeclined:
 		o.kind = outcomeDeclined
 		if d.Reason != nil {
 			o.reason = *d.Reason

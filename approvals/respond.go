@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"time"
 
-	"interlock/run"
+	"interlock/runtype"
 )
 
 // What /approvals and the hooks do alike before and after asking the run service.
@@ -23,7 +23,7 @@ import (
 func (o Options) readJSON(w http.ResponseWriter, r *http.Request, what string, typeRequired bool) ([]byte, bool) {
 	if ct := r.Header.Get("Content-Type"); ct != "" || typeRequired {
 		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
-			writeError(w, http.StatusUnsupportedMediaType, string(run.CodeBadUserInput), "send "+what+" as Content-Type: application/json")
+			writeError(w, http.StatusUnsupportedMediaType, string(runtype.CodeBadUserInput), "send "+what+" as Content-Type: application/json")
 			return nil, false
 		}
 	}
@@ -31,10 +31,10 @@ func (o Options) readJSON(w http.ResponseWriter, r *http.Request, what string, t
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			writeError(w, http.StatusRequestEntityTooLarge, string(run.CodeBadUserInput), fmt.Sprintf("%s is larger than %d bytes", what, o.MaxBodyBytes))
+			writeError(w, http.StatusRequestEntityTooLarge, string(runtype.CodeBadUserInput), fmt.Sprintf("%s is larger than %d bytes", what, o.MaxBodyBytes))
 			return nil, false
 		}
-		writeError(w, http.StatusBadRequest, string(run.CodeBadUserInput), what+" could not be read")
+		writeError(w, http.StatusBadRequest, string(runtype.CodeBadUserInput), what+" could not be read")
 		return nil, false
 	}
 	return body, true
@@ -84,14 +84,14 @@ func (o Options) slot(w http.ResponseWriter, r *http.Request, wait time.Duration
 // fail answers err: an application error with its code and status; a request its client
 // abandoned as CANCELLED (499, logged at INFO); anything else as INTERNAL (logged, never shown).
 func (o Options) fail(w http.ResponseWriter, r *http.Request, err error) {
-	code, msg := run.CodeInternal, "internal error"
-	var app *run.Error
+	code, msg := runtype.CodeInternal, "internal error"
+	var app *runtype.Error
 	switch {
 	case errors.As(err, &app):
 		code, msg = app.Code, app.Message // the application's words, never what it wraps
 	case errors.Is(err, context.Canceled) || errors.Is(r.Context().Err(), context.Canceled):
 		// The client went away: nobody reads this, and the server did nothing wrong.
-		code, msg = run.CodeCancelled, "the request was cancelled by its client"
+		code, msg = runtype.CodeCancelled, "the request was cancelled by its client"
 		o.Logger.Info("approvals: request cancelled by its client", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
 	status := statusOf[code]
@@ -99,11 +99,11 @@ func (o Options) fail(w http.ResponseWriter, r *http.Request, err error) {
 		status = http.StatusInternalServerError
 	}
 	switch code {
-	case run.CodeInternal:
+	case runtype.CodeInternal:
 		o.Logger.Error("approvals: internal error", "method", r.Method, "path", r.URL.Path, "err", err)
 		msg = "internal error"
-	case run.CodeUnavailable:
-		w.Header().Set("Retry-After", strconv.Itoa(run.RetryAfter))
+	case runtype.CodeUnavailable:
+		w.Header().Set("Retry-After", strconv.Itoa(runtype.RetryAfter))
 	}
 	writeError(w, status, string(code), msg)
 }

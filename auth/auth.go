@@ -1,5 +1,5 @@
 // Package auth establishes who a request acts for: a static API token (kept as its SHA-256)
-// or a JSON Web Token from an identity provider, turned into a run.Principal. It answers
+// or a JSON Web Token from an identity provider, turned into a runtype.Principal. It answers
 // every failure with an *Error whose message is safe to show the client; it never logs or
 // echoes a token or a secret.
 package auth
@@ -19,7 +19,7 @@ import (
 	"strings"
 	"time"
 
-	"interlock/run"
+	"interlock/runtype"
 )
 
 // Error is why a request could not be authenticated (UNAUTHENTICATED). Message names the
@@ -70,7 +70,7 @@ type Authenticator struct {
 
 type staticToken struct {
 	digest    [sha256.Size]byte
-	principal run.Principal
+	principal runtype.Principal
 }
 
 // New checks cfg and builds its authenticator. With a JWKS it fetches the key set once before
@@ -85,9 +85,9 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Authenticator, error)
 	}
 	a := &Authenticator{cancel: func() {}}
 	for _, t := range cfg.Tokens {
-		st := staticToken{principal: run.Principal{
+		st := staticToken{principal: runtype.Principal{
 			Subject:   t.Subject,
-			Roles:     slices.Clone([]run.Role(t.Role)),
+			Roles:     slices.Clone([]runtype.Role(t.Role)),
 			Resources: slices.Clone(t.Resources),
 			Agents:    slices.Clone(t.Agents),
 		}}
@@ -117,7 +117,7 @@ func Generated() (token string, a *Authenticator) {
 	a = &Authenticator{
 		tokens: []staticToken{{
 			digest:    sha256.Sum256([]byte(token)),
-			principal: run.Principal{Subject: "admin", Roles: []run.Role{run.RoleAdmin}},
+			principal: runtype.Principal{Subject: "admin", Roles: []runtype.Role{runtype.RoleAdmin}},
 		}},
 		cancel: func() {},
 	}
@@ -132,7 +132,7 @@ func (a *Authenticator) Close() { a.cancel() }
 // is not one and has the shape of a JWT is verified as one when jwt is configured. A JWT
 // without roles yields a principal holding none (every operation forbidden), not an error.
 // Every failure is an *Error.
-func (a *Authenticator) Authenticate(ctx context.Context, header string) (*run.Principal, error) {
+func (a *Authenticator) Authenticate(ctx context.Context, header string) (*runtype.Principal, error) {
 	token, err := bearer(header)
 	if err != nil {
 		return nil, err
@@ -183,7 +183,7 @@ func (a *Authenticator) isStaticSubject(subject string) bool {
 
 // static finds the static token whose digest is the token's, comparing with every configured
 // digest in constant time so the time taken tells nothing about them.
-func (a *Authenticator) static(token string) *run.Principal {
+func (a *Authenticator) static(token string) *runtype.Principal {
 	sum := sha256.Sum256([]byte(token))
 	found := -1
 	for i := range a.tokens {
@@ -195,5 +195,5 @@ func (a *Authenticator) static(token string) *run.Principal {
 		return nil
 	}
 	p := a.tokens[found].principal
-	return &run.Principal{Subject: p.Subject, Roles: slices.Clone(p.Roles), Resources: slices.Clone(p.Resources), Agents: slices.Clone(p.Agents)}
+	return &runtype.Principal{Subject: p.Subject, Roles: slices.Clone(p.Roles), Resources: slices.Clone(p.Resources), Agents: slices.Clone(p.Agents)}
 }

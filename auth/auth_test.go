@@ -12,7 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"interlock/auth"
-	"interlock/run"
+	"interlock/runtype"
 )
 
 // TestMain fails the package if anything, such as a JWKS refresh goroutine that Close should
@@ -28,12 +28,12 @@ func digest(token string) string {
 // resources empty.
 func staticConfig() *auth.Config {
 	return &auth.Config{Tokens: []auth.Token{
-		{Subject: "alice", Role: auth.Roles{run.RoleApprover}, SHA256: digest("alice-token")},
-		{Subject: "bob", Role: auth.Roles{run.RoleApprover, "refunds"}, SHA256: strings.ToUpper(digest("bob-token"))},
-		{Subject: "portal", Role: auth.Roles{run.RoleViewer}, SHA256: digest("portal-token"), Resources: []string{"customer-1", "customer-2"}},
-		{Subject: "nobody", Role: auth.Roles{run.RoleViewer}, SHA256: digest("nobody-token"), Resources: []string{}},
-		{Subject: "laptop", Role: auth.Roles{run.RoleRequester}, SHA256: digest("laptop-token"), Agents: []string{"coding"}},
-		{Subject: "muted", Role: auth.Roles{run.RoleRequester}, SHA256: digest("muted-token"), Agents: []string{}},
+		{Subject: "alice", Role: auth.Roles{runtype.RoleApprover}, SHA256: digest("alice-token")},
+		{Subject: "bob", Role: auth.Roles{runtype.RoleApprover, "refunds"}, SHA256: strings.ToUpper(digest("bob-token"))},
+		{Subject: "portal", Role: auth.Roles{runtype.RoleViewer}, SHA256: digest("portal-token"), Resources: []string{"customer-1", "customer-2"}},
+		{Subject: "nobody", Role: auth.Roles{runtype.RoleViewer}, SHA256: digest("nobody-token"), Resources: []string{}},
+		{Subject: "laptop", Role: auth.Roles{runtype.RoleRequester}, SHA256: digest("laptop-token"), Agents: []string{"coding"}},
+		{Subject: "muted", Role: auth.Roles{runtype.RoleRequester}, SHA256: digest("muted-token"), Agents: []string{}},
 	}}
 }
 
@@ -94,18 +94,18 @@ func TestStaticTokens(t *testing.T) {
 	for _, tc := range []struct {
 		header    string
 		subject   string
-		roles     []run.Role
+		roles     []runtype.Role
 		resources []string
 		agents    []string
 	}{
-		{"Bearer alice-token", "alice", []run.Role{run.RoleApprover}, nil, nil},
-		{"bearer alice-token", "alice", []run.Role{run.RoleApprover}, nil, nil},
-		{"BEARER   alice-token ", "alice", []run.Role{run.RoleApprover}, nil, nil},
-		{"Bearer bob-token", "bob", []run.Role{run.RoleApprover, "refunds"}, nil, nil},
-		{"Bearer portal-token", "portal", []run.Role{run.RoleViewer}, []string{"customer-1", "customer-2"}, nil},
-		{"Bearer nobody-token", "nobody", []run.Role{run.RoleViewer}, []string{}, nil},
-		{"Bearer laptop-token", "laptop", []run.Role{run.RoleRequester}, nil, []string{"coding"}},
-		{"Bearer muted-token", "muted", []run.Role{run.RoleRequester}, nil, []string{}},
+		{"Bearer alice-token", "alice", []runtype.Role{runtype.RoleApprover}, nil, nil},
+		{"bearer alice-token", "alice", []runtype.Role{runtype.RoleApprover}, nil, nil},
+		{"BEARER   alice-token ", "alice", []runtype.Role{runtype.RoleApprover}, nil, nil},
+		{"Bearer bob-token", "bob", []runtype.Role{runtype.RoleApprover, "refunds"}, nil, nil},
+		{"Bearer portal-token", "portal", []runtype.Role{runtype.RoleViewer}, []string{"customer-1", "customer-2"}, nil},
+		{"Bearer nobody-token", "nobody", []runtype.Role{runtype.RoleViewer}, []string{}, nil},
+		{"Bearer laptop-token", "laptop", []runtype.Role{runtype.RoleRequester}, nil, []string{"coding"}},
+		{"Bearer muted-token", "muted", []runtype.Role{runtype.RoleRequester}, nil, []string{}},
 	} {
 		p, err := a.Authenticate(context.Background(), tc.header)
 		if err != nil {
@@ -124,9 +124,9 @@ func TestStaticTokens(t *testing.T) {
 
 	// A caller changing its principal changes nobody else's.
 	p, _ := a.Authenticate(context.Background(), "Bearer portal-token")
-	p.Roles[0], p.Resources[0] = run.RoleAdmin, "customer-9"
+	p.Roles[0], p.Resources[0] = runtype.RoleAdmin, "customer-9"
 	again, _ := a.Authenticate(context.Background(), "Bearer portal-token")
-	if again.Roles[0] != run.RoleViewer || again.Resources[0] != "customer-1" {
+	if again.Roles[0] != runtype.RoleViewer || again.Resources[0] != "customer-1" {
 		t.Fatalf("the stored principal changed: %+v", again)
 	}
 	p, _ = a.Authenticate(context.Background(), "Bearer laptop-token")
@@ -168,7 +168,7 @@ func TestGenerated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Subject != "admin" || !slices.Equal(p.Roles, []run.Role{run.RoleAdmin}) || p.Resources != nil {
+	if p.Subject != "admin" || !slices.Equal(p.Roles, []runtype.Role{runtype.RoleAdmin}) || p.Resources != nil {
 		t.Fatalf("got %+v", p)
 	}
 	other, _ := auth.Generated()

@@ -6,7 +6,7 @@ import (
 	"net/url"
 	"strings"
 
-	"interlock/run"
+	"interlock/runtype"
 )
 
 // Config is the auth: section of the config file. Its keys are a public interface: extend,
@@ -62,16 +62,16 @@ func (t *Token) UnmarshalYAML(unmarshal func(any) error) error {
 }
 
 // badRole stands for a role: value that is neither a name nor a list of names.
-const badRole run.Role = "\x00"
+const badRole runtype.Role = "\x00"
 
 // Roles is a list of roles that YAML may also write as a single name (`role: approver`).
-type Roles []run.Role
+type Roles []runtype.Role
 
 // UnmarshalYAML accepts a role name or a list of role names.
 func (r *Roles) UnmarshalYAML(unmarshal func(any) error) error {
 	var one string
 	if err := unmarshal(&one); err == nil {
-		*r = Roles{run.Role(one)}
+		*r = Roles{runtype.Role(one)}
 		return nil
 	}
 	var list []string
@@ -83,7 +83,7 @@ func (r *Roles) UnmarshalYAML(unmarshal func(any) error) error {
 	}
 	out := make(Roles, len(list))
 	for i, s := range list {
-		out[i] = run.Role(s)
+		out[i] = runtype.Role(s)
 	}
 	*r = out
 	return nil

@@ -7,11 +7,11 @@ import (
 	"strings"
 
 	"interlock/gqlhttp"
-	"interlock/run"
+	"interlock/runtype"
 )
 
 // Middleware authenticates each request's Authorization header and serves it acting for the
-// principal (run.WithPrincipal). A request that fails is answered 401 with a GraphQL error
+// principal (runtype.WithPrincipal). A request that fails is answered 401 with a GraphQL error
 // whose extensions.code is UNAUTHENTICATED and a WWW-Authenticate challenge (RFC 6750).
 //
 // Only a real WebSocket opening handshake (IsHandshake) without an Authorization header goes
@@ -33,7 +33,7 @@ func Middleware(a *Authenticator, next http.Handler) http.Handler {
 			Unauthorized(w, r, err)
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(run.WithPrincipal(r.Context(), p)))
+		next.ServeHTTP(w, r.WithContext(runtype.WithPrincipal(r.Context(), p)))
 	})
 }
 
@@ -47,15 +47,15 @@ func Require(a *Authenticator, next http.Handler, refuse func(w http.ResponseWri
 			refuse(w, r, err)
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(run.WithPrincipal(r.Context(), p)))
+		next.ServeHTTP(w, r.WithContext(runtype.WithPrincipal(r.Context(), p)))
 	})
 }
 
-// Anonymous serves every request acting for run.Anonymous: the server's handler when
+// Anonymous serves every request acting for runtype.Anonymous: the server's handler when
 // authentication is off, so that even then no request acts for nobody.
 func Anonymous(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		next.ServeHTTP(w, r.WithContext(run.WithPrincipal(r.Context(), run.Anonymous())))
+		next.ServeHTTP(w, r.WithContext(runtype.WithPrincipal(r.Context(), runtype.Anonymous())))
 	})
 }
 
@@ -106,7 +106,7 @@ func Challenge(w http.ResponseWriter, err error) string {
 
 // FromInitPayload authenticates a WebSocket's connection_init payload, whose "authorization"
 // (or "Authorization") is a string like the header: "Bearer <token>". Failures are *Error.
-func (a *Authenticator) FromInitPayload(ctx context.Context, payload map[string]any) (*run.Principal, error) {
+func (a *Authenticator) FromInitPayload(ctx context.Context, payload map[string]any) (*runtype.Principal, error) {
 	v, ok := payload["authorization"]
 	if !ok {
 		v, ok = payload["Authorization"]

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"interlock/auth"
-	"interlock/run"
+	"interlock/runtype"
 )
 
 // serveMiddleware serves auth.Middleware over real HTTP; the next handler answers with the
@@ -19,7 +19,7 @@ func serveMiddleware(t *testing.T) *httptest.Server {
 	t.Helper()
 	a := setup(t, staticConfig(), auth.Options{})
 	srv := httptest.NewServer(auth.Middleware(a, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p := run.PrincipalFrom(r.Context())
+		p := runtype.PrincipalFrom(r.Context())
 		if p == nil {
 			_, _ = io.WriteString(w, "-")
 			return

@@ -14,7 +14,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"golang.org/x/time/rate"
 
-	"interlock/run"
+	"interlock/runtype"
 )
 
 // Signing algorithms accepted. A JWKS holds public keys, so its tokens may only use
@@ -105,13 +105,13 @@ func newJWTVerifier(ctx context.Context, c *JWT, opts Options) (*jwtVerifier, er
 }
 
 // verify checks a JWT's signature and claims and reads its principal.
-func (v *jwtVerifier) verify(ctx context.Context, raw string) (*run.Principal, error) {
+func (v *jwtVerifier) verify(ctx context.Context, raw string) (*runtype.Principal, error) {
 	claims := jwt.MapClaims{}
 	tok, err := v.parser.ParseWithClaims(raw, claims, v.keyfunc(ctx))
 	if err != nil {
 		return nil, v.explain(tok, claims, err)
 	}
-	p := &run.Principal{}
+	p := &runtype.Principal{}
 	if exp, err := claims.GetExpirationTime(); err == nil && exp != nil {
 		// The one instant the token is expired at, for validation and streams alike: the
 		// parser accepts it until exp plus the leeway, so a stream lasts as long too (a
@@ -128,7 +128,7 @@ func (v *jwtVerifier) verify(ctx context.Context, raw string) (*run.Principal, e
 		return nil, &Error{Message: fmt.Sprintf("token claim %q must be a role or a list of roles", v.claims.Roles)}
 	}
 	for _, r := range roles {
-		p.Roles = append(p.Roles, run.Role(r))
+		p.Roles = append(p.Roles, runtype.Role(r))
 	}
 	if v.claims.Resources != "" {
 		res, ok := stringClaim(claims, v.claims.Resources)

@@ -26,7 +26,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"interlock/auth"
-	"interlock/run"
+	"interlock/runtype"
 )
 
 const (
@@ -164,20 +164,20 @@ func TestJWKS(t *testing.T) {
 	for _, tc := range []struct {
 		name, token string
 		want        string // the error; "" for success
-		roles       []run.Role
+		roles       []runtype.Role
 	}{
-		{"EC key", a.sign(t, claims(nil)), "", []run.Role{run.RoleApprover}},
-		{"RSA key", r.sign(t, claims(nil)), "", []run.Role{run.RoleApprover}},
-		{"role as a string", a.sign(t, claims(jwt.MapClaims{"roles": "refunds"})), "", []run.Role{"refunds"}},
-		{"several audiences", a.sign(t, claims(jwt.MapClaims{"aud": []string{"other", audience}})), "", []run.Role{run.RoleApprover}},
+		{"EC key", a.sign(t, claims(nil)), "", []runtype.Role{runtype.RoleApprover}},
+		{"RSA key", r.sign(t, claims(nil)), "", []runtype.Role{runtype.RoleApprover}},
+		{"role as a string", a.sign(t, claims(jwt.MapClaims{"roles": "refunds"})), "", []runtype.Role{"refunds"}},
+		{"several audiences", a.sign(t, claims(jwt.MapClaims{"aud": []string{"other", audience}})), "", []runtype.Role{runtype.RoleApprover}},
 		{"no roles", a.sign(t, claims(jwt.MapClaims{"roles": nil})), "", nil},
-		{"expired within the leeway", a.sign(t, claims(jwt.MapClaims{"exp": time.Now().Add(-10 * time.Second).Unix()})), "", []run.Role{run.RoleApprover}},
+		{"expired within the leeway", a.sign(t, claims(jwt.MapClaims{"exp": time.Now().Add(-10 * time.Second).Unix()})), "", []runtype.Role{runtype.RoleApprover}},
 		{"expired", a.sign(t, claims(jwt.MapClaims{"exp": time.Now().Add(-time.Hour).Unix()})), "token expired", nil},
 		{"no expiry", a.sign(t, claims(jwt.MapClaims{"exp": nil})), "token has no expiry (exp)", nil},
 		{"not valid yet", a.sign(t, claims(jwt.MapClaims{"nbf": time.Now().Add(time.Hour).Unix()})), "token is not valid yet", nil},
 		{"issued in the future", a.sign(t, claims(jwt.MapClaims{"iat": time.Now().Add(time.Hour).Unix()})), "token is issued in the future (iat)", nil},
-		{"issued within the leeway", a.sign(t, claims(jwt.MapClaims{"iat": time.Now().Add(10 * time.Second).Unix()})), "", []run.Role{run.RoleApprover}},
-		{"issued in the past", a.sign(t, claims(jwt.MapClaims{"iat": time.Now().Add(-time.Minute).Unix()})), "", []run.Role{run.RoleApprover}},
+		{"issued within the leeway", a.sign(t, claims(jwt.MapClaims{"iat": time.Now().Add(10 * time.Second).Unix()})), "", []runtype.Role{runtype.RoleApprover}},
+		{"issued in the past", a.sign(t, claims(jwt.MapClaims{"iat": time.Now().Add(-time.Minute).Unix()})), "", []runtype.Role{runtype.RoleApprover}},
 		{"wrong audience", a.sign(t, claims(jwt.MapClaims{"aud": "billing"})), "token has the wrong audience", nil},
 		{"no audience", a.sign(t, claims(jwt.MapClaims{"aud": nil})), "token has the wrong audience", nil},
 		{"wrong issuer", a.sign(t, claims(jwt.MapClaims{"iss": "https://evil.test/"})), "token issuer is not trusted", nil},
@@ -300,7 +300,7 @@ func TestResourcesClaim(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if p.Subject != "dave@example.com" || !slices.Equal(p.Roles, []run.Role{run.RoleViewer, "refunds"}) {
+			if p.Subject != "dave@example.com" || !slices.Equal(p.Roles, []runtype.Role{runtype.RoleViewer, "refunds"}) {
 				t.Fatalf("got %+v", p)
 			}
 			if p.Resources == nil || !slices.Equal(p.Resources, tc.resources) {
@@ -339,7 +339,7 @@ func TestHS256(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Subject != "carol" || !slices.Equal(p.Roles, []run.Role{run.RoleApprover}) {
+	if p.Subject != "carol" || !slices.Equal(p.Roles, []runtype.Role{runtype.RoleApprover}) {
 		t.Fatalf("got %+v", p)
 	}
 	for name, tc := range map[string]struct{ token, want string }{
@@ -384,7 +384,7 @@ func TestJWTSubjectOfAStaticToken(t *testing.T) {
 	t.Setenv(env, secret)
 	sum := sha256.Sum256([]byte("carols-api-token"))
 	cfg := &auth.Config{
-		Tokens: []auth.Token{{Subject: "carol", Role: auth.Roles{run.RoleApprover}, SHA256: hex.EncodeToString(sum[:])}},
+		Tokens: []auth.Token{{Subject: "carol", Role: auth.Roles{runtype.RoleApprover}, SHA256: hex.EncodeToString(sum[:])}},
 		JWT:    &auth.JWT{HS256SecretEnv: env, Issuer: issuer, Audience: audience},
 	}
 	authn := setup(t, cfg, auth.Options{})

@@ -8,7 +8,7 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
-	"interlock/run"
+	"interlock/runtype"
 )
 
 // Operations is the GraphQL side of authentication, a gqlgen extension:
@@ -43,7 +43,7 @@ func unauthenticated(msg string) *graphql.Response {
 // InterceptOperation refuses an operation without a principal, and ends a subscription when its
 // principal's credentials expire.
 func (Operations) InterceptOperation(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
-	p := run.PrincipalFrom(ctx)
+	p := runtype.PrincipalFrom(ctx)
 	if p == nil {
 		return graphql.OneShot(unauthenticated(msgMissing))
 	}

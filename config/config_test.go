@@ -12,7 +12,7 @@ import (
 
 	"interlock/auth"
 	"interlock/config"
-	"interlock/run"
+	"interlock/runtype"
 )
 
 func TestExampleConfigIsValid(t *testing.T) {
@@ -216,13 +216,13 @@ auth:
 	if ci := a.Tokens[4]; len(ci.Agents) != 1 || ci.Agents[0] != "deploy-bot" || alice.Agents != nil {
 		t.Fatalf("ci-deploy %+v, alice %+v", ci, alice)
 	}
-	if alice.Subject != "alice" || len(alice.Role) != 1 || alice.Role[0] != run.RoleApprover || alice.SHA256 != sha256Of || alice.Resources != nil {
+	if alice.Subject != "alice" || len(alice.Role) != 1 || alice.Role[0] != runtype.RoleApprover || alice.SHA256 != sha256Of || alice.Resources != nil {
 		t.Fatalf("alice %+v", alice)
 	}
 	if len(portal.Resources) != 2 || portal.Resources[1] != "customer-2" {
 		t.Fatalf("portal %+v", portal)
 	}
-	if len(bob.Role) != 2 || bob.Role[0] != run.RoleApprover || bob.Role[1] != "refunds" {
+	if len(bob.Role) != 2 || bob.Role[0] != runtype.RoleApprover || bob.Role[1] != "refunds" {
 		t.Fatalf("bob %+v", bob)
 	}
 	if kiosk.Resources == nil || len(kiosk.Resources) != 0 {
@@ -246,7 +246,7 @@ auth:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Subject != "alice" || !p.Has(run.RoleApprover) || p.Resources != nil {
+	if p.Subject != "alice" || !p.Has(runtype.RoleApprover) || p.Resources != nil {
 		t.Fatalf("principal %+v", p)
 	}
 

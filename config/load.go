@@ -15,7 +15,7 @@ import (
 	"github.com/goccy/go-yaml"
 
 	"interlock/agent"
-	"interlock/run"
+	"interlock/runtype"
 )
 
 // Error is everything wrong with a config file, one problem per line, each with its path.
@@ -360,7 +360,7 @@ func (p *problems) approverRoles(path string, roles []string) {
 		switch {
 		case strings.TrimSpace(r) == "":
 			p.add(fmt.Sprintf("%s[%d]", path, j), "must name a role")
-		case run.Role(r) == run.RoleRequester:
+		case runtype.Role(r) == runtype.RoleRequester:
 			p.add(fmt.Sprintf("%s[%d]", path, j), "the requester role asks for approvals and may not decide them")
 		}
 	}

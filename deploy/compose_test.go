@@ -16,9 +16,9 @@ import (
 	"github.com/goccy/go-yaml"
 
 	"interlock/config"
-	"interlock/dbtest"
 	"interlock/internal/app"
 	"interlock/internal/apptest"
+	"interlock/internal/dbtest"
 )
 
 // There is no Docker engine where the tests run, so these tests read docker-compose.yml (anchors

@@ -8,8 +8,8 @@ import (
 
 	"gorm.io/gorm"
 
-	"interlock/run"
 	"interlock/runs"
+	"interlock/runtype"
 )
 
 // SuspendedCount is one row of suspended_counts: how many runs of an agent created on one UTC
@@ -151,7 +151,7 @@ func RecountSuspended(ctx context.Context, db *gorm.DB) error {
 		}
 		err := tx.Exec(`INSERT INTO suspended_counts (agent_id, top_level, day, slot, n)
 SELECT `+agent+`, parent_run_id IS NULL, `+days+`, 0, COUNT(*) FROM agent_runs WHERE status = ?
-GROUP BY `+agent+`, parent_run_id IS NULL, `+days, run.StatusSuspended).Error
+GROUP BY `+agent+`, parent_run_id IS NULL, `+days, runtype.StatusSuspended).Error
 		if err != nil {
 			return fmt.Errorf("recount suspended runs: %w", err)
 		}

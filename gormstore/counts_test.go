@@ -10,10 +10,10 @@ import (
 
 	"gorm.io/gorm"
 
-	"interlock/dbtest"
 	"interlock/gormstore"
-	"interlock/run"
+	"interlock/internal/dbtest"
 	"interlock/runs"
+	"interlock/runtype"
 )
 
 // countsByDay reads suspended_counts summed over slots.
@@ -48,17 +48,17 @@ func TestRecountSuspendedAgreesWithTheStore(t *testing.T) {
 		st := gormstore.New(db)
 		zone := time.FixedZone("UTC-5", -5*3600)
 		midnight := time.Date(2026, 3, 10, 0, 0, 0, 0, time.UTC)
-		var suspended []run.Run
+		var suspended []runtype.Run
 		for i, off := range []time.Duration{-time.Millisecond, 0, time.Millisecond, 24*time.Hour - time.Millisecond, 24 * time.Hour, 47 * time.Hour, -19 * time.Hour, 14 * 365 * 24 * time.Hour} { // the last in 2040: past 2038
 			created := midnight.Add(off).In(zone)
-			r := run.Run{ID: fmt.Sprintf("01900000-0000-7000-8000-%012d", i+1), AgentID: []string{"a", "b"}[i%2], Prompt: "p", Status: run.StatusRunning, CreatedAt: created, UpdatedAt: created}
+			r := runtype.Run{ID: fmt.Sprintf("01900000-0000-7000-8000-%012d", i+1), AgentID: []string{"a", "b"}[i%2], Prompt: "p", Status: runtype.StatusRunning, CreatedAt: created, UpdatedAt: created}
 			lease := "lease"
-			if err := st.InsertRun(ctx, runs.NewRun{Run: r, Snapshot: "{}", Lease: lease, TTL: time.Hour, Events: []run.Event{{Type: run.EventRunStarted}}}); err != nil {
+			if err := st.InsertRun(ctx, runs.NewRun{Run: r, Snapshot: "{}", Lease: lease, TTL: time.Hour, Events: []runtype.Event{{Type: runtype.EventRunStarted}}}); err != nil {
 				t.Fatal(err)
 			}
-			call := run.ToolCall{ToolCallID: "call-1", ToolName: "tool", Args: json.RawMessage(`{}`), RequiresApproval: true}
+			call := runtype.ToolCall{ToolCallID: "call-1", ToolName: "tool", Args: json.RawMessage(`{}`), RequiresApproval: true}
 			err := st.Suspend(ctx, runs.Suspension{Checkpoint: runs.Checkpoint{RunID: r.ID, Lease: lease, TTL: time.Hour, After: 1, At: created,
-				Events: []run.Event{{Type: run.EventRunSuspended}}}, Calls: []run.ToolCall{call}, InstanceID: "i"})
+				Events: []runtype.Event{{Type: runtype.EventRunSuspended}}}, Calls: []runtype.ToolCall{call}, InstanceID: "i"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -69,7 +69,7 @@ func TestRecountSuspendedAgreesWithTheStore(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = st.Decide(ctx, runs.DecisionWrite{RunID: r.ID, Version: got.Version, After: got.LastSeq, ToolCallID: "call-1", Kind: run.DecisionApproved,
+			err = st.Decide(ctx, runs.DecisionWrite{RunID: r.ID, Version: got.Version, After: got.LastSeq, ToolCallID: "call-1", Kind: runtype.DecisionApproved,
 				At: midnight.Add(time.Hour), Snapshot: "{}", Lease: "lease-2", TTL: time.Hour, InstanceID: "i"})
 			if err != nil {
 				t.Fatal(err)

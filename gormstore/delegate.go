@@ -7,15 +7,15 @@ import (
 
 	"gorm.io/gorm"
 
-	"interlock/run"
 	"interlock/runs"
+	"interlock/runtype"
 )
 
 // Delegate implements runs.Store.
 func (s *Store) Delegate(ctx context.Context, d runs.Delegation) error {
 	return s.tx(ctx, func(tx *gorm.DB) error {
 		set := s.checkpointSet(d.Checkpoint)
-		set["status"], set["lease_owner"], set["lease_until"], set["version"] = run.StatusWaiting, nil, nil, gorm.Expr("version + 1")
+		set["status"], set["lease_owner"], set["lease_until"], set["version"] = runtype.StatusWaiting, nil, nil, gorm.Expr("version + 1")
 		if err := leaseUpdate(tx, d.RunID, d.Lease, set); err != nil {
 			return err
 		}
@@ -28,11 +28,11 @@ func (s *Store) Delegate(ctx context.Context, d runs.Delegation) error {
 
 // ancestorSet is the compare-and-set of a supervisor run above a run that suspends or is
 // decided: from status `from` at the version and last seq read, to `to`.
-func (s *Store) ancestorSet(tx *gorm.DB, a runs.AncestorWrite, from, to run.Status, at time.Time) error {
+func (s *Store) ancestorSet(tx *gorm.DB, a runs.AncestorWrite, from, to runtype.Status, at time.Time) error {
 	set := map[string]any{
 		"status": to, "version": a.Version + 1, "last_seq": a.After + int64(len(a.Events)), "updated_at": ms(at), "suspended_at": nil,
 	}
-	if to == run.StatusSuspended {
+	if to == runtype.StatusSuspended {
 		set["suspended_at"] = ms(at)
 	}
 	res := tx.Model(&Run{}).Where("id = ? AND status = ? AND version = ? AND last_seq = ?", a.RunID, from, a.Version, a.After).Updates(set)
@@ -49,7 +49,7 @@ func (s *Store) ancestorSet(tx *gorm.DB, a runs.AncestorWrite, from, to run.Stat
 // delegate call, shown as the inner call, in the suspension's transaction.
 func (s *Store) suspendAncestors(tx *gorm.DB, p runs.Suspension) error {
 	for _, a := range p.Ancestors {
-		if err := s.ancestorSet(tx, a, run.StatusWaiting, run.StatusSuspended, p.At); err != nil {
+		if err := s.ancestorSet(tx, a, runtype.StatusWaiting, runtype.StatusSuspended, p.At); err != nil {
 			return err
 		}
 		row := pendingRow(a.RunID, a.ToolCallID, a.Call, p.At)
@@ -67,7 +67,7 @@ func (s *Store) suspendAncestors(tx *gorm.DB, p runs.Suspension) error {
 // delegate call's row decided as the inner call, in the decision's transaction.
 func (s *Store) decideAncestors(tx *gorm.DB, d runs.DecisionWrite, set map[string]any) error {
 	for _, a := range d.Ancestors {
-		if err := s.ancestorSet(tx, a, run.StatusSuspended, run.StatusWaiting, d.At); err != nil {
+		if err := s.ancestorSet(tx, a, runtype.StatusSuspended, runtype.StatusWaiting, d.At); err != nil {
 			return err
 		}
 		res := tx.Model(&ToolCall{}).Where("run_id = ? AND tool_call_id = ? AND state = ?", a.RunID, a.ToolCallID, ToolCallPending).Updates(set)
@@ -90,9 +90,9 @@ func (s *Store) continueParent(tx *gorm.DB, h *runs.Handoff, at time.Time) error
 	if h == nil {
 		return nil
 	}
-	res := tx.Model(&Run{}).Where("id = ? AND status = ? AND version = ? AND last_seq = ?", h.RunID, run.StatusWaiting, h.Version, h.After).
+	res := tx.Model(&Run{}).Where("id = ? AND status = ? AND version = ? AND last_seq = ?", h.RunID, runtype.StatusWaiting, h.Version, h.After).
 		Updates(map[string]any{
-			"status": run.StatusRunning, "snapshot": h.Snapshot, "lease_owner": h.Lease, "lease_until": s.dbNowPlus(h.TTL),
+			"status": runtype.StatusRunning, "snapshot": h.Snapshot, "lease_owner": h.Lease, "lease_until": s.dbNowPlus(h.TTL),
 			"version": h.Version + 1, "updated_at": ms(at), "recovery_attempts": 0, "recover_after": nil,
 		})
 	if res.Error != nil {

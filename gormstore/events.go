@@ -8,19 +8,19 @@ import (
 
 	"gorm.io/gorm"
 
-	"interlock/run"
+	"interlock/runtype"
 )
 
 // appendEvents stores evs as the events after seq `last` of a run, all at instant at, inside the
 // caller's transaction, so they commit with the state they describe. The (run_id, seq) primary
 // key makes a second writer of the same seq fail instead of forking the log. The outbox rows of
 // what they announce are written with them (writeIn).
-func (s *Store) appendEvents(tx *gorm.DB, runID string, last int64, at time.Time, evs []run.Event) error {
+func (s *Store) appendEvents(tx *gorm.DB, runID string, last int64, at time.Time, evs []runtype.Event) error {
 	return s.writeIn(tx, func(_ *gorm.DB, rows *groupRows) error { return rows.addEvents(runID, last, at, evs) })
 }
 
 // eventRows encodes evs as the rows after seq last of run runID.
-func eventRows(runID string, last int64, at time.Time, evs []run.Event) ([]Event, error) {
+func eventRows(runID string, last int64, at time.Time, evs []runtype.Event) ([]Event, error) {
 	rows := make([]Event, len(evs))
 	for i, ev := range evs {
 		data, err := json.Marshal(ev)
@@ -33,18 +33,18 @@ func eventRows(runID string, last int64, at time.Time, evs []run.Event) ([]Event
 }
 
 // Events implements runs.Store.
-func (s *Store) Events(ctx context.Context, runID string, after int64, limit int) ([]run.Event, error) {
+func (s *Store) Events(ctx context.Context, runID string, after int64, limit int) ([]runtype.Event, error) {
 	var rows []Event
 	err := s.db.WithContext(ctx).Where("run_id = ? AND seq > ?", runID, after).Order("seq").Limit(limit).Find(&rows).Error
 	if err != nil {
 		return nil, fmt.Errorf("list events of run %s: %w", runID, err)
 	}
-	out := make([]run.Event, len(rows))
+	out := make([]runtype.Event, len(rows))
 	for i, r := range rows {
 		if err := json.Unmarshal([]byte(r.Data), &out[i]); err != nil {
 			return nil, fmt.Errorf("decode event %s/%d: %w", runID, r.Seq, err)
 		}
-		out[i].RunID, out[i].Seq, out[i].Type, out[i].At = r.RunID, r.Seq, run.EventType(r.Type), r.CreatedAt.UTC()
+		out[i].RunID, out[i].Seq, out[i].Type, out[i].At = r.RunID, r.Seq, runtype.EventType(r.Type), r.CreatedAt.UTC()
 	}
 	return out, nil
 }

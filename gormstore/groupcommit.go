@@ -11,7 +11,7 @@ import (
 	"gorm.io/gorm"
 
 	"interlock/notify"
-	"interlock/run"
+	"interlock/runtype"
 )
 
 // groupCommit writes the run writes that callers make at the same moment — new runs,
@@ -237,11 +237,11 @@ type announced struct {
 	runID string
 	last  int64
 	at    time.Time
-	evs   []run.Event
+	evs   []runtype.Event
 }
 
 // addEvents adds evs as the events after seq last of run runID.
-func (r *groupRows) addEvents(runID string, last int64, at time.Time, evs []run.Event) error {
+func (r *groupRows) addEvents(runID string, last int64, at time.Time, evs []runtype.Event) error {
 	if len(evs) == 0 {
 		return nil
 	}

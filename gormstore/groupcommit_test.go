@@ -12,10 +12,10 @@ import (
 
 	"gorm.io/gorm"
 
-	"interlock/dbtest"
 	"interlock/gormstore"
-	"interlock/run"
+	"interlock/internal/dbtest"
 	"interlock/runs"
+	"interlock/runtype"
 )
 
 // TestGroupCommitSharesOneTransaction holds the group committer busy while three checkpoints
@@ -62,7 +62,7 @@ func TestGroupCommitSharesOneTransaction(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					c := runs.Checkpoint{RunID: fmt.Sprintf("run-%d", i), Lease: leases(i), TTL: time.Hour, After: after, At: now, Events: []run.Event{{Type: run.EventStepFinished}}}
+					c := runs.Checkpoint{RunID: fmt.Sprintf("run-%d", i), Lease: leases(i), TTL: time.Hour, After: after, At: now, Events: []runtype.Event{{Type: runtype.EventStepFinished}}}
 					errs[i] = s.Checkpoint(wctx, c)
 				}()
 			}
@@ -216,13 +216,13 @@ func BenchmarkRunWrites(b *testing.B) {
 							b.Error(err)
 							return
 						}
-						step := runs.Checkpoint{RunID: id, Lease: lease, TTL: time.Hour, After: 1, At: now, Events: []run.Event{{Type: run.EventStepFinished}}}
+						step := runs.Checkpoint{RunID: id, Lease: lease, TTL: time.Hour, After: 1, At: now, Events: []runtype.Event{{Type: runtype.EventStepFinished}}}
 						if err := s.Checkpoint(ctx, step); err != nil {
 							b.Error(err)
 							return
 						}
 						out := "done"
-						end := runs.Finish{Checkpoint: runs.Checkpoint{RunID: id, Lease: lease, After: 2, At: now, Events: []run.Event{{Type: run.EventRunFinished}}}, Status: run.StatusCompleted, Output: &out}
+						end := runs.Finish{Checkpoint: runs.Checkpoint{RunID: id, Lease: lease, After: 2, At: now, Events: []runtype.Event{{Type: runtype.EventRunFinished}}}, Status: runtype.StatusCompleted, Output: &out}
 						if err := s.Finish(ctx, end); err != nil {
 							b.Error(err)
 							return
@@ -317,7 +317,7 @@ func TestGroupTracer(t *testing.T) {
 
 		// A lost lease rolls the group back and each write is made alone: the group's end says
 		// so, and the other write still succeeds.
-		stolen := runs.Checkpoint{RunID: "traced-1", Lease: "someone-else", TTL: time.Hour, After: 1, At: time.Now().UTC(), Events: []run.Event{{Type: run.EventStepFinished}}}
+		stolen := runs.Checkpoint{RunID: "traced-1", Lease: "someone-else", TTL: time.Hour, After: 1, At: time.Now().UTC(), Events: []runtype.Event{{Type: runtype.EventStepFinished}}}
 		errs := together(insert("traced-2"), func(ctx context.Context) error { return s.Checkpoint(ctx, stolen) })
 		if errs[0] != nil || !errors.Is(errs[1], runs.ErrLeaseLost) {
 			t.Fatalf("a group with a lost lease: %v; want nil, lease lost", errs)
@@ -343,6 +343,6 @@ func TestGroupTracer(t *testing.T) {
 // newRun is a new RUNNING run id, leased by "lease-" + id, with its first event.
 func newRun(id string) runs.NewRun {
 	now, lease := time.Now().UTC(), "lease-"+id
-	r := run.Run{ID: id, AgentID: "agent", Prompt: "p", Status: run.StatusRunning, CreatedAt: now, UpdatedAt: now, LastSeq: 1, LeaseOwner: &lease}
-	return runs.NewRun{Run: r, Snapshot: `{}`, Lease: lease, TTL: time.Hour, Events: []run.Event{{Type: run.EventRunStarted}}}
+	r := runtype.Run{ID: id, AgentID: "agent", Prompt: "p", Status: runtype.StatusRunning, CreatedAt: now, UpdatedAt: now, LastSeq: 1, LeaseOwner: &lease}
+	return runs.NewRun{Run: r, Snapshot: `{}`, Lease: lease, TTL: time.Hour, Events: []runtype.Event{{Type: runtype.EventRunStarted}}}
 }

@@ -9,8 +9,8 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
-	"interlock/run"
 	"interlock/runs"
+	"interlock/runtype"
 )
 
 // RecordLateResult implements runs.Store. It checks, in one transaction, that the run has the
@@ -19,7 +19,7 @@ import (
 // tool_call_id) keeps one per call. On MySQL the existence check locks the key's range, so two
 // racing recorders of one call queue (or one is a deadlock victim, run again by tx) and the
 // second finds the first's row.
-func (s *Store) RecordLateResult(ctx context.Context, l run.LateResult) (bool, error) {
+func (s *Store) RecordLateResult(ctx context.Context, l runtype.LateResult) (bool, error) {
 	var stored bool
 	err := s.tx(ctx, func(tx *gorm.DB) error {
 		stored = false
@@ -76,24 +76,24 @@ func (s *Store) RecordLateResult(ctx context.Context, l run.LateResult) (bool, e
 // SQL, which the two dialects spell differently.
 func callEvents(tx *gorm.DB, runID, callID, tool string, after int64) (known, answered bool, err error) {
 	var rows []Event
-	types := []run.EventType{run.EventToolCallRequested, run.EventToolResult, run.EventToolCallSuspended}
+	types := []runtype.EventType{runtype.EventToolCallRequested, runtype.EventToolResult, runtype.EventToolCallSuspended}
 	err = tx.Select("seq", "type", "data").Where("run_id = ? AND type IN ?", runID, types).
 		Find(&rows).Error
 	if err != nil {
 		return false, false, fmt.Errorf("read tool events of run %s: %w", runID, err)
 	}
 	for _, r := range rows {
-		var ev run.Event
+		var ev runtype.Event
 		if err := json.Unmarshal([]byte(r.Data), &ev); err != nil {
 			return false, false, fmt.Errorf("decode event of run %s: %w", runID, err)
 		}
 		if ev.ToolCall == nil || ev.ToolCall.ToolCallID != callID {
 			continue
 		}
-		switch run.EventType(r.Type) {
-		case run.EventToolResult, run.EventToolCallSuspended:
+		switch runtype.EventType(r.Type) {
+		case runtype.EventToolResult, runtype.EventToolCallSuspended:
 			answered = answered || r.Seq > after
-		case run.EventToolCallRequested:
+		case runtype.EventToolCallRequested:
 			known = known || ev.ToolCall.ToolName == tool
 		}
 	}
@@ -101,15 +101,15 @@ func callEvents(tx *gorm.DB, runID, callID, tool string, after int64) (known, an
 }
 
 // LateResults implements runs.Store.
-func (s *Store) LateResults(ctx context.Context, runID string) ([]run.LateResult, error) {
+func (s *Store) LateResults(ctx context.Context, runID string) ([]runtype.LateResult, error) {
 	byRun, err := lateResults(s.db.WithContext(ctx).Where("run_id = ?", runID), 1)
 	return byRun[runID], err
 }
 
 // lateResults reads the late results q selects, by run, each run's oldest first. A query for
 // no runs (q narrowed to an empty list) is not sent.
-func lateResults(q *gorm.DB, runsAsked int) (map[string][]run.LateResult, error) {
-	out := map[string][]run.LateResult{}
+func lateResults(q *gorm.DB, runsAsked int) (map[string][]runtype.LateResult, error) {
+	out := map[string][]runtype.LateResult{}
 	if runsAsked == 0 {
 		return out, nil
 	}
@@ -118,7 +118,7 @@ func lateResults(q *gorm.DB, runsAsked int) (map[string][]run.LateResult, error)
 		return nil, fmt.Errorf("load late results: %w", err)
 	}
 	for _, r := range rows {
-		out[r.RunID] = append(out[r.RunID], run.LateResult{
+		out[r.RunID] = append(out[r.RunID], runtype.LateResult{
 			RunID: r.RunID, ToolCallID: r.ToolCallID, ToolName: r.ToolName, Result: rawOrNil(r.Result), Error: r.Error,
 			SuspendPayload: rawOrNil(r.SuspendPayload), InstanceID: r.InstanceID, FinishedAt: r.FinishedAt.UTC(), RecordedAt: r.RecordedAt.UTC(),
 		})

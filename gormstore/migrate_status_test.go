@@ -8,8 +8,8 @@ import (
 
 	"gorm.io/gorm"
 
-	"interlock/dbtest"
 	"interlock/gormstore"
+	"interlock/internal/dbtest"
 )
 
 // TestMigrationStatusOfAMigratedDatabase: after Migrate every embedded migration is applied, in

@@ -6,8 +6,8 @@ import (
 
 	"gorm.io/gorm"
 
-	"interlock/dbtest"
 	"interlock/gormstore"
+	"interlock/internal/dbtest"
 )
 
 // TestMigratedSchemaMatchesModels checks that every column of every model exists after the

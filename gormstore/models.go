@@ -52,7 +52,7 @@ type ToolCall struct {
 	SuspendPayload   *string `gorm:"column:suspend_payload"`
 	Interrupted      bool    `gorm:"column:interrupted"`
 	// InterruptedToolCallID is, on an interrupted call's row, the id the call was executing
-	// under when its outcome became unknown (run.LateResult).
+	// under when its outcome became unknown (runtype.LateResult).
 	InterruptedToolCallID *string    `gorm:"column:interrupted_tool_call_id"`
 	State                 string     `gorm:"column:state"`
 	CreatedAt             time.Time  `gorm:"column:created_at;autoCreateTime:false"`
@@ -143,7 +143,7 @@ func (IdempotencyKey) TableName() string { return "idempotency_keys" }
 
 // LateToolResult is one row of late_tool_results: the outcome of a tool call that ran on an
 // instance which could not store it with its run, recorded afterwards by that instance
-// (run.LateResult). The run's own rows are not written (another instance may hold the run);
+// (runtype.LateResult). The run's own rows are not written (another instance may hold the run);
 // the primary key keeps one per call. Retention removes it with its run.
 type LateToolResult struct {
 	RunID      string  `gorm:"column:run_id;primaryKey"`

@@ -11,7 +11,7 @@ import (
 	"gorm.io/gorm"
 
 	"interlock/notify"
-	"interlock/run"
+	"interlock/runtype"
 )
 
 // Notification is one row of notifications, the outbox: one event for one webhook, written in
@@ -41,11 +41,11 @@ var _ notify.Store = (*Store)(nil)
 
 // announcing reports whether any of evs may announce something to notify, so that the run row
 // is read only for those.
-func announcing(evs []run.Event) bool {
+func announcing(evs []runtype.Event) bool {
 	for _, ev := range evs {
 		switch ev.Type {
-		case run.EventToolCallApproval, run.EventToolCallSuspended, run.EventToolCallApproved,
-			run.EventToolCallDeclined, run.EventToolCallExpired, run.EventRunResumed:
+		case runtype.EventToolCallApproval, runtype.EventToolCallSuspended, runtype.EventToolCallApproved,
+			runtype.EventToolCallDeclined, runtype.EventToolCallExpired, runtype.EventRunResumed:
 			return true
 		}
 	}
@@ -56,7 +56,7 @@ func announcing(evs []run.Event) bool {
 // after seq last) announce to targets (the store's Outbox; none: nothing is written). Only
 // top-level runs are announced: a sub-agent's suspension and decision surface on its
 // supervisor's run, which is announced.
-func writeOutbox(tx *gorm.DB, targets []notify.Target, runID string, last int64, at time.Time, evs []run.Event) error {
+func writeOutbox(tx *gorm.DB, targets []notify.Target, runID string, last int64, at time.Time, evs []runtype.Event) error {
 	if len(targets) == 0 || !announcing(evs) {
 		return nil
 	}
@@ -85,7 +85,7 @@ func writeOutbox(tx *gorm.DB, targets []notify.Target, runID string, last int64,
 		}
 		out := notify.Call{Edited: c.EditedArgs != nil}
 		if toolCallID == "" {
-			out.Resumed = &run.ToolCall{ToolCallID: c.ToolCallID, ToolName: c.ToolName, Args: rawOrNil(c.Args), SuspendPayload: rawOrNil(c.SuspendPayload)}
+			out.Resumed = &runtype.ToolCall{ToolCallID: c.ToolCallID, ToolName: c.ToolName, Args: rawOrNil(c.Args), SuspendPayload: rawOrNil(c.SuspendPayload)}
 		}
 		return out, nil
 	}

@@ -9,12 +9,12 @@ import (
 	"gorm.io/gorm"
 
 	"interlock/llm"
-	"interlock/run"
 	"interlock/runs"
+	"interlock/runtype"
 )
 
 // GetRun implements runs.Store.
-func (s *Store) GetRun(ctx context.Context, id string) (*run.Run, error) {
+func (s *Store) GetRun(ctx context.Context, id string) (*runtype.Run, error) {
 	db := s.db.WithContext(ctx)
 	var rows []Run
 	if err := db.Where("id = ?", id).Limit(1).Find(&rows).Error; err != nil {
@@ -41,15 +41,15 @@ func (s *Store) Progress(ctx context.Context, ids []string) (map[string]runs.Pro
 		return nil, fmt.Errorf("read run progress: %w", err)
 	}
 	for _, r := range rows {
-		out[r.ID] = runs.Progress{LastSeq: r.LastSeq, Status: run.Status(r.Status), ResourceID: r.ResourceID}
+		out[r.ID] = runs.Progress{LastSeq: r.LastSeq, Status: runtype.Status(r.Status), ResourceID: r.ResourceID}
 	}
 	return out, nil
 }
 
 // withCalls turns rows into runs with their pending calls and their decisions, reading the
 // tool-call rows of all of them in one query.
-func withCalls(db *gorm.DB, rows []Run) ([]*run.Run, error) {
-	out := make([]*run.Run, len(rows))
+func withCalls(db *gorm.DB, rows []Run) ([]*runtype.Run, error) {
+	out := make([]*runtype.Run, len(rows))
 	if len(rows) == 0 {
 		return out, nil
 	}
@@ -70,7 +70,7 @@ func withCalls(db *gorm.DB, rows []Run) ([]*run.Run, error) {
 		}
 	}
 	for i := range rows {
-		if rows[i].Status == string(run.StatusFailed) && deref(rows[i].ErrorCode) == runs.FailureUnrecoverable {
+		if rows[i].Status == string(runtype.StatusFailed) && deref(rows[i].ErrorCode) == runs.FailureUnrecoverable {
 			late = append(late, rows[i].ID)
 		}
 	}
@@ -125,7 +125,7 @@ func (s *Store) agents(q *gorm.DB, in, not []string) *gorm.DB {
 
 // suspendedQuery builds the discovery filter of suspendedRuns.
 func (s *Store) suspendedQuery(ctx context.Context, p runs.ListSuspendedParams) *gorm.DB {
-	q := s.db.WithContext(ctx).Model(&Run{}).Where("status = ?", run.StatusSuspended)
+	q := s.db.WithContext(ctx).Model(&Run{}).Where("status = ?", runtype.StatusSuspended)
 	if p.AgentID != nil {
 		q = s.eq(q, "agent_id", *p.AgentID)
 	} else {
@@ -173,7 +173,7 @@ func (s *Store) CountSuspended(ctx context.Context, p runs.ListSuspendedParams) 
 // For the inbox and one agent's runs, a deep page also starts in the right day: the maintained
 // counts by day (counts.go) say how many runs the newer days hold, and the walk starts at the
 // end of the day holding the page's first run.
-func (s *Store) ListSuspended(ctx context.Context, p runs.ListSuspendedParams, limit, offset int) ([]*run.Run, error) {
+func (s *Store) ListSuspended(ctx context.Context, p runs.ListSuspendedParams, limit, offset int) ([]*runtype.Run, error) {
 	q := s.suspendedQuery(ctx, p)
 	if offset > 0 && countable(p) {
 		before, skipped, ok, err := s.seek(ctx, p, offset)
@@ -195,7 +195,7 @@ func (s *Store) ListSuspended(ctx context.Context, p runs.ListSuspendedParams, l
 }
 
 // ListRecent implements runs.Store.
-func (s *Store) ListRecent(ctx context.Context, p runs.RecentParams) ([]*run.Run, int64, error) {
+func (s *Store) ListRecent(ctx context.Context, p runs.RecentParams) ([]*runtype.Run, int64, error) {
 	q := s.db.WithContext(ctx).Model(&Run{}).Where("status IN ?", p.Statuses)
 	if p.AgentID != nil {
 		q = s.eq(q, "agent_id", *p.AgentID)
@@ -269,7 +269,7 @@ func (s *Store) Changes(ctx context.Context, since time.Time, notInstance string
 
 // PurgeFinished implements runs.Store.
 func (s *Store) PurgeFinished(ctx context.Context, cutoff, keysBefore time.Time, limit int) (int, error) {
-	finished := []run.Status{run.StatusCompleted, run.StatusFailed}
+	finished := []runtype.Status{runtype.StatusCompleted, runtype.StatusFailed}
 	var ids []string
 	err := s.db.WithContext(ctx).Model(&Run{}).Where("status IN ? AND updated_at < ?", finished, ms(cutoff)).
 		Where("NOT EXISTS (SELECT 1 FROM idempotency_keys k WHERE k.run_id = agent_runs.id AND k.created_at >= ?)", ms(keysBefore)).
@@ -322,16 +322,16 @@ func (s *Store) PurgeChanges(ctx context.Context, cutoff time.Time) error {
 
 // runFromRow maps a row and its tool-call rows to the domain run: pending calls while it is
 // suspended, decided calls as its decisions.
-func runFromRow(m *Run, calls []ToolCall) *run.Run {
-	r := &run.Run{
+func runFromRow(m *Run, calls []ToolCall) *runtype.Run {
+	r := &runtype.Run{
 		ID: m.ID, AgentID: m.AgentID, ParentRunID: m.ParentRunID, ThreadID: m.ThreadID, ResourceID: m.ResourceID,
-		StartedBy: m.StartedBy, Prompt: m.Prompt, RequireToolApproval: m.RequireToolApproval, Status: run.Status(m.Status),
+		StartedBy: m.StartedBy, Prompt: m.Prompt, RequireToolApproval: m.RequireToolApproval, Status: runtype.Status(m.Status),
 		CreatedAt: m.CreatedAt.UTC(), UpdatedAt: m.UpdatedAt.UTC(), LastSeq: m.LastSeq,
-		Output: m.Output, Error: m.Error, ErrorCode: m.ErrorCode, ToolCalls: []run.ToolCall{}, Decisions: []run.Decision{},
+		Output: m.Output, Error: m.Error, ErrorCode: m.ErrorCode, ToolCalls: []runtype.ToolCall{}, Decisions: []runtype.Decision{},
 		Version: m.Version, Snapshot: m.Snapshot, LeaseOwner: m.LeaseOwner, RecoveryAttempts: m.RecoveryAttempts,
 		Context: m.Context,
 	}
-	suspended := r.Status == run.StatusSuspended && m.SuspendedAt != nil
+	suspended := r.Status == runtype.StatusSuspended && m.SuspendedAt != nil
 	if suspended {
 		t := m.SuspendedAt.UTC()
 		r.SuspendedAt = &t
@@ -339,7 +339,7 @@ func runFromRow(m *Run, calls []ToolCall) *run.Run {
 	for _, c := range calls {
 		if c.State == ToolCallPending {
 			if suspended {
-				r.ToolCalls = append(r.ToolCalls, run.ToolCall{
+				r.ToolCalls = append(r.ToolCalls, runtype.ToolCall{
 					ToolCallID: c.ToolCallID, ToolName: c.ToolName, Args: rawOrNil(c.Args),
 					RequiresApproval: c.RequiresApproval, SuspendPayload: rawOrNil(c.SuspendPayload), Interrupted: c.Interrupted,
 					InterruptedToolCallID: deref(c.InterruptedToolCallID), ExpiresAt: msOrNil(c.ExpiresAt),
@@ -347,8 +347,8 @@ func runFromRow(m *Run, calls []ToolCall) *run.Run {
 			}
 			continue
 		}
-		d := run.Decision{
-			ID: c.ID, RunID: c.RunID, ToolCallID: c.ToolCallID, ToolName: c.ToolName, Kind: run.DecisionKind(c.State),
+		d := runtype.Decision{
+			ID: c.ID, RunID: c.RunID, ToolCallID: c.ToolCallID, ToolName: c.ToolName, Kind: runtype.DecisionKind(c.State),
 			DecidedBy: c.DecidedBy, Reason: c.Reason, ResumeData: rawOrNil(c.ResumeData), Args: rawOrNil(c.Args),
 			EditedArgs: rawOrNil(c.EditedArgs), Receipt: c.Receipt,
 		}

@@ -15,8 +15,8 @@ import (
 	"gorm.io/gorm"
 
 	"interlock/gormstore"
-	"interlock/run"
 	"interlock/runs"
+	"interlock/runtype"
 )
 
 // oldSQLiteFile is a database written by the embedded engine Interlock shipped before
@@ -138,7 +138,7 @@ func TestSQLiteWritesTimesAsTheOldEngineDid(t *testing.T) {
 	insert := func(id string, at time.Time) {
 		t.Helper()
 		err := st.InsertRun(ctx, runs.NewRun{
-			Run:      run.Run{ID: id, AgentID: "support-agent", Prompt: "p", CreatedAt: at, UpdatedAt: at},
+			Run:      runtype.Run{ID: id, AgentID: "support-agent", Prompt: "p", CreatedAt: at, UpdatedAt: at},
 			Snapshot: "{}", Lease: "lease", TTL: time.Minute,
 		})
 		if err != nil {

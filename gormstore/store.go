@@ -12,8 +12,8 @@ import (
 	"gorm.io/gorm"
 
 	"interlock/notify"
-	"interlock/run"
 	"interlock/runs"
+	"interlock/runtype"
 )
 
 // Store is runs.Store over GORM, on SQLite or MySQL. Every query of the run service is in this
@@ -92,7 +92,7 @@ func retryable(err error) bool {
 
 // leased narrows a query to the run while lease holds it RUNNING.
 func leased(tx *gorm.DB, runID, lease string) *gorm.DB {
-	return tx.Model(&Run{}).Where("id = ? AND status = ? AND lease_owner = ?", runID, run.StatusRunning, lease)
+	return tx.Model(&Run{}).Where("id = ? AND status = ? AND lease_owner = ?", runID, runtype.StatusRunning, lease)
 }
 
 // leaseUpdate is the compare-and-set every write of an executing run goes through. It counts

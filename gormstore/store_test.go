@@ -5,8 +5,8 @@ import (
 
 	"gorm.io/gorm"
 
-	"interlock/dbtest"
 	"interlock/gormstore"
+	"interlock/internal/dbtest"
 	"interlock/runs"
 	"interlock/runs/storetest"
 )

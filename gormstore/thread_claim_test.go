@@ -9,8 +9,8 @@ import (
 
 	"gorm.io/gorm"
 
-	"interlock/dbtest"
 	"interlock/gormstore"
+	"interlock/internal/dbtest"
 	"interlock/runs"
 )
 

@@ -9,10 +9,10 @@ import (
 
 	"gorm.io/gorm"
 
-	"interlock/dbtest"
 	"interlock/gormstore"
-	"interlock/run"
+	"interlock/internal/dbtest"
 	"interlock/runs"
+	"interlock/runtype"
 )
 
 // TestMigrationGivesOldThreadsTheOwnerOfTheirFirstRun writes threads as Interlock stored them
@@ -56,7 +56,7 @@ func testThreadOwnerMigration(t *testing.T, db *gorm.DB) {
 	str := func(s string) *string { return &s }
 	rn := func(id, thread string, resource *string, created int) {
 		t.Helper()
-		r := gormstore.Run{ID: id, AgentID: "agent", ThreadID: &thread, ResourceID: resource, Prompt: "p", Status: string(run.StatusCompleted), CreatedAt: at(created), UpdatedAt: at(created)}
+		r := gormstore.Run{ID: id, AgentID: "agent", ThreadID: &thread, ResourceID: resource, Prompt: "p", Status: string(runtype.StatusCompleted), CreatedAt: at(created), UpdatedAt: at(created)}
 		// context came with migration 13, after the one under test.
 		if err := db.Omit("context").Create(&r).Error; err != nil {
 			t.Fatal(err)
@@ -145,7 +145,7 @@ func testThreadOwnerMigration(t *testing.T, db *gorm.DB) {
 
 	insert := func(id, thread string, resource *string) error {
 		return st.InsertRun(ctx, runs.NewRun{
-			Run:      run.Run{ID: id, AgentID: "agent", ThreadID: &thread, ResourceID: resource, Prompt: "p", CreatedAt: at(100), UpdatedAt: at(100)},
+			Run:      runtype.Run{ID: id, AgentID: "agent", ThreadID: &thread, ResourceID: resource, Prompt: "p", CreatedAt: at(100), UpdatedAt: at(100)},
 			Snapshot: "{}", Lease: "lease", TTL: time.Minute,
 		})
 	}

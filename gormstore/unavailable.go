@@ -13,10 +13,10 @@ import (
 	gomysql "github.com/go-sql-driver/mysql"
 	"gorm.io/gorm"
 
-	"interlock/run"
+	"interlock/runtype"
 )
 
-// Storage errors that retrying may cure are wrapped with run.ErrUnavailable here, where the
+// Storage errors that retrying may cure are wrapped with runtype.ErrUnavailable here, where the
 // drivers are known, so that the run service and the API tell "the database is down" (UNAVAILABLE,
 // retry) from "no such run" and from a bug (INTERNAL) without knowing any driver.
 
@@ -37,17 +37,17 @@ func classifyErrors(db *gorm.DB) {
 		}
 		_ = p.Register(unavailableCallback, func(db *gorm.DB) {
 			if db.Error != nil && unavailable(db.Error) {
-				db.Error = run.Unavailable(db.Error)
+				db.Error = runtype.Unavailable(db.Error)
 			}
 		})
 	}
 }
 
-// classify wraps err with run.ErrUnavailable when it says storage could not be reached; for
+// classify wraps err with runtype.ErrUnavailable when it says storage could not be reached; for
 // errors that did not pass through a statement's callbacks (begin, commit, reading rows).
 func classify(err error) error {
 	if err != nil && unavailable(err) {
-		return run.Unavailable(err)
+		return runtype.Unavailable(err)
 	}
 	return err
 }

@@ -8,8 +8,8 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
-	"interlock/run"
 	"interlock/runs"
+	"interlock/runtype"
 )
 
 // InsertRun implements runs.Store. A refused claim of the thread writes nothing (the thread's
@@ -69,7 +69,7 @@ func dupOrNil(d *runs.DuplicateRequest) error {
 // the same locking read, so that on MySQL both are the latest committed, whatever snapshot the
 // transaction took before), and when that run no longer waits the row is moved to r: the claim
 // is one lookup however many runs held the key before.
-func (s *Store) claimKey(tx *gorm.DB, r run.Run, k runs.Idempotency) (*runs.DuplicateRequest, error) {
+func (s *Store) claimKey(tx *gorm.DB, r runtype.Run, k runs.Idempotency) (*runs.DuplicateRequest, error) {
 	row := IdempotencyKey{KeyHash: k.KeyHash, RunID: r.ID, RequestHash: k.RequestHash, CreatedAt: ms(r.CreatedAt)}
 	if err := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&row).Error; err != nil {
 		return nil, fmt.Errorf("claim idempotency key: %w", err)
@@ -94,7 +94,7 @@ func (s *Store) claimKey(tx *gorm.DB, r run.Run, k runs.Idempotency) (*runs.Dupl
 	if held.RunID == r.ID {
 		return nil, nil
 	}
-	if k.WhilePending && (held.Status == nil || *held.Status != string(run.StatusSuspended)) {
+	if k.WhilePending && (held.Status == nil || *held.Status != string(runtype.StatusSuspended)) {
 		// The run it named no longer waits: the key is free, and r takes it over.
 		err := tx.Model(&IdempotencyKey{}).Where("key_hash = ? AND run_id = ?", k.KeyHash, held.RunID).
 			Updates(map[string]any{"run_id": r.ID, "request_hash": k.RequestHash, "created_at": ms(r.CreatedAt)}).Error
@@ -114,7 +114,7 @@ func (s *Store) claimKey(tx *gorm.DB, r run.Run, k runs.Idempotency) (*runs.Dupl
 // inserts its own); SQLite has one writer. The read is a locking one on MySQL so that it sees
 // the row committed by another transaction, whatever snapshot an earlier read of the same
 // (grouped) transaction took.
-func (s *Store) claimThread(tx *gorm.DB, r run.Run) (bool, error) {
+func (s *Store) claimThread(tx *gorm.DB, r runtype.Run) (bool, error) {
 	if r.ThreadID == nil {
 		return true, nil
 	}
@@ -152,7 +152,7 @@ func (s *Store) addRun(rows *groupRows, n runs.NewRun) error {
 	rows.runs = append(rows.runs, map[string]any{
 		"id": r.ID, "agent_id": r.AgentID, "parent_run_id": r.ParentRunID, "thread_id": r.ThreadID,
 		"resource_id": r.ResourceID, "started_by": r.StartedBy, "prompt": r.Prompt, "require_tool_approval": r.RequireToolApproval,
-		"status": string(run.StatusRunning), "snapshot": n.Snapshot, "created_at": ms(r.CreatedAt),
+		"status": string(runtype.StatusRunning), "snapshot": n.Snapshot, "created_at": ms(r.CreatedAt),
 		"updated_at": ms(r.UpdatedAt), "last_seq": int64(len(n.Events)), "lease_owner": n.Lease,
 		"lease_until": s.dbNowPlus(n.TTL), "version": 0, "recovery_attempts": 0, "context": r.Context,
 	})
@@ -249,7 +249,7 @@ func (s *Store) Checkpoint(ctx context.Context, c runs.Checkpoint) error {
 func (s *Store) Suspend(ctx context.Context, p runs.Suspension) error {
 	return s.tx(ctx, func(tx *gorm.DB) error {
 		set := s.checkpointSet(p.Checkpoint)
-		set["status"], set["suspended_at"] = run.StatusSuspended, ms(p.At)
+		set["status"], set["suspended_at"] = runtype.StatusSuspended, ms(p.At)
 		set["lease_owner"], set["lease_until"], set["version"] = nil, nil, gorm.Expr("version + 1")
 		if err := leaseUpdate(tx, p.RunID, p.Lease, set); err != nil {
 			return err
@@ -276,7 +276,7 @@ func (s *Store) Suspend(ctx context.Context, p runs.Suspension) error {
 
 // pendingRow is the row of a call a run waits on, stored under id (a supervisor's delegate call
 // shows its sub-agent's call under its own id).
-func pendingRow(runID, id string, c run.ToolCall, at time.Time) ToolCall {
+func pendingRow(runID, id string, c runtype.ToolCall, at time.Time) ToolCall {
 	args := string(c.Args)
 	return ToolCall{
 		RunID: runID, ToolCallID: id, ToolName: c.ToolName, Args: &args,
@@ -346,14 +346,14 @@ func (s *Store) Decide(ctx context.Context, d runs.DecisionWrite) error {
 		switch {
 		case d.Finish:
 			// An external agent's request: the decision is its end.
-			r["status"], r["snapshot"], r["lease_owner"], r["lease_until"] = run.StatusCompleted, nil, nil, nil
+			r["status"], r["snapshot"], r["lease_owner"], r["lease_until"] = runtype.StatusCompleted, nil, nil, nil
 			r["suspended_at"], r["recovery_attempts"], r["recover_after"] = nil, 0, nil
 		case !d.Hold:
-			r["status"], r["lease_owner"], r["lease_until"] = run.StatusRunning, d.Lease, s.dbNowPlus(d.TTL)
+			r["status"], r["lease_owner"], r["lease_until"] = runtype.StatusRunning, d.Lease, s.dbNowPlus(d.TTL)
 			r["suspended_at"], r["recovery_attempts"], r["recover_after"] = nil, 0, nil
 		}
 		res := tx.Model(&Run{}).
-			Where("id = ? AND status = ? AND version = ? AND last_seq = ?", d.RunID, run.StatusSuspended, d.Version, d.After).
+			Where("id = ? AND status = ? AND version = ? AND last_seq = ?", d.RunID, runtype.StatusSuspended, d.Version, d.After).
 			Updates(r)
 		if res.Error != nil {
 			return fmt.Errorf("decide run %s: %w", d.RunID, res.Error)
@@ -376,8 +376,8 @@ func (s *Store) Decide(ctx context.Context, d runs.DecisionWrite) error {
 		// call expires, an expiry from then on. A request its asker abandoned ends then,
 		// deadline or not (the run's compare-and-set above decides between it and a person).
 		switch {
-		case d.Abandoned && d.Kind == run.DecisionExpired:
-		case d.Kind == run.DecisionExpired:
+		case d.Abandoned && d.Kind == runtype.DecisionExpired:
+		case d.Kind == runtype.DecisionExpired:
 			call = call.Where("expires_at IS NOT NULL AND expires_at <= ?", ms(d.At))
 		default:
 			call = call.Where("(expires_at IS NULL OR expires_at > ?)", ms(d.At))
@@ -409,7 +409,7 @@ func (s *Store) DueExpiries(ctx context.Context, now time.Time, limit int) ([]ru
 	err := s.db.WithContext(ctx).Model(&ToolCall{}).
 		Select("run_tool_calls.run_id", "run_tool_calls.tool_call_id", "run_tool_calls.expires_at").
 		Joins("JOIN agent_runs ON agent_runs.id = run_tool_calls.run_id").
-		Where("run_tool_calls.state = ? AND run_tool_calls.expires_at <= ? AND agent_runs.status = ?", ToolCallPending, ms(now), run.StatusSuspended).
+		Where("run_tool_calls.state = ? AND run_tool_calls.expires_at <= ? AND agent_runs.status = ?", ToolCallPending, ms(now), runtype.StatusSuspended).
 		Order("run_tool_calls.expires_at").Order("run_tool_calls.id").Limit(limit).Find(&rows).Error
 	if err != nil {
 		return nil, fmt.Errorf("find due tool calls: %w", err)
@@ -425,17 +425,17 @@ func (s *Store) DueExpiries(ctx context.Context, now time.Time, limit int) ([]ru
 
 // expired narrows a query to RUNNING runs whose lease has expired by the database's clock.
 func (s *Store) expired(q *gorm.DB) *gorm.DB {
-	return q.Where("status = ? AND (lease_until IS NULL OR lease_until < ?)", run.StatusRunning, s.dbNow())
+	return q.Where("status = ? AND (lease_until IS NULL OR lease_until < ?)", runtype.StatusRunning, s.dbNow())
 }
 
 // ExpiredRuns implements runs.Store.
-func (s *Store) ExpiredRuns(ctx context.Context, limit int) ([]*run.Run, error) {
+func (s *Store) ExpiredRuns(ctx context.Context, limit int) ([]*runtype.Run, error) {
 	var rows []Run
 	q := s.expired(s.db.WithContext(ctx).Model(&Run{})).Where("recover_after IS NULL OR recover_after <= ?", s.dbNow())
 	if err := q.Order("lease_until").Order("id").Limit(limit).Find(&rows).Error; err != nil {
 		return nil, fmt.Errorf("find expired leases: %w", err)
 	}
-	out := make([]*run.Run, len(rows))
+	out := make([]*runtype.Run, len(rows))
 	for i := range rows {
 		out[i] = runFromRow(&rows[i], nil)
 	}

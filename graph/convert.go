@@ -7,11 +7,11 @@ import (
 	"interlock/agent"
 	"interlock/graph/model"
 	"interlock/hidden"
-	"interlock/run"
 	"interlock/runs"
+	"interlock/runtype"
 )
 
-func toRun(r *run.Run) *model.AgentRun {
+func toRun(r *runtype.Run) *model.AgentRun {
 	out := &model.AgentRun{
 		ID: r.ID, RunID: r.ID, AgentID: r.AgentID, Status: model.RunStatus(r.Status.Public()),
 		ThreadID: r.ThreadID, ResourceID: r.ResourceID, ParentRunID: r.ParentRunID, StartedBy: r.StartedBy,
@@ -49,7 +49,7 @@ func toRun(r *run.Run) *model.AgentRun {
 	return out
 }
 
-func toRuns(list []*run.Run) []*model.AgentRun {
+func toRuns(list []*runtype.Run) []*model.AgentRun {
 	out := make([]*model.AgentRun, len(list))
 	for i, r := range list {
 		out[i] = toRun(r)
@@ -57,7 +57,7 @@ func toRuns(list []*run.Run) []*model.AgentRun {
 	return out
 }
 
-func toToolCall(runID string, c *run.ToolCall) *model.AgentRunToolCall {
+func toToolCall(runID string, c *runtype.ToolCall) *model.AgentRunToolCall {
 	out := &model.AgentRunToolCall{
 		ID: runID + ":" + c.ToolCallID, ToolCallID: &c.ToolCallID, ToolName: &c.ToolName,
 		RequiresApproval: c.RequiresApproval, SuspendPayload: c.SuspendPayload, Interrupted: c.Interrupted,
@@ -76,7 +76,7 @@ func hiddenCharacters(c *model.AgentRunToolCall) []string {
 	return hidden.Codes(hidden.Merge(name, hidden.InJSON(c.Args), hidden.InJSON(c.SuspendPayload)))
 }
 
-func toEvent(ev run.Event) *model.RunEvent {
+func toEvent(ev runtype.Event) *model.RunEvent {
 	out := &model.RunEvent{
 		RunID: ev.RunID, Seq: int(ev.Seq), Type: model.RunEventType(ev.Type), At: ev.At,
 		Text: nonEmpty(ev.Text), Result: ev.Result, Error: nonEmpty(ev.Error), ErrorCode: nonEmpty(ev.ErrorCode),

@@ -9,10 +9,10 @@ import (
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
-	"interlock/run"
+	"interlock/runtype"
 )
 
-// PresentError is the one place errors become GraphQL errors. Application errors (run.Error)
+// PresentError is the one place errors become GraphQL errors. Application errors (runtype.Error)
 // keep their message and get their code in extensions.code (UNAVAILABLE also gets
 // extensions.retryAfter, in seconds: storage could not be reached, and the driver's words stay
 // in the server); errors gqlgen classified itself
@@ -27,14 +27,14 @@ func PresentError(log *slog.Logger) graphql.ErrorPresenterFunc {
 		if !errors.As(err, &gqlErr) {
 			gqlErr = gqlerror.WrapPath(graphql.GetPath(ctx), err)
 		}
-		var appErr *run.Error
+		var appErr *runtype.Error
 		if errors.As(err, &appErr) {
 			gqlErr.Message = appErr.Message
 			gqlErr.Err = appErr
 			setCode(gqlErr, string(appErr.Code))
-			if appErr.Code == run.CodeUnavailable {
+			if appErr.Code == runtype.CodeUnavailable {
 				// Retry, and when: over a WebSocket or an event stream there is no Retry-After.
-				gqlErr.Extensions["retryAfter"] = run.RetryAfter
+				gqlErr.Extensions["retryAfter"] = runtype.RetryAfter
 			}
 			return gqlErr
 		}
@@ -47,7 +47,7 @@ func PresentError(log *slog.Logger) graphql.ErrorPresenterFunc {
 		}
 		if gqlErr.Err == nil && len(gqlErr.Path) == 0 {
 			// Other errors gqlgen raised about the request before executing it: safe to show.
-			setCode(gqlErr, string(run.CodeBadUserInput))
+			setCode(gqlErr, string(runtype.CodeBadUserInput))
 			return gqlErr
 		}
 		if gqlErr.Err == nil {
@@ -55,19 +55,19 @@ func PresentError(log *slog.Logger) graphql.ErrorPresenterFunc {
 			// the server's fault.
 			log.Error("graphql: field error", "path", gqlErr.Path.String(), "err", gqlErr.Message)
 			gqlErr.Message = "internal server error"
-			setCode(gqlErr, string(run.CodeInternal))
+			setCode(gqlErr, string(runtype.CodeInternal))
 			return gqlErr
 		}
 		gqlErr.Err = nil
 		if errors.Is(err, context.Canceled) || errors.Is(ctx.Err(), context.Canceled) {
 			// The client went away: nobody reads this, and the server did nothing wrong.
 			gqlErr.Message = "the request was cancelled by its client"
-			setCode(gqlErr, string(run.CodeCancelled))
+			setCode(gqlErr, string(runtype.CodeCancelled))
 			return gqlErr
 		}
 		log.Error("graphql: internal error", "path", gqlErr.Path.String(), "err", err)
 		gqlErr.Message = "internal server error"
-		setCode(gqlErr, string(run.CodeInternal))
+		setCode(gqlErr, string(runtype.CodeInternal))
 		return gqlErr
 	}
 }

@@ -7,8 +7,8 @@ import (
 	"github.com/99designs/gqlgen/graphql"
 
 	"interlock/graph/model"
-	"interlock/run"
 	"interlock/runs"
+	"interlock/runtype"
 )
 
 // selectsRun reports whether the runEvents subscription of ctx selects RunEvent.run, so that
@@ -30,7 +30,7 @@ func withRun(ctx context.Context, svc *runs.Service, ev *model.RunEvent) error {
 		return nil
 	}
 	r, err := svc.Get(ctx, ev.RunID)
-	if run.ErrorCode(err) == run.CodeNotFound {
+	if runtype.ErrorCode(err) == runtype.CodeNotFound {
 		return nil
 	}
 	if err != nil {
@@ -46,7 +46,7 @@ func withRun(ctx context.Context, svc *runs.Service, ev *model.RunEvent) error {
 // be reached): the client resubscribes with after: its last seq.
 func followEvents(ctx context.Context, svc *runs.Service, runID string, after int64) (<-chan *model.RunEvent, error) {
 	wantRun := selectsRun(ctx)
-	return runs.FollowAs(svc, ctx, runID, after, func(ctx context.Context, ev run.Event) (*model.RunEvent, error) {
+	return runs.FollowAs(svc, ctx, runID, after, func(ctx context.Context, ev runtype.Event) (*model.RunEvent, error) {
 		next := toEvent(ev)
 		if wantRun {
 			if err := withRun(ctx, svc, next); err != nil {

@@ -10,8 +10,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"interlock/graph/model"
-	"interlock/run"
 	"interlock/runs"
+	"interlock/runtype"
 	"time"
 )
 
@@ -45,7 +45,7 @@ func (r *mutationResolver) StartRun(ctx context.Context, input model.StartRunInp
 // ApproveToolCall is the resolver for the approveToolCall field.
 func (r *mutationResolver) ApproveToolCall(ctx context.Context, runID string, toolCallID *string, args json.RawMessage) (*model.AgentRun, error) {
 	p := runs.DecideParams{RunID: runID, ToolCallID: toolCallID}
-	var rn *run.Run
+	var rn *runtype.Run
 	var err error
 	if args != nil {
 		rn, err = r.Runs.EditAndApprove(ctx, p, args)
@@ -95,7 +95,7 @@ func (r *mutationResolver) RequestApproval(ctx context.Context, input model.Appr
 
 // Me is the resolver for the me field.
 func (r *queryResolver) Me(ctx context.Context) (*model.Principal, error) {
-	p := run.PrincipalFrom(ctx)
+	p := runtype.PrincipalFrom(ctx)
 	if p == nil || !p.Authenticated() {
 		return nil, nil // authentication off: no token stands for anyone
 	}
@@ -121,7 +121,7 @@ func (r *queryResolver) SuspendedRuns(ctx context.Context, agentID *string, thre
 // Run is the resolver for the run field.
 func (r *queryResolver) Run(ctx context.Context, runID string) (*model.AgentRun, error) {
 	rn, err := r.Runs.Get(ctx, runID)
-	if run.ErrorCode(err) == run.CodeNotFound {
+	if runtype.ErrorCode(err) == runtype.CodeNotFound {
 		return nil, nil
 	}
 	if err != nil {
@@ -134,7 +134,7 @@ func (r *queryResolver) Run(ctx context.Context, runID string) (*model.AgentRun,
 func (r *queryResolver) RecentRuns(ctx context.Context, statuses []model.RunStatus, agentID *string, threadID *string, resourceID *string, page *int, perPage *int, decision *model.DecisionKind, decidedBy *string, external *bool) (*model.SuspendedRunsResult, error) {
 	p := runs.RecentParams{AgentID: agentID, ThreadID: threadID, ResourceID: resourceID, DecidedBy: decidedBy, External: external, PerPage: 20}
 	if decision != nil {
-		kind := run.DecisionKind(*decision)
+		kind := runtype.DecisionKind(*decision)
 		p.Decision = &kind
 	}
 	if page != nil {
@@ -144,7 +144,7 @@ func (r *queryResolver) RecentRuns(ctx context.Context, statuses []model.RunStat
 		p.PerPage = *perPage
 	}
 	for _, st := range statuses {
-		p.Statuses = append(p.Statuses, run.Status(st))
+		p.Statuses = append(p.Statuses, runtype.Status(st))
 	}
 	res, err := r.Runs.RecentRuns(ctx, p)
 	if err != nil {
@@ -233,7 +233,7 @@ func (r *subscriptionResolver) SuspendedRunsChanged(ctx context.Context, agentID
 // Messages is the resolver for the messages field.
 func (r *threadResolver) Messages(ctx context.Context, obj *model.Thread, last *int) ([]*model.ThreadMessage, error) {
 	if last != nil && *last == 0 {
-		return nil, run.Errorf(run.CodeBadUserInput, "last must be 1 or more, not 0")
+		return nil, runtype.Errorf(runtype.CodeBadUserInput, "last must be 1 or more, not 0")
 	}
 	th, err := r.Resolver.Runs.Thread(ctx, obj.ID, deref(last, 0))
 	if err != nil || th == nil {
@@ -251,7 +251,7 @@ func (r *threadResolver) Runs(ctx context.Context, obj *model.Thread, page *int,
 	// The thread's runs are its owner's: runs other resources started under the id before
 	// threads had owners are not the thread's (runs.Thread).
 	res, err := r.Resolver.Runs.RecentRuns(ctx, runs.RecentParams{
-		Statuses: run.AllStatuses, ThreadID: &obj.ID, ResourceID: obj.ResourceID, WithoutResource: obj.ResourceID == nil,
+		Statuses: runtype.AllStatuses, ThreadID: &obj.ID, ResourceID: obj.ResourceID, WithoutResource: obj.ResourceID == nil,
 		Page: deref(page, 0), PerPage: deref(perPage, 20),
 	})
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"interlock/hidden"
-	"interlock/run"
+	"interlock/runtype"
 )
 
 // Kind is what an event announces; it is also the name a webhook's events list uses.
@@ -48,7 +48,7 @@ type Event struct {
 	CreatedAt time.Time `json:"createdAt"`
 	Run       Run       `json:"run"`
 	// ToolCall is the call waited on or decided.
-	ToolCall *run.ToolCall `json:"toolCall,omitempty"`
+	ToolCall *runtype.ToolCall `json:"toolCall,omitempty"`
 	// WaitsFor is approval or input, on approval_requested.
 	WaitsFor string `json:"waitsFor,omitempty"`
 	// Decision is approved, edit_approved, declined or resumed, on decided.
@@ -107,25 +107,25 @@ type Call struct {
 	Edited bool
 	// Resumed is the call resumed with data, when the lookup was for one (RUN_RESUMED alone
 	// announces a resume).
-	Resumed *run.ToolCall
+	Resumed *runtype.ToolCall
 }
 
 // FromRunEvents picks, from events appended to a run after seq `after`, those that announce
 // something to notify, as Events without URL. lookup is asked about a decided call (by its id;
 // "" for the call a RUN_RESUMED resumed) only when a batch holds a decision: the store reads the
 // tool call row in the caller's transaction.
-func FromRunEvents(r Run, after int64, at time.Time, evs []run.Event, lookup func(toolCallID string) (Call, error)) ([]Event, error) {
+func FromRunEvents(r Run, after int64, at time.Time, evs []runtype.Event, lookup func(toolCallID string) (Call, error)) ([]Event, error) {
 	var out []Event
 	decided := false
 	for i, ev := range evs {
 		e := Event{ID: EventID(r.ID, after+int64(i)+1), CreatedAt: at.UTC().Truncate(time.Millisecond), Run: r, ToolCall: ev.ToolCall, Reason: ev.Reason, DecidedBy: ev.DecidedBy}
 		switch ev.Type {
-		case run.EventToolCallApproval, run.EventToolCallSuspended:
+		case runtype.EventToolCallApproval, runtype.EventToolCallSuspended:
 			e.Type, e.WaitsFor = ApprovalRequested, "approval"
-			if ev.Type == run.EventToolCallSuspended {
+			if ev.Type == runtype.EventToolCallSuspended {
 				e.WaitsFor = "input"
 			}
-		case run.EventToolCallApproved:
+		case runtype.EventToolCallApproved:
 			decided = true
 			id := ""
 			if ev.ToolCall != nil {
@@ -139,13 +139,13 @@ func FromRunEvents(r Run, after int64, at time.Time, evs []run.Event, lookup fun
 			if c.Edited {
 				e.Decision = DecisionEditApproved
 			}
-		case run.EventToolCallDeclined:
+		case runtype.EventToolCallDeclined:
 			decided = true
 			e.Type, e.Decision = Decided, DecisionDeclined
-		case run.EventToolCallExpired:
+		case runtype.EventToolCallExpired:
 			decided = true
 			e.Type = Expired
-		case run.EventRunResumed:
+		case runtype.EventRunResumed:
 			// A RUN_RESUMED after a call's own decision event repeats it; alone, it is a resume.
 			if decided || ev.DecidedBy == "" {
 				continue

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"interlock/run"
+	"interlock/runtype"
 )
 
 // TestSlackTextShowsHiddenCharacters: what an agent or a person wrote stays text in the server's
@@ -14,7 +14,7 @@ import (
 // message warns about the characters the call holds; the json event names them.
 func TestSlackTextShowsHiddenCharacters(t *testing.T) {
 	e := Event{Type: Decided, Decision: DecisionDeclined, Run: Run{ID: "r1", AgentID: "coder"},
-		ToolCall:  &run.ToolCall{ToolName: "Bash", Args: json.RawMessage(`{"command":"cat README.md #\u202e; rm -rf ~ \u202c"}`)},
+		ToolCall:  &runtype.ToolCall{ToolName: "Bash", Args: json.RawMessage(`{"command":"cat README.md #\u202e; rm -rf ~ \u202c"}`)},
 		DecidedBy: "alice", Reason: "no\r:white_check_mark: <https://evil.example|approved>"}
 	body, err := slackBody(e)
 	if err != nil {
@@ -39,7 +39,7 @@ func TestSlackTextShowsHiddenCharacters(t *testing.T) {
 	if got := e.withHidden().HiddenCharacters; !slices.Equal(got, []string{"U+202E", "U+202C", "U+000D"}) {
 		t.Errorf("hiddenCharacters = %q", got)
 	}
-	if got := (Event{ToolCall: &run.ToolCall{ToolName: "Bash", Args: json.RawMessage(`{"a":"b\nc"}`)}}).withHidden().HiddenCharacters; got != nil {
+	if got := (Event{ToolCall: &runtype.ToolCall{ToolName: "Bash", Args: json.RawMessage(`{"a":"b\nc"}`)}}).withHidden().HiddenCharacters; got != nil {
 		t.Errorf("hiddenCharacters of plain text = %q", got)
 	}
 }

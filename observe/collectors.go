@@ -8,8 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"interlock/run"
 	"interlock/runs"
+	"interlock/runtype"
 )
 
 // dbCollector exports sql.DBStats of the server's connection pool at each scrape.
@@ -96,7 +96,7 @@ func (c *runsCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 1)
-	for _, s := range run.AllStatuses {
+	for _, s := range runtype.AllStatuses {
 		ch <- prometheus.MustNewConstMetric(c.byStatus, prometheus.GaugeValue, float64(st.ByStatus[s]), string(s))
 	}
 	ch <- prometheus.MustNewConstMetric(c.suspended, prometheus.GaugeValue, float64(st.Suspended))

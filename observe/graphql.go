@@ -12,7 +12,7 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
-	"interlock/run"
+	"interlock/runtype"
 )
 
 // Operations is the gqlgen extension that writes one log line per GraphQL operation (its
@@ -142,7 +142,7 @@ func (o Operations) begin(ctx context.Context, admit bool) *operation {
 		op.transport = req.transport
 		req.logged.Store(true)
 	}
-	if p := run.PrincipalFrom(ctx); p != nil && p.Authenticated() {
+	if p := runtype.PrincipalFrom(ctx); p != nil && p.Authenticated() {
 		op.subject = p.Subject
 	}
 	return op

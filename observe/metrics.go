@@ -15,8 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"interlock/run"
 	"interlock/runs"
+	"interlock/runtype"
 )
 
 // Metrics holds the server's metrics and the registry they are exported from. Create it with
@@ -122,7 +122,7 @@ func (m *Metrics) Handler() http.Handler {
 }
 
 // Decided observes the wait of a call until its decision (runs.Metrics).
-func (m *Metrics) Decided(kind run.DecisionKind, waited time.Duration) {
+func (m *Metrics) Decided(kind runtype.DecisionKind, waited time.Duration) {
 	m.decisionWait.WithLabelValues(string(kind)).Observe(waited.Seconds())
 }
 

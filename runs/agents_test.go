@@ -11,10 +11,10 @@ import (
 	"gorm.io/gorm"
 
 	"interlock/agent"
-	"interlock/dbtest"
+	"interlock/internal/dbtest"
 	"interlock/llm"
-	"interlock/run"
 	"interlock/runs"
+	"interlock/runtype"
 )
 
 // TestInvalidArgumentsNeverReachAPerson: arguments that do not match the tool's input schema
@@ -37,18 +37,18 @@ func TestInvalidArgumentsNeverReachAPerson(t *testing.T) {
 		f := setupWith(t, db, runs.Config{}, setupOpts{agents: []*agent.Agent{a}})
 		r := f.start(t, runs.StartParams{AgentID: "refunder", Prompt: "refund order 4"})
 		done := f.finished(t, r.ID)
-		if done.Status != run.StatusCompleted {
+		if done.Status != runtype.StatusCompleted {
 			t.Fatalf("run is %s, want COMPLETED without waiting for a person", done.Status)
 		}
 		evs := allEvents(t, f, r.ID)
-		if n := len(ofType(evs, run.EventRunSuspended)); n != 0 || executed.Load() != 0 {
+		if n := len(ofType(evs, runtype.EventRunSuspended)); n != 0 || executed.Load() != 0 {
 			t.Fatalf("%d suspensions, %d executions; want none", n, executed.Load())
 		}
-		calls := ofType(evs, run.EventToolCallRequested)
+		calls := ofType(evs, runtype.EventToolCallRequested)
 		if len(calls) != 1 || calls[0].ToolCall.RequiresApproval {
 			t.Fatalf("TOOL_CALL events %+v: the call must not be shown as waiting for approval", calls)
 		}
-		results := ofType(evs, run.EventToolResult)
+		results := ofType(evs, runtype.EventToolResult)
 		if len(results) != 1 || !strings.Contains(results[0].Error, "missing property 'amount'") {
 			t.Fatalf("TOOL_RESULT events %+v", results)
 		}
@@ -85,13 +85,13 @@ func TestEditedArgumentsAreToldToTheModel(t *testing.T) {
 		}}}
 		f := setupWith(t, db, runs.Config{}, setupOpts{agents: []*agent.Agent{a}})
 		r := f.start(t, runs.StartParams{AgentID: "refunder", Prompt: "refund"})
-		f.until(t, r.ID, 0, run.StatusSuspended)
+		f.until(t, r.ID, 0, runtype.StatusSuspended)
 		_, err := f.svc.EditAndApprove(bg(), runs.DecideParams{RunID: r.ID}, json.RawMessage(`{"amount":25}`))
-		wantCode(t, err, run.CodeBadUserInput)
+		wantCode(t, err, runtype.CodeBadUserInput)
 		if _, err := f.svc.EditAndApprove(bg(), runs.DecideParams{RunID: r.ID}, json.RawMessage(`{"amount":12}`)); err != nil {
 			t.Fatal(err)
 		}
-		if done := f.finished(t, r.ID); done.Status != run.StatusCompleted {
+		if done := f.finished(t, r.ID); done.Status != runtype.StatusCompleted {
 			t.Fatalf("run %s", done.Status)
 		}
 		mu.Lock()

@@ -13,7 +13,7 @@ import (
 
 	"interlock/agent"
 	"interlock/hidden"
-	"interlock/run"
+	"interlock/runtype"
 )
 
 // Approvals for agents that run elsewhere. An external agent (agent.Agent.External) has no
@@ -55,7 +55,7 @@ type ApprovalParams struct {
 // takes any tool name ("*") would otherwise store whatever a caller sends.
 func checkToolName(name string) error {
 	if r, at, bad := hidden.InName(name); bad {
-		return run.Errorf(run.CodeBadUserInput, "toolName holds %s at character %d: a tool's name may not hold control or format characters, which hide or reorder what a person reads",
+		return runtype.Errorf(runtype.CodeBadUserInput, "toolName holds %s at character %d: a tool's name may not hold control or format characters, which hide or reorder what a person reads",
 			hidden.Describe([]rune{r}), at)
 	}
 	return nil
@@ -75,7 +75,7 @@ const policyReason = "approved by policy: the tool needs no approval"
 // subject, so that with separation of duties the caller cannot approve its own request.
 //
 // Who may call: a principal holding the requester role (requester, or operator and above), for
-// an agent it may request for (a principal bound to agents, run.Principal.Agents, only for
+// an agent it may request for (a principal bound to agents, runtype.Principal.Agents, only for
 // those), of the resource it names (a scoped principal must name one of its resources).
 //
 // Errors: UNAUTHENTICATED without a principal; FORBIDDEN without the requester role, for an
@@ -89,8 +89,8 @@ const policyReason = "approved by policy: the tool needs no approval"
 // idempotencyKey used before for another request. The same idempotencyKey from the same
 // principal with the same request returns the run the first one made (as it is now, decided or
 // not; with KeyWhilePending only while it waits), on any instance, for IdempotencyWindow at least.
-func (s *Service) RequestApproval(ctx context.Context, p ApprovalParams) (*run.Run, error) {
-	if err := require(ctx, run.RoleRequester, "requesting an approval"); err != nil {
+func (s *Service) RequestApproval(ctx context.Context, p ApprovalParams) (*runtype.Run, error) {
+	if err := require(ctx, runtype.RoleRequester, "requesting an approval"); err != nil {
 		return nil, err
 	}
 	if err := authorizeAgent(ctx, p.AgentID); err != nil {
@@ -98,42 +98,42 @@ func (s *Service) RequestApproval(ctx context.Context, p ApprovalParams) (*run.R
 	}
 	a := s.agents.Get(p.AgentID)
 	if a == nil {
-		return nil, run.Errorf(run.CodeNotFound, "no agent with id %q", p.AgentID)
+		return nil, runtype.Errorf(runtype.CodeNotFound, "no agent with id %q", p.AgentID)
 	}
 	if !a.External {
-		return nil, run.Errorf(run.CodeBadUserInput, "agent %q runs in Interlock (it has a model): start it with startRun; approvals are requested for external agents (external: true in the config)", a.ID)
+		return nil, runtype.Errorf(runtype.CodeBadUserInput, "agent %q runs in Interlock (it has a model): start it with startRun; approvals are requested for external agents (external: true in the config)", a.ID)
 	}
 	if p.ToolName == "" {
-		return nil, run.Errorf(run.CodeBadUserInput, "toolName must not be empty")
+		return nil, runtype.Errorf(runtype.CodeBadUserInput, "toolName must not be empty")
 	}
 	if n := utf8.RuneCountInString(p.ToolName); n > maxIDLength || !utf8.ValidString(p.ToolName) {
-		return nil, run.Errorf(run.CodeBadUserInput, "toolName is %d characters long; at most %d are allowed", n, maxIDLength)
+		return nil, runtype.Errorf(runtype.CodeBadUserInput, "toolName is %d characters long; at most %d are allowed", n, maxIDLength)
 	}
 	if err := checkToolName(p.ToolName); err != nil {
 		return nil, err
 	}
 	tool := a.Tool(p.ToolName)
 	if tool == nil {
-		return nil, run.Errorf(run.CodeBadUserInput, "agent %q has no tool %q (its tools: %s)", a.ID, p.ToolName, toolNames(a))
+		return nil, runtype.Errorf(runtype.CodeBadUserInput, "agent %q has no tool %q (its tools: %s)", a.ID, p.ToolName, toolNames(a))
 	}
 	if len(p.Args) == 0 {
-		return nil, run.Errorf(run.CodeBadUserInput, "args must be a JSON object of the tool's arguments")
+		return nil, runtype.Errorf(runtype.CodeBadUserInput, "args must be a JSON object of the tool's arguments")
 	}
 	args, err := agent.CanonicalJSON(p.Args)
 	if err != nil {
-		return nil, run.Errorf(run.CodeBadUserInput, "args: %v", err)
+		return nil, runtype.Errorf(runtype.CodeBadUserInput, "args: %v", err)
 	}
 	if args[0] != '{' {
-		return nil, run.Errorf(run.CodeBadUserInput, "args must be a JSON object of the tool's arguments")
+		return nil, runtype.Errorf(runtype.CodeBadUserInput, "args must be a JSON object of the tool's arguments")
 	}
 	if err := tool.ValidateInput(args); err != nil {
-		return nil, run.Errorf(run.CodeBadUserInput, "args do not match the inputSchema of %s: %v", p.ToolName, err)
+		return nil, runtype.Errorf(runtype.CodeBadUserInput, "args do not match the inputSchema of %s: %v", p.ToolName, err)
 	}
 	if !utf8.ValidString(p.Context) {
-		return nil, run.Errorf(run.CodeBadUserInput, "context is not valid UTF-8")
+		return nil, runtype.Errorf(runtype.CodeBadUserInput, "context is not valid UTF-8")
 	}
 	if n := utf8.RuneCountInString(p.Context); n > MaxContextLength {
-		return nil, run.Errorf(run.CodeBadUserInput, "context is %d characters long; at most %d are allowed", n, MaxContextLength)
+		return nil, runtype.Errorf(runtype.CodeBadUserInput, "context is %d characters long; at most %d are allowed", n, MaxContextLength)
 	}
 	threadID, resourceID, reqContext := emptyToNil(&p.ThreadID), emptyToNil(&p.ResourceID), emptyToNil(&p.Context)
 	if err := authorizeResource(ctx, resourceID, "request approvals"); err != nil {
@@ -141,7 +141,7 @@ func (s *Service) RequestApproval(ctx context.Context, p ApprovalParams) (*run.R
 	}
 	for name, v := range map[string]*string{"threadId": threadID, "resourceId": resourceID} {
 		if v != nil && utf8.RuneCountInString(*v) > maxIDLength {
-			return nil, run.Errorf(run.CodeBadUserInput, "%s is %d characters long; at most %d are allowed", name, utf8.RuneCountInString(*v), maxIDLength)
+			return nil, runtype.Errorf(runtype.CodeBadUserInput, "%s is %d characters long; at most %d are allowed", name, utf8.RuneCountInString(*v), maxIDLength)
 		}
 	}
 	request := struct {
@@ -162,43 +162,43 @@ func (s *Service) RequestApproval(ctx context.Context, p ApprovalParams) (*run.R
 	needs := tool.RequireApproval || a.RequireToolApproval
 	snap := agent.NewRequest(p.ToolName, args, needs)
 	c := snap.Pending[0]
-	requested := run.ToolCall{ToolCallID: c.CallID(), ToolName: p.ToolName, Args: args, RequiresApproval: needs}
+	requested := runtype.ToolCall{ToolCallID: c.CallID(), ToolName: p.ToolName, Args: args, RequiresApproval: needs}
 	call := requested // as it waits, with its deadline
 	if needs && tool.ApprovalTimeout > 0 {
 		deadline := ms(now.Add(tool.ApprovalTimeout))
 		call.ExpiresAt = &deadline
 	}
-	r := run.Run{
+	r := runtype.Run{
 		ID: id.String(), AgentID: a.ID, ThreadID: threadID, ResourceID: resourceID, StartedBy: startedBy(ctx),
-		Context: reqContext, CreatedAt: now, UpdatedAt: now, ToolCalls: []run.ToolCall{}, Decisions: []run.Decision{},
+		Context: reqContext, CreatedAt: now, UpdatedAt: now, ToolCalls: []runtype.ToolCall{}, Decisions: []runtype.Decision{},
 	}
 	ext := &ExternalRequest{Call: call, InstanceID: s.cfg.InstanceID}
-	evs := []run.Event{
-		{Type: run.EventRunStarted, Status: string(run.StatusRunning)},
-		{Type: run.EventToolCallRequested, ToolCall: &requested},
+	evs := []runtype.Event{
+		{Type: runtype.EventRunStarted, Status: string(runtype.StatusRunning)},
+		{Type: runtype.EventToolCallRequested, ToolCall: &requested},
 	}
 	var encoded string
 	if needs {
 		waiting := call
-		evs = append(evs, run.Event{Type: run.EventToolCallApproval, ToolCall: &waiting},
-			run.Event{Type: run.EventRunSuspended, Status: string(run.StatusSuspended)})
+		evs = append(evs, runtype.Event{Type: runtype.EventToolCallApproval, ToolCall: &waiting},
+			runtype.Event{Type: runtype.EventRunSuspended, Status: string(runtype.StatusSuspended)})
 		snap.Seq = int64(len(evs))
 		if encoded, err = snap.Encode(); err != nil {
 			return nil, err
 		}
-		r.Status, r.SuspendedAt, r.ToolCalls = run.StatusSuspended, &now, []run.ToolCall{call}
+		r.Status, r.SuspendedAt, r.ToolCalls = runtype.StatusSuspended, &now, []runtype.ToolCall{call}
 	} else {
 		reason := policyReason
 		receipt, err := s.receiptFor(ctx, r.ID, call.ToolCallID, a.ID, call.ToolName, args, nil, now)
 		if err != nil {
 			return nil, err
 		}
-		ext.Decision = &run.Decision{RunID: r.ID, ToolCallID: call.ToolCallID, ToolName: call.ToolName, Kind: run.DecisionApproved,
+		ext.Decision = &runtype.Decision{RunID: r.ID, ToolCallID: call.ToolCallID, ToolName: call.ToolName, Kind: runtype.DecisionApproved,
 			DecidedAt: now, Reason: &reason, Args: args, Receipt: receipt}
 		// No TOOL_CALL_APPROVED: nobody was asked, so no one is told (webhooks announce what
 		// waits for a person and what a person decided); the decision is on record.
-		evs = append(evs, run.Event{Type: run.EventRunFinished, Status: string(run.StatusCompleted)})
-		r.Status, r.Decisions = run.StatusCompleted, []run.Decision{*ext.Decision}
+		evs = append(evs, runtype.Event{Type: runtype.EventRunFinished, Status: string(runtype.StatusCompleted)})
+		r.Status, r.Decisions = runtype.StatusCompleted, []runtype.Decision{*ext.Decision}
 	}
 	r.LastSeq = int64(len(evs))
 	if key != nil {
@@ -234,12 +234,12 @@ func (s *Service) RequestApproval(ctx context.Context, p ApprovalParams) (*run.R
 // Errors: UNAUTHENTICATED, FORBIDDEN as Get; NOT_FOUND for an unknown run, a run the
 // principal may not see, and a run that is not an approval request (its agent is not
 // external); BAD_USER_INPUT for a negative wait; UNAVAILABLE when storage cannot be reached.
-func (s *Service) AwaitApproval(ctx context.Context, runID string, wait time.Duration) (*run.Run, error) {
+func (s *Service) AwaitApproval(ctx context.Context, runID string, wait time.Duration) (*runtype.Run, error) {
 	if wait < 0 {
-		return nil, run.Errorf(run.CodeBadUserInput, "wait must be 0 or more, not %s", wait)
+		return nil, runtype.Errorf(runtype.CodeBadUserInput, "wait must be 0 or more, not %s", wait)
 	}
 	r, err := s.request(ctx, runID)
-	if err != nil || r.Status != run.StatusSuspended || wait == 0 {
+	if err != nil || r.Status != runtype.StatusSuspended || wait == 0 {
 		return r, err
 	}
 	woke := make(chan struct{}, 1)
@@ -255,7 +255,7 @@ func (s *Service) AwaitApproval(ctx context.Context, runID string, wait time.Dur
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for {
-		if r, err = s.request(ctx, runID); err != nil || r.Status != run.StatusSuspended {
+		if r, err = s.request(ctx, runID); err != nil || r.Status != runtype.StatusSuspended {
 			if err != nil && ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
@@ -286,7 +286,7 @@ func (s *Service) AwaitApproval(ctx context.Context, runID string, wait time.Dur
 // Who may call: as AwaitApproval (a viewer of the run's resource, or the requester who made
 // it); the expiry itself is the server's decision. Errors: as AwaitApproval's read, and
 // UNAVAILABLE when storage cannot be reached.
-func (s *Service) Abandon(ctx context.Context, runID, asker, how string) (*run.Run, bool, error) {
+func (s *Service) Abandon(ctx context.Context, runID, asker, how string) (*runtype.Run, bool, error) {
 	for range 5 {
 		r, err := s.Get(ctx, runID)
 		if err != nil {
@@ -295,7 +295,7 @@ func (s *Service) Abandon(ctx context.Context, runID, asker, how string) (*run.R
 		if !s.isExternal(r.AgentID) {
 			return nil, false, notFound(runID) // as request: nothing to a caller of the hooks
 		}
-		if r.Status != run.StatusSuspended {
+		if r.Status != runtype.StatusSuspended {
 			r.Snapshot, r.LeaseOwner = nil, nil
 			return r, false, nil // decided (or expired) first
 		}
@@ -317,7 +317,7 @@ func (s *Service) Abandon(ctx context.Context, runID, asker, how string) (*run.R
 		if err := snap.Decide(call.ToolCallID, d); err != nil {
 			return nil, false, fmt.Errorf("run %s: snapshot does not wait on %s: %w", r.ID, call.ToolCallID, err)
 		}
-		err = s.finishExternal(run.WithSystem(ctx), r, call, d, "", w)
+		err = s.finishExternal(runtype.WithSystem(ctx), r, call, d, "", w)
 		if errors.Is(err, ErrStale) {
 			continue // decided first: the next read says how
 		}
@@ -325,17 +325,17 @@ func (s *Service) Abandon(ctx context.Context, runID, asker, how string) (*run.R
 			return nil, false, err
 		}
 		r.Snapshot = nil
-		r.Decisions = append(r.Decisions, run.Decision{RunID: r.ID, ToolCallID: call.ToolCallID, ToolName: call.ToolName,
-			Kind: run.DecisionExpired, DecidedAt: w.At, Reason: w.Reason, Args: call.Args})
+		r.Decisions = append(r.Decisions, runtype.Decision{RunID: r.ID, ToolCallID: call.ToolCallID, ToolName: call.ToolName,
+			Kind: runtype.DecisionExpired, DecidedAt: w.At, Reason: w.Reason, Args: call.Args})
 		s.cfg.Logger.Info("approval request abandoned", "run", r.ID, "tool", call.ToolName, "asker", asker)
 		return r, true, nil
 	}
-	return nil, false, run.Errorf(run.CodeConflict, "approval request %s kept changing while it was being ended", runID)
+	return nil, false, runtype.Errorf(runtype.CodeConflict, "approval request %s kept changing while it was being ended", runID)
 }
 
 // request reads an approval request for AwaitApproval: a run of an external agent the
 // principal may read (Get), without its snapshot.
-func (s *Service) request(ctx context.Context, runID string) (*run.Run, error) {
+func (s *Service) request(ctx context.Context, runID string) (*runtype.Run, error) {
 	r, err := s.Get(ctx, runID)
 	if err != nil {
 		return nil, err
@@ -361,8 +361,8 @@ func (s *Service) IsExternal(agentID string) bool { return s.isExternal(agentID)
 
 // finishRequest is commitDecision's end of an external agent's run: the decision is the last
 // thing it does, so after the decision's events comes RUN_FINISHED, and the run is COMPLETED.
-func finishRequest(evs []run.Event) []run.Event {
-	return append(evs, run.Event{Type: run.EventRunFinished, Status: string(run.StatusCompleted)})
+func finishRequest(evs []runtype.Event) []runtype.Event {
+	return append(evs, runtype.Event{Type: runtype.EventRunFinished, Status: string(runtype.StatusCompleted)})
 }
 
 func toolNames(a *agent.Agent) string {
@@ -379,7 +379,7 @@ func toolNames(a *agent.Agent) string {
 // finishExternal stores decision w (prepared by commitDecision) on an external agent's request
 // r: its events, then RUN_FINISHED, with the run COMPLETED in the same compare-and-set, and
 // only then tells subscribers. r is updated to what was stored.
-func (s *Service) finishExternal(ctx context.Context, r *run.Run, call *run.ToolCall, d agent.Decision, by string, w DecisionWrite) error {
+func (s *Service) finishExternal(ctx context.Context, r *runtype.Run, call *runtype.ToolCall, d agent.Decision, by string, w DecisionWrite) error {
 	w.Hold, w.Finish, w.Snapshot = false, true, ""
 	w.Events = finishRequest(decisionEvents(call, d, by, true))
 	if err := s.store.Decide(ctx, w); err != nil {
@@ -389,6 +389,6 @@ func (s *Service) finishExternal(ctx context.Context, r *run.Run, call *run.Tool
 	s.runHub.Publish(r.ID, struct{}{})
 	s.changes.Publish(changesTopic, Change{Kind: ChangeLeft, RunID: r.ID})
 	r.Version, r.UpdatedAt, r.LastSeq, r.Snapshot = r.Version+1, w.At, r.LastSeq+int64(len(w.Events)), nil
-	r.Status, r.LeaseOwner, r.SuspendedAt, r.ToolCalls = run.StatusCompleted, nil, nil, []run.ToolCall{}
+	r.Status, r.LeaseOwner, r.SuspendedAt, r.ToolCalls = runtype.StatusCompleted, nil, nil, []runtype.ToolCall{}
 	return nil
 }

@@ -13,10 +13,10 @@ import (
 	"gorm.io/gorm"
 
 	"interlock/agent"
-	"interlock/dbtest"
+	"interlock/internal/dbtest"
 	"interlock/llm"
-	"interlock/run"
 	"interlock/runs"
+	"interlock/runtype"
 )
 
 // externalAgents are the external agents of the approval tests: deploy-bot asks about deploy
@@ -39,7 +39,7 @@ func externalSetup(t *testing.T, db *gorm.DB, cfg runs.Config) *fixture {
 
 var deployArgs = json.RawMessage(`{ "version": "1.2.3", "service": "api" }`)
 
-func request(t *testing.T, f *fixture, ctx context.Context, p runs.ApprovalParams) *run.Run {
+func request(t *testing.T, f *fixture, ctx context.Context, p runs.ApprovalParams) *runtype.Run {
 	t.Helper()
 	if p.AgentID == "" {
 		p.AgentID, p.ToolName = "deploy-bot", "deploy"
@@ -63,15 +63,15 @@ func countRuns(t *testing.T, db *gorm.DB) int64 {
 	return n
 }
 
-func eventTypes(evs []run.Event) []run.EventType {
-	out := make([]run.EventType, len(evs))
+func eventTypes(evs []runtype.Event) []runtype.EventType {
+	out := make([]runtype.EventType, len(evs))
 	for i, ev := range evs {
 		out[i] = ev.Type
 	}
 	return out
 }
 
-func sameTypes(got []run.EventType, want ...run.EventType) bool {
+func sameTypes(got []runtype.EventType, want ...runtype.EventType) bool {
 	if len(got) != len(want) {
 		return false
 	}
@@ -90,9 +90,9 @@ func TestApprovalRequestSuspendsAndItsDecisionEndsIt(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := externalSetup(t, db, runs.Config{})
-		bot := as("deploy-bot-token", nil, run.RoleRequester)
+		bot := as("deploy-bot-token", nil, runtype.RoleRequester)
 		r := request(t, f, bot, runs.ApprovalParams{Context: "Deploying **api** 1.2.3: the canary passed.", ThreadID: "deploy-42"})
-		if r.Status != run.StatusSuspended || len(r.ToolCalls) != 1 || r.StartedBy == nil || *r.StartedBy != "deploy-bot-token" {
+		if r.Status != runtype.StatusSuspended || len(r.ToolCalls) != 1 || r.StartedBy == nil || *r.StartedBy != "deploy-bot-token" {
 			t.Fatalf("request: %s, calls %+v, startedBy %v", r.Status, r.ToolCalls, r.StartedBy)
 		}
 		call := r.ToolCalls[0]
@@ -111,36 +111,36 @@ func TestApprovalRequestSuspendsAndItsDecisionEndsIt(t *testing.T) {
 		if err != nil || list.Total != 1 || list.Runs[0].ID != r.ID || list.Runs[0].Context == nil {
 			t.Fatalf("inbox: %+v, %v", list, err)
 		}
-		if !sameTypes(eventTypes(allEventsUntil(t, f, r.ID, 4)), run.EventRunStarted, run.EventToolCallRequested, run.EventToolCallApproval, run.EventRunSuspended) {
+		if !sameTypes(eventTypes(allEventsUntil(t, f, r.ID, 4)), runtype.EventRunStarted, runtype.EventToolCallRequested, runtype.EventToolCallApproval, runtype.EventRunSuspended) {
 			t.Fatalf("events of the request: %v", eventTypes(allEventsUntil(t, f, r.ID, 4)))
 		}
 		decided, err := f.svc.Approve(as("sam", nil, "sre"), runs.DecideParams{RunID: r.ID})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if decided.Status != run.StatusCompleted || len(decided.Decisions) != 1 || decided.Decisions[0].Kind != run.DecisionApproved ||
+		if decided.Status != runtype.StatusCompleted || len(decided.Decisions) != 1 || decided.Decisions[0].Kind != runtype.DecisionApproved ||
 			*decided.Decisions[0].DecidedBy != "sam" {
 			t.Fatalf("approved: %s, decisions %+v", decided.Status, decided.Decisions)
 		}
 		evs := allEvents(t, f, r.ID)
-		if !sameTypes(eventTypes(evs), run.EventRunStarted, run.EventToolCallRequested, run.EventToolCallApproval, run.EventRunSuspended,
-			run.EventToolCallApproved, run.EventRunFinished) || evs[5].Status != string(run.StatusCompleted) {
+		if !sameTypes(eventTypes(evs), runtype.EventRunStarted, runtype.EventToolCallRequested, runtype.EventToolCallApproval, runtype.EventRunSuspended,
+			runtype.EventToolCallApproved, runtype.EventRunFinished) || evs[5].Status != string(runtype.StatusCompleted) {
 			t.Fatalf("events: %v", eventTypes(evs))
 		}
 		stored, err := f.svc.Get(bg(), r.ID)
-		if err != nil || stored.Status != run.StatusCompleted || stored.Snapshot != nil || len(stored.ToolCalls) != 0 {
+		if err != nil || stored.Status != runtype.StatusCompleted || stored.Snapshot != nil || len(stored.ToolCalls) != 0 {
 			t.Fatalf("stored: %+v, %v", stored, err)
 		}
 		if list, _ := f.svc.ListSuspended(bg(), runs.ListSuspendedParams{}); list.Total != 0 {
 			t.Fatalf("the decided request is still in the inbox")
 		}
 		_, err = f.svc.Decline(as("sam", nil, "sre"), runs.DecideParams{RunID: r.ID}, "too late")
-		wantCode(t, err, run.CodeConflict)
+		wantCode(t, err, runtype.CodeConflict)
 	})
 }
 
 // allEventsUntil reads the first n events of a run that is not finished.
-func allEventsUntil(t *testing.T, f *fixture, runID string, n int) []run.Event {
+func allEventsUntil(t *testing.T, f *fixture, runID string, n int) []runtype.Event {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(bg(), 20*time.Second)
 	defer cancel()
@@ -148,7 +148,7 @@ func allEventsUntil(t *testing.T, f *fixture, runID string, n int) []run.Event {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []run.Event
+	var out []runtype.Event
 	for ev := range ch {
 		if out = append(out, ev); len(out) == n {
 			break
@@ -169,15 +169,15 @@ func TestApprovalDecisions(t *testing.T) {
 
 		edited := request(t, f, bg(), runs.ApprovalParams{})
 		_, err := f.svc.EditAndApprove(sre, runs.DecideParams{RunID: edited.ID}, json.RawMessage(`{"service":"api"}`))
-		wantCode(t, err, run.CodeBadUserInput) // version is required
+		wantCode(t, err, runtype.CodeBadUserInput) // version is required
 		out, err := f.svc.EditAndApprove(sre, runs.DecideParams{RunID: edited.ID}, json.RawMessage(`{"service":"api","version":"1.2.2"}`))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d := out.Decisions[0]; out.Status != run.StatusCompleted || string(d.EditedArgs) != `{"service":"api","version":"1.2.2"}` || string(d.Args) != `{"version":"1.2.3","service":"api"}` {
+		if d := out.Decisions[0]; out.Status != runtype.StatusCompleted || string(d.EditedArgs) != `{"service":"api","version":"1.2.2"}` || string(d.Args) != `{"version":"1.2.3","service":"api"}` {
 			t.Fatalf("edited: %s, %+v", out.Status, out.Decisions)
 		}
-		if evs := allEvents(t, f, edited.ID); evs[4].Type != run.EventToolCallApproved || string(evs[4].ToolCall.Args) != `{"service":"api","version":"1.2.2"}` {
+		if evs := allEvents(t, f, edited.ID); evs[4].Type != runtype.EventToolCallApproved || string(evs[4].ToolCall.Args) != `{"service":"api","version":"1.2.2"}` {
 			t.Fatalf("TOOL_CALL_APPROVED carries the args to run: %+v", evs[4])
 		}
 
@@ -186,22 +186,22 @@ func TestApprovalDecisions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d := out.Decisions[0]; out.Status != run.StatusCompleted || d.Kind != run.DecisionDeclined || *d.Reason != "not on a Friday" {
+		if d := out.Decisions[0]; out.Status != runtype.StatusCompleted || d.Kind != runtype.DecisionDeclined || *d.Reason != "not on a Friday" {
 			t.Fatalf("declined: %s, %+v", out.Status, out.Decisions)
 		}
-		if !sameTypes(eventTypes(allEvents(t, f, declined.ID))[4:], run.EventToolCallDeclined, run.EventRunFinished) {
+		if !sameTypes(eventTypes(allEvents(t, f, declined.ID))[4:], runtype.EventToolCallDeclined, runtype.EventRunFinished) {
 			t.Fatalf("decline events: %v", eventTypes(allEvents(t, f, declined.ID)))
 		}
 
 		expiring := request(t, f, bg(), runs.ApprovalParams{})
 		clock.advance(31 * time.Minute)
-		f.until(t, expiring.ID, 0, run.StatusCompleted)
+		f.until(t, expiring.ID, 0, runtype.StatusCompleted)
 		evs := allEvents(t, f, expiring.ID)
-		if !sameTypes(eventTypes(evs)[4:], run.EventToolCallExpired, run.EventRunFinished) {
+		if !sameTypes(eventTypes(evs)[4:], runtype.EventToolCallExpired, runtype.EventRunFinished) {
 			t.Fatalf("expiry events: %v", eventTypes(evs))
 		}
 		got, _ := f.svc.Get(bg(), expiring.ID)
-		if got.Status != run.StatusCompleted || got.Decisions[0].Kind != run.DecisionExpired || got.Decisions[0].DecidedBy != nil {
+		if got.Status != runtype.StatusCompleted || got.Decisions[0].Kind != runtype.DecisionExpired || got.Decisions[0].DecidedBy != nil {
 			t.Fatalf("expired: %s, %+v", got.Status, got.Decisions)
 		}
 	})
@@ -214,15 +214,15 @@ func TestApprovalWithoutApprovalNeeded(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := externalSetup(t, db, runs.Config{})
 		r := request(t, f, bg(), runs.ApprovalParams{AgentID: "deploy-bot", ToolName: "status", Args: json.RawMessage(`{}`)})
-		if r.Status != run.StatusCompleted || len(r.Decisions) != 1 || r.Decisions[0].Kind != run.DecisionApproved || r.Decisions[0].DecidedBy != nil {
+		if r.Status != runtype.StatusCompleted || len(r.Decisions) != 1 || r.Decisions[0].Kind != runtype.DecisionApproved || r.Decisions[0].DecidedBy != nil {
 			t.Fatalf("returned %s, %+v", r.Status, r.Decisions)
 		}
 		got, err := f.svc.Get(bg(), r.ID)
-		if err != nil || got.Status != run.StatusCompleted || len(got.Decisions) != 1 || got.Decisions[0].Kind != run.DecisionApproved ||
+		if err != nil || got.Status != runtype.StatusCompleted || len(got.Decisions) != 1 || got.Decisions[0].Kind != runtype.DecisionApproved ||
 			got.Decisions[0].Reason == nil || got.Snapshot != nil {
 			t.Fatalf("stored %+v, %v", got, err)
 		}
-		if !sameTypes(eventTypes(allEvents(t, f, r.ID)), run.EventRunStarted, run.EventToolCallRequested, run.EventRunFinished) {
+		if !sameTypes(eventTypes(allEvents(t, f, r.ID)), runtype.EventRunStarted, runtype.EventToolCallRequested, runtype.EventRunFinished) {
 			t.Fatalf("events %v", eventTypes(allEvents(t, f, r.ID)))
 		}
 		if list, _ := f.svc.ListSuspended(bg(), runs.ListSuspendedParams{}); list.Total != 0 {
@@ -240,21 +240,21 @@ func TestApprovalRequestRefusals(t *testing.T) {
 		for _, tc := range []struct {
 			name string
 			p    runs.ApprovalParams
-			code run.Code
+			code runtype.Code
 			says string
 		}{
-			{"schema", runs.ApprovalParams{AgentID: "deploy-bot", ToolName: "deploy", Args: json.RawMessage(`{"service":"api"}`)}, run.CodeBadUserInput, "inputSchema of deploy"},
-			{"extra property", runs.ApprovalParams{AgentID: "deploy-bot", ToolName: "deploy", Args: json.RawMessage(`{"service":"api","version":"1","force":true}`)}, run.CodeBadUserInput, "inputSchema"},
-			{"not an object", runs.ApprovalParams{AgentID: "hooks", ToolName: "Bash", Args: json.RawMessage(`["ls"]`)}, run.CodeBadUserInput, "JSON object"},
-			{"not JSON", runs.ApprovalParams{AgentID: "hooks", ToolName: "Bash", Args: json.RawMessage(`{"command":`)}, run.CodeBadUserInput, "args"},
-			{"duplicate key", runs.ApprovalParams{AgentID: "hooks", ToolName: "Bash", Args: json.RawMessage(`{"a":1,"a":2}`)}, run.CodeBadUserInput, "args"},
-			{"no args", runs.ApprovalParams{AgentID: "hooks", ToolName: "Bash"}, run.CodeBadUserInput, "JSON object"},
-			{"internal agent", runs.ApprovalParams{AgentID: "support-agent", ToolName: "issue_refund", Args: json.RawMessage(`{}`)}, run.CodeBadUserInput, "startRun"},
-			{"unknown agent", runs.ApprovalParams{AgentID: "nobody", ToolName: "x", Args: json.RawMessage(`{}`)}, run.CodeNotFound, "no agent"},
-			{"unknown tool", runs.ApprovalParams{AgentID: "deploy-bot", ToolName: "rm", Args: json.RawMessage(`{}`)}, run.CodeBadUserInput, `no tool "rm"`},
-			{"no tool", runs.ApprovalParams{AgentID: "hooks", Args: json.RawMessage(`{}`)}, run.CodeBadUserInput, "toolName"},
-			{"long context", runs.ApprovalParams{AgentID: "hooks", ToolName: "Bash", Args: json.RawMessage(`{}`), Context: strings.Repeat("x", runs.MaxContextLength+1)}, run.CodeBadUserInput, "context"},
-			{"long thread", runs.ApprovalParams{AgentID: "hooks", ToolName: "Bash", Args: json.RawMessage(`{}`), ThreadID: strings.Repeat("t", 192)}, run.CodeBadUserInput, "threadId"},
+			{"schema", runs.ApprovalParams{AgentID: "deploy-bot", ToolName: "deploy", Args: json.RawMessage(`{"service":"api"}`)}, runtype.CodeBadUserInput, "inputSchema of deploy"},
+			{"extra property", runs.ApprovalParams{AgentID: "deploy-bot", ToolName: "deploy", Args: json.RawMessage(`{"service":"api","version":"1","force":true}`)}, runtype.CodeBadUserInput, "inputSchema"},
+			{"not an object", runs.ApprovalParams{AgentID: "hooks", ToolName: "Bash", Args: json.RawMessage(`["ls"]`)}, runtype.CodeBadUserInput, "JSON object"},
+			{"not JSON", runs.ApprovalParams{AgentID: "hooks", ToolName: "Bash", Args: json.RawMessage(`{"command":`)}, runtype.CodeBadUserInput, "args"},
+			{"duplicate key", runs.ApprovalParams{AgentID: "hooks", ToolName: "Bash", Args: json.RawMessage(`{"a":1,"a":2}`)}, runtype.CodeBadUserInput, "args"},
+			{"no args", runs.ApprovalParams{AgentID: "hooks", ToolName: "Bash"}, runtype.CodeBadUserInput, "JSON object"},
+			{"internal agent", runs.ApprovalParams{AgentID: "support-agent", ToolName: "issue_refund", Args: json.RawMessage(`{}`)}, runtype.CodeBadUserInput, "startRun"},
+			{"unknown agent", runs.ApprovalParams{AgentID: "nobody", ToolName: "x", Args: json.RawMessage(`{}`)}, runtype.CodeNotFound, "no agent"},
+			{"unknown tool", runs.ApprovalParams{AgentID: "deploy-bot", ToolName: "rm", Args: json.RawMessage(`{}`)}, runtype.CodeBadUserInput, `no tool "rm"`},
+			{"no tool", runs.ApprovalParams{AgentID: "hooks", Args: json.RawMessage(`{}`)}, runtype.CodeBadUserInput, "toolName"},
+			{"long context", runs.ApprovalParams{AgentID: "hooks", ToolName: "Bash", Args: json.RawMessage(`{}`), Context: strings.Repeat("x", runs.MaxContextLength+1)}, runtype.CodeBadUserInput, "context"},
+			{"long thread", runs.ApprovalParams{AgentID: "hooks", ToolName: "Bash", Args: json.RawMessage(`{}`), ThreadID: strings.Repeat("t", 192)}, runtype.CodeBadUserInput, "threadId"},
 		} {
 			_, err := f.svc.RequestApproval(bg(), tc.p)
 			wantCode(t, err, tc.code)
@@ -267,10 +267,10 @@ func TestApprovalRequestRefusals(t *testing.T) {
 		}
 		// An external agent is not started.
 		_, err := f.svc.StartRun(bg(), runs.StartParams{AgentID: "hooks", Prompt: "hello"})
-		wantCode(t, err, run.CodeBadUserInput)
+		wantCode(t, err, runtype.CodeBadUserInput)
 		// Any tool name of hooks is accepted, without a schema.
 		r := request(t, f, bg(), runs.ApprovalParams{AgentID: "hooks", ToolName: "mcp__github__create_pull_request", Args: json.RawMessage(`{"title":"x"}`)})
-		if r.Status != run.StatusSuspended || r.ToolCalls[0].ToolName != "mcp__github__create_pull_request" {
+		if r.Status != runtype.StatusSuspended || r.ToolCalls[0].ToolName != "mcp__github__create_pull_request" {
 			t.Fatalf("any tool: %s %+v", r.Status, r.ToolCalls)
 		}
 	})
@@ -283,44 +283,44 @@ func TestApprovalRoles(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := externalSetup(t, db, runs.Config{SeparationOfDuties: true})
-		bot := as("bot", nil, run.RoleRequester)
-		other := as("other-bot", nil, run.RoleRequester)
+		bot := as("bot", nil, runtype.RoleRequester)
+		other := as("other-bot", nil, runtype.RoleRequester)
 		_, err := f.svc.RequestApproval(context.Background(), runs.ApprovalParams{AgentID: "hooks", ToolName: "Bash", Args: json.RawMessage(`{}`)})
-		wantCode(t, err, run.CodeUnauthenticated)
-		for _, ctx := range []context.Context{as("v", nil, run.RoleViewer), as("c", nil, "sre")} {
+		wantCode(t, err, runtype.CodeUnauthenticated)
+		for _, ctx := range []context.Context{as("v", nil, runtype.RoleViewer), as("c", nil, "sre")} {
 			_, err := f.svc.RequestApproval(ctx, runs.ApprovalParams{AgentID: "hooks", ToolName: "Bash", Args: json.RawMessage(`{}`)})
-			wantCode(t, err, run.CodeForbidden)
+			wantCode(t, err, runtype.CodeForbidden)
 		}
-		request(t, f, as("op", nil, run.RoleOperator), runs.ApprovalParams{AgentID: "hooks", ToolName: "Bash", Args: json.RawMessage(`{}`)})
+		request(t, f, as("op", nil, runtype.RoleOperator), runs.ApprovalParams{AgentID: "hooks", ToolName: "Bash", Args: json.RawMessage(`{}`)})
 		r := request(t, f, bot, runs.ApprovalParams{})
 
 		_, err = f.svc.Get(other, r.ID)
-		wantCode(t, err, run.CodeNotFound)
+		wantCode(t, err, runtype.CodeNotFound)
 		_, err = f.svc.ListSuspended(bot, runs.ListSuspendedParams{})
-		wantCode(t, err, run.CodeForbidden)
+		wantCode(t, err, runtype.CodeForbidden)
 		_, err = f.svc.Approve(bot, runs.DecideParams{RunID: r.ID})
-		wantCode(t, err, run.CodeForbidden)
+		wantCode(t, err, runtype.CodeForbidden)
 		_, err = f.svc.Decline(bot, runs.DecideParams{RunID: r.ID}, "")
-		wantCode(t, err, run.CodeForbidden)
-		_, err = f.svc.Approve(as("alice", nil, run.RoleApprover), runs.DecideParams{RunID: r.ID})
-		wantCode(t, err, run.CodeForbidden) // deploy: approverRoles [sre]
+		wantCode(t, err, runtype.CodeForbidden)
+		_, err = f.svc.Approve(as("alice", nil, runtype.RoleApprover), runs.DecideParams{RunID: r.ID})
+		wantCode(t, err, runtype.CodeForbidden) // deploy: approverRoles [sre]
 		// Separation of duties: a principal that requested (an operator with sre) may not approve
 		// its own request, only decline it.
-		mine := request(t, f, as("sam", nil, run.RoleOperator, "sre"), runs.ApprovalParams{})
-		_, err = f.svc.Approve(as("sam", nil, run.RoleOperator, "sre"), runs.DecideParams{RunID: mine.ID})
-		wantCode(t, err, run.CodeForbidden)
+		mine := request(t, f, as("sam", nil, runtype.RoleOperator, "sre"), runs.ApprovalParams{})
+		_, err = f.svc.Approve(as("sam", nil, runtype.RoleOperator, "sre"), runs.DecideParams{RunID: mine.ID})
+		wantCode(t, err, runtype.CodeForbidden)
 		if _, err := f.svc.Approve(as("sue", nil, "sre"), runs.DecideParams{RunID: mine.ID}); err != nil {
 			t.Fatal(err)
 		}
 		// A scoped requester asks only about its resources, and sees only them.
-		scoped := as("tenant-bot", []string{"t1"}, run.RoleRequester)
+		scoped := as("tenant-bot", []string{"t1"}, runtype.RoleRequester)
 		_, err = f.svc.RequestApproval(scoped, runs.ApprovalParams{AgentID: "hooks", ToolName: "Bash", Args: json.RawMessage(`{}`), ResourceID: "t2"})
-		wantCode(t, err, run.CodeForbidden)
+		wantCode(t, err, runtype.CodeForbidden)
 		_, err = f.svc.RequestApproval(scoped, runs.ApprovalParams{AgentID: "hooks", ToolName: "Bash", Args: json.RawMessage(`{}`)})
-		wantCode(t, err, run.CodeForbidden)
+		wantCode(t, err, runtype.CodeForbidden)
 		t1 := request(t, f, scoped, runs.ApprovalParams{ResourceID: "t1"})
-		_, err = f.svc.Get(as("t2-viewer", []string{"t2"}, run.RoleViewer), t1.ID)
-		wantCode(t, err, run.CodeNotFound)
+		_, err = f.svc.Get(as("t2-viewer", []string{"t2"}, runtype.RoleViewer), t1.ID)
+		wantCode(t, err, runtype.CodeNotFound)
 	})
 }
 
@@ -332,7 +332,7 @@ func TestApprovalIdempotency(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		a := externalSetup(t, db, runs.Config{})
 		b := externalSetup(t, db, runs.Config{})
-		bot := as("bot", nil, run.RoleRequester)
+		bot := as("bot", nil, runtype.RoleRequester)
 		p := runs.ApprovalParams{AgentID: "deploy-bot", ToolName: "deploy", Args: deployArgs, IdempotencyKey: "deploy-api-1.2.3", Context: "why"}
 		first := request(t, a, bot, p)
 		spaced := p
@@ -345,14 +345,14 @@ func TestApprovalIdempotency(t *testing.T) {
 			t.Fatal(err)
 		}
 		decided := request(t, a, bot, p)
-		if decided.ID != first.ID || decided.Status != run.StatusCompleted {
+		if decided.ID != first.ID || decided.Status != runtype.StatusCompleted {
 			t.Fatalf("after the decision: %s %s", decided.ID, decided.Status)
 		}
 		changed := p
 		changed.Context = "another reason"
 		_, err := a.svc.RequestApproval(bot, changed)
-		wantCode(t, err, run.CodeBadUserInput)
-		if r := request(t, a, as("other", nil, run.RoleRequester), p); r.ID == first.ID {
+		wantCode(t, err, runtype.CodeBadUserInput)
+		if r := request(t, a, as("other", nil, runtype.RoleRequester), p); r.ID == first.ID {
 			t.Fatal("another principal's key returned the first principal's run")
 		}
 		if n := countRuns(t, db); n != 2 {
@@ -369,17 +369,17 @@ func TestAwaitApproval(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		a := externalSetup(t, db, runs.Config{PollInterval: 20 * time.Millisecond})
 		b := externalSetup(t, db, runs.Config{PollInterval: 20 * time.Millisecond})
-		bot := as("bot", nil, run.RoleRequester)
+		bot := as("bot", nil, runtype.RoleRequester)
 		r := request(t, a, bot, runs.ApprovalParams{})
 		got, err := a.svc.AwaitApproval(bot, r.ID, 0)
-		if err != nil || got.Status != run.StatusSuspended {
+		if err != nil || got.Status != runtype.StatusSuspended {
 			t.Fatalf("no wait: %v, %v", got, err)
 		}
 		got, err = a.svc.AwaitApproval(bot, r.ID, 30*time.Millisecond)
-		if err != nil || got.Status != run.StatusSuspended {
+		if err != nil || got.Status != runtype.StatusSuspended {
 			t.Fatalf("a wait that passes: %v, %v", got, err)
 		}
-		done := make(chan *run.Run, 1)
+		done := make(chan *runtype.Run, 1)
 		go func() {
 			got, err := a.svc.AwaitApproval(bot, r.ID, time.Minute)
 			if err != nil {
@@ -395,7 +395,7 @@ func TestAwaitApproval(t *testing.T) {
 		}
 		select {
 		case got := <-done:
-			if got == nil || got.Status != run.StatusCompleted || got.Decisions[0].Kind != run.DecisionDeclined {
+			if got == nil || got.Status != runtype.StatusCompleted || got.Decisions[0].Kind != runtype.DecisionDeclined {
 				t.Fatalf("woken with %+v", got)
 			}
 		case <-time.After(20 * time.Second):
@@ -425,7 +425,7 @@ func TestAwaitApproval(t *testing.T) {
 		}
 		internal := a.suspended(t, runs.StartParams{Prompt: "refund order 1 for 5"})
 		_, err = a.svc.AwaitApproval(bg(), internal.ID, 0)
-		wantCode(t, err, run.CodeNotFound)
+		wantCode(t, err, runtype.CodeNotFound)
 	})
 }
 
@@ -450,10 +450,10 @@ func TestARequestStaysARequestWhenItsAgentRunsInInterlock(t *testing.T) {
 			t.Fatal(err)
 		}
 		evs := allEventsUntil(t, now, r.ID, 6)
-		if out.Status != run.StatusCompleted || !sameTypes(eventTypes(evs)[4:], run.EventToolCallApproved, run.EventRunFinished) {
+		if out.Status != runtype.StatusCompleted || !sameTypes(eventTypes(evs)[4:], runtype.EventToolCallApproved, runtype.EventRunFinished) {
 			t.Fatalf("decided: %s, events %v", out.Status, eventTypes(evs))
 		}
-		if got, _ := now.svc.Get(bg(), r.ID); got.Status != run.StatusCompleted || ran.Load() != 0 {
+		if got, _ := now.svc.Get(bg(), r.ID); got.Status != runtype.StatusCompleted || ran.Load() != 0 {
 			t.Fatalf("run %s, the tool ran %d times", got.Status, ran.Load())
 		}
 	})
@@ -466,17 +466,17 @@ func TestARequesterReadsOnlyItsRequests(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := externalSetup(t, db, runs.Config{})
-		started, err := f.svc.StartRun(as("bot", nil, run.RoleOperator), runs.StartParams{AgentID: "counter-agent", Prompt: "refund order 1"})
+		started, err := f.svc.StartRun(as("bot", nil, runtype.RoleOperator), runs.StartParams{AgentID: "counter-agent", Prompt: "refund order 1"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		bot := as("bot", nil, run.RoleRequester)
+		bot := as("bot", nil, runtype.RoleRequester)
 		asked := request(t, f, bot, runs.ApprovalParams{})
 		if r, err := f.svc.Get(bot, asked.ID); err != nil || r.ID != asked.ID {
 			t.Fatalf("its request: %v, %v", r, err)
 		}
 		_, err = f.svc.Get(bot, started.ID)
-		wantCode(t, err, run.CodeNotFound)
+		wantCode(t, err, runtype.CodeNotFound)
 	})
 }
 
@@ -487,12 +487,12 @@ func TestADecisionOnARunWhoseAgentIsGoneIsRefused(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		r := request(t, externalSetup(t, db, runs.Config{}), bg(), runs.ApprovalParams{})
 		now := setupWith(t, db, runs.Config{}, setupOpts{agents: []*agent.Agent{}})
-		_, err := now.svc.Approve(as("sam", nil, run.RoleAdmin), runs.DecideParams{RunID: r.ID})
-		wantCode(t, err, run.CodeConflict)
+		_, err := now.svc.Approve(as("sam", nil, runtype.RoleAdmin), runs.DecideParams{RunID: r.ID})
+		wantCode(t, err, runtype.CodeConflict)
 		if !strings.Contains(err.Error(), `"deploy-bot"`) {
 			t.Fatalf("the refusal does not name the agent: %v", err)
 		}
-		if got, _ := now.svc.Get(bg(), r.ID); got.Status != run.StatusSuspended || len(got.Decisions) != 0 {
+		if got, _ := now.svc.Get(bg(), r.ID); got.Status != runtype.StatusSuspended || len(got.Decisions) != 0 {
 			t.Fatalf("run %s with %d decisions, want it still waiting", got.Status, len(got.Decisions))
 		}
 	})
@@ -508,12 +508,12 @@ func TestARequestCutOffFromTheDatabaseIsStoredOnceOnRetry(t *testing.T) {
 	direct, proxied, proxy := cutOffPair(t)
 	f := setupWith(t, proxied, runs.Config{}, setupOpts{agents: externalAgents()})
 	t.Cleanup(proxy.Restore)
-	bot := as("bot", nil, run.RoleRequester)
+	bot := as("bot", nil, runtype.RoleRequester)
 	p := runs.ApprovalParams{AgentID: "deploy-bot", ToolName: "deploy", Args: deployArgs, IdempotencyKey: "cut-1"}
 
 	proxy.Cut(true)
 	_, err := f.svc.RequestApproval(bot, p)
-	wantCode(t, err, run.CodeUnavailable)
+	wantCode(t, err, runtype.CodeUnavailable)
 	if n := countRuns(t, direct); n != 0 {
 		t.Fatalf("%d runs stored by a refused request", n)
 	}
@@ -539,7 +539,7 @@ func TestARequestCutOffFromTheDatabaseIsStoredOnceOnRetry(t *testing.T) {
 	if n := countRuns(t, direct); n != 2 {
 		t.Fatalf("%d runs stored for two requests", n)
 	}
-	if got, _ := f.svc.Get(bg(), second.ID); got.Status != run.StatusSuspended || len(got.ToolCalls) != 1 {
+	if got, _ := f.svc.Get(bg(), second.ID); got.Status != runtype.StatusSuspended || len(got.ToolCalls) != 1 {
 		t.Fatalf("the request is %s with %d calls", got.Status, len(got.ToolCalls))
 	}
 }
@@ -554,7 +554,7 @@ func TestABoundRequesterRequestsOnlyForItsAgents(t *testing.T) {
 		f := externalSetup(t, db, runs.Config{})
 		bound := func(agents ...string) context.Context {
 			agents = append([]string{}, agents...) // none given: bound to no agent, not unbound
-			return run.WithPrincipal(context.Background(), &run.Principal{Subject: "laptop", Roles: []run.Role{run.RoleRequester}, Agents: agents})
+			return runtype.WithPrincipal(context.Background(), &runtype.Principal{Subject: "laptop", Roles: []runtype.Role{runtype.RoleRequester}, Agents: agents})
 		}
 		hooks := runs.ApprovalParams{AgentID: "hooks", ToolName: "Bash", Args: json.RawMessage(`{}`)}
 		for name, ctx := range map[string]context.Context{"bound to hooks": bound("hooks"), "bound to none": bound()} {
@@ -564,21 +564,21 @@ func TestABoundRequesterRequestsOnlyForItsAgents(t *testing.T) {
 				{AgentID: "nobody", ToolName: "x", Args: json.RawMessage(`{}`)},
 			} {
 				_, err := f.svc.RequestApproval(ctx, p)
-				wantCode(t, err, run.CodeForbidden)
+				wantCode(t, err, runtype.CodeForbidden)
 				if !strings.Contains(err.Error(), "laptop may request approvals") {
 					t.Errorf("%s asking for %s: %v", name, p.AgentID, err)
 				}
 			}
 		}
 		_, err := f.svc.RequestApproval(bound(), hooks)
-		wantCode(t, err, run.CodeForbidden)
+		wantCode(t, err, runtype.CodeForbidden)
 		if n := countRuns(t, db); n != 0 {
 			t.Fatalf("refused requests stored %d runs", n)
 		}
 		if r := request(t, f, bound("hooks", "other"), hooks); r.AgentID != "hooks" {
 			t.Fatalf("a request for its agent: %+v", r)
 		}
-		request(t, f, as("bot", nil, run.RoleRequester), runs.ApprovalParams{}) // unbound: any agent
+		request(t, f, as("bot", nil, runtype.RoleRequester), runs.ApprovalParams{}) // unbound: any agent
 		if n := countRuns(t, db); n != 2 {
 			t.Fatalf("%d runs, want 2", n)
 		}
@@ -592,35 +592,35 @@ func TestARequesterFollowsItsRequests(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := externalSetup(t, db, runs.Config{})
-		started, err := f.svc.StartRun(as("bot", nil, run.RoleOperator), runs.StartParams{AgentID: "counter-agent", Prompt: "refund order 1"})
+		started, err := f.svc.StartRun(as("bot", nil, runtype.RoleOperator), runs.StartParams{AgentID: "counter-agent", Prompt: "refund order 1"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		bot := as("bot", nil, run.RoleRequester)
+		bot := as("bot", nil, runtype.RoleRequester)
 		mine := request(t, f, bot, runs.ApprovalParams{})
-		theirs := request(t, f, as("other-bot", nil, run.RoleRequester), runs.ApprovalParams{})
+		theirs := request(t, f, as("other-bot", nil, runtype.RoleRequester), runs.ApprovalParams{})
 		for _, id := range []string{theirs.ID, started.ID, "00000000-0000-7000-8000-000000000000"} {
 			_, err := f.svc.Follow(bot, id, 0)
-			wantCode(t, err, run.CodeNotFound)
+			wantCode(t, err, runtype.CodeNotFound)
 		}
 		_, err = f.svc.Follow(as("nora", nil), mine.ID, 0)
-		wantCode(t, err, run.CodeForbidden)
+		wantCode(t, err, runtype.CodeForbidden)
 		ctx, cancel := context.WithTimeout(bot, 20*time.Second)
 		defer cancel()
 		evs, err := f.svc.Follow(ctx, mine.ID, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var got []run.EventType
+		var got []runtype.EventType
 		for ev := range evs {
 			got = append(got, ev.Type)
-			if ev.Type == run.EventRunSuspended {
+			if ev.Type == runtype.EventRunSuspended {
 				if _, err := f.svc.Decline(as("sue", nil, "sre"), runs.DecideParams{RunID: mine.ID}, "not today"); err != nil {
 					t.Fatal(err)
 				}
 			}
 		}
-		want := []run.EventType{run.EventRunStarted, run.EventToolCallRequested, run.EventToolCallApproval, run.EventRunSuspended, run.EventToolCallDeclined, run.EventRunFinished}
+		want := []runtype.EventType{runtype.EventRunStarted, runtype.EventToolCallRequested, runtype.EventToolCallApproval, runtype.EventRunSuspended, runtype.EventToolCallDeclined, runtype.EventRunFinished}
 		if !slices.Equal(got, want) {
 			t.Fatalf("events %v, want %v", got, want)
 		}
@@ -636,32 +636,32 @@ func TestAbandonEndsOnlyAWaitingRequestOfItsAsker(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := externalSetup(t, db, runs.Config{})
-		bot := as("bot", nil, run.RoleRequester)
+		bot := as("bot", nil, runtype.RoleRequester)
 		r := request(t, f, bot, runs.ApprovalParams{})
-		_, _, err := f.svc.Abandon(as("other-bot", nil, run.RoleRequester), r.ID, "Codex", "it left")
-		wantCode(t, err, run.CodeNotFound)
+		_, _, err := f.svc.Abandon(as("other-bot", nil, runtype.RoleRequester), r.ID, "Codex", "it left")
+		wantCode(t, err, runtype.CodeNotFound)
 		ended, abandoned, err := f.svc.Abandon(bot, r.ID, "Codex", "its hook's wait of 1s ended before anyone decided")
-		if err != nil || !abandoned || ended.Status != run.StatusCompleted || len(ended.Decisions) != 1 {
+		if err != nil || !abandoned || ended.Status != runtype.StatusCompleted || len(ended.Decisions) != 1 {
 			t.Fatalf("Abandon: %+v, %v, %v", ended, abandoned, err)
 		}
 		stored, err := f.svc.Get(bg(), r.ID)
-		if err != nil || stored.Status != run.StatusCompleted || len(stored.Decisions) != 1 {
+		if err != nil || stored.Status != runtype.StatusCompleted || len(stored.Decisions) != 1 {
 			t.Fatalf("stored: %+v, %v", stored, err)
 		}
 		d := stored.Decisions[0]
-		if d.Kind != run.DecisionExpired || d.DecidedBy != nil || d.Reason == nil || !strings.HasPrefix(*d.Reason, "Codex stopped waiting at ") ||
+		if d.Kind != runtype.DecisionExpired || d.DecidedBy != nil || d.Reason == nil || !strings.HasPrefix(*d.Reason, "Codex stopped waiting at ") ||
 			!strings.HasSuffix(*d.Reason, ": its hook's wait of 1s ended before anyone decided") || !d.DecidedAt.Before(*r.ToolCalls[0].ExpiresAt) {
 			t.Fatalf("decision %+v (reason %v)", d, d.Reason)
 		}
-		if !sameTypes(eventTypes(allEvents(t, f, r.ID)), run.EventRunStarted, run.EventToolCallRequested, run.EventToolCallApproval, run.EventRunSuspended,
-			run.EventToolCallExpired, run.EventRunFinished) {
+		if !sameTypes(eventTypes(allEvents(t, f, r.ID)), runtype.EventRunStarted, runtype.EventToolCallRequested, runtype.EventToolCallApproval, runtype.EventRunSuspended,
+			runtype.EventToolCallExpired, runtype.EventRunFinished) {
 			t.Fatalf("events: %v", eventTypes(allEvents(t, f, r.ID)))
 		}
 		if list, _ := f.svc.ListSuspended(bg(), runs.ListSuspendedParams{}); list.Total != 0 {
 			t.Fatal("the ended request is still in the inbox")
 		}
 		_, err = f.svc.Approve(as("sam", nil, "sre"), runs.DecideParams{RunID: r.ID})
-		wantCode(t, err, run.CodeConflict)
+		wantCode(t, err, runtype.CodeConflict)
 		if !strings.Contains(err.Error(), "Codex stopped waiting at ") {
 			t.Fatalf("the late approval's CONFLICT does not say why: %v", err)
 		}
@@ -674,16 +674,16 @@ func TestAbandonEndsOnlyAWaitingRequestOfItsAsker(t *testing.T) {
 			t.Fatal(err)
 		}
 		if got, abandoned, err := f.svc.Abandon(bot, decided.ID, "Codex", "too late"); err != nil || abandoned ||
-			len(got.Decisions) != 1 || got.Decisions[0].Kind != run.DecisionApproved {
+			len(got.Decisions) != 1 || got.Decisions[0].Kind != runtype.DecisionApproved {
 			t.Fatalf("Abandon of an approved request: %+v, %v, %v", got, abandoned, err)
 		}
 
-		started, err := f.svc.StartRun(as("bot", nil, run.RoleOperator), runs.StartParams{AgentID: "counter-agent", Prompt: "refund order 1"})
+		started, err := f.svc.StartRun(as("bot", nil, runtype.RoleOperator), runs.StartParams{AgentID: "counter-agent", Prompt: "refund order 1"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		_, _, err = f.svc.Abandon(bg(), started.ID, "Codex", "it left")
-		wantCode(t, err, run.CodeNotFound)
+		wantCode(t, err, runtype.CodeNotFound)
 	})
 }
 
@@ -696,12 +696,12 @@ func TestApprovalKeyWhilePending(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		a := externalSetup(t, db, runs.Config{})
 		b := externalSetup(t, db, runs.Config{})
-		bot := as("bot", nil, run.RoleRequester)
+		bot := as("bot", nil, runtype.RoleRequester)
 		p := runs.ApprovalParams{AgentID: "hooks", ToolName: "Bash", Args: json.RawMessage(`{"command":"make"}`), IdempotencyKey: "hook:digest", KeyWhilePending: true}
 		seen := map[string]bool{}
 		for i := range 4 {
 			r := request(t, a, bot, p)
-			if seen[r.ID] || r.Status != run.StatusSuspended {
+			if seen[r.ID] || r.Status != runtype.StatusSuspended {
 				t.Fatalf("request %d: %s %s, want a new waiting request", i, r.ID, r.Status)
 			}
 			seen[r.ID] = true
@@ -711,9 +711,9 @@ func TestApprovalKeyWhilePending(t *testing.T) {
 			other := p
 			other.Context = "another request"
 			_, err := b.svc.RequestApproval(bot, other)
-			wantCode(t, err, run.CodeBadUserInput)
+			wantCode(t, err, runtype.CodeBadUserInput)
 			if i%2 == 0 {
-				_, err = b.svc.Decline(as("sam", nil, run.RoleApprover), runs.DecideParams{RunID: r.ID}, "no")
+				_, err = b.svc.Decline(as("sam", nil, runtype.RoleApprover), runs.DecideParams{RunID: r.ID}, "no")
 			} else {
 				_, _, err = a.svc.Abandon(bot, r.ID, "Codex", "it left")
 			}

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"interlock/agent"
-	"interlock/run"
+	"interlock/runtype"
 )
 
 // The authorization rules. Every entry point of the service checks the principal of its context
@@ -21,36 +21,36 @@ import (
 
 // errUnauthenticated is the answer of every rule to a context that acts for nobody.
 func errUnauthenticated(what string) error {
-	return run.Errorf(run.CodeUnauthenticated, "%s needs credentials: send Authorization: Bearer <token>", what)
+	return runtype.Errorf(runtype.CodeUnauthenticated, "%s needs credentials: send Authorization: Bearer <token>", what)
 }
 
 // require answers FORBIDDEN unless the principal of ctx holds role (UNAUTHENTICATED without a
 // principal). what names the operation.
-func require(ctx context.Context, role run.Role, what string) error {
-	p := run.PrincipalFrom(ctx)
+func require(ctx context.Context, role runtype.Role, what string) error {
+	p := runtype.PrincipalFrom(ctx)
 	if p == nil {
 		return errUnauthenticated(what)
 	}
 	if p.Has(role) {
 		return nil
 	}
-	return run.Errorf(run.CodeForbidden, "%s needs the %s role; %s has %s", what, role, p.Subject, roleList(p.Roles))
+	return runtype.Errorf(runtype.CodeForbidden, "%s needs the %s role; %s has %s", what, role, p.Subject, roleList(p.Roles))
 }
 
 // Authorize answers FORBIDDEN unless the principal of ctx may read: for the entry points whose
 // data is not a run's (the agents and their tools).
-func Authorize(ctx context.Context) error { return require(ctx, run.RoleViewer, "reading") }
+func Authorize(ctx context.Context) error { return require(ctx, runtype.RoleViewer, "reading") }
 
 // mayDecide answers FORBIDDEN unless the principal of ctx may decide some tool calls: an
 // approver, or the holder of a custom role (which tools' approverRoles may name). It is checked
 // before anything about the run is read, so that a principal who may not decide learns nothing
 // from trying, and changes nothing.
 func mayDecide(ctx context.Context) error {
-	p := run.PrincipalFrom(ctx)
+	p := runtype.PrincipalFrom(ctx)
 	if p == nil {
 		return errUnauthenticated("deciding a tool call")
 	}
-	if p.Has(run.RoleApprover) {
+	if p.Has(runtype.RoleApprover) {
 		return nil
 	}
 	for _, r := range p.Roles {
@@ -58,14 +58,14 @@ func mayDecide(ctx context.Context) error {
 			return nil
 		}
 	}
-	return run.Errorf(run.CodeForbidden, "deciding a tool call needs the approver role; %s has %s", p.Subject, roleList(p.Roles))
+	return runtype.Errorf(runtype.CodeForbidden, "deciding a tool call needs the approver role; %s has %s", p.Subject, roleList(p.Roles))
 }
 
 // scope narrows a listing to the principal's resources. requested is the resourceId filter the
 // client gave. It returns the resources to admit (nil: any) and whether nothing can match:
 // nothing does without a principal.
 func scope(ctx context.Context, requested *string) (resources []string, none bool) {
-	p := run.PrincipalFrom(ctx)
+	p := runtype.PrincipalFrom(ctx)
 	if p == nil {
 		return nil, true
 	}
@@ -81,16 +81,18 @@ func scope(ctx context.Context, requested *string) (resources []string, none boo
 // visible reports whether the principal of ctx may see runs of the resource (nothing is visible
 // without a principal).
 func visible(ctx context.Context, resourceID *string) bool {
-	p := run.PrincipalFrom(ctx)
+	p := runtype.PrincipalFrom(ctx)
 	return p != nil && p.Sees(resourceID)
 }
 
 // notFound is the answer about a run that does not exist, or that the principal may not see.
-func notFound(runID string) error { return run.Errorf(run.CodeNotFound, "no run with id %q", runID) }
+func notFound(runID string) error {
+	return runtype.Errorf(runtype.CodeNotFound, "no run with id %q", runID)
+}
 
 // authorizeStart checks that the principal may start a run of the resource.
 func authorizeStart(ctx context.Context, resourceID *string) error {
-	if err := require(ctx, run.RoleOperator, "starting a run"); err != nil {
+	if err := require(ctx, runtype.RoleOperator, "starting a run"); err != nil {
 		return err
 	}
 	return authorizeResource(ctx, resourceID, "start runs")
@@ -99,7 +101,7 @@ func authorizeStart(ctx context.Context, resourceID *string) error {
 // authorizeResource checks that the principal of ctx (checked for its role before) may create
 // runs of the resource: what names the act, "start runs".
 func authorizeResource(ctx context.Context, resourceID *string, what string) error {
-	p := run.PrincipalFrom(ctx)
+	p := runtype.PrincipalFrom(ctx)
 	if p == nil {
 		return errUnauthenticated(what)
 	}
@@ -107,9 +109,9 @@ func authorizeResource(ctx context.Context, resourceID *string, what string) err
 		return nil
 	}
 	if resourceID == nil {
-		return run.Errorf(run.CodeForbidden, "%s may %s only of its resources (%s): pass resourceId", p.Subject, what, strings.Join(p.Resources, ", "))
+		return runtype.Errorf(runtype.CodeForbidden, "%s may %s only of its resources (%s): pass resourceId", p.Subject, what, strings.Join(p.Resources, ", "))
 	}
-	return run.Errorf(run.CodeForbidden, "%s may not %s of resource %q, only of %s", p.Subject, what, *resourceID, strings.Join(p.Resources, ", "))
+	return runtype.Errorf(runtype.CodeForbidden, "%s may not %s of resource %q, only of %s", p.Subject, what, *resourceID, strings.Join(p.Resources, ", "))
 }
 
 // authorizeAgent checks that the principal of ctx (checked for its role before) may request
@@ -117,7 +119,7 @@ func authorizeResource(ctx context.Context, resourceID *string, what string) err
 // claims.agents) only for those, so that a token given to one agent's pipeline cannot ask as
 // another and be told the policy's answers meant for it.
 func authorizeAgent(ctx context.Context, agentID string) error {
-	p := run.PrincipalFrom(ctx)
+	p := runtype.PrincipalFrom(ctx)
 	if p == nil {
 		return errUnauthenticated("requesting an approval")
 	}
@@ -125,52 +127,52 @@ func authorizeAgent(ctx context.Context, agentID string) error {
 	case p.RequestsFor(agentID):
 		return nil
 	case len(p.Agents) == 0:
-		return run.Errorf(run.CodeForbidden, "%s may request approvals for no agent", p.Subject)
+		return runtype.Errorf(runtype.CodeForbidden, "%s may request approvals for no agent", p.Subject)
 	}
-	return run.Errorf(run.CodeForbidden, "%s may request approvals only for %s, not for %q", p.Subject, strings.Join(p.Agents, ", "), agentID)
+	return runtype.Errorf(runtype.CodeForbidden, "%s may request approvals only for %s, not for %q", p.Subject, strings.Join(p.Agents, ", "), agentID)
 }
 
 // mayRead reports whether the principal of ctx (not nil) may read run r, whose resource it
 // sees: a viewer reads every run, a requester only the approval requests it made (its
 // startedBy; not runs of agents Interlock runs, which the same subject may have started when
 // it held the operator role).
-func (s *Service) mayRead(p *run.Principal, r *run.Run) bool {
-	if p.Has(run.RoleViewer) {
+func (s *Service) mayRead(p *runtype.Principal, r *runtype.Run) bool {
+	if p.Has(runtype.RoleViewer) {
 		return true
 	}
-	return p.Has(run.RoleRequester) && p.Authenticated() && r.StartedBy != nil && *r.StartedBy == p.Subject && s.isExternal(r.AgentID)
+	return p.Has(runtype.RoleRequester) && p.Authenticated() && r.StartedBy != nil && *r.StartedBy == p.Subject && s.isExternal(r.AgentID)
 }
 
 // authorizeDecision checks that the principal may take decision d on call (of tool, nil when the
 // agent no longer has it) of run, which top is the run the decision was addressed to (a
 // supervisor's, or run itself). Visibility was checked on top when it was read.
-func (s *Service) authorizeDecision(ctx context.Context, top, rn *run.Run, toolName string, tool *agent.Tool, d agent.Decision) error {
-	p := run.PrincipalFrom(ctx)
+func (s *Service) authorizeDecision(ctx context.Context, top, rn *runtype.Run, toolName string, tool *agent.Tool, d agent.Decision) error {
+	p := runtype.PrincipalFrom(ctx)
 	if p == nil {
 		return errUnauthenticated("deciding a tool call")
 	}
 	if tool != nil && len(tool.ApproverRoles) > 0 {
-		roles := make([]run.Role, len(tool.ApproverRoles))
+		roles := make([]runtype.Role, len(tool.ApproverRoles))
 		for i, r := range tool.ApproverRoles {
-			roles[i] = run.Role(r)
+			roles[i] = runtype.Role(r)
 		}
-		if !p.Has(run.RoleAdmin) && !p.HasAny(roles) {
-			return run.Errorf(run.CodeForbidden, "only %s may decide %s calls; %s has %s", roleList(roles), toolName, p.Subject, roleList(p.Roles))
+		if !p.Has(runtype.RoleAdmin) && !p.HasAny(roles) {
+			return runtype.Errorf(runtype.CodeForbidden, "only %s may decide %s calls; %s has %s", roleList(roles), toolName, p.Subject, roleList(p.Roles))
 		}
-	} else if err := require(ctx, run.RoleApprover, "deciding a tool call"); err != nil {
+	} else if err := require(ctx, runtype.RoleApprover, "deciding a tool call"); err != nil {
 		return err
 	}
 	if s.cfg.SeparationOfDuties && d.Kind == agent.CallApproved {
-		for _, r := range []*run.Run{top, rn} {
+		for _, r := range []*runtype.Run{top, rn} {
 			if r.StartedBy != nil && p.Authenticated() && *r.StartedBy == p.Subject {
-				return run.Errorf(run.CodeForbidden, "%s started run %s: with separation of duties someone else must approve its tool calls (you may still decline them)", p.Subject, top.ID)
+				return runtype.Errorf(runtype.CodeForbidden, "%s started run %s: with separation of duties someone else must approve its tool calls (you may still decline them)", p.Subject, top.ID)
 			}
 		}
 	}
 	return nil
 }
 
-func roleList(roles []run.Role) string {
+func roleList(roles []runtype.Role) string {
 	if len(roles) == 0 {
 		return "no role"
 	}

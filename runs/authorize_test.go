@@ -10,28 +10,28 @@ import (
 	"gorm.io/gorm"
 
 	"interlock/agent"
-	"interlock/dbtest"
+	"interlock/internal/dbtest"
 	"interlock/llm"
-	"interlock/run"
 	"interlock/runs"
+	"interlock/runtype"
 )
 
 // as is a context acting for a principal.
-func as(subject string, resources []string, roles ...run.Role) context.Context {
-	return run.WithPrincipal(context.Background(), &run.Principal{Subject: subject, Roles: roles, Resources: resources})
+func as(subject string, resources []string, roles ...runtype.Role) context.Context {
+	return runtype.WithPrincipal(context.Background(), &runtype.Principal{Subject: subject, Roles: roles, Resources: resources})
 }
 
 func TestRolesGateEachOperation(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := setup(t, db, runs.Config{})
-		viewer := as("vera", nil, run.RoleViewer)
-		operator := as("otto", nil, run.RoleOperator)
-		approver := as("alice", nil, run.RoleApprover)
+		viewer := as("vera", nil, runtype.RoleViewer)
+		operator := as("otto", nil, runtype.RoleOperator)
+		approver := as("alice", nil, runtype.RoleApprover)
 		nobody := as("nora", nil)
 
 		_, err := f.svc.StartRun(viewer, runs.StartParams{AgentID: "support-agent", Prompt: "refund order 1 for 5"})
-		wantCode(t, err, run.CodeForbidden)
+		wantCode(t, err, runtype.CodeForbidden)
 		started, err := f.svc.StartRun(operator, runs.StartParams{AgentID: "support-agent", Prompt: "refund order 1 for 5", ResourceID: ptr("r1")})
 		if err != nil {
 			t.Fatal(err)
@@ -39,7 +39,7 @@ func TestRolesGateEachOperation(t *testing.T) {
 		if started.StartedBy == nil || *started.StartedBy != "otto" {
 			t.Fatalf("startedBy = %v, want otto", started.StartedBy)
 		}
-		f.until(t, started.ID, 0, run.StatusSuspended)
+		f.until(t, started.ID, 0, runtype.StatusSuspended)
 
 		for name, read := range map[string]func(context.Context) error{
 			"Get": func(ctx context.Context) error { _, err := f.svc.Get(ctx, started.ID); return err },
@@ -72,16 +72,16 @@ func TestRolesGateEachOperation(t *testing.T) {
 			if err := read(viewer); err != nil {
 				t.Errorf("%s as a viewer: %v", name, err)
 			}
-			if err := read(nobody); run.ErrorCode(err) != run.CodeForbidden {
+			if err := read(nobody); runtype.ErrorCode(err) != runtype.CodeForbidden {
 				t.Errorf("%s as a principal without a role: %v, want FORBIDDEN", name, err)
 			}
 		}
 
 		for _, ctx := range []context.Context{viewer, operator} {
 			_, err := f.svc.Approve(ctx, runs.DecideParams{RunID: started.ID})
-			wantCode(t, err, run.CodeForbidden)
+			wantCode(t, err, runtype.CodeForbidden)
 			_, err = f.svc.Decline(ctx, runs.DecideParams{RunID: started.ID}, "no")
-			wantCode(t, err, run.CodeForbidden)
+			wantCode(t, err, runtype.CodeForbidden)
 		}
 		// Who decides is who authenticated.
 		after, err := f.svc.Approve(approver, runs.DecideParams{RunID: started.ID})
@@ -99,8 +99,8 @@ func TestScopedPrincipalLearnsNothingOfOtherResources(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := setup(t, db, runs.Config{})
-		admin := as("root", nil, run.RoleAdmin)
-		scoped := as("portal", []string{"r2"}, run.RoleAdmin)
+		admin := as("root", nil, runtype.RoleAdmin)
+		scoped := as("portal", []string{"r2"}, runtype.RoleAdmin)
 		watchCtx, stopWatch := context.WithCancel(scoped)
 		defer stopWatch()
 		changes, err := f.svc.WatchSuspended(watchCtx, runs.WatchFilter{})
@@ -112,12 +112,12 @@ func TestScopedPrincipalLearnsNothingOfOtherResources(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f.until(t, other.ID, 0, run.StatusSuspended)
+		f.until(t, other.ID, 0, runtype.StatusSuspended)
 		unscoped, err := f.svc.StartRun(admin, runs.StartParams{AgentID: "support-agent", Prompt: "refund order 8 for 9"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		f.until(t, unscoped.ID, 0, run.StatusSuspended)
+		f.until(t, unscoped.ID, 0, runtype.StatusSuspended)
 		before, err := f.svc.Get(admin, other.ID)
 		if err != nil {
 			t.Fatal(err)
@@ -129,26 +129,26 @@ func TestScopedPrincipalLearnsNothingOfOtherResources(t *testing.T) {
 				t.Errorf("ListSuspended(%+v) = %+v, %v; want nothing", p, res, err)
 			}
 		}
-		if res, err := f.svc.RecentRuns(scoped, runs.RecentParams{Statuses: run.AllStatuses, PerPage: 10}); err != nil || res.Total != 0 {
+		if res, err := f.svc.RecentRuns(scoped, runs.RecentParams{Statuses: runtype.AllStatuses, PerPage: 10}); err != nil || res.Total != 0 {
 			t.Errorf("RecentRuns = %+v, %v; want nothing", res, err)
 		}
 		if th, err := f.svc.Thread(scoped, "t1", 0); err != nil || th != nil {
 			t.Errorf("Thread(t1) = %+v, %v; want nil", th, err)
 		}
 		_, err = f.svc.Get(scoped, other.ID)
-		wantCode(t, err, run.CodeNotFound)
+		wantCode(t, err, runtype.CodeNotFound)
 		_, err = f.svc.Get(scoped, unscoped.ID)
-		wantCode(t, err, run.CodeNotFound)
+		wantCode(t, err, runtype.CodeNotFound)
 		_, err = f.svc.Follow(scoped, other.ID, 0)
-		wantCode(t, err, run.CodeNotFound)
+		wantCode(t, err, runtype.CodeNotFound)
 		_, err = f.svc.Approve(scoped, runs.DecideParams{RunID: other.ID})
-		wantCode(t, err, run.CodeNotFound)
+		wantCode(t, err, runtype.CodeNotFound)
 		_, err = f.svc.Decline(scoped, runs.DecideParams{RunID: other.ID}, "no")
-		wantCode(t, err, run.CodeNotFound)
+		wantCode(t, err, runtype.CodeNotFound)
 		_, err = f.svc.Resume(scoped, runs.DecideParams{RunID: other.ID}, json.RawMessage(`{}`))
-		wantCode(t, err, run.CodeNotFound)
+		wantCode(t, err, runtype.CodeNotFound)
 		_, err = f.svc.EditAndApprove(scoped, runs.DecideParams{RunID: other.ID}, json.RawMessage(`{"orderId":"1","amount":1}`))
-		wantCode(t, err, run.CodeNotFound)
+		wantCode(t, err, runtype.CodeNotFound)
 		// The answers about a run it may not see are those about a run that does not exist.
 		_, errNone := f.svc.Approve(scoped, runs.DecideParams{RunID: "no-such-run"})
 		_, errOther := f.svc.Approve(scoped, runs.DecideParams{RunID: other.ID})
@@ -157,14 +157,14 @@ func TestScopedPrincipalLearnsNothingOfOtherResources(t *testing.T) {
 		}
 
 		after, err := f.svc.Get(admin, other.ID)
-		if err != nil || after.Status != run.StatusSuspended || after.Version != before.Version || len(after.Decisions) != 0 {
+		if err != nil || after.Status != runtype.StatusSuspended || after.Version != before.Version || len(after.Decisions) != 0 {
 			t.Fatalf("the other resource's run changed: %+v, %v", after, err)
 		}
 
 		_, err = f.svc.StartRun(scoped, runs.StartParams{AgentID: "support-agent", Prompt: "hi", ResourceID: ptr("r1")})
-		wantCode(t, err, run.CodeForbidden)
+		wantCode(t, err, runtype.CodeForbidden)
 		_, err = f.svc.StartRun(scoped, runs.StartParams{AgentID: "support-agent", Prompt: "hi"})
-		wantCode(t, err, run.CodeForbidden)
+		wantCode(t, err, runtype.CodeForbidden)
 		own, err := f.svc.StartRun(scoped, runs.StartParams{AgentID: "support-agent", Prompt: "refund order 3 for 1", ResourceID: ptr("r2")})
 		if err != nil {
 			t.Fatal(err)
@@ -189,24 +189,24 @@ func TestSeparationOfDuties(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := setup(t, db, runs.Config{SeparationOfDuties: true})
-		alice := as("alice", nil, run.RoleApprover)
-		bob := as("bob", nil, run.RoleApprover)
-		suspend := func() *run.Run {
+		alice := as("alice", nil, runtype.RoleApprover)
+		bob := as("bob", nil, runtype.RoleApprover)
+		suspend := func() *runtype.Run {
 			r, err := f.svc.StartRun(alice, runs.StartParams{AgentID: "support-agent", Prompt: "refund order 1 for 5"})
 			if err != nil {
 				t.Fatal(err)
 			}
-			f.until(t, r.ID, 0, run.StatusSuspended)
+			f.until(t, r.ID, 0, runtype.StatusSuspended)
 			return r
 		}
 		r := suspend()
 		_, err := f.svc.Approve(alice, runs.DecideParams{RunID: r.ID})
-		wantCode(t, err, run.CodeForbidden)
+		wantCode(t, err, runtype.CodeForbidden)
 		if !strings.Contains(err.Error(), "separation of duties") {
 			t.Errorf("message %q does not say why", err)
 		}
 		_, err = f.svc.EditAndApprove(alice, runs.DecideParams{RunID: r.ID}, json.RawMessage(`{"orderId":"1","amount":1}`))
-		wantCode(t, err, run.CodeForbidden)
+		wantCode(t, err, runtype.CodeForbidden)
 		if _, err := f.svc.Approve(bob, runs.DecideParams{RunID: r.ID}); err != nil {
 			t.Fatal(err)
 		}
@@ -223,7 +223,7 @@ func TestSeparationOfDuties(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		off.until(t, r2.ID, 0, run.StatusSuspended)
+		off.until(t, r2.ID, 0, runtype.StatusSuspended)
 		if _, err := off.svc.Approve(alice, runs.DecideParams{RunID: r2.ID}); err != nil {
 			t.Fatalf("without separation of duties the starter may approve: %v", err)
 		}
@@ -243,25 +243,25 @@ func TestApproverRolesOfATool(t *testing.T) {
 			}},
 		}
 		f := setupWith(t, db, runs.Config{}, setupOpts{agents: []*agent.Agent{guarded}})
-		admin := as("root", nil, run.RoleAdmin)
-		approver := as("alice", nil, run.RoleApprover)
+		admin := as("root", nil, runtype.RoleAdmin)
+		approver := as("alice", nil, runtype.RoleApprover)
 		refunds := as("rita", nil, "refunds")
-		suspend := func() *run.Run {
+		suspend := func() *runtype.Run {
 			r, err := f.svc.StartRun(admin, runs.StartParams{AgentID: "guarded-agent", Prompt: "refund order 1 for 5"})
 			if err != nil {
 				t.Fatal(err)
 			}
-			f.until(t, r.ID, 0, run.StatusSuspended)
+			f.until(t, r.ID, 0, runtype.StatusSuspended)
 			return r
 		}
 		r := suspend()
 		_, err := f.svc.Approve(approver, runs.DecideParams{RunID: r.ID})
-		wantCode(t, err, run.CodeForbidden)
+		wantCode(t, err, runtype.CodeForbidden)
 		if !strings.Contains(err.Error(), "refunds") {
 			t.Errorf("message %q does not name the role needed", err)
 		}
 		_, err = f.svc.Decline(approver, runs.DecideParams{RunID: r.ID}, "no")
-		wantCode(t, err, run.CodeForbidden)
+		wantCode(t, err, runtype.CodeForbidden)
 		if _, err := f.svc.Approve(refunds, runs.DecideParams{RunID: r.ID}); err != nil {
 			t.Fatalf("a holder of the tool's approver role: %v", err)
 		}
@@ -276,9 +276,9 @@ func TestApproverRolesOfATool(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f.until(t, r2.ID, 0, run.StatusSuspended)
+		f.until(t, r2.ID, 0, runtype.StatusSuspended)
 		_, err = f.svc.Approve(refunds, runs.DecideParams{RunID: r2.ID})
-		wantCode(t, err, run.CodeForbidden)
+		wantCode(t, err, runtype.CodeForbidden)
 		if _, err := f.svc.Approve(approver, runs.DecideParams{RunID: r2.ID}); err != nil {
 			t.Fatal(err)
 		}
@@ -317,7 +317,7 @@ func TestNoPrincipalIsUnauthenticated(t *testing.T) {
 			"Threads":        func() error { _, _, err := f.svc.Threads(nobody, runs.ThreadsParams{PerPage: 20}); return err },
 			"Authorize":      func() error { return runs.Authorize(nobody) },
 		} {
-			if err := call(); run.ErrorCode(err) != run.CodeUnauthenticated {
+			if err := call(); runtype.ErrorCode(err) != runtype.CodeUnauthenticated {
 				t.Errorf("%s without a principal: %v, want UNAUTHENTICATED", name, err)
 			}
 		}
@@ -325,17 +325,17 @@ func TestNoPrincipalIsUnauthenticated(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.Status != run.StatusSuspended || len(got.Decisions) != 0 || f.executed.Load() != 0 {
+		if got.Status != runtype.StatusSuspended || len(got.Decisions) != 0 || f.executed.Load() != 0 {
 			t.Fatalf("after the refused calls: %s, decisions %+v, executed %d; want it untouched", got.Status, got.Decisions, f.executed.Load())
 		}
 		// The server's own principals may do everything, and are recorded as nobody.
-		for name, ctx := range map[string]context.Context{"System": bg(), "Anonymous": run.WithPrincipal(context.Background(), run.Anonymous())} {
+		for name, ctx := range map[string]context.Context{"System": bg(), "Anonymous": runtype.WithPrincipal(context.Background(), runtype.Anonymous())} {
 			started, err := f.svc.StartRun(ctx, runs.StartParams{AgentID: "support-agent", Prompt: "hello"})
 			if err != nil || started.StartedBy != nil {
 				t.Fatalf("%s starts a run: %v, startedBy %v; want started by nobody", name, err, started.StartedBy)
 			}
 		}
-		after, err := f.svc.Approve(run.WithPrincipal(context.Background(), run.Anonymous()), runs.DecideParams{RunID: r.ID})
+		after, err := f.svc.Approve(runtype.WithPrincipal(context.Background(), runtype.Anonymous()), runs.DecideParams{RunID: r.ID})
 		if err != nil || len(after.Decisions) != 1 || after.Decisions[0].DecidedBy != nil {
 			t.Fatalf("Anonymous approves: %v, decisions %+v; want one decided by nobody", err, after.Decisions)
 		}

@@ -8,9 +8,9 @@ import (
 
 	"gorm.io/gorm"
 
-	"interlock/dbtest"
-	"interlock/run"
+	"interlock/internal/dbtest"
 	"interlock/runs"
+	"interlock/runtype"
 )
 
 // BenchmarkSuspendedRuns measures discovery over 100,000 stored runs of which 10% are suspended,
@@ -56,9 +56,9 @@ func seedMany(b *testing.B, db *gorm.DB, n int) {
 		list = list[:0]
 	}
 	for i := 0; i < n; i++ {
-		status := run.StatusCompleted
+		status := runtype.StatusCompleted
 		if i%10 == 0 {
-			status = run.StatusSuspended
+			status = runtype.StatusSuspended
 		}
 		list = append(list, seedOpts{
 			id: fmt.Sprintf("bench-%08d", i), agent: fmt.Sprintf("agent-%d", i/10%20),

@@ -12,10 +12,10 @@ import (
 	"gorm.io/gorm"
 
 	"interlock/agent"
-	"interlock/dbtest"
+	"interlock/internal/dbtest"
 	"interlock/llm"
-	"interlock/run"
 	"interlock/runs"
+	"interlock/runtype"
 )
 
 // cutOffModel is an OpenAI-compatible model whose server cuts its first `cut` answers off after
@@ -58,10 +58,10 @@ func TestCutOffModelAnswerNeverCompletesARun(t *testing.T) {
 
 		r := f.start(t, runs.StartParams{AgentID: "once-agent", Prompt: "hi"})
 		got := f.finished(t, r.ID)
-		if got.Status != run.StatusCompleted || got.Output == nil || *got.Output != "Hello, world" {
+		if got.Status != runtype.StatusCompleted || got.Output == nil || *got.Output != "Hello, world" {
 			t.Fatalf("run %s, output %v", got.Status, got.Output)
 		}
-		evs := f.until(t, r.ID, 0, run.StatusCompleted)
+		evs := f.until(t, r.ID, 0, runtype.StatusCompleted)
 		var kinds []string
 		for _, ev := range evs {
 			kinds = append(kinds, string(ev.Type)+" "+ev.Text)
@@ -73,15 +73,15 @@ func TestCutOffModelAnswerNeverCompletesARun(t *testing.T) {
 
 		r = f.start(t, runs.StartParams{AgentID: "always-agent", Prompt: "hi"})
 		got = f.finished(t, r.ID)
-		if got.Status != run.StatusFailed || got.Output != nil || got.ErrorCode == nil || *got.ErrorCode != runs.FailureModel {
+		if got.Status != runtype.StatusFailed || got.Output != nil || got.ErrorCode == nil || *got.ErrorCode != runs.FailureModel {
 			t.Fatalf("every answer cut off: run %s, output %v, code %v", got.Status, got.Output, got.ErrorCode)
 		}
 		if requests.Load() != 3 {
 			t.Fatalf("%d model requests, want 3 (MaxRetries 2)", requests.Load())
 		}
 		n := 0
-		for _, ev := range f.until(t, r.ID, 0, run.StatusFailed) {
-			if ev.Type == run.EventModelCallRetried {
+		for _, ev := range f.until(t, r.ID, 0, runtype.StatusFailed) {
+			if ev.Type == runtype.EventModelCallRetried {
 				n++
 			}
 		}

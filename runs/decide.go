@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"interlock/agent"
-	"interlock/run"
+	"interlock/runtype"
 )
 
 // DecideParams name the call a decision is about. Who takes it is the principal of the context,
@@ -28,7 +28,7 @@ type DecideParams struct {
 // or expired (its tool's approvalTimeout passed: the message says so) — a toolCallId names one
 // call for ever, so a stale decision never lands on another; BAD_USER_INPUT when the call waits
 // for resume data, or the toolCallId is ambiguous or unknown.
-func (s *Service) Approve(ctx context.Context, p DecideParams) (*run.Run, error) {
+func (s *Service) Approve(ctx context.Context, p DecideParams) (*runtype.Run, error) {
 	return s.decide(ctx, p, agent.Decision{Kind: agent.CallApproved})
 }
 
@@ -36,20 +36,20 @@ func (s *Service) Approve(ctx context.Context, p DecideParams) (*run.Run, error)
 // tool's input schema and be canonical JSON (agent.CanonicalJSON: no key twice in an object, at
 // most agent.MaxJSONDepth levels deep) — BAD_USER_INPUT otherwise, and the run stays suspended; the tool runs with
 // them, the model is told they changed, and the decision keeps both. Errors as Approve.
-func (s *Service) EditAndApprove(ctx context.Context, p DecideParams, args json.RawMessage) (*run.Run, error) {
+func (s *Service) EditAndApprove(ctx context.Context, p DecideParams, args json.RawMessage) (*runtype.Run, error) {
 	args, err := agent.CanonicalJSON(args)
 	if err != nil {
-		return nil, run.Errorf(run.CodeBadUserInput, "args: %v", err)
+		return nil, runtype.Errorf(runtype.CodeBadUserInput, "args: %v", err)
 	}
 	if len(args) == 0 || args[0] != '{' {
-		return nil, run.Errorf(run.CodeBadUserInput, "args must be a JSON object of the tool's arguments")
+		return nil, runtype.Errorf(runtype.CodeBadUserInput, "args must be a JSON object of the tool's arguments")
 	}
 	return s.decide(ctx, p, agent.Decision{Kind: agent.CallApproved, Args: args})
 }
 
 // Decline answers the held call with the reason instead of running it (or with
 // agent.DeclinedMessage when reason is empty); the run continues. Errors as Approve.
-func (s *Service) Decline(ctx context.Context, p DecideParams, reason string) (*run.Run, error) {
+func (s *Service) Decline(ctx context.Context, p DecideParams, reason string) (*runtype.Run, error) {
 	return s.decide(ctx, p, agent.Decision{Kind: agent.CallDeclined, Reason: reason})
 }
 
@@ -57,13 +57,13 @@ func (s *Service) Decline(ctx context.Context, p DecideParams, reason string) (*
 // agent.MaxJSONDepth levels deep, no key twice in an object), then against the tool's
 // resumeSchema: when it does not match, the error is BAD_USER_INPUT and the run stays
 // suspended. Other errors as Approve, with BAD_USER_INPUT for a call that waits for approval.
-func (s *Service) Resume(ctx context.Context, p DecideParams, resumeData json.RawMessage) (*run.Run, error) {
+func (s *Service) Resume(ctx context.Context, p DecideParams, resumeData json.RawMessage) (*runtype.Run, error) {
 	if len(resumeData) == 0 {
 		resumeData = json.RawMessage("null")
 	}
 	resumeData, err := agent.CanonicalJSON(resumeData)
 	if err != nil {
-		return nil, run.Errorf(run.CodeBadUserInput, "resumeData: %v", err)
+		return nil, runtype.Errorf(runtype.CodeBadUserInput, "resumeData: %v", err)
 	}
 	return s.decide(ctx, p, agent.Decision{Kind: agent.CallResumed, ResumeData: resumeData})
 }
@@ -73,14 +73,14 @@ func (s *Service) Resume(ctx context.Context, p DecideParams, resumeData json.Ra
 // instance, the call is marked decided, the snapshot holds the decision and the events are
 // appended, in one transaction. When anything moved since the read, someone else decided
 // first: CONFLICT. Only after the commit does it tell subscribers and continue the run.
-func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) (*run.Run, error) {
+func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) (*runtype.Run, error) {
 	if err := mayDecide(ctx); err != nil {
 		return nil, err
 	}
 	// Who decides is who authenticated; nobody for the server's own principals (mayDecide
 	// refused a context without one).
 	var by string
-	if who := run.PrincipalFrom(ctx).Recorded(); who != nil {
+	if who := runtype.PrincipalFrom(ctx).Recorded(); who != nil {
 		by = *who
 	}
 	r, err := s.store.GetRun(ctx, p.RunID)
@@ -93,7 +93,7 @@ func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) 
 	if repeatedDecision(r, p.ToolCallID, d, by) != nil {
 		return asDecided(r), nil // a retry of a decision already stored (repeat.go)
 	}
-	if r.Status != run.StatusSuspended {
+	if r.Status != runtype.StatusSuspended {
 		if p.ToolCallID != nil && *p.ToolCallID != "" {
 			if err := alreadyDecided(r, *p.ToolCallID); err != nil {
 				return nil, err
@@ -102,7 +102,7 @@ func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) 
 		if err := expiredConflict(r, p.ToolCallID); err != nil {
 			return nil, err
 		}
-		return nil, run.Errorf(run.CodeConflict, "run %s is %s, not SUSPENDED: it was already decided or has not suspended", r.ID, r.Status)
+		return nil, runtype.Errorf(runtype.CodeConflict, "run %s is %s, not SUSPENDED: it was already decided or has not suspended", r.ID, r.Status)
 	}
 	call, err := pickCall(r, p.ToolCallID)
 	if err != nil {
@@ -124,7 +124,7 @@ func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) 
 	if a == nil {
 		// Its approver roles and tools are the agent's: without them nothing can be checked or
 		// continued, so nothing is decided (a rolling deploy's other instances may serve it).
-		return nil, run.Errorf(run.CodeConflict, "run %s belongs to agent %q, which this server's config does not have: it can be decided where the agent is served, or once it is back in the config", r.ID, r.AgentID)
+		return nil, runtype.Errorf(runtype.CodeConflict, "run %s belongs to agent %q, which this server's config does not have: it can be decided where the agent is served, or once it is back in the config", r.ID, r.AgentID)
 	}
 	if err := s.authorizeDecision(ctx, target, r, call.ToolName, a.Tool(call.ToolName), d); err != nil {
 		return nil, err
@@ -141,7 +141,7 @@ func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) 
 			return nil, fmt.Errorf("run %s: agent %q has no tool %q", r.ID, r.AgentID, call.ToolName)
 		}
 		if err := tool.ValidateInput(d.Args); err != nil {
-			return nil, run.Errorf(run.CodeBadUserInput, "args do not match the inputSchema of %s: %v", call.ToolName, err)
+			return nil, runtype.Errorf(runtype.CodeBadUserInput, "args do not match the inputSchema of %s: %v", call.ToolName, err)
 		}
 	}
 	if d.Kind == agent.CallResumed {
@@ -150,7 +150,7 @@ func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) 
 			return nil, fmt.Errorf("run %s: agent %q has no tool %q", r.ID, r.AgentID, call.ToolName)
 		}
 		if err := tool.ValidateResume(d.ResumeData); err != nil {
-			return nil, run.Errorf(run.CodeBadUserInput, "resumeData does not match the resumeSchema of %s: %v", call.ToolName, err)
+			return nil, runtype.Errorf(runtype.CodeBadUserInput, "resumeData does not match the resumeSchema of %s: %v", call.ToolName, err)
 		}
 	}
 	if r.Snapshot == nil {
@@ -181,7 +181,7 @@ func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) 
 					return nil, err // who won, and when
 				}
 			}
-			return nil, run.Errorf(run.CodeConflict, "run %s was decided by someone else first", r.ID)
+			return nil, runtype.Errorf(runtype.CodeConflict, "run %s was decided by someone else first", r.ID)
 		}
 		return nil, err
 	}
@@ -196,7 +196,7 @@ func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) 
 		out.Decisions = again.Decisions
 	} else {
 		s.cfg.Logger.Warn("decide: load decisions", "run", r.ID, "err", err)
-		out.Decisions = append(out.Decisions, run.Decision{RunID: r.ID, ToolCallID: call.ToolCallID, ToolName: call.ToolName,
+		out.Decisions = append(out.Decisions, runtype.Decision{RunID: r.ID, ToolCallID: call.ToolCallID, ToolName: call.ToolName,
 			Kind: w.Kind, DecidedBy: w.DecidedBy, DecidedAt: w.At, Reason: w.Reason, ResumeData: d.ResumeData, Args: call.Args, EditedArgs: d.Args, Receipt: w.Receipt})
 	}
 	return &out, nil
@@ -207,7 +207,7 @@ func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) 
 // call of the step waiting, the run continues here, leased to this instance; otherwise it stays
 // SUSPENDED on the others. cause says, to tracing, why the run executes again. run is updated to what was stored (without its snapshot). The write
 // is returned, with At set, also when the store found the run changed (ErrStale).
-func (s *Service) commitDecision(ctx context.Context, a *agent.Agent, r *run.Run, call *run.ToolCall, snap *agent.Snapshot, d agent.Decision, by string, cause Cause) (DecisionWrite, error) {
+func (s *Service) commitDecision(ctx context.Context, a *agent.Agent, r *runtype.Run, call *runtype.ToolCall, snap *agent.Snapshot, d agent.Decision, by string, cause Cause) (DecisionWrite, error) {
 	w := s.decisionWrite(r, call, d, by, s.now())
 	if d.Kind == agent.CallApproved {
 		args := call.Args
@@ -252,7 +252,7 @@ func (s *Service) commitDecision(ctx context.Context, a *agent.Agent, r *run.Run
 	if w.Hold {
 		// Still waiting, on the other calls: watchers of the suspended set get the changed run.
 		s.changes.Publish(changesTopic, Change{Kind: ChangeChanged, RunID: r.ID})
-		r.ToolCalls = slices.DeleteFunc(slices.Clone(r.ToolCalls), func(c run.ToolCall) bool { return c.ToolCallID == call.ToolCallID })
+		r.ToolCalls = slices.DeleteFunc(slices.Clone(r.ToolCalls), func(c runtype.ToolCall) bool { return c.ToolCallID == call.ToolCallID })
 		return w, nil
 	}
 	s.changes.Publish(changesTopic, Change{Kind: ChangeLeft, RunID: r.ID})
@@ -261,35 +261,35 @@ func (s *Service) commitDecision(ctx context.Context, a *agent.Agent, r *run.Run
 		s.changes.Publish(changesTopic, Change{Kind: ChangeLeft, RunID: anc.RunID})
 	}
 	lease := w.Lease
-	r.Status, r.LeaseOwner, r.SuspendedAt, r.ToolCalls = run.StatusRunning, &lease, nil, []run.ToolCall{}
+	r.Status, r.LeaseOwner, r.SuspendedAt, r.ToolCalls = runtype.StatusRunning, &lease, nil, []runtype.ToolCall{}
 	s.execute(a, r, snap, taken, causedBy(ctx, cause)) // its span links to what caused it (trace.go)
 	return w, nil
 }
 
 // decisionWrite is the compare-and-set of decision d on run's waiting call, taken by by (empty:
 // nobody) at at, without its events, snapshot or lease (commitDecision, finishExternal).
-func (s *Service) decisionWrite(r *run.Run, call *run.ToolCall, d agent.Decision, by string, at time.Time) DecisionWrite {
+func (s *Service) decisionWrite(r *runtype.Run, call *runtype.ToolCall, d agent.Decision, by string, at time.Time) DecisionWrite {
 	return DecisionWrite{RunID: r.ID, Version: r.Version, After: r.LastSeq, ToolCallID: call.ToolCallID,
 		Kind: decisionKind[d.Kind], DecidedBy: emptyToNil(&by), Reason: emptyToNil(&d.Reason), ResumeData: d.ResumeData,
 		EditedArgs: d.Args, At: at, InstanceID: s.cfg.InstanceID, Hold: len(r.ToolCalls) > 1}
 }
 
-var decisionKind = map[agent.CallState]run.DecisionKind{
-	agent.CallApproved: run.DecisionApproved, agent.CallDeclined: run.DecisionDeclined, agent.CallResumed: run.DecisionResumed,
-	agent.CallExpired: run.DecisionExpired,
+var decisionKind = map[agent.CallState]runtype.DecisionKind{
+	agent.CallApproved: runtype.DecisionApproved, agent.CallDeclined: runtype.DecisionDeclined, agent.CallResumed: runtype.DecisionResumed,
+	agent.CallExpired: runtype.DecisionExpired,
 }
 
 // pickCall finds the pending call a decision is about.
-func pickCall(r *run.Run, toolCallID *string) (*run.ToolCall, error) {
+func pickCall(r *runtype.Run, toolCallID *string) (*runtype.ToolCall, error) {
 	pending := r.ToolCalls
 	if toolCallID == nil || *toolCallID == "" {
 		switch len(pending) {
 		case 0:
-			return nil, run.Errorf(run.CodeConflict, "run %s has no pending tool call", r.ID)
+			return nil, runtype.Errorf(runtype.CodeConflict, "run %s has no pending tool call", r.ID)
 		case 1:
 			return &pending[0], nil
 		default:
-			return nil, run.Errorf(run.CodeBadUserInput, "run %s has %d pending tool calls: pass toolCallId", r.ID, len(pending))
+			return nil, runtype.Errorf(runtype.CodeBadUserInput, "run %s has %d pending tool calls: pass toolCallId", r.ID, len(pending))
 		}
 	}
 	for i := range pending {
@@ -300,37 +300,37 @@ func pickCall(r *run.Run, toolCallID *string) (*run.ToolCall, error) {
 	if err := alreadyDecided(r, *toolCallID); err != nil {
 		return nil, err
 	}
-	return nil, run.Errorf(run.CodeBadUserInput, "run %s has no tool call %q waiting", r.ID, *toolCallID)
+	return nil, runtype.Errorf(runtype.CodeBadUserInput, "run %s has no tool call %q waiting", r.ID, *toolCallID)
 }
 
 // alreadyDecided is the CONFLICT of a decision on run's call callID once it no longer waits: a
 // toolCallId names one call for ever, so the answer says who decided that call and when (or
 // when it expired), and never decides another. nil when run has no decision on that call.
-func alreadyDecided(r *run.Run, callID string) error {
+func alreadyDecided(r *runtype.Run, callID string) error {
 	for i := len(r.Decisions) - 1; i >= 0; i-- {
 		d := r.Decisions[i]
 		if d.ToolCallID != callID {
 			continue
 		}
-		if d.Kind == run.DecisionExpired {
+		if d.Kind == runtype.DecisionExpired {
 			return expiredAt(r.ID, d.ToolCallID, d.DecidedAt, d.Reason)
 		}
 		by := "by someone unnamed"
 		if d.DecidedBy != nil && *d.DecidedBy != "" {
 			by = "by " + *d.DecidedBy
 		}
-		return run.Errorf(run.CodeConflict, "tool call %s (%s) of run %s was already %s %s at %s: it can no longer be decided",
+		return runtype.Errorf(runtype.CodeConflict, "tool call %s (%s) of run %s was already %s %s at %s: it can no longer be decided",
 			d.ToolCallID, d.ToolName, r.ID, strings.ToLower(string(d.Kind)), by, d.DecidedAt.UTC().Format("2006-01-02T15:04:05.000Z"))
 	}
 	return nil
 }
 
-func checkKind(call *run.ToolCall, kind agent.CallState) error {
+func checkKind(call *runtype.ToolCall, kind agent.CallState) error {
 	if kind == agent.CallResumed && call.RequiresApproval {
-		return run.Errorf(run.CodeBadUserInput, "tool call %s (%s) waits for approval, not resume data: use approveToolCall or declineToolCall", call.ToolCallID, call.ToolName)
+		return runtype.Errorf(runtype.CodeBadUserInput, "tool call %s (%s) waits for approval, not resume data: use approveToolCall or declineToolCall", call.ToolCallID, call.ToolName)
 	}
 	if kind != agent.CallResumed && !call.RequiresApproval {
-		return run.Errorf(run.CodeBadUserInput, "tool call %s (%s) waits for resume data, not approval: use resumeRun", call.ToolCallID, call.ToolName)
+		return runtype.Errorf(runtype.CodeBadUserInput, "tool call %s (%s) waits for resume data, not approval: use resumeRun", call.ToolCallID, call.ToolName)
 	}
 	return nil
 }
@@ -338,30 +338,30 @@ func checkKind(call *run.ToolCall, kind agent.CallState) error {
 // decisionEvents are the events of a decision on call: what was decided, then RUN_RESUMED, but
 // not while the run holds on other calls (hold). A resume has no event of its own: its
 // RUN_RESUMED says who resumed (and a run that waits on input waits on nothing else).
-func decisionEvents(call *run.ToolCall, d agent.Decision, by string, hold bool) []run.Event {
+func decisionEvents(call *runtype.ToolCall, d agent.Decision, by string, hold bool) []runtype.Event {
 	ev := *call
-	var out []run.Event
+	var out []runtype.Event
 	switch d.Kind {
 	case agent.CallApproved:
 		if d.Args != nil {
 			ev.Args = d.Args // the arguments the tool will run with
 		}
-		out = []run.Event{{Type: run.EventToolCallApproved, ToolCall: &ev, DecidedBy: by}}
+		out = []runtype.Event{{Type: runtype.EventToolCallApproved, ToolCall: &ev, DecidedBy: by}}
 	case agent.CallDeclined:
-		out = []run.Event{{Type: run.EventToolCallDeclined, ToolCall: &ev, Reason: d.Reason, DecidedBy: by}}
+		out = []runtype.Event{{Type: runtype.EventToolCallDeclined, ToolCall: &ev, Reason: d.Reason, DecidedBy: by}}
 	case agent.CallExpired:
-		out = []run.Event{{Type: run.EventToolCallExpired, ToolCall: &ev, Reason: d.Reason}}
+		out = []runtype.Event{{Type: runtype.EventToolCallExpired, ToolCall: &ev, Reason: d.Reason}}
 	}
 	if hold {
 		return out
 	}
-	return append(out, run.Event{Type: run.EventRunResumed, Status: string(run.StatusRunning), DecidedBy: by})
+	return append(out, runtype.Event{Type: runtype.EventRunResumed, Status: string(runtype.StatusRunning), DecidedBy: by})
 }
 
 // decidedSupervisor is the supervisor's run a decision was taken on, as stored right after it
 // (RUNNING to clients: its sub-agent's run continues). When it cannot be read back, it is shown
 // from what was read before, with the decision on its delegate call.
-func (s *Service) decidedSupervisor(ctx context.Context, target *run.Run, ancestors []AncestorWrite, w DecisionWrite, inner *run.ToolCall) *run.Run {
+func (s *Service) decidedSupervisor(ctx context.Context, target *runtype.Run, ancestors []AncestorWrite, w DecisionWrite, inner *runtype.ToolCall) *runtype.Run {
 	if again, err := s.store.GetRun(context.WithoutCancel(ctx), target.ID); err == nil && again != nil {
 		again.Snapshot, again.LeaseOwner = nil, nil
 		return again
@@ -369,11 +369,11 @@ func (s *Service) decidedSupervisor(ctx context.Context, target *run.Run, ancest
 		s.cfg.Logger.Warn("decide: load supervisor run", "run", target.ID, "err", err)
 	}
 	out := *target
-	out.Status, out.SuspendedAt, out.Snapshot, out.LeaseOwner, out.ToolCalls = run.StatusWaiting, nil, nil, nil, []run.ToolCall{}
+	out.Status, out.SuspendedAt, out.Snapshot, out.LeaseOwner, out.ToolCalls = runtype.StatusWaiting, nil, nil, nil, []runtype.ToolCall{}
 	for _, a := range ancestors {
 		if a.RunID == target.ID {
 			out.Version, out.LastSeq = a.Version+1, a.After+int64(len(a.Events))
-			out.Decisions = append(out.Decisions, run.Decision{RunID: target.ID, ToolCallID: a.ToolCallID, ToolName: inner.ToolName,
+			out.Decisions = append(out.Decisions, runtype.Decision{RunID: target.ID, ToolCallID: a.ToolCallID, ToolName: inner.ToolName,
 				Kind: w.Kind, DecidedBy: w.DecidedBy, DecidedAt: w.At, Reason: w.Reason, ResumeData: w.ResumeData, Args: inner.Args, EditedArgs: w.EditedArgs, Receipt: w.Receipt})
 		}
 	}

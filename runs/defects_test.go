@@ -18,11 +18,11 @@ import (
 	"gorm.io/gorm"
 
 	"interlock/agent"
-	"interlock/dbtest"
 	"interlock/gormstore"
+	"interlock/internal/dbtest"
 	"interlock/llm"
-	"interlock/run"
 	"interlock/runs"
+	"interlock/runtype"
 )
 
 // step is one answer of a scripted model.
@@ -118,7 +118,7 @@ func (b *logBuffer) logger() *slog.Logger { return slog.New(slog.NewTextHandler(
 // allEvents reads a run's events through Follow: all of them when the run finishes; for a run
 // that waits for a person (SUSPENDED when the stream begins), those up to its last seq — the
 // stream would stay open for events that do not come.
-func allEvents(t *testing.T, f *fixture, runID string) []run.Event {
+func allEvents(t *testing.T, f *fixture, runID string) []runtype.Event {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(bg(), 20*time.Second)
 	defer cancel()
@@ -129,10 +129,10 @@ func allEvents(t *testing.T, f *fixture, runID string) []run.Event {
 	upTo := int64(math.MaxInt64)
 	if r, err := f.svc.Get(ctx, runID); err != nil {
 		t.Fatal(err)
-	} else if r.Status == run.StatusSuspended {
+	} else if r.Status == runtype.StatusSuspended {
 		upTo = r.LastSeq
 	}
-	var out []run.Event
+	var out []runtype.Event
 	for ev := range ch {
 		out = append(out, ev)
 		if ev.Seq >= upTo {
@@ -145,8 +145,8 @@ func allEvents(t *testing.T, f *fixture, runID string) []run.Event {
 	return out
 }
 
-func ofType(evs []run.Event, typ run.EventType) []run.Event {
-	var out []run.Event
+func ofType(evs []runtype.Event, typ runtype.EventType) []runtype.Event {
+	var out []runtype.Event
 	for _, ev := range evs {
 		if ev.Type == typ {
 			out = append(out, ev)
@@ -155,7 +155,7 @@ func ofType(evs []run.Event, typ run.EventType) []run.Event {
 	return out
 }
 
-func checkSeqs(t *testing.T, evs []run.Event) {
+func checkSeqs(t *testing.T, evs []runtype.Event) {
 	t.Helper()
 	for i, ev := range evs {
 		if ev.Seq != int64(i+1) {
@@ -177,18 +177,18 @@ func TestMalformedToolArgumentsAreAToolError(t *testing.T) {
 		f := setupWith(t, db, runs.Config{}, setupOpts{agents: []*agent.Agent{scriptedAgent(m, &executed)}})
 		r := f.start(t, runs.StartParams{AgentID: "scripted-agent", Prompt: "look it up"})
 		done := f.finished(t, r.ID)
-		if done.Status != run.StatusCompleted {
+		if done.Status != runtype.StatusCompleted {
 			t.Fatalf("run is %s (%v), want COMPLETED", done.Status, done.Error)
 		}
 		if executed.Load() != 0 {
 			t.Fatal("the tool ran with arguments that are not JSON")
 		}
 		evs := allEvents(t, f, r.ID)
-		results := ofType(evs, run.EventToolResult)
+		results := ofType(evs, runtype.EventToolResult)
 		if len(results) != 1 || !strings.Contains(results[0].Error, "not valid JSON") {
 			t.Fatalf("TOOL_RESULT events: %+v", results)
 		}
-		calls := ofType(evs, run.EventToolCallRequested)
+		calls := ofType(evs, runtype.EventToolCallRequested)
 		if len(calls) != 1 || string(calls[0].ToolCall.Args) != `"{\"orderId\": 4"` {
 			t.Fatalf("TOOL_CALL events: %+v", calls)
 		}
@@ -210,14 +210,14 @@ func TestPanicInAnExecutionFailsTheRunNotTheServer(t *testing.T) {
 	f := setupWith(t, dbtest.SQLite(t), runs.Config{Logger: logs.logger()}, setupOpts{agents: []*agent.Agent{scriptedAgent(m, &executed)}})
 	r := f.start(t, runs.StartParams{AgentID: "scripted-agent", Prompt: "hi"})
 	done := f.finished(t, r.ID)
-	if done.Status != run.StatusFailed || done.Error == nil || *done.Error != "the run stopped on an internal error" || done.ErrorCode == nil || *done.ErrorCode != runs.FailureInternal {
+	if done.Status != runtype.StatusFailed || done.Error == nil || *done.Error != "the run stopped on an internal error" || done.ErrorCode == nil || *done.ErrorCode != runs.FailureInternal {
 		t.Fatalf("run after a panic: %s %v %v", done.Status, done.Error, done.ErrorCode)
 	}
 	if !strings.Contains(logs.String(), "model exploded") {
 		t.Fatalf("the panic is not in the log: %s", logs.String())
 	}
 	other := f.finished(t, f.start(t, runs.StartParams{Prompt: "hello"}).ID)
-	if other.Status != run.StatusCompleted {
+	if other.Status != runtype.StatusCompleted {
 		t.Fatalf("the next run is %s", other.Status)
 	}
 }
@@ -233,10 +233,10 @@ func TestModelErrorTextGoesToTheLogNotToClients(t *testing.T) {
 	r := f.start(t, runs.StartParams{AgentID: "scripted-agent", Prompt: "hi"})
 	done := f.finished(t, r.ID)
 	want := "the model call failed (test/scripted)"
-	if done.Status != run.StatusFailed || done.Error == nil || *done.Error != want || *done.ErrorCode != runs.FailureModel {
+	if done.Status != runtype.StatusFailed || done.Error == nil || *done.Error != want || *done.ErrorCode != runs.FailureModel {
 		t.Fatalf("failed run: %s %v %v", done.Status, *done.Error, done.ErrorCode)
 	}
-	failed := ofType(allEvents(t, f, r.ID), run.EventRunFailed)
+	failed := ofType(allEvents(t, f, r.ID), runtype.EventRunFailed)
 	if len(failed) != 1 || failed[0].Error != want || failed[0].ErrorCode != runs.FailureModel {
 		t.Fatalf("RUN_FAILED: %+v", failed)
 	}
@@ -251,7 +251,7 @@ func expiredRun(t *testing.T, db *gorm.DB, id, agentID string, snapshot *string,
 	owner := "dead-instance"
 	at := ms(leaseUntil.Add(-time.Minute))
 	row := gormstore.Run{
-		ID: id, AgentID: agentID, Prompt: "hello", Status: string(run.StatusRunning), Snapshot: snapshot,
+		ID: id, AgentID: agentID, Prompt: "hello", Status: string(runtype.StatusRunning), Snapshot: snapshot,
 		CreatedAt: at, UpdatedAt: at, LastSeq: int64(len(evs)), LeaseOwner: &owner, LeaseUntil: ptr(ms(leaseUntil)),
 	}
 	if err := db.Create(&row).Error; err != nil {
@@ -259,7 +259,7 @@ func expiredRun(t *testing.T, db *gorm.DB, id, agentID string, snapshot *string,
 	}
 	for i, typ := range evs {
 		data := "{}"
-		if typ == string(run.EventTextDelta) {
+		if typ == string(runtype.EventTextDelta) {
 			data = `{"text":"partial "}`
 		}
 		if err := db.Create(&gormstore.Event{RunID: id, Seq: int64(i + 1), Type: typ, Data: data, CreatedAt: at}).Error; err != nil {
@@ -289,18 +289,18 @@ func TestRecoveryIsNotStarvedByRunsItCannotRecover(t *testing.T) {
 		if err != nil || n != 1 {
 			t.Fatalf("recovered %d runs (err %v), want the one good run", n, err)
 		}
-		if got := f.finished(t, "zz-good"); got.Status != run.StatusCompleted {
+		if got := f.finished(t, "zz-good"); got.Status != runtype.StatusCompleted {
 			t.Fatalf("good run is %s", got.Status)
 		}
 		b, _ := f.svc.Get(ctx, "bad-snapshot")
-		if b.Status != run.StatusFailed || *b.ErrorCode != runs.FailureUnrecoverable || !strings.Contains(*b.Error, "cannot be read") {
+		if b.Status != runtype.StatusFailed || *b.ErrorCode != runs.FailureUnrecoverable || !strings.Contains(*b.Error, "cannot be read") {
 			t.Fatalf("run with a bad snapshot: %s %v", b.Status, b.Error)
 		}
 		// The runs of an agent no instance serves fail after MaxRecoveryAttempts attempts.
 		deadline := time.Now().Add(20 * time.Second)
 		for {
 			g, _ := f.svc.Get(ctx, "gone-59")
-			if g.Status == run.StatusFailed {
+			if g.Status == runtype.StatusFailed {
 				if !strings.Contains(*g.Error, `"gone-agent" is not served`) {
 					t.Fatalf("gone run error: %s", *g.Error)
 				}
@@ -334,7 +334,7 @@ func TestLeasesUseTheDatabaseClock(t *testing.T) {
 		if err != nil || n != 0 {
 			t.Fatalf("B took over %d runs (err %v) whose lease A holds", n, err)
 		}
-		if got := a.finished(t, r.ID); got.Status != run.StatusCompleted {
+		if got := a.finished(t, r.ID); got.Status != runtype.StatusCompleted {
 			t.Fatalf("run is %s", got.Status)
 		}
 	})
@@ -347,7 +347,7 @@ type flakyStore struct {
 }
 
 func (s *flakyStore) Checkpoint(ctx context.Context, c runs.Checkpoint) error {
-	if len(ofType(c.Events, run.EventToolResult)) > 0 && s.failures.Add(-1) >= 0 {
+	if len(ofType(c.Events, runtype.EventToolResult)) > 0 && s.failures.Add(-1) >= 0 {
 		return errors.New("driver: bad connection (injected)")
 	}
 	return s.Store.Checkpoint(ctx, c)
@@ -366,13 +366,13 @@ func TestToolResultCommitIsTriedAgain(t *testing.T) {
 		if _, err := f.svc.Approve(bg(), runs.DecideParams{RunID: r.ID}); err != nil {
 			t.Fatal(err)
 		}
-		f.until(t, r.ID, r.LastSeq, run.StatusCompleted, run.StatusSuspended, run.StatusFailed)
+		f.until(t, r.ID, r.LastSeq, runtype.StatusCompleted, runtype.StatusSuspended, runtype.StatusFailed)
 		f.svc.Wait()
 		got, _ := f.svc.Get(bg(), r.ID)
-		if got.Status != run.StatusCompleted || f.executed.Load() != 1 {
+		if got.Status != runtype.StatusCompleted || f.executed.Load() != 1 {
 			t.Fatalf("run is %s after the tool ran %d times; want COMPLETED, once", got.Status, f.executed.Load())
 		}
-		if n := len(ofType(allEvents(t, f, r.ID), run.EventToolCallInterrupted)); n != 0 {
+		if n := len(ofType(allEvents(t, f, r.ID), runtype.EventToolCallInterrupted)); n != 0 {
 			t.Fatalf("%d TOOL_CALL_INTERRUPTED events for a result that was known", n)
 		}
 	})
@@ -391,12 +391,12 @@ func TestRecoveredModelCallDiscardsPartialText(t *testing.T) {
 		if n, err := f.svc.RecoverExpired(bg()); err != nil || n != 2 {
 			t.Fatalf("recovered %d, %v", n, err)
 		}
-		evs := f.until(t, "run-cut", 3, run.StatusCompleted, run.StatusFailed)
-		if evs[0].Type != run.EventModelCallRetried || evs[0].Seq != 4 || evs[1].Type != run.EventTextDelta {
+		evs := f.until(t, "run-cut", 3, runtype.StatusCompleted, runtype.StatusFailed)
+		if evs[0].Type != runtype.EventModelCallRetried || evs[0].Seq != 4 || evs[1].Type != runtype.EventTextDelta {
 			t.Fatalf("events after recovering a cut-off model call: %+v", evs)
 		}
-		evs = f.until(t, "run-clean", 1, run.StatusCompleted, run.StatusFailed)
-		if len(ofType(evs, run.EventModelCallRetried)) != 0 {
+		evs = f.until(t, "run-clean", 1, runtype.StatusCompleted, runtype.StatusFailed)
+		if len(ofType(evs, runtype.EventModelCallRetried)) != 0 {
 			t.Fatalf("MODEL_CALL_RETRIED without partial text: %+v", evs)
 		}
 	})
@@ -427,7 +427,7 @@ func TestFollowBeyondTheLastEvent(t *testing.T) {
 	}
 	done := f.finished(t, r.ID)
 	_, err = f.svc.Follow(ctx, r.ID, done.LastSeq+5)
-	wantCode(t, err, run.CodeBadUserInput)
+	wantCode(t, err, runtype.CodeBadUserInput)
 	ch, err = f.svc.Follow(ctx, r.ID, done.LastSeq)
 	if err != nil {
 		t.Fatal(err)
@@ -446,10 +446,10 @@ func TestDeclinedCallHasNoToolResult(t *testing.T) {
 	}
 	f.finished(t, r.ID)
 	evs := allEvents(t, f, r.ID)
-	if n := len(ofType(evs, run.EventToolResult)); n != 0 {
+	if n := len(ofType(evs, runtype.EventToolResult)); n != 0 {
 		t.Fatalf("%d TOOL_RESULT events for a declined call", n)
 	}
-	if d := ofType(evs, run.EventToolCallDeclined); len(d) != 1 || d[0].Reason != "not today" {
+	if d := ofType(evs, runtype.EventToolCallDeclined); len(d) != 1 || d[0].Reason != "not today" {
 		t.Fatalf("TOOL_CALL_DECLINED: %+v", d)
 	}
 }
@@ -472,7 +472,7 @@ func TestTextDeltasAreBatched(t *testing.T) {
 			f.finished(t, r.ID)
 			evs := allEvents(t, f, r.ID)
 			checkSeqs(t, evs)
-			deltas := ofType(evs, run.EventTextDelta)
+			deltas := ofType(evs, runtype.EventTextDelta)
 			text := ""
 			for _, d := range deltas {
 				text += d.Text
@@ -500,7 +500,7 @@ func TestWaitingTextIsFlushedInTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	ev := <-ch
-	if ev.Type != run.EventTextDelta || ev.Text != "thinking " {
+	if ev.Type != runtype.EventTextDelta || ev.Text != "thinking " {
 		t.Fatalf("while the model is still streaming, got %+v (ctx %v)", ev, ctx.Err())
 	}
 }
@@ -511,7 +511,7 @@ type countingStore struct {
 	gets atomic.Int64
 }
 
-func (s *countingStore) GetRun(ctx context.Context, id string) (*run.Run, error) {
+func (s *countingStore) GetRun(ctx context.Context, id string) (*runtype.Run, error) {
 	s.gets.Add(1)
 	return s.Store.GetRun(ctx, id)
 }
@@ -551,11 +551,11 @@ func TestLongThreadAndResourceIDsAreBadInput(t *testing.T) {
 		f := setup(t, db, runs.Config{})
 		long, limit := strings.Repeat("é", 192), strings.Repeat("é", 191)
 		_, err := f.svc.StartRun(bg(), runs.StartParams{AgentID: "support-agent", Prompt: "hi", ThreadID: &long})
-		wantCode(t, err, run.CodeBadUserInput)
+		wantCode(t, err, runtype.CodeBadUserInput)
 		_, err = f.svc.StartRun(bg(), runs.StartParams{AgentID: "support-agent", Prompt: "hi", ResourceID: &long})
-		wantCode(t, err, run.CodeBadUserInput)
+		wantCode(t, err, runtype.CodeBadUserInput)
 		r := f.start(t, runs.StartParams{Prompt: "hello", ThreadID: &limit, ResourceID: &limit})
-		if got := f.finished(t, r.ID); got.Status != run.StatusCompleted || *got.ThreadID != limit {
+		if got := f.finished(t, r.ID); got.Status != runtype.StatusCompleted || *got.ThreadID != limit {
 			t.Fatalf("run with 191-character ids: %s", got.Status)
 		}
 	})
@@ -592,7 +592,7 @@ func TestNoLeaseLossUnderLoadOnMySQL(t *testing.T) {
 		got := f.finished(t, id)
 		evs := allEvents(t, f, id)
 		checkSeqs(t, evs)
-		if got.Status != run.StatusCompleted || len(ofType(evs, run.EventTextDelta)) != count || len(ofType(evs, run.EventRunFinished)) != 1 {
+		if got.Status != runtype.StatusCompleted || len(ofType(evs, runtype.EventTextDelta)) != count || len(ofType(evs, runtype.EventRunFinished)) != 1 {
 			t.Fatalf("run %s: %s with %d events", id, got.Status, len(evs))
 		}
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"interlock/agent"
-	"interlock/run"
+	"interlock/runtype"
 )
 
 // Delegation is a supervisor's run starting a sub-agent's run: the supervisor's checkpoint (it
@@ -29,8 +29,8 @@ type AncestorWrite struct {
 	Version    int64
 	After      int64
 	ToolCallID string
-	Call       run.ToolCall
-	Events     []run.Event
+	Call       runtype.ToolCall
+	Events     []runtype.Event
 }
 
 // Handoff continues the WAITING supervisor run of a finishing sub-agent run: compare-and-set on
@@ -83,17 +83,17 @@ func (e *execution) delegate(ctx context.Context, snap *agent.Snapshot, held *ag
 	now := e.s.now()
 	lease, taken := e.s.newLease(), time.Now()
 	parentID := e.run.ID
-	child := run.Run{
+	child := runtype.Run{
 		ID: c.ChildRunID, AgentID: tool.SubAgent.ID, ParentRunID: &parentID, ThreadID: e.run.ThreadID, ResourceID: e.run.ResourceID, StartedBy: e.run.StartedBy,
-		Prompt: task, RequireToolApproval: snap.RequireToolApproval, Status: run.StatusRunning,
+		Prompt: task, RequireToolApproval: snap.RequireToolApproval, Status: runtype.StatusRunning,
 		CreatedAt: now, UpdatedAt: now, LastSeq: 1, LeaseOwner: &lease,
-		ToolCalls: []run.ToolCall{}, Decisions: []run.Decision{},
+		ToolCalls: []runtype.ToolCall{}, Decisions: []runtype.Decision{},
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	var evs []run.Event
+	var evs []runtype.Event
 	if e.text.Len() > 0 {
-		evs = append(evs, run.Event{Type: run.EventTextDelta, Text: e.text.String()})
+		evs = append(evs, runtype.Event{Type: runtype.EventTextDelta, Text: e.text.String()})
 	}
 	seq := e.seq + int64(len(evs))
 	snap.Seq = seq
@@ -104,7 +104,7 @@ func (e *execution) delegate(ctx context.Context, snap *agent.Snapshot, held *ag
 	err = e.s.store.Delegate(ctx, Delegation{
 		Checkpoint: Checkpoint{RunID: e.run.ID, Lease: e.owner, TTL: e.s.cfg.LeaseTTL, After: e.seq, At: now, Events: evs, Snapshot: &encoded},
 		Child: NewRun{Run: child, Snapshot: childEncoded, Lease: lease, TTL: e.s.cfg.LeaseTTL,
-			Events: []run.Event{{Type: run.EventRunStarted, Status: string(run.StatusRunning)}}},
+			Events: []runtype.Event{{Type: runtype.EventRunStarted, Status: string(runtype.StatusRunning)}}},
 	})
 	if err != nil {
 		return stored(ctx, err)
@@ -118,13 +118,13 @@ func (e *execution) delegate(ctx context.Context, snap *agent.Snapshot, held *ag
 
 // ancestor is a supervisor run above a run, and the id of its call that waits on the run below.
 type ancestor struct {
-	run    *run.Run
+	run    *runtype.Run
 	callID string
 }
 
 // ancestors walks up from run through the supervisor runs whose delegated call waits on the run
 // below, innermost first.
-func (s *Service) ancestors(ctx context.Context, r *run.Run) ([]ancestor, error) {
+func (s *Service) ancestors(ctx context.Context, r *runtype.Run) ([]ancestor, error) {
 	var out []ancestor
 	below, parent := r.ID, r.ParentRunID
 	for parent != nil {
@@ -169,7 +169,7 @@ func shows(c *agent.PendingCall, id string) bool {
 // surfaceSuspension is what the supervisors above a suspending run store with its suspension:
 // each is SUSPENDED on a call that shows the inner call's tool, args and payload under a
 // surfacedID.
-func (s *Service) surfaceSuspension(ctx context.Context, r *run.Run, inner run.ToolCall, evType run.EventType) ([]AncestorWrite, error) {
+func (s *Service) surfaceSuspension(ctx context.Context, r *runtype.Run, inner runtype.ToolCall, evType runtype.EventType) ([]AncestorWrite, error) {
 	list, err := s.ancestors(ctx, r)
 	if err != nil {
 		return nil, err
@@ -187,7 +187,7 @@ func (s *Service) surfaceSuspension(ctx context.Context, r *run.Run, inner run.T
 		}
 		out[i] = AncestorWrite{
 			RunID: a.run.ID, Version: a.run.Version, After: a.run.LastSeq, ToolCallID: id, Call: call,
-			Events: []run.Event{{Type: evType, ToolCall: &call}, {Type: run.EventRunSuspended, Status: string(run.StatusSuspended)}},
+			Events: []runtype.Event{{Type: evType, ToolCall: &call}, {Type: runtype.EventRunSuspended, Status: string(runtype.StatusSuspended)}},
 		}
 	}
 	return out, nil
@@ -195,7 +195,7 @@ func (s *Service) surfaceSuspension(ctx context.Context, r *run.Run, inner run.T
 
 // surfaceDecision is what the supervisors above a run decided on its call innerID store with the
 // decision: each goes back to WAITING, the call that shows innerID decided the same way.
-func (s *Service) surfaceDecision(ctx context.Context, r *run.Run, innerID string, d agent.Decision, by string) ([]AncestorWrite, error) {
+func (s *Service) surfaceDecision(ctx context.Context, r *runtype.Run, innerID string, d agent.Decision, by string) ([]AncestorWrite, error) {
 	list, err := s.ancestors(ctx, r)
 	if err != nil {
 		return nil, err
@@ -203,8 +203,8 @@ func (s *Service) surfaceDecision(ctx context.Context, r *run.Run, innerID strin
 	out := make([]AncestorWrite, 0, len(list))
 	id := innerID
 	for _, a := range list {
-		if a.run.Status != run.StatusSuspended {
-			return nil, run.Errorf(run.CodeConflict, "supervisor run %s is %s, not SUSPENDED: it was already decided", a.run.ID, a.run.Status)
+		if a.run.Status != runtype.StatusSuspended {
+			return nil, runtype.Errorf(runtype.CodeConflict, "supervisor run %s is %s, not SUSPENDED: it was already decided", a.run.ID, a.run.Status)
 		}
 		id = surfacedID(a.callID, id)
 		call := waitingCall(a.run, id)
@@ -214,7 +214,7 @@ func (s *Service) surfaceDecision(ctx context.Context, r *run.Run, innerID strin
 			call = waitingCall(a.run, a.callID)
 		}
 		if call == nil {
-			return nil, run.Errorf(run.CodeConflict, "supervisor run %s does not wait on %s", a.run.ID, id)
+			return nil, runtype.Errorf(runtype.CodeConflict, "supervisor run %s does not wait on %s", a.run.ID, id)
 		}
 		out = append(out, AncestorWrite{
 			RunID: a.run.ID, Version: a.run.Version, After: a.run.LastSeq, ToolCallID: call.ToolCallID, Call: *call,
@@ -229,7 +229,7 @@ func (s *Service) surfaceDecision(ctx context.Context, r *run.Run, innerID strin
 // (run itself and callID when the call is run's own). A supervisor suspended before calls had
 // server ids shows the inner call under its delegate call's own id: then the id returned is ""
 // (the sub-agent run's one waiting call), as it was decided then.
-func (s *Service) innermost(ctx context.Context, r *run.Run, callID string) (*run.Run, string, error) {
+func (s *Service) innermost(ctx context.Context, r *runtype.Run, callID string) (*runtype.Run, string, error) {
 	cur, id := r, callID
 	for depth := 0; ; depth++ {
 		if cur.Snapshot == nil || depth > maxDepth {
@@ -258,8 +258,8 @@ func (s *Service) innermost(ctx context.Context, r *run.Run, callID string) (*ru
 		if child == nil {
 			return nil, "", fmt.Errorf("run %s: sub-agent run %s is missing", cur.ID, c.ChildRunID)
 		}
-		if child.Status != run.StatusSuspended {
-			return nil, "", run.Errorf(run.CodeConflict, "run %s waits on sub-agent run %s, which is %s: it was already decided", r.ID, child.ID, child.Status.Public())
+		if child.Status != runtype.StatusSuspended {
+			return nil, "", runtype.Errorf(runtype.CodeConflict, "run %s waits on sub-agent run %s, which is %s: it was already decided", r.ID, child.ID, child.Status.Public())
 		}
 		cur, id = child, rest
 	}
@@ -269,7 +269,7 @@ func (s *Service) innermost(ctx context.Context, r *run.Run, callID string) (*ru
 // waits on it: the outcome goes into the supervisor's snapshot as the delegate call's result.
 // It returns nil when the run has no waiting supervisor. start executes the supervisor here
 // once the finish is committed.
-func (s *Service) handoff(ctx context.Context, r *run.Run, output *string, errMsg *string) (h *Handoff, start func(), err error) {
+func (s *Service) handoff(ctx context.Context, r *runtype.Run, output *string, errMsg *string) (h *Handoff, start func(), err error) {
 	if r.ParentRunID == nil {
 		return nil, nil, nil
 	}
@@ -277,7 +277,7 @@ func (s *Service) handoff(ctx context.Context, r *run.Run, output *string, errMs
 	if err != nil {
 		return nil, nil, fmt.Errorf("load supervisor run %s: %w", *r.ParentRunID, err)
 	}
-	if p == nil || p.Status != run.StatusWaiting || p.Snapshot == nil {
+	if p == nil || p.Status != runtype.StatusWaiting || p.Snapshot == nil {
 		s.cfg.Logger.Warn("run: sub-agent run finished, but its supervisor does not wait on it", "run", r.ID, "supervisor", *r.ParentRunID)
 		return nil, nil, nil
 	}
@@ -309,7 +309,7 @@ func (s *Service) handoff(ctx context.Context, r *run.Run, output *string, errMs
 	lease, taken := s.newLease(), time.Now()
 	h = &Handoff{RunID: p.ID, Version: p.Version, After: p.LastSeq, Snapshot: encoded, Lease: lease, TTL: s.cfg.LeaseTTL}
 	start = func() {
-		p.Status, p.LeaseOwner, p.Version, p.Snapshot = run.StatusRunning, &lease, p.Version+1, nil
+		p.Status, p.LeaseOwner, p.Version, p.Snapshot = runtype.StatusRunning, &lease, p.Version+1, nil
 		a := s.agents.Get(p.AgentID)
 		if a == nil {
 			// Another instance may serve it: let recovery find it at once.

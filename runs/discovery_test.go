@@ -8,10 +8,10 @@ import (
 
 	"gorm.io/gorm"
 
-	"interlock/dbtest"
 	"interlock/gormstore"
-	"interlock/run"
+	"interlock/internal/dbtest"
 	"interlock/runs"
+	"interlock/runtype"
 )
 
 var base = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
@@ -20,7 +20,7 @@ var base = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 type seedOpts struct {
 	id, agent, thread, resource, parent string
 	at                                  time.Duration // createdAt = base + at
-	status                              run.Status
+	status                              runtype.Status
 }
 
 // seed stores runs as the service would leave them, with one pending call per suspended run.
@@ -30,7 +30,7 @@ func seed(t testing.TB, db *gorm.DB, list ...seedOpts) {
 	var calls []gormstore.ToolCall
 	for _, o := range list {
 		rows = append(rows, seedRow(o))
-		if o.status == run.StatusSuspended || o.status == "" {
+		if o.status == runtype.StatusSuspended || o.status == "" {
 			args := `{"orderId":"1","amount":10}`
 			calls = append(calls, gormstore.ToolCall{RunID: o.id, ToolCallID: "call_1", ToolName: "issue_refund", Args: &args, RequiresApproval: true, State: gormstore.ToolCallPending, CreatedAt: base.Add(o.at)})
 		}
@@ -57,14 +57,14 @@ func seedRow(o seedOpts) gormstore.Run {
 		return &s
 	}
 	if o.status == "" {
-		o.status = run.StatusSuspended
+		o.status = runtype.StatusSuspended
 	}
 	at := base.Add(o.at)
 	r := gormstore.Run{
 		ID: o.id, AgentID: o.agent, ThreadID: opt(o.thread), ResourceID: opt(o.resource), ParentRunID: opt(o.parent),
 		Prompt: "refund order 1", Status: string(o.status), CreatedAt: at, UpdatedAt: at, LastSeq: 4,
 	}
-	if o.status == run.StatusSuspended {
+	if o.status == runtype.StatusSuspended {
 		snap := `{"messages":[],"pending":[{"id":"call_1","name":"issue_refund","args":{},"state":"awaiting_approval"}],"steps":0}`
 		r.Snapshot, r.SuspendedAt = &snap, &at
 	}
@@ -77,9 +77,9 @@ func discoveryRuns() []seedOpts {
 		{id: "run-02", agent: "A", thread: "t2", resource: "u1", at: time.Second},
 		{id: "run-03", agent: "B", thread: "t1", resource: "u2", at: 2 * time.Second},
 		{id: "run-04", agent: "B", thread: "t2", resource: "u2", at: 2 * time.Second}, // same createdAt as run-03
-		{id: "run-05", agent: "A", thread: "t1", resource: "u1", at: 3 * time.Second, status: run.StatusCompleted},
+		{id: "run-05", agent: "A", thread: "t1", resource: "u1", at: 3 * time.Second, status: runtype.StatusCompleted},
 		{id: "run-06", agent: "sub", thread: "t1", resource: "u1", parent: "run-01", at: 4 * time.Second},
-		{id: "run-07", agent: "A", thread: "t1", resource: "u1", at: 5 * time.Second, status: run.StatusRunning},
+		{id: "run-07", agent: "A", thread: "t1", resource: "u1", at: 5 * time.Second, status: runtype.StatusRunning},
 	}
 }
 
@@ -140,7 +140,7 @@ func TestSuspendedRunsDiscovery(t *testing.T) {
 				got := []string{}
 				for _, r := range res.Runs {
 					got = append(got, r.ID)
-					if r.Status != run.StatusSuspended || r.SuspendedAt == nil || len(r.ToolCalls) != 1 {
+					if r.Status != runtype.StatusSuspended || r.SuspendedAt == nil || len(r.ToolCalls) != 1 {
 						t.Errorf("%s: status %s, suspendedAt %v, %d tool calls", r.ID, r.Status, r.SuspendedAt, len(r.ToolCalls))
 					}
 				}
@@ -172,7 +172,7 @@ func TestSuspendedRunsValidation(t *testing.T) {
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
 				_, err := f.svc.ListSuspended(bg(), tc.p)
-				wantCode(t, err, run.CodeBadUserInput)
+				wantCode(t, err, runtype.CodeBadUserInput)
 			})
 		}
 	})
@@ -184,7 +184,7 @@ func TestUnpaginatedAnswerAboveTheLimitAsksToPaginate(t *testing.T) {
 		f := setup(t, db, runs.Config{MaxUnpaginated: 3, MaxPerPage: 2})
 		seed(t, db, discoveryRuns()...)
 		_, err := f.svc.ListSuspended(bg(), runs.ListSuspendedParams{})
-		wantCode(t, err, run.CodeBadUserInput)
+		wantCode(t, err, runtype.CodeBadUserInput)
 		res, err := f.svc.ListSuspended(bg(), runs.ListSuspendedParams{AgentID: ptr("A")})
 		if err != nil || res.Total != 2 {
 			t.Fatalf("a filtered answer under the limit: %v %v", res, err)
@@ -194,7 +194,7 @@ func TestUnpaginatedAnswerAboveTheLimitAsksToPaginate(t *testing.T) {
 			t.Fatalf("paginated: %+v %v", res, err)
 		}
 		_, err = f.svc.ListSuspended(bg(), runs.ListSuspendedParams{Page: ptr(0), PerPage: ptr(3)})
-		wantCode(t, err, run.CodeBadUserInput) // the configured maximum perPage is 2
+		wantCode(t, err, runtype.CodeBadUserInput) // the configured maximum perPage is 2
 	})
 }
 
@@ -206,9 +206,9 @@ func TestAmbiguousToolCall(t *testing.T) {
 		args := `{}`
 		db.Create(&gormstore.ToolCall{RunID: "run-two", ToolCallID: "call_2", ToolName: "issue_refund", Args: &args, RequiresApproval: true, State: gormstore.ToolCallPending, CreatedAt: base})
 		_, err := f.svc.Approve(bg(), runs.DecideParams{RunID: "run-two"})
-		wantCode(t, err, run.CodeBadUserInput)
+		wantCode(t, err, runtype.CodeBadUserInput)
 		r, _ := f.svc.Get(bg(), "run-two")
-		if r.Status != run.StatusSuspended {
+		if r.Status != runtype.StatusSuspended {
 			t.Fatalf("status after a refused decision: %s", r.Status)
 		}
 	})
@@ -225,15 +225,15 @@ func TestConcurrentApprovalsOneWins(t *testing.T) {
 		for i := 0; i < n; i++ {
 			go func(i int) {
 				<-startGate
-				_, err := f.svc.Approve(as(fmt.Sprint("user", i), nil, run.RoleAdmin), runs.DecideParams{RunID: r.ID})
+				_, err := f.svc.Approve(as(fmt.Sprint("user", i), nil, runtype.RoleAdmin), runs.DecideParams{RunID: r.ID})
 				errs <- err
 			}(i)
 		}
 		close(startGate)
 		var ok, conflict int
 		for i := 0; i < n; i++ {
-			switch err := <-errs; run.ErrorCode(err) {
-			case run.CodeConflict:
+			switch err := <-errs; runtype.ErrorCode(err) {
+			case runtype.CodeConflict:
 				conflict++
 			default:
 				if err != nil {
@@ -244,7 +244,7 @@ func TestConcurrentApprovalsOneWins(t *testing.T) {
 			}
 		}
 		done := f.finished(t, r.ID)
-		if ok != 1 || conflict != n-1 || f.executed.Load() != 1 || done.Status != run.StatusCompleted {
+		if ok != 1 || conflict != n-1 || f.executed.Load() != 1 || done.Status != runtype.StatusCompleted {
 			t.Fatalf("%d succeeded, %d conflicts, tool executed %d times, run %s", ok, conflict, f.executed.Load(), done.Status)
 		}
 		var decided int64

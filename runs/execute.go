@@ -13,7 +13,7 @@ import (
 
 	"interlock/agent"
 	"interlock/llm"
-	"interlock/run"
+	"interlock/runtype"
 )
 
 // execution is one stretch of a run's loop on this instance, from a start, a decision or a
@@ -22,8 +22,8 @@ import (
 type execution struct {
 	s     *Service
 	agent *agent.Agent
-	run   run.Run // id, agent, thread, resource and prompt; other fields are not kept current
-	owner string  // the lease token of this execution: every write checks it
+	run   runtype.Run // id, agent, thread, resource and prompt; other fields are not kept current
+	owner string      // the lease token of this execution: every write checks it
 
 	mu        sync.Mutex // serialises writes: the loop's and the text flush timer's
 	seq       int64      // last seq written; only the lease holder writes, so this is the truth
@@ -34,9 +34,9 @@ type execution struct {
 	retryText bool // the previous owner streamed text of a model call that is made again
 	ended     bool // the run suspended or finished: the lease is gone by design
 
-	tool    atomic.Pointer[agent.PendingCall] // the call whose tool is executing, nil when none
-	holding atomic.Pointer[run.LateResult]    // a tool's answer waiting to be stored, nil when none
-	sent    sentCall                          // the last call sent to its tool, and the seq then
+	tool    atomic.Pointer[agent.PendingCall]  // the call whose tool is executing, nil when none
+	holding atomic.Pointer[runtype.LateResult] // a tool's answer waiting to be stored, nil when none
+	sent    sentCall                           // the last call sent to its tool, and the seq then
 
 	fenceMu sync.Mutex
 	fence   *time.Timer // cancels the execution when the lease may be about to expire (renewLease)
@@ -77,7 +77,7 @@ const (
 // renewing the lease while it runs; why is what started it, for tracing. A snapshot with a call
 // that was executing when its previous owner died is not run: the call goes back to a person
 // (see recover.go). A panic anywhere in the execution fails the run, never the server.
-func (s *Service) execute(a *agent.Agent, r *run.Run, snap *agent.Snapshot, taken time.Time, why origin) {
+func (s *Service) execute(a *agent.Agent, r *runtype.Run, snap *agent.Snapshot, taken time.Time, why origin) {
 	e := &execution{s: s, agent: a, run: *r, seq: r.LastSeq, owner: deref(r.LeaseOwner)}
 	e.retryText = snap.Seq > 0 && r.LastSeq > snap.Seq && snap.Executing() == nil
 	if !s.started() {
@@ -150,7 +150,7 @@ func (e *execution) loop(ctx context.Context, snap *agent.Snapshot) {
 	var err error
 	if e.retryText {
 		// Text streamed before the previous owner stopped is stale: the model call is repeated.
-		err = e.emit(ctx, nil, run.Event{Type: run.EventModelCallRetried})
+		err = e.emit(ctx, nil, runtype.Event{Type: runtype.EventModelCallRetried})
 	}
 	var out agent.Outcome
 	if err == nil {
@@ -187,11 +187,11 @@ func (e *execution) loop(ctx context.Context, snap *agent.Snapshot) {
 // this execution ran and which answered by suspending (asking for input): that answer is known,
 // and kept if it cannot be stored with the run. Nil for a call held for approval or a
 // sub-agent, whose tool has not run.
-func (e *execution) answered(held *agent.PendingCall) *run.LateResult {
+func (e *execution) answered(held *agent.PendingCall) *runtype.LateResult {
 	if held.State != agent.CallSuspended || e.sent.callID != held.CallID() {
 		return nil
 	}
-	return &run.LateResult{RunID: e.run.ID, ToolCallID: held.CallID(), ToolName: held.Name, SuspendPayload: held.SuspendPayload,
+	return &runtype.LateResult{RunID: e.run.ID, ToolCallID: held.CallID(), ToolName: held.Name, SuspendPayload: held.SuspendPayload,
 		InstanceID: e.s.cfg.InstanceID, FinishedAt: e.s.now(), After: e.sent.seq}
 }
 
@@ -200,7 +200,7 @@ func (e *execution) answered(held *agent.PendingCall) *run.LateResult {
 // a killed connection. A tool's answer the outcome holds (late: a tool that suspended) is kept
 // as the call's late result when the write cannot be stored; a run whose outcome could not be
 // stored is handed over at once (its lease released) rather than left to a lease expiry.
-func (e *execution) outcome(ctx context.Context, what string, late *run.LateResult, write func(context.Context) error) {
+func (e *execution) outcome(ctx context.Context, what string, late *runtype.LateResult, write func(context.Context) error) {
 	var attrs []any
 	if late != nil {
 		e.hold(*late)
@@ -383,7 +383,7 @@ func (e *execution) release() {
 
 // checkpoint is emit at a point where no tool is executing; while the instance shuts down it
 // stops the execution there, after storing, so the run is handed over cleanly.
-func (e *execution) checkpoint(ctx context.Context, snap *agent.Snapshot, evs ...run.Event) error {
+func (e *execution) checkpoint(ctx context.Context, snap *agent.Snapshot, evs ...runtype.Event) error {
 	if err := e.emit(ctx, snap, evs...); err != nil {
 		return err
 	}
@@ -395,7 +395,7 @@ func (e *execution) checkpoint(ctx context.Context, snap *agent.Snapshot, evs ..
 
 // emit stores evs, after any text still waiting, and snap when not nil, renewing the lease;
 // then wakes followers.
-func (e *execution) emit(ctx context.Context, snap *agent.Snapshot, evs ...run.Event) error {
+func (e *execution) emit(ctx context.Context, snap *agent.Snapshot, evs ...runtype.Event) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.writeLocked(ctx, snap, evs)
@@ -403,13 +403,13 @@ func (e *execution) emit(ctx context.Context, snap *agent.Snapshot, evs ...run.E
 
 // writeLocked is emit with e.mu held. The waiting text goes first, in the same transaction; it
 // is dropped from the buffer only once stored, so a failed write can be made again.
-func (e *execution) writeLocked(ctx context.Context, snap *agent.Snapshot, evs []run.Event) error {
+func (e *execution) writeLocked(ctx context.Context, snap *agent.Snapshot, evs []runtype.Event) error {
 	if err := e.flushErr; err != nil {
 		e.flushErr = nil
 		return err
 	}
 	if e.text.Len() > 0 {
-		evs = append([]run.Event{{Type: run.EventTextDelta, Text: e.text.String()}}, evs...)
+		evs = append([]runtype.Event{{Type: runtype.EventTextDelta, Text: e.text.String()}}, evs...)
 	}
 	seq := e.seq + int64(len(evs))
 	c := Checkpoint{RunID: e.run.ID, Lease: e.owner, TTL: e.s.cfg.LeaseTTL, After: e.seq, At: e.s.now(), Events: evs}
@@ -485,9 +485,9 @@ func (e *execution) stopFlush() {
 
 // ToolCalls appends one TOOL_CALL event per call, with the snapshot holding them.
 func (e *execution) ToolCalls(ctx context.Context, snap *agent.Snapshot, calls []agent.PendingCall) error {
-	evs := make([]run.Event, len(calls))
+	evs := make([]runtype.Event, len(calls))
 	for i, c := range calls {
-		evs[i] = run.Event{Type: run.EventToolCallRequested, ToolCall: e.eventCall(snap, c)}
+		evs[i] = runtype.Event{Type: runtype.EventToolCallRequested, ToolCall: e.eventCall(snap, c)}
 	}
 	return e.checkpoint(ctx, snap, evs...)
 }
@@ -545,12 +545,12 @@ func (e *execution) ToolResult(ctx context.Context, snap *agent.Snapshot, c agen
 		e.s.cfg.Logger.Warn("run: a tool cut off by the execution's end failed; its outcome is unknown", "run", e.run.ID, "tool", c.Name, "tool_call", c.CallID(), "tool_error", errMsg)
 		return ctx.Err()
 	}
-	late := run.LateResult{RunID: e.run.ID, ToolCallID: c.CallID(), ToolName: c.Name, Result: result, InstanceID: e.s.cfg.InstanceID,
+	late := runtype.LateResult{RunID: e.run.ID, ToolCallID: c.CallID(), ToolName: c.Name, Result: result, InstanceID: e.s.cfg.InstanceID,
 		FinishedAt: e.s.now(), After: e.sent.seq}
 	if errMsg != "" {
 		late.Result, late.Error = nil, &errMsg
 	}
-	ev := run.Event{Type: run.EventToolResult, ToolCall: e.eventCall(snap, c), Result: result, Error: errMsg}
+	ev := runtype.Event{Type: runtype.EventToolResult, ToolCall: e.eventCall(snap, c), Result: result, Error: errMsg}
 	e.hold(late)
 	attrs := []any{"tool", c.Name, "tool_call", c.CallID()}
 	if err := e.persist(ctx, "tool result", attrs, func(ctx context.Context) error { return e.emit(ctx, snap, ev) }); err != nil {
@@ -569,13 +569,13 @@ func (e *execution) ToolResult(ctx context.Context, snap *agent.Snapshot, c agen
 
 // hold marks l, a tool's answer, as waiting to be stored with the run: the graceful stop's log
 // names it, and this instance's recovery finds it first (Service.held).
-func (e *execution) hold(l run.LateResult) {
+func (e *execution) hold(l runtype.LateResult) {
 	e.holding.Store(&l)
 	e.s.held.Store(lateKey{l.RunID, l.ToolCallID}, l)
 }
 
 // unhold forgets l: it is stored with the run.
-func (e *execution) unhold(l run.LateResult) {
+func (e *execution) unhold(l runtype.LateResult) {
 	e.holding.Store(nil)
 	e.s.held.Delete(lateKey{l.RunID, l.ToolCallID})
 }
@@ -583,7 +583,7 @@ func (e *execution) unhold(l run.LateResult) {
 // keep hands l, a tool's answer that could not be stored with the run (why), to the service,
 // which records it as the call's late result: in the background (keepLate), or at once when the
 // service is closing (lastTry).
-func (e *execution) keep(l run.LateResult, why error) {
+func (e *execution) keep(l runtype.LateResult, why error) {
 	e.holding.Store(nil)
 	if e.s.ctx.Err() != nil {
 		e.s.lastTry(l, why)
@@ -605,11 +605,11 @@ func (e *execution) Run() agent.RunInfo {
 }
 
 func (e *execution) StepFinished(ctx context.Context, snap *agent.Snapshot) error {
-	return e.checkpoint(ctx, snap, run.Event{Type: run.EventStepFinished})
+	return e.checkpoint(ctx, snap, runtype.Event{Type: runtype.EventStepFinished})
 }
 
-func (e *execution) eventCall(snap *agent.Snapshot, c agent.PendingCall) *run.ToolCall {
-	return &run.ToolCall{
+func (e *execution) eventCall(snap *agent.Snapshot, c agent.PendingCall) *runtype.ToolCall {
+	return &runtype.ToolCall{
 		ToolCallID: c.CallID(), ToolName: c.Name, Args: c.Args,
 		RequiresApproval: e.agent.NeedsApproval(snap, c.Name) && c.State != agent.CallSuspended && c.ArgsError == "",
 		SuspendPayload:   c.SuspendPayload, Interrupted: c.Interrupted, InterruptedToolCallID: c.InterruptedToolCallID,
@@ -620,7 +620,7 @@ func (e *execution) eventCall(snap *agent.Snapshot, c agent.PendingCall) *run.To
 // for approval), with their rows and the events that announce them, in one transaction, and
 // only then tells anyone. The lease is released. A call of a
 // tool with an ApprovalTimeout gets its deadline (ExpiresAt), counted from now.
-func (e *execution) suspend(ctx context.Context, snap *agent.Snapshot, held *agent.PendingCall, prelude ...run.Event) error {
+func (e *execution) suspend(ctx context.Context, snap *agent.Snapshot, held *agent.PendingCall, prelude ...runtype.Event) error {
 	now := e.s.now()
 	// A run waits on every call of the step that waits for a person; a sub-agent's run on one
 	// at a time, because its supervisor's delegate call shows one.
@@ -628,17 +628,17 @@ func (e *execution) suspend(ctx context.Context, snap *agent.Snapshot, held *age
 	if e.run.ParentRunID == nil {
 		waiting = snap.WaitingCalls()
 	}
-	calls := make([]run.ToolCall, len(waiting))
+	calls := make([]runtype.ToolCall, len(waiting))
 	evs := prelude
 	for i, w := range waiting {
 		calls[i] = e.waitingCall(w, now)
-		ev := run.Event{Type: run.EventToolCallApproval, ToolCall: &calls[i]}
+		ev := runtype.Event{Type: runtype.EventToolCallApproval, ToolCall: &calls[i]}
 		if !calls[i].RequiresApproval {
-			ev.Type = run.EventToolCallSuspended
+			ev.Type = runtype.EventToolCallSuspended
 		}
 		evs = append(evs, ev)
 	}
-	evs = append(evs, run.Event{Type: run.EventRunSuspended, Status: string(run.StatusSuspended)})
+	evs = append(evs, runtype.Event{Type: runtype.EventRunSuspended, Status: string(runtype.StatusSuspended)})
 	// The supervisors above a sub-agent's run suspend with it, showing its call.
 	ancestors, err := e.s.surfaceSuspension(ctx, &e.run, calls[0], evs[len(prelude)].Type)
 	if err != nil {
@@ -647,7 +647,7 @@ func (e *execution) suspend(ctx context.Context, snap *agent.Snapshot, held *age
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.text.Len() > 0 {
-		evs = append([]run.Event{{Type: run.EventTextDelta, Text: e.text.String()}}, evs...)
+		evs = append([]runtype.Event{{Type: runtype.EventTextDelta, Text: e.text.String()}}, evs...)
 	}
 	seq := e.seq + int64(len(evs))
 	snap.Seq = seq
@@ -675,8 +675,8 @@ func (e *execution) suspend(ctx context.Context, snap *agent.Snapshot, held *age
 
 // waitingCall is how a call that waits for a person is stored and shown, with its deadline when
 // its tool has an approval timeout.
-func (e *execution) waitingCall(c agent.PendingCall, now time.Time) run.ToolCall {
-	call := run.ToolCall{ToolCallID: c.CallID(), ToolName: c.Name, Args: c.Args, RequiresApproval: c.State == agent.CallAwaitingApproval,
+func (e *execution) waitingCall(c agent.PendingCall, now time.Time) runtype.ToolCall {
+	call := runtype.ToolCall{ToolCallID: c.CallID(), ToolName: c.Name, Args: c.Args, RequiresApproval: c.State == agent.CallAwaitingApproval,
 		SuspendPayload: c.SuspendPayload, Interrupted: c.Interrupted, InterruptedToolCallID: c.InterruptedToolCallID}
 	if t := e.agent.Tool(c.Name); t != nil && t.ApprovalTimeout > 0 {
 		deadline := ms(now.Add(t.ApprovalTimeout))
@@ -691,13 +691,13 @@ func (e *execution) complete(ctx context.Context, text string) error {
 	if e.run.ParentRunID != nil {
 		// A sub-agent's run hands its answer to its supervisor; the supervisor's exchange is
 		// what the thread remembers.
-		return e.finish(ctx, Finish{Status: run.StatusCompleted, Output: &text}, run.Event{Type: run.EventRunFinished, Status: string(run.StatusCompleted)})
+		return e.finish(ctx, Finish{Status: runtype.StatusCompleted, Output: &text}, runtype.Event{Type: runtype.EventRunFinished, Status: string(runtype.StatusCompleted)})
 	}
 	return e.finish(ctx, Finish{
-		Status: run.StatusCompleted, Output: &text,
+		Status: runtype.StatusCompleted, Output: &text,
 		ThreadID: e.run.ThreadID, ResourceID: e.run.ResourceID,
 		Memory: []llm.Message{{Role: llm.RoleUser, Content: e.run.Prompt}, {Role: llm.RoleAssistant, Content: text}},
-	}, run.Event{Type: run.EventRunFinished, Status: string(run.StatusCompleted)})
+	}, runtype.Event{Type: runtype.EventRunFinished, Status: string(runtype.StatusCompleted)})
 }
 
 // fail stores the run as FAILED. People reading the run get a short message and a code for what
@@ -720,17 +720,17 @@ func (e *execution) fail(ctx context.Context, cause error) error {
 }
 
 func (e *execution) failWith(ctx context.Context, code, msg string) error {
-	return e.finish(ctx, Finish{Status: run.StatusFailed, Error: &msg, ErrorCode: &code},
-		run.Event{Type: run.EventRunFailed, Status: string(run.StatusFailed), Error: msg, ErrorCode: code})
+	return e.finish(ctx, Finish{Status: runtype.StatusFailed, Error: &msg, ErrorCode: &code},
+		runtype.Event{Type: runtype.EventRunFailed, Status: string(runtype.StatusFailed), Error: msg, ErrorCode: code})
 }
 
 // finish stores the run's outcome with its last event (after any text still waiting).
-func (e *execution) finish(ctx context.Context, f Finish, ev run.Event) error {
+func (e *execution) finish(ctx context.Context, f Finish, ev runtype.Event) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	evs := []run.Event{ev}
+	evs := []runtype.Event{ev}
 	if e.text.Len() > 0 {
-		evs = append([]run.Event{{Type: run.EventTextDelta, Text: e.text.String()}}, evs...)
+		evs = append([]runtype.Event{{Type: runtype.EventTextDelta, Text: e.text.String()}}, evs...)
 	}
 	f.Checkpoint = Checkpoint{RunID: e.run.ID, Lease: e.owner, TTL: e.s.cfg.LeaseTTL, After: e.seq, At: e.s.now(), Events: evs}
 	// A sub-agent's run continues its supervisor in the same transaction.

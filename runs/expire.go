@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"interlock/agent"
-	"interlock/run"
+	"interlock/runtype"
 )
 
 // expiryBatch is how many due calls one pass of the expiry loop reads.
@@ -43,7 +43,7 @@ func (s *Service) ExpireDue(ctx context.Context) (int, error) {
 // expireDue expires one due call, unless it moved since it was listed.
 func (s *Service) expireDue(ctx context.Context, due DueCall) (bool, error) {
 	r, err := s.store.GetRun(ctx, due.RunID)
-	if err != nil || r == nil || r.Status != run.StatusSuspended || r.Snapshot == nil {
+	if err != nil || r == nil || r.Status != runtype.StatusSuspended || r.Snapshot == nil {
 		return false, err
 	}
 	call := waitingCall(r, due.ToolCallID)
@@ -66,7 +66,7 @@ func (s *Service) expireDue(ctx context.Context, due DueCall) (bool, error) {
 // with TOOL_CALL_EXPIRED and RUN_RESUMED (on the supervisors above too), and continues the run
 // here (unless other calls of its step still wait). It reports false, without error, when the deadline has not passed, the agent is not
 // served here, or someone else decided or expired the call first.
-func (s *Service) expire(ctx context.Context, r *run.Run, call *run.ToolCall, snap *agent.Snapshot) (bool, error) {
+func (s *Service) expire(ctx context.Context, r *runtype.Run, call *runtype.ToolCall, snap *agent.Snapshot) (bool, error) {
 	now := s.now()
 	if call.ExpiresAt == nil || now.Before(*call.ExpiresAt) {
 		return false, nil
@@ -81,7 +81,7 @@ func (s *Service) expire(ctx context.Context, r *run.Run, call *run.ToolCall, sn
 	}
 	msg := agent.ExpiredMessage(call.ToolName, after, call.RequiresApproval)
 	if _, err := s.commitDecision(ctx, a, r, call, snap, agent.Decision{Kind: agent.CallExpired, Reason: msg}, "", CauseExpiry); err != nil {
-		if errors.Is(err, ErrStale) || run.ErrorCode(err) == run.CodeConflict {
+		if errors.Is(err, ErrStale) || runtype.ErrorCode(err) == runtype.CodeConflict {
 			// Another instance expired it, a person decided in time, or a supervisor moved.
 			return false, nil
 		}
@@ -94,13 +94,13 @@ func (s *Service) expire(ctx context.Context, r *run.Run, call *run.ToolCall, sn
 // refuseExpired is decide's check of the call's deadline: once it has passed nobody may decide
 // the call any more. The call is expired at once, when the loop has not done it yet, and the
 // answer is CONFLICT saying it expired.
-func (s *Service) refuseExpired(ctx context.Context, r *run.Run, call *run.ToolCall) error {
+func (s *Service) refuseExpired(ctx context.Context, r *runtype.Run, call *runtype.ToolCall) error {
 	err := pastDeadline(r, call, s.now())
 	if err == nil || r.Snapshot == nil {
 		return err
 	}
 	// The expiry is the server's own decision, whoever's request found the deadline passed.
-	ctx = run.WithSystem(context.WithoutCancel(ctx))
+	ctx = runtype.WithSystem(context.WithoutCancel(ctx))
 	if snap, derr := agent.DecodeSnapshot(*r.Snapshot); derr == nil {
 		if _, xerr := s.expire(ctx, r, call, snap); xerr != nil {
 			s.cfg.Logger.Warn("decide: expire a call past its deadline", "run", r.ID, "tool_call", call.ToolCallID, "err", xerr)
@@ -110,7 +110,7 @@ func (s *Service) refuseExpired(ctx context.Context, r *run.Run, call *run.ToolC
 }
 
 // pastDeadline is the CONFLICT of a decision on a call whose deadline is at or before now.
-func pastDeadline(r *run.Run, call *run.ToolCall, now time.Time) error {
+func pastDeadline(r *runtype.Run, call *runtype.ToolCall, now time.Time) error {
 	if call.ExpiresAt == nil || now.Before(*call.ExpiresAt) {
 		return nil
 	}
@@ -119,13 +119,13 @@ func pastDeadline(r *run.Run, call *run.ToolCall, now time.Time) error {
 
 // expiredConflict words the CONFLICT of a decision on a run that moved on because its call
 // expired: the named call's decision, or without a name the run's last one, is EXPIRED.
-func expiredConflict(r *run.Run, toolCallID *string) error {
+func expiredConflict(r *runtype.Run, toolCallID *string) error {
 	for i := len(r.Decisions) - 1; i >= 0; i-- {
 		d := r.Decisions[i]
 		if toolCallID != nil && *toolCallID != "" && d.ToolCallID != *toolCallID {
 			continue
 		}
-		if d.Kind == run.DecisionExpired {
+		if d.Kind == runtype.DecisionExpired {
 			return expiredAt(r.ID, d.ToolCallID, d.DecidedAt, d.Reason)
 		}
 		return nil
@@ -140,12 +140,12 @@ func expiredAt(runID, callID string, at time.Time, why *string) error {
 	if why != nil && *why != "" {
 		because = " (" + strings.TrimSuffix(*why, ".") + ")"
 	}
-	return run.Errorf(run.CodeConflict, "tool call %s of run %s expired at %s without a decision%s: it can no longer be approved, declined or resumed",
+	return runtype.Errorf(runtype.CodeConflict, "tool call %s of run %s expired at %s without a decision%s: it can no longer be approved, declined or resumed",
 		callID, runID, at.UTC().Format("2006-01-02T15:04:05.000Z"), because)
 }
 
 // waitingCall is the run's pending call of that id, or nil.
-func waitingCall(r *run.Run, callID string) *run.ToolCall {
+func waitingCall(r *runtype.Run, callID string) *runtype.ToolCall {
 	for i := range r.ToolCalls {
 		if r.ToolCalls[i].ToolCallID == callID {
 			return &r.ToolCalls[i]

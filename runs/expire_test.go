@@ -9,10 +9,10 @@ import (
 	"gorm.io/gorm"
 
 	"interlock/agent"
-	"interlock/dbtest"
+	"interlock/internal/dbtest"
 	"interlock/llm"
-	"interlock/run"
 	"interlock/runs"
+	"interlock/runtype"
 )
 
 // testClock is a clock the test moves forward.
@@ -42,7 +42,7 @@ func expirySetup(t *testing.T, db *gorm.DB, clock *testClock, interval time.Dura
 	return setupWith(t, db, runs.Config{NowFunc: clock.now, ExpiryInterval: interval}, setupOpts{agents: expiringAgents()})
 }
 
-func countType(evs []run.Event, typ run.EventType) int {
+func countType(evs []runtype.Event, typ runtype.EventType) int {
 	n := 0
 	for _, ev := range evs {
 		if ev.Type == typ {
@@ -54,23 +54,23 @@ func countType(evs []run.Event, typ run.EventType) int {
 
 // checkExpired checks a finished run whose one call expired: one TOOL_CALL_EXPIRED, one EXPIRED
 // decision by nobody, no tool result, and the model was told want.
-func checkExpired(t *testing.T, f *fixture, runID, want string) *run.Run {
+func checkExpired(t *testing.T, f *fixture, runID, want string) *runtype.Run {
 	t.Helper()
 	done := f.finished(t, runID)
-	if done.Status != run.StatusCompleted || done.Output == nil || !strings.Contains(*done.Output, want) {
+	if done.Status != runtype.StatusCompleted || done.Output == nil || !strings.Contains(*done.Output, want) {
 		t.Fatalf("run %s: %s, output %v; want COMPLETED with %q", runID, done.Status, show(done.Output), want)
 	}
 	if strings.Contains(*done.Output, agent.DeclinedMessage) {
 		t.Fatalf("the model was told the call was declined: %q", *done.Output)
 	}
 	evs := allEvents(t, f, runID)
-	if n := countType(evs, run.EventToolCallExpired); n != 1 {
+	if n := countType(evs, runtype.EventToolCallExpired); n != 1 {
 		t.Fatalf("%d TOOL_CALL_EXPIRED events, want 1", n)
 	}
-	if n := countType(evs, run.EventToolResult) + countType(evs, run.EventToolCallDeclined) + countType(evs, run.EventToolCallApproved); n != 0 {
+	if n := countType(evs, runtype.EventToolResult) + countType(evs, runtype.EventToolCallDeclined) + countType(evs, runtype.EventToolCallApproved); n != 0 {
 		t.Fatalf("%d results or decisions besides the expiry", n)
 	}
-	if len(done.Decisions) != 1 || done.Decisions[0].Kind != run.DecisionExpired || done.Decisions[0].DecidedBy != nil {
+	if len(done.Decisions) != 1 || done.Decisions[0].Kind != runtype.DecisionExpired || done.Decisions[0].DecidedBy != nil {
 		t.Fatalf("decisions = %+v, want one EXPIRED by nobody", done.Decisions)
 	}
 	return done
@@ -99,14 +99,14 @@ func TestApprovalExpires(t *testing.T) {
 			t.Fatalf("expiresAt = %v, want suspendedAt %v + 30m", call.ExpiresAt, r.SuspendedAt)
 		}
 		waitPasses(t, "the expiry loop", &passes.expiry, 3) // several passes of the loop: nothing is due yet
-		if got, _ := f.svc.Get(bg(), r.ID); got.Status != run.StatusSuspended {
+		if got, _ := f.svc.Get(bg(), r.ID); got.Status != runtype.StatusSuspended {
 			t.Fatalf("run is %s before its deadline", got.Status)
 		}
 		clock.advance(31 * time.Minute)
 		checkExpired(t, f, r.ID, "The approval request for issue_refund timed out after 30m without a decision; the tool was not run.")
 		for _, id := range []*string{&call.ToolCallID, nil} {
 			_, err := f.svc.Approve(bg(), runs.DecideParams{RunID: r.ID, ToolCallID: id})
-			wantCode(t, err, run.CodeConflict)
+			wantCode(t, err, runtype.CodeConflict)
 			if !strings.Contains(err.Error(), "expired") {
 				t.Fatalf("late approval: %q does not say the call expired", err)
 			}
@@ -124,7 +124,7 @@ func TestDecisionAfterTheDeadlineIsRefused(t *testing.T) {
 		r := f.suspended(t, runs.StartParams{AgentID: "expiring-agent", Prompt: "refund order 7 for 5"})
 		clock.advance(30 * time.Minute)
 		_, err := f.svc.Approve(bg(), runs.DecideParams{RunID: r.ID})
-		wantCode(t, err, run.CodeConflict)
+		wantCode(t, err, runtype.CodeConflict)
 		if !strings.Contains(err.Error(), "expired") {
 			t.Fatalf("approval at the deadline: %q does not say the call expired", err)
 		}
@@ -149,7 +149,7 @@ func TestSuspendedCallExpires(t *testing.T) {
 		clock.advance(time.Hour)
 		checkExpired(t, f, r.ID, "The request for input of ask_customer timed out after 30m")
 		_, err := f.svc.Resume(bg(), runs.DecideParams{RunID: r.ID}, []byte(`{"answer":"M"}`))
-		wantCode(t, err, run.CodeConflict)
+		wantCode(t, err, runtype.CodeConflict)
 	})
 }
 
@@ -166,17 +166,17 @@ func TestSubAgentCallExpires(t *testing.T) {
 		}
 		clock.advance(31 * time.Minute)
 		done := f.finished(t, top.ID)
-		if done.Status != run.StatusCompleted || !strings.Contains(show(done.Output), "timed out") {
+		if done.Status != runtype.StatusCompleted || !strings.Contains(show(done.Output), "timed out") {
 			t.Fatalf("supervisor run: %s, output %q", done.Status, show(done.Output))
 		}
-		if len(done.Decisions) != 1 || done.Decisions[0].Kind != run.DecisionExpired {
+		if len(done.Decisions) != 1 || done.Decisions[0].Kind != runtype.DecisionExpired {
 			t.Fatalf("supervisor decisions = %+v, want one EXPIRED", done.Decisions)
 		}
-		if n := countType(allEvents(t, f, top.ID), run.EventToolCallExpired); n != 1 {
+		if n := countType(allEvents(t, f, top.ID), runtype.EventToolCallExpired); n != 1 {
 			t.Fatalf("supervisor: %d TOOL_CALL_EXPIRED, want 1", n)
 		}
 		_, err := f.svc.Approve(bg(), runs.DecideParams{RunID: top.ID})
-		wantCode(t, err, run.CodeConflict)
+		wantCode(t, err, runtype.CodeConflict)
 		if !strings.Contains(err.Error(), "expired") {
 			t.Fatalf("late approval on the supervisor: %q", err)
 		}
@@ -197,7 +197,7 @@ func TestTwoServicesExpireOnce(t *testing.T) {
 		}
 		clock.advance(31 * time.Minute)
 		for _, id := range ids {
-			a.until(t, id, 0, run.StatusCompleted, run.StatusFailed)
+			a.until(t, id, 0, runtype.StatusCompleted, runtype.StatusFailed)
 			a.svc.Wait()
 			b.svc.Wait()
 			checkExpired(t, a, id, "timed out after 30m")
@@ -225,15 +225,15 @@ func TestExpiryOfOneOfSeveralCalls(t *testing.T) {
 		}
 		clock.advance(31 * time.Minute)
 		done := f.finished(t, one.ID)
-		if done.Status != run.StatusCompleted || !strings.Contains(show(done.Output), "rf_7") || !strings.Contains(show(done.Output), "timed out") {
+		if done.Status != runtype.StatusCompleted || !strings.Contains(show(done.Output), "rf_7") || !strings.Contains(show(done.Output), "timed out") {
 			t.Fatalf("run with one call approved: %s, output %q", done.Status, show(done.Output))
 		}
-		if len(done.Decisions) != 2 || done.Decisions[0].Kind != run.DecisionApproved || done.Decisions[1].Kind != run.DecisionExpired {
+		if len(done.Decisions) != 2 || done.Decisions[0].Kind != runtype.DecisionApproved || done.Decisions[1].Kind != runtype.DecisionExpired {
 			t.Fatalf("decisions = %+v, want approved then expired", done.Decisions)
 		}
 		done = f.finished(t, both.ID)
 		evs := allEvents(t, f, both.ID)
-		if done.Status != run.StatusCompleted || countType(evs, run.EventToolCallExpired) != 2 || countType(evs, run.EventRunResumed) != 1 || countType(evs, run.EventToolResult) != 0 {
+		if done.Status != runtype.StatusCompleted || countType(evs, runtype.EventToolCallExpired) != 2 || countType(evs, runtype.EventRunResumed) != 1 || countType(evs, runtype.EventToolResult) != 0 {
 			t.Fatalf("run with neither decided: %s, events %s; want two expiries, one resume, no result", done.Status, typesOf(evs))
 		}
 		checkGapless(t, f, both.ID, done.LastSeq)

@@ -15,11 +15,11 @@ import (
 	"gorm.io/gorm"
 
 	"interlock/agent"
-	"interlock/dbtest"
 	"interlock/gormstore"
+	"interlock/internal/dbtest"
 	"interlock/llm"
-	"interlock/run"
 	"interlock/runs"
+	"interlock/runtype"
 )
 
 // timeline records what happened, in order, across instances: tools starting and being
@@ -184,8 +184,8 @@ func TestCutOffInstanceStopsItsToolBeforeAnotherClaimsTheRun(t *testing.T) {
 	if cancelled < 0 || cancelled > claimed {
 		t.Fatalf("a's tool was not cancelled before b claimed the run: %q", tl.list())
 	}
-	evs := b.until(t, r.ID, 0, run.StatusSuspended)
-	i := slices.IndexFunc(evs, func(ev run.Event) bool { return ev.Type == run.EventToolCallInterrupted })
+	evs := b.until(t, r.ID, 0, runtype.StatusSuspended)
+	i := slices.IndexFunc(evs, func(ev runtype.Event) bool { return ev.Type == runtype.EventToolCallInterrupted })
 	if i < 0 {
 		t.Fatalf("no TOOL_CALL_INTERRUPTED: %+v", evs)
 	}
@@ -198,7 +198,7 @@ func TestCutOffInstanceStopsItsToolBeforeAnotherClaimsTheRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Status != run.StatusSuspended || len(got.ToolCalls) != 1 || !got.ToolCalls[0].Interrupted {
+	if got.Status != runtype.StatusSuspended || len(got.ToolCalls) != 1 || !got.ToolCalls[0].Interrupted {
 		t.Fatalf("run after b recovered it: %s with %+v; want SUSPENDED on the interrupted call", got.Status, got.ToolCalls)
 	}
 	if n := c.executed.Load(); n != 1 || c.overlap.Load() {
@@ -233,13 +233,13 @@ func TestToolResultIsStoredAfterAnOutageShorterThanTheLease(t *testing.T) {
 	time.Sleep(2*time.Second - time.Since(outage))
 	proxy.Restore()
 
-	evs := b.until(t, r.ID, 0, run.StatusCompleted, run.StatusSuspended, run.StatusFailed)
+	evs := b.until(t, r.ID, 0, runtype.StatusCompleted, runtype.StatusSuspended, runtype.StatusFailed)
 	for _, ev := range evs {
-		if ev.Type == run.EventToolCallInterrupted {
+		if ev.Type == runtype.EventToolCallInterrupted {
 			t.Fatalf("the call was reported interrupted: %s", ev.Reason)
 		}
 	}
-	if last := evs[len(evs)-1]; last.Status != string(run.StatusCompleted) {
+	if last := evs[len(evs)-1]; last.Status != string(runtype.StatusCompleted) {
 		t.Fatalf("run ended %s (%s); want COMPLETED. Log: %q", last.Status, last.Type, tl.list())
 	}
 	if n := c.executed.Load(); n != 1 {

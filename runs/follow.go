@@ -5,8 +5,8 @@ import (
 	"errors"
 	"sync"
 
-	"interlock/events"
-	"interlock/run"
+	"interlock/fanout"
+	"interlock/runtype"
 )
 
 const followBatch = 500
@@ -25,8 +25,8 @@ const followBatch = 500
 // Events are always read from storage; the hub only wakes the reader (at once for events stored
 // here, from the instance's notify loop for events stored elsewhere). So a slow reader never
 // loses an event.
-func (s *Service) Follow(ctx context.Context, runID string, after int64) (<-chan run.Event, error) {
-	return FollowAs(s, ctx, runID, after, func(_ context.Context, ev run.Event) (run.Event, error) { return ev, nil }, nil)
+func (s *Service) Follow(ctx context.Context, runID string, after int64) (<-chan runtype.Event, error) {
+	return FollowAs(s, ctx, runID, after, func(_ context.Context, ev runtype.Event) (runtype.Event, error) { return ev, nil }, nil)
 }
 
 // FollowAs is Follow with each event turned into what the caller streams by conv, in the
@@ -40,12 +40,12 @@ func (s *Service) Follow(ctx context.Context, runID string, after int64) (<-chan
 // nil) with the error just before its channel closes, in the stream's goroutine: the transport
 // then tells the client it must resubscribe with after: its last seq, instead of letting a bare
 // end of the stream pass for the end of the run.
-func FollowAs[T any](s *Service, ctx context.Context, runID string, after int64, conv func(context.Context, run.Event) (T, error), failed func(error)) (<-chan T, error) {
+func FollowAs[T any](s *Service, ctx context.Context, runID string, after int64, conv func(context.Context, runtype.Event) (T, error), failed func(error)) (<-chan T, error) {
 	if err := mayFollow(s, ctx, runID); err != nil {
 		return nil, err
 	}
 	if after < 0 {
-		return nil, run.Errorf(run.CodeBadUserInput, "after must be 0 or more, not %d", after)
+		return nil, runtype.Errorf(runtype.CodeBadUserInput, "after must be 0 or more, not %d", after)
 	}
 	// Subscribed before reading where the run stands, so that no wake-up is missed; busy until
 	// the stream is set up, so that one arriving meanwhile only asks for another read.
@@ -62,7 +62,7 @@ func FollowAs[T any](s *Service, ctx context.Context, runID string, after int64,
 	}
 	if p.Status.Finished() && after > p.LastSeq {
 		st.sub.Close()
-		return nil, run.Errorf(run.CodeBadUserInput, "after is %d, beyond the last event (%d) of run %s, which has finished", after, p.LastSeq, runID)
+		return nil, runtype.Errorf(runtype.CodeBadUserInput, "after is %d, beyond the last event (%d) of run %s, which has finished", after, p.LastSeq, runID)
 	}
 	st.known, st.finished = p.LastSeq, p.Status.Finished() && p.LastSeq <= after
 	st.ctx, st.cancel = s.streamContext(ctx)
@@ -76,11 +76,11 @@ func FollowAs[T any](s *Service, ctx context.Context, runID string, after int64,
 // resource is checked with the run's progress), a requester the requests it made, as it may
 // read them (Get: NOT_FOUND for any other run, as for an unknown one).
 func mayFollow(s *Service, ctx context.Context, runID string) error {
-	if p := run.PrincipalFrom(ctx); p != nil && !p.Has(run.RoleViewer) && p.Has(run.RoleRequester) {
+	if p := runtype.PrincipalFrom(ctx); p != nil && !p.Has(runtype.RoleViewer) && p.Has(runtype.RoleRequester) {
 		_, err := s.Get(ctx, runID)
 		return err
 	}
-	return require(ctx, run.RoleViewer, "following runs")
+	return require(ctx, runtype.RoleViewer, "following runs")
 }
 
 // stream is one Follow. It has a goroutine only while it has something to do — catching up,
@@ -90,9 +90,9 @@ func mayFollow(s *Service, ctx context.Context, runID string) error {
 type stream[T any] struct {
 	s        *Service
 	runID    string
-	conv     func(context.Context, run.Event) (T, error)
+	conv     func(context.Context, runtype.Event) (T, error)
 	failed   func(error)
-	sub      *events.Sub[struct{}]
+	sub      *fanout.Sub[struct{}]
 	ctx      context.Context
 	cancel   context.CancelFunc
 	stopWake func() bool
@@ -197,7 +197,7 @@ func (st *stream[T]) fail(msg string, err error, args ...any) {
 		return
 	}
 	st.err = err
-	if !errors.Is(err, run.ErrUnavailable) {
+	if !errors.Is(err, runtype.ErrUnavailable) {
 		st.s.cfg.Logger.Error(msg, append([]any{"run", st.runID, "err", err}, args...)...)
 	}
 }
@@ -238,17 +238,17 @@ type WatchFilter struct {
 // RunChange is a change of the suspended set with the run as it is now.
 type RunChange struct {
 	Kind ChangeKind
-	Run  *run.Run
+	Run  *runtype.Run
 }
 
 // WatchSuspended reports runs entering (SUSPENDED) and leaving (LEFT) the set of suspended runs
 // that match f, until ctx ends. A watcher that falls far behind is ended (its channel closes);
 // it subscribes again and lists the suspended runs to catch up.
 func (s *Service) WatchSuspended(ctx context.Context, f WatchFilter) (<-chan RunChange, error) {
-	if err := require(ctx, run.RoleViewer, "watching runs"); err != nil {
+	if err := require(ctx, runtype.RoleViewer, "watching runs"); err != nil {
 		return nil, err
 	}
-	principal := run.PrincipalFrom(ctx)
+	principal := runtype.PrincipalFrom(ctx)
 	sub := s.watched.Subscribe(changesTopic)
 	ctx, cancel := s.streamContext(ctx)
 	out := make(chan RunChange)
@@ -283,7 +283,7 @@ func (s *Service) WatchSuspended(ctx context.Context, f WatchFilter) (<-chan Run
 // watchLoop reads the run of each suspended-set change once, however many watchers this
 // instance has, and hands it to all of them.
 // It starts subscribed (Start subscribes it before starting it), so no change is missed.
-func (s *Service) watchLoop(sub *events.Sub[Change]) {
+func (s *Service) watchLoop(sub *fanout.Sub[Change]) {
 	defer s.loops.Done()
 	for {
 		s.watch(sub)
@@ -295,7 +295,7 @@ func (s *Service) watchLoop(sub *events.Sub[Change]) {
 	}
 }
 
-func (s *Service) watch(sub *events.Sub[Change]) {
+func (s *Service) watch(sub *fanout.Sub[Change]) {
 	for {
 		var ch Change
 		var ok bool
@@ -320,7 +320,7 @@ func (s *Service) watch(sub *events.Sub[Change]) {
 			}
 			continue
 		}
-		if ch.Kind != ChangeLeft && r.Status != run.StatusSuspended {
+		if ch.Kind != ChangeLeft && r.Status != runtype.StatusSuspended {
 			continue // a suspension already decided is not news; its LEFT follows
 		}
 		r.Snapshot, r.LeaseOwner = nil, nil
@@ -328,7 +328,7 @@ func (s *Service) watch(sub *events.Sub[Change]) {
 	}
 }
 
-func (f WatchFilter) matches(r *run.Run, external func(agentID string) bool) bool {
+func (f WatchFilter) matches(r *runtype.Run, external func(agentID string) bool) bool {
 	if f.External != nil && external(r.AgentID) != *f.External {
 		return false
 	}

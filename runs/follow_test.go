@@ -9,9 +9,9 @@ import (
 
 	"gorm.io/gorm"
 
-	"interlock/dbtest"
-	"interlock/run"
+	"interlock/internal/dbtest"
 	"interlock/runs"
+	"interlock/runtype"
 )
 
 // TestIdleStreamsHoldNoGoroutine follows one suspended run forty times: once each stream has
@@ -27,9 +27,9 @@ func TestIdleStreamsHoldNoGoroutine(t *testing.T) {
 		f.svc.Wait()
 
 		const n = 40
-		streams := make([]<-chan run.Event, n)
+		streams := make([]<-chan runtype.Event, n)
 		for i := range streams {
-			ch, err := f.svc.Follow(run.WithSystem(t.Context()), r.ID, 0)
+			ch, err := f.svc.Follow(runtype.WithSystem(t.Context()), r.ID, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -42,12 +42,12 @@ func TestIdleStreamsHoldNoGoroutine(t *testing.T) {
 		}
 		waitStreamGoroutines(t, "forty idle streams", 0)
 
-		if _, err := f.svc.Approve(run.WithSystem(t.Context()), runs.DecideParams{RunID: r.ID}); err != nil {
+		if _, err := f.svc.Approve(runtype.WithSystem(t.Context()), runs.DecideParams{RunID: r.ID}); err != nil {
 			t.Fatal(err)
 		}
 		for i, ch := range streams {
 			seq := r.LastSeq
-			var last run.EventType
+			var last runtype.EventType
 			for ev := range within(t, ch) {
 				if ev.Seq != seq+1 {
 					t.Fatalf("stream %d: seq %d after %d", i, ev.Seq, seq)
@@ -73,7 +73,7 @@ func TestCancelledIdleStreamCloses(t *testing.T) {
 		f := setup(t, db, runs.Config{PollInterval: time.Hour})
 		r := f.suspended(t, runs.StartParams{Prompt: "refund order 1"})
 		f.svc.Wait()
-		ctx, cancel := context.WithCancel(run.WithSystem(t.Context()))
+		ctx, cancel := context.WithCancel(runtype.WithSystem(t.Context()))
 		ch, err := f.svc.Follow(ctx, r.ID, r.LastSeq)
 		if err != nil {
 			t.Fatal(err)
@@ -97,8 +97,8 @@ func TestCancelledIdleStreamCloses(t *testing.T) {
 }
 
 // within yields the events of ch until it closes, failing the test when one takes over 20s.
-func within(t *testing.T, ch <-chan run.Event) func(yield func(run.Event) bool) {
-	return func(yield func(run.Event) bool) {
+func within(t *testing.T, ch <-chan runtype.Event) func(yield func(runtype.Event) bool) {
+	return func(yield func(runtype.Event) bool) {
 		for {
 			select {
 			case ev, ok := <-ch:

@@ -17,8 +17,8 @@ import (
 	"interlock/agent"
 	"interlock/gormstore"
 	"interlock/llm"
-	"interlock/run"
 	"interlock/runs"
+	"interlock/runtype"
 )
 
 // fixture is a run service over a real database, serving the demo agent and a test agent whose
@@ -79,7 +79,7 @@ func setupWith(t testing.TB, db *gorm.DB, cfg runs.Config, o setupOpts) *fixture
 func ptr[T any](v T) *T { return &v }
 
 // start begins a run and fails the test on error.
-func (f *fixture) start(t *testing.T, p runs.StartParams) *run.Run {
+func (f *fixture) start(t *testing.T, p runs.StartParams) *runtype.Run {
 	t.Helper()
 	if p.AgentID == "" {
 		p.AgentID = "support-agent"
@@ -93,7 +93,7 @@ func (f *fixture) start(t *testing.T, p runs.StartParams) *run.Run {
 
 // until follows a run from seq `after` until an event with a status in want (or the stream
 // ends), and returns the events seen.
-func (f *fixture) until(t *testing.T, runID string, after int64, want ...run.Status) []run.Event {
+func (f *fixture) until(t *testing.T, runID string, after int64, want ...runtype.Status) []runtype.Event {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(bg(), 20*time.Second)
 	defer cancel()
@@ -101,11 +101,11 @@ func (f *fixture) until(t *testing.T, runID string, after int64, want ...run.Sta
 	if err != nil {
 		t.Fatalf("Follow: %v", err)
 	}
-	var seen []run.Event
+	var seen []runtype.Event
 	for ev := range ch {
 		seen = append(seen, ev)
 		for _, s := range want {
-			if ev.Status == string(s) && ev.Type != run.EventRunResumed && ev.Type != run.EventRunStarted {
+			if ev.Status == string(s) && ev.Type != runtype.EventRunResumed && ev.Type != runtype.EventRunStarted {
 				return seen
 			}
 		}
@@ -117,24 +117,24 @@ func (f *fixture) until(t *testing.T, runID string, after int64, want ...run.Sta
 }
 
 // suspended starts a run and waits for it to suspend.
-func (f *fixture) suspended(t *testing.T, p runs.StartParams) *run.Run {
+func (f *fixture) suspended(t *testing.T, p runs.StartParams) *runtype.Run {
 	t.Helper()
 	r := f.start(t, p)
-	f.until(t, r.ID, 0, run.StatusSuspended, run.StatusCompleted, run.StatusFailed)
+	f.until(t, r.ID, 0, runtype.StatusSuspended, runtype.StatusCompleted, runtype.StatusFailed)
 	got, err := f.svc.Get(bg(), r.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Status != run.StatusSuspended {
+	if got.Status != runtype.StatusSuspended {
 		t.Fatalf("run %s is %s, want SUSPENDED", r.ID, got.Status)
 	}
 	return got
 }
 
 // finished waits for a run to finish and returns it.
-func (f *fixture) finished(t *testing.T, runID string) *run.Run {
+func (f *fixture) finished(t *testing.T, runID string) *runtype.Run {
 	t.Helper()
-	f.until(t, runID, 0, run.StatusCompleted, run.StatusFailed)
+	f.until(t, runID, 0, runtype.StatusCompleted, runtype.StatusFailed)
 	f.svc.Wait()
 	got, err := f.svc.Get(bg(), runID)
 	if err != nil {
@@ -143,19 +143,19 @@ func (f *fixture) finished(t *testing.T, runID string) *run.Run {
 	return got
 }
 
-func wantCode(t *testing.T, err error, code run.Code) {
+func wantCode(t *testing.T, err error, code runtype.Code) {
 	t.Helper()
 	if err == nil {
 		t.Fatalf("no error, want %s", code)
 	}
-	if got := run.ErrorCode(err); got != code {
+	if got := runtype.ErrorCode(err); got != code {
 		t.Fatalf("error %q has code %s, want %s", err, got, code)
 	}
 }
 
-// bg is a context acting for the server itself (run.System). The service fails closed, so a test
+// bg is a context acting for the server itself (runtype.System). The service fails closed, so a test
 // that is not about who acts acts for the server; one that is about it uses as.
-func bg() context.Context { return run.WithSystem(context.Background()) }
+func bg() context.Context { return runtype.WithSystem(context.Background()) }
 
 // loopPasses is a store that counts the passes of a service's background loops over it: the
 // expiry loop's reads of the due calls, the notify loop's reads of the changes made elsewhere.

@@ -7,7 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"interlock/run"
+	"interlock/runtype"
 	"unicode/utf8"
 )
 
@@ -23,10 +23,10 @@ func idempotency(ctx context.Context, key *string, request any) (*Idempotency, e
 		return nil, nil
 	}
 	if *key == "" || utf8.RuneCountInString(*key) > maxIdempotencyKeyLength {
-		return nil, run.Errorf(run.CodeBadUserInput, "idempotencyKey must be 1 to %d characters long", maxIdempotencyKeyLength)
+		return nil, runtype.Errorf(runtype.CodeBadUserInput, "idempotencyKey must be 1 to %d characters long", maxIdempotencyKeyLength)
 	}
 	var who string
-	if s := run.PrincipalFrom(ctx).Recorded(); s != nil {
+	if s := runtype.PrincipalFrom(ctx).Recorded(); s != nil {
 		who = *s
 	}
 	// The subject's length first, so that no other subject and key make the same bytes.
@@ -42,19 +42,19 @@ func idempotency(ctx context.Context, key *string, request any) (*Idempotency, e
 // repeated answers a request whose idempotency key was claimed before (err is a
 // *DuplicateRequest; ok false otherwise): the same request gets the run it made, as stored now,
 // and another request reusing the key BAD_USER_INPUT.
-func (s *Service) repeated(ctx context.Context, key string, err error) (rn *run.Run, ok bool, _ error) {
+func (s *Service) repeated(ctx context.Context, key string, err error) (rn *runtype.Run, ok bool, _ error) {
 	var dup *DuplicateRequest
 	if !errors.As(err, &dup) {
 		return nil, false, nil
 	}
 	if !dup.SameRequest {
-		return nil, true, run.Errorf(run.CodeBadUserInput, "idempotencyKey %q was used for another request: a new request needs a new key", key)
+		return nil, true, runtype.Errorf(runtype.CodeBadUserInput, "idempotencyKey %q was used for another request: a new request needs a new key", key)
 	}
 	r, gerr := s.store.GetRun(ctx, dup.RunID)
 	if gerr != nil {
 		return nil, true, gerr
 	}
-	if r == nil || !visible(ctx, r.ResourceID) || !s.mayRead(run.PrincipalFrom(ctx), r) {
+	if r == nil || !visible(ctx, r.ResourceID) || !s.mayRead(runtype.PrincipalFrom(ctx), r) {
 		return nil, true, notFound(dup.RunID)
 	}
 	r.Snapshot, r.LeaseOwner = nil, nil

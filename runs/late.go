@@ -3,7 +3,7 @@ package runs
 import (
 	"context"
 	"errors"
-	"interlock/run"
+	"interlock/runtype"
 	"time"
 )
 
@@ -25,7 +25,7 @@ var lateBackoffMax = 5 * time.Second
 //
 // Called from an execution only (ToolResult, and outcome for a tool that suspended), which Close waits for before it waits for the
 // background loops, so the loop count is never raised after Close stopped waiting for it.
-func (s *Service) keepLate(l run.LateResult, why error) {
+func (s *Service) keepLate(l runtype.LateResult, why error) {
 	s.cfg.Logger.Warn("run: a tool ran but its result could not be stored with the run; keeping it to record as the call's late result",
 		"run", l.RunID, "tool", l.ToolName, "tool_call", l.ToolCallID, "err", why)
 	key := lateKey{l.RunID, l.ToolCallID}
@@ -74,7 +74,7 @@ const lastTryTimeout = 5 * time.Second
 // stored), as the call's late result once more while the service closes (a graceful stop's
 // deadline passed, or Close), within min(LeaseTTL/3, lastTryTimeout) of its own: the answer is
 // kept, not cut. Only if that fails too is the log the one place that holds it (unstored).
-func (s *Service) lastTry(l run.LateResult, why error) {
+func (s *Service) lastTry(l runtype.LateResult, why error) {
 	defer s.held.Delete(lateKey{l.RunID, l.ToolCallID})
 	ctx, cancel := context.WithTimeout(context.Background(), min(s.cfg.LeaseTTL/3, lastTryTimeout))
 	defer cancel()
@@ -96,9 +96,9 @@ type lateKey struct{ runID, callID string }
 // true). When this instance is the one holding it (it gave the run up and now recovers it
 // itself, as a lone instance does), it records it first, so that the reason can say what it is
 // rather than that it may come.
-func (s *Service) recordedLate(ctx context.Context, runID, callID string) *run.LateResult {
+func (s *Service) recordedLate(ctx context.Context, runID, callID string) *runtype.LateResult {
 	if v, ok := s.held.Load(lateKey{runID, callID}); ok {
-		l := v.(run.LateResult)
+		l := v.(runtype.LateResult)
 		l.RecordedAt = s.now()
 		if _, err := s.store.RecordLateResult(ctx, l); err != nil {
 			s.cfg.Logger.Warn("recovery: cannot record the late result this instance holds; it goes on trying", "run", runID, "tool_call", callID, "err", err)
@@ -120,7 +120,7 @@ func (s *Service) recordedLate(ctx context.Context, runID, callID string) *run.L
 // unstored logs the outcome of a tool that ran but could be stored neither with its run nor as
 // its late result (the database did not answer before the service closed, or the run is gone), so that whoever is asked to
 // approve the interrupted call again can still find what it returned, in this instance's log.
-func (s *Service) unstored(l run.LateResult, err error) {
+func (s *Service) unstored(l runtype.LateResult, err error) {
 	const most = 4096
 	res := string(l.Result)
 	if len(res) > most {

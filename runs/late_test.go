@@ -12,8 +12,8 @@ import (
 
 	"interlock/agent"
 	"interlock/llm"
-	"interlock/run"
 	"interlock/runs"
+	"interlock/runtype"
 )
 
 // TestALateResultIsShownWithTheInterruptedCall: instance a runs a tool, and the tool finishes
@@ -43,8 +43,8 @@ func TestALateResultIsShownWithTheInterruptedCall(t *testing.T) {
 	proxy.Cut(true)
 	close(release) // the refund is made while a cannot store it
 	tl.wait(t, "a: run: storing a tool result failed", 10*time.Second)
-	evs := b.until(t, r.ID, 0, run.StatusSuspended)
-	interrupted := ofType(evs, run.EventToolCallInterrupted)
+	evs := b.until(t, r.ID, 0, runtype.StatusSuspended)
+	interrupted := ofType(evs, runtype.EventToolCallInterrupted)
 	if len(interrupted) != 1 {
 		t.Fatalf("events %s, want one TOOL_CALL_INTERRUPTED", typesOf(evs))
 	}
@@ -63,7 +63,7 @@ func TestALateResultIsShownWithTheInterruptedCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Status != run.StatusSuspended || len(got.ToolCalls) != 1 || got.ToolCalls[0].ToolCallID != "tc_2" || got.ToolCalls[0].InterruptedToolCallID != "tc_1" {
+	if got.Status != runtype.StatusSuspended || len(got.ToolCalls) != 1 || got.ToolCalls[0].ToolCallID != "tc_2" || got.ToolCalls[0].InterruptedToolCallID != "tc_1" {
 		t.Fatalf("after the late result: run %s waits on %+v; want SUSPENDED on tc_2, which ran as tc_1", got.Status, got.ToolCalls)
 	}
 	if len(got.LateResults) != 1 || got.LateResults[0].ToolCallID != "tc_1" || got.LateResults[0].InstanceID != "a" ||
@@ -81,7 +81,7 @@ func TestALateResultIsShownWithTheInterruptedCall(t *testing.T) {
 		t.Fatalf("approving the interrupted call again: %v", err)
 	}
 	done := b.finished(t, r.ID)
-	if done.Status != run.StatusCompleted || c.executed.Load() != 2 {
+	if done.Status != runtype.StatusCompleted || c.executed.Load() != 2 {
 		t.Fatalf("approved again: run %s, the tool ran %d times; want COMPLETED, twice", done.Status, c.executed.Load())
 	}
 	if len(done.LateResults) != 1 || done.LateResults[0].ToolCallID != "tc_1" {
@@ -128,8 +128,8 @@ func TestRecoverySaysWhatALateResultHolds(t *testing.T) {
 
 	b := setupWith(t, direct, runs.Config{LeaseTTL: ttl, InstanceID: "b", RecoveryInterval: 50 * time.Millisecond, Logger: slog.New(timelineLog{name: "b", tl: tl})},
 		setupOpts{agents: []*agent.Agent{declined}})
-	evs := b.until(t, r.ID, 0, run.StatusSuspended)
-	interrupted := ofType(evs, run.EventToolCallInterrupted)
+	evs := b.until(t, r.ID, 0, runtype.StatusSuspended)
+	interrupted := ofType(evs, runtype.EventToolCallInterrupted)
 	if len(interrupted) != 1 {
 		t.Fatalf("events %s, want one TOOL_CALL_INTERRUPTED", typesOf(evs))
 	}
@@ -179,8 +179,8 @@ func TestALoneInstanceSaysWhatItHeld(t *testing.T) {
 	time.Sleep(3 * time.Second) // the outage goes on: the next try to record it is seconds away
 	proxy.Restore()
 
-	evs := a.until(t, r.ID, 0, run.StatusSuspended)
-	interrupted := ofType(evs, run.EventToolCallInterrupted)
+	evs := a.until(t, r.ID, 0, runtype.StatusSuspended)
+	interrupted := ofType(evs, runtype.EventToolCallInterrupted)
 	if len(interrupted) != 1 || !strings.Contains(interrupted[0].Reason, "it recorded the answer later (") ||
 		!strings.Contains(interrupted[0].Reason, "as the late result of tc_1 shown with this call: the tool finished") {
 		t.Fatalf("interrupted %+v; want a reason that says the answer was recorded", interrupted)

@@ -8,10 +8,10 @@ import (
 	"gorm.io/gorm"
 
 	"interlock/agent"
-	"interlock/dbtest"
 	"interlock/gormstore"
-	"interlock/run"
+	"interlock/internal/dbtest"
 	"interlock/runs"
+	"interlock/runtype"
 )
 
 func TestApproveRunsTheToolAndCompletes(t *testing.T) {
@@ -31,15 +31,15 @@ func TestApproveRunsTheToolAndCompletes(t *testing.T) {
 		if args["orderId"] != "42" || args["amount"] != 30.0 {
 			t.Fatalf("args = %s", tc.Args)
 		}
-		after, err := f.svc.Approve(as("alice", nil, run.RoleAdmin), runs.DecideParams{RunID: r.ID})
+		after, err := f.svc.Approve(as("alice", nil, runtype.RoleAdmin), runs.DecideParams{RunID: r.ID})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if after.Status != run.StatusRunning || len(after.ToolCalls) != 0 || after.SuspendedAt != nil {
+		if after.Status != runtype.StatusRunning || len(after.ToolCalls) != 0 || after.SuspendedAt != nil {
 			t.Fatalf("after approve: %+v", after)
 		}
 		done := f.finished(t, r.ID)
-		if done.Status != run.StatusCompleted || done.Output == nil || !strings.Contains(*done.Output, "rf_42") {
+		if done.Status != runtype.StatusCompleted || done.Output == nil || !strings.Contains(*done.Output, "rf_42") {
 			t.Fatalf("finished run: status %s output %v", done.Status, done.Output)
 		}
 		var row gormstore.Run
@@ -65,13 +65,13 @@ func checkGapless(t *testing.T, f *fixture, runID string, last int64) {
 		t.Fatal(err)
 	}
 	var n int64
-	var lastType run.EventType
+	var lastType runtype.EventType
 	for ev := range ch {
 		n++
 		if ev.Seq != n {
 			t.Fatalf("event %d has seq %d", n, ev.Seq)
 		}
-		if n == 1 && ev.Type != run.EventRunStarted {
+		if n == 1 && ev.Type != runtype.EventRunStarted {
 			t.Fatalf("first event is %s", ev.Type)
 		}
 		lastType = ev.Type
@@ -94,7 +94,7 @@ func TestDeclineTellsTheModelAndSkipsTheTool(t *testing.T) {
 				t.Fatal(err)
 			}
 			done := f.finished(t, r.ID)
-			if done.Status != run.StatusCompleted || !strings.Contains(*done.Output, tc.want) || strings.Contains(*done.Output, "rf_9") {
+			if done.Status != runtype.StatusCompleted || !strings.Contains(*done.Output, tc.want) || strings.Contains(*done.Output, "rf_9") {
 				t.Fatalf("reason %q: output %q", tc.reason, *done.Output)
 			}
 		}
@@ -112,23 +112,23 @@ func TestResumeValidatesAgainstResumeSchema(t *testing.T) {
 			t.Fatalf("pending call = %+v payload %s", tc, tc.SuspendPayload)
 		}
 		_, err := f.svc.Approve(ctx, runs.DecideParams{RunID: r.ID})
-		wantCode(t, err, run.CodeBadUserInput)
+		wantCode(t, err, runtype.CodeBadUserInput)
 		_, err = f.svc.Decline(ctx, runs.DecideParams{RunID: r.ID}, "")
-		wantCode(t, err, run.CodeBadUserInput)
+		wantCode(t, err, runtype.CodeBadUserInput)
 		_, err = f.svc.Resume(ctx, runs.DecideParams{RunID: r.ID}, json.RawMessage(`{"answr":"blue"}`))
-		wantCode(t, err, run.CodeBadUserInput)
+		wantCode(t, err, runtype.CodeBadUserInput)
 		if !strings.Contains(err.Error(), "answer") {
 			t.Fatalf("validation message does not name the field: %q", err)
 		}
 		still, _ := f.svc.Get(ctx, r.ID)
-		if still.Status != run.StatusSuspended || len(still.ToolCalls) != 1 {
+		if still.Status != runtype.StatusSuspended || len(still.ToolCalls) != 1 {
 			t.Fatalf("after a bad resume the run is %s with %d calls", still.Status, len(still.ToolCalls))
 		}
 		if _, err := f.svc.Resume(ctx, runs.DecideParams{RunID: r.ID, ToolCallID: &tc.ToolCallID}, json.RawMessage(`{"answer":"blue"}`)); err != nil {
 			t.Fatal(err)
 		}
 		done := f.finished(t, r.ID)
-		if done.Status != run.StatusCompleted || !strings.Contains(*done.Output, "blue") {
+		if done.Status != runtype.StatusCompleted || !strings.Contains(*done.Output, "blue") {
 			t.Fatalf("output %v", done.Output)
 		}
 		var call gormstore.ToolCall
@@ -152,28 +152,28 @@ func TestSeveralApprovalsWaitTogether(t *testing.T) {
 			t.Fatalf("suspension: %+v, want calls for 7 and 8", r.ToolCalls)
 		}
 		evs := allEvents(t, f, r.ID)
-		if n := countType(evs, run.EventToolCallApproval); n != 2 || countType(evs, run.EventRunSuspended) != 1 {
+		if n := countType(evs, runtype.EventToolCallApproval); n != 2 || countType(evs, runtype.EventRunSuspended) != 1 {
 			t.Fatalf("events %s: want two TOOL_CALL_APPROVAL and one RUN_SUSPENDED", typesOf(evs))
 		}
 		// Two calls wait: a decision must say which.
 		_, err := f.svc.Approve(ctx, runs.DecideParams{RunID: r.ID})
-		wantCode(t, err, run.CodeBadUserInput)
+		wantCode(t, err, runtype.CodeBadUserInput)
 
 		first := r.ToolCalls[0].ToolCallID
-		got, err := f.svc.Approve(as("alice", nil, run.RoleAdmin), runs.DecideParams{RunID: r.ID, ToolCallID: &first})
+		got, err := f.svc.Approve(as("alice", nil, runtype.RoleAdmin), runs.DecideParams{RunID: r.ID, ToolCallID: &first})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.Status != run.StatusSuspended || len(got.ToolCalls) != 1 || got.ToolCalls[0].ToolCallID == first || len(got.Decisions) != 1 {
+		if got.Status != runtype.StatusSuspended || len(got.ToolCalls) != 1 || got.ToolCalls[0].ToolCallID == first || len(got.Decisions) != 1 {
 			t.Fatalf("after the first approval: %s, pending %+v, decisions %+v; want SUSPENDED on the second", got.Status, got.ToolCalls, got.Decisions)
 		}
 		f.svc.Wait()
 		held, _ := f.svc.Get(ctx, r.ID)
-		if held.Status != run.StatusSuspended || !held.SuspendedAt.Equal(*r.SuspendedAt) || len(held.ToolCalls) != 1 {
+		if held.Status != runtype.StatusSuspended || !held.SuspendedAt.Equal(*r.SuspendedAt) || len(held.ToolCalls) != 1 {
 			t.Fatalf("held run: %s, suspendedAt %v (was %v), pending %+v", held.Status, held.SuspendedAt, r.SuspendedAt, held.ToolCalls)
 		}
 		evs = allEvents(t, f, r.ID)
-		if countType(evs, run.EventToolCallApproved) != 1 || countType(evs, run.EventRunResumed) != 0 || countType(evs, run.EventToolResult) != 0 {
+		if countType(evs, runtype.EventToolCallApproved) != 1 || countType(evs, runtype.EventRunResumed) != 0 || countType(evs, runtype.EventToolResult) != 0 {
 			t.Fatalf("events after the first approval %s: want it approved, not resumed, nothing run", typesOf(evs))
 		}
 		n, err := f.svc.ListSuspended(ctx, runs.ListSuspendedParams{})
@@ -183,7 +183,7 @@ func TestSeveralApprovalsWaitTogether(t *testing.T) {
 
 		// The first call is decided: naming it again is a conflict.
 		_, err = f.svc.Approve(ctx, runs.DecideParams{RunID: r.ID, ToolCallID: &first})
-		wantCode(t, err, run.CodeConflict)
+		wantCode(t, err, runtype.CodeConflict)
 		if _, err := f.svc.Decline(ctx, runs.DecideParams{RunID: r.ID}, "only one refund per day"); err != nil {
 			t.Fatal(err)
 		}
@@ -211,18 +211,18 @@ func TestSubAgentApprovalsSurfaceOneAtATime(t *testing.T) {
 				t.Fatal(err)
 			}
 			if order == `"7"` {
-				f.until(t, r.ID, r.LastSeq, run.StatusSuspended)
+				f.until(t, r.ID, r.LastSeq, runtype.StatusSuspended)
 				r, _ = f.svc.Get(ctx, r.ID)
 			}
 		}
 		done := f.finished(t, r.ID)
-		if done.Status != run.StatusCompleted || !strings.Contains(*done.Output, "rf_7") || !strings.Contains(*done.Output, "rf_8") {
+		if done.Status != runtype.StatusCompleted || !strings.Contains(*done.Output, "rf_7") || !strings.Contains(*done.Output, "rf_8") {
 			t.Fatalf("supervisor: %s, output %v", done.Status, show(done.Output))
 		}
 	})
 }
 
-func typesOf(evs []run.Event) string {
+func typesOf(evs []runtype.Event) string {
 	var b strings.Builder
 	for _, ev := range evs {
 		b.WriteString(string(ev.Type) + " ")
@@ -236,38 +236,38 @@ func TestDecisionErrors(t *testing.T) {
 		f := setup(t, db, runs.Config{})
 		ctx := bg()
 		_, err := f.svc.Approve(ctx, runs.DecideParams{RunID: "no-such-run"})
-		wantCode(t, err, run.CodeNotFound)
+		wantCode(t, err, runtype.CodeNotFound)
 		_, err = f.svc.Decline(ctx, runs.DecideParams{RunID: "no-such-run"}, "x")
-		wantCode(t, err, run.CodeNotFound)
+		wantCode(t, err, runtype.CodeNotFound)
 		_, err = f.svc.Resume(ctx, runs.DecideParams{RunID: "no-such-run"}, json.RawMessage(`{}`))
-		wantCode(t, err, run.CodeNotFound)
+		wantCode(t, err, runtype.CodeNotFound)
 		_, err = f.svc.Get(ctx, "no-such-run")
-		wantCode(t, err, run.CodeNotFound)
+		wantCode(t, err, runtype.CodeNotFound)
 		_, err = f.svc.Follow(ctx, "no-such-run", 0)
-		wantCode(t, err, run.CodeNotFound)
+		wantCode(t, err, runtype.CodeNotFound)
 
 		_, err = f.svc.StartRun(ctx, runs.StartParams{AgentID: "nobody", Prompt: "hi"})
-		wantCode(t, err, run.CodeNotFound)
+		wantCode(t, err, runtype.CodeNotFound)
 		_, err = f.svc.StartRun(ctx, runs.StartParams{AgentID: "support-agent", Prompt: "  "})
-		wantCode(t, err, run.CodeBadUserInput)
+		wantCode(t, err, runtype.CodeBadUserInput)
 
 		r := f.suspended(t, runs.StartParams{Prompt: "refund order 1"})
 		_, err = f.svc.Approve(ctx, runs.DecideParams{RunID: r.ID, ToolCallID: ptr("call_99")})
-		wantCode(t, err, run.CodeBadUserInput)
+		wantCode(t, err, runtype.CodeBadUserInput)
 		_, err = f.svc.Resume(ctx, runs.DecideParams{RunID: r.ID}, json.RawMessage(`{"answer":"x"}`))
-		wantCode(t, err, run.CodeBadUserInput)
+		wantCode(t, err, runtype.CodeBadUserInput)
 		if _, err := f.svc.Approve(ctx, runs.DecideParams{RunID: r.ID}); err != nil {
 			t.Fatal(err)
 		}
 		f.finished(t, r.ID)
 		_, err = f.svc.Approve(ctx, runs.DecideParams{RunID: r.ID})
-		wantCode(t, err, run.CodeConflict)
+		wantCode(t, err, runtype.CodeConflict)
 
 		// A run that completes without suspending cannot be decided.
 		plain := f.start(t, runs.StartParams{Prompt: "hello"})
 		f.finished(t, plain.ID)
 		_, err = f.svc.Decline(ctx, runs.DecideParams{RunID: plain.ID}, "")
-		wantCode(t, err, run.CodeConflict)
+		wantCode(t, err, runtype.CodeConflict)
 	})
 }
 
@@ -276,7 +276,7 @@ func TestRequireToolApprovalHoldsEveryCall(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := setup(t, db, runs.Config{})
 		free := f.start(t, runs.StartParams{Prompt: "what is the status of order 5"})
-		if done := f.finished(t, free.ID); done.Status != run.StatusCompleted || !strings.Contains(*done.Output, "shipped") {
+		if done := f.finished(t, free.ID); done.Status != runtype.StatusCompleted || !strings.Contains(*done.Output, "shipped") {
 			t.Fatalf("lookup without approval: %s %v", done.Status, done.Output)
 		}
 		r := f.suspended(t, runs.StartParams{Prompt: "what is the status of order 5", RequireToolApproval: true})

@@ -2,7 +2,7 @@ package runs
 
 import (
 	"context"
-	"interlock/run"
+	"interlock/runtype"
 	"time"
 )
 
@@ -32,7 +32,7 @@ type ListSuspendedParams struct {
 
 // RecentParams filter and page RecentRuns.
 type RecentParams struct {
-	Statuses   []run.Status
+	Statuses   []runtype.Status
 	AgentID    *string
 	ThreadID   *string
 	ResourceID *string
@@ -43,7 +43,7 @@ type RecentParams struct {
 	Resources []string
 	// Decision and DecidedBy keep runs with a decision of that kind and/or taken by that
 	// subject (both given: one decision with both): the history of who decided what.
-	Decision  *run.DecisionKind
+	Decision  *runtype.DecisionKind
 	DecidedBy *string
 	// External, Agents and NotAgents as in ListSuspendedParams.
 	External  *bool
@@ -55,7 +55,7 @@ type RecentParams struct {
 
 // ListResult is a page of suspended runs and the number of all matches.
 type ListResult struct {
-	Runs  []*run.Run
+	Runs  []*runtype.Run
 	Total int64
 }
 
@@ -64,17 +64,17 @@ type ListResult struct {
 // Errors: BAD_USER_INPUT for page < 0, perPage < 1 or above the maximum, fromDate after toDate,
 // or an unpaginated request matching more runs than the server returns at once.
 func (s *Service) ListSuspended(ctx context.Context, p ListSuspendedParams) (*ListResult, error) {
-	if err := require(ctx, run.RoleViewer, "listing runs"); err != nil {
+	if err := require(ctx, runtype.RoleViewer, "listing runs"); err != nil {
 		return nil, err
 	}
 	if p.Page != nil && *p.Page < 0 {
-		return nil, run.Errorf(run.CodeBadUserInput, "page must be 0 or more (pages are zero-based), not %d", *p.Page)
+		return nil, runtype.Errorf(runtype.CodeBadUserInput, "page must be 0 or more (pages are zero-based), not %d", *p.Page)
 	}
 	if p.PerPage != nil && (*p.PerPage < 1 || *p.PerPage > s.cfg.MaxPerPage) {
-		return nil, run.Errorf(run.CodeBadUserInput, "perPage must be between 1 and %d, not %d", s.cfg.MaxPerPage, *p.PerPage)
+		return nil, runtype.Errorf(runtype.CodeBadUserInput, "perPage must be between 1 and %d, not %d", s.cfg.MaxPerPage, *p.PerPage)
 	}
 	if p.FromDate != nil && p.ToDate != nil && p.FromDate.After(*p.ToDate) {
-		return nil, run.Errorf(run.CodeBadUserInput, "fromDate (%s) is after toDate (%s)", p.FromDate.UTC().Format(time.RFC3339Nano), p.ToDate.UTC().Format(time.RFC3339Nano))
+		return nil, runtype.Errorf(runtype.CodeBadUserInput, "fromDate (%s) is after toDate (%s)", p.FromDate.UTC().Format(time.RFC3339Nano), p.ToDate.UTC().Format(time.RFC3339Nano))
 	}
 	// Stored times have millisecond precision: round the bounds inwards so both stay inclusive.
 	if p.FromDate != nil {
@@ -87,7 +87,7 @@ func (s *Service) ListSuspended(ctx context.Context, p ListSuspendedParams) (*Li
 	}
 	var none bool
 	if p.Resources, none = scope(ctx, p.ResourceID); none {
-		return &ListResult{Runs: []*run.Run{}, Total: 0}, nil
+		return &ListResult{Runs: []*runtype.Run{}, Total: 0}, nil
 	}
 	p.Agents, p.NotAgents = s.externalFilter(p.External)
 	total, err := s.store.CountSuspended(ctx, p)
@@ -99,14 +99,14 @@ func (s *Service) ListSuspended(ctx context.Context, p ListSuspendedParams) (*Li
 	if paginated {
 		limit = *p.PerPage
 		if int64(*p.Page)*int64(limit) >= total {
-			return &ListResult{Runs: []*run.Run{}, Total: total}, nil
+			return &ListResult{Runs: []*runtype.Run{}, Total: total}, nil
 		}
 		offset = *p.Page * limit
 	} else if total > int64(s.cfg.MaxUnpaginated) {
-		return nil, run.Errorf(run.CodeBadUserInput, "%d suspended runs match, more than the %d returned at once: pass page and perPage", total, s.cfg.MaxUnpaginated)
+		return nil, runtype.Errorf(runtype.CodeBadUserInput, "%d suspended runs match, more than the %d returned at once: pass page and perPage", total, s.cfg.MaxUnpaginated)
 	}
 	if total == 0 {
-		return &ListResult{Runs: []*run.Run{}, Total: 0}, nil
+		return &ListResult{Runs: []*runtype.Run{}, Total: 0}, nil
 	}
 	list, err := s.store.ListSuspended(ctx, p, limit, offset)
 	if err != nil {
@@ -115,7 +115,7 @@ func (s *Service) ListSuspended(ctx context.Context, p ListSuspendedParams) (*Li
 	if !paginated {
 		// Runs may have suspended since the count: the answer is what was read, never cut short.
 		if len(list) > s.cfg.MaxUnpaginated {
-			return nil, run.Errorf(run.CodeBadUserInput, "more than %d suspended runs match: pass page and perPage", s.cfg.MaxUnpaginated)
+			return nil, runtype.Errorf(runtype.CodeBadUserInput, "more than %d suspended runs match: pass page and perPage", s.cfg.MaxUnpaginated)
 		}
 		total = int64(len(list))
 	}
@@ -134,28 +134,28 @@ func ceilMs(t time.Time) time.Time {
 // updated first, with their decisions: the history a console shows.
 // Errors: BAD_USER_INPUT for page < 0 or perPage outside 1..MaxPerPage.
 func (s *Service) RecentRuns(ctx context.Context, p RecentParams) (*ListResult, error) {
-	if err := require(ctx, run.RoleViewer, "listing runs"); err != nil {
+	if err := require(ctx, runtype.RoleViewer, "listing runs"); err != nil {
 		return nil, err
 	}
 	if p.Page < 0 {
-		return nil, run.Errorf(run.CodeBadUserInput, "page must be 0 or more (pages are zero-based), not %d", p.Page)
+		return nil, runtype.Errorf(runtype.CodeBadUserInput, "page must be 0 or more (pages are zero-based), not %d", p.Page)
 	}
 	if p.PerPage < 1 || p.PerPage > s.cfg.MaxPerPage {
-		return nil, run.Errorf(run.CodeBadUserInput, "perPage must be between 1 and %d, not %d", s.cfg.MaxPerPage, p.PerPage)
+		return nil, runtype.Errorf(runtype.CodeBadUserInput, "perPage must be between 1 and %d, not %d", s.cfg.MaxPerPage, p.PerPage)
 	}
 	if len(p.Statuses) == 0 {
-		p.Statuses = []run.Status{run.StatusCompleted, run.StatusFailed}
+		p.Statuses = []runtype.Status{runtype.StatusCompleted, runtype.StatusFailed}
 	}
 	for _, st := range p.Statuses {
-		if st == run.StatusRunning {
+		if st == runtype.StatusRunning {
 			// A supervisor waiting on its sub-agent's run is running, to clients.
-			p.Statuses = append(p.Statuses[:len(p.Statuses):len(p.Statuses)], run.StatusWaiting)
+			p.Statuses = append(p.Statuses[:len(p.Statuses):len(p.Statuses)], runtype.StatusWaiting)
 			break
 		}
 	}
 	var none bool
 	if p.Resources, none = scope(ctx, p.ResourceID); none {
-		return &ListResult{Runs: []*run.Run{}, Total: 0}, nil
+		return &ListResult{Runs: []*runtype.Run{}, Total: 0}, nil
 	}
 	p.Agents, p.NotAgents = s.externalFilter(p.External)
 	list, total, err := s.store.ListRecent(ctx, p)

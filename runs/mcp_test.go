@@ -17,10 +17,10 @@ import (
 	"gorm.io/gorm"
 
 	"interlock/agent"
-	"interlock/dbtest"
+	"interlock/internal/dbtest"
 	"interlock/llm"
-	"interlock/run"
 	"interlock/runs"
+	"interlock/runtype"
 	"interlock/tools"
 )
 
@@ -123,16 +123,16 @@ func checkInterruptedMCPCall(t *testing.T, db *gorm.DB, cfg tools.MCPConfig, cal
 	if _, err := f.svc.Approve(bg(), runs.DecideParams{RunID: r.ID}); err != nil {
 		t.Fatal(err)
 	}
-	evs := f.until(t, r.ID, r.LastSeq, run.StatusSuspended, run.StatusCompleted, run.StatusFailed)
+	evs := f.until(t, r.ID, r.LastSeq, runtype.StatusSuspended, runtype.StatusCompleted, runtype.StatusFailed)
 	got, err := f.svc.Get(bg(), r.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Status != run.StatusSuspended || len(got.ToolCalls) != 1 || !got.ToolCalls[0].Interrupted || !got.ToolCalls[0].RequiresApproval {
+	if got.Status != runtype.StatusSuspended || len(got.ToolCalls) != 1 || !got.ToolCalls[0].Interrupted || !got.ToolCalls[0].RequiresApproval {
 		t.Fatalf("after the call was cut off: run %s, calls %+v; events %s", got.Status, got.ToolCalls, typesOf(evs))
 	}
-	interrupted := ofType(evs, run.EventToolCallInterrupted)
-	if len(interrupted) != 1 || interrupted[0].Reason != want || len(ofType(evs, run.EventToolResult)) != 0 {
+	interrupted := ofType(evs, runtype.EventToolCallInterrupted)
+	if len(interrupted) != 1 || interrupted[0].Reason != want || len(ofType(evs, runtype.EventToolResult)) != 0 {
 		t.Fatalf("events %s; interrupted %+v", typesOf(evs), interrupted)
 	}
 	if n := calls(); n != 1 {
@@ -149,7 +149,7 @@ func checkInterruptedMCPCall(t *testing.T, db *gorm.DB, cfg tools.MCPConfig, cal
 	if _, err := f.svc.Approve(bg(), runs.DecideParams{RunID: r.ID}); err != nil {
 		t.Fatal(err)
 	}
-	if done := f.finished(t, r.ID); done.Status != run.StatusCompleted || calls() != 2 {
+	if done := f.finished(t, r.ID); done.Status != runtype.StatusCompleted || calls() != 2 {
 		t.Fatalf("approved again: run %s, %d calls", done.Status, calls())
 	}
 }

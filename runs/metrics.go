@@ -3,7 +3,7 @@ package runs
 import (
 	"context"
 	"fmt"
-	"interlock/run"
+	"interlock/runtype"
 	"time"
 )
 
@@ -13,17 +13,17 @@ import (
 type Metrics interface {
 	// Decided is told of each stored decision (a person's, or an expiry): its kind and how
 	// long the call had waited since the run suspended on it.
-	Decided(kind run.DecisionKind, waited time.Duration)
+	Decided(kind runtype.DecisionKind, waited time.Duration)
 }
 
 // noMetrics is the Metrics of a service configured without any.
 type noMetrics struct{}
 
-func (noMetrics) Decided(run.DecisionKind, time.Duration) {}
+func (noMetrics) Decided(runtype.DecisionKind, time.Duration) {}
 
 // decided tells the metrics of a decision taken at now on a run that suspended at suspendedAt
 // (unknown: nothing is told).
-func (s *Service) decided(kind run.DecisionKind, suspendedAt *time.Time, now time.Time) {
+func (s *Service) decided(kind runtype.DecisionKind, suspendedAt *time.Time, now time.Time) {
 	if suspendedAt != nil {
 		s.cfg.Metrics.Decided(kind, max(0, now.Sub(*suspendedAt)))
 	}
@@ -32,7 +32,7 @@ func (s *Service) decided(kind run.DecisionKind, suspendedAt *time.Time, now tim
 // RunStats are the numbers of runs in storage, for metrics.
 type RunStats struct {
 	// ByStatus counts the runs in each status; every status of AllStatuses is present.
-	ByStatus map[run.Status]int64
+	ByStatus map[runtype.Status]int64
 	// Suspended counts the top-level suspended runs: what an approval inbox (suspendedRuns
 	// without agentId) lists.
 	Suspended int64
@@ -45,8 +45,8 @@ func (s *Service) Stats(ctx context.Context) (RunStats, error) {
 	if err != nil {
 		return RunStats{}, fmt.Errorf("count runs by status: %w", err)
 	}
-	out := RunStats{ByStatus: map[run.Status]int64{}}
-	for _, st := range run.AllStatuses {
+	out := RunStats{ByStatus: map[runtype.Status]int64{}}
+	for _, st := range runtype.AllStatuses {
 		out.ByStatus[st] = counts[st]
 	}
 	if out.Suspended, err = s.store.CountSuspended(ctx, ListSuspendedParams{}); err != nil {

@@ -17,11 +17,11 @@ import (
 	"gorm.io/gorm"
 
 	"interlock/agent"
-	"interlock/dbtest"
 	"interlock/gormstore"
+	"interlock/internal/dbtest"
 	"interlock/llm"
-	"interlock/run"
 	"interlock/runs"
+	"interlock/runtype"
 	"interlock/tools"
 )
 
@@ -111,7 +111,7 @@ func faultAtScale(t *testing.T, start, end func(*dbtest.Proxy)) {
 	be.open(1) // the even orders' refunds finish once it is back
 
 	settled, by := waitSettled(t, direct, ids, 3*time.Minute)
-	if by[string(run.StatusCompleted)] != len(ids) {
+	if by[string(runtype.StatusCompleted)] != len(ids) {
 		t.Errorf("runs by status: %v; want all %d COMPLETED", by, len(ids))
 	}
 	t.Logf("%d runs on %d instances; the database away for %s; all runs settled %s after it came back; "+
@@ -120,7 +120,7 @@ func faultAtScale(t *testing.T, start, end func(*dbtest.Proxy)) {
 		count(logs, "run: tool result stored after retrying"), count(logs, "run: cannot renew the lease; stopping"), count(logs, "recovering run"))
 
 	var interrupted, late int64
-	if err := direct.Model(&gormstore.Event{}).Where("run_id IN ? AND type = ?", ids, run.EventToolCallInterrupted).Count(&interrupted).Error; err != nil {
+	if err := direct.Model(&gormstore.Event{}).Where("run_id IN ? AND type = ?", ids, runtype.EventToolCallInterrupted).Count(&interrupted).Error; err != nil {
 		t.Fatal(err)
 	}
 	if err := direct.Model(&gormstore.LateToolResult{}).Where("run_id IN ?", ids).Count(&late).Error; err != nil {
@@ -130,12 +130,12 @@ func faultAtScale(t *testing.T, start, end func(*dbtest.Proxy)) {
 		t.Errorf("%d calls reported interrupted, %d late results; want none", interrupted, late)
 	}
 	var results []gormstore.Event
-	if err := direct.Where("run_id IN ? AND type = ?", ids, run.EventToolResult).Find(&results).Error; err != nil {
+	if err := direct.Where("run_id IN ? AND type = ?", ids, runtype.EventToolResult).Find(&results).Error; err != nil {
 		t.Fatal(err)
 	}
 	stored := map[string]int{}
 	for _, r := range results {
-		var ev run.Event
+		var ev runtype.Event
 		if err := json.Unmarshal([]byte(r.Data), &ev); err != nil {
 			t.Fatal(err)
 		}
@@ -202,7 +202,7 @@ func waitSettled(t *testing.T, db *gorm.DB, ids []string, within time.Duration) 
 		for _, r := range rows {
 			by[r.Status]++
 		}
-		if err == nil && len(rows) == len(ids) && by[string(run.StatusRunning)] == 0 && by[string(run.StatusWaiting)] == 0 {
+		if err == nil && len(rows) == len(ids) && by[string(runtype.StatusRunning)] == 0 && by[string(runtype.StatusWaiting)] == 0 {
 			return time.Now(), by
 		}
 		if time.Now().After(deadline) {

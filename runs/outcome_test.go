@@ -13,8 +13,8 @@ import (
 	"interlock/agent"
 	"interlock/gormstore"
 	"interlock/llm"
-	"interlock/run"
 	"interlock/runs"
+	"interlock/runtype"
 )
 
 // toolBackend records every execution of its tools and every answer they gave, by call.
@@ -158,15 +158,15 @@ func lateAnswer(t *testing.T, tool string, own bool) {
 	close(be.release) // the tool answers while a's execution cannot store it
 	tl.wait(t, "a: run: storing a", 10*time.Second)
 
-	evs := recoverer.until(t, r.ID, 0, run.StatusSuspended)
-	interrupted := ofType(evs, run.EventToolCallInterrupted)
+	evs := recoverer.until(t, r.ID, 0, runtype.StatusSuspended)
+	interrupted := ofType(evs, runtype.EventToolCallInterrupted)
 	if len(interrupted) != 1 {
 		t.Fatalf("events %s, want one TOOL_CALL_INTERRUPTED", typesOf(evs))
 	}
 	at := interrupted[0].At
 	proxy.Restore()
 
-	var got *run.Run
+	var got *runtype.Run
 	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		var err error
 		if got, err = recoverer.svc.Get(bg(), r.ID); err == nil && len(got.LateResults) > 0 {
@@ -216,11 +216,11 @@ func TestAKilledConnectionDoesNotLoseAnOutcome(t *testing.T) {
 	cases := []struct {
 		name, prompt, statement string
 		model                   llm.Model
-		want                    run.Status
+		want                    runtype.Status
 	}{
-		{"suspension", "ask the customer which card", "`suspended_at`=", &llm.Demo{}, run.StatusSuspended},
-		{"completion", "refund order 7", "`error_code`=", &llm.Demo{}, run.StatusCompleted},
-		{"failure", "refund order 7", "`error_code`=", brokenModel{}, run.StatusFailed},
+		{"suspension", "ask the customer which card", "`suspended_at`=", &llm.Demo{}, runtype.StatusSuspended},
+		{"completion", "refund order 7", "`error_code`=", &llm.Demo{}, runtype.StatusCompleted},
+		{"failure", "refund order 7", "`error_code`=", brokenModel{}, runtype.StatusFailed},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -315,8 +315,8 @@ func TestACallNeverSentIsNotSaidToHaveBeenSent(t *testing.T) {
 			if outage {
 				tl.wait(t, "a: run: the tool call's start could not be stored", 20*time.Second)
 				proxy.Restore()
-				evs := a.until(t, r.ID, 0, run.StatusSuspended)
-				interrupted := ofType(evs, run.EventToolCallInterrupted)
+				evs := a.until(t, r.ID, 0, runtype.StatusSuspended)
+				interrupted := ofType(evs, runtype.EventToolCallInterrupted)
 				if len(interrupted) != 1 {
 					t.Fatalf("events %s, want one TOOL_CALL_INTERRUPTED", typesOf(evs))
 				}
@@ -325,7 +325,7 @@ func TestACallNeverSentIsNotSaidToHaveBeenSent(t *testing.T) {
 				}
 			} else {
 				got := a.finished(t, r.ID)
-				if got.Status != run.StatusCompleted || len(ofType(a.until(t, r.ID, 0, run.StatusCompleted), run.EventToolCallInterrupted)) != 0 {
+				if got.Status != runtype.StatusCompleted || len(ofType(a.until(t, r.ID, 0, runtype.StatusCompleted), runtype.EventToolCallInterrupted)) != 0 {
 					t.Errorf("after a blip the run is %s; want COMPLETED with no call interrupted", got.Status)
 				}
 			}
@@ -368,7 +368,7 @@ func TestAStopKeepsAnAnswerItHolds(t *testing.T) {
 		t.Errorf("the stop's log does not say the answer is held: %q", tl.list())
 	}
 	var results, late int64
-	direct.Model(&gormstore.Event{}).Where("run_id = ? AND type = ?", r.ID, run.EventToolResult).Count(&results)
+	direct.Model(&gormstore.Event{}).Where("run_id = ? AND type = ?", r.ID, runtype.EventToolResult).Count(&results)
 	direct.Model(&gormstore.LateToolResult{}).Where("run_id = ? AND tool_call_id = ?", r.ID, "tc_1").Count(&late)
 	if results+late != 1 {
 		t.Errorf("%d results stored with the run and %d late results; want the answer kept once. Log %q", results, late, tl.list())

@@ -9,10 +9,10 @@ import (
 
 	"gorm.io/gorm"
 
-	"interlock/dbtest"
+	"interlock/internal/dbtest"
 	"interlock/receipt"
-	"interlock/run"
 	"interlock/runs"
+	"interlock/runtype"
 )
 
 // recordingSigner signs "receipt-N" and records what it was asked to sign; with fail set it
@@ -41,7 +41,7 @@ func TestReceiptIsSignedForWhatRuns(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		signer := &recordingSigner{}
 		f := externalSetup(t, db, runs.Config{Receipts: signer})
-		bot := as("deploy-bot-token", nil, run.RoleRequester)
+		bot := as("deploy-bot-token", nil, runtype.RoleRequester)
 		r := request(t, f, bot, runs.ApprovalParams{})
 		decided, err := f.svc.EditAndApprove(as("sam", nil, "sre"), runs.DecideParams{RunID: r.ID}, json.RawMessage(`{"service":"api","version":"1.2.2"}`))
 		if err != nil {
@@ -77,12 +77,12 @@ func TestAFailedSignatureDecidesNothing(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		signer := &recordingSigner{fail: true}
 		f := externalSetup(t, db, runs.Config{Receipts: signer})
-		bot := as("deploy-bot-token", nil, run.RoleRequester)
+		bot := as("deploy-bot-token", nil, runtype.RoleRequester)
 		r := request(t, f, bot, runs.ApprovalParams{})
 		if _, err := f.svc.Approve(as("sam", nil, "sre"), runs.DecideParams{RunID: r.ID}); err == nil {
 			t.Fatal("an approval without its receipt succeeded")
 		}
-		if got, _ := f.svc.Get(bg(), r.ID); got.Status != run.StatusSuspended || len(got.Decisions) != 0 || len(got.ToolCalls) != 1 {
+		if got, _ := f.svc.Get(bg(), r.ID); got.Status != runtype.StatusSuspended || len(got.Decisions) != 0 || len(got.ToolCalls) != 1 {
 			t.Fatalf("after a failed signature: %s, decisions %+v; want the call still waiting", got.Status, got.Decisions)
 		}
 		var before int64
@@ -111,7 +111,7 @@ func TestSupervisorReceiptNamesTheInnerCall(t *testing.T) {
 		f := setupChainWith(t, db, runs.Config{Receipts: signer})
 		c := suspendedChain(t, f, "refund order 42 for 30")
 		inner := c.support.ToolCalls[0]
-		if _, err := f.svc.Approve(as("alice", nil, run.RoleAdmin), runs.DecideParams{RunID: c.chief.ID}); err != nil {
+		if _, err := f.svc.Approve(as("alice", nil, runtype.RoleAdmin), runs.DecideParams{RunID: c.chief.ID}); err != nil {
 			t.Fatal(err)
 		}
 		f.finished(t, c.chief.ID)

@@ -9,7 +9,7 @@ import (
 	"unicode/utf8"
 
 	"interlock/agent"
-	"interlock/run"
+	"interlock/runtype"
 )
 
 // recoveryBatch is how many expired runs one pass reads at a time; a pass reads a few batches.
@@ -55,7 +55,7 @@ func (s *Service) RecoverExpired(ctx context.Context) (int, error) {
 
 // recoverRun takes over one expired run, or defers or fails it. It reports whether it
 // continues the run here.
-func (s *Service) recoverRun(ctx context.Context, r *run.Run) (bool, error) {
+func (s *Service) recoverRun(ctx context.Context, r *runtype.Run) (bool, error) {
 	a := s.agents.Get(r.AgentID)
 	if a == nil {
 		why := fmt.Sprintf("its agent %q is not served by the instances that tried to recover it", r.AgentID)
@@ -96,7 +96,7 @@ func (s *Service) backoff(n int) time.Duration {
 
 // failUnrecoverable claims an expired run and stores it as FAILED, with the reason in the log
 // and in its message.
-func (s *Service) failUnrecoverable(ctx context.Context, r *run.Run, why string) error {
+func (s *Service) failUnrecoverable(ctx context.Context, r *runtype.Run, why string) error {
 	lease := s.newLease()
 	claimed, err := s.store.ClaimExpired(ctx, Claim{RunID: r.ID, Version: r.Version, LastSeq: r.LastSeq, Lease: lease, TTL: s.cfg.LeaseTTL})
 	if err != nil || !claimed {
@@ -110,8 +110,8 @@ func (s *Service) failUnrecoverable(ctx context.Context, r *run.Run, why string)
 	}
 	err = s.store.Finish(ctx, Finish{
 		Checkpoint: Checkpoint{RunID: r.ID, Lease: lease, TTL: s.cfg.LeaseTTL, After: r.LastSeq, At: s.now(),
-			Events: []run.Event{{Type: run.EventRunFailed, Status: string(run.StatusFailed), Error: msg, ErrorCode: code}}},
-		Status: run.StatusFailed, Error: &msg, ErrorCode: &code, Parent: parent,
+			Events: []runtype.Event{{Type: runtype.EventRunFailed, Status: string(runtype.StatusFailed), Error: msg, ErrorCode: code}}},
+		Status: runtype.StatusFailed, Error: &msg, ErrorCode: &code, Parent: parent,
 	})
 	if err != nil {
 		return fmt.Errorf("fail unrecoverable run %s: %w", r.ID, err)
@@ -134,9 +134,9 @@ func (s *Service) failUnrecoverable(ctx context.Context, r *run.Run, why string)
 func (e *execution) interrupted(ctx context.Context, snap *agent.Snapshot, c *agent.PendingCall, reason string) {
 	c.InterruptedToolCallID = snap.Reissue(c)
 	c.State, c.Interrupted = agent.CallAwaitingApproval, true
-	why := run.Event{
-		Type: run.EventToolCallInterrupted,
-		ToolCall: &run.ToolCall{ToolCallID: c.CallID(), ToolName: c.Name, Args: c.Args, RequiresApproval: true, Interrupted: true,
+	why := runtype.Event{
+		Type: runtype.EventToolCallInterrupted,
+		ToolCall: &runtype.ToolCall{ToolCallID: c.CallID(), ToolName: c.Name, Args: c.Args, RequiresApproval: true, Interrupted: true,
 			InterruptedToolCallID: c.InterruptedToolCallID},
 		Reason: reason,
 	}
@@ -156,7 +156,7 @@ func (e *execution) interrupted(ctx context.Context, snap *agent.Snapshot, c *ag
 //     tool, or after, or lost the database (a partition, an outage longer than it could hold the
 //     run) before it could store the answer; nothing in the run tells these apart, so the reason
 //     does not pretend to, and says where an answer will appear if the instance holds one.
-func interruptedReason(tool, callID, lease string, late *run.LateResult, notSent bool) string {
+func interruptedReason(tool, callID, lease string, late *runtype.LateResult, notSent bool) string {
 	who := "the instance executing it"
 	switch i := strings.LastIndex(lease, "/"); {
 	case late != nil:

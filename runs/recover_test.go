@@ -9,10 +9,10 @@ import (
 
 	"gorm.io/gorm"
 
-	"interlock/dbtest"
 	"interlock/gormstore"
-	"interlock/run"
+	"interlock/internal/dbtest"
 	"interlock/runs"
+	"interlock/runtype"
 )
 
 // deadRun stores a RUNNING run whose owner died a minute ago, with the given snapshot.
@@ -21,14 +21,14 @@ func deadRun(t *testing.T, db *gorm.DB, id, snapshot string) {
 	past := time.Now().UTC().Add(-time.Minute).Truncate(time.Millisecond)
 	owner := "dead-instance"
 	row := gormstore.Run{
-		ID: id, AgentID: "support-agent", Prompt: "refund order 5", Status: string(run.StatusRunning),
+		ID: id, AgentID: "support-agent", Prompt: "refund order 5", Status: string(runtype.StatusRunning),
 		Snapshot: &snapshot, CreatedAt: past, UpdatedAt: past, LastSeq: 3, LeaseOwner: &owner, LeaseUntil: &past,
 	}
 	if err := db.Create(&row).Error; err != nil {
 		t.Fatal(err)
 	}
 	for seq := int64(1); seq <= 3; seq++ {
-		db.Create(&gormstore.Event{RunID: id, Seq: seq, Type: string(run.EventTextDelta), Data: `{"text":"x"}`, CreatedAt: past})
+		db.Create(&gormstore.Event{RunID: id, Seq: seq, Type: string(runtype.EventTextDelta), Data: `{"text":"x"}`, CreatedAt: past})
 	}
 }
 
@@ -46,20 +46,20 @@ func TestRecoveryNeverRerunsAnExecutingTool(t *testing.T) {
 		if err != nil || n != 2 {
 			t.Fatalf("recovered %d runs, err %v", n, err)
 		}
-		evs := f.until(t, "run-executing", 3, run.StatusSuspended)
-		if evs[0].Type != run.EventToolCallInterrupted || evs[0].Seq != 4 || !strings.Contains(evs[0].Reason, "issue_refund") {
+		evs := f.until(t, "run-executing", 3, runtype.StatusSuspended)
+		if evs[0].Type != runtype.EventToolCallInterrupted || evs[0].Seq != 4 || !strings.Contains(evs[0].Reason, "issue_refund") {
 			t.Fatalf("first event after recovery: %+v", evs[0])
 		}
 		f.svc.Wait()
 		r, _ := f.svc.Get(ctx, "run-executing")
-		if r.Status != run.StatusSuspended || len(r.ToolCalls) != 1 || !r.ToolCalls[0].Interrupted || !r.ToolCalls[0].RequiresApproval {
+		if r.Status != runtype.StatusSuspended || len(r.ToolCalls) != 1 || !r.ToolCalls[0].Interrupted || !r.ToolCalls[0].RequiresApproval {
 			t.Fatalf("recovered run: %s %+v", r.Status, r.ToolCalls)
 		}
 		list, _ := f.svc.ListSuspended(ctx, runs.ListSuspendedParams{})
 		if list.Total != 1 || !list.Runs[0].ToolCalls[0].Interrupted {
 			t.Fatalf("suspendedRuns after recovery: %+v", list)
 		}
-		if m := f.finished(t, "run-model"); m.Status != run.StatusCompleted {
+		if m := f.finished(t, "run-model"); m.Status != runtype.StatusCompleted {
 			t.Fatalf("run recovered before its model call: %s", m.Status)
 		}
 		// A second recovery pass finds nothing: the leases are fresh or released.
@@ -70,7 +70,7 @@ func TestRecoveryNeverRerunsAnExecutingTool(t *testing.T) {
 		if _, err := f.svc.Approve(ctx, runs.DecideParams{RunID: "run-executing"}); err != nil {
 			t.Fatal(err)
 		}
-		if done := f.finished(t, "run-executing"); done.Status != run.StatusCompleted || strings.Count(*done.Output, "rf_5") != 1 {
+		if done := f.finished(t, "run-executing"); done.Status != runtype.StatusCompleted || strings.Count(*done.Output, "rf_5") != 1 {
 			t.Fatalf("after re-approval: %s %v", done.Status, done.Output)
 		}
 	})
@@ -97,7 +97,7 @@ func TestOnlyOneInstanceRecoversARun(t *testing.T) {
 			t.Fatalf("recovered %v, want 10 in all", counts)
 		}
 		var completed int64
-		db.Model(&gormstore.Run{}).Where("status = ?", run.StatusCompleted).Count(&completed)
+		db.Model(&gormstore.Run{}).Where("status = ?", runtype.StatusCompleted).Count(&completed)
 		if completed != 10 {
 			t.Fatalf("%d runs completed", completed)
 		}
@@ -110,10 +110,10 @@ func TestRetentionDeletesOnlyOldFinishedRuns(t *testing.T) {
 		now := base.Add(30 * 24 * time.Hour)
 		f := setup(t, db, runs.Config{Retention: 7 * 24 * time.Hour, RetentionInterval: time.Hour, NowFunc: func() time.Time { return now }})
 		seed(t, db,
-			seedOpts{id: "old-done", agent: "A", status: run.StatusCompleted},
-			seedOpts{id: "old-failed", agent: "A", status: run.StatusFailed},
+			seedOpts{id: "old-done", agent: "A", status: runtype.StatusCompleted},
+			seedOpts{id: "old-failed", agent: "A", status: runtype.StatusFailed},
 			seedOpts{id: "old-suspended", agent: "A"},
-			seedOpts{id: "new-done", agent: "A", status: run.StatusCompleted, at: 29 * 24 * time.Hour},
+			seedOpts{id: "new-done", agent: "A", status: runtype.StatusCompleted, at: 29 * 24 * time.Hour},
 		)
 		for _, id := range []string{"old-done", "old-suspended", "new-done"} {
 			db.Create(&gormstore.Event{RunID: id, Seq: 1, Type: "RUN_STARTED", Data: "{}", CreatedAt: base})
@@ -164,8 +164,8 @@ func TestWatchSuspendedAcrossInstances(t *testing.T) {
 			t.Fatalf("second change: %s %s, want LEFT %s", got.Kind, got.Run.ID, r.ID)
 		}
 		// And b's followers see a's events.
-		evs := b.until(t, r.ID, 0, run.StatusCompleted)
-		if evs[len(evs)-1].Type != run.EventRunFinished {
+		evs := b.until(t, r.ID, 0, runtype.StatusCompleted)
+		if evs[len(evs)-1].Type != runtype.EventRunFinished {
 			t.Fatalf("b followed to %s", evs[len(evs)-1].Type)
 		}
 	})
@@ -180,10 +180,10 @@ func TestAnInterruptedCallWaitsUnderANewID(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := setup(t, db, runs.Config{RecoveryInterval: time.Hour})
-		alice := as("alice", nil, run.RoleAdmin)
+		alice := as("alice", nil, runtype.RoleAdmin)
 		deadRun(t, db, "run-executing", `{"messages":[{"role":"user","content":"refund order 5"},{"role":"assistant","toolCalls":[{"id":"call_a","name":"issue_refund","args":{"orderId":"5","amount":10}}]}],"pending":[{"id":"call_a","serverId":"tc_1","name":"issue_refund","args":{"orderId":"5","amount":10},"state":"executing"}],"steps":0,"callIds":1}`)
 		past := time.Now().UTC().Add(-time.Minute).Truncate(time.Millisecond)
-		args, by, approved := `{"orderId":"5","amount":10}`, "alice", string(run.DecisionApproved)
+		args, by, approved := `{"orderId":"5","amount":10}`, "alice", string(runtype.DecisionApproved)
 		if err := db.Create(&gormstore.ToolCall{RunID: "run-executing", ToolCallID: "tc_1", ToolName: "issue_refund", Args: &args,
 			RequiresApproval: true, State: approved, CreatedAt: past, DecidedBy: &by, DecidedAt: &past}).Error; err != nil {
 			t.Fatal(err)
@@ -191,7 +191,7 @@ func TestAnInterruptedCallWaitsUnderANewID(t *testing.T) {
 		if n, err := f.svc.RecoverExpired(bg()); err != nil || n != 1 {
 			t.Fatalf("recovered %d runs, err %v", n, err)
 		}
-		f.until(t, "run-executing", 3, run.StatusSuspended)
+		f.until(t, "run-executing", 3, runtype.StatusSuspended)
 		f.svc.Wait()
 		r, err := f.svc.Get(bg(), "run-executing")
 		if err != nil || len(r.ToolCalls) != 1 || r.ToolCalls[0].ToolCallID == "tc_1" || !r.ToolCalls[0].Interrupted {
@@ -200,14 +200,14 @@ func TestAnInterruptedCallWaitsUnderANewID(t *testing.T) {
 		again := r.ToolCalls[0].ToolCallID
 		// The late retry of the first approval is that approval: nothing runs.
 		got, err := f.svc.Approve(alice, runs.DecideParams{RunID: "run-executing", ToolCallID: ptr("tc_1")})
-		if err != nil || got.Status != run.StatusSuspended {
+		if err != nil || got.Status != runtype.StatusSuspended {
 			t.Fatalf("alice's retry of her approval of tc_1: %v, %v; want the run as stored, still SUSPENDED", got, err)
 		}
 		// Her approval of the call under its new id runs it, once.
 		if _, err := f.svc.Approve(alice, runs.DecideParams{RunID: "run-executing", ToolCallID: &again}); err != nil {
 			t.Fatal(err)
 		}
-		if done := f.finished(t, "run-executing"); done.Status != run.StatusCompleted || strings.Count(*done.Output, "rf_5") != 1 {
+		if done := f.finished(t, "run-executing"); done.Status != runtype.StatusCompleted || strings.Count(*done.Output, "rf_5") != 1 {
 			t.Fatalf("after the approval of %s: %s %v", again, done.Status, done.Output)
 		}
 	})

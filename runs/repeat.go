@@ -6,7 +6,7 @@ import (
 	"reflect"
 
 	"interlock/agent"
-	"interlock/run"
+	"interlock/runtype"
 )
 
 // The same decision again. A client whose approval timed out, or was answered with an error
@@ -22,11 +22,11 @@ import (
 // repeatedDecision returns the stored decision on run that d, taken by by, repeats: on the call
 // callID names, or, without callID, on the call decided last when no call waits (a retry of a
 // decision that named no call, because one call waited). nil when there is none.
-func repeatedDecision(r *run.Run, callID *string, d agent.Decision, by string) *run.Decision {
+func repeatedDecision(r *runtype.Run, callID *string, d agent.Decision, by string) *runtype.Decision {
 	if by == "" {
 		return nil
 	}
-	var stored *run.Decision
+	var stored *runtype.Decision
 	switch {
 	case callID != nil && *callID != "":
 		for i := len(r.Decisions) - 1; i >= 0; i-- {
@@ -68,7 +68,7 @@ func sameJSON(a, b json.RawMessage) bool {
 }
 
 // asDecided is run as a decision on it answers: without its snapshot and lease.
-func asDecided(r *run.Run) *run.Run {
+func asDecided(r *runtype.Run) *runtype.Run {
 	out := *r
 	out.Snapshot, out.LeaseOwner = nil, nil
 	return &out

@@ -7,9 +7,9 @@ import (
 
 	"gorm.io/gorm"
 
-	"interlock/dbtest"
-	"interlock/run"
+	"interlock/internal/dbtest"
 	"interlock/runs"
+	"interlock/runtype"
 )
 
 // TestTheSameDecisionAgainReturnsTheStoredResult: a client whose approval was committed but
@@ -21,7 +21,7 @@ func TestTheSameDecisionAgainReturnsTheStoredResult(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := setup(t, db, runs.Config{})
-		alice, bob := as("alice", nil, run.RoleAdmin), as("bob", nil, run.RoleAdmin)
+		alice, bob := as("alice", nil, runtype.RoleAdmin), as("bob", nil, runtype.RoleAdmin)
 
 		r := f.suspended(t, runs.StartParams{AgentID: "counter-agent", Prompt: "refund order 3"})
 		call := r.ToolCalls[0].ToolCallID
@@ -35,17 +35,17 @@ func TestTheSameDecisionAgainReturnsTheStoredResult(t *testing.T) {
 			}
 		}
 		_, err := f.svc.Approve(bob, runs.DecideParams{RunID: r.ID, ToolCallID: &call})
-		wantCode(t, err, run.CodeConflict)
+		wantCode(t, err, runtype.CodeConflict)
 		if !strings.Contains(err.Error(), "approved by alice") {
 			t.Errorf("bob's approval: %v, want it to name alice", err)
 		}
 		_, err = f.svc.Decline(alice, runs.DecideParams{RunID: r.ID, ToolCallID: &call}, "no")
-		wantCode(t, err, run.CodeConflict)
+		wantCode(t, err, runtype.CodeConflict)
 		// Nobody in particular (authentication off) cannot be told from a second person.
-		_, err = f.svc.Approve(run.WithPrincipal(context.Background(), run.Anonymous()), runs.DecideParams{RunID: r.ID, ToolCallID: &call})
-		wantCode(t, err, run.CodeConflict)
+		_, err = f.svc.Approve(runtype.WithPrincipal(context.Background(), runtype.Anonymous()), runs.DecideParams{RunID: r.ID, ToolCallID: &call})
+		wantCode(t, err, runtype.CodeConflict)
 		done := f.finished(t, r.ID)
-		if done.Status != run.StatusCompleted || len(done.Decisions) != 1 || f.executed.Load() != 1 {
+		if done.Status != runtype.StatusCompleted || len(done.Decisions) != 1 || f.executed.Load() != 1 {
 			t.Fatalf("after the retries: %s, %d decisions, executed %d times; want COMPLETED, 1, 1", done.Status, len(done.Decisions), f.executed.Load())
 		}
 
@@ -58,7 +58,7 @@ func TestTheSameDecisionAgainReturnsTheStoredResult(t *testing.T) {
 			}
 		}
 		_, err = f.svc.Decline(alice, runs.DecideParams{RunID: r.ID, ToolCallID: &call}, "never")
-		wantCode(t, err, run.CodeConflict)
+		wantCode(t, err, runtype.CodeConflict)
 		if done := f.finished(t, r.ID); len(done.Decisions) != 1 || f.executed.Load() != 1 {
 			t.Fatalf("after the declines: %d decisions, executed %d; want 1 and still 1", len(done.Decisions), f.executed.Load())
 		}

@@ -3,7 +3,7 @@ package runs
 import (
 	"context"
 
-	"interlock/run"
+	"interlock/runtype"
 )
 
 // ModelCallRetried stores MODEL_CALL_RETRIED: the model call in progress is made again because
@@ -13,5 +13,5 @@ func (e *execution) ModelCallRetried(ctx context.Context) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.text.Reset()
-	return e.writeLocked(ctx, nil, []run.Event{{Type: run.EventModelCallRetried}})
+	return e.writeLocked(ctx, nil, []runtype.Event{{Type: runtype.EventModelCallRetried}})
 }

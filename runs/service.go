@@ -17,10 +17,10 @@ import (
 	"github.com/google/uuid"
 
 	"interlock/agent"
-	"interlock/events"
+	"interlock/fanout"
 	"interlock/llm"
 	"interlock/outage"
-	"interlock/run"
+	"interlock/runtype"
 )
 
 // Config configures a Service. Zero fields take the defaults given.
@@ -209,9 +209,9 @@ type Service struct {
 	cfg     Config
 	store   Store
 	agents  *agent.Registry
-	runHub  *events.Hub[struct{}]
-	changes *events.Hub[Change]    // suspended-set changes, from this instance and the poll
-	watched *events.Hub[RunChange] // the same, each read once, for WatchSuspended
+	runHub  *fanout.Hub[struct{}]
+	changes *fanout.Hub[Change]    // suspended-set changes, from this instance and the poll
+	watched *fanout.Hub[RunChange] // the same, each read once, for WatchSuspended
 
 	ctx      context.Context // parent of every execution and loop; cancelled by Close
 	cancel   context.CancelFunc
@@ -261,10 +261,10 @@ func New(st Store, agents *agent.Registry, cfg Config) (*Service, error) {
 	}
 	// The server's own work (executions, recovery, expiry, retention, sub-agents' runs) acts
 	// for System: a context of the service never acts for nobody.
-	ctx, cancel := context.WithCancel(run.WithSystem(context.Background()))
+	ctx, cancel := context.WithCancel(runtype.WithSystem(context.Background()))
 	s := &Service{
 		cfg: cfg, store: st, agents: agents,
-		runHub: events.NewWakeHub(), changes: events.NewHub[Change](1024), watched: events.NewHub[RunChange](256),
+		runHub: fanout.NewWakeHub(), changes: fanout.NewHub[Change](1024), watched: fanout.NewHub[RunChange](256),
 		ctx: ctx, cancel: cancel,
 	}
 	s.idle = sync.NewCond(&s.mu)
@@ -438,19 +438,19 @@ const maxIDLength = 191
 // Errors: NOT_FOUND for an unknown agent; BAD_USER_INPUT for an empty prompt, a threadId or
 // resourceId longer than 191 characters, a threadId that belongs to another resource
 // (threadOwned; nothing is stored), or an idempotencyKey used before for another request.
-func (s *Service) StartRun(ctx context.Context, p StartParams) (*run.Run, error) {
-	if err := require(ctx, run.RoleOperator, "starting a run"); err != nil {
+func (s *Service) StartRun(ctx context.Context, p StartParams) (*runtype.Run, error) {
+	if err := require(ctx, runtype.RoleOperator, "starting a run"); err != nil {
 		return nil, err
 	}
 	a := s.agents.Get(p.AgentID)
 	if a == nil {
-		return nil, run.Errorf(run.CodeNotFound, "no agent with id %q", p.AgentID)
+		return nil, runtype.Errorf(runtype.CodeNotFound, "no agent with id %q", p.AgentID)
 	}
 	if a.External {
-		return nil, run.Errorf(run.CodeBadUserInput, "agent %q is external: it runs elsewhere and asks for approvals with requestApproval; it cannot be started here", a.ID)
+		return nil, runtype.Errorf(runtype.CodeBadUserInput, "agent %q is external: it runs elsewhere and asks for approvals with requestApproval; it cannot be started here", a.ID)
 	}
 	if strings.TrimSpace(p.Prompt) == "" {
-		return nil, run.Errorf(run.CodeBadUserInput, "prompt must not be empty")
+		return nil, runtype.Errorf(runtype.CodeBadUserInput, "prompt must not be empty")
 	}
 	p.ThreadID, p.ResourceID = emptyToNil(p.ThreadID), emptyToNil(p.ResourceID)
 	if err := authorizeStart(ctx, p.ResourceID); err != nil {
@@ -458,7 +458,7 @@ func (s *Service) StartRun(ctx context.Context, p StartParams) (*run.Run, error)
 	}
 	for name, v := range map[string]*string{"threadId": p.ThreadID, "resourceId": p.ResourceID} {
 		if v != nil && utf8.RuneCountInString(*v) > maxIDLength {
-			return nil, run.Errorf(run.CodeBadUserInput, "%s is %d characters long; at most %d are allowed", name, utf8.RuneCountInString(*v), maxIDLength)
+			return nil, runtype.Errorf(runtype.CodeBadUserInput, "%s is %d characters long; at most %d are allowed", name, utf8.RuneCountInString(*v), maxIDLength)
 		}
 	}
 	key, err := idempotency(ctx, p.IdempotencyKey, struct {
@@ -492,15 +492,15 @@ func (s *Service) StartRun(ctx context.Context, p StartParams) (*run.Run, error)
 	}
 	now := s.now()
 	lease, taken := s.newLease(), time.Now()
-	r := run.Run{
+	r := runtype.Run{
 		ID: id.String(), AgentID: a.ID, ThreadID: p.ThreadID, ResourceID: p.ResourceID, StartedBy: startedBy(ctx),
-		Prompt: p.Prompt, RequireToolApproval: p.RequireToolApproval, Status: run.StatusRunning,
+		Prompt: p.Prompt, RequireToolApproval: p.RequireToolApproval, Status: runtype.StatusRunning,
 		CreatedAt: now, UpdatedAt: now, LastSeq: 1, LeaseOwner: &lease,
-		ToolCalls: []run.ToolCall{}, Decisions: []run.Decision{},
+		ToolCalls: []runtype.ToolCall{}, Decisions: []runtype.Decision{},
 	}
 	err = s.store.InsertRun(ctx, NewRun{
 		Run: r, Snapshot: encoded, Lease: lease, TTL: s.cfg.LeaseTTL,
-		Events:      []run.Event{{Type: run.EventRunStarted, Status: string(run.StatusRunning)}},
+		Events:      []runtype.Event{{Type: runtype.EventRunStarted, Status: string(runtype.StatusRunning)}},
 		Idempotency: key,
 	})
 	if again, ok, rerr := s.repeated(ctx, deref(p.IdempotencyKey), err); ok {
@@ -523,9 +523,9 @@ func (s *Service) StartRun(ctx context.Context, p StartParams) (*run.Run, error)
 // principal may not see it (a requester: a run it did not request); FORBIDDEN for a principal
 // that is neither viewer nor requester; UNAVAILABLE when storage could not be reached (never a
 // nil run: a failed read says nothing about whether the run exists).
-func (s *Service) Get(ctx context.Context, runID string) (*run.Run, error) {
-	if p := run.PrincipalFrom(ctx); p == nil || !p.Has(run.RoleRequester) {
-		if err := require(ctx, run.RoleViewer, "reading runs"); err != nil {
+func (s *Service) Get(ctx context.Context, runID string) (*runtype.Run, error) {
+	if p := runtype.PrincipalFrom(ctx); p == nil || !p.Has(runtype.RoleRequester) {
+		if err := require(ctx, runtype.RoleViewer, "reading runs"); err != nil {
 			return nil, err
 		}
 	}
@@ -533,7 +533,7 @@ func (s *Service) Get(ctx context.Context, runID string) (*run.Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	if r == nil || !visible(ctx, r.ResourceID) || !s.mayRead(run.PrincipalFrom(ctx), r) {
+	if r == nil || !visible(ctx, r.ResourceID) || !s.mayRead(runtype.PrincipalFrom(ctx), r) {
 		return nil, notFound(runID)
 	}
 	return r, nil
@@ -555,12 +555,12 @@ func (s *Service) Get(ctx context.Context, runID string) (*run.Run, error) {
 // FORBIDDEN for the invisible and something else for the visible would tell them apart), and
 // nothing of the thread's messages or runs.
 func threadOwned(threadID string) error {
-	return run.Errorf(run.CodeBadUserInput, "threadId %q is already used with another resourceId; a thread stays with the resource of its first run, so give this run a threadId of its own", threadID)
+	return runtype.Errorf(runtype.CodeBadUserInput, "threadId %q is already used with another resourceId; a thread stays with the resource of its first run, so give this run a threadId of its own", threadID)
 }
 
 // startedBy is the subject of the principal of ctx to record, nil for the server's own
 // principals (System, Anonymous).
-func startedBy(ctx context.Context) *string { return run.PrincipalFrom(ctx).Recorded() }
+func startedBy(ctx context.Context) *string { return runtype.PrincipalFrom(ctx).Recorded() }
 
 func emptyToNil(s *string) *string {
 	if s == nil || *s == "" {

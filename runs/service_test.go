@@ -13,11 +13,11 @@ import (
 	"gorm.io/gorm"
 
 	"interlock/agent"
-	"interlock/dbtest"
 	"interlock/gormstore"
+	"interlock/internal/dbtest"
 	"interlock/llm"
-	"interlock/run"
 	"interlock/runs"
+	"interlock/runtype"
 )
 
 // loopCalls is a store that tells when each background loop first reads it, and fails the test
@@ -68,7 +68,7 @@ func (c *loopCalls) Changes(ctx context.Context, since time.Time, notInstance st
 	return c.Store.Changes(ctx, since, notInstance)
 }
 
-func (c *loopCalls) ExpiredRuns(ctx context.Context, limit int) ([]*run.Run, error) {
+func (c *loopCalls) ExpiredRuns(ctx context.Context, limit int) ([]*runtype.Run, error) {
 	c.called("recovery")
 	return c.Store.ExpiredRuns(ctx, limit)
 }
@@ -120,7 +120,7 @@ func TestServiceStartsNothingUntilStart(t *testing.T) {
 			t.Fatal(err)
 		}
 		svc.Wait()
-		if got, err := svc.Get(bg(), r.ID); err != nil || got.Status != run.StatusCompleted {
+		if got, err := svc.Get(bg(), r.ID); err != nil || got.Status != runtype.StatusCompleted {
 			t.Fatalf("a run started before Start: %+v, %v; want it COMPLETED", got, err)
 		}
 		for loop, ch := range st.seen {

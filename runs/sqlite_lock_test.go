@@ -12,8 +12,8 @@ import (
 	"interlock/agent"
 	"interlock/gormstore"
 	"interlock/llm"
-	"interlock/run"
 	"interlock/runs"
+	"interlock/runtype"
 	"interlock/tools"
 )
 
@@ -88,7 +88,7 @@ func TestSQLiteWriteLockHeldByAnotherConnection(t *testing.T) {
 	be.open(1)
 
 	settled, by := waitSettled(t, db, ids, 3*time.Minute)
-	if by[string(run.StatusCompleted)] != len(ids) {
+	if by[string(runtype.StatusCompleted)] != len(ids) {
 		t.Errorf("runs by status: %v; want all %d COMPLETED", by, len(ids))
 	}
 	t.Logf("%d runs; the write lock held for %s; all runs settled %s after its release; results stored after retrying: %d; runs taken over: %d",
@@ -98,7 +98,7 @@ func TestSQLiteWriteLockHeldByAnotherConnection(t *testing.T) {
 		t.Errorf("no result failed to store and then was stored: the lock was not felt, or nothing retried")
 	}
 	var interrupted, late int64
-	if err := db.Model(&gormstore.Event{}).Where("type = ?", run.EventToolCallInterrupted).Count(&interrupted).Error; err != nil {
+	if err := db.Model(&gormstore.Event{}).Where("type = ?", runtype.EventToolCallInterrupted).Count(&interrupted).Error; err != nil {
 		t.Fatal(err)
 	}
 	if err := db.Model(&gormstore.LateToolResult{}).Count(&late).Error; err != nil {

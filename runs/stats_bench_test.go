@@ -3,8 +3,8 @@ package runs_test
 import (
 	"testing"
 
-	"interlock/run"
 	"interlock/runs"
+	"interlock/runtype"
 )
 
 // BenchmarkStats measures what one scrape of /metrics costs the database for the run gauges
@@ -20,7 +20,7 @@ func BenchmarkStats(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		if st.ByStatus[run.StatusCompleted] != 90_000 || st.Suspended != 10_000 {
+		if st.ByStatus[runtype.StatusCompleted] != 90_000 || st.Suspended != 10_000 {
 			b.Fatalf("stats %+v", st)
 		}
 	})

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"interlock/llm"
-	"interlock/run"
+	"interlock/runtype"
 )
 
 // Store is the run service's storage room: every read and write of runs, their tool calls,
@@ -45,11 +45,11 @@ type Store interface {
 	// a call reported interrupted or that failed as unrecoverable — the only runs that can
 	// have one shown (a late result of a run still RUNNING waits for its recovery, which
 	// reports the call interrupted); other runs get none, without a query.
-	GetRun(ctx context.Context, id string) (*run.Run, error)
+	GetRun(ctx context.Context, id string) (*runtype.Run, error)
 	// Progress returns the last seq and status of those of the runs that exist.
 	Progress(ctx context.Context, ids []string) (map[string]Progress, error)
 	// Events returns up to limit events of a run with seq > after, in seq order.
-	Events(ctx context.Context, runID string, after int64, limit int) ([]run.Event, error)
+	Events(ctx context.Context, runID string, after int64, limit int) ([]runtype.Event, error)
 	// ThreadHistory returns the last limit messages of a memory thread of a resource (nil:
 	// messages without one), oldest first. Only messages of that resource are given, so even
 	// a thread used by several resources before threads had owners (see Thread) never hands
@@ -101,7 +101,7 @@ type Store interface {
 
 	// ExpiredRuns returns up to limit RUNNING runs whose lease has expired and whose recovery
 	// is not deferred, oldest lease first, with their snapshots.
-	ExpiredRuns(ctx context.Context, limit int) ([]*run.Run, error)
+	ExpiredRuns(ctx context.Context, limit int) ([]*runtype.Run, error)
 	// ClaimExpired leases an expired run to a new owner if nothing moved since it was read
 	// (same version and last seq, still expired), counting the attempt. It reports whether
 	// the claim held.
@@ -118,19 +118,19 @@ type Store interface {
 	// that call: the write whose answer was lost had committed). ErrNoSuchCall, with nothing
 	// stored, when the run is not stored or has no call of that id and tool (no TOOL_CALL
 	// event naming both).
-	RecordLateResult(ctx context.Context, l run.LateResult) (bool, error)
+	RecordLateResult(ctx context.Context, l runtype.LateResult) (bool, error)
 	// LateResults returns the late results of a run, oldest first (by RecordedAt, then
 	// ToolCallID); none for a run that has none or is not stored.
-	LateResults(ctx context.Context, runID string) ([]run.LateResult, error)
+	LateResults(ctx context.Context, runID string) ([]runtype.LateResult, error)
 
 	// CountSuspended counts the suspended runs matching p (its Page and PerPage are ignored).
 	CountSuspended(ctx context.Context, p ListSuspendedParams) (int64, error)
 	// ListSuspended returns limit suspended runs matching p from offset on, newest createdAt
 	// first (then id descending), each with its pending calls and decisions.
-	ListSuspended(ctx context.Context, p ListSuspendedParams, limit, offset int) ([]*run.Run, error)
+	ListSuspended(ctx context.Context, p ListSuspendedParams, limit, offset int) ([]*runtype.Run, error)
 	// ListRecent returns a page of runs in p.Statuses, most recently updated first, with
 	// their decisions, and the number of all matches.
-	ListRecent(ctx context.Context, p RecentParams) ([]*run.Run, int64, error)
+	ListRecent(ctx context.Context, p RecentParams) ([]*runtype.Run, int64, error)
 
 	// Changes returns the suspended-set changes recorded at or after since by instances other
 	// than notInstance, in id order.
@@ -143,7 +143,7 @@ type Store interface {
 	PurgeChanges(ctx context.Context, cutoff time.Time) error
 
 	// CountByStatus counts the runs in each status (statuses without runs may be missing).
-	CountByStatus(ctx context.Context) (map[run.Status]int64, error)
+	CountByStatus(ctx context.Context) (map[runtype.Status]int64, error)
 }
 
 // ErrLeaseLost means a write that must be made by the run's lease holder found another owner
@@ -161,11 +161,11 @@ var ErrStale = errors.New("run changed since it was read")
 
 // NewRun is a run to insert.
 type NewRun struct {
-	Run      run.Run
+	Run      runtype.Run
 	Snapshot string
 	Lease    string
 	TTL      time.Duration
-	Events   []run.Event
+	Events   []runtype.Event
 	// Idempotency, when not nil, is claimed in the run's transaction: a key already claimed is
 	// ErrDuplicateRequest (*DuplicateRequest), with nothing stored.
 	Idempotency *Idempotency
@@ -179,11 +179,11 @@ type ExternalRequest struct {
 	// Call is the one call the request is about. Without Decision the run (Run.Status
 	// SUSPENDED, Run.SuspendedAt set) waits on it: its pending row (with its ExpiresAt) and a
 	// suspended-set change recorded for InstanceID are written with the run.
-	Call run.ToolCall
+	Call runtype.ToolCall
 	// Decision, when not nil, is the policy's approval of Call (a tool that needs no approval):
 	// the run (Run.Status COMPLETED) is stored without a snapshot, the call's row decided, and
 	// it never enters the suspended set.
-	Decision   *run.Decision
+	Decision   *runtype.Decision
 	InstanceID string
 }
 
@@ -218,7 +218,7 @@ type Checkpoint struct {
 	TTL      time.Duration
 	After    int64
 	At       time.Time
-	Events   []run.Event
+	Events   []runtype.Event
 	Snapshot *string
 }
 
@@ -227,7 +227,7 @@ type Suspension struct {
 	Checkpoint
 	// Calls are stored with their ExpiresAt, when they have one (so are the Ancestors' calls).
 	// A run with Ancestors (a sub-agent's) waits on one call at a time.
-	Calls []run.ToolCall
+	Calls []runtype.ToolCall
 	// InstanceID is recorded with the suspended-set change.
 	InstanceID string
 	// Ancestors are the WAITING supervisor runs above the run, innermost first: each becomes
@@ -238,7 +238,7 @@ type Suspension struct {
 // Finish is Checkpoint plus the outcome of a finished run.
 type Finish struct {
 	Checkpoint
-	Status    run.Status
+	Status    runtype.Status
 	Output    *string
 	Error     *string
 	ErrorCode *string
@@ -257,7 +257,7 @@ type DecisionWrite struct {
 	Version    int64
 	After      int64
 	ToolCallID string
-	Kind       run.DecisionKind
+	Kind       runtype.DecisionKind
 	DecidedBy  *string
 	Reason     *string
 	ResumeData []byte
@@ -277,7 +277,7 @@ type DecisionWrite struct {
 	Abandoned  bool
 	At         time.Time
 	Snapshot   string
-	Events     []run.Event
+	Events     []runtype.Event
 	Lease      string
 	TTL        time.Duration
 	InstanceID string
@@ -305,7 +305,7 @@ type Claim struct {
 // Progress is how far a run is.
 type Progress struct {
 	LastSeq int64
-	Status  run.Status
+	Status  runtype.Status
 	// ResourceID is the run's resource, which decides who may follow it.
 	ResourceID *string
 }
@@ -329,9 +329,9 @@ func (e *storageError) Unwrap() error { return e.err }
 // application errors and cancellation stay as they are; anything else, storage being
 // unavailable included, is a storage failure.
 func stored(ctx context.Context, err error) error {
-	var app *run.Error
+	var app *runtype.Error
 	if err == nil || errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrStale) || ctx.Err() != nil ||
-		errors.As(err, &app) && !errors.Is(err, run.ErrUnavailable) {
+		errors.As(err, &app) && !errors.Is(err, runtype.ErrUnavailable) {
 		return err
 	}
 	return &storageError{err}

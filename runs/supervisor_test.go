@@ -14,11 +14,11 @@ import (
 	"gorm.io/gorm"
 
 	"interlock/agent"
-	"interlock/dbtest"
 	"interlock/gormstore"
+	"interlock/internal/dbtest"
 	"interlock/llm"
-	"interlock/run"
 	"interlock/runs"
+	"interlock/runtype"
 )
 
 // setupChain serves the demo agents and "chief", a supervisor of the demo supervisor: chief →
@@ -60,7 +60,7 @@ func setupChainWith(t *testing.T, db *gorm.DB, cfg runs.Config) *fixture {
 
 // chain is a suspended chief run and the runs it delegated to.
 type chain struct {
-	chief, supervisor, support *run.Run
+	chief, supervisor, support *runtype.Run
 }
 
 // suspendedChain starts chief with prompt and waits until the innermost run's call surfaces on it.
@@ -72,7 +72,7 @@ func suspendedChain(t *testing.T, f *fixture, prompt string) chain {
 	c.chief = top
 	for _, level := range []struct {
 		agentID string
-		into    **run.Run
+		into    **runtype.Run
 		parent  string
 	}{{"supervisor", &c.supervisor, top.ID}, {"support-agent", &c.support, ""}} {
 		res, err := f.svc.ListSuspended(ctx, runs.ListSuspendedParams{AgentID: ptr(level.agentID)})
@@ -114,7 +114,7 @@ func TestSupervisorSurfacesInnerApprovalTwoLevelsDeep(t *testing.T) {
 		if len(inner) != 1 || inner[0].ToolName != "issue_refund" || !inner[0].RequiresApproval {
 			t.Fatalf("support run waits on %+v", inner)
 		}
-		for _, r := range []*run.Run{c.chief, c.supervisor} {
+		for _, r := range []*runtype.Run{c.chief, c.supervisor} {
 			if len(r.ToolCalls) != 1 {
 				t.Fatalf("run %s (%s) shows %d calls, want 1", r.ID, r.AgentID, len(r.ToolCalls))
 			}
@@ -136,19 +136,19 @@ func TestSupervisorSurfacesInnerApprovalTwoLevelsDeep(t *testing.T) {
 			t.Fatalf("chief's call id = %q", got)
 		}
 
-		after, err := f.svc.Approve(as("alice", nil, run.RoleAdmin), runs.DecideParams{RunID: c.chief.ID})
+		after, err := f.svc.Approve(as("alice", nil, runtype.RoleAdmin), runs.DecideParams{RunID: c.chief.ID})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if after.ID != c.chief.ID || after.Status.Public() != run.StatusRunning || len(after.ToolCalls) != 0 {
+		if after.ID != c.chief.ID || after.Status.Public() != runtype.StatusRunning || len(after.ToolCalls) != 0 {
 			t.Fatalf("approve returned %s %s with %d calls", after.ID, after.Status, len(after.ToolCalls))
 		}
 		// The same decision again: someone else was first.
 		_, err = f.svc.Approve(ctx, runs.DecideParams{RunID: c.chief.ID})
-		wantCode(t, err, run.CodeConflict)
+		wantCode(t, err, runtype.CodeConflict)
 
 		done := f.finished(t, c.chief.ID)
-		if done.Status != run.StatusCompleted || done.Output == nil || !strings.Contains(*done.Output, "rf_42") {
+		if done.Status != runtype.StatusCompleted || done.Output == nil || !strings.Contains(*done.Output, "rf_42") {
 			t.Fatalf("chief run: %s, output %v", done.Status, done.Output)
 		}
 		for _, id := range []string{c.supervisor.ID, c.support.ID} {
@@ -156,7 +156,7 @@ func TestSupervisorSurfacesInnerApprovalTwoLevelsDeep(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if r.Status != run.StatusCompleted || r.Output == nil || !strings.Contains(*r.Output, "rf_42") {
+			if r.Status != runtype.StatusCompleted || r.Output == nil || !strings.Contains(*r.Output, "rf_42") {
 				t.Fatalf("run %s (%s): %s, output %v", id, r.AgentID, r.Status, r.Output)
 			}
 			checkGapless(t, f, id, r.LastSeq)
@@ -192,11 +192,11 @@ func TestSupervisorDeclineReachesTheInnerModel(t *testing.T) {
 		f := setupChain(t, db)
 		ctx := bg()
 		c := suspendedChain(t, f, "refund order 7 for 5")
-		if _, err := f.svc.Decline(as("bob", nil, run.RoleAdmin), runs.DecideParams{RunID: c.chief.ID}, "needs a receipt"); err != nil {
+		if _, err := f.svc.Decline(as("bob", nil, runtype.RoleAdmin), runs.DecideParams{RunID: c.chief.ID}, "needs a receipt"); err != nil {
 			t.Fatal(err)
 		}
 		done := f.finished(t, c.chief.ID)
-		if done.Status != run.StatusCompleted {
+		if done.Status != runtype.StatusCompleted {
 			t.Fatalf("chief run: %s", done.Status)
 		}
 		support, err := f.svc.Get(ctx, c.support.ID)
@@ -205,12 +205,12 @@ func TestSupervisorDeclineReachesTheInnerModel(t *testing.T) {
 		}
 		// The demo model repeats what each tool answered: the support agent's model was told
 		// the reason, and its answer went up through both supervisors.
-		for _, r := range []*run.Run{support, done} {
+		for _, r := range []*runtype.Run{support, done} {
 			if r.Output == nil || !strings.Contains(*r.Output, "issue_refund (call_1): needs a receipt") || strings.Contains(*r.Output, "rf_7") {
 				t.Fatalf("run %s (%s) output %v, want the decline's reason", r.ID, r.AgentID, r.Output)
 			}
 		}
-		if len(support.Decisions) != 1 || support.Decisions[0].Kind != run.DecisionDeclined || support.Decisions[0].Reason == nil || *support.Decisions[0].Reason != "needs a receipt" {
+		if len(support.Decisions) != 1 || support.Decisions[0].Kind != runtype.DecisionDeclined || support.Decisions[0].Reason == nil || *support.Decisions[0].Reason != "needs a receipt" {
 			t.Fatalf("support decisions = %+v", support.Decisions)
 		}
 	})
@@ -228,15 +228,15 @@ func TestSupervisorResumesInnerSuspension(t *testing.T) {
 		}
 		// resumeData is checked against the inner tool's resumeSchema; the chain stays suspended.
 		_, err := f.svc.Resume(ctx, runs.DecideParams{RunID: c.chief.ID}, json.RawMessage(`{"answer":""}`))
-		wantCode(t, err, run.CodeBadUserInput)
+		wantCode(t, err, runtype.CodeBadUserInput)
 		_, err = f.svc.Approve(ctx, runs.DecideParams{RunID: c.chief.ID})
-		wantCode(t, err, run.CodeBadUserInput)
+		wantCode(t, err, runtype.CodeBadUserInput)
 		// The middle run can be decided too: the decision is the innermost run's.
 		if _, err := f.svc.Resume(ctx, runs.DecideParams{RunID: c.supervisor.ID}, json.RawMessage(`{"answer":"M"}`)); err != nil {
 			t.Fatal(err)
 		}
 		done := f.finished(t, c.chief.ID)
-		if done.Status != run.StatusCompleted || done.Output == nil || !strings.Contains(*done.Output, `\"answer\":\"M\"`) && !strings.Contains(*done.Output, `"answer":"M"`) {
+		if done.Status != runtype.StatusCompleted || done.Output == nil || !strings.Contains(*done.Output, `\"answer\":\"M\"`) && !strings.Contains(*done.Output, `"answer":"M"`) {
 			t.Fatalf("chief run: %s output %v", done.Status, done.Output)
 		}
 	})
@@ -260,7 +260,7 @@ func TestSupervisorGetsTheFailureOfItsSubAgent(t *testing.T) {
 		done := f.finished(t, r.ID)
 		// The tool is named for the id with what tool names cannot hold replaced.
 		want := "delegate_to_broken_agent (call_1): Error: sub-agent broken.agent failed: the model call failed (broken/v1)"
-		if done.Status != run.StatusCompleted || done.Output == nil || !strings.Contains(*done.Output, want) {
+		if done.Status != runtype.StatusCompleted || done.Output == nil || !strings.Contains(*done.Output, want) {
 			t.Fatalf("boss run: %s %v, want the sub-agent's failure %q", done.Status, done.Output, want)
 		}
 	})
@@ -310,7 +310,7 @@ func TestSupervisorChainSurvivesTheLossOfAnInstance(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
-		b.until(t, r.ID, 0, run.StatusSuspended)
+		b.until(t, r.ID, 0, runtype.StatusSuspended)
 		top, err := b.svc.ListSuspended(ctx, runs.ListSuspendedParams{})
 		if err != nil {
 			t.Fatal(err)
@@ -326,7 +326,7 @@ func TestSupervisorChainSurvivesTheLossOfAnInstance(t *testing.T) {
 			t.Fatal(err)
 		}
 		done := b.finished(t, r.ID)
-		if done.Status != run.StatusCompleted || done.Output == nil || !strings.Contains(*done.Output, `"slept":true`) || calls.Load() != 2 {
+		if done.Status != runtype.StatusCompleted || done.Output == nil || !strings.Contains(*done.Output, `"slept":true`) || calls.Load() != 2 {
 			t.Fatalf("lead run: %s %v after %d executions", done.Status, done.Output, calls.Load())
 		}
 	})

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"interlock/llm"
-	"interlock/run"
+	"interlock/runtype"
 )
 
 // Thread is a memory thread: the messages its runs exchanged, which each new run of the thread
@@ -48,14 +48,14 @@ type ThreadsParams struct {
 // thread), or nil when no run ever used that thread id, or its owner is a resource the principal
 // does not see. A thread whose first run has not finished has no messages yet.
 func (s *Service) Thread(ctx context.Context, id string, last int) (*Thread, error) {
-	if err := require(ctx, run.RoleViewer, "reading threads"); err != nil {
+	if err := require(ctx, runtype.RoleViewer, "reading threads"); err != nil {
 		return nil, err
 	}
 	switch {
 	case last == 0:
 		last = s.cfg.MaxPerPage
 	case last < 0 || last > s.cfg.MaxPerPage:
-		return nil, run.Errorf(run.CodeBadUserInput, "last must be between 1 and %d, not %d", s.cfg.MaxPerPage, last)
+		return nil, runtype.Errorf(runtype.CodeBadUserInput, "last must be between 1 and %d, not %d", s.cfg.MaxPerPage, last)
 	}
 	resources, none := scope(ctx, nil)
 	if none {
@@ -67,14 +67,14 @@ func (s *Service) Thread(ctx context.Context, id string, last int) (*Thread, err
 // Threads returns a page of threads with messages (without the messages), most recently active
 // first, and how many there are.
 func (s *Service) Threads(ctx context.Context, p ThreadsParams) ([]*Thread, int64, error) {
-	if err := require(ctx, run.RoleViewer, "listing threads"); err != nil {
+	if err := require(ctx, runtype.RoleViewer, "listing threads"); err != nil {
 		return nil, 0, err
 	}
 	if p.Page < 0 {
-		return nil, 0, run.Errorf(run.CodeBadUserInput, "page must be 0 or more (pages are zero-based), not %d", p.Page)
+		return nil, 0, runtype.Errorf(runtype.CodeBadUserInput, "page must be 0 or more (pages are zero-based), not %d", p.Page)
 	}
 	if p.PerPage < 1 || p.PerPage > s.cfg.MaxPerPage {
-		return nil, 0, run.Errorf(run.CodeBadUserInput, "perPage must be between 1 and %d, not %d", s.cfg.MaxPerPage, p.PerPage)
+		return nil, 0, runtype.Errorf(runtype.CodeBadUserInput, "perPage must be between 1 and %d, not %d", s.cfg.MaxPerPage, p.PerPage)
 	}
 	var none bool
 	if p.Resources, none = scope(ctx, p.ResourceID); none {

@@ -15,10 +15,10 @@ import (
 	"gorm.io/gorm"
 
 	"interlock/agent"
-	"interlock/dbtest"
+	"interlock/internal/dbtest"
 	"interlock/llm"
-	"interlock/run"
 	"interlock/runs"
+	"interlock/runtype"
 	"interlock/tools"
 )
 
@@ -87,16 +87,16 @@ func checkTimedOutCall(t *testing.T, db *gorm.DB, exec func(context.Context, *ag
 	if _, err := f.svc.Approve(bg(), runs.DecideParams{RunID: r.ID}); err != nil {
 		t.Fatal(err)
 	}
-	evs := f.until(t, r.ID, r.LastSeq, run.StatusSuspended, run.StatusCompleted, run.StatusFailed)
+	evs := f.until(t, r.ID, r.LastSeq, runtype.StatusSuspended, runtype.StatusCompleted, runtype.StatusFailed)
 	got, err := f.svc.Get(bg(), r.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Status != run.StatusSuspended || len(got.ToolCalls) != 1 || !got.ToolCalls[0].Interrupted || !got.ToolCalls[0].RequiresApproval {
+	if got.Status != runtype.StatusSuspended || len(got.ToolCalls) != 1 || !got.ToolCalls[0].Interrupted || !got.ToolCalls[0].RequiresApproval {
 		t.Fatalf("after the approved call timed out: run %s, calls %+v; events %s", got.Status, got.ToolCalls, typesOf(evs))
 	}
-	interrupted := ofType(evs, run.EventToolCallInterrupted)
-	if len(interrupted) != 1 || !strings.HasPrefix(interrupted[0].Reason, reason) || len(ofType(evs, run.EventToolResult)) != 0 {
+	interrupted := ofType(evs, runtype.EventToolCallInterrupted)
+	if len(interrupted) != 1 || !strings.HasPrefix(interrupted[0].Reason, reason) || len(ofType(evs, runtype.EventToolResult)) != 0 {
 		t.Fatalf("events %s; interrupted %+v; want the reason to start %q", typesOf(evs), interrupted, reason)
 	}
 	for _, req := range gatedModel.requests() {
@@ -111,7 +111,7 @@ func checkTimedOutCall(t *testing.T, db *gorm.DB, exec func(context.Context, *ag
 	}
 
 	free := f.start(t, runs.StartParams{AgentID: "free", Prompt: "write a.txt"})
-	if done := f.finished(t, free.ID); done.Status != run.StatusCompleted {
+	if done := f.finished(t, free.ID); done.Status != runtype.StatusCompleted {
 		t.Fatalf("the ungated run ended %s (%v)", done.Status, done.Error)
 	}
 	reqs := freeModel.requests()

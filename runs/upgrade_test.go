@@ -7,10 +7,10 @@ import (
 
 	"gorm.io/gorm"
 
-	"interlock/dbtest"
 	"interlock/gormstore"
-	"interlock/run"
+	"interlock/internal/dbtest"
 	"interlock/runs"
+	"interlock/runtype"
 )
 
 // asBeforeServerIDs rewrites a suspended run as a server that named tool calls by the model's
@@ -55,7 +55,7 @@ func TestRunsSuspendedBeforeServerIDsStayDecidable(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := setupChain(t, db)
-		ctx := as("alice", nil, run.RoleAdmin)
+		ctx := as("alice", nil, runtype.RoleAdmin)
 
 		two := f.suspended(t, runs.StartParams{AgentID: "support-agent", Prompt: "refund order 1 and order 2"})
 		if len(two.ToolCalls) != 2 || two.ToolCalls[0].ToolCallID != "tc_1" || two.ToolCalls[1].ToolCallID != "tc_2" {
@@ -65,13 +65,13 @@ func TestRunsSuspendedBeforeServerIDsStayDecidable(t *testing.T) {
 		if _, err := f.svc.Approve(ctx, runs.DecideParams{RunID: two.ID, ToolCallID: ptr("call_2")}); err != nil {
 			t.Fatalf("approve call_2 of an upgraded run: %v", err)
 		}
-		_, err := f.svc.Approve(as("bob", nil, run.RoleAdmin), runs.DecideParams{RunID: two.ID, ToolCallID: ptr("call_2")})
-		wantCode(t, err, run.CodeConflict)
+		_, err := f.svc.Approve(as("bob", nil, runtype.RoleAdmin), runs.DecideParams{RunID: two.ID, ToolCallID: ptr("call_2")})
+		wantCode(t, err, runtype.CodeConflict)
 		if _, err := f.svc.Decline(ctx, runs.DecideParams{RunID: two.ID, ToolCallID: ptr("call_1")}, "no"); err != nil {
 			t.Fatalf("decline call_1 of an upgraded run: %v", err)
 		}
 		done := f.finished(t, two.ID)
-		if done.Status != run.StatusCompleted || !strings.Contains(*done.Output, "rf_2") || strings.Contains(*done.Output, "rf_1") {
+		if done.Status != runtype.StatusCompleted || !strings.Contains(*done.Output, "rf_2") || strings.Contains(*done.Output, "rf_1") {
 			t.Fatalf("upgraded run: %s, output %v", done.Status, done.Output)
 		}
 
@@ -83,15 +83,15 @@ func TestRunsSuspendedBeforeServerIDsStayDecidable(t *testing.T) {
 			t.Fatalf("approve an upgraded supervisor chain: %v", err)
 		}
 		chief := f.finished(t, c.chief.ID)
-		if chief.Status != run.StatusCompleted || !strings.Contains(*chief.Output, "rf_42") {
+		if chief.Status != runtype.StatusCompleted || !strings.Contains(*chief.Output, "rf_42") {
 			t.Fatalf("upgraded chief run: %s, output %v", chief.Status, chief.Output)
 		}
-		for _, r := range []*run.Run{c.chief, c.supervisor, c.support} {
+		for _, r := range []*runtype.Run{c.chief, c.supervisor, c.support} {
 			got, err := f.svc.Get(ctx, r.ID)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(got.Decisions) != 1 || got.Decisions[0].ToolCallID != "call_1" || got.Decisions[0].Kind != run.DecisionApproved {
+			if len(got.Decisions) != 1 || got.Decisions[0].ToolCallID != "call_1" || got.Decisions[0].Kind != runtype.DecisionApproved {
 				t.Fatalf("run %s (%s) decisions %+v", r.ID, r.AgentID, got.Decisions)
 			}
 		}

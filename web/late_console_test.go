@@ -16,13 +16,13 @@ import (
 
 	"interlock/agent"
 	"interlock/auth"
-	"interlock/dbtest"
 	"interlock/gormstore"
 	"interlock/graph"
 	"interlock/httpguard"
+	"interlock/internal/dbtest"
 	"interlock/llm"
-	"interlock/run"
 	"interlock/runs"
+	"interlock/runtype"
 	"interlock/web"
 )
 
@@ -50,7 +50,7 @@ func TestRunViewShowsALateResult(t *testing.T) {
 	if err := svc.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	sys := run.WithSystem(context.Background())
+	sys := runtype.WithSystem(context.Background())
 
 	// Instance a ran tc_1 of two runs and lost the database before it could store the answers.
 	deadRun(t, db, "run-recorded")
@@ -60,7 +60,7 @@ func TestRunViewShowsALateResult(t *testing.T) {
 	late := func(runID string, result json.RawMessage, errMsg *string) {
 		t.Helper()
 		now := time.Now().UTC()
-		ok, err := store.RecordLateResult(sys, run.LateResult{RunID: runID, ToolCallID: "tc_1", ToolName: "issue_refund",
+		ok, err := store.RecordLateResult(sys, runtype.LateResult{RunID: runID, ToolCallID: "tc_1", ToolName: "issue_refund",
 			Result: result, Error: errMsg, InstanceID: "a", FinishedAt: now.Add(-time.Minute), RecordedAt: now})
 		if err != nil || !ok {
 			t.Fatalf("RecordLateResult %s: %v, %v", runID, ok, err)
@@ -69,7 +69,7 @@ func TestRunViewShowsALateResult(t *testing.T) {
 	res, _ := json.Marshal(markup) // a text answer, as an MCP tool gives
 	late("run-recorded", res, nil)
 	now := time.Now().UTC()
-	if ok, err := store.RecordLateResult(sys, run.LateResult{RunID: "run-asked", ToolCallID: "tc_1", ToolName: "issue_refund",
+	if ok, err := store.RecordLateResult(sys, runtype.LateResult{RunID: "run-asked", ToolCallID: "tc_1", ToolName: "issue_refund",
 		SuspendPayload: json.RawMessage(`{"question":"Which card?"}`), InstanceID: "a", FinishedAt: now, RecordedAt: now}); err != nil || !ok {
 		t.Fatalf("RecordLateResult run-asked: %v, %v", ok, err)
 	}
@@ -146,15 +146,15 @@ func deadRun(t *testing.T, db *gorm.DB, id string) {
 	owner := "a/7"
 	snap := `{"messages":[{"role":"user","content":"refund order 5"},{"role":"assistant","toolCalls":[{"id":"call_1","name":"issue_refund","args":{"order":5}}]}],` +
 		`"pending":[{"id":"call_1","serverId":"tc_1","name":"issue_refund","args":{"order":5},"state":"executing"}],"steps":0,"callIds":1,"seq":2}`
-	row := gormstore.Run{ID: id, AgentID: "refunds", Prompt: "refund order 5", Status: string(run.StatusRunning),
+	row := gormstore.Run{ID: id, AgentID: "refunds", Prompt: "refund order 5", Status: string(runtype.StatusRunning),
 		Snapshot: &snap, CreatedAt: past, UpdatedAt: past, LastSeq: 2, LeaseOwner: &owner, LeaseUntil: &past}
 	if err := db.Create(&row).Error; err != nil {
 		t.Fatal(err)
 	}
-	call, _ := json.Marshal(run.Event{ToolCall: &run.ToolCall{ToolCallID: "tc_1", ToolName: "issue_refund", Args: json.RawMessage(`{"order":5}`)}})
+	call, _ := json.Marshal(runtype.Event{ToolCall: &runtype.ToolCall{ToolCallID: "tc_1", ToolName: "issue_refund", Args: json.RawMessage(`{"order":5}`)}})
 	for _, ev := range []gormstore.Event{
-		{RunID: id, Seq: 1, Type: string(run.EventRunStarted), Data: `{"status":"RUNNING"}`, CreatedAt: past},
-		{RunID: id, Seq: 2, Type: string(run.EventToolCallRequested), Data: string(call), CreatedAt: past},
+		{RunID: id, Seq: 1, Type: string(runtype.EventRunStarted), Data: `{"status":"RUNNING"}`, CreatedAt: past},
+		{RunID: id, Seq: 2, Type: string(runtype.EventToolCallRequested), Data: string(call), CreatedAt: past},
 	} {
 		if err := db.Create(&ev).Error; err != nil {
 			t.Fatal(err)
@@ -167,7 +167,7 @@ func waitSuspended(t *testing.T, svc *runs.Service, ctx context.Context, id stri
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		r, err := svc.Get(ctx, id)
-		if err == nil && r.Status == run.StatusSuspended {
+		if err == nil && r.Status == runtype.StatusSuspended {
 			return
 		}
 		if time.Now().After(deadline) {

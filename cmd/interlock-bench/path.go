@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"interlock/gormstore"
-	"interlock/run"
+	"interlock/runtype"
 )
 
 // pathResult is one figure of the rest of the path.
@@ -50,14 +50,14 @@ func (b *bench) startInput(i int, prompt string) map[string]any {
 }
 
 // countStatus counts the runs in a status.
-func (b *bench) countStatus(ctx context.Context, st run.Status) (int64, error) {
+func (b *bench) countStatus(ctx context.Context, st runtype.Status) (int64, error) {
 	var n int64
 	err := b.db.WithContext(ctx).Model(&gormstore.Run{}).Where("status = ?", st).Count(&n).Error
 	return n, err
 }
 
 // waitNone waits until no run is in status st (the server has finished what it was given).
-func (b *bench) waitNone(ctx context.Context, st run.Status, limit time.Duration) error {
+func (b *bench) waitNone(ctx context.Context, st runtype.Status, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for {
 		n, err := b.countStatus(ctx, st)
@@ -109,7 +109,7 @@ func (b *bench) drive(ctx context.Context, call func(i int) (more bool, err erro
 	wg.Wait()
 	d.accepted = time.Since(begin)
 	d.ok, d.failed = ok.Load(), failed.Load()
-	if err := b.waitNone(ctx, run.StatusRunning, 5*time.Minute); err != nil {
+	if err := b.waitNone(ctx, runtype.StatusRunning, 5*time.Minute); err != nil {
 		return d, err
 	}
 	d.completed = time.Since(begin)
@@ -158,7 +158,7 @@ func (b *bench) suspendRuns(ctx context.Context, client *gqlClient, n int) ([]st
 		}
 		ids[i] = out.StartRun.RunID
 	}
-	return ids, b.waitNone(ctx, run.StatusRunning, 5*time.Minute)
+	return ids, b.waitNone(ctx, runtype.StatusRunning, 5*time.Minute)
 }
 
 const approveMutation = `mutation($runId: ID!) { approveToolCall(runId: $runId) { runId status } }`
@@ -219,7 +219,7 @@ func (b *bench) approve(ctx context.Context) ([]pathResult, error) {
 // suspendedIDs returns up to n ids of suspended runs, newest first.
 func (b *bench) suspendedIDs(ctx context.Context, n int) ([]string, error) {
 	var ids []string
-	err := b.db.WithContext(ctx).Model(&gormstore.Run{}).Where("status = ?", run.StatusSuspended).
+	err := b.db.WithContext(ctx).Model(&gormstore.Run{}).Where("status = ?", runtype.StatusSuspended).
 		Order("created_at DESC, id DESC").Limit(n).Pluck("id", &ids).Error
 	return ids, err
 }

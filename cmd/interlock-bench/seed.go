@@ -15,7 +15,7 @@ import (
 	"interlock/agent"
 	"interlock/gormstore"
 	"interlock/llm"
-	"interlock/run"
+	"interlock/runtype"
 )
 
 // demoGreeting is the demo model's answer to a prompt it has no tool for: the output of every
@@ -106,7 +106,7 @@ type seedRows struct {
 func rowsOf(s runSpec, into *seedRows) error {
 	t0, t1, t2 := s.CreatedAt, s.CreatedAt.Add(time.Millisecond), s.CreatedAt.Add(2*time.Millisecond)
 	thread, resource := s.ThreadID, s.ResourceID
-	evs := []run.Event{{Type: run.EventRunStarted, Status: "RUNNING", At: t0}}
+	evs := []runtype.Event{{Type: runtype.EventRunStarted, Status: "RUNNING", At: t0}}
 	r := gormstore.Run{
 		ID: s.ID, AgentID: s.AgentID, ThreadID: &thread, ResourceID: &resource, Prompt: s.Prompt,
 		CreatedAt: t0, Version: 1,
@@ -129,11 +129,11 @@ func rowsOf(s runSpec, into *seedRows) error {
 			return err
 		}
 		snapshot, argText := string(raw), string(args)
-		tc := &run.ToolCall{ToolCallID: "tc_1", ToolName: call.Name, Args: args, RequiresApproval: true}
+		tc := &runtype.ToolCall{ToolCallID: "tc_1", ToolName: call.Name, Args: args, RequiresApproval: true}
 		evs = append(evs,
-			run.Event{Type: run.EventToolCallRequested, ToolCall: tc, At: t1},
-			run.Event{Type: run.EventToolCallApproval, ToolCall: tc, At: t2},
-			run.Event{Type: run.EventRunSuspended, Status: "SUSPENDED", At: t2})
+			runtype.Event{Type: runtype.EventToolCallRequested, ToolCall: tc, At: t1},
+			runtype.Event{Type: runtype.EventToolCallApproval, ToolCall: tc, At: t2},
+			runtype.Event{Type: runtype.EventRunSuspended, Status: "SUSPENDED", At: t2})
 		r.Status, r.Snapshot, r.UpdatedAt, r.SuspendedAt = "SUSPENDED", &snapshot, t2, &t2
 		into.Calls = append(into.Calls, gormstore.ToolCall{
 			RunID: s.ID, ToolCallID: tc.ToolCallID, ToolName: call.Name, Args: &argText, RequiresApproval: true,
@@ -142,8 +142,8 @@ func rowsOf(s runSpec, into *seedRows) error {
 	} else {
 		out := demoGreeting
 		evs = append(evs,
-			run.Event{Type: run.EventTextDelta, Text: demoGreeting, At: t1},
-			run.Event{Type: run.EventRunFinished, Status: "COMPLETED", At: t1})
+			runtype.Event{Type: runtype.EventTextDelta, Text: demoGreeting, At: t1},
+			runtype.Event{Type: runtype.EventRunFinished, Status: "COMPLETED", At: t1})
 		r.Status, r.Output, r.UpdatedAt = "COMPLETED", &out, t1
 		into.Messages = append(into.Messages,
 			gormstore.Message{ThreadID: thread, ResourceID: &resource, RunID: s.ID, Role: string(llm.RoleUser), Content: s.Prompt, CreatedAt: t1},

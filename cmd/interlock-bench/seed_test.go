@@ -16,11 +16,11 @@ import (
 
 	"interlock/agent"
 	"interlock/config"
-	"interlock/dbtest"
 	"interlock/gormstore"
+	"interlock/internal/dbtest"
 	"interlock/llm"
-	"interlock/run"
 	"interlock/runs"
+	"interlock/runtype"
 )
 
 // countCalls is an agent.Middleware that counts tool executions (the agents share their tool,
@@ -79,11 +79,11 @@ func benchService(t *testing.T, db *gorm.DB, agents int) (*runs.Service, *atomic
 }
 
 // waitStatus polls until the run has the status.
-func waitStatus(t *testing.T, svc *runs.Service, id string, want run.Status) {
+func waitStatus(t *testing.T, svc *runs.Service, id string, want runtype.Status) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		r, err := svc.Get(run.WithSystem(context.Background()), id)
+		r, err := svc.Get(runtype.WithSystem(context.Background()), id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -135,7 +135,7 @@ func rowsOfRun(t *testing.T, db *gorm.DB, id string) map[string][]map[string]any
 // seeded suspended run is one the real service decides and continues like its own.
 func TestSeedWritesTheServicesRows(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
-		ctx := run.WithSystem(context.Background())
+		ctx := runtype.WithSystem(context.Background())
 		p := seedParams{Runs: 6, Suspended: 3, Threads: 4, Resources: 2, Agents: 5, Days: 1, End: time.Now().UTC(), Chunk: 4}
 		if err := seed(ctx, db, p, io.Discard); err != nil {
 			t.Fatal(err)
@@ -179,9 +179,9 @@ func TestSeedWritesTheServicesRows(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := run.StatusCompleted
+			want := runtype.StatusCompleted
 			if s.Suspended {
-				want = run.StatusSuspended
+				want = runtype.StatusSuspended
 				suspended++
 			}
 			waitStatus(t, svc, r.ID, want)
@@ -219,7 +219,7 @@ func TestSeedWritesTheServicesRows(t *testing.T) {
 				if _, err := svc.Approve(ctx, runs.DecideParams{RunID: id}); err != nil {
 					t.Fatalf("approve %s: %v", id, err)
 				}
-				waitStatus(t, svc, id, run.StatusCompleted)
+				waitStatus(t, svc, id, runtype.StatusCompleted)
 			}
 		}
 		if got := toolCalls.Load(); got != int64(2*p.Suspended) {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/99designs/gqlgen/graphql"
 
-	"interlock/run"
+	"interlock/runtype"
 )
 
 // DateTimeLayout is how instants go out: RFC 3339, milliseconds, UTC.
@@ -28,11 +28,11 @@ func MarshalDateTime(t time.Time) graphql.Marshaler {
 func UnmarshalDateTime(v any) (time.Time, error) {
 	s, ok := v.(string)
 	if !ok {
-		return time.Time{}, run.Errorf(run.CodeBadUserInput, "DateTime must be an RFC 3339 string such as 2026-12-02T10:00:00.000Z, not %v", v)
+		return time.Time{}, runtype.Errorf(runtype.CodeBadUserInput, "DateTime must be an RFC 3339 string such as 2026-12-02T10:00:00.000Z, not %v", v)
 	}
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
-		return time.Time{}, run.Errorf(run.CodeBadUserInput, "%q is not an RFC 3339 DateTime such as 2026-12-02T10:00:00.000Z", s)
+		return time.Time{}, runtype.Errorf(runtype.CodeBadUserInput, "%q is not an RFC 3339 DateTime such as 2026-12-02T10:00:00.000Z", s)
 	}
 	return t.UTC(), nil
 }
@@ -52,7 +52,7 @@ func MarshalJSON(v json.RawMessage) graphql.Marshaler {
 func UnmarshalJSON(v any) (json.RawMessage, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		return nil, run.Errorf(run.CodeBadUserInput, "not a JSON value: %v", fmt.Sprint(v))
+		return nil, runtype.Errorf(runtype.CodeBadUserInput, "not a JSON value: %v", fmt.Sprint(v))
 	}
 	return b, nil
 }

@@ -10,8 +10,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"interlock/dbtest"
 	"interlock/internal/apptest"
+	"interlock/internal/dbtest"
 	"interlock/internal/proctest"
 )
 

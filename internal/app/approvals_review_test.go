@@ -14,8 +14,8 @@ import (
 	"sync"
 	"testing"
 
-	"interlock/dbtest"
 	"interlock/internal/apptest"
+	"interlock/internal/dbtest"
 )
 
 // TestReviewHookDecisionIsNotReplayedForALaterCall: Claude Code sends no turn or call id with

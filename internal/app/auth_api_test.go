@@ -18,9 +18,9 @@ import (
 	"github.com/coder/websocket/wsjson"
 	"github.com/golang-jwt/jwt/v5"
 
-	"interlock/dbtest"
 	"interlock/internal/app"
 	"interlock/internal/apptest"
+	"interlock/internal/dbtest"
 )
 
 // eachAuthDB runs fn on an authServer over SQLite and one over MySQL.

@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"interlock/dbtest"
 	"interlock/internal/app"
 	"interlock/internal/apptest"
+	"interlock/internal/dbtest"
 	"interlock/internal/proctest"
 )
 

@@ -16,8 +16,8 @@ import (
 	"strings"
 	"testing"
 
-	"interlock/dbtest"
 	"interlock/internal/apptest"
+	"interlock/internal/dbtest"
 	"interlock/notify"
 )
 

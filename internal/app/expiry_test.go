@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"interlock/dbtest"
 	"interlock/internal/apptest"
+	"interlock/internal/dbtest"
 )
 
 // TestExpiresAtOverGraphQL: suspendedRuns shows when a waiting call expires (the tool's

@@ -19,8 +19,8 @@ import (
 	"interlock/graph"
 	"interlock/internal/apptest"
 	"interlock/llm"
-	"interlock/run"
 	"interlock/runs"
+	"interlock/runtype"
 )
 
 // inboxQuery is what the console asks of suspendedRuns, as cmd/interlock-bench sends it.
@@ -101,14 +101,14 @@ func benchHandler(b *testing.B, h http.Handler, query string, vars map[string]an
 type readPage struct {
 	*gormstore.Store
 	total int64
-	page  []*run.Run
+	page  []*runtype.Run
 }
 
 func (r *readPage) CountSuspended(context.Context, runs.ListSuspendedParams) (int64, error) {
 	return r.total, nil
 }
 
-func (r *readPage) ListSuspended(context.Context, runs.ListSuspendedParams, int, int) ([]*run.Run, error) {
+func (r *readPage) ListSuspended(context.Context, runs.ListSuspendedParams, int, int) ([]*runtype.Run, error) {
 	return r.page, nil
 }
 

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"interlock/dbtest"
 	"interlock/internal/apptest"
+	"interlock/internal/dbtest"
 )
 
 // A hook's request ends when its asker stops waiting: when the hook is answered without a

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"interlock/dbtest"
 	"interlock/internal/apptest"
+	"interlock/internal/dbtest"
 )
 
 // BenchmarkHookRepeated sends one coding agent's identical hook again and again through the whole

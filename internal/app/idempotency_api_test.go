@@ -6,8 +6,8 @@ import (
 	"sync"
 	"testing"
 
-	"interlock/dbtest"
 	"interlock/internal/apptest"
+	"interlock/internal/dbtest"
 )
 
 // TestStartRunIdempotencyKey: a client that retries startRun with its idempotency key — after a

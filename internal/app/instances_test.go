@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"interlock/dbtest"
 	"interlock/internal/apptest"
+	"interlock/internal/dbtest"
 )
 
 // twoInstances starts two server processes over one new MySQL database.

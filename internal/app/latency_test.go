@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"interlock/dbtest"
 	"interlock/internal/apptest"
+	"interlock/internal/dbtest"
 )
 
 // BenchmarkApproveToFirstEvent measures, on MySQL with two instances (two apps, each with its own

@@ -9,10 +9,10 @@ import (
 	"strings"
 	"testing"
 
-	"interlock/dbtest"
 	"interlock/gormstore"
 	"interlock/internal/app"
 	"interlock/internal/apptest"
+	"interlock/internal/dbtest"
 	"interlock/observe"
 )
 

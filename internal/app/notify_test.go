@@ -18,9 +18,9 @@ import (
 	"testing"
 	"time"
 
-	"interlock/dbtest"
 	"interlock/gormstore"
 	"interlock/internal/apptest"
+	"interlock/internal/dbtest"
 	"interlock/notify"
 )
 

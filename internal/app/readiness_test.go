@@ -12,8 +12,8 @@ import (
 
 	gomysql "github.com/go-sql-driver/mysql"
 
-	"interlock/dbtest"
 	"interlock/internal/apptest"
+	"interlock/internal/dbtest"
 )
 
 // probe is one answer of /healthz or /readyz.

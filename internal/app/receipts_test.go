@@ -16,9 +16,9 @@ import (
 	"github.com/go-jose/go-jose/v4"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"interlock/dbtest"
 	"interlock/internal/app"
 	"interlock/internal/apptest"
+	"interlock/internal/dbtest"
 	"interlock/receipt"
 )
 

@@ -11,8 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"interlock/dbtest"
 	"interlock/internal/apptest"
+	"interlock/internal/dbtest"
 )
 
 // TestGatedHTTPToolRedirectedElsewhere: an approved call of an HTTP tool whose endpoint answers

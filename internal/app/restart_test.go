@@ -5,8 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"interlock/dbtest"
 	"interlock/internal/apptest"
+	"interlock/internal/dbtest"
 )
 
 // TestSuspendedRunsSurviveARestart: suspend runs, stop the server, start a new one on the same

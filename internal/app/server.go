@@ -37,8 +37,8 @@ import (
 	"interlock/observe"
 	"interlock/playground"
 	"interlock/receipt"
-	"interlock/run"
 	"interlock/runs"
+	"interlock/runtype"
 	"interlock/tracing"
 	"interlock/web"
 )
@@ -459,7 +459,7 @@ func (a *App) approvals(rate *gqlguard.MutationRate, conns *gqlguard.Connections
 // against: the authenticated principal's subject, or "" for Anonymous (authentication off), which
 // the limits take for the client's address.
 func limitedSubject(ctx context.Context) string {
-	if p := run.PrincipalFrom(ctx); p != nil && p.Authenticated() {
+	if p := runtype.PrincipalFrom(ctx); p != nil && p.Authenticated() {
 		return p.Subject
 	}
 	return ""
@@ -468,7 +468,7 @@ func limitedSubject(ctx context.Context) string {
 // streamOwner is who a single connection SSE stream belongs to: the principal's subject (empty
 // for Anonymous, authentication off), so that one client's stream token is nothing to another.
 func streamOwner(ctx context.Context) string {
-	if p := run.PrincipalFrom(ctx); p != nil {
+	if p := runtype.PrincipalFrom(ctx); p != nil {
 		return p.Subject
 	}
 	return ""
@@ -477,7 +477,7 @@ func streamOwner(ctx context.Context) string {
 // credentialsExpire is when the principal of ctx stops being valid (zero: never): a single
 // connection SSE stream ends then, as a WebSocket is closed.
 func credentialsExpire(ctx context.Context) time.Time {
-	if p := run.PrincipalFrom(ctx); p != nil {
+	if p := runtype.PrincipalFrom(ctx); p != nil {
 		return p.Expires
 	}
 	return time.Time{}
@@ -494,8 +494,8 @@ func (a *App) authenticateSocket(ctx context.Context, payload transport.InitPayl
 	}
 	p, err := a.authn.FromInitPayload(ctx, payload)
 	var authErr *auth.Error
-	if errors.As(err, &authErr) && authErr.Missing && run.PrincipalFrom(ctx) != nil {
-		p, err = run.PrincipalFrom(ctx), nil // authenticated by the upgrade's header
+	if errors.As(err, &authErr) && authErr.Missing && runtype.PrincipalFrom(ctx) != nil {
+		p, err = runtype.PrincipalFrom(ctx), nil // authenticated by the upgrade's header
 	}
 	if err != nil {
 		ctx = transport.WithWebsocketCloseCode(ctx, gqlguard.CloseUnauthenticated)
@@ -504,7 +504,7 @@ func (a *App) authenticateSocket(ctx context.Context, payload transport.InitPayl
 	if !p.Expires.IsZero() {
 		gqlguard.CloseAt(ctx, p.Expires, gqlguard.CloseUnauthenticated, "token expired")
 	}
-	return run.WithPrincipal(ctx, p), nil, nil
+	return runtype.WithPrincipal(ctx, p), nil, nil
 }
 
 // Handler is the HTTP handler of every route.

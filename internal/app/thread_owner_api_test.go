@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"interlock/dbtest"
 	"interlock/gormstore"
 	"interlock/internal/apptest"
+	"interlock/internal/dbtest"
 )
 
 // A scoped operator of r2, added to authServer's principals.

@@ -11,8 +11,8 @@ import (
 	"sync"
 	"testing"
 
-	"interlock/dbtest"
 	"interlock/internal/apptest"
+	"interlock/internal/dbtest"
 )
 
 // toolPost is one request an HTTP tool's endpoint received, its arguments as raw bytes.

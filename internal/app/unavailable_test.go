@@ -13,9 +13,9 @@ import (
 
 	gomysql "github.com/go-sql-driver/mysql"
 
-	"interlock/dbtest"
 	"interlock/internal/app"
 	"interlock/internal/apptest"
+	"interlock/internal/dbtest"
 )
 
 // unavailableServer is the app on a fresh MariaDB database reached through a proxy, with its log;

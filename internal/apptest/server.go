@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"interlock/dbtest"
 	"interlock/internal/app"
+	"interlock/internal/dbtest"
 )
 
 // Server is the real app over a real database, served over real HTTP.

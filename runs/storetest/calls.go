@@ -4,23 +4,23 @@ import (
 	"errors"
 	"testing"
 
-	"interlock/run"
 	"interlock/runs"
+	"interlock/runtype"
 )
 
 // suspendOnTwo stores a new run as suspended on two approvals at once, call-1 and call-2, as a
 // run whose step asked for two calls that need approval.
-func (f *fixture) suspendOnTwo() *run.Run {
+func (f *fixture) suspendOnTwo() *runtype.Run {
 	f.t.Helper()
 	r := f.insert(runOpts{})
 	first, second := approval("call-1"), approval("call-2")
 	second.ToolName = "delete_account"
 	s := suspension(r, first, at(10), "instance-1")
 	s.Calls = append(s.Calls, second)
-	s.Events = []run.Event{
-		{Type: run.EventToolCallApproval, ToolCall: &first},
-		{Type: run.EventToolCallApproval, ToolCall: &second},
-		{Type: run.EventRunSuspended, Status: string(run.StatusSuspended)},
+	s.Events = []runtype.Event{
+		{Type: runtype.EventToolCallApproval, ToolCall: &first},
+		{Type: runtype.EventToolCallApproval, ToolCall: &second},
+		{Type: runtype.EventRunSuspended, Status: string(runtype.StatusSuspended)},
 	}
 	if err := f.s.Suspend(f.ctx, s); err != nil {
 		f.t.Fatalf("Suspend %s on two calls: %v", r.ID, err)
@@ -29,7 +29,7 @@ func (f *fixture) suspendOnTwo() *run.Run {
 }
 
 // holding is the Decide of run's first pending call that keeps the run SUSPENDED on the others.
-func holding(r *run.Run, kind run.DecisionKind, when int) runs.DecisionWrite {
+func holding(r *runtype.Run, kind runtype.DecisionKind, when int) runs.DecisionWrite {
 	d := decision(r, kind, "", at(when))
 	d.Lease, d.TTL, d.Hold = "", 0, true
 	d.Events = d.Events[:len(d.Events)-1] // no RUN_RESUMED: the run does not resume yet
@@ -39,7 +39,7 @@ func holding(r *run.Run, kind run.DecisionKind, when int) runs.DecisionWrite {
 func testSeveralCalls(t *testing.T, open Opener) {
 	each(t, open, "SuspendWaitsOnEveryCallInOrder", func(t *testing.T, f *fixture) {
 		r := f.suspendOnTwo()
-		if r.Status != run.StatusSuspended || len(r.ToolCalls) != 2 {
+		if r.Status != runtype.StatusSuspended || len(r.ToolCalls) != 2 {
 			t.Fatalf("status %s, pending %+v; want SUSPENDED on two calls", r.Status, r.ToolCalls)
 		}
 		wantCall(t, "first pending call", r.ToolCalls[0], approval("call-1"))
@@ -63,7 +63,7 @@ func testSeveralCalls(t *testing.T, open Opener) {
 		if err := f.s.Suspend(f.ctx, s); err == nil {
 			t.Fatal("Suspend without a call succeeded")
 		}
-		if got := f.get(r.ID); got.Status != run.StatusRunning || got.LastSeq != r.Seq {
+		if got := f.get(r.ID); got.Status != runtype.StatusRunning || got.LastSeq != r.Seq {
 			t.Errorf("after a refused Suspend: status %s, last seq %d; want RUNNING at %d", got.Status, got.LastSeq, r.Seq)
 		}
 	})
@@ -71,13 +71,13 @@ func testSeveralCalls(t *testing.T, open Opener) {
 	each(t, open, "HoldKeepsTheRunSuspendedOnTheOthers", func(t *testing.T, f *fixture) {
 		rn := f.suspendOnTwo()
 		before := len(f.changes())
-		d := holding(rn, run.DecisionDeclined, 20)
+		d := holding(rn, runtype.DecisionDeclined, 20)
 		d.DecidedBy = ptr("alice")
 		if err := f.s.Decide(f.ctx, d); err != nil {
 			t.Fatal(err)
 		}
 		got := f.get(rn.ID)
-		if got.Status != run.StatusSuspended || got.LeaseOwner != nil {
+		if got.Status != runtype.StatusSuspended || got.LeaseOwner != nil {
 			t.Fatalf("status %s, lease %v; want SUSPENDED without a lease", got.Status, show(got.LeaseOwner))
 		}
 		if got.SuspendedAt == nil {
@@ -92,7 +92,7 @@ func testSeveralCalls(t *testing.T, open Opener) {
 		if len(got.ToolCalls) != 1 || got.ToolCalls[0].ToolCallID != "call-2" {
 			t.Fatalf("pending calls = %+v, want call-2 alone", got.ToolCalls)
 		}
-		if len(got.Decisions) != 1 || got.Decisions[0].ToolCallID != "call-1" || got.Decisions[0].Kind != run.DecisionDeclined {
+		if len(got.Decisions) != 1 || got.Decisions[0].ToolCallID != "call-1" || got.Decisions[0].Kind != runtype.DecisionDeclined {
 			t.Fatalf("decisions = %+v, want call-1 declined", got.Decisions)
 		}
 		wantStr(t, "decided by", got.Decisions[0].DecidedBy, ptr("alice"))
@@ -116,18 +116,18 @@ func testSeveralCalls(t *testing.T, open Opener) {
 		}
 
 		// The decision as read before is stale now, for either call.
-		if err := f.s.Decide(f.ctx, holding(rn, run.DecisionApproved, 21)); !errors.Is(err, runs.ErrStale) {
+		if err := f.s.Decide(f.ctx, holding(rn, runtype.DecisionApproved, 21)); !errors.Is(err, runs.ErrStale) {
 			t.Errorf("a decision at the old version: %v, want ErrStale", err)
 		}
 		// The last call's decision resumes the run under the new lease.
-		last := decision(got, run.DecisionApproved, "lease-3", at(22))
+		last := decision(got, runtype.DecisionApproved, "lease-3", at(22))
 		r := f.decide(got, last)
 		final := f.get(rn.ID)
-		if final.Status != run.StatusRunning || final.SuspendedAt != nil || len(final.ToolCalls) != 0 || len(final.Decisions) != 2 {
+		if final.Status != runtype.StatusRunning || final.SuspendedAt != nil || len(final.ToolCalls) != 0 || len(final.Decisions) != 2 {
 			t.Fatalf("after the last decision: status %s, suspendedAt %v, pending %+v, decisions %d", final.Status, final.SuspendedAt, final.ToolCalls, len(final.Decisions))
 		}
 		wantStr(t, "lease owner", final.LeaseOwner, ptr("lease-3"))
-		f.checkpoint(r, at(23), run.Event{Type: run.EventStepFinished})
+		f.checkpoint(r, at(23), runtype.Event{Type: runtype.EventStepFinished})
 		wantGapless(t, f.events(rn.ID), r.Seq)
 	})
 }

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"interlock/run"
 	"interlock/runs"
+	"interlock/runtype"
 )
 
 func testChanges(t *testing.T, open Opener) {
@@ -13,7 +13,7 @@ func testChanges(t *testing.T, open Opener) {
 		// Times are the callers' and instances' clocks differ, so they need not grow with ids.
 		a := f.insert(runOpts{})
 		r := f.suspend(a, approval("call-1"), at(30), "inst-A")
-		d := decision(r, run.DecisionApproved, "lease-2", at(20))
+		d := decision(r, runtype.DecisionApproved, "lease-2", at(20))
 		d.InstanceID = "inst-B"
 		f.decide(r, d)
 		b := f.insert(runOpts{})

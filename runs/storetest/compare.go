@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"interlock/run"
+	"interlock/runtype"
 )
 
 // wantTime fails unless got is want as stored: the same instant at millisecond precision, in UTC.
@@ -51,7 +51,7 @@ func sameJSON(a, b json.RawMessage) bool {
 }
 
 // wantCall fails unless got is the call want.
-func wantCall(t *testing.T, what string, got, want run.ToolCall) {
+func wantCall(t *testing.T, what string, got, want runtype.ToolCall) {
 	t.Helper()
 	if got.ToolCallID != want.ToolCallID || got.ToolName != want.ToolName || got.RequiresApproval != want.RequiresApproval ||
 		got.Interrupted != want.Interrupted || got.InterruptedToolCallID != want.InterruptedToolCallID ||
@@ -69,8 +69,8 @@ func body(v any) string {
 }
 
 // stored is evs as a store gives them back: of run runID, numbered from seq after+1, at when.
-func stored(runID string, after int64, when time.Time, evs ...run.Event) []run.Event {
-	out := make([]run.Event, len(evs))
+func stored(runID string, after int64, when time.Time, evs ...runtype.Event) []runtype.Event {
+	out := make([]runtype.Event, len(evs))
 	for i, ev := range evs {
 		ev.RunID, ev.Seq, ev.At = runID, after+int64(i)+1, ms(when)
 		out[i] = ev
@@ -79,7 +79,7 @@ func stored(runID string, after int64, when time.Time, evs ...run.Event) []run.E
 }
 
 // wantEvents fails unless got are the events want, field by field, in order.
-func wantEvents(t *testing.T, what string, got, want []run.Event) {
+func wantEvents(t *testing.T, what string, got, want []runtype.Event) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("%s: %d events %s, want %d %s", what, len(got), seqTypes(got), len(want), seqTypes(want))
@@ -93,7 +93,7 @@ func wantEvents(t *testing.T, what string, got, want []run.Event) {
 	}
 }
 
-func seqTypes(evs []run.Event) string {
+func seqTypes(evs []runtype.Event) string {
 	s := make([]string, len(evs))
 	for i, ev := range evs {
 		s[i] = fmt.Sprintf("%d:%s", ev.Seq, ev.Type)
@@ -102,7 +102,7 @@ func seqTypes(evs []run.Event) string {
 }
 
 // wantGapless fails unless the events of a run are numbered 1, 2, … n.
-func wantGapless(t *testing.T, evs []run.Event, n int64) {
+func wantGapless(t *testing.T, evs []runtype.Event, n int64) {
 	t.Helper()
 	if int64(len(evs)) != n {
 		t.Fatalf("%d events %s, want %d", len(evs), seqTypes(evs), n)
@@ -115,7 +115,7 @@ func wantGapless(t *testing.T, evs []run.Event, n int64) {
 }
 
 // runIDs lists the ids of runs in order.
-func runIDs(list []*run.Run) []string {
+func runIDs(list []*runtype.Run) []string {
 	out := make([]string, len(list))
 	for i, r := range list {
 		out[i] = r.ID
@@ -136,7 +136,7 @@ func wantIDs(t *testing.T, what string, got []string, want ...string) {
 
 // wantUnchanged fails unless the run's status, version, last seq, lease owner and pending calls
 // are as in before: a failed write must leave no trace.
-func wantUnchanged(t *testing.T, what string, got, before *run.Run) {
+func wantUnchanged(t *testing.T, what string, got, before *runtype.Run) {
 	t.Helper()
 	if got.Status != before.Status || got.Version != before.Version || got.LastSeq != before.LastSeq ||
 		len(got.ToolCalls) != len(before.ToolCalls) || len(got.Decisions) != len(before.Decisions) ||

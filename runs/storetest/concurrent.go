@@ -5,8 +5,8 @@ import (
 	"sync"
 	"testing"
 
-	"interlock/run"
 	"interlock/runs"
+	"interlock/runtype"
 )
 
 // testConcurrentWrites checks that writes of many runs at the same moment — which a store may
@@ -41,7 +41,7 @@ func testConcurrentWrites(t *testing.T, open Opener) {
 				}
 			}
 			got := f.get(id(i))
-			if got.Status != run.StatusCompleted || got.LastSeq != 1+steps+1 {
+			if got.Status != runtype.StatusCompleted || got.LastSeq != 1+steps+1 {
 				t.Errorf("run %d: status %s, last seq %d; want COMPLETED, %d", i, got.Status, got.LastSeq, 1+steps+1)
 			}
 		}
@@ -60,7 +60,7 @@ func testConcurrentWrites(t *testing.T, open Opener) {
 			errs := make([]error, n)
 			var wg sync.WaitGroup
 			for i, r := range rs {
-				c := cp(r, at(10+round), run.Event{Type: run.EventTextDelta, Text: fmt.Sprintf("round %d", round)})
+				c := cp(r, at(10+round), runtype.Event{Type: runtype.EventTextDelta, Text: fmt.Sprintf("round %d", round)})
 				if r == stolen {
 					c.Lease = "someone-else"
 				}
@@ -97,14 +97,14 @@ func testConcurrentWrites(t *testing.T, open Opener) {
 // finish.
 func writeRun(f *fixture, i, steps int) error {
 	lease := fmt.Sprintf("lease-%d", i)
-	r := run.Run{ID: id(i), AgentID: "agent", Prompt: "concurrent", Status: run.StatusRunning, CreatedAt: at(i), UpdatedAt: at(i), LastSeq: 1, LeaseOwner: &lease}
-	started := []run.Event{{Type: run.EventRunStarted, Status: string(run.StatusRunning)}}
+	r := runtype.Run{ID: id(i), AgentID: "agent", Prompt: "concurrent", Status: runtype.StatusRunning, CreatedAt: at(i), UpdatedAt: at(i), LastSeq: 1, LeaseOwner: &lease}
+	started := []runtype.Event{{Type: runtype.EventRunStarted, Status: string(runtype.StatusRunning)}}
 	if err := f.s.InsertRun(f.ctx, runs.NewRun{Run: r, Snapshot: `{}`, Lease: lease, TTL: hour, Events: started}); err != nil {
 		return fmt.Errorf("InsertRun %d: %w", i, err)
 	}
 	l := &live{ID: r.ID, Lease: lease, Seq: 1}
 	for s := range steps {
-		c := cp(l, at(100+s), run.Event{Type: run.EventTextDelta, Text: fmt.Sprintf("run %d step %d", i, s)})
+		c := cp(l, at(100+s), runtype.Event{Type: runtype.EventTextDelta, Text: fmt.Sprintf("run %d step %d", i, s)})
 		if err := f.s.Checkpoint(f.ctx, c); err != nil {
 			return fmt.Errorf("Checkpoint %d of run %d: %w", s, i, err)
 		}

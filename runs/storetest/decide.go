@@ -6,17 +6,17 @@ import (
 	"sync"
 	"testing"
 
-	"interlock/run"
 	"interlock/runs"
+	"interlock/runtype"
 )
 
 func testDecide(t *testing.T, open Opener) {
 	each(t, open, "MovesTheRunToRunningUnderTheNewLease", func(t *testing.T, f *fixture) {
 		rn := f.suspended(runOpts{})
-		d := decision(rn, run.DecisionApproved, "lease-2", at(20))
+		d := decision(rn, runtype.DecisionApproved, "lease-2", at(20))
 		r := f.decide(rn, d)
 		got := f.get(rn.ID)
-		if got.Status != run.StatusRunning {
+		if got.Status != runtype.StatusRunning {
 			t.Fatalf("status = %s, want RUNNING", got.Status)
 		}
 		wantStr(t, "lease owner", got.LeaseOwner, ptr("lease-2"))
@@ -33,23 +33,23 @@ func testDecide(t *testing.T, open Opener) {
 		if f.expired(rn.ID) {
 			t.Error("a decided run leased for an hour is listed as expired")
 		}
-		f.checkpoint(r, at(21), run.Event{Type: run.EventToolResult, Result: json.RawMessage(`{"ok":true}`)})
+		f.checkpoint(r, at(21), runtype.Event{Type: runtype.EventToolResult, Result: json.RawMessage(`{"ok":true}`)})
 		wantGapless(t, f.events(rn.ID), r.Seq)
 	})
 
 	each(t, open, "RecordsTheDecision", func(t *testing.T, f *fixture) {
 		for i, c := range []struct {
-			kind   run.DecisionKind
+			kind   runtype.DecisionKind
 			by     *string
 			reason *string
 			resume json.RawMessage
-			call   run.ToolCall
+			call   runtype.ToolCall
 		}{
-			{run.DecisionApproved, ptr("alice"), nil, nil, approval("call-1")},
-			{run.DecisionDeclined, ptr("bob"), ptr("needs a receipt"), nil, approval("call-1")},
-			{run.DecisionDeclined, nil, nil, nil, approval("call-1")},
-			{run.DecisionResumed, ptr("carol"), nil, json.RawMessage(`{"answer":"M"}`),
-				run.ToolCall{ToolCallID: "ask-1", ToolName: "ask_customer", Args: json.RawMessage(`{"q":"size"}`), SuspendPayload: json.RawMessage(`{}`)}},
+			{runtype.DecisionApproved, ptr("alice"), nil, nil, approval("call-1")},
+			{runtype.DecisionDeclined, ptr("bob"), ptr("needs a receipt"), nil, approval("call-1")},
+			{runtype.DecisionDeclined, nil, nil, nil, approval("call-1")},
+			{runtype.DecisionResumed, ptr("carol"), nil, json.RawMessage(`{"answer":"M"}`),
+				runtype.ToolCall{ToolCallID: "ask-1", ToolName: "ask_customer", Args: json.RawMessage(`{"q":"size"}`), SuspendPayload: json.RawMessage(`{}`)}},
 		} {
 			r := f.insert(runOpts{})
 			run := f.suspend(r, c.call, at(10+i), "instance-1")
@@ -77,9 +77,9 @@ func testDecide(t *testing.T, open Opener) {
 		seen := map[int64]string{}
 		for range 3 {
 			rn := f.suspended(runOpts{})
-			r := f.decide(rn, decision(rn, run.DecisionApproved, "lease-2", at(20)))
+			r := f.decide(rn, decision(rn, runtype.DecisionApproved, "lease-2", at(20)))
 			rn = f.suspend(r, approval("call-2"), at(21), "instance-1")
-			f.decide(rn, decision(rn, run.DecisionDeclined, "lease-3", at(22)))
+			f.decide(rn, decision(rn, runtype.DecisionDeclined, "lease-3", at(22)))
 			for _, d := range f.get(rn.ID).Decisions {
 				if other, dup := seen[d.ID]; dup {
 					t.Errorf("decision id %d of %s/%s is also %s's", d.ID, rn.ID, d.ToolCallID, other)
@@ -94,7 +94,7 @@ func testDecide(t *testing.T, open Opener) {
 
 	each(t, open, "RecordsALeftChange", func(t *testing.T, f *fixture) {
 		r := f.suspended(runOpts{})
-		d := decision(r, run.DecisionApproved, "lease-2", at(20))
+		d := decision(r, runtype.DecisionApproved, "lease-2", at(20))
 		d.InstanceID = "instance-2"
 		f.decide(r, d)
 		got := f.changes()
@@ -110,9 +110,9 @@ func testDecide(t *testing.T, open Opener) {
 
 	each(t, open, "SecondDecisionOfTheSameReadIsStale", func(t *testing.T, f *fixture) {
 		r := f.suspended(runOpts{})
-		f.decide(r, decision(r, run.DecisionApproved, "lease-2", at(20)))
+		f.decide(r, decision(r, runtype.DecisionApproved, "lease-2", at(20)))
 		after := f.get(r.ID)
-		wantStale(t, "a second Decide", f.s.Decide(f.ctx, decision(r, run.DecisionDeclined, "lease-3", at(21))))
+		wantStale(t, "a second Decide", f.s.Decide(f.ctx, decision(r, runtype.DecisionDeclined, "lease-3", at(21))))
 		wantUnchanged(t, "a stale Decide", f.get(r.ID), after)
 		wantGapless(t, f.events(r.ID), after.LastSeq)
 	})
@@ -124,7 +124,7 @@ func testDecide(t *testing.T, open Opener) {
 			"a newer version":  func(d *runs.DecisionWrite) { d.Version++ },
 			"an older seq":     func(d *runs.DecisionWrite) { d.After-- },
 		} {
-			d := decision(r, run.DecisionApproved, "lease-2", at(20))
+			d := decision(r, runtype.DecisionApproved, "lease-2", at(20))
 			mutate(&d)
 			wantStale(t, "Decide with "+name, f.s.Decide(f.ctx, d))
 			wantUnchanged(t, "Decide with "+name, f.get(r.ID), r)
@@ -137,14 +137,14 @@ func testDecide(t *testing.T, open Opener) {
 
 	each(t, open, "CallNotPendingIsStaleAndWritesNothing", func(t *testing.T, f *fixture) {
 		rn := f.suspended(runOpts{})
-		d := decision(rn, run.DecisionApproved, "lease-2", at(20))
+		d := decision(rn, runtype.DecisionApproved, "lease-2", at(20))
 		d.ToolCallID = "no-such-call"
 		wantStale(t, "Decide on a call the run does not wait on", f.s.Decide(f.ctx, d))
 		wantUnchanged(t, "Decide on an unknown call", f.get(rn.ID), rn)
 		// A call decided before, while the run now waits on another, moved too.
-		r := f.decide(rn, decision(rn, run.DecisionApproved, "lease-2", at(21)))
+		r := f.decide(rn, decision(rn, runtype.DecisionApproved, "lease-2", at(21)))
 		rn = f.suspend(r, approval("call-2"), at(22), "instance-1")
-		d = decision(rn, run.DecisionApproved, "lease-3", at(23))
+		d = decision(rn, runtype.DecisionApproved, "lease-3", at(23))
 		d.ToolCallID = "call-1"
 		wantStale(t, "Decide on a call decided before", f.s.Decide(f.ctx, d))
 		wantUnchanged(t, "Decide on a decided call", f.get(rn.ID), rn)
@@ -156,8 +156,8 @@ func testDecide(t *testing.T, open Opener) {
 	each(t, open, "RunNotSuspendedIsStale", func(t *testing.T, f *fixture) {
 		r := f.insert(runOpts{})
 		running := f.get(r.ID)
-		running.ToolCalls = []run.ToolCall{approval("call-1")}
-		wantStale(t, "Decide on a running run", f.s.Decide(f.ctx, decision(running, run.DecisionApproved, "lease-2", at(20))))
+		running.ToolCalls = []runtype.ToolCall{approval("call-1")}
+		wantStale(t, "Decide on a running run", f.s.Decide(f.ctx, decision(running, runtype.DecisionApproved, "lease-2", at(20))))
 		running.ToolCalls = nil
 		wantUnchanged(t, "Decide on a running run", f.get(r.ID), running)
 	})
@@ -165,7 +165,7 @@ func testDecide(t *testing.T, open Opener) {
 	each(t, open, "OfConcurrentDecisionsExactlyOneWins", func(t *testing.T, f *fixture) {
 		r := f.suspended(runOpts{})
 		const deciders = 8
-		kinds := []run.DecisionKind{run.DecisionApproved, run.DecisionDeclined}
+		kinds := []runtype.DecisionKind{runtype.DecisionApproved, runtype.DecisionDeclined}
 		errs := make([]error, deciders)
 		writes := make([]runs.DecisionWrite, deciders)
 		var wg sync.WaitGroup

@@ -3,8 +3,8 @@ package storetest
 import (
 	"testing"
 
-	"interlock/run"
 	"interlock/runs"
+	"interlock/runtype"
 )
 
 // delegation is the Delegate by the holder of parent that starts child number n of agent
@@ -15,19 +15,19 @@ func delegation(f *fixture, parent *live, n int) runs.Delegation {
 	ck.Snapshot = &snap
 	lease := "child-lease"
 	f.n = max(f.n, n)
-	child := run.Run{
-		ID: id(n), AgentID: "helper", ParentRunID: &parent.ID, Prompt: "the task", Status: run.StatusRunning,
+	child := runtype.Run{
+		ID: id(n), AgentID: "helper", ParentRunID: &parent.ID, Prompt: "the task", Status: runtype.StatusRunning,
 		CreatedAt: at(20), UpdatedAt: at(20), LastSeq: 1, LeaseOwner: &lease,
 	}
 	return runs.Delegation{Checkpoint: ck, Child: runs.NewRun{
 		Run: child, Snapshot: `{"child":true}`, Lease: lease, TTL: hour,
-		Events: []run.Event{{Type: run.EventRunStarted, Status: string(run.StatusRunning)}},
+		Events: []runtype.Event{{Type: runtype.EventRunStarted, Status: string(runtype.StatusRunning)}},
 	}}
 }
 
 // delegated inserts a parent of agent "boss" and has it delegate to a child: the parent as
 // stored (WAITING) and the child as its holder knows it.
-func (f *fixture) delegated() (*run.Run, *live) {
+func (f *fixture) delegated() (*runtype.Run, *live) {
 	f.t.Helper()
 	parent := f.insert(runOpts{AgentID: "boss"})
 	f.n++
@@ -39,7 +39,7 @@ func (f *fixture) delegated() (*run.Run, *live) {
 }
 
 // surfaced is the ancestor write that shows c on parent's delegate call "delegate-1".
-func surfaced(parent *run.Run, c run.ToolCall) runs.AncestorWrite {
+func surfaced(parent *runtype.Run, c runtype.ToolCall) runs.AncestorWrite {
 	c.ToolCallID = "delegate-1"
 	return runs.AncestorWrite{RunID: parent.ID, Version: parent.Version, After: parent.LastSeq, ToolCallID: c.ToolCallID, Call: c, Events: suspendEvents(c)}
 }
@@ -53,12 +53,12 @@ func testDelegate(t *testing.T, open Opener) {
 			t.Fatal(err)
 		}
 		got := f.get(parent.ID)
-		if got.Status != run.StatusWaiting || got.LeaseOwner != nil || got.Version <= before.Version || got.SuspendedAt != nil {
+		if got.Status != runtype.StatusWaiting || got.LeaseOwner != nil || got.Version <= before.Version || got.SuspendedAt != nil {
 			t.Fatalf("parent = %s lease %v version %d→%d suspendedAt %v; want WAITING, unleased, version moved", got.Status, got.LeaseOwner, before.Version, got.Version, got.SuspendedAt)
 		}
 		wantStr(t, "parent snapshot", got.Snapshot, d.Snapshot)
 		child := f.get(id(50))
-		if child.Status != run.StatusRunning || child.ParentRunID == nil || *child.ParentRunID != parent.ID || child.AgentID != "helper" || child.LastSeq != 1 {
+		if child.Status != runtype.StatusRunning || child.ParentRunID == nil || *child.ParentRunID != parent.ID || child.AgentID != "helper" || child.LastSeq != 1 {
 			t.Fatalf("child = %+v", child)
 		}
 		wantStr(t, "child lease", child.LeaseOwner, ptr("child-lease"))
@@ -92,7 +92,7 @@ func testDelegate(t *testing.T, open Opener) {
 		}
 		child.Seq += int64(len(s.Events))
 		p := f.get(parent.ID)
-		if p.Status != run.StatusSuspended || p.SuspendedAt == nil || p.Version <= parent.Version || p.LastSeq != parent.LastSeq+2 {
+		if p.Status != runtype.StatusSuspended || p.SuspendedAt == nil || p.Version <= parent.Version || p.LastSeq != parent.LastSeq+2 {
 			t.Fatalf("parent = %s suspendedAt %v version %d last seq %d", p.Status, p.SuspendedAt, p.Version, p.LastSeq)
 		}
 		wantTime(t, "parent suspendedAt", *p.SuspendedAt, at(30))
@@ -120,23 +120,23 @@ func testDelegate(t *testing.T, open Opener) {
 		}
 
 		c := f.get(child.ID)
-		d := decision(c, run.DecisionDeclined, "new-lease", at(40))
+		d := decision(c, runtype.DecisionDeclined, "new-lease", at(40))
 		d.Reason = ptr("needs a receipt")
 		pc := p.ToolCalls[0]
 		d.Ancestors = []runs.AncestorWrite{{RunID: p.ID, Version: p.Version, After: p.LastSeq, ToolCallID: pc.ToolCallID, Call: pc,
-			Events: []run.Event{{Type: run.EventToolCallDeclined, ToolCall: &pc}, {Type: run.EventRunResumed, Status: string(run.StatusRunning)}}}}
+			Events: []runtype.Event{{Type: runtype.EventToolCallDeclined, ToolCall: &pc}, {Type: runtype.EventRunResumed, Status: string(runtype.StatusRunning)}}}}
 		if err := f.s.Decide(f.ctx, d); err != nil {
 			t.Fatal(err)
 		}
 		p2 := f.get(parent.ID)
-		if p2.Status != run.StatusWaiting || p2.SuspendedAt != nil || len(p2.ToolCalls) != 0 || p2.LastSeq != p.LastSeq+2 || p2.Version <= p.Version {
+		if p2.Status != runtype.StatusWaiting || p2.SuspendedAt != nil || len(p2.ToolCalls) != 0 || p2.LastSeq != p.LastSeq+2 || p2.Version <= p.Version {
 			t.Fatalf("parent after the decision = %s suspendedAt %v calls %v last seq %d", p2.Status, p2.SuspendedAt, p2.ToolCalls, p2.LastSeq)
 		}
-		if len(p2.Decisions) != 1 || p2.Decisions[0].Kind != run.DecisionDeclined || p2.Decisions[0].ToolCallID != "delegate-1" || p2.Decisions[0].ToolName != call.ToolName {
+		if len(p2.Decisions) != 1 || p2.Decisions[0].Kind != runtype.DecisionDeclined || p2.Decisions[0].ToolCallID != "delegate-1" || p2.Decisions[0].ToolName != call.ToolName {
 			t.Fatalf("parent decisions = %+v", p2.Decisions)
 		}
 		wantStr(t, "parent decision reason", p2.Decisions[0].Reason, d.Reason)
-		if c2 := f.get(child.ID); c2.Status != run.StatusRunning || len(c2.Decisions) != 1 {
+		if c2 := f.get(child.ID); c2.Status != runtype.StatusRunning || len(c2.Decisions) != 1 {
 			t.Fatalf("child after the decision = %s decisions %+v", c2.Status, c2.Decisions)
 		}
 		if n, err := f.s.CountSuspended(f.ctx, runs.ListSuspendedParams{}); err != nil || n != 0 {
@@ -166,7 +166,7 @@ func testDelegate(t *testing.T, open Opener) {
 			t.Fatal(err)
 		}
 		c, p := f.get(child.ID), f.get(parent.ID)
-		d := decision(c, run.DecisionApproved, "new-lease", at(40))
+		d := decision(c, runtype.DecisionApproved, "new-lease", at(40))
 		pc := p.ToolCalls[0]
 		d.Ancestors = []runs.AncestorWrite{{RunID: p.ID, Version: p.Version - 1, After: p.LastSeq, ToolCallID: pc.ToolCallID, Call: pc}}
 		wantStale(t, "Decide with a stale parent", f.s.Decide(f.ctx, d))
@@ -179,7 +179,7 @@ func testDelegate(t *testing.T, open Opener) {
 		fin := finishing(child, at(50))
 		fin.Parent = &runs.Handoff{RunID: parent.ID, Version: parent.Version - 1, After: parent.LastSeq, Snapshot: `{"returned":true}`, Lease: "parent-lease", TTL: hour}
 		wantStale(t, "Finish with a stale parent", f.s.Finish(f.ctx, fin))
-		if c := f.get(child.ID); c.Status != run.StatusRunning {
+		if c := f.get(child.ID); c.Status != runtype.StatusRunning {
 			t.Fatalf("child = %s after a refused finish, want RUNNING", c.Status)
 		}
 		wantUnchanged(t, "parent", f.get(parent.ID), parent)
@@ -188,16 +188,16 @@ func testDelegate(t *testing.T, open Opener) {
 		if err := f.s.Finish(f.ctx, fin); err != nil {
 			t.Fatal(err)
 		}
-		if c := f.get(child.ID); c.Status != run.StatusCompleted {
+		if c := f.get(child.ID); c.Status != runtype.StatusCompleted {
 			t.Fatalf("child = %s, want COMPLETED", c.Status)
 		}
 		p := f.get(parent.ID)
-		if p.Status != run.StatusRunning || p.Version <= parent.Version || p.LastSeq != parent.LastSeq {
+		if p.Status != runtype.StatusRunning || p.Version <= parent.Version || p.LastSeq != parent.LastSeq {
 			t.Fatalf("parent = %s version %d last seq %d, want RUNNING", p.Status, p.Version, p.LastSeq)
 		}
 		wantStr(t, "parent lease", p.LeaseOwner, ptr("parent-lease"))
 		wantStr(t, "parent snapshot", p.Snapshot, ptr(`{"returned":true}`))
 		// The new holder writes as usual.
-		f.checkpoint(&live{ID: parent.ID, Lease: "parent-lease", Seq: p.LastSeq}, at(51), run.Event{Type: run.EventStepFinished})
+		f.checkpoint(&live{ID: parent.ID, Lease: "parent-lease", Seq: p.LastSeq}, at(51), runtype.Event{Type: runtype.EventStepFinished})
 	})
 }

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"interlock/run"
 	"interlock/runs"
+	"interlock/runtype"
 )
 
 // inbox is a set of runs to discover: suspended ones whose createdAt order, id order and
@@ -154,7 +154,7 @@ func testListSuspended(t *testing.T, open Opener) {
 
 	each(t, open, "EachWithItsPendingCallsAndDecisions", func(t *testing.T, f *fixture) {
 		rn := f.suspended(runOpts{})
-		r := f.decide(rn, decision(rn, run.DecisionApproved, "lease-2", at(20)))
+		r := f.decide(rn, decision(rn, runtype.DecisionApproved, "lease-2", at(20)))
 		f.suspend(r, approval("call-2"), at(21), "instance-1")
 		list, err := f.s.ListSuspended(f.ctx, runs.ListSuspendedParams{}, 10, 0)
 		if err != nil {
@@ -168,7 +168,7 @@ func testListSuspended(t *testing.T, open Opener) {
 			t.Errorf("pending calls = %+v, want call-2", got.ToolCalls)
 		}
 		wantCall(t, "pending call", got.ToolCalls[0], approval("call-2"))
-		if len(got.Decisions) != 1 || got.Decisions[0].ToolCallID != "call-1" || got.Decisions[0].Kind != run.DecisionApproved {
+		if len(got.Decisions) != 1 || got.Decisions[0].ToolCallID != "call-1" || got.Decisions[0].Kind != runtype.DecisionApproved {
 			t.Errorf("decisions = %+v, want call-1 APPROVED", got.Decisions)
 		}
 		if got.SuspendedAt == nil || !got.SuspendedAt.Equal(ms(at(21))) {
@@ -187,7 +187,7 @@ func testListRecent(t *testing.T, open Opener) {
 		c3 := f.finished(runOpts{N: 2, AgentID: "b", ThreadID: ptr("t1"), ResourceID: ptr("r2")}, at(12)) // same updatedAt as c2
 		c1 := f.finished(runOpts{N: 3, AgentID: "a", ThreadID: ptr("t1"), ResourceID: ptr("r2")}, at(10)) // t1 is r2's
 		rn := f.suspended(runOpts{N: 4, AgentID: "a"})
-		declined := decision(rn, run.DecisionDeclined, "lease-2", at(8))
+		declined := decision(rn, runtype.DecisionDeclined, "lease-2", at(8))
 		declined.DecidedBy = ptr("alice")
 		c4 := f.decide(rn, declined)
 		f.finish(c4, at(11))
@@ -195,7 +195,7 @@ func testListRecent(t *testing.T, open Opener) {
 		r := f.insert(runOpts{N: 6, CreatedAt: at(6)})
 		return history{c1: c1.ID, c2: c2.ID, c3: c3.ID, c4: c4.ID, suspended: s.ID, running: r.ID}
 	}
-	finished := []run.Status{run.StatusCompleted, run.StatusFailed}
+	finished := []runtype.Status{runtype.StatusCompleted, runtype.StatusFailed}
 
 	each(t, open, "StatusesFilterMostRecentlyUpdatedFirst", func(t *testing.T, f *fixture) {
 		h := build(f)
@@ -205,10 +205,10 @@ func testListRecent(t *testing.T, open Opener) {
 			want []string
 		}{
 			{"finished", runs.RecentParams{Statuses: finished, PerPage: 100}, []string{h.c3, h.c2, h.c4, h.c1}},
-			{"completed", runs.RecentParams{Statuses: []run.Status{run.StatusCompleted}, PerPage: 100}, []string{h.c3, h.c4, h.c1}},
-			{"failed", runs.RecentParams{Statuses: []run.Status{run.StatusFailed}, PerPage: 100}, []string{h.c2}},
-			{"suspended", runs.RecentParams{Statuses: []run.Status{run.StatusSuspended}, PerPage: 100}, []string{h.suspended}},
-			{"running and suspended", runs.RecentParams{Statuses: []run.Status{run.StatusRunning, run.StatusSuspended}, PerPage: 100}, []string{h.running, h.suspended}},
+			{"completed", runs.RecentParams{Statuses: []runtype.Status{runtype.StatusCompleted}, PerPage: 100}, []string{h.c3, h.c4, h.c1}},
+			{"failed", runs.RecentParams{Statuses: []runtype.Status{runtype.StatusFailed}, PerPage: 100}, []string{h.c2}},
+			{"suspended", runs.RecentParams{Statuses: []runtype.Status{runtype.StatusSuspended}, PerPage: 100}, []string{h.suspended}},
+			{"running and suspended", runs.RecentParams{Statuses: []runtype.Status{runtype.StatusRunning, runtype.StatusSuspended}, PerPage: 100}, []string{h.running, h.suspended}},
 			{"agent a", runs.RecentParams{Statuses: finished, AgentID: ptr("a"), PerPage: 100}, []string{h.c2, h.c4, h.c1}},
 			{"agents b", runs.RecentParams{Statuses: finished, Agents: []string{"b"}, PerPage: 100}, []string{h.c3}},
 			{"no agent admitted", runs.RecentParams{Statuses: finished, Agents: []string{}, PerPage: 100}, nil},
@@ -222,12 +222,12 @@ func testListRecent(t *testing.T, open Opener) {
 			{"scope r1, r2: not runs without a resource", runs.RecentParams{Statuses: finished, Resources: []string{"r1", "r2"}, PerPage: 100}, []string{h.c3, h.c2, h.c1}},
 			{"scope r1 with a trailing space", runs.RecentParams{Statuses: finished, Resources: []string{"r1 "}, PerPage: 100}, nil},
 			{"an empty scope", runs.RecentParams{Statuses: finished, Resources: []string{}, PerPage: 100}, nil},
-			{"declined", runs.RecentParams{Statuses: finished, Decision: ptr(run.DecisionDeclined), PerPage: 100}, []string{h.c4}},
-			{"approved: none", runs.RecentParams{Statuses: finished, Decision: ptr(run.DecisionApproved), PerPage: 100}, nil},
+			{"declined", runs.RecentParams{Statuses: finished, Decision: ptr(runtype.DecisionDeclined), PerPage: 100}, []string{h.c4}},
+			{"approved: none", runs.RecentParams{Statuses: finished, Decision: ptr(runtype.DecisionApproved), PerPage: 100}, nil},
 			{"decided by alice", runs.RecentParams{Statuses: finished, DecidedBy: ptr("alice"), PerPage: 100}, []string{h.c4}},
 			{"decided by alice, padded", runs.RecentParams{Statuses: finished, DecidedBy: ptr("alice "), PerPage: 100}, nil},
-			{"declined by bob: none", runs.RecentParams{Statuses: finished, Decision: ptr(run.DecisionDeclined), DecidedBy: ptr("bob"), PerPage: 100}, nil},
-			{"declined by alice", runs.RecentParams{Statuses: finished, Decision: ptr(run.DecisionDeclined), DecidedBy: ptr("alice"), PerPage: 100}, []string{h.c4}},
+			{"declined by bob: none", runs.RecentParams{Statuses: finished, Decision: ptr(runtype.DecisionDeclined), DecidedBy: ptr("bob"), PerPage: 100}, nil},
+			{"declined by alice", runs.RecentParams{Statuses: finished, Decision: ptr(runtype.DecisionDeclined), DecidedBy: ptr("alice"), PerPage: 100}, []string{h.c4}},
 		} {
 			list, total, err := f.s.ListRecent(f.ctx, c.p)
 			if err != nil {
@@ -291,7 +291,7 @@ func testListRecent(t *testing.T, open Opener) {
 			if len(r.Decisions) != want {
 				t.Errorf("%s: %d decisions, want %d", r.ID, len(r.Decisions), want)
 			}
-			if r.ID == h.c4 && r.Decisions[0].Kind != run.DecisionDeclined {
+			if r.ID == h.c4 && r.Decisions[0].Kind != runtype.DecisionDeclined {
 				t.Errorf("decision of %s = %s, want DECLINED", r.ID, r.Decisions[0].Kind)
 			}
 		}

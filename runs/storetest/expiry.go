@@ -6,12 +6,12 @@ import (
 	"testing"
 	"time"
 
-	"interlock/run"
 	"interlock/runs"
+	"interlock/runtype"
 )
 
 // expiring is an approval that expires at when.
-func expiring(callID string, when time.Time) run.ToolCall {
+func expiring(callID string, when time.Time) runtype.ToolCall {
 	c := approval(callID)
 	c.ExpiresAt = &when
 	return c
@@ -19,7 +19,7 @@ func expiring(callID string, when time.Time) run.ToolCall {
 
 // suspendedUntil inserts a run and suspends it, at its creation time, on an approval that
 // expires at deadline.
-func (f *fixture) suspendedUntil(deadline time.Time) *run.Run {
+func (f *fixture) suspendedUntil(deadline time.Time) *runtype.Run {
 	f.t.Helper()
 	r := f.insert(runOpts{})
 	return f.suspend(r, expiring("call-1", deadline), f.get(r.ID).CreatedAt, "instance-1")
@@ -82,7 +82,7 @@ func testDueExpiries(t *testing.T, open Opener) {
 		f.suspendedUntil(at(200))          // not due yet
 		exact := f.suspendedUntil(at(150)) // due at exactly now
 		decided := f.suspendedUntil(at(60))
-		f.decide(decided, decision(decided, run.DecisionApproved, "lease-d", at(59)))
+		f.decide(decided, decision(decided, runtype.DecisionApproved, "lease-d", at(59)))
 		wantIDs(t, "due at 150s", f.due(at(150), 100), early.ID+"/call-1", late.ID+"/call-1", exact.ID+"/call-1")
 		wantIDs(t, "due at 150s, limit 2", f.due(at(150), 2), early.ID+"/call-1", late.ID+"/call-1")
 		wantIDs(t, "due at 10s", f.due(at(10), 100))
@@ -95,7 +95,7 @@ func testDueExpiries(t *testing.T, open Opener) {
 
 	each(t, open, "LeavesOutExpiredAndRunningRuns", func(t *testing.T, f *fixture) {
 		r := f.suspendedUntil(at(50))
-		f.decide(r, decision(r, run.DecisionExpired, "lease-x", at(51)))
+		f.decide(r, decision(r, runtype.DecisionExpired, "lease-x", at(51)))
 		wantIDs(t, "due after the expiry", f.due(at(500), 100))
 	})
 }
@@ -103,29 +103,29 @@ func testDueExpiries(t *testing.T, open Opener) {
 func testExpire(t *testing.T, open Opener) {
 	each(t, open, "IsADecisionByNobody", func(t *testing.T, f *fixture) {
 		rn := f.suspendedUntil(at(100))
-		d := decision(rn, run.DecisionExpired, "lease-x", at(100))
+		d := decision(rn, runtype.DecisionExpired, "lease-x", at(100))
 		d.Reason = ptr("timed out")
 		r := f.decide(rn, d)
 		got := f.get(rn.ID)
-		if got.Status != run.StatusRunning || len(got.ToolCalls) != 0 {
+		if got.Status != runtype.StatusRunning || len(got.ToolCalls) != 0 {
 			t.Fatalf("expired run = %s with calls %s, want RUNNING without", got.Status, body(got.ToolCalls))
 		}
 		wantStr(t, "lease owner", got.LeaseOwner, ptr("lease-x"))
-		if len(got.Decisions) != 1 || got.Decisions[0].Kind != run.DecisionExpired || got.Decisions[0].DecidedBy != nil {
+		if len(got.Decisions) != 1 || got.Decisions[0].Kind != runtype.DecisionExpired || got.Decisions[0].DecidedBy != nil {
 			t.Fatalf("decisions = %s, want one EXPIRED by nobody", body(got.Decisions))
 		}
 		wantStr(t, "reason", got.Decisions[0].Reason, d.Reason)
 		wantTime(t, "decided at", got.Decisions[0].DecidedAt, at(100))
-		f.checkpoint(r, at(101), run.Event{Type: run.EventStepFinished})
+		f.checkpoint(r, at(101), runtype.Event{Type: runtype.EventStepFinished})
 		wantGapless(t, f.events(rn.ID), r.Seq)
 	})
 
 	each(t, open, "BeforeTheDeadlineIsStale", func(t *testing.T, f *fixture) {
 		r := f.suspendedUntil(at(100))
-		wantStale(t, "an expiry before the deadline", f.s.Decide(f.ctx, decision(r, run.DecisionExpired, "lease-x", at(99))))
+		wantStale(t, "an expiry before the deadline", f.s.Decide(f.ctx, decision(r, runtype.DecisionExpired, "lease-x", at(99))))
 		wantUnchanged(t, "an early expiry", f.get(r.ID), r)
 		plain := f.suspended(runOpts{})
-		wantStale(t, "an expiry of a call without a deadline", f.s.Decide(f.ctx, decision(plain, run.DecisionExpired, "lease-x", at(500))))
+		wantStale(t, "an expiry of a call without a deadline", f.s.Decide(f.ctx, decision(plain, runtype.DecisionExpired, "lease-x", at(500))))
 		wantUnchanged(t, "an expiry without a deadline", f.get(plain.ID), plain)
 		if ch := f.changes(); len(ch) != 2 {
 			t.Errorf("stale expiries recorded changes: %+v", ch)
@@ -133,7 +133,7 @@ func testExpire(t *testing.T, open Opener) {
 	})
 
 	each(t, open, "APersonsDecisionAtOrAfterTheDeadlineIsStale", func(t *testing.T, f *fixture) {
-		for _, kind := range []run.DecisionKind{run.DecisionApproved, run.DecisionDeclined} {
+		for _, kind := range []runtype.DecisionKind{runtype.DecisionApproved, runtype.DecisionDeclined} {
 			run := f.suspendedUntil(at(100))
 			wantStale(t, string(kind)+" at the deadline", f.s.Decide(f.ctx, decision(run, kind, "lease-2", at(100))))
 			wantStale(t, string(kind)+" after the deadline", f.s.Decide(f.ctx, decision(run, kind, "lease-2", at(130))))
@@ -150,9 +150,9 @@ func testExpire(t *testing.T, open Opener) {
 		var wg sync.WaitGroup
 		for i := range writers {
 			if i%2 == 0 {
-				writes[i] = decision(r, run.DecisionExpired, fmt.Sprintf("lease-%d", i), at(101))
+				writes[i] = decision(r, runtype.DecisionExpired, fmt.Sprintf("lease-%d", i), at(101))
 			} else {
-				writes[i] = decision(r, run.DecisionApproved, fmt.Sprintf("lease-%d", i), at(99))
+				writes[i] = decision(r, runtype.DecisionApproved, fmt.Sprintf("lease-%d", i), at(99))
 			}
 			writes[i].InstanceID = fmt.Sprintf("instance-%d", i)
 			wg.Go(func() { errs[i] = f.s.Decide(f.ctx, writes[i]) })
@@ -176,15 +176,15 @@ func testExpire(t *testing.T, open Opener) {
 			t.Fatal(err)
 		}
 		p, c := f.get(parent.ID), f.get(child.ID)
-		d := decision(c, run.DecisionExpired, "new-lease", at(100))
+		d := decision(c, runtype.DecisionExpired, "new-lease", at(100))
 		pc := p.ToolCalls[0]
 		d.Ancestors = []runs.AncestorWrite{{RunID: p.ID, Version: p.Version, After: p.LastSeq, ToolCallID: pc.ToolCallID, Call: pc,
-			Events: []run.Event{{Type: run.EventToolCallExpired, ToolCall: &pc}, {Type: run.EventRunResumed, Status: string(run.StatusRunning)}}}}
+			Events: []runtype.Event{{Type: runtype.EventToolCallExpired, ToolCall: &pc}, {Type: runtype.EventRunResumed, Status: string(runtype.StatusRunning)}}}}
 		if err := f.s.Decide(f.ctx, d); err != nil {
 			t.Fatal(err)
 		}
 		p2 := f.get(parent.ID)
-		if p2.Status != run.StatusWaiting || len(p2.Decisions) != 1 || p2.Decisions[0].Kind != run.DecisionExpired || p2.Decisions[0].ToolCallID != "delegate-1" {
+		if p2.Status != runtype.StatusWaiting || len(p2.Decisions) != 1 || p2.Decisions[0].Kind != runtype.DecisionExpired || p2.Decisions[0].ToolCallID != "delegate-1" {
 			t.Fatalf("supervisor after the expiry = %s, decisions %s", p2.Status, body(p2.Decisions))
 		}
 		wantIDs(t, "due", f.due(at(500), 10))

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"interlock/notify"
-	"interlock/run"
 	"interlock/runs"
+	"interlock/runtype"
 )
 
 // requestOpts describe an external agent's approval request to insert.
@@ -37,30 +37,30 @@ func (f *fixture) newRequest(o requestOpts) runs.NewRun {
 		o.AgentID = "deploy-bot"
 	}
 	created := ms(at(o.N))
-	call := run.ToolCall{ToolCallID: "tc_1", ToolName: "deploy", Args: json.RawMessage(`{"service":"api"}`), RequiresApproval: !o.Approved, ExpiresAt: o.ExpiresAt}
+	call := runtype.ToolCall{ToolCallID: "tc_1", ToolName: "deploy", Args: json.RawMessage(`{"service":"api"}`), RequiresApproval: !o.Approved, ExpiresAt: o.ExpiresAt}
 	requested := call
 	requested.ExpiresAt = nil
-	r := run.Run{ID: id(o.N), AgentID: o.AgentID, ThreadID: o.ThreadID, ResourceID: o.ResourceID, StartedBy: o.StartedBy,
+	r := runtype.Run{ID: id(o.N), AgentID: o.AgentID, ThreadID: o.ThreadID, ResourceID: o.ResourceID, StartedBy: o.StartedBy,
 		Context: o.Context, CreatedAt: created, UpdatedAt: created}
 	ext := &runs.ExternalRequest{Call: call, InstanceID: "instance-1"}
-	evs := []run.Event{{Type: run.EventRunStarted, Status: string(run.StatusRunning)}, {Type: run.EventToolCallRequested, ToolCall: &requested}}
+	evs := []runtype.Event{{Type: runtype.EventRunStarted, Status: string(runtype.StatusRunning)}, {Type: runtype.EventToolCallRequested, ToolCall: &requested}}
 	snapshot := ""
 	if o.Approved {
 		reason := "approved by policy"
-		ext.Decision = &run.Decision{RunID: r.ID, ToolCallID: "tc_1", ToolName: "deploy", Kind: run.DecisionApproved, DecidedAt: created, Reason: &reason}
-		evs = append(evs, run.Event{Type: run.EventRunFinished, Status: string(run.StatusCompleted)})
-		r.Status = run.StatusCompleted
+		ext.Decision = &runtype.Decision{RunID: r.ID, ToolCallID: "tc_1", ToolName: "deploy", Kind: runtype.DecisionApproved, DecidedAt: created, Reason: &reason}
+		evs = append(evs, runtype.Event{Type: runtype.EventRunFinished, Status: string(runtype.StatusCompleted)})
+		r.Status = runtype.StatusCompleted
 	} else {
 		waiting := call
-		evs = append(evs, run.Event{Type: run.EventToolCallApproval, ToolCall: &waiting}, run.Event{Type: run.EventRunSuspended, Status: string(run.StatusSuspended)})
-		r.Status, r.SuspendedAt, snapshot = run.StatusSuspended, &created, `{"request":"tc_1"}`
+		evs = append(evs, runtype.Event{Type: runtype.EventToolCallApproval, ToolCall: &waiting}, runtype.Event{Type: runtype.EventRunSuspended, Status: string(runtype.StatusSuspended)})
+		r.Status, r.SuspendedAt, snapshot = runtype.StatusSuspended, &created, `{"request":"tc_1"}`
 	}
 	r.LastSeq = int64(len(evs))
 	return runs.NewRun{Run: r, Snapshot: snapshot, Events: evs, Idempotency: o.Idempotency, External: ext}
 }
 
 // request inserts an approval request and returns it as stored.
-func (f *fixture) request(o requestOpts) *run.Run {
+func (f *fixture) request(o requestOpts) *runtype.Run {
 	f.t.Helper()
 	n := f.newRequest(o)
 	if err := f.s.InsertRun(f.ctx, n); err != nil {
@@ -70,24 +70,24 @@ func (f *fixture) request(o requestOpts) *run.Run {
 }
 
 // ending is the Decide that ends an approval request with a decision of kind.
-func ending(r *run.Run, kind run.DecisionKind, when time.Time) runs.DecisionWrite {
+func ending(r *runtype.Run, kind runtype.DecisionKind, when time.Time) runs.DecisionWrite {
 	call := r.ToolCalls[0]
 	d := runs.DecisionWrite{RunID: r.ID, Version: r.Version, After: r.LastSeq, ToolCallID: call.ToolCallID, Kind: kind,
 		At: when, Finish: true, InstanceID: "instance-2"}
-	ev := run.Event{Type: run.EventToolCallApproved, ToolCall: &call}
+	ev := runtype.Event{Type: runtype.EventToolCallApproved, ToolCall: &call}
 	switch kind {
-	case run.DecisionDeclined:
-		ev.Type = run.EventToolCallDeclined
-	case run.DecisionExpired:
-		ev.Type = run.EventToolCallExpired
+	case runtype.DecisionDeclined:
+		ev.Type = runtype.EventToolCallDeclined
+	case runtype.DecisionExpired:
+		ev.Type = runtype.EventToolCallExpired
 	}
-	d.Events = []run.Event{ev, {Type: run.EventRunFinished, Status: string(run.StatusCompleted)}}
+	d.Events = []runtype.Event{ev, {Type: runtype.EventRunFinished, Status: string(runtype.StatusCompleted)}}
 	return d
 }
 
 // abandoning is the Decide that ends an approval request its asker stopped waiting for.
-func abandoning(r *run.Run, when time.Time) runs.DecisionWrite {
-	d := ending(r, run.DecisionExpired, when)
+func abandoning(r *runtype.Run, when time.Time) runs.DecisionWrite {
+	d := ending(r, runtype.DecisionExpired, when)
 	d.Abandoned, d.Reason = true, ptr("the agent stopped waiting")
 	return d
 }
@@ -97,7 +97,7 @@ func testExternalRequest(t *testing.T, open Opener) {
 		deadline := ms(at(1).Add(30 * time.Minute))
 		r := f.request(requestOpts{N: 1, ThreadID: ptr("th-1"), ResourceID: ptr("r1"), StartedBy: ptr("bot"),
 			Context: ptr("Deploying **api**: the canary passed."), ExpiresAt: &deadline})
-		if r.Status != run.StatusSuspended || r.SuspendedAt == nil || !r.SuspendedAt.Equal(ms(at(1))) || r.LeaseOwner != nil ||
+		if r.Status != runtype.StatusSuspended || r.SuspendedAt == nil || !r.SuspendedAt.Equal(ms(at(1))) || r.LeaseOwner != nil ||
 			r.Snapshot == nil || *r.Snapshot != `{"request":"tc_1"}` || r.LastSeq != 4 {
 			t.Fatalf("stored %+v", r)
 		}
@@ -108,7 +108,7 @@ func testExternalRequest(t *testing.T, open Opener) {
 			r.ToolCalls[0].ExpiresAt == nil || !r.ToolCalls[0].ExpiresAt.Equal(deadline) {
 			t.Fatalf("calls %+v", r.ToolCalls)
 		}
-		if evs := f.events(r.ID); len(evs) != 4 || evs[2].Type != run.EventToolCallApproval || evs[3].Seq != 4 {
+		if evs := f.events(r.ID); len(evs) != 4 || evs[2].Type != runtype.EventToolCallApproval || evs[3].Seq != 4 {
 			t.Fatalf("events %+v", evs)
 		}
 		list, err := f.s.ListSuspended(f.ctx, runs.ListSuspendedParams{}, 10, 0)
@@ -131,18 +131,18 @@ func testExternalRequest(t *testing.T, open Opener) {
 	})
 
 	each(t, open, "ADecisionEndsIt", func(t *testing.T, f *fixture) {
-		for i, kind := range []run.DecisionKind{run.DecisionApproved, run.DecisionDeclined} {
+		for i, kind := range []runtype.DecisionKind{runtype.DecisionApproved, runtype.DecisionDeclined} {
 			r := f.request(requestOpts{N: i + 1})
 			d := ending(r, kind, at(9))
 			d.DecidedBy, d.Reason = ptr("sam"), ptr("because")
-			if kind == run.DecisionApproved {
+			if kind == runtype.DecisionApproved {
 				d.EditedArgs = json.RawMessage(`{"service":"web"}`)
 			}
 			if err := f.s.Decide(f.ctx, d); err != nil {
 				t.Fatalf("Decide %s: %v", kind, err)
 			}
 			got := f.get(r.ID)
-			if got.Status != run.StatusCompleted || got.Snapshot != nil || got.SuspendedAt != nil || got.LeaseOwner != nil ||
+			if got.Status != runtype.StatusCompleted || got.Snapshot != nil || got.SuspendedAt != nil || got.LeaseOwner != nil ||
 				len(got.ToolCalls) != 0 || got.LastSeq != 6 || got.Version != r.Version+1 {
 				t.Fatalf("%s: stored %+v", kind, got)
 			}
@@ -150,18 +150,18 @@ func testExternalRequest(t *testing.T, open Opener) {
 				deref(got.Decisions[0].Reason) != "because" {
 				t.Fatalf("%s: decisions %+v", kind, got.Decisions)
 			}
-			if kind == run.DecisionApproved && string(got.Decisions[0].EditedArgs) != `{"service":"web"}` {
+			if kind == runtype.DecisionApproved && string(got.Decisions[0].EditedArgs) != `{"service":"web"}` {
 				t.Fatalf("edited args %s", got.Decisions[0].EditedArgs)
 			}
-			if evs := f.events(r.ID); evs[5].Type != run.EventRunFinished {
+			if evs := f.events(r.ID); evs[5].Type != runtype.EventRunFinished {
 				t.Fatalf("%s: events %+v", kind, evs)
 			}
-			wantStale(t, "a second decision", f.s.Decide(f.ctx, ending(r, run.DecisionDeclined, at(10))))
+			wantStale(t, "a second decision", f.s.Decide(f.ctx, ending(r, runtype.DecisionDeclined, at(10))))
 		}
 		if n, err := f.s.CountSuspended(f.ctx, runs.ListSuspendedParams{}); err != nil || n != 0 {
 			t.Fatalf("CountSuspended after the decisions = %d, %v; want 0", n, err)
 		}
-		if list, _, err := f.s.ListRecent(f.ctx, runs.RecentParams{Statuses: []run.Status{run.StatusCompleted}, PerPage: 10}); err != nil || len(list) != 2 {
+		if list, _, err := f.s.ListRecent(f.ctx, runs.RecentParams{Statuses: []runtype.Status{runtype.StatusCompleted}, PerPage: 10}); err != nil || len(list) != 2 {
 			t.Fatalf("history: %d runs, %v; want 2", len(list), err)
 		}
 	})
@@ -169,11 +169,11 @@ func testExternalRequest(t *testing.T, open Opener) {
 	each(t, open, "AnExpiryEndsIt", func(t *testing.T, f *fixture) {
 		deadline := ms(at(1).Add(time.Minute))
 		r := f.request(requestOpts{N: 1, ExpiresAt: &deadline})
-		wantStale(t, "an expiry before the deadline", f.s.Decide(f.ctx, ending(r, run.DecisionExpired, at(30))))
-		if err := f.s.Decide(f.ctx, ending(r, run.DecisionExpired, deadline)); err != nil {
+		wantStale(t, "an expiry before the deadline", f.s.Decide(f.ctx, ending(r, runtype.DecisionExpired, at(30))))
+		if err := f.s.Decide(f.ctx, ending(r, runtype.DecisionExpired, deadline)); err != nil {
 			t.Fatal(err)
 		}
-		if got := f.get(r.ID); got.Status != run.StatusCompleted || got.Decisions[0].Kind != run.DecisionExpired {
+		if got := f.get(r.ID); got.Status != runtype.StatusCompleted || got.Decisions[0].Kind != runtype.DecisionExpired {
 			t.Fatalf("stored %s %+v", got.Status, got.Decisions)
 		}
 	})
@@ -188,14 +188,14 @@ func testExternalRequest(t *testing.T, open Opener) {
 				t.Fatalf("request %d abandoned: %v", i+1, err)
 			}
 			got := f.get(r.ID)
-			if got.Status != run.StatusCompleted || len(got.Decisions) != 1 || got.Decisions[0].Kind != run.DecisionExpired ||
+			if got.Status != runtype.StatusCompleted || len(got.Decisions) != 1 || got.Decisions[0].Kind != runtype.DecisionExpired ||
 				deref(got.Decisions[0].Reason) != "the agent stopped waiting" || !got.Decisions[0].DecidedAt.Equal(ms(at(5))) {
 				t.Fatalf("request %d: stored %s %+v", i+1, got.Status, got.Decisions)
 			}
-			if evs := f.events(r.ID); len(evs) != 6 || evs[4].Type != run.EventToolCallExpired || evs[5].Type != run.EventRunFinished {
+			if evs := f.events(r.ID); len(evs) != 6 || evs[4].Type != runtype.EventToolCallExpired || evs[5].Type != runtype.EventRunFinished {
 				t.Fatalf("request %d: events %+v", i+1, evs)
 			}
-			wantStale(t, "a person's decision after it", f.s.Decide(f.ctx, ending(r, run.DecisionApproved, at(6))))
+			wantStale(t, "a person's decision after it", f.s.Decide(f.ctx, ending(r, runtype.DecisionApproved, at(6))))
 		}
 		if n, err := f.s.CountSuspended(f.ctx, runs.ListSuspendedParams{}); err != nil || n != 0 {
 			t.Fatalf("CountSuspended = %d, %v; want 0", n, err)
@@ -205,7 +205,7 @@ func testExternalRequest(t *testing.T, open Opener) {
 		}
 		for round := range 6 {
 			r := f.request(requestOpts{N: 10 + round, ExpiresAt: &deadline})
-			d := ending(r, run.DecisionApproved, at(20))
+			d := ending(r, runtype.DecisionApproved, at(20))
 			d.DecidedBy = ptr("sam")
 			errs := make([]error, 2)
 			var wg sync.WaitGroup
@@ -216,7 +216,7 @@ func testExternalRequest(t *testing.T, open Opener) {
 			wg.Wait()
 			w := oneWinner(t, "decision", errs)
 			got := f.get(r.ID)
-			if want := []run.DecisionKind{run.DecisionApproved, run.DecisionExpired}[w]; len(got.Decisions) != 1 || got.Decisions[0].Kind != want {
+			if want := []runtype.DecisionKind{runtype.DecisionApproved, runtype.DecisionExpired}[w]; len(got.Decisions) != 1 || got.Decisions[0].Kind != want {
 				t.Fatalf("round %d: %s won, stored %+v", round, want, got.Decisions)
 			}
 		}
@@ -224,10 +224,10 @@ func testExternalRequest(t *testing.T, open Opener) {
 
 	each(t, open, "ApprovedByThePolicy", func(t *testing.T, f *fixture) {
 		r := f.request(requestOpts{N: 1, Approved: true})
-		if r.Status != run.StatusCompleted || r.Snapshot != nil || r.SuspendedAt != nil || len(r.ToolCalls) != 0 || r.LastSeq != 3 {
+		if r.Status != runtype.StatusCompleted || r.Snapshot != nil || r.SuspendedAt != nil || len(r.ToolCalls) != 0 || r.LastSeq != 3 {
 			t.Fatalf("stored %+v", r)
 		}
-		if len(r.Decisions) != 1 || r.Decisions[0].Kind != run.DecisionApproved || r.Decisions[0].DecidedBy != nil ||
+		if len(r.Decisions) != 1 || r.Decisions[0].Kind != runtype.DecisionApproved || r.Decisions[0].DecidedBy != nil ||
 			deref(r.Decisions[0].Reason) != "approved by policy" || !r.Decisions[0].DecidedAt.Equal(ms(at(1))) {
 			t.Fatalf("decisions %+v", r.Decisions)
 		}
@@ -289,15 +289,15 @@ func testExternalRequest(t *testing.T, open Opener) {
 			if !errors.As(err, &dup) || dup.RunID != holder.ID || dup.SameRequest {
 				t.Fatalf("copy %d: another request with the key while %s waits: %v", n, holder.ID, err)
 			}
-			d := ending(holder, []run.DecisionKind{run.DecisionApproved, run.DecisionDeclined, run.DecisionExpired}[n%3], at(n))
-			d.Abandoned = d.Kind == run.DecisionExpired
+			d := ending(holder, []runtype.DecisionKind{runtype.DecisionApproved, runtype.DecisionDeclined, runtype.DecisionExpired}[n%3], at(n))
+			d.Abandoned = d.Kind == runtype.DecisionExpired
 			if err := f.s.Decide(f.ctx, d); err != nil {
 				t.Fatal(err)
 			}
 			holder = f.request(requestOpts{N: n, Idempotency: wp("q")}) // it took the key over
 		}
 		ended := f.get(id(1))
-		if ended.Status != run.StatusCompleted || len(ended.Decisions) != 1 || ended.Decisions[0].Kind != run.DecisionExpired {
+		if ended.Status != runtype.StatusCompleted || len(ended.Decisions) != 1 || ended.Decisions[0].Kind != runtype.DecisionExpired {
 			t.Fatalf("the first request after its key moved on: %s %+v", ended.Status, ended.Decisions)
 		}
 		for _, n := range []int{102, 202, 106, 206} {
@@ -309,7 +309,7 @@ func testExternalRequest(t *testing.T, open Opener) {
 		// Without WhilePending the key names its request for ever.
 		kept := &runs.Idempotency{KeyHash: "k-kept", RequestHash: "q"}
 		r := f.request(requestOpts{N: 50, Idempotency: kept})
-		if err := f.s.Decide(f.ctx, ending(r, run.DecisionApproved, at(51))); err != nil {
+		if err := f.s.Decide(f.ctx, ending(r, runtype.DecisionApproved, at(51))); err != nil {
 			t.Fatal(err)
 		}
 		var dup *runs.DuplicateRequest
@@ -364,7 +364,7 @@ func testExternalRequest(t *testing.T, open Opener) {
 	withOutbox(t, open, "AnnouncedToWebhooks", []notify.Target{all}, func(t *testing.T, f *fixture, ob notify.Store) {
 		r := f.request(requestOpts{N: 1})
 		wantSummary(t, "after the request", summary(t, f.deliveries(ob, r.ID)), "all approval_requested approval PENDING")
-		d := ending(r, run.DecisionDeclined, at(5))
+		d := ending(r, runtype.DecisionDeclined, at(5))
 		d.DecidedBy = ptr("sam")
 		if err := f.s.Decide(f.ctx, d); err != nil {
 			t.Fatal(err)

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"interlock/llm"
-	"interlock/run"
 	"interlock/runs"
+	"interlock/runtype"
 )
 
 // t0 is the base of the times the suite gives the store: off a millisecond and outside UTC, so
@@ -72,7 +72,7 @@ type runOpts struct {
 	Lease               string
 	TTL                 time.Duration // default an hour
 	Snapshot            string
-	Events              []run.Event // default one RUN_STARTED
+	Events              []runtype.Event // default one RUN_STARTED
 	Idempotency         *runs.Idempotency
 }
 
@@ -126,24 +126,24 @@ func (f *fixture) newRun(o runOpts) runs.NewRun {
 		o.Snapshot = `{"snapshot":0}`
 	}
 	if o.Events == nil {
-		o.Events = []run.Event{{Type: run.EventRunStarted, Status: string(run.StatusRunning)}}
+		o.Events = []runtype.Event{{Type: runtype.EventRunStarted, Status: string(runtype.StatusRunning)}}
 	}
-	r := run.Run{
+	r := runtype.Run{
 		ID: id(o.N), AgentID: o.AgentID, ParentRunID: o.ParentRunID, ThreadID: o.ThreadID,
 		ResourceID: o.ResourceID, StartedBy: o.StartedBy, Prompt: o.Prompt, RequireToolApproval: o.RequireToolApproval,
-		Status: run.StatusRunning, CreatedAt: o.CreatedAt, UpdatedAt: o.CreatedAt,
+		Status: runtype.StatusRunning, CreatedAt: o.CreatedAt, UpdatedAt: o.CreatedAt,
 		LastSeq: int64(len(o.Events)), LeaseOwner: &o.Lease,
 	}
 	return runs.NewRun{Run: r, Snapshot: o.Snapshot, Lease: o.Lease, TTL: o.TTL, Events: o.Events, Idempotency: o.Idempotency}
 }
 
 // cp is a checkpoint by the holder of r.
-func cp(r *live, when time.Time, evs ...run.Event) runs.Checkpoint {
+func cp(r *live, when time.Time, evs ...runtype.Event) runs.Checkpoint {
 	return runs.Checkpoint{RunID: r.ID, Lease: r.Lease, TTL: hour, After: r.Seq, At: when, Events: evs}
 }
 
 // checkpoint stores evs as the holder of r, and advances r.
-func (f *fixture) checkpoint(r *live, when time.Time, evs ...run.Event) {
+func (f *fixture) checkpoint(r *live, when time.Time, evs ...runtype.Event) {
 	f.t.Helper()
 	if err := f.s.Checkpoint(f.ctx, cp(r, when, evs...)); err != nil {
 		f.t.Fatalf("Checkpoint %s: %v", r.ID, err)
@@ -152,28 +152,28 @@ func (f *fixture) checkpoint(r *live, when time.Time, evs ...run.Event) {
 }
 
 // approval is a call that waits for approval.
-func approval(callID string) run.ToolCall {
-	return run.ToolCall{ToolCallID: callID, ToolName: "issue_refund", Args: json.RawMessage(`{"amount":30,"order":42}`), RequiresApproval: true}
+func approval(callID string) runtype.ToolCall {
+	return runtype.ToolCall{ToolCallID: callID, ToolName: "issue_refund", Args: json.RawMessage(`{"amount":30,"order":42}`), RequiresApproval: true}
 }
 
 // suspendEvents are the events that announce a suspension on c.
-func suspendEvents(c run.ToolCall) []run.Event {
-	return []run.Event{
-		{Type: run.EventToolCallApproval, ToolCall: &c},
-		{Type: run.EventRunSuspended, Status: string(run.StatusSuspended)},
+func suspendEvents(c runtype.ToolCall) []runtype.Event {
+	return []runtype.Event{
+		{Type: runtype.EventToolCallApproval, ToolCall: &c},
+		{Type: runtype.EventRunSuspended, Status: string(runtype.StatusSuspended)},
 	}
 }
 
 // suspension is the Suspend the holder of r writes to wait on c.
-func suspension(r *live, c run.ToolCall, when time.Time, instance string) runs.Suspension {
+func suspension(r *live, c runtype.ToolCall, when time.Time, instance string) runs.Suspension {
 	snap := fmt.Sprintf(`{"waitsOn":%q}`, c.ToolCallID)
 	ck := cp(r, when, suspendEvents(c)...)
 	ck.Snapshot = &snap
-	return runs.Suspension{Checkpoint: ck, Calls: []run.ToolCall{c}, InstanceID: instance}
+	return runs.Suspension{Checkpoint: ck, Calls: []runtype.ToolCall{c}, InstanceID: instance}
 }
 
 // suspend stores r as suspended on c and returns the run as stored.
-func (f *fixture) suspend(r *live, c run.ToolCall, when time.Time, instance string) *run.Run {
+func (f *fixture) suspend(r *live, c runtype.ToolCall, when time.Time, instance string) *runtype.Run {
 	f.t.Helper()
 	s := suspension(r, c, when, instance)
 	if err := f.s.Suspend(f.ctx, s); err != nil {
@@ -184,7 +184,7 @@ func (f *fixture) suspend(r *live, c run.ToolCall, when time.Time, instance stri
 }
 
 // suspended inserts a run and suspends it on an approval, at its creation time.
-func (f *fixture) suspended(o runOpts) *run.Run {
+func (f *fixture) suspended(o runOpts) *runtype.Run {
 	f.t.Helper()
 	r := f.insert(o)
 	got := f.get(r.ID)
@@ -192,7 +192,7 @@ func (f *fixture) suspended(o runOpts) *run.Run {
 }
 
 // decision is the Decide of the first pending call of run as read, leasing the run to lease.
-func decision(r *run.Run, kind run.DecisionKind, lease string, when time.Time) runs.DecisionWrite {
+func decision(r *runtype.Run, kind runtype.DecisionKind, lease string, when time.Time) runs.DecisionWrite {
 	call := r.ToolCalls[0]
 	d := runs.DecisionWrite{
 		RunID: r.ID, Version: r.Version, After: r.LastSeq, ToolCallID: call.ToolCallID, Kind: kind,
@@ -200,19 +200,19 @@ func decision(r *run.Run, kind run.DecisionKind, lease string, when time.Time) r
 		InstanceID: "instance-1",
 	}
 	switch kind {
-	case run.DecisionApproved:
-		d.Events = []run.Event{{Type: run.EventToolCallApproved, ToolCall: &call}, {Type: run.EventRunResumed, Status: string(run.StatusRunning)}}
-	case run.DecisionDeclined:
-		d.Events = []run.Event{{Type: run.EventToolCallDeclined, ToolCall: &call}, {Type: run.EventRunResumed, Status: string(run.StatusRunning)}}
+	case runtype.DecisionApproved:
+		d.Events = []runtype.Event{{Type: runtype.EventToolCallApproved, ToolCall: &call}, {Type: runtype.EventRunResumed, Status: string(runtype.StatusRunning)}}
+	case runtype.DecisionDeclined:
+		d.Events = []runtype.Event{{Type: runtype.EventToolCallDeclined, ToolCall: &call}, {Type: runtype.EventRunResumed, Status: string(runtype.StatusRunning)}}
 	default:
-		d.Events = []run.Event{{Type: run.EventRunResumed, Status: string(run.StatusRunning)}}
+		d.Events = []runtype.Event{{Type: runtype.EventRunResumed, Status: string(runtype.StatusRunning)}}
 	}
 	return d
 }
 
 // decide approves (or otherwise decides) the first pending call of run, and returns the run as
 // its new holder knows it.
-func (f *fixture) decide(r *run.Run, d runs.DecisionWrite) *live {
+func (f *fixture) decide(r *runtype.Run, d runs.DecisionWrite) *live {
 	f.t.Helper()
 	if err := f.s.Decide(f.ctx, d); err != nil {
 		f.t.Fatalf("Decide %s: %v", r.ID, err)
@@ -224,8 +224,8 @@ func (f *fixture) decide(r *run.Run, d runs.DecisionWrite) *live {
 func finishing(r *live, when time.Time) runs.Finish {
 	out := "done: " + r.ID
 	return runs.Finish{
-		Checkpoint: cp(r, when, run.Event{Type: run.EventRunFinished, Status: string(run.StatusCompleted)}),
-		Status:     run.StatusCompleted, Output: &out,
+		Checkpoint: cp(r, when, runtype.Event{Type: runtype.EventRunFinished, Status: string(runtype.StatusCompleted)}),
+		Status:     runtype.StatusCompleted, Output: &out,
 	}
 }
 
@@ -244,8 +244,8 @@ func (f *fixture) fail(r *live, when time.Time) {
 	f.t.Helper()
 	msg, code := "the run stopped on an internal error", "INTERNAL"
 	err := f.s.Finish(f.ctx, runs.Finish{
-		Checkpoint: cp(r, when, run.Event{Type: run.EventRunFailed, Status: string(run.StatusFailed), Error: msg, ErrorCode: code}),
-		Status:     run.StatusFailed, Error: &msg, ErrorCode: &code,
+		Checkpoint: cp(r, when, runtype.Event{Type: runtype.EventRunFailed, Status: string(runtype.StatusFailed), Error: msg, ErrorCode: code}),
+		Status:     runtype.StatusFailed, Error: &msg, ErrorCode: &code,
 	})
 	if err != nil {
 		f.t.Fatalf("Finish %s as FAILED: %v", r.ID, err)
@@ -254,7 +254,7 @@ func (f *fixture) fail(r *live, when time.Time) {
 }
 
 // eventsAfter returns the events of a run after seq after.
-func (f *fixture) eventsAfter(runID string, after int64) []run.Event {
+func (f *fixture) eventsAfter(runID string, after int64) []runtype.Event {
 	f.t.Helper()
 	evs, err := f.s.Events(f.ctx, runID, after, 10_000)
 	if err != nil {
@@ -272,7 +272,7 @@ func (f *fixture) finished(o runOpts, when time.Time) *live {
 }
 
 // get returns the stored run, which must exist.
-func (f *fixture) get(runID string) *run.Run {
+func (f *fixture) get(runID string) *runtype.Run {
 	f.t.Helper()
 	r, err := f.s.GetRun(f.ctx, runID)
 	if err != nil {
@@ -285,7 +285,7 @@ func (f *fixture) get(runID string) *run.Run {
 }
 
 // events returns all events of a run.
-func (f *fixture) events(runID string) []run.Event {
+func (f *fixture) events(runID string) []runtype.Event {
 	f.t.Helper()
 	evs, err := f.s.Events(f.ctx, runID, 0, 10_000)
 	if err != nil {

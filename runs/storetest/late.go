@@ -7,27 +7,27 @@ import (
 	"testing"
 	"time"
 
-	"interlock/run"
 	"interlock/runs"
+	"interlock/runtype"
 )
 
 // refundCall is the TOOL_CALL of an issue_refund call of that id, as an execution stores it.
-func refundCall(id string) run.Event {
+func refundCall(id string) runtype.Event {
 	c := approval(id)
 	c.RequiresApproval = false
-	return run.Event{Type: run.EventToolCallRequested, ToolCall: &c}
+	return runtype.Event{Type: runtype.EventToolCallRequested, ToolCall: &c}
 }
 
 // late is the late result of the call of that id of r: a refund made.
-func late(r *live, callID string, recorded time.Time) run.LateResult {
-	return run.LateResult{
+func late(r *live, callID string, recorded time.Time) runtype.LateResult {
+	return runtype.LateResult{
 		RunID: r.ID, ToolCallID: callID, ToolName: "issue_refund", Result: json.RawMessage(`{"refunded":30,"id":"rf_42"}`),
 		InstanceID: "instance-a", FinishedAt: recorded.Add(-time.Minute), RecordedAt: recorded,
 	}
 }
 
 // record stores l, which must be stored.
-func (f *fixture) record(l run.LateResult) {
+func (f *fixture) record(l runtype.LateResult) {
 	f.t.Helper()
 	stored, err := f.s.RecordLateResult(f.ctx, l)
 	if err != nil || !stored {
@@ -36,7 +36,7 @@ func (f *fixture) record(l run.LateResult) {
 }
 
 // lateResults returns the late results of a run.
-func (f *fixture) lateResults(runID string) []run.LateResult {
+func (f *fixture) lateResults(runID string) []runtype.LateResult {
 	f.t.Helper()
 	list, err := f.s.LateResults(f.ctx, runID)
 	if err != nil {
@@ -46,7 +46,7 @@ func (f *fixture) lateResults(runID string) []run.LateResult {
 }
 
 // wantLate fails unless got are the late results want, as a store gives them back.
-func wantLate(t *testing.T, what string, got []run.LateResult, want ...run.LateResult) {
+func wantLate(t *testing.T, what string, got []runtype.LateResult, want ...runtype.LateResult) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("%s: %d late results %s, want %d %s", what, len(got), body(got), len(want), body(want))
@@ -87,7 +87,7 @@ func testLateResult(t *testing.T, open Opener) {
 			t.Fatal("recording a late result ended the lease")
 		}
 		// The holder of the lease writes on, as if nothing happened.
-		f.checkpoint(r, at(71), run.Event{Type: run.EventStepFinished})
+		f.checkpoint(r, at(71), runtype.Event{Type: runtype.EventStepFinished})
 	})
 
 	each(t, open, "KeepsAToolError", func(t *testing.T, f *fixture) {
@@ -115,7 +115,7 @@ func testLateResult(t *testing.T, open Opener) {
 		f.checkpoint(r, at(5), refundCall("tc_1"))
 		asked := approval("tc_1")
 		asked.RequiresApproval, asked.SuspendPayload = false, json.RawMessage(`{"question":"Which card?"}`)
-		f.checkpoint(r, at(6), run.Event{Type: run.EventToolCallSuspended, ToolCall: &asked})
+		f.checkpoint(r, at(6), runtype.Event{Type: runtype.EventToolCallSuspended, ToolCall: &asked})
 		again := late(r, "tc_1", at(70))
 		again.After = r.Seq
 		f.record(again)
@@ -125,7 +125,7 @@ func testLateResult(t *testing.T, open Opener) {
 		r2 := f.insert(runOpts{})
 		f.checkpoint(r2, at(5), refundCall("tc_1"))
 		sent := r2.Seq
-		f.checkpoint(r2, at(6), run.Event{Type: run.EventToolCallSuspended, ToolCall: &asked})
+		f.checkpoint(r2, at(6), runtype.Event{Type: runtype.EventToolCallSuspended, ToolCall: &asked})
 		l := late(r2, "tc_1", at(70))
 		l.Result, l.SuspendPayload, l.After = nil, asked.SuspendPayload, sent
 		stored, err := f.s.RecordLateResult(f.ctx, l)
@@ -183,7 +183,7 @@ func testLateResult(t *testing.T, open Opener) {
 	each(t, open, "NeverForACallTheRunDoesNotHave", func(t *testing.T, f *fixture) {
 		r := f.insert(runOpts{})
 		f.checkpoint(r, at(5), refundCall("tc_10"))
-		for _, l := range []run.LateResult{
+		for _, l := range []runtype.LateResult{
 			late(r, "tc_1", at(70)), // a prefix of the call's id is another call
 			late(r, "tc_2", at(70)),
 			late(&live{ID: id(99)}, "tc_10", at(70)), // no such run
@@ -205,7 +205,7 @@ func testLateResult(t *testing.T, open Opener) {
 		r := f.insert(runOpts{})
 		f.checkpoint(r, at(5), refundCall("tc_1"))
 		res := approval("tc_1")
-		f.checkpoint(r, at(6), run.Event{Type: run.EventToolResult, ToolCall: &res, Result: json.RawMessage(`{"refunded":30}`)})
+		f.checkpoint(r, at(6), runtype.Event{Type: runtype.EventToolResult, ToolCall: &res, Result: json.RawMessage(`{"refunded":30}`)})
 		stored, err := f.s.RecordLateResult(f.ctx, late(r, "tc_1", at(70)))
 		if err != nil || stored {
 			t.Fatalf("late result of a call whose result is stored = %v, %v; want not stored, no error", stored, err)
@@ -236,10 +236,10 @@ func testLateResult(t *testing.T, open Opener) {
 		}
 		wantLate(t, "late results of ListSuspended", list[0].LateResults, l)
 		// Approved again and finished, the run keeps them: history shows what happened.
-		next := f.decide(got, decision(got, run.DecisionApproved, "lease-2", at(90)))
+		next := f.decide(got, decision(got, runtype.DecisionApproved, "lease-2", at(90)))
 		f.finish(next, at(95))
 		wantLate(t, "late results of the finished run", f.get(r.ID).LateResults, l)
-		recent, _, err := f.s.ListRecent(f.ctx, runs.RecentParams{Statuses: run.AllStatuses, PerPage: 10})
+		recent, _, err := f.s.ListRecent(f.ctx, runs.RecentParams{Statuses: runtype.AllStatuses, PerPage: 10})
 		if err != nil || len(recent) != 1 {
 			t.Fatalf("ListRecent = %d runs, %v", len(recent), err)
 		}
@@ -258,8 +258,8 @@ func testLateResult(t *testing.T, open Opener) {
 		f.record(l)
 		msg, code := "the run could not be recovered: its agent is not served", runs.FailureUnrecoverable
 		err := f.s.Finish(f.ctx, runs.Finish{
-			Checkpoint: cp(r, at(80), run.Event{Type: run.EventRunFailed, Status: string(run.StatusFailed), Error: msg, ErrorCode: code}),
-			Status:     run.StatusFailed, Error: &msg, ErrorCode: &code,
+			Checkpoint: cp(r, at(80), runtype.Event{Type: runtype.EventRunFailed, Status: string(runtype.StatusFailed), Error: msg, ErrorCode: code}),
+			Status:     runtype.StatusFailed, Error: &msg, ErrorCode: &code,
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -4,15 +4,15 @@ import (
 	"fmt"
 	"testing"
 
-	"interlock/run"
 	"interlock/runs"
+	"interlock/runtype"
 )
 
 func testCheckpoint(t *testing.T, open Opener) {
 	each(t, open, "AppendsEventsWithGaplessSeq", func(t *testing.T, f *fixture) {
 		r := f.insert(runOpts{})
-		a := []run.Event{{Type: run.EventTextDelta, Text: "one"}, {Type: run.EventStepFinished}}
-		b := []run.Event{{Type: run.EventTextDelta, Text: "two"}}
+		a := []runtype.Event{{Type: runtype.EventTextDelta, Text: "one"}, {Type: runtype.EventStepFinished}}
+		b := []runtype.Event{{Type: runtype.EventTextDelta, Text: "two"}}
 		f.checkpoint(r, at(10), a...)
 		f.checkpoint(r, at(11)) // no events: the seq stays
 		f.checkpoint(r, at(12), b...)
@@ -20,7 +20,7 @@ func testCheckpoint(t *testing.T, open Opener) {
 		wantGapless(t, evs, 4)
 		wantEvents(t, "checkpointed events", evs[1:], append(stored(r.ID, 1, at(10), a...), stored(r.ID, 3, at(12), b...)...))
 		got := f.get(r.ID)
-		if got.LastSeq != 4 || got.Status != run.StatusRunning {
+		if got.LastSeq != 4 || got.Status != runtype.StatusRunning {
 			t.Errorf("run after checkpoints: last seq %d, status %s; want 4, RUNNING", got.LastSeq, got.Status)
 		}
 		wantTime(t, "updatedAt", got.UpdatedAt, at(12))
@@ -29,7 +29,7 @@ func testCheckpoint(t *testing.T, open Opener) {
 
 	each(t, open, "SnapshotReplacedOnlyWhenGiven", func(t *testing.T, f *fixture) {
 		r := f.insert(runOpts{Snapshot: `{"v":0}`})
-		f.checkpoint(r, at(10), run.Event{Type: run.EventStepFinished})
+		f.checkpoint(r, at(10), runtype.Event{Type: runtype.EventStepFinished})
 		wantStr(t, "snapshot after a checkpoint without one", f.get(r.ID).Snapshot, ptr(`{"v":0}`))
 		c := cp(r, at(11))
 		c.Snapshot = ptr(`{"v":1}`)
@@ -42,7 +42,7 @@ func testCheckpoint(t *testing.T, open Opener) {
 	each(t, open, "RenewsTheLease", func(t *testing.T, f *fixture) {
 		r := f.insert(runOpts{})
 		f.expire(r)
-		f.checkpoint(r, at(10), run.Event{Type: run.EventStepFinished}) // TTL an hour
+		f.checkpoint(r, at(10), runtype.Event{Type: runtype.EventStepFinished}) // TTL an hour
 		if f.expired(r.ID) {
 			t.Error("a run checkpointed with a lease of an hour is still listed as expired")
 		}
@@ -55,7 +55,7 @@ func testCheckpoint(t *testing.T, open Opener) {
 		if n := f.get(r.ID).RecoveryAttempts; n != 1 {
 			t.Fatalf("recovery attempts after a claim = %d, want 1", n)
 		}
-		f.checkpoint(r, at(10), run.Event{Type: run.EventStepFinished})
+		f.checkpoint(r, at(10), runtype.Event{Type: runtype.EventStepFinished})
 		if n := f.get(r.ID).RecoveryAttempts; n != 0 {
 			t.Errorf("recovery attempts after a checkpoint = %d, want 0 (they count since the last checkpoint)", n)
 		}
@@ -64,7 +64,7 @@ func testCheckpoint(t *testing.T, open Opener) {
 	each(t, open, "WrongLeaseIsLostAndWritesNothing", func(t *testing.T, f *fixture) {
 		r := f.insert(runOpts{})
 		before := f.get(r.ID)
-		c := cp(&live{ID: r.ID, Lease: "someone-else", Seq: r.Seq}, at(10), run.Event{Type: run.EventTextDelta, Text: "x"})
+		c := cp(&live{ID: r.ID, Lease: "someone-else", Seq: r.Seq}, at(10), runtype.Event{Type: runtype.EventTextDelta, Text: "x"})
 		c.Snapshot = ptr(`{"stolen":true}`)
 		wantLeaseLost(t, "Checkpoint with another lease", f.s.Checkpoint(f.ctx, c))
 		wantUnchanged(t, "a lost Checkpoint", f.get(r.ID), before)
@@ -76,8 +76,8 @@ func testCheckpoint(t *testing.T, open Opener) {
 		old := *r
 		f.expire(r)
 		f.claim(r, "lease-new")
-		wantLeaseLost(t, "Checkpoint by the previous holder", f.s.Checkpoint(f.ctx, cp(&old, at(10), run.Event{Type: run.EventStepFinished})))
-		f.checkpoint(r, at(11), run.Event{Type: run.EventStepFinished})
+		wantLeaseLost(t, "Checkpoint by the previous holder", f.s.Checkpoint(f.ctx, cp(&old, at(10), runtype.Event{Type: runtype.EventStepFinished})))
+		f.checkpoint(r, at(11), runtype.Event{Type: runtype.EventStepFinished})
 		wantGapless(t, f.events(r.ID), 2)
 	})
 
@@ -88,7 +88,7 @@ func testCheckpoint(t *testing.T, open Opener) {
 		r := f.insert(runOpts{})
 		f.expire(r)
 		read := f.get(r.ID)
-		f.checkpoint(r, at(10), run.Event{Type: run.EventStepFinished})
+		f.checkpoint(r, at(10), runtype.Event{Type: runtype.EventStepFinished})
 		if f.expired(r.ID) {
 			t.Error("the holder's checkpoint did not renew its expired lease")
 		}
@@ -102,20 +102,20 @@ func testCheckpoint(t *testing.T, open Opener) {
 		s := f.insert(runOpts{})
 		old := *s
 		f.suspend(s, approval("call-1"), at(10), "instance-1")
-		wantLeaseLost(t, "Checkpoint of a suspended run", f.s.Checkpoint(f.ctx, cp(&old, at(11), run.Event{Type: run.EventStepFinished})))
+		wantLeaseLost(t, "Checkpoint of a suspended run", f.s.Checkpoint(f.ctx, cp(&old, at(11), runtype.Event{Type: runtype.EventStepFinished})))
 		d := f.insert(runOpts{})
 		old = *d
 		f.finish(d, at(12))
-		wantLeaseLost(t, "Checkpoint of a finished run", f.s.Checkpoint(f.ctx, cp(&old, at(13), run.Event{Type: run.EventStepFinished})))
+		wantLeaseLost(t, "Checkpoint of a finished run", f.s.Checkpoint(f.ctx, cp(&old, at(13), runtype.Event{Type: runtype.EventStepFinished})))
 		wantLeaseLost(t, "Checkpoint of an unknown run", f.s.Checkpoint(f.ctx, cp(&live{ID: id(99), Lease: "x"}, at(13))))
 	})
 
 	each(t, open, "SeqWrittenTwiceFailsAndWritesNothing", func(t *testing.T, f *fixture) {
 		r := f.insert(runOpts{})
 		again := *r
-		f.checkpoint(r, at(10), run.Event{Type: run.EventTextDelta, Text: "first"})
+		f.checkpoint(r, at(10), runtype.Event{Type: runtype.EventTextDelta, Text: "first"})
 		before := f.get(r.ID)
-		c := cp(&again, at(11), run.Event{Type: run.EventTextDelta, Text: "fork"}, run.Event{Type: run.EventStepFinished})
+		c := cp(&again, at(11), runtype.Event{Type: runtype.EventTextDelta, Text: "fork"}, runtype.Event{Type: runtype.EventStepFinished})
 		c.Snapshot = ptr(`{"fork":true}`)
 		if err := f.s.Checkpoint(f.ctx, c); err == nil {
 			t.Fatal("a second Checkpoint after the same seq succeeded: the log forked")
@@ -136,9 +136,9 @@ func testCheckpoint(t *testing.T, open Opener) {
 		done := make(chan error, 1)
 		go func() {
 			for i := range writes {
-				evs := make([]run.Event, 1+i%3)
+				evs := make([]runtype.Event, 1+i%3)
 				for j := range evs {
-					evs[j] = run.Event{Type: run.EventTextDelta, Text: fmt.Sprintf("%d.%d", i, j)}
+					evs[j] = runtype.Event{Type: runtype.EventTextDelta, Text: fmt.Sprintf("%d.%d", i, j)}
 				}
 				if err := f.s.Checkpoint(f.ctx, cp(r, at(10+i), evs...)); err != nil {
 					done <- fmt.Errorf("checkpoint %d: %w", i, err)
@@ -190,7 +190,7 @@ func testRenewLease(t *testing.T, open Opener) {
 		}
 		got := f.get(r.ID)
 		wantStr(t, "lease owner", got.LeaseOwner, &r.Lease)
-		if got.LastSeq != 1 || got.Status != run.StatusRunning {
+		if got.LastSeq != 1 || got.Status != runtype.StatusRunning {
 			t.Errorf("RenewLease changed the run: last seq %d, status %s", got.LastSeq, got.Status)
 		}
 	})
@@ -226,7 +226,7 @@ func testRenewLease(t *testing.T, open Opener) {
 func testReleaseLease(t *testing.T, open Opener) {
 	each(t, open, "EndsTheLeaseAtOnce", func(t *testing.T, f *fixture) {
 		r := f.insert(runOpts{TTL: hour})
-		f.checkpoint(r, at(10), run.Event{Type: run.EventStepFinished})
+		f.checkpoint(r, at(10), runtype.Event{Type: runtype.EventStepFinished})
 		if err := f.s.ReleaseLease(f.ctx, r.ID, r.Lease); err != nil {
 			t.Fatal(err)
 		}
@@ -234,7 +234,7 @@ func testReleaseLease(t *testing.T, open Opener) {
 			t.Fatal("a released run is not listed as expired at once")
 		}
 		got := f.get(r.ID)
-		if got.Status != run.StatusRunning || got.LastSeq != 2 || got.LeaseOwner != nil {
+		if got.Status != runtype.StatusRunning || got.LastSeq != 2 || got.LeaseOwner != nil {
 			t.Errorf("released run: status %s, last seq %d, lease owner %s; want RUNNING, 2, nil", got.Status, got.LastSeq, show(got.LeaseOwner))
 		}
 		f.claim(r, "lease-new")
@@ -245,7 +245,7 @@ func testReleaseLease(t *testing.T, open Opener) {
 		if err := f.s.ReleaseLease(f.ctx, r.ID, r.Lease); err != nil {
 			t.Fatal(err)
 		}
-		wantLeaseLost(t, "Checkpoint after release", f.s.Checkpoint(f.ctx, cp(r, at(10), run.Event{Type: run.EventStepFinished})))
+		wantLeaseLost(t, "Checkpoint after release", f.s.Checkpoint(f.ctx, cp(r, at(10), runtype.Event{Type: runtype.EventStepFinished})))
 		wantLeaseLost(t, "RenewLease after release", f.s.RenewLease(f.ctx, r.ID, r.Lease, hour))
 		wantLeaseLost(t, "ReleaseLease after release", f.s.ReleaseLease(f.ctx, r.ID, r.Lease))
 		if !f.expired(r.ID) {
@@ -266,7 +266,7 @@ func testReleaseLease(t *testing.T, open Opener) {
 		s := f.insert(runOpts{})
 		f.suspend(s, approval("call-1"), at(10), "instance-1")
 		wantLeaseLost(t, "ReleaseLease of a suspended run", f.s.ReleaseLease(f.ctx, s.ID, s.Lease))
-		if got := f.get(s.ID); got.Status != run.StatusSuspended {
+		if got := f.get(s.ID); got.Status != runtype.StatusSuspended {
 			t.Errorf("a lost ReleaseLease changed a suspended run to %s", got.Status)
 		}
 		wantLeaseLost(t, "ReleaseLease of an unknown run", f.s.ReleaseLease(f.ctx, id(99), "x"))

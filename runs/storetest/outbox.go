@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"interlock/notify"
-	"interlock/run"
+	"interlock/runtype"
 )
 
 // withOutbox runs fn as a parallel subtest on a fixture over a fresh store built to announce
@@ -80,7 +80,7 @@ func testOutbox(t *testing.T, open Opener) {
 		}
 		wantTime(t, "createdAt", e.CreatedAt, at(5))
 
-		d := decision(rn, run.DecisionApproved, "lease-2", at(9))
+		d := decision(rn, runtype.DecisionApproved, "lease-2", at(9))
 		d.DecidedBy, d.Events[0].DecidedBy, d.Events[1].DecidedBy = ptr("alice"), "alice", "alice"
 		f.decide(rn, d)
 		got = f.deliveries(ob, rn.ID)
@@ -92,17 +92,17 @@ func testOutbox(t *testing.T, open Opener) {
 	})
 
 	withOutbox(t, open, "TellsEachDecision", []notify.Target{decidedOnly}, func(t *testing.T, f *fixture, ob notify.Store) {
-		ask := run.ToolCall{ToolCallID: "ask-1", ToolName: "ask_customer", Args: json.RawMessage(`{"q":"size"}`), SuspendPayload: json.RawMessage(`{"question":"size?"}`)}
+		ask := runtype.ToolCall{ToolCallID: "ask-1", ToolName: "ask_customer", Args: json.RawMessage(`{"q":"size"}`), SuspendPayload: json.RawMessage(`{"question":"size?"}`)}
 		for i, c := range []struct {
-			kind   run.DecisionKind
-			call   run.ToolCall
+			kind   runtype.DecisionKind
+			call   runtype.ToolCall
 			edited bool
 			want   string
 		}{
-			{run.DecisionApproved, approval("call-1"), false, notify.DecisionApproved},
-			{run.DecisionApproved, approval("call-1"), true, notify.DecisionEditApproved},
-			{run.DecisionDeclined, approval("call-1"), false, notify.DecisionDeclined},
-			{run.DecisionResumed, ask, false, notify.DecisionResumed},
+			{runtype.DecisionApproved, approval("call-1"), false, notify.DecisionApproved},
+			{runtype.DecisionApproved, approval("call-1"), true, notify.DecisionEditApproved},
+			{runtype.DecisionDeclined, approval("call-1"), false, notify.DecisionDeclined},
+			{runtype.DecisionResumed, ask, false, notify.DecisionResumed},
 		} {
 			r := f.insert(runOpts{})
 			rn := f.suspend(r, c.call, at(10+i), "instance-1")
@@ -114,7 +114,7 @@ func testOutbox(t *testing.T, open Opener) {
 			if c.edited {
 				d.EditedArgs = json.RawMessage(`{"amount":20,"order":42}`)
 			}
-			if c.kind == run.DecisionResumed {
+			if c.kind == runtype.DecisionResumed {
 				d.ResumeData = json.RawMessage(`{"answer":"M"}`)
 			}
 			f.decide(rn, d)
@@ -132,9 +132,9 @@ func testOutbox(t *testing.T, open Opener) {
 
 	withOutbox(t, open, "TellsExpiryAndInputRequests", []notify.Target{all}, func(t *testing.T, f *fixture, ob notify.Store) {
 		r := f.insert(runOpts{})
-		ask := run.ToolCall{ToolCallID: "ask-1", ToolName: "ask_customer", SuspendPayload: json.RawMessage(`{}`)}
+		ask := runtype.ToolCall{ToolCallID: "ask-1", ToolName: "ask_customer", SuspendPayload: json.RawMessage(`{}`)}
 		s := suspension(r, ask, at(3), "instance-1")
-		s.Events[0].Type = run.EventToolCallSuspended
+		s.Events[0].Type = runtype.EventToolCallSuspended
 		if err := f.s.Suspend(f.ctx, s); err != nil {
 			t.Fatal(err)
 		}
@@ -142,8 +142,8 @@ func testOutbox(t *testing.T, open Opener) {
 		call := approval("call-1")
 		call.ExpiresAt = ptr(ms(at(4)))
 		rn := f.suspend(r2, call, at(3), "instance-1")
-		d := decision(rn, run.DecisionExpired, "lease-e", at(5))
-		d.Events = []run.Event{{Type: run.EventToolCallExpired, ToolCall: &rn.ToolCalls[0], Reason: "timed out"}, {Type: run.EventRunResumed, Status: string(run.StatusRunning)}}
+		d := decision(rn, runtype.DecisionExpired, "lease-e", at(5))
+		d.Events = []runtype.Event{{Type: runtype.EventToolCallExpired, ToolCall: &rn.ToolCalls[0], Reason: "timed out"}, {Type: runtype.EventRunResumed, Status: string(runtype.StatusRunning)}}
 		f.decide(rn, d)
 		wantSummary(t, "input request", summary(t, f.deliveries(ob, r.ID)), "all approval_requested input PENDING")
 		wantSummary(t, "expiry", summary(t, f.deliveries(ob, rn.ID)), "all approval_requested approval PENDING", "all expired  PENDING")
@@ -151,7 +151,7 @@ func testOutbox(t *testing.T, open Opener) {
 
 	withOutbox(t, open, "NothingWithoutTargets", nil, func(t *testing.T, f *fixture, ob notify.Store) {
 		plain := f.suspended(runOpts{})
-		d := decision(plain, run.DecisionApproved, "lease-p", at(45))
+		d := decision(plain, runtype.DecisionApproved, "lease-p", at(45))
 		f.decide(plain, d)
 		if got := f.deliveries(ob, plain.ID); len(got) != 0 {
 			t.Errorf("a store built without targets: deliveries %q, want none", summary(t, got))
@@ -163,7 +163,7 @@ func testOutbox(t *testing.T, open Opener) {
 		child := f.insert(runOpts{ParentRunID: &parent.ID})
 		f.suspend(child, approval("inner-1"), at(40), "instance-1")
 		stale := f.suspended(runOpts{})
-		d := decision(stale, run.DecisionApproved, "lease-x", at(50))
+		d := decision(stale, runtype.DecisionApproved, "lease-x", at(50))
 		d.Version++ // another instance decided first
 		wantStale(t, "Decide of an old version", f.s.Decide(f.ctx, d))
 		if got := f.deliveries(ob, child.ID); len(got) != 0 {
@@ -244,7 +244,7 @@ func testOutbox(t *testing.T, open Opener) {
 	withOutbox(t, open, "RacingClaimersSplitTheRows", []notify.Target{all, decidedOnly}, func(t *testing.T, f *fixture, ob notify.Store) {
 		for range 6 {
 			r := f.suspended(runOpts{})
-			f.decide(r, decision(r, run.DecisionDeclined, "lease-r", at(60)))
+			f.decide(r, decision(r, runtype.DecisionDeclined, "lease-r", at(60)))
 		}
 		const claimers = 6
 		var mu sync.Mutex

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"interlock/run"
 	"interlock/runs"
+	"interlock/runtype"
 )
 
 // pagedRun is what the suite knows of a suspended run of the paging data set.
@@ -173,18 +173,18 @@ func wantCounts(t *testing.T, f *fixture, when string, agents ...string) {
 func testCounts(t *testing.T, open Opener) {
 	each(t, open, "FollowSuspensionsAndDecisions", func(t *testing.T, f *fixture) {
 		wantCounts(t, f, "empty", "a")
-		var suspended []*run.Run
+		var suspended []*runtype.Run
 		for i := 0; i < 6; i++ {
 			suspended = append(suspended, f.suspended(runOpts{AgentID: []string{"a", "b"}[i%2]}))
 		}
 		wantCounts(t, f, "six suspended", "a", "b", "c")
-		r := f.decide(suspended[0], decision(suspended[0], run.DecisionApproved, "lease-x", at(50)))
-		f.decide(suspended[1], decision(suspended[1], run.DecisionDeclined, "lease-y", at(50)))
+		r := f.decide(suspended[0], decision(suspended[0], runtype.DecisionApproved, "lease-x", at(50)))
+		f.decide(suspended[1], decision(suspended[1], runtype.DecisionDeclined, "lease-y", at(50)))
 		wantCounts(t, f, "two decided", "a", "b")
 		f.suspend(r, approval("call-2"), at(51), "instance-1")
 		wantCounts(t, f, "one suspended again", "a", "b")
 		// A decision that loses its compare-and-set changes nothing.
-		if err := f.s.Decide(f.ctx, decision(suspended[1], run.DecisionApproved, "lease-z", at(52))); err == nil {
+		if err := f.s.Decide(f.ctx, decision(suspended[1], runtype.DecisionApproved, "lease-z", at(52))); err == nil {
 			t.Fatal("a stale decision was accepted")
 		}
 		wantCounts(t, f, "a stale decision", "a", "b")
@@ -205,10 +205,10 @@ func testCounts(t *testing.T, open Opener) {
 		}
 		p := f.get(parent.ID)
 		c := f.get(child.ID)
-		d := decision(c, run.DecisionApproved, "new-lease", at(40))
+		d := decision(c, runtype.DecisionApproved, "new-lease", at(40))
 		pc := p.ToolCalls[0]
 		d.Ancestors = []runs.AncestorWrite{{RunID: p.ID, Version: p.Version, After: p.LastSeq, ToolCallID: pc.ToolCallID, Call: pc,
-			Events: []run.Event{{Type: run.EventToolCallApproved, ToolCall: &pc}, {Type: run.EventRunResumed, Status: string(run.StatusRunning)}}}}
+			Events: []runtype.Event{{Type: runtype.EventToolCallApproved, ToolCall: &pc}, {Type: runtype.EventRunResumed, Status: string(runtype.StatusRunning)}}}}
 		if err := f.s.Decide(f.ctx, d); err != nil {
 			t.Fatal(err)
 		}
@@ -216,7 +216,7 @@ func testCounts(t *testing.T, open Opener) {
 	})
 
 	each(t, open, "ConcurrentDecisionsCountOnce", func(t *testing.T, f *fixture) {
-		var list []*run.Run
+		var list []*runtype.Run
 		for i := 0; i < 8; i++ {
 			list = append(list, f.suspended(runOpts{AgentID: "a"}))
 		}
@@ -226,7 +226,7 @@ func testCounts(t *testing.T, open Opener) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					f.s.Decide(f.ctx, decision(r, run.DecisionApproved, fmt.Sprintf("lease-%s-%d", r.ID, k), at(60)))
+					f.s.Decide(f.ctx, decision(r, runtype.DecisionApproved, fmt.Sprintf("lease-%s-%d", r.ID, k), at(60)))
 				}()
 			}
 		}

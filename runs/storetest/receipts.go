@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"interlock/receipt"
-	"interlock/run"
 	"interlock/runs"
+	"interlock/runtype"
 )
 
 // withKeys runs fn as a parallel subtest on a fixture whose store is also the receipt.KeyStore
@@ -94,14 +94,14 @@ func testReceipts(t *testing.T, open Opener) {
 
 	each(t, open, "AnApprovalKeepsItsReceipt", func(t *testing.T, f *fixture) {
 		r := f.suspended(runOpts{})
-		d := decision(r, run.DecisionApproved, "lease-2", at(30))
+		d := decision(r, runtype.DecisionApproved, "lease-2", at(30))
 		d.Receipt = ptr("header.payload.signature")
 		f.decide(r, d)
 		got := f.get(r.ID)
 		if len(got.Decisions) != 1 || got.Decisions[0].Receipt == nil || *got.Decisions[0].Receipt != "header.payload.signature" {
 			t.Fatalf("decisions %+v: want the approval with its receipt", got.Decisions)
 		}
-		recent, _, err := f.s.ListRecent(f.ctx, runs.RecentParams{Statuses: []run.Status{run.StatusRunning}, PerPage: 10})
+		recent, _, err := f.s.ListRecent(f.ctx, runs.RecentParams{Statuses: []runtype.Status{runtype.StatusRunning}, PerPage: 10})
 		if err != nil || len(recent) != 1 || len(recent[0].Decisions) != 1 || deref(recent[0].Decisions[0].Receipt) != "header.payload.signature" {
 			t.Fatalf("ListRecent = %+v, %v: want the receipt with the decision", recent, err)
 		}
@@ -109,7 +109,7 @@ func testReceipts(t *testing.T, open Opener) {
 
 	each(t, open, "ADeclineHasNone", func(t *testing.T, f *fixture) {
 		r := f.suspended(runOpts{})
-		f.decide(r, decision(r, run.DecisionDeclined, "lease-2", at(30)))
+		f.decide(r, decision(r, runtype.DecisionDeclined, "lease-2", at(30)))
 		if got := f.get(r.ID); len(got.Decisions) != 1 || got.Decisions[0].Receipt != nil {
 			t.Fatalf("decisions %+v: a decline has no receipt", got.Decisions)
 		}
@@ -129,7 +129,7 @@ func testReceipts(t *testing.T, open Opener) {
 
 	each(t, open, "AnEndedRequestKeepsItsReceipt", func(t *testing.T, f *fixture) {
 		r := f.request(requestOpts{})
-		d := ending(r, run.DecisionApproved, at(40))
+		d := ending(r, runtype.DecisionApproved, at(40))
 		d.Receipt = ptr("person.receipt.sig")
 		if err := f.s.Decide(f.ctx, d); err != nil {
 			t.Fatal(err)

@@ -7,15 +7,15 @@ import (
 	"testing"
 	"time"
 
-	"interlock/run"
 	"interlock/runs"
+	"interlock/runtype"
 )
 
 func testExpiredRuns(t *testing.T, open Opener) {
 	each(t, open, "RunningRunsWhoseLeaseExpiredWithTheirSnapshots", func(t *testing.T, f *fixture) {
 		held := f.insert(runOpts{})
 		expired := f.insert(runOpts{Snapshot: `{"expired":true}`})
-		f.checkpoint(expired, at(10), run.Event{Type: run.EventStepFinished})
+		f.checkpoint(expired, at(10), runtype.Event{Type: runtype.EventStepFinished})
 		released := f.insert(runOpts{Snapshot: `{"released":true}`})
 		suspended := f.suspended(runOpts{})
 		done := f.finished(runOpts{}, at(11))
@@ -27,7 +27,7 @@ func testExpiredRuns(t *testing.T, open Opener) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		byID := map[string]*run.Run{}
+		byID := map[string]*runtype.Run{}
 		for _, r := range list {
 			byID[r.ID] = r
 		}
@@ -39,7 +39,7 @@ func testExpiredRuns(t *testing.T, open Opener) {
 		wantStr(t, "snapshot of the expired run", e.Snapshot, ptr(`{"expired":true}`))
 		wantStr(t, "lease owner of the expired run", e.LeaseOwner, &expired.Lease)
 		want := f.get(expired.ID)
-		if e.Status != run.StatusRunning || e.LastSeq != 2 || e.Version != want.Version || e.RecoveryAttempts != 0 || e.AgentID != want.AgentID {
+		if e.Status != runtype.StatusRunning || e.LastSeq != 2 || e.Version != want.Version || e.RecoveryAttempts != 0 || e.AgentID != want.AgentID {
 			t.Errorf("expired run as listed = %+v, want status RUNNING, last seq 2, version %d, agent %s", e, want.Version, want.AgentID)
 		}
 		wantStr(t, "snapshot of the released run", byID[released.ID].Snapshot, ptr(`{"released":true}`))
@@ -69,15 +69,15 @@ func testClaimExpired(t *testing.T, open Opener) {
 		f.claim(r, "lease-new")
 		got := f.get(r.ID)
 		wantStr(t, "lease owner", got.LeaseOwner, ptr("lease-new"))
-		if got.Status != run.StatusRunning || got.Version <= before.Version || got.LastSeq != before.LastSeq || got.RecoveryAttempts != 1 {
+		if got.Status != runtype.StatusRunning || got.Version <= before.Version || got.LastSeq != before.LastSeq || got.RecoveryAttempts != 1 {
 			t.Errorf("claimed run: status %s, version %d → %d, last seq %d, recovery attempts %d; want RUNNING, a new version, %d, 1",
 				got.Status, before.Version, got.Version, got.LastSeq, got.RecoveryAttempts, before.LastSeq)
 		}
 		if f.expired(r.ID) {
 			t.Error("a run claimed for an hour is listed as expired")
 		}
-		wantLeaseLost(t, "Checkpoint by the previous holder", f.s.Checkpoint(f.ctx, cp(&old, at(10), run.Event{Type: run.EventStepFinished})))
-		f.checkpoint(r, at(11), run.Event{Type: run.EventStepFinished})
+		wantLeaseLost(t, "Checkpoint by the previous holder", f.s.Checkpoint(f.ctx, cp(&old, at(10), runtype.Event{Type: runtype.EventStepFinished})))
+		f.checkpoint(r, at(11), runtype.Event{Type: runtype.EventStepFinished})
 	})
 
 	each(t, open, "CountsEveryAttempt", func(t *testing.T, f *fixture) {
@@ -118,7 +118,7 @@ func testClaimExpired(t *testing.T, open Opener) {
 			}
 		}
 		wantUnchanged(t, "failed claims", f.get(r.ID), read)
-		for name, rn := range map[string]*run.Run{"a held lease": f.get(held.ID), "a suspended run": suspended, "a finished run": f.get(done.ID)} {
+		for name, rn := range map[string]*runtype.Run{"a held lease": f.get(held.ID), "a suspended run": suspended, "a finished run": f.get(done.ID)} {
 			ok, err := f.s.ClaimExpired(f.ctx, claim(runs.Claim{RunID: rn.ID, Version: rn.Version, LastSeq: rn.LastSeq}))
 			if err != nil || ok {
 				t.Errorf("ClaimExpired of %s = %v, %v; want false, nil", name, ok, err)
@@ -172,7 +172,7 @@ func testClaimExpired(t *testing.T, open Opener) {
 	each(t, open, "HolderWriteOrClaimNeverBoth", func(t *testing.T, f *fixture) {
 		writes := []func(r *live) error{
 			func(r *live) error {
-				return f.s.Checkpoint(f.ctx, cp(r, at(10), run.Event{Type: run.EventStepFinished}))
+				return f.s.Checkpoint(f.ctx, cp(r, at(10), runtype.Event{Type: runtype.EventStepFinished}))
 			},
 			func(r *live) error {
 				return f.s.Suspend(f.ctx, suspension(r, approval("call-1"), at(10), "instance-1"))
@@ -207,7 +207,7 @@ func testClaimExpired(t *testing.T, open Opener) {
 			got := f.get(r.ID)
 			if claimed {
 				wantStr(t, r.ID+" lease owner", got.LeaseOwner, ptr("claimer"))
-				wantUnchanged(t, "a write that lost to a claim", got, &run.Run{Status: run.StatusRunning, Version: got.Version,
+				wantUnchanged(t, "a write that lost to a claim", got, &runtype.Run{Status: runtype.StatusRunning, Version: got.Version,
 					LastSeq: read.LastSeq, LeaseOwner: ptr("claimer"), Snapshot: read.Snapshot, UpdatedAt: read.UpdatedAt, RecoveryAttempts: 1})
 			} else if got.LastSeq == read.LastSeq {
 				t.Errorf("%s: the holder's write succeeded but stored nothing", r.ID)
@@ -227,7 +227,7 @@ func testDeferRecovery(t *testing.T, open Opener) {
 		}
 		wantIDs(t, "ExpiredRuns after a deferral", f.expiredIDs(), other.ID)
 		got := f.get(deferred.ID)
-		if got.RecoveryAttempts != 1 || got.Status != run.StatusRunning {
+		if got.RecoveryAttempts != 1 || got.Status != runtype.StatusRunning {
 			t.Errorf("deferred run: %d recovery attempts, status %s; want 1, RUNNING", got.RecoveryAttempts, got.Status)
 		}
 	})

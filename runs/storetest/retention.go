@@ -4,8 +4,8 @@ import (
 	"sync"
 	"testing"
 
-	"interlock/run"
 	"interlock/runs"
+	"interlock/runtype"
 )
 
 func testPurgeFinished(t *testing.T, open Opener) {
@@ -49,7 +49,7 @@ func testPurgeFinished(t *testing.T, open Opener) {
 				t.Fatalf("PurgeFinished(limit 2) = %d, %v; want %d", n, err, want)
 			}
 		}
-		_, total, err := f.s.ListRecent(f.ctx, runs.RecentParams{Statuses: []run.Status{run.StatusCompleted, run.StatusFailed}, PerPage: 10})
+		_, total, err := f.s.ListRecent(f.ctx, runs.RecentParams{Statuses: []runtype.Status{runtype.StatusCompleted, runtype.StatusFailed}, PerPage: 10})
 		if err != nil || total != 0 {
 			t.Errorf("finished runs after purging = %d, %v; want 0", total, err)
 		}
@@ -96,7 +96,7 @@ func testPurgeFinished(t *testing.T, open Opener) {
 	// The tool-call rows (decisions) go with the run: an id used again starts with none.
 	each(t, open, "DeletesTheToolCallRowsToo", func(t *testing.T, f *fixture) {
 		rn := f.suspended(runOpts{N: 1})
-		r := f.decide(rn, decision(rn, run.DecisionApproved, "lease-2", at(20)))
+		r := f.decide(rn, decision(rn, runtype.DecisionApproved, "lease-2", at(20)))
 		f.finish(r, at(21))
 		if n, err := f.s.PurgeFinished(f.ctx, ms(at(22)), ms(at(22)), 10); err != nil || n != 1 {
 			t.Fatalf("PurgeFinished = %d, %v; want 1", n, err)

@@ -8,16 +8,16 @@ import (
 	"time"
 
 	"interlock/llm"
-	"interlock/run"
 	"interlock/runs"
+	"interlock/runtype"
 )
 
 func testInsertRun(t *testing.T, open Opener) {
 	each(t, open, "StoresARunningLeasedRunWithItsFirstEvents", func(t *testing.T, f *fixture) {
 		created := at(1)
-		evs := []run.Event{
-			{Type: run.EventRunStarted, Status: string(run.StatusRunning)},
-			{Type: run.EventTextDelta, Text: "hello"},
+		evs := []runtype.Event{
+			{Type: runtype.EventRunStarted, Status: string(runtype.StatusRunning)},
+			{Type: runtype.EventTextDelta, Text: "hello"},
 		}
 		r := f.insert(runOpts{
 			N: 1, AgentID: "sub-agent", ParentRunID: ptr(id(9)), ThreadID: ptr("thread-1"), ResourceID: ptr("user-1"),
@@ -32,7 +32,7 @@ func testInsertRun(t *testing.T, open Opener) {
 		wantStr(t, "parentRunId", got.ParentRunID, ptr(id(9)))
 		wantStr(t, "threadId", got.ThreadID, ptr("thread-1"))
 		wantStr(t, "resourceId", got.ResourceID, ptr("user-1"))
-		if got.Status != run.StatusRunning {
+		if got.Status != runtype.StatusRunning {
 			t.Errorf("status = %s, want RUNNING", got.Status)
 		}
 		wantTime(t, "createdAt", got.CreatedAt, created)
@@ -92,9 +92,9 @@ func testInsertRun(t *testing.T, open Opener) {
 	each(t, open, "ExistingIDFailsAndChangesNothing", func(t *testing.T, f *fixture) {
 		first := f.insert(runOpts{N: 1, Prompt: "first"})
 		before := f.get(first.ID)
-		dup := run.Run{ID: id(1), AgentID: "other", Prompt: "second", Status: run.StatusRunning, CreatedAt: at(5), UpdatedAt: at(5)}
+		dup := runtype.Run{ID: id(1), AgentID: "other", Prompt: "second", Status: runtype.StatusRunning, CreatedAt: at(5), UpdatedAt: at(5)}
 		err := f.s.InsertRun(f.ctx, runs.NewRun{Run: dup, Snapshot: "{}", Lease: "lease-dup", TTL: hour,
-			Events: []run.Event{{Type: run.EventRunStarted}, {Type: run.EventTextDelta, Text: "x"}}})
+			Events: []runtype.Event{{Type: runtype.EventRunStarted}, {Type: runtype.EventTextDelta, Text: "x"}}})
 		if err == nil {
 			t.Fatal("InsertRun of an id that exists: no error")
 		}
@@ -118,14 +118,14 @@ func testGetRun(t *testing.T, open Opener) {
 
 	each(t, open, "DecisionsOldestFirst", func(t *testing.T, f *fixture) {
 		rn := f.suspended(runOpts{})
-		r := f.decide(rn, decision(rn, run.DecisionApproved, "lease-2", at(10)))
+		r := f.decide(rn, decision(rn, runtype.DecisionApproved, "lease-2", at(10)))
 		rn = f.suspend(r, approval("call-2"), at(11), "instance-1")
-		f.decide(rn, decision(rn, run.DecisionDeclined, "lease-3", at(12)))
+		f.decide(rn, decision(rn, runtype.DecisionDeclined, "lease-3", at(12)))
 		got := f.get(rn.ID)
 		if len(got.Decisions) != 2 || got.Decisions[0].ToolCallID != "call-1" || got.Decisions[1].ToolCallID != "call-2" {
 			t.Fatalf("decisions = %+v, want call-1 then call-2", got.Decisions)
 		}
-		if got.Decisions[0].Kind != run.DecisionApproved || got.Decisions[1].Kind != run.DecisionDeclined {
+		if got.Decisions[0].Kind != runtype.DecisionApproved || got.Decisions[1].Kind != runtype.DecisionDeclined {
 			t.Errorf("decision kinds = %s, %s; want APPROVED, DECLINED", got.Decisions[0].Kind, got.Decisions[1].Kind)
 		}
 	})
@@ -134,7 +134,7 @@ func testGetRun(t *testing.T, open Opener) {
 func testProgress(t *testing.T, open Opener) {
 	each(t, open, "LastSeqAndStatusOfTheRunsThatExist", func(t *testing.T, f *fixture) {
 		running := f.insert(runOpts{})
-		f.checkpoint(running, at(5), run.Event{Type: run.EventTextDelta, Text: "a"}, run.Event{Type: run.EventTextDelta, Text: "b"})
+		f.checkpoint(running, at(5), runtype.Event{Type: runtype.EventTextDelta, Text: "a"}, runtype.Event{Type: runtype.EventTextDelta, Text: "b"})
 		suspended := f.suspended(runOpts{ResourceID: ptr("user-1")})
 		done := f.finished(runOpts{}, at(9))
 		got, err := f.s.Progress(f.ctx, []string{running.ID, suspended.ID, done.ID, id(99)})
@@ -142,9 +142,9 @@ func testProgress(t *testing.T, open Opener) {
 			t.Fatal(err)
 		}
 		want := map[string]runs.Progress{
-			running.ID:   {LastSeq: 3, Status: run.StatusRunning},
-			suspended.ID: {LastSeq: suspended.LastSeq, Status: run.StatusSuspended, ResourceID: ptr("user-1")},
-			done.ID:      {LastSeq: 2, Status: run.StatusCompleted},
+			running.ID:   {LastSeq: 3, Status: runtype.StatusRunning},
+			suspended.ID: {LastSeq: suspended.LastSeq, Status: runtype.StatusSuspended, ResourceID: ptr("user-1")},
+			done.ID:      {LastSeq: 2, Status: runtype.StatusCompleted},
 		}
 		if len(got) != len(want) {
 			t.Errorf("Progress = %v, want %v (no entry for an unknown run)", got, want)
@@ -169,18 +169,18 @@ func testEvents(t *testing.T, open Opener) {
 	each(t, open, "AfterAndLimitInSeqOrder", func(t *testing.T, f *fixture) {
 		r := f.insert(runOpts{})
 		other := f.insert(runOpts{})
-		f.checkpoint(other, at(3), run.Event{Type: run.EventTextDelta, Text: "other"})
-		var want []run.Event
-		want = append(want, stored(r.ID, 0, at(1), run.Event{Type: run.EventRunStarted, Status: string(run.StatusRunning)})...)
+		f.checkpoint(other, at(3), runtype.Event{Type: runtype.EventTextDelta, Text: "other"})
+		var want []runtype.Event
+		want = append(want, stored(r.ID, 0, at(1), runtype.Event{Type: runtype.EventRunStarted, Status: string(runtype.StatusRunning)})...)
 		for i, text := range []string{"a", "b", "c", "d"} {
-			ev := run.Event{Type: run.EventTextDelta, Text: text}
+			ev := runtype.Event{Type: runtype.EventTextDelta, Text: text}
 			want = append(want, stored(r.ID, r.Seq, at(10+i), ev)...)
 			f.checkpoint(r, at(10+i), ev)
 		}
 		cases := []struct {
 			after int64
 			limit int
-			want  []run.Event
+			want  []runtype.Event
 		}{
 			{0, 100, want}, {2, 2, want[2:4]}, {4, 10, want[4:]}, {5, 10, nil}, {99, 10, nil},
 		}
@@ -199,14 +199,14 @@ func testEvents(t *testing.T, open Opener) {
 
 	each(t, open, "EveryFieldRoundTrips", func(t *testing.T, f *fixture) {
 		r := f.insert(runOpts{})
-		call := run.ToolCall{ToolCallID: "call-1", ToolName: "ask_customer", Args: json.RawMessage(`{"q":"size?","n":[1,2.5,"x"]}`),
+		call := runtype.ToolCall{ToolCallID: "call-1", ToolName: "ask_customer", Args: json.RawMessage(`{"q":"size?","n":[1,2.5,"x"]}`),
 			SuspendPayload: json.RawMessage(`{"form":{"answer":"string"}}`), Interrupted: true}
-		evs := []run.Event{
-			{Type: run.EventToolCallRequested, ToolCall: &call},
-			{Type: run.EventToolResult, ToolCall: &call, Result: json.RawMessage(`{"ok":true,"text":"é \"quoted\" 😀"}`), Error: "partial"},
-			{Type: run.EventToolCallDeclined, ToolCall: &call, Reason: "needs a receipt", DecidedBy: "alice"},
-			{Type: run.EventRunFailed, Status: string(run.StatusFailed), Error: "the model call failed", ErrorCode: "MODEL_ERROR"},
-			{Type: run.EventTextDelta, Text: "multi\nline\ttext ünïcode"},
+		evs := []runtype.Event{
+			{Type: runtype.EventToolCallRequested, ToolCall: &call},
+			{Type: runtype.EventToolResult, ToolCall: &call, Result: json.RawMessage(`{"ok":true,"text":"é \"quoted\" 😀"}`), Error: "partial"},
+			{Type: runtype.EventToolCallDeclined, ToolCall: &call, Reason: "needs a receipt", DecidedBy: "alice"},
+			{Type: runtype.EventRunFailed, Status: string(runtype.StatusFailed), Error: "the model call failed", ErrorCode: "MODEL_ERROR"},
+			{Type: runtype.EventTextDelta, Text: "multi\nline\ttext ünïcode"},
 		}
 		f.checkpoint(r, at(20), evs...)
 		wantEvents(t, "events", f.eventsAfter(r.ID, 1), stored(r.ID, 1, at(20), evs...))

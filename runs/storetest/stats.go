@@ -4,7 +4,7 @@ import (
 	"maps"
 	"testing"
 
-	"interlock/run"
+	"interlock/runtype"
 )
 
 func testCountByStatus(t *testing.T, open Opener) {
@@ -27,27 +27,27 @@ func testCountByStatus(t *testing.T, open Opener) {
 		f.finished(runOpts{}, at(50))       // COMPLETED
 		f.fail(f.insert(runOpts{}), at(51)) // FAILED
 		f.delegated()                       // WAITING, and its child RUNNING
-		want := map[run.Status]int64{
-			run.StatusRunning: 3, run.StatusSuspended: 2, run.StatusWaiting: 1,
-			run.StatusCompleted: 1, run.StatusFailed: 1,
+		want := map[runtype.Status]int64{
+			runtype.StatusRunning: 3, runtype.StatusSuspended: 2, runtype.StatusWaiting: 1,
+			runtype.StatusCompleted: 1, runtype.StatusFailed: 1,
 		}
 		f.wantCounts(want)
 
-		f.decide(decided, decision(decided, run.DecisionApproved, "lease-new", at(60)))
-		want[run.StatusSuspended]--
-		want[run.StatusRunning]++
+		f.decide(decided, decision(decided, runtype.DecisionApproved, "lease-new", at(60)))
+		want[runtype.StatusSuspended]--
+		want[runtype.StatusRunning]++
 		f.wantCounts(want)
 	})
 }
 
 // wantCounts checks CountByStatus against want (a status missing from the answer counts 0).
-func (f *fixture) wantCounts(want map[run.Status]int64) {
+func (f *fixture) wantCounts(want map[runtype.Status]int64) {
 	f.t.Helper()
 	got, err := f.s.CountByStatus(f.ctx)
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	norm := map[run.Status]int64{}
+	norm := map[runtype.Status]int64{}
 	for st, n := range got {
 		if n != 0 {
 			norm[st] = n

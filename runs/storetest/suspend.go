@@ -5,14 +5,14 @@ import (
 	"testing"
 
 	"interlock/llm"
-	"interlock/run"
 	"interlock/runs"
+	"interlock/runtype"
 )
 
 func testSuspend(t *testing.T, open Opener) {
 	each(t, open, "StoresTheRunAsSuspendedOnTheCall", func(t *testing.T, f *fixture) {
 		r := f.insert(runOpts{})
-		f.checkpoint(r, at(5), run.Event{Type: run.EventTextDelta, Text: "thinking"})
+		f.checkpoint(r, at(5), runtype.Event{Type: runtype.EventTextDelta, Text: "thinking"})
 		before := f.get(r.ID)
 		call := approval("call-7")
 		s := suspension(r, call, at(10), "instance-1")
@@ -20,7 +20,7 @@ func testSuspend(t *testing.T, open Opener) {
 			t.Fatal(err)
 		}
 		got := f.get(r.ID)
-		if got.Status != run.StatusSuspended {
+		if got.Status != runtype.StatusSuspended {
 			t.Fatalf("status = %s, want SUSPENDED", got.Status)
 		}
 		if got.SuspendedAt == nil {
@@ -46,7 +46,7 @@ func testSuspend(t *testing.T, open Opener) {
 	})
 
 	each(t, open, "KeepsEveryFieldOfTheCall", func(t *testing.T, f *fixture) {
-		calls := []run.ToolCall{
+		calls := []runtype.ToolCall{
 			{ToolCallID: "ask-1", ToolName: "ask_customer", Args: json.RawMessage(`{"question":"size?"}`),
 				SuspendPayload: json.RawMessage(`{"form":{"type":"object","properties":{"answer":{"type":"string"}}}}`)},
 			{ToolCallID: "refund-1", ToolName: "issue_refund", Args: json.RawMessage(`{"amount":10}`), RequiresApproval: true, Interrupted: true},
@@ -122,7 +122,7 @@ func testSuspend(t *testing.T, open Opener) {
 	each(t, open, "SeqWrittenBeforeFailsAndWritesNothing", func(t *testing.T, f *fixture) {
 		r := f.insert(runOpts{})
 		stale := *r
-		f.checkpoint(r, at(5), run.Event{Type: run.EventTextDelta, Text: "written"})
+		f.checkpoint(r, at(5), runtype.Event{Type: runtype.EventTextDelta, Text: "written"})
 		before := f.get(r.ID)
 		if err := f.s.Suspend(f.ctx, suspension(&stale, approval("call-1"), at(10), "instance-1")); err == nil {
 			t.Fatal("Suspend after a seq already written succeeded: the log forked")
@@ -137,10 +137,10 @@ func testSuspend(t *testing.T, open Opener) {
 	// A resumed tool runs again and may suspend again under the same call id: the run then
 	// waits on that call again, and the earlier decision stays in the audit trail.
 	each(t, open, "CallSuspendedAgainAfterResumeWaitsAgain", func(t *testing.T, f *fixture) {
-		call := run.ToolCall{ToolCallID: "ask-1", ToolName: "ask_customer", SuspendPayload: json.RawMessage(`{"round":1}`)}
+		call := runtype.ToolCall{ToolCallID: "ask-1", ToolName: "ask_customer", SuspendPayload: json.RawMessage(`{"round":1}`)}
 		r := f.insert(runOpts{})
 		rn := f.suspend(r, call, at(10), "instance-1")
-		d := decision(rn, run.DecisionResumed, "lease-2", at(11))
+		d := decision(rn, runtype.DecisionResumed, "lease-2", at(11))
 		d.ResumeData = json.RawMessage(`{"answer":"M"}`)
 		r = f.decide(rn, d)
 		call.SuspendPayload = json.RawMessage(`{"round":2}`)
@@ -149,10 +149,10 @@ func testSuspend(t *testing.T, open Opener) {
 			t.Fatalf("pending calls = %+v, want ask-1 once", rn.ToolCalls)
 		}
 		wantCall(t, "pending call", rn.ToolCalls[0], call)
-		if len(rn.Decisions) != 1 || rn.Decisions[0].ToolCallID != "ask-1" || rn.Decisions[0].Kind != run.DecisionResumed {
+		if len(rn.Decisions) != 1 || rn.Decisions[0].ToolCallID != "ask-1" || rn.Decisions[0].Kind != runtype.DecisionResumed {
 			t.Fatalf("decisions = %+v, want the first RESUMED", rn.Decisions)
 		}
-		d = decision(rn, run.DecisionResumed, "lease-3", at(13))
+		d = decision(rn, runtype.DecisionResumed, "lease-3", at(13))
 		d.ResumeData = json.RawMessage(`{"answer":"L"}`)
 		f.decide(rn, d)
 		got := f.get(rn.ID)
@@ -170,12 +170,12 @@ func testFinish(t *testing.T, open Opener) {
 		r := f.insert(runOpts{})
 		before := f.get(r.ID)
 		fin := finishing(r, at(10))
-		fin.Events = append([]run.Event{{Type: run.EventTextDelta, Text: "last words"}}, fin.Events...)
+		fin.Events = append([]runtype.Event{{Type: runtype.EventTextDelta, Text: "last words"}}, fin.Events...)
 		if err := f.s.Finish(f.ctx, fin); err != nil {
 			t.Fatal(err)
 		}
 		got := f.get(r.ID)
-		if got.Status != run.StatusCompleted || got.LastSeq != 3 {
+		if got.Status != runtype.StatusCompleted || got.LastSeq != 3 {
 			t.Errorf("status %s, last seq %d; want COMPLETED, 3", got.Status, got.LastSeq)
 		}
 		wantStr(t, "output", got.Output, fin.Output)
@@ -197,14 +197,14 @@ func testFinish(t *testing.T, open Opener) {
 		r := f.insert(runOpts{})
 		msg, code := "the model call failed (demo)", "MODEL_ERROR"
 		err := f.s.Finish(f.ctx, runs.Finish{
-			Checkpoint: cp(r, at(10), run.Event{Type: run.EventRunFailed, Status: string(run.StatusFailed), Error: msg, ErrorCode: code}),
-			Status:     run.StatusFailed, Error: &msg, ErrorCode: &code,
+			Checkpoint: cp(r, at(10), runtype.Event{Type: runtype.EventRunFailed, Status: string(runtype.StatusFailed), Error: msg, ErrorCode: code}),
+			Status:     runtype.StatusFailed, Error: &msg, ErrorCode: &code,
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
 		got := f.get(r.ID)
-		if got.Status != run.StatusFailed {
+		if got.Status != runtype.StatusFailed {
 			t.Errorf("status = %s, want FAILED", got.Status)
 		}
 		wantStr(t, "output", got.Output, nil)
@@ -215,10 +215,10 @@ func testFinish(t *testing.T, open Opener) {
 
 	each(t, open, "FinishesASuspendedThenDecidedRun", func(t *testing.T, f *fixture) {
 		rn := f.suspended(runOpts{})
-		r := f.decide(rn, decision(rn, run.DecisionApproved, "lease-2", at(20)))
+		r := f.decide(rn, decision(rn, runtype.DecisionApproved, "lease-2", at(20)))
 		f.finish(r, at(21))
 		got := f.get(r.ID)
-		if got.Status != run.StatusCompleted || len(got.Decisions) != 1 || len(got.ToolCalls) != 0 {
+		if got.Status != runtype.StatusCompleted || len(got.Decisions) != 1 || len(got.ToolCalls) != 0 {
 			t.Errorf("status %s, %d decisions, %d pending; want COMPLETED, 1, 0", got.Status, len(got.Decisions), len(got.ToolCalls))
 		}
 	})
@@ -241,7 +241,7 @@ func testFinish(t *testing.T, open Opener) {
 		if err := f.s.Finish(f.ctx, fin); err != nil {
 			t.Fatalf("Finish with memory and no thread: %v", err)
 		}
-		if got := f.get(r.ID); got.Status != run.StatusCompleted {
+		if got := f.get(r.ID); got.Status != runtype.StatusCompleted {
 			t.Errorf("status = %s, want COMPLETED", got.Status)
 		}
 	})
@@ -273,7 +273,7 @@ func testFinish(t *testing.T, open Opener) {
 	each(t, open, "SeqWrittenBeforeFailsAndWritesNothing", func(t *testing.T, f *fixture) {
 		r := f.insert(runOpts{ThreadID: ptr("thread-1")})
 		stale := *r
-		f.checkpoint(r, at(5), run.Event{Type: run.EventTextDelta, Text: "written"})
+		f.checkpoint(r, at(5), runtype.Event{Type: runtype.EventTextDelta, Text: "written"})
 		before := f.get(r.ID)
 		fin := finishing(&stale, at(10))
 		fin.ThreadID, fin.Memory = ptr("thread-1"), []llm.Message{{Role: llm.RoleUser, Content: "x"}}

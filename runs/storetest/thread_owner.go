@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"testing"
 
-	"interlock/run"
 	"interlock/runs"
+	"interlock/runtype"
 )
 
 // refused tries to insert a run of o that must be refused as ErrThreadOwned, and checks that
@@ -54,7 +54,7 @@ func testThreadOwner(t *testing.T, open Opener) {
 			f.refused("a run of "+show(other)+" in user-1's thread", runOpts{ThreadID: ptr("thread-1"), ResourceID: other})
 		}
 		wantStr(t, "owner of thread-1", f.owner("thread-1"), ptr("user-1"))
-		list, total, err := f.s.ListRecent(f.ctx, runs.RecentParams{Statuses: run.AllStatuses, ThreadID: ptr("thread-1"), PerPage: 10})
+		list, total, err := f.s.ListRecent(f.ctx, runs.RecentParams{Statuses: runtype.AllStatuses, ThreadID: ptr("thread-1"), PerPage: 10})
 		if err != nil || total != 2 {
 			t.Fatalf("runs of thread-1: %v (total %d), %v; want the owner's 2", runIDs(list), total, err)
 		}
@@ -94,7 +94,7 @@ func testThreadOwner(t *testing.T, open Opener) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if counts[run.StatusRunning] != 0 || counts[run.StatusCompleted] != 1 {
+		if counts[runtype.StatusRunning] != 0 || counts[runtype.StatusCompleted] != 1 {
 			t.Errorf("counts = %v, want the one completed run", counts)
 		}
 		th, err := f.s.Thread(f.ctx, "thread-1", nil, 0)

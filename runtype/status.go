@@ -1,4 +1,4 @@
-package run
+package runtype
 
 // Status is where a run stands.
 //

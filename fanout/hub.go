@@ -1,8 +1,8 @@
-// Package events is the in-process fan-out of stored events: the hubs that wake subscribers when
-// something new is stored. What they announce is in storage already (a run's events, run.Event,
+// Package fanout is the in-process fan-out of stored events: the hubs that wake subscribers when
+// something new is stored. What they announce is in storage already (a run's events, runtype.Event,
 // are stored with a per-run seq, the source of truth of streams), so a hub never blocks its
 // publisher and a subscriber that falls behind loses nothing it cannot read again.
-package events
+package fanout
 
 import "sync"
 

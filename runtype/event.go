@@ -1,4 +1,4 @@
-package run
+package runtype
 
 import (
 	"encoding/json"

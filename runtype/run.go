@@ -1,11 +1,11 @@
-// Package run is the vocabulary every layer of Interlock speaks about runs: a run and what it is
+// Package runtype is the vocabulary every layer of Interlock speaks about runs: a run and what it is
 // made of (its Status, the ToolCalls it waits on, the Decisions taken on them, the Events of its
 // stream), who acts on it (Principal, Role), and the one application error (Error, Code).
 //
 // It is a leaf: it imports nothing of the module, so that authentication, the GraphQL models,
 // storage and observability can name these things without importing the run service (package
 // runs), which holds the rules: who may do what, and how a run moves from one status to the next.
-package run
+package runtype
 
 import (
 	"encoding/json"
