@@ -5,7 +5,7 @@
 export type Answer = {
   runId: string; status: "PENDING" | "APPROVED" | "DECLINED" | "EXPIRED"; args: Record<string, unknown>;
   reason: string | null; decidedBy: string | null; decidedAt: string | null; expiresAt: string | null; url: string;
-  receipt: string | null; // APPROVED: the signed receipt to hand to the tool's service (README, "Receipts a tool can verify")
+  receipt: string | null; // APPROVED: the signed receipt to hand to the tool's service (docs/receipts.md)
 };
 
 // askPerson asks whether `agent` may call `tool` with `args`, and waits until a person decides. On
