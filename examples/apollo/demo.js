@@ -34,7 +34,7 @@ function log(message) {
   console.log(`apollo example: ${message}`);
 }
 
-// --- The client setup a front end copies (README: "Use it from a front end (Apollo Client)").
+// --- The client setup a front end copies (docs/apollo.md: "Use it from a front end (Apollo Client)").
 
 let httpRequests = 0; // counted, to show that the cache was updated without a refetch
 const httpLink = new HttpLink({

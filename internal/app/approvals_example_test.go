@@ -13,8 +13,8 @@ import (
 	"interlock/internal/proctest"
 )
 
-// approvalsExampleDir holds the README's askPerson() helpers (section "Approvals for agents that
-// run elsewhere"): ask_person.py and ask-person.ts, a Node project with its own lock.
+// approvalsExampleDir holds the askPerson() helpers of docs/external-approvals.md ("Approvals for
+// agents that run elsewhere"): ask_person.py and ask-person.ts, a Node project with its own lock.
 var approvalsExampleDir = apptest.RepoPath("examples", "approvals")
 
 // TestApprovalsExamples runs the Python and TypeScript examples as a user would, against a real
@@ -121,11 +121,11 @@ func runExample(t *testing.T, s *apptest.Server, env []string, decide func(t *te
 	return out.String()
 }
 
-// TestApprovalsReadmeShowsTheExamples: the README's Python and TypeScript helpers are the
-// example files, as they are (the files are what CI runs).
-func TestApprovalsReadmeShowsTheExamples(t *testing.T) {
+// TestApprovalsDocShowsTheExamples: the Python and TypeScript helpers docs/external-approvals.md
+// shows are the example files, as they are (the files are what CI runs).
+func TestApprovalsDocShowsTheExamples(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile(apptest.RepoPath("README.md"))
+	doc, err := os.ReadFile(apptest.RepoPath("docs", "external-approvals.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,8 +134,8 @@ func TestApprovalsReadmeShowsTheExamples(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !bytes.Contains(readme, []byte("```"+lang+"\n"+string(src)+"```\n")) {
-			t.Errorf("README.md does not show examples/approvals/%s as it is, in a ```%s block", file, lang)
+		if !bytes.Contains(doc, []byte("```"+lang+"\n"+string(src)+"```\n")) {
+			t.Errorf("docs/external-approvals.md does not show examples/approvals/%s as it is, in a ```%s block", file, lang)
 		}
 	}
 }

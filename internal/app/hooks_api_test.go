@@ -377,22 +377,26 @@ func TestHooksRefuseWhatIsNotAHook(t *testing.T) {
 	})
 }
 
-// readmeBlock is the body of the first ```lang block of README.md after the line holding marker.
-func readmeBlock(t testing.TB, marker, lang string) string {
+// hooksDoc is the page that documents the hooks (tests run in this directory): its
+// configurations and the Codex command are what these tests run, as written.
+var hooksDoc = filepath.Join("..", "..", "docs", "coding-agent-hooks.md")
+
+// hooksDocBlock is the body of the first ```lang block of hooksDoc after the line holding marker.
+func hooksDocBlock(t testing.TB, marker, lang string) string {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	raw, err := os.ReadFile(hooksDoc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := string(raw)
 	i := strings.Index(s, marker)
 	if i < 0 {
-		t.Fatalf("README.md has no %q", marker)
+		t.Fatalf("%s has no %q", hooksDoc, marker)
 	}
 	s = s[i:]
 	j := strings.Index(s, "```"+lang+"\n")
 	if j < 0 {
-		t.Fatalf("README.md has no ```%s block after %q", lang, marker)
+		t.Fatalf("%s has no ```%s block after %q", hooksDoc, lang, marker)
 	}
 	s = s[j+len("```"+lang+"\n"):]
 	return s[:strings.Index(s, "```")]
@@ -414,36 +418,36 @@ func claudeHeader(v string, allowed []string, env map[string]string) string {
 
 var hookEnvRef = regexp.MustCompile(`\$\{[A-Za-z_][A-Za-z0-9_]*\}|\$[A-Za-z_][A-Za-z0-9_]*`)
 
-// readmeHooksConfig is the README's step 1 configuration with its two tokens' digests filled
+// docHooksConfig is hooksDoc's step 1 configuration with its two tokens' digests filled
 // in: ana's (the requester, "token-ana") and sam's (the approver, apptest.TokenOf("sam")).
-func readmeHooksConfig(t testing.TB) string {
+func docHooksConfig(t testing.TB) string {
 	t.Helper()
-	yaml := readmeBlock(t, "**1. An external agent", "yaml")
+	yaml := hooksDocBlock(t, "**1. An external agent", "yaml")
 	for placeholder, token := range map[string]string{"<sha256 of ana's token>": "token-ana", "<sha256 of sam's token>": apptest.TokenOf("sam")} {
 		if !strings.Contains(yaml, placeholder) {
-			t.Fatalf("the README's step 1 has no %s:\n%s", placeholder, yaml)
+			t.Fatalf("the step 1 of docs/coding-agent-hooks.md has no %s:\n%s", placeholder, yaml)
 		}
 		yaml = strings.Replace(yaml, placeholder, apptest.Sha256Hex(token), 1)
 	}
 	return yaml
 }
 
-// readmeCodexHook is the README's Codex hook block and its command, checked for the shape the
-// README's words rely on: a PermissionRequest command hook with a 600 s timeout, whose curl
+// docCodexHook is hooksDoc's Codex hook block and its command, checked for the shape the
+// page's words rely on: a PermissionRequest command hook with a 600 s timeout, whose curl
 // gives up before it (Codex kills a hook at its timeout, and a killed hook decides nothing).
-func readmeCodexHook(t testing.TB) (toml, command string) {
+func docCodexHook(t testing.TB) (toml, command string) {
 	t.Helper()
-	toml = readmeBlock(t, "**3. Codex**", "toml")
+	toml = hooksDocBlock(t, "**3. Codex**", "toml")
 	m := regexp.MustCompile(`(?m)^command = '([^']*)'$`).FindStringSubmatch(toml)
 	if m == nil || !strings.Contains(toml, "[[hooks.PermissionRequest.hooks]]\ntype = \"command\"\n") || !strings.Contains(toml, "timeout = 600\n") {
-		t.Fatalf("the README's Codex hook:\n%s", toml)
+		t.Fatalf("the Codex hook of docs/coding-agent-hooks.md:\n%s", toml)
 	}
 	maxTime := regexp.MustCompile(`--max-time (\d+) `).FindStringSubmatch(m[1])
 	if maxTime == nil {
-		t.Fatalf("the README's Codex hook gives curl no --max-time: %s", m[1])
+		t.Fatalf("the Codex hook of docs/coding-agent-hooks.md gives curl no --max-time: %s", m[1])
 	}
 	if n, _ := strconv.Atoi(maxTime[1]); n >= 600 {
-		t.Fatalf("the README's Codex hook: curl's --max-time %d is not under the hook's timeout (600)", n)
+		t.Fatalf("the Codex hook of docs/coding-agent-hooks.md: curl's --max-time %d is not under the hook's timeout (600)", n)
 	}
 	return toml, m[1]
 }
@@ -482,18 +486,18 @@ func wantDeny(t testing.TB, what string, got hookRun, message string) {
 	}
 }
 
-// TestHooksReadmeConfigs: the README's configuration, as written: its agent, policy and tokens
+// TestHooksDocConfigs: the configuration of docs/coding-agent-hooks.md, as written: its agent, policy and tokens
 // serve the requests and sam's token decides them; its Claude Code settings.json hook, sent as
 // Claude Code sends an HTTP hook (the header filled from allowedEnvVars), gets the allow once
 // approved; its Codex command, run by sh and by bash with the hook's input on stdin, prints the
 // deny with the person's reason, and, when Interlock refuses the token (401), a deny naming
 // curl's exit 22 — never nothing, which Codex would leave to its reviewer model or its own
 // prompt.
-func TestHooksReadmeConfigs(t *testing.T) {
+func TestHooksDocConfigs(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Fatal("the Codex hook command needs curl:", err)
 	}
-	yaml := readmeHooksConfig(t)
+	yaml := docHooksConfig(t)
 	sam := apptest.TokenOf("sam")
 	for _, db := range []string{"sqlite", "mysql"} {
 		t.Run(db, func(t *testing.T) {
@@ -515,16 +519,16 @@ func TestHooksReadmeConfigs(t *testing.T) {
 					}
 				}
 			}
-			if err := json.Unmarshal([]byte(readmeBlock(t, "**2. Claude Code**", "json")), &settings); err != nil {
-				t.Fatal("the README's settings.json:", err)
+			if err := json.Unmarshal([]byte(hooksDocBlock(t, "**2. Claude Code**", "json")), &settings); err != nil {
+				t.Fatal("the settings.json of docs/coding-agent-hooks.md:", err)
 			}
 			groups := settings.Hooks["PermissionRequest"]
 			if len(groups) != 1 || groups[0].Matcher != "*" || len(groups[0].Hooks) != 1 {
-				t.Fatalf("the README's PermissionRequest hooks: %+v", groups)
+				t.Fatalf("the PermissionRequest hooks of docs/coding-agent-hooks.md: %+v", groups)
 			}
 			h := groups[0].Hooks[0]
 			if h.Type != "http" || h.Timeout != 600 || !strings.HasPrefix(h.URL, "http://localhost:8080/") {
-				t.Fatalf("the README's hook: %+v", h)
+				t.Fatalf("the hook of docs/coding-agent-hooks.md: %+v", h)
 			}
 			req, _ := http.NewRequest(http.MethodPost, s.URL+strings.TrimPrefix(h.URL, "http://localhost:8080"), bytes.NewReader(apptest.HookFixture(t, "claude-code/permission-request.json")))
 			req.Header.Set("Content-Type", "application/json")
@@ -550,7 +554,7 @@ func TestHooksReadmeConfigs(t *testing.T) {
 			apptest.WantAnswer(t, "Claude Code's hook", apptest.Answered(t, held), apptest.HookFixture(t, "claude-code/answer-allow.json"))
 
 			// Codex, under each shell.
-			_, command := readmeCodexHook(t)
+			_, command := docCodexHook(t)
 			input := apptest.HookFixture(t, "codex/permission-request.json")
 			for _, shell := range []string{"sh", "bash"} {
 				done := make(chan hookRun, 1)
@@ -579,17 +583,17 @@ func TestHooksReadmeConfigs(t *testing.T) {
 	}
 }
 
-// TestHooksReadmeCodexFailsClosed: the README's Codex command, exactly as printed, run by sh and
+// TestHooksDocCodexFailsClosed: the Codex command of docs/coding-agent-hooks.md, exactly as printed, run by sh and
 // by bash, answers every way of not reaching a decision with Codex's deny naming curl's real exit
 // code, and prints nothing else (a partial answer never reaches Codex): Interlock down (7), a
 // host name that does not resolve (6), Interlock answering 401, 500 or 503 (22), a connection
 // closed before any answer (52) or in the middle of one (18).
-func TestHooksReadmeCodexFailsClosed(t *testing.T) {
+func TestHooksDocCodexFailsClosed(t *testing.T) {
 	t.Parallel()
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Fatal("the Codex hook command needs curl:", err)
 	}
-	_, command := readmeCodexHook(t)
+	_, command := docCodexHook(t)
 	answering := func(fn func(w http.ResponseWriter)) string {
 		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			io.Copy(io.Discard, r.Body)

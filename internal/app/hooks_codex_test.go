@@ -128,10 +128,10 @@ func codexBinary(t *testing.T) string {
 }
 
 // TestHooksRealCodex runs the Codex CLI (`codex exec`, skipped when it is not installed) with
-// the README's hook in its config.toml, against a fake model that asks to run `rm -rf build`
-// and a reviewer model that approves it, as the README describes each step:
+// the hook of docs/coding-agent-hooks.md in its config.toml, against a fake model that asks to run `rm -rf build`
+// and a reviewer model that approves it, as that page describes each step:
 //   - untrusted, the hook is skipped without a word: Interlock gets nothing and Codex's reviewer
-//     decides (and the build is gone) — why the README says to trust it;
+//     decides (and the build is gone) — why the page says to trust it;
 //   - without --approve-for-me, `codex exec` never asks: Interlock gets nothing;
 //   - trusted (--dangerously-bypass-hook-trust stands in for /hooks), the request waits in
 //     Interlock: declined by sam, the command does not run and the model reads the reason;
@@ -143,9 +143,9 @@ func TestHooksRealCodex(t *testing.T) {
 		t.Fatal("the Codex hook command needs curl:", err)
 	}
 	sam := apptest.TokenOf("sam")
-	s := apptest.Start(t, "sqlite:"+filepath.Join(t.TempDir(), "interlock.db"), "--auth=on", "--config", apptest.WriteConfig(t, readmeHooksConfig(t)))
+	s := apptest.Start(t, "sqlite:"+filepath.Join(t.TempDir(), "interlock.db"), "--auth=on", "--config", apptest.WriteConfig(t, docHooksConfig(t)))
 	model := newFakeResponses(t, "rm -rf build")
-	hookTOML, _ := readmeCodexHook(t)
+	hookTOML, _ := docCodexHook(t)
 	home := t.TempDir()
 	config := fmt.Sprintf("model = \"fake-model\"\nmodel_provider = \"fake\"\n\n[model_providers.fake]\nname = \"fake\"\nbase_url = %q\nwire_api = \"responses\"\n\n%s", model.URL+"/v1", hookTOML)
 	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(config), 0o600); err != nil {

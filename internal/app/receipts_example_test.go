@@ -13,7 +13,7 @@ import (
 	"interlock/internal/proctest"
 )
 
-// receiptsExampleDir holds the README's verifyReceipt() (section "Receipts a tool can verify"):
+// receiptsExampleDir holds the verifyReceipt() of docs/receipts.md ("Receipts a tool can verify"):
 // verify_receipt.py (PyJWT) and verify-receipt.ts (jose), a Node project with its own lock.
 var receiptsExampleDir = apptest.RepoPath("examples", "receipts")
 
@@ -103,10 +103,11 @@ func pythonWithJWT(t *testing.T) string {
 	return ""
 }
 
-// TestReceiptsReadmeShowsTheExamples: the README's verifiers are the example files, as they are.
-func TestReceiptsReadmeShowsTheExamples(t *testing.T) {
+// TestReceiptsDocShowsTheExamples: the verifiers docs/receipts.md shows are the example files, as
+// they are.
+func TestReceiptsDocShowsTheExamples(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile(apptest.RepoPath("README.md"))
+	doc, err := os.ReadFile(apptest.RepoPath("docs", "receipts.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,8 +116,8 @@ func TestReceiptsReadmeShowsTheExamples(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !strings.Contains(string(readme), "```"+lang+"\n"+string(src)+"```\n") {
-			t.Errorf("README.md does not show examples/receipts/%s as it is, in a ```%s block", file, lang)
+		if !strings.Contains(string(doc), "```"+lang+"\n"+string(src)+"```\n") {
+			t.Errorf("docs/receipts.md does not show examples/receipts/%s as it is, in a ```%s block", file, lang)
 		}
 	}
 }
