@@ -248,8 +248,8 @@ func TestConsoleShowsForbidden(t *testing.T) {
 	})
 }
 
-// TestConsoleLinkTakesTheTokenAsWritten: a token made with `openssl rand -base64 32` (as the
-// README says) holds "+", "/" and "="; the console link carries it as it is, or %-escaped, and
+// TestConsoleLinkTakesTheTokenAsWritten: a token made with `openssl rand -base64 32` (as
+// docs/access.md says) holds "+", "/" and "="; the console link carries it as it is, or %-escaped, and
 // the console must keep exactly that token, not read "+" as a space. The rest of the fragment
 // stays in the address.
 func TestConsoleLinkTakesTheTokenAsWritten(t *testing.T) {

@@ -193,7 +193,7 @@ func TestReviewConcurrentKeyAcrossInstances(t *testing.T) {
 // TestReviewRequesterSeesOnlyItsOwnAndDecidesNothing: a requester reads its own requests and
 // nothing else — another requester's request, an internal run and an unknown id are alike
 // NOT_FOUND over GET /approvals/{id} and GraphQL run — lists nothing, follows its own requests
-// only (runEvents, as the README promises: another's request, an internal run and an unknown id
+// only (runEvents, as docs/external-approvals.md promises: another's request, an internal run and an unknown id
 // are alike NOT_FOUND, over SSE and both WebSocket subprotocols), and decides nothing (approve,
 // edit, decline, resume) on its own request or another's.
 func TestReviewRequesterSeesOnlyItsOwnAndDecidesNothing(t *testing.T) {

@@ -24,7 +24,7 @@ import (
 	"interlock/notify"
 )
 
-// verifyInterlockSignature is the receiver's check the README documents, copied from it: a
+// verifyInterlockSignature is the receiver's check docs/notifications.md documents, copied from it: a
 // receiver needs nothing of Interlock's code.
 func verifyInterlockSignature(secret []byte, header string, body []byte, now time.Time) error {
 	var ts, sig string
