@@ -86,7 +86,7 @@ func (e *execution) delegate(ctx context.Context, snap *agent.Snapshot, held *ag
 	child := runtype.Run{
 		ID: c.ChildRunID, AgentID: tool.SubAgent.ID, ParentRunID: &parentID, ThreadID: e.run.ThreadID, ResourceID: e.run.ResourceID, StartedBy: e.run.StartedBy,
 		Prompt: task, RequireToolApproval: snap.RequireToolApproval, Status: runtype.StatusRunning,
-		CreatedAt: now, UpdatedAt: now, LastSeq: 1, LeaseOwner: &lease,
+		CreatedAt: now, UpdatedAt: now, LastSeq: 1,
 		ToolCalls: []runtype.ToolCall{}, Decisions: []runtype.Decision{},
 	}
 	e.mu.Lock()
@@ -112,13 +112,13 @@ func (e *execution) delegate(ctx context.Context, snap *agent.Snapshot, held *ag
 	e.seq, e.ended = seq, true
 	e.text.Reset()
 	e.s.runHub.Publish(e.run.ID, struct{}{})
-	e.s.execute(tool.SubAgent, &child, childSnap, taken, causedBy(ctx, CauseDelegation))
+	e.s.execute(tool.SubAgent, &child, lease, childSnap, taken, causedBy(ctx, CauseDelegation))
 	return nil
 }
 
 // ancestor is a supervisor run above a run, and the id of its call that waits on the run below.
 type ancestor struct {
-	run    *runtype.Run
+	run    *Record
 	callID string
 }
 
@@ -131,7 +131,7 @@ func (s *Service) ancestors(ctx context.Context, r *runtype.Run) ([]ancestor, er
 		if len(out) >= maxDepth {
 			return nil, fmt.Errorf("run %s: delegation chain deeper than %d", r.ID, maxDepth)
 		}
-		p, err := s.store.GetRun(ctx, *parent)
+		p, err := s.store.GetRecord(ctx, *parent)
 		if err != nil {
 			return nil, fmt.Errorf("load supervisor run %s: %w", *parent, err)
 		}
@@ -207,11 +207,11 @@ func (s *Service) surfaceDecision(ctx context.Context, r *runtype.Run, innerID s
 			return nil, runtype.Errorf(runtype.CodeConflict, "supervisor run %s is %s, not SUSPENDED: it was already decided", a.run.ID, a.run.Status)
 		}
 		id = surfacedID(a.callID, id)
-		call := waitingCall(a.run, id)
+		call := waitingCall(&a.run.Run, id)
 		if call == nil {
 			// Suspended before calls had server ids: the inner call is shown under the
 			// delegate call's own id.
-			call = waitingCall(a.run, a.callID)
+			call = waitingCall(&a.run.Run, a.callID)
 		}
 		if call == nil {
 			return nil, runtype.Errorf(runtype.CodeConflict, "supervisor run %s does not wait on %s", a.run.ID, id)
@@ -229,7 +229,7 @@ func (s *Service) surfaceDecision(ctx context.Context, r *runtype.Run, innerID s
 // (run itself and callID when the call is run's own). A supervisor suspended before calls had
 // server ids shows the inner call under its delegate call's own id: then the id returned is ""
 // (the sub-agent run's one waiting call), as it was decided then.
-func (s *Service) innermost(ctx context.Context, r *runtype.Run, callID string) (*runtype.Run, string, error) {
+func (s *Service) innermost(ctx context.Context, r *Record, callID string) (*Record, string, error) {
 	cur, id := r, callID
 	for depth := 0; ; depth++ {
 		if cur.Snapshot == nil || depth > maxDepth {
@@ -251,7 +251,7 @@ func (s *Service) innermost(ctx context.Context, r *runtype.Run, callID string) 
 		default:
 			return cur, id, nil
 		}
-		child, err := s.store.GetRun(ctx, c.ChildRunID)
+		child, err := s.store.GetRecord(ctx, c.ChildRunID)
 		if err != nil {
 			return nil, "", fmt.Errorf("load sub-agent run %s: %w", c.ChildRunID, err)
 		}
@@ -273,7 +273,7 @@ func (s *Service) handoff(ctx context.Context, r *runtype.Run, output *string, e
 	if r.ParentRunID == nil {
 		return nil, nil, nil
 	}
-	p, err := s.store.GetRun(ctx, *r.ParentRunID)
+	p, err := s.store.GetRecord(ctx, *r.ParentRunID)
 	if err != nil {
 		return nil, nil, fmt.Errorf("load supervisor run %s: %w", *r.ParentRunID, err)
 	}
@@ -309,7 +309,7 @@ func (s *Service) handoff(ctx context.Context, r *runtype.Run, output *string, e
 	lease, taken := s.newLease(), time.Now()
 	h = &Handoff{RunID: p.ID, Version: p.Version, After: p.LastSeq, Snapshot: encoded, Lease: lease, TTL: s.cfg.LeaseTTL}
 	start = func() {
-		p.Status, p.LeaseOwner, p.Version, p.Snapshot = runtype.StatusRunning, &lease, p.Version+1, nil
+		p.Status, p.LeaseOwner, p.Version, p.Snapshot = runtype.StatusRunning, &lease, p.Version+1, &encoded
 		a := s.agents.Get(p.AgentID)
 		if a == nil {
 			// Another instance may serve it: let recovery find it at once.
@@ -318,7 +318,7 @@ func (s *Service) handoff(ctx context.Context, r *runtype.Run, output *string, e
 			}
 			return
 		}
-		s.execute(a, p, snap, taken, causedBy(ctx, CauseHandoff))
+		s.execute(a, &p.Run, lease, snap, taken, causedBy(ctx, CauseHandoff))
 	}
 	return h, start, nil
 }
