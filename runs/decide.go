@@ -152,7 +152,7 @@ func (s *Service) checkDecision(ctx context.Context, p DecideParams, d agent.Dec
 // supervisor's run suspended on a sub-agent's call shows it, and the decision is the inner
 // run's, on the very call the supervisor's shows (never a later one of the same sub-agent run).
 func (s *Service) findHolder(ctx context.Context, dec *decision) error {
-	inner, innerID, err := s.innermost(ctx, dec.top, dec.call.ToolCallID)
+	inner, innerID, above, err := s.innermost(ctx, dec.top, dec.call.ToolCallID)
 	if err != nil || inner == dec.top {
 		return err
 	}
@@ -160,7 +160,7 @@ func (s *Service) findHolder(ctx context.Context, dec *decision) error {
 	if err != nil {
 		return err
 	}
-	dec.run, dec.call = inner, call
+	dec.run, dec.call, dec.above = inner, call, above
 	return nil
 }
 

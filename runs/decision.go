@@ -19,6 +19,10 @@ type decision struct {
 	// They differ when a supervisor's run shows a sub-agent's call: the decision is the inner
 	// run's, and the supervisors above move with it (surfaceDecision).
 	top, run *Record
+	// above are the supervisors' records between top and run, top first, as the decision was
+	// checked against them: their writes are made from these reads (surfaceDecision), not
+	// from new ones.
+	above []*Record
 	// call is the decided call as run waits on it; snap is run's snapshot, which the decision
 	// goes into.
 	call *runtype.ToolCall
@@ -78,7 +82,7 @@ func (s *Service) commitDecision(ctx context.Context, dec *decision) (DecisionWr
 	}
 	w.Events = decisionEvents(dec.call, d, dec.by, w.Hold)
 	var err error
-	if w.Ancestors, err = s.surfaceDecision(ctx, &dec.run.Run, dec.call.ToolCallID, d, dec.by); err != nil {
+	if w.Ancestors, err = s.surfaceDecision(ctx, &dec.run.Run, dec.above, dec.call.ToolCallID, d, dec.by); err != nil {
 		return w, err
 	}
 	dec.snap.Seq = dec.run.LastSeq + int64(len(w.Events))
