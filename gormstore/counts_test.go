@@ -65,7 +65,7 @@ func TestRecountSuspendedAgreesWithTheStore(t *testing.T) {
 			suspended = append(suspended, r)
 		}
 		for _, r := range suspended[:2] {
-			got, err := st.GetRun(ctx, r.ID)
+			got, err := st.GetRecord(ctx, r.ID)
 			if err != nil {
 				t.Fatal(err)
 			}

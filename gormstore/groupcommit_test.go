@@ -343,6 +343,6 @@ func TestGroupTracer(t *testing.T) {
 // newRun is a new RUNNING run id, leased by "lease-" + id, with its first event.
 func newRun(id string) runs.NewRun {
 	now, lease := time.Now().UTC(), "lease-"+id
-	r := runtype.Run{ID: id, AgentID: "agent", Prompt: "p", Status: runtype.StatusRunning, CreatedAt: now, UpdatedAt: now, LastSeq: 1, LeaseOwner: &lease}
+	r := runtype.Run{ID: id, AgentID: "agent", Prompt: "p", Status: runtype.StatusRunning, CreatedAt: now, UpdatedAt: now, LastSeq: 1}
 	return runs.NewRun{Run: r, Snapshot: `{}`, Lease: lease, TTL: time.Hour, Events: []runtype.Event{{Type: runtype.EventRunStarted}}}
 }

@@ -13,8 +13,26 @@ import (
 	"interlock/runtype"
 )
 
-// GetRun implements runs.Store.
+// GetRun implements runs.Store. It reads the columns a client sees (viewColumns), never the
+// snapshot, which is often the largest value of the row.
 func (s *Store) GetRun(ctx context.Context, id string) (*runtype.Run, error) {
+	db := s.db.WithContext(ctx)
+	rows, err := scanViewRuns(db.Model(&Run{}).Where("id = ?", id).Limit(1), 1)
+	if err != nil {
+		return nil, fmt.Errorf("load run %s: %w", id, err)
+	}
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	list, err := withCalls(db, rows)
+	if err != nil {
+		return nil, err
+	}
+	return list[0], nil
+}
+
+// GetRecord implements runs.Store.
+func (s *Store) GetRecord(ctx context.Context, id string) (*runs.Record, error) {
 	db := s.db.WithContext(ctx)
 	var rows []Run
 	if err := db.Where("id = ?", id).Limit(1).Find(&rows).Error; err != nil {
@@ -27,7 +45,7 @@ func (s *Store) GetRun(ctx context.Context, id string) (*runtype.Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	return list[0], nil
+	return recordOf(&rows[0], list[0]), nil
 }
 
 // Progress implements runs.Store.
@@ -185,7 +203,7 @@ func (s *Store) ListSuspended(ctx context.Context, p runs.ListSuspendedParams, l
 		}
 	}
 	page := q.Select("id").Order("created_at DESC, id DESC").Limit(limit).Offset(offset)
-	rows, err := scanPageRuns(s.db.WithContext(ctx).Model(&Run{}).
+	rows, err := scanViewRuns(s.db.WithContext(ctx).Model(&Run{}).
 		Joins("JOIN (?) AS page ON page.id = agent_runs.id", page).
 		Order("agent_runs.created_at DESC, agent_runs.id DESC"), limit)
 	if err != nil {
@@ -225,8 +243,8 @@ func (s *Store) ListRecent(ctx context.Context, p runs.RecentParams) ([]*runtype
 	if err := q.Session(&gorm.Session{}).Count(&total).Error; err != nil {
 		return nil, 0, fmt.Errorf("count runs: %w", err)
 	}
-	var rows []Run
-	if err := q.Omit("snapshot").Order("updated_at DESC, id DESC").Limit(p.PerPage).Offset(p.Page * p.PerPage).Find(&rows).Error; err != nil {
+	rows, err := scanViewRuns(q.Order("updated_at DESC, id DESC").Limit(p.PerPage).Offset(p.Page*p.PerPage), p.PerPage)
+	if err != nil {
 		return nil, 0, fmt.Errorf("list runs: %w", err)
 	}
 	out, err := withCalls(s.db.WithContext(ctx), rows)
@@ -320,15 +338,19 @@ func (s *Store) PurgeChanges(ctx context.Context, cutoff time.Time) error {
 	return nil
 }
 
-// runFromRow maps a row and its tool-call rows to the domain run: pending calls while it is
-// suspended, decided calls as its decisions.
+// recordOf is the record of row m, whose run r was mapped from it (runFromRow).
+func recordOf(m *Run, r *runtype.Run) *runs.Record {
+	return &runs.Record{Run: *r, Version: m.Version, Snapshot: m.Snapshot, LeaseOwner: m.LeaseOwner, RecoveryAttempts: m.RecoveryAttempts}
+}
+
+// runFromRow maps a row and its tool-call rows to the run clients see: pending calls while it
+// is suspended, decided calls as its decisions.
 func runFromRow(m *Run, calls []ToolCall) *runtype.Run {
 	r := &runtype.Run{
 		ID: m.ID, AgentID: m.AgentID, ParentRunID: m.ParentRunID, ThreadID: m.ThreadID, ResourceID: m.ResourceID,
 		StartedBy: m.StartedBy, Prompt: m.Prompt, RequireToolApproval: m.RequireToolApproval, Status: runtype.Status(m.Status),
 		CreatedAt: m.CreatedAt.UTC(), UpdatedAt: m.UpdatedAt.UTC(), LastSeq: m.LastSeq,
 		Output: m.Output, Error: m.Error, ErrorCode: m.ErrorCode, ToolCalls: []runtype.ToolCall{}, Decisions: []runtype.Decision{},
-		Version: m.Version, Snapshot: m.Snapshot, LeaseOwner: m.LeaseOwner, RecoveryAttempts: m.RecoveryAttempts,
 		Context: m.Context,
 	}
 	suspended := r.Status == runtype.StatusSuspended && m.SuspendedAt != nil

@@ -6,22 +6,23 @@ import (
 	"gorm.io/gorm"
 )
 
-// The hot reads of suspendedRuns — the page's runs and their tool calls — scan their rows
-// themselves: GORM's Find scans by reflection, one value at a time, and for a page of 50 runs
-// and their calls that was a third of the server's own work for the request (see
-// docs/performance.md). The columns below are read into the same row types, in this order.
+// The hot reads of suspendedRuns — the page's runs and their tool calls — and the API's other
+// reads of runs scan their rows themselves: GORM's Find scans by reflection, one value at a
+// time, and for a page of 50 runs and their calls that was a third of the server's own work for
+// the request (see docs/performance.md). The columns below are read into the same row types, in this order.
 
-// pageRunColumns are the columns of agent_runs a listed run needs (runFromRow): all but the
-// snapshot and the recovery bookkeeping.
-const pageRunColumns = "agent_runs.id, agent_runs.agent_id, agent_runs.parent_run_id, agent_runs.thread_id, " +
+// viewColumns are the columns of agent_runs the run a client sees is made of (runFromRow): all
+// but what only the run service's rules read (runs.Record: the snapshot, the lease, the version
+// and the recovery bookkeeping). The API's reads (GetRun, ListSuspended, ListRecent) select
+// these and no more.
+const viewColumns = "agent_runs.id, agent_runs.agent_id, agent_runs.parent_run_id, agent_runs.thread_id, " +
 	"agent_runs.resource_id, agent_runs.started_by, agent_runs.prompt, agent_runs.require_tool_approval, " +
 	"agent_runs.status, agent_runs.created_at, agent_runs.updated_at, agent_runs.suspended_at, " +
-	"agent_runs.last_seq, agent_runs.lease_owner, agent_runs.version, agent_runs.output, " +
-	"agent_runs.error, agent_runs.error_code, agent_runs.recovery_attempts, agent_runs.context"
+	"agent_runs.last_seq, agent_runs.output, agent_runs.error, agent_runs.error_code, agent_runs.context"
 
-// scanPageRuns runs q, which selects pageRunColumns, and reads its rows, at most limit.
-func scanPageRuns(q *gorm.DB, limit int) ([]Run, error) {
-	rows, err := q.Select(pageRunColumns).Rows()
+// scanViewRuns runs q, which selects viewColumns, and reads its rows, at most limit.
+func scanViewRuns(q *gorm.DB, limit int) ([]Run, error) {
+	rows, err := q.Select(viewColumns).Rows()
 	if err != nil {
 		return nil, err
 	}
@@ -30,8 +31,8 @@ func scanPageRuns(q *gorm.DB, limit int) ([]Run, error) {
 	for rows.Next() {
 		var r Run
 		err := rows.Scan(&r.ID, &r.AgentID, &r.ParentRunID, &r.ThreadID, &r.ResourceID, &r.StartedBy, &r.Prompt,
-			&r.RequireToolApproval, &r.Status, &r.CreatedAt, &r.UpdatedAt, &r.SuspendedAt, &r.LastSeq, &r.LeaseOwner,
-			&r.Version, &r.Output, &r.Error, &r.ErrorCode, &r.RecoveryAttempts, &r.Context)
+			&r.RequireToolApproval, &r.Status, &r.CreatedAt, &r.UpdatedAt, &r.SuspendedAt, &r.LastSeq,
+			&r.Output, &r.Error, &r.ErrorCode, &r.Context)
 		if err != nil {
 			return nil, fmt.Errorf("read a run: %w", classify(err))
 		}

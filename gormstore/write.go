@@ -429,15 +429,15 @@ func (s *Store) expired(q *gorm.DB) *gorm.DB {
 }
 
 // ExpiredRuns implements runs.Store.
-func (s *Store) ExpiredRuns(ctx context.Context, limit int) ([]*runtype.Run, error) {
+func (s *Store) ExpiredRuns(ctx context.Context, limit int) ([]*runs.Record, error) {
 	var rows []Run
 	q := s.expired(s.db.WithContext(ctx).Model(&Run{})).Where("recover_after IS NULL OR recover_after <= ?", s.dbNow())
 	if err := q.Order("lease_until").Order("id").Limit(limit).Find(&rows).Error; err != nil {
 		return nil, fmt.Errorf("find expired leases: %w", err)
 	}
-	out := make([]*runtype.Run, len(rows))
+	out := make([]*runs.Record, len(rows))
 	for i := range rows {
-		out[i] = runFromRow(&rows[i], nil)
+		out[i] = recordOf(&rows[i], runFromRow(&rows[i], nil))
 	}
 	return out, nil
 }

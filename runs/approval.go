@@ -90,44 +90,45 @@ const policyReason = "approved by policy: the tool needs no approval"
 // principal with the same request returns the run the first one made (as it is now, decided or
 // not; with KeyWhilePending only while it waits), on any instance, for IdempotencyWindow at least.
 func (s *Service) RequestApproval(ctx context.Context, p ApprovalParams) (*runtype.Run, error) {
-	if err := require(ctx, runtype.RoleRequester, "requesting an approval"); err != nil {
-		return nil, err
-	}
-	if err := authorizeAgent(ctx, p.AgentID); err != nil {
-		return nil, err
-	}
-	a := s.agents.Get(p.AgentID)
-	if a == nil {
-		return nil, runtype.Errorf(runtype.CodeNotFound, "no agent with id %q", p.AgentID)
-	}
-	if !a.External {
-		return nil, runtype.Errorf(runtype.CodeBadUserInput, "agent %q runs in Interlock (it has a model): start it with startRun; approvals are requested for external agents (external: true in the config)", a.ID)
-	}
-	if p.ToolName == "" {
-		return nil, runtype.Errorf(runtype.CodeBadUserInput, "toolName must not be empty")
-	}
-	if n := utf8.RuneCountInString(p.ToolName); n > maxIDLength || !utf8.ValidString(p.ToolName) {
-		return nil, runtype.Errorf(runtype.CodeBadUserInput, "toolName is %d characters long; at most %d are allowed", n, maxIDLength)
-	}
-	if err := checkToolName(p.ToolName); err != nil {
-		return nil, err
-	}
-	tool := a.Tool(p.ToolName)
-	if tool == nil {
-		return nil, runtype.Errorf(runtype.CodeBadUserInput, "agent %q has no tool %q (its tools: %s)", a.ID, p.ToolName, toolNames(a))
-	}
-	if len(p.Args) == 0 {
-		return nil, runtype.Errorf(runtype.CodeBadUserInput, "args must be a JSON object of the tool's arguments")
-	}
-	args, err := agent.CanonicalJSON(p.Args)
+	req, err := s.checkApproval(ctx, p)
 	if err != nil {
-		return nil, runtype.Errorf(runtype.CodeBadUserInput, "args: %v", err)
+		return nil, err
 	}
-	if args[0] != '{' {
-		return nil, runtype.Errorf(runtype.CodeBadUserInput, "args must be a JSON object of the tool's arguments")
+	return s.storeApproval(ctx, req)
+}
+
+// approvalRequest is a request checked and ready to store: what checkApproval found valid is
+// what storeApproval writes, so that the checks (the config's and the caller's) and the write
+// meet in one type instead of a dozen locals.
+type approvalRequest struct {
+	agent *agent.Agent
+	tool  *agent.Tool
+	// args are the call's arguments in canonical form (agent.CanonicalJSON).
+	args                          json.RawMessage
+	threadID, resourceID, context *string
+	// key is the request's idempotency key (nil without one); keyText is the key as sent, for
+	// the answer to a key reused for another request.
+	key     *Idempotency
+	keyText string
+	// needs says the call waits for a person; without it the policy approves it at once.
+	needs bool
+}
+
+// checkApproval checks RequestApproval's caller and arguments in the order its contract gives
+// (who may ask first, so that a caller learns nothing of agents it may not ask for), reading
+// nothing but the config. Errors: those of RequestApproval before anything is stored.
+func (s *Service) checkApproval(ctx context.Context, p ApprovalParams) (*approvalRequest, error) {
+	a, err := s.requestedAgent(ctx, p.AgentID)
+	if err != nil {
+		return nil, err
 	}
-	if err := tool.ValidateInput(args); err != nil {
-		return nil, runtype.Errorf(runtype.CodeBadUserInput, "args do not match the inputSchema of %s: %v", p.ToolName, err)
+	tool, err := requestedTool(a, p.ToolName)
+	if err != nil {
+		return nil, err
+	}
+	args, err := requestedArgs(tool, p.Args)
+	if err != nil {
+		return nil, err
 	}
 	if !utf8.ValidString(p.Context) {
 		return nil, runtype.Errorf(runtype.CodeBadUserInput, "context is not valid UTF-8")
@@ -135,11 +136,13 @@ func (s *Service) RequestApproval(ctx context.Context, p ApprovalParams) (*runty
 	if n := utf8.RuneCountInString(p.Context); n > MaxContextLength {
 		return nil, runtype.Errorf(runtype.CodeBadUserInput, "context is %d characters long; at most %d are allowed", n, MaxContextLength)
 	}
-	threadID, resourceID, reqContext := emptyToNil(&p.ThreadID), emptyToNil(&p.ResourceID), emptyToNil(&p.Context)
-	if err := authorizeResource(ctx, resourceID, "request approvals"); err != nil {
+	req := &approvalRequest{agent: a, tool: tool, args: args, keyText: p.IdempotencyKey,
+		threadID: emptyToNil(&p.ThreadID), resourceID: emptyToNil(&p.ResourceID), context: emptyToNil(&p.Context),
+		needs: tool.RequireApproval || a.RequireToolApproval}
+	if err := authorizeResource(ctx, req.resourceID, "request approvals"); err != nil {
 		return nil, err
 	}
-	for name, v := range map[string]*string{"threadId": threadID, "resourceId": resourceID} {
+	for name, v := range map[string]*string{"threadId": req.threadID, "resourceId": req.resourceID} {
 		if v != nil && utf8.RuneCountInString(*v) > maxIDLength {
 			return nil, runtype.Errorf(runtype.CodeBadUserInput, "%s is %d characters long; at most %d are allowed", name, utf8.RuneCountInString(*v), maxIDLength)
 		}
@@ -149,78 +152,150 @@ func (s *Service) RequestApproval(ctx context.Context, p ApprovalParams) (*runty
 		Args              json.RawMessage
 		Thread, Resource  *string
 		Context           *string
-	}{"approval", a.ID, p.ToolName, args, threadID, resourceID, reqContext}
-	key, err := idempotency(ctx, emptyToNil(&p.IdempotencyKey), request)
+	}{"approval", a.ID, tool.Name, args, req.threadID, req.resourceID, req.context}
+	if req.key, err = idempotency(ctx, emptyToNil(&p.IdempotencyKey), request); err != nil {
+		return nil, err
+	}
+	if req.key != nil {
+		// With KeyWhilePending the store moves a key whose request ended to this one, in the
+		// one claim: a decided request is never the answer, and no chain of them is walked.
+		req.key.WhilePending = p.KeyWhilePending
+	}
+	return req, nil
+}
+
+// requestedAgent is the external agent an approval is requested for, once the principal of ctx
+// may request it: the role and the agent binding are checked before the agent is looked up.
+func (s *Service) requestedAgent(ctx context.Context, agentID string) (*agent.Agent, error) {
+	if err := require(ctx, runtype.RoleRequester, "requesting an approval"); err != nil {
+		return nil, err
+	}
+	if err := authorizeAgent(ctx, agentID); err != nil {
+		return nil, err
+	}
+	a := s.agents.Get(agentID)
+	if a == nil {
+		return nil, runtype.Errorf(runtype.CodeNotFound, "no agent with id %q", agentID)
+	}
+	if !a.External {
+		return nil, runtype.Errorf(runtype.CodeBadUserInput, "agent %q runs in Interlock (it has a model): start it with startRun; approvals are requested for external agents (external: true in the config)", a.ID)
+	}
+	return a, nil
+}
+
+// requestedTool is agent a's tool of that name, once the name is one a person can read.
+func requestedTool(a *agent.Agent, name string) (*agent.Tool, error) {
+	if name == "" {
+		return nil, runtype.Errorf(runtype.CodeBadUserInput, "toolName must not be empty")
+	}
+	if n := utf8.RuneCountInString(name); n > maxIDLength || !utf8.ValidString(name) {
+		return nil, runtype.Errorf(runtype.CodeBadUserInput, "toolName is %d characters long; at most %d are allowed", n, maxIDLength)
+	}
+	if err := checkToolName(name); err != nil {
+		return nil, err
+	}
+	tool := a.Tool(name)
+	if tool == nil {
+		return nil, runtype.Errorf(runtype.CodeBadUserInput, "agent %q has no tool %q (its tools: %s)", a.ID, name, toolNames(a))
+	}
+	return tool, nil
+}
+
+// requestedArgs are the call's arguments in canonical form, once they are a JSON object that
+// matches the tool's inputSchema (checked in that form: what is stored is what was checked).
+func requestedArgs(tool *agent.Tool, raw json.RawMessage) (json.RawMessage, error) {
+	if len(raw) == 0 {
+		return nil, runtype.Errorf(runtype.CodeBadUserInput, "args must be a JSON object of the tool's arguments")
+	}
+	args, err := agent.CanonicalJSON(raw)
+	if err != nil {
+		return nil, runtype.Errorf(runtype.CodeBadUserInput, "args: %v", err)
+	}
+	if args[0] != '{' {
+		return nil, runtype.Errorf(runtype.CodeBadUserInput, "args must be a JSON object of the tool's arguments")
+	}
+	if err := tool.ValidateInput(args); err != nil {
+		return nil, runtype.Errorf(runtype.CodeBadUserInput, "args do not match the inputSchema of %s: %v", tool.Name, err)
+	}
+	return args, nil
+}
+
+// storeApproval stores a checked request as a run of its agent (approvalRun), and only then
+// tells subscribers. A key claimed before answers with the run it made (repeated).
+func (s *Service) storeApproval(ctx context.Context, req *approvalRequest) (*runtype.Run, error) {
+	n, err := s.approvalRun(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	id, err := uuid.NewV7()
-	if err != nil {
-		return nil, fmt.Errorf("new run id: %w", err)
-	}
-	now := s.now()
-	needs := tool.RequireApproval || a.RequireToolApproval
-	snap := agent.NewRequest(p.ToolName, args, needs)
-	c := snap.Pending[0]
-	requested := runtype.ToolCall{ToolCallID: c.CallID(), ToolName: p.ToolName, Args: args, RequiresApproval: needs}
-	call := requested // as it waits, with its deadline
-	if needs && tool.ApprovalTimeout > 0 {
-		deadline := ms(now.Add(tool.ApprovalTimeout))
-		call.ExpiresAt = &deadline
-	}
-	r := runtype.Run{
-		ID: id.String(), AgentID: a.ID, ThreadID: threadID, ResourceID: resourceID, StartedBy: startedBy(ctx),
-		Context: reqContext, CreatedAt: now, UpdatedAt: now, ToolCalls: []runtype.ToolCall{}, Decisions: []runtype.Decision{},
-	}
-	ext := &ExternalRequest{Call: call, InstanceID: s.cfg.InstanceID}
-	evs := []runtype.Event{
-		{Type: runtype.EventRunStarted, Status: string(runtype.StatusRunning)},
-		{Type: runtype.EventToolCallRequested, ToolCall: &requested},
-	}
-	var encoded string
-	if needs {
-		waiting := call
-		evs = append(evs, runtype.Event{Type: runtype.EventToolCallApproval, ToolCall: &waiting},
-			runtype.Event{Type: runtype.EventRunSuspended, Status: string(runtype.StatusSuspended)})
-		snap.Seq = int64(len(evs))
-		if encoded, err = snap.Encode(); err != nil {
-			return nil, err
-		}
-		r.Status, r.SuspendedAt, r.ToolCalls = runtype.StatusSuspended, &now, []runtype.ToolCall{call}
-	} else {
-		reason := policyReason
-		receipt, err := s.receiptFor(ctx, r.ID, call.ToolCallID, a.ID, call.ToolName, args, nil, now)
-		if err != nil {
-			return nil, err
-		}
-		ext.Decision = &runtype.Decision{RunID: r.ID, ToolCallID: call.ToolCallID, ToolName: call.ToolName, Kind: runtype.DecisionApproved,
-			DecidedAt: now, Reason: &reason, Args: args, Receipt: receipt}
-		// No TOOL_CALL_APPROVED: nobody was asked, so no one is told (webhooks announce what
-		// waits for a person and what a person decided); the decision is on record.
-		evs = append(evs, runtype.Event{Type: runtype.EventRunFinished, Status: string(runtype.StatusCompleted)})
-		r.Status, r.Decisions = runtype.StatusCompleted, []runtype.Decision{*ext.Decision}
-	}
-	r.LastSeq = int64(len(evs))
-	if key != nil {
-		// With KeyWhilePending the store moves a key whose request ended to this one, in the
-		// one claim: a decided request is never the answer, and no chain of them is walked.
-		key.WhilePending = p.KeyWhilePending
-	}
-	err = s.store.InsertRun(ctx, NewRun{Run: r, Snapshot: encoded, Events: evs, Idempotency: key, External: ext})
-	if again, ok, rerr := s.repeated(ctx, p.IdempotencyKey, err); ok {
+	err = s.store.InsertRun(ctx, n)
+	if again, ok, rerr := s.repeated(ctx, req.keyText, err); ok {
 		return again, rerr
 	}
 	if errors.Is(err, ErrThreadOwned) {
-		return nil, threadOwned(*threadID)
+		return nil, threadOwned(*req.threadID)
 	}
 	if err != nil {
 		return nil, err
 	}
-	s.runHub.Publish(r.ID, struct{}{})
-	if needs {
-		s.changes.Publish(changesTopic, Change{Kind: ChangeSuspended, RunID: r.ID})
+	s.runHub.Publish(n.Run.ID, struct{}{})
+	if req.needs {
+		s.changes.Publish(changesTopic, Change{Kind: ChangeSuspended, RunID: n.Run.ID})
 	}
-	return &r, nil
+	return &n.Run, nil
+}
+
+// approvalRun is the run a request is stored as: SUSPENDED on its call (with the call's
+// deadline, from the tool's approvalTimeout) when it needs a person, else COMPLETED with the
+// call approved by the policy, receipt included.
+func (s *Service) approvalRun(ctx context.Context, req *approvalRequest) (NewRun, error) {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return NewRun{}, fmt.Errorf("new run id: %w", err)
+	}
+	now := s.now()
+	snap := agent.NewRequest(req.tool.Name, req.args, req.needs)
+	requested := runtype.ToolCall{ToolCallID: snap.Pending[0].CallID(), ToolName: req.tool.Name, Args: req.args, RequiresApproval: req.needs}
+	call := requested // as it waits, with its deadline
+	if req.needs && req.tool.ApprovalTimeout > 0 {
+		deadline := ms(now.Add(req.tool.ApprovalTimeout))
+		call.ExpiresAt = &deadline
+	}
+	n := NewRun{
+		Run: runtype.Run{
+			ID: id.String(), AgentID: req.agent.ID, ThreadID: req.threadID, ResourceID: req.resourceID, StartedBy: startedBy(ctx),
+			Context: req.context, CreatedAt: now, UpdatedAt: now, ToolCalls: []runtype.ToolCall{}, Decisions: []runtype.Decision{},
+		},
+		Events: []runtype.Event{
+			{Type: runtype.EventRunStarted, Status: string(runtype.StatusRunning)},
+			{Type: runtype.EventToolCallRequested, ToolCall: &requested},
+		},
+		Idempotency: req.key,
+		External:    &ExternalRequest{Call: call, InstanceID: s.cfg.InstanceID},
+	}
+	if req.needs {
+		waiting := call
+		n.Events = append(n.Events, runtype.Event{Type: runtype.EventToolCallApproval, ToolCall: &waiting},
+			runtype.Event{Type: runtype.EventRunSuspended, Status: string(runtype.StatusSuspended)})
+		snap.Seq = int64(len(n.Events))
+		if n.Snapshot, err = snap.Encode(); err != nil {
+			return NewRun{}, err
+		}
+		n.Run.Status, n.Run.SuspendedAt, n.Run.ToolCalls = runtype.StatusSuspended, &now, []runtype.ToolCall{call}
+	} else {
+		reason := policyReason
+		receipt, err := s.receiptFor(ctx, n.Run.ID, call.ToolCallID, req.agent.ID, call.ToolName, req.args, nil, now)
+		if err != nil {
+			return NewRun{}, err
+		}
+		n.External.Decision = &runtype.Decision{RunID: n.Run.ID, ToolCallID: call.ToolCallID, ToolName: call.ToolName, Kind: runtype.DecisionApproved,
+			DecidedAt: now, Reason: &reason, Args: req.args, Receipt: receipt}
+		// No TOOL_CALL_APPROVED: nobody was asked, so no one is told (webhooks announce what
+		// waits for a person and what a person decided); the decision is on record.
+		n.Events = append(n.Events, runtype.Event{Type: runtype.EventRunFinished, Status: string(runtype.StatusCompleted)})
+		n.Run.Status, n.Run.Decisions = runtype.StatusCompleted, []runtype.Decision{*n.External.Decision}
+	}
+	n.Run.LastSeq = int64(len(n.Events))
+	return n, nil
 }
 
 // AwaitApproval returns an external agent's request (a run of an external agent) once it is
@@ -288,7 +363,7 @@ func (s *Service) AwaitApproval(ctx context.Context, runID string, wait time.Dur
 // UNAVAILABLE when storage cannot be reached.
 func (s *Service) Abandon(ctx context.Context, runID, asker, how string) (*runtype.Run, bool, error) {
 	for range 5 {
-		r, err := s.Get(ctx, runID)
+		r, err := s.getRecord(ctx, runID)
 		if err != nil {
 			return nil, false, err
 		}
@@ -296,8 +371,7 @@ func (s *Service) Abandon(ctx context.Context, runID, asker, how string) (*runty
 			return nil, false, notFound(runID) // as request: nothing to a caller of the hooks
 		}
 		if r.Status != runtype.StatusSuspended {
-			r.Snapshot, r.LeaseOwner = nil, nil
-			return r, false, nil // decided (or expired) first
+			return &r.Run, false, nil // decided (or expired) first
 		}
 		if r.Snapshot == nil || len(r.ToolCalls) != 1 {
 			// Read as a decision committed (the run's row before it, its call's after): the
@@ -308,33 +382,32 @@ func (s *Service) Abandon(ctx context.Context, runID, asker, how string) (*runty
 		if err != nil {
 			return nil, false, err
 		}
-		call := &r.ToolCalls[0]
 		now := s.now()
 		reason := fmt.Sprintf("%s stopped waiting at %s: %s", asker, now.UTC().Format("2006-01-02T15:04:05.000Z"), how)
-		d := agent.Decision{Kind: agent.CallExpired, Reason: reason}
-		w := s.decisionWrite(r, call, d, "", now)
+		dec := &decision{top: r, run: r, call: &r.ToolCalls[0], snap: snap, d: agent.Decision{Kind: agent.CallExpired, Reason: reason}}
+		w := dec.write(s.cfg.InstanceID, now)
 		w.Abandoned = true
-		if err := snap.Decide(call.ToolCallID, d); err != nil {
+		call := dec.call
+		if err := snap.Decide(call.ToolCallID, dec.d); err != nil {
 			return nil, false, fmt.Errorf("run %s: snapshot does not wait on %s: %w", r.ID, call.ToolCallID, err)
 		}
-		err = s.finishExternal(runtype.WithSystem(ctx), r, call, d, "", w)
+		err = s.finishExternal(runtype.WithSystem(ctx), dec, w)
 		if errors.Is(err, ErrStale) {
 			continue // decided first: the next read says how
 		}
 		if err != nil {
 			return nil, false, err
 		}
-		r.Snapshot = nil
 		r.Decisions = append(r.Decisions, runtype.Decision{RunID: r.ID, ToolCallID: call.ToolCallID, ToolName: call.ToolName,
 			Kind: runtype.DecisionExpired, DecidedAt: w.At, Reason: w.Reason, Args: call.Args})
 		s.cfg.Logger.Info("approval request abandoned", "run", r.ID, "tool", call.ToolName, "asker", asker)
-		return r, true, nil
+		return &r.Run, true, nil
 	}
 	return nil, false, runtype.Errorf(runtype.CodeConflict, "approval request %s kept changing while it was being ended", runID)
 }
 
 // request reads an approval request for AwaitApproval: a run of an external agent the
-// principal may read (Get), without its snapshot.
+// principal may read (Get).
 func (s *Service) request(ctx context.Context, runID string) (*runtype.Run, error) {
 	r, err := s.Get(ctx, runID)
 	if err != nil {
@@ -345,7 +418,6 @@ func (s *Service) request(ctx context.Context, runID string) (*runtype.Run, erro
 		// caller of /approvals, and must not tell it that such a run exists.
 		return nil, notFound(runID)
 	}
-	r.Snapshot, r.LeaseOwner = nil, nil
 	return r, nil
 }
 
@@ -374,21 +446,4 @@ func toolNames(a *agent.Agent) string {
 		return "none"
 	}
 	return strings.Join(names, ", ")
-}
-
-// finishExternal stores decision w (prepared by commitDecision) on an external agent's request
-// r: its events, then RUN_FINISHED, with the run COMPLETED in the same compare-and-set, and
-// only then tells subscribers. r is updated to what was stored.
-func (s *Service) finishExternal(ctx context.Context, r *runtype.Run, call *runtype.ToolCall, d agent.Decision, by string, w DecisionWrite) error {
-	w.Hold, w.Finish, w.Snapshot = false, true, ""
-	w.Events = finishRequest(decisionEvents(call, d, by, true))
-	if err := s.store.Decide(ctx, w); err != nil {
-		return err
-	}
-	s.decided(w.Kind, r.SuspendedAt, w.At) // metrics (observe hook)
-	s.runHub.Publish(r.ID, struct{}{})
-	s.changes.Publish(changesTopic, Change{Kind: ChangeLeft, RunID: r.ID})
-	r.Version, r.UpdatedAt, r.LastSeq, r.Snapshot = r.Version+1, w.At, r.LastSeq+int64(len(w.Events)), nil
-	r.Status, r.LeaseOwner, r.SuspendedAt, r.ToolCalls = runtype.StatusCompleted, nil, nil, []runtype.ToolCall{}
-	return nil
 }

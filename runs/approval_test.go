@@ -128,7 +128,7 @@ func TestApprovalRequestSuspendsAndItsDecisionEndsIt(t *testing.T) {
 			t.Fatalf("events: %v", eventTypes(evs))
 		}
 		stored, err := f.svc.Get(bg(), r.ID)
-		if err != nil || stored.Status != runtype.StatusCompleted || stored.Snapshot != nil || len(stored.ToolCalls) != 0 {
+		if err != nil || stored.Status != runtype.StatusCompleted || f.record(t, r.ID).Snapshot != nil || len(stored.ToolCalls) != 0 {
 			t.Fatalf("stored: %+v, %v", stored, err)
 		}
 		if list, _ := f.svc.ListSuspended(bg(), runs.ListSuspendedParams{}); list.Total != 0 {
@@ -219,7 +219,7 @@ func TestApprovalWithoutApprovalNeeded(t *testing.T) {
 		}
 		got, err := f.svc.Get(bg(), r.ID)
 		if err != nil || got.Status != runtype.StatusCompleted || len(got.Decisions) != 1 || got.Decisions[0].Kind != runtype.DecisionApproved ||
-			got.Decisions[0].Reason == nil || got.Snapshot != nil {
+			got.Decisions[0].Reason == nil || f.record(t, r.ID).Snapshot != nil {
 			t.Fatalf("stored %+v, %v", got, err)
 		}
 		if !sameTypes(eventTypes(allEvents(t, f, r.ID)), runtype.EventRunStarted, runtype.EventToolCallRequested, runtype.EventRunFinished) {

@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
-	"time"
 
 	"interlock/agent"
 	"interlock/runtype"
@@ -68,14 +66,37 @@ func (s *Service) Resume(ctx context.Context, p DecideParams, resumeData json.Ra
 	return s.decide(ctx, p, agent.Decision{Kind: agent.CallResumed, ResumeData: resumeData})
 }
 
-// decide checks the decision against the run as read, then stores it with the store's
-// compare-and-set: the run moves from SUSPENDED at the version read to RUNNING leased by this
-// instance, the call is marked decided, the snapshot holds the decision and the events are
-// appended, in one transaction. When anything moved since the read, someone else decided
-// first: CONFLICT. Only after the commit does it tell subscribers and continue the run.
+// decide checks the decision against the run as read (checkDecision), then stores it with the
+// store's compare-and-set (commitDecision): the run moves from SUSPENDED at the version read to
+// RUNNING leased by this instance, the call is marked decided, the snapshot holds the decision
+// and the events are appended, in one transaction. When anything moved since the read, someone
+// else decided first: CONFLICT (lostRace says who). Only after the commit does it tell
+// subscribers and continue the run.
 func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) (*runtype.Run, error) {
-	if err := mayDecide(ctx); err != nil {
+	dec, repeated, err := s.checkDecision(ctx, p, d)
+	if err != nil || repeated != nil {
+		return repeated, err
+	}
+	w, err := s.commitDecision(ctx, dec)
+	if errors.Is(err, ErrStale) {
+		return s.lostRace(ctx, dec, w)
+	}
+	if err != nil {
 		return nil, err
+	}
+	return s.decidedRun(ctx, dec, w), nil
+}
+
+// checkDecision checks decision d, asked by the principal of ctx on p's call, against the run as
+// stored, and returns the decision to commit — or, for a retry of a decision already stored
+// (repeat.go), the run as it is now, to answer with instead.
+//
+// It reads the run's record once, snapshot included: the checks and the write are made from
+// that one read, and the write's compare-and-set on its version makes sure that nothing moved
+// in between (a sub-agent's run that holds the call is read too, innermost).
+func (s *Service) checkDecision(ctx context.Context, p DecideParams, d agent.Decision) (*decision, *runtype.Run, error) {
+	if err := mayDecide(ctx); err != nil {
+		return nil, nil, err
 	}
 	// Who decides is who authenticated; nobody for the server's own principals (mayDecide
 	// refused a context without one).
@@ -83,195 +104,178 @@ func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) 
 	if who := runtype.PrincipalFrom(ctx).Recorded(); who != nil {
 		by = *who
 	}
-	r, err := s.store.GetRun(ctx, p.RunID)
+	top, err := s.store.GetRecord(ctx, p.RunID)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if r == nil || !visible(ctx, r.ResourceID) {
-		return nil, notFound(p.RunID)
+	if top == nil || !visible(ctx, top.ResourceID) {
+		return nil, nil, notFound(p.RunID)
 	}
-	if repeatedDecision(r, p.ToolCallID, d, by) != nil {
-		return asDecided(r), nil // a retry of a decision already stored (repeat.go)
+	if repeatedDecision(&top.Run, p.ToolCallID, d, by) != nil {
+		return nil, &top.Run, nil
 	}
-	if r.Status != runtype.StatusSuspended {
-		if p.ToolCallID != nil && *p.ToolCallID != "" {
-			if err := alreadyDecided(r, *p.ToolCallID); err != nil {
-				return nil, err
-			}
-		}
-		if err := expiredConflict(r, p.ToolCallID); err != nil {
-			return nil, err
-		}
-		return nil, runtype.Errorf(runtype.CodeConflict, "run %s is %s, not SUSPENDED: it was already decided or has not suspended", r.ID, r.Status)
+	if top.Status != runtype.StatusSuspended {
+		return nil, nil, notWaiting(&top.Run, p.ToolCallID)
 	}
-	call, err := pickCall(r, p.ToolCallID)
+	call, err := pickCall(&top.Run, p.ToolCallID)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	// A supervisor's run suspended on a sub-agent's call: the decision is the inner run's, on
-	// the very call the supervisor's shows (never a later one of the same sub-agent run).
-	target := r
-	var innerID string
-	if r, innerID, err = s.innermost(ctx, r, call.ToolCallID); err != nil {
-		return nil, err
+	dec := &decision{top: top, run: top, call: call, d: d, by: by, cause: CauseDecision}
+	if err := s.findHolder(ctx, dec); err != nil {
+		return nil, nil, err
 	}
-	if r != target {
-		if call, err = pickCall(r, &innerID); err != nil {
-			return nil, err
-		}
-	}
-	a := s.agents.Get(r.AgentID)
-	if a == nil {
+	if dec.agent = s.agents.Get(dec.run.AgentID); dec.agent == nil {
 		// Its approver roles and tools are the agent's: without them nothing can be checked or
 		// continued, so nothing is decided (a rolling deploy's other instances may serve it).
-		return nil, runtype.Errorf(runtype.CodeConflict, "run %s belongs to agent %q, which this server's config does not have: it can be decided where the agent is served, or once it is back in the config", r.ID, r.AgentID)
+		return nil, nil, runtype.Errorf(runtype.CodeConflict, "run %s belongs to agent %q, which this server's config does not have: it can be decided where the agent is served, or once it is back in the config", dec.run.ID, dec.run.AgentID)
 	}
-	if err := s.authorizeDecision(ctx, target, r, call.ToolName, a.Tool(call.ToolName), d); err != nil {
-		return nil, err
+	if err := s.authorizeDecision(ctx, &top.Run, &dec.run.Run, dec.call.ToolName, dec.agent.Tool(dec.call.ToolName), d); err != nil {
+		return nil, nil, err
 	}
-	if err := s.refuseExpired(ctx, r, call); err != nil {
-		return nil, err
+	if err := s.refuseExpired(ctx, dec.run, dec.call); err != nil {
+		return nil, nil, err
 	}
-	if err := checkKind(call, d.Kind); err != nil {
-		return nil, err
+	if err := checkKind(dec.call, d.Kind); err != nil {
+		return nil, nil, err
+	}
+	if err := checkValues(dec, d); err != nil {
+		return nil, nil, err
+	}
+	if dec.snap, err = snapshotOf(dec.run); err != nil {
+		return nil, nil, err
+	}
+	return dec, nil, nil
+}
+
+// findHolder moves dec from the run a decision was asked on to the run that holds its call: a
+// supervisor's run suspended on a sub-agent's call shows it, and the decision is the inner
+// run's, on the very call the supervisor's shows (never a later one of the same sub-agent run).
+func (s *Service) findHolder(ctx context.Context, dec *decision) error {
+	inner, innerID, above, err := s.innermost(ctx, dec.top, dec.call.ToolCallID)
+	if err != nil || inner == dec.top {
+		return err
+	}
+	call, err := pickCall(&inner.Run, &innerID)
+	if err != nil {
+		return err
+	}
+	dec.run, dec.call, dec.above = inner, call, above
+	return nil
+}
+
+// notWaiting is the CONFLICT of a decision on a run that no longer waits (or never did): who
+// decided the named call and when, that it expired, or else the run's status.
+func notWaiting(r *runtype.Run, toolCallID *string) error {
+	if toolCallID != nil && *toolCallID != "" {
+		if err := alreadyDecided(r, *toolCallID); err != nil {
+			return err
+		}
+	}
+	if err := expiredConflict(r, toolCallID); err != nil {
+		return err
+	}
+	return runtype.Errorf(runtype.CodeConflict, "run %s is %s, not SUSPENDED: it was already decided or has not suspended", r.ID, r.Status)
+}
+
+// checkValues checks what a person sent with decision d against the tool's schemas: edited
+// arguments against its inputSchema, resume data against its resumeSchema (BAD_USER_INPUT, and
+// the run stays suspended).
+func checkValues(dec *decision, d agent.Decision) error {
+	if d.Args == nil && d.Kind != agent.CallResumed {
+		return nil
+	}
+	tool := dec.agent.Tool(dec.call.ToolName)
+	if tool == nil {
+		return fmt.Errorf("run %s: agent %q has no tool %q", dec.run.ID, dec.run.AgentID, dec.call.ToolName)
 	}
 	if d.Args != nil {
-		tool := a.Tool(call.ToolName)
-		if tool == nil {
-			return nil, fmt.Errorf("run %s: agent %q has no tool %q", r.ID, r.AgentID, call.ToolName)
-		}
 		if err := tool.ValidateInput(d.Args); err != nil {
-			return nil, runtype.Errorf(runtype.CodeBadUserInput, "args do not match the inputSchema of %s: %v", call.ToolName, err)
+			return runtype.Errorf(runtype.CodeBadUserInput, "args do not match the inputSchema of %s: %v", dec.call.ToolName, err)
 		}
 	}
 	if d.Kind == agent.CallResumed {
-		tool := a.Tool(call.ToolName)
-		if tool == nil {
-			return nil, fmt.Errorf("run %s: agent %q has no tool %q", r.ID, r.AgentID, call.ToolName)
-		}
 		if err := tool.ValidateResume(d.ResumeData); err != nil {
-			return nil, runtype.Errorf(runtype.CodeBadUserInput, "resumeData does not match the resumeSchema of %s: %v", call.ToolName, err)
+			return runtype.Errorf(runtype.CodeBadUserInput, "resumeData does not match the resumeSchema of %s: %v", dec.call.ToolName, err)
 		}
 	}
+	return nil
+}
+
+// snapshotOf decodes the agent loop's state of a suspended run, which a decision goes into.
+func snapshotOf(r *Record) (*agent.Snapshot, error) {
 	if r.Snapshot == nil {
 		return nil, fmt.Errorf("run %s is suspended without a snapshot", r.ID)
 	}
-	snap, err := agent.DecodeSnapshot(*r.Snapshot)
-	if err != nil {
+	return agent.DecodeSnapshot(*r.Snapshot)
+}
+
+// lostRace answers a decision whose compare-and-set found the run moved since it was read (w
+// is the write that lost): CONFLICT saying the deadline passed, or who decided first and when —
+// unless the decision that won is this very one, by the same principal (a client that sent it
+// twice at once), which is then answered as that one was.
+//
+// It reads the run again, as clients see it: what won is in its decisions, and nothing of the
+// record (the snapshot) is needed to tell.
+func (s *Service) lostRace(ctx context.Context, dec *decision, w DecisionWrite) (*runtype.Run, error) {
+	if err := pastDeadline(&dec.run.Run, dec.call, w.At); err != nil {
 		return nil, err
 	}
-	w, err := s.commitDecision(ctx, a, r, call, snap, d, by, CauseDecision)
-	if err != nil {
-		if errors.Is(err, ErrStale) {
-			if err := pastDeadline(r, call, w.At); err != nil {
-				return nil, err
+	if again, err := s.store.GetRun(ctx, dec.run.ID); err == nil && again != nil {
+		if repeatedDecision(again, &dec.call.ToolCallID, dec.d, dec.by) != nil {
+			if dec.top == dec.run {
+				return again, nil
 			}
-			if again, gerr := s.store.GetRun(ctx, r.ID); gerr == nil && again != nil {
-				if repeatedDecision(again, &call.ToolCallID, d, by) != nil {
-					// The same decision by the same principal won the race (a client that
-					// sent it twice at once): this one is answered as that one.
-					if target == r {
-						return asDecided(again), nil
-					}
-					if top, terr := s.store.GetRun(ctx, target.ID); terr == nil && top != nil {
-						return asDecided(top), nil
-					}
-				}
-				if err := alreadyDecided(again, call.ToolCallID); err != nil {
-					return nil, err // who won, and when
-				}
+			if top, err := s.store.GetRun(ctx, dec.top.ID); err == nil && top != nil {
+				return top, nil
 			}
-			return nil, runtype.Errorf(runtype.CodeConflict, "run %s was decided by someone else first", r.ID)
 		}
-		return nil, err
+		if err := alreadyDecided(again, dec.call.ToolCallID); err != nil {
+			return nil, err // who won, and when
+		}
 	}
-	if target != r {
-		return s.decidedSupervisor(ctx, target, w.Ancestors, w, call), nil
+	return nil, runtype.Errorf(runtype.CodeConflict, "run %s was decided by someone else first", dec.run.ID)
+}
+
+// decidedRun is the answer to a committed decision: the run as stored right after it.
+//
+// The run as it moved is known (commitDecision updated it) but for the decision's id, which the
+// database gave it in the write: the run is read again for its decisions, as clients see it —
+// not its record, whose snapshot the answer has no use for. The decision is committed: a failure
+// of that read must not turn it into an error, so the decision is then shown as taken, without
+// its stored id.
+func (s *Service) decidedRun(ctx context.Context, dec *decision, w DecisionWrite) *runtype.Run {
+	if dec.top != dec.run {
+		return s.decidedSupervisor(ctx, dec, w)
 	}
-	// The decision is committed: a failure to read the audit trail back must not turn it into
-	// an error, so the decision is then shown as taken, without its stored id.
-	out := *r
-	out.LeaseOwner = nil
-	if again, err := s.store.GetRun(context.WithoutCancel(ctx), r.ID); err == nil && again != nil {
+	out := dec.run.Run
+	if again, err := s.store.GetRun(context.WithoutCancel(ctx), out.ID); err == nil && again != nil {
 		out.Decisions = again.Decisions
 	} else {
-		s.cfg.Logger.Warn("decide: load decisions", "run", r.ID, "err", err)
-		out.Decisions = append(out.Decisions, runtype.Decision{RunID: r.ID, ToolCallID: call.ToolCallID, ToolName: call.ToolName,
-			Kind: w.Kind, DecidedBy: w.DecidedBy, DecidedAt: w.At, Reason: w.Reason, ResumeData: d.ResumeData, Args: call.Args, EditedArgs: d.Args, Receipt: w.Receipt})
+		s.cfg.Logger.Warn("decide: load decisions", "run", out.ID, "err", err)
+		out.Decisions = append(out.Decisions, dec.taken(out.ID, dec.call.ToolCallID, w))
 	}
-	return &out, nil
+	return &out
 }
 
-// commitDecision stores decision d, taken by by (empty: by nobody, an expiry), on run's waiting
-// call with the store's compare-and-set, and only then tells subscribers. When it was the last
-// call of the step waiting, the run continues here, leased to this instance; otherwise it stays
-// SUSPENDED on the others. cause says, to tracing, why the run executes again. run is updated to what was stored (without its snapshot). The write
-// is returned, with At set, also when the store found the run changed (ErrStale).
-func (s *Service) commitDecision(ctx context.Context, a *agent.Agent, r *runtype.Run, call *runtype.ToolCall, snap *agent.Snapshot, d agent.Decision, by string, cause Cause) (DecisionWrite, error) {
-	w := s.decisionWrite(r, call, d, by, s.now())
-	if d.Kind == agent.CallApproved {
-		args := call.Args
-		if d.Args != nil {
-			args = d.Args // the receipt binds what runs
+// decidedSupervisor is the supervisor's run a decision was taken on, as stored right after it
+// (RUNNING to clients: its sub-agent's run continues). When it cannot be read back, it is shown
+// from what was read before, with the decision on its delegate call.
+func (s *Service) decidedSupervisor(ctx context.Context, dec *decision, w DecisionWrite) *runtype.Run {
+	again, err := s.store.GetRun(context.WithoutCancel(ctx), dec.top.ID)
+	if err == nil && again != nil {
+		return again
+	}
+	s.cfg.Logger.Warn("decide: load supervisor run", "run", dec.top.ID, "err", err)
+	out := dec.top.Run
+	out.Status, out.SuspendedAt, out.ToolCalls = runtype.StatusWaiting, nil, []runtype.ToolCall{}
+	for _, a := range w.Ancestors {
+		if a.RunID == out.ID {
+			out.LastSeq = a.After + int64(len(a.Events))
+			out.Decisions = append(out.Decisions, dec.taken(out.ID, a.ToolCallID, w))
 		}
-		var err error
-		if w.Receipt, err = s.receiptFor(ctx, r.ID, call.ToolCallID, r.AgentID, call.ToolName, args, w.DecidedBy, w.At); err != nil {
-			return w, err
-		}
-		d.Receipt = deref(w.Receipt) // the execution hands it to the tool (agent.Call.Receipt)
 	}
-	if err := snap.Decide(call.ToolCallID, d); err != nil {
-		return w, fmt.Errorf("run %s: snapshot does not wait on %s: %w", r.ID, call.ToolCallID, err)
-	}
-	if snap.Request || a.External {
-		// An approval request (approval.go): the decision ends it; its caller runs the tool.
-		// The snapshot says so even when the config has given its agent a model since.
-		return w, s.finishExternal(ctx, r, call, d, by, w)
-	}
-	w.Events = decisionEvents(call, d, by, w.Hold)
-	var err error
-	if w.Ancestors, err = s.surfaceDecision(ctx, r, call.ToolCallID, d, by); err != nil {
-		return w, err
-	}
-	seq := r.LastSeq + int64(len(w.Events))
-	snap.Seq = seq
-	if w.Snapshot, err = snap.Encode(); err != nil {
-		return w, err
-	}
-	var taken time.Time // when the write that leases the run was sent, at the latest
-	if !w.Hold {
-		w.Lease, w.TTL = s.newLease(), s.cfg.LeaseTTL
-		taken = time.Now()
-	}
-	if err := s.store.Decide(ctx, w); err != nil {
-		return w, err
-	}
-	s.decided(w.Kind, r.SuspendedAt, w.At) // metrics (observe hook)
-	s.runHub.Publish(r.ID, struct{}{})
-	r.Version, r.UpdatedAt, r.LastSeq, r.Snapshot = r.Version+1, w.At, seq, nil
-	if w.Hold {
-		// Still waiting, on the other calls: watchers of the suspended set get the changed run.
-		s.changes.Publish(changesTopic, Change{Kind: ChangeChanged, RunID: r.ID})
-		r.ToolCalls = slices.DeleteFunc(slices.Clone(r.ToolCalls), func(c runtype.ToolCall) bool { return c.ToolCallID == call.ToolCallID })
-		return w, nil
-	}
-	s.changes.Publish(changesTopic, Change{Kind: ChangeLeft, RunID: r.ID})
-	for _, anc := range w.Ancestors {
-		s.runHub.Publish(anc.RunID, struct{}{})
-		s.changes.Publish(changesTopic, Change{Kind: ChangeLeft, RunID: anc.RunID})
-	}
-	lease := w.Lease
-	r.Status, r.LeaseOwner, r.SuspendedAt, r.ToolCalls = runtype.StatusRunning, &lease, nil, []runtype.ToolCall{}
-	s.execute(a, r, snap, taken, causedBy(ctx, cause)) // its span links to what caused it (trace.go)
-	return w, nil
-}
-
-// decisionWrite is the compare-and-set of decision d on run's waiting call, taken by by (empty:
-// nobody) at at, without its events, snapshot or lease (commitDecision, finishExternal).
-func (s *Service) decisionWrite(r *runtype.Run, call *runtype.ToolCall, d agent.Decision, by string, at time.Time) DecisionWrite {
-	return DecisionWrite{RunID: r.ID, Version: r.Version, After: r.LastSeq, ToolCallID: call.ToolCallID,
-		Kind: decisionKind[d.Kind], DecidedBy: emptyToNil(&by), Reason: emptyToNil(&d.Reason), ResumeData: d.ResumeData,
-		EditedArgs: d.Args, At: at, InstanceID: s.cfg.InstanceID, Hold: len(r.ToolCalls) > 1}
+	return &out
 }
 
 var decisionKind = map[agent.CallState]runtype.DecisionKind{
@@ -356,26 +360,4 @@ func decisionEvents(call *runtype.ToolCall, d agent.Decision, by string, hold bo
 		return out
 	}
 	return append(out, runtype.Event{Type: runtype.EventRunResumed, Status: string(runtype.StatusRunning), DecidedBy: by})
-}
-
-// decidedSupervisor is the supervisor's run a decision was taken on, as stored right after it
-// (RUNNING to clients: its sub-agent's run continues). When it cannot be read back, it is shown
-// from what was read before, with the decision on its delegate call.
-func (s *Service) decidedSupervisor(ctx context.Context, target *runtype.Run, ancestors []AncestorWrite, w DecisionWrite, inner *runtype.ToolCall) *runtype.Run {
-	if again, err := s.store.GetRun(context.WithoutCancel(ctx), target.ID); err == nil && again != nil {
-		again.Snapshot, again.LeaseOwner = nil, nil
-		return again
-	} else {
-		s.cfg.Logger.Warn("decide: load supervisor run", "run", target.ID, "err", err)
-	}
-	out := *target
-	out.Status, out.SuspendedAt, out.Snapshot, out.LeaseOwner, out.ToolCalls = runtype.StatusWaiting, nil, nil, nil, []runtype.ToolCall{}
-	for _, a := range ancestors {
-		if a.RunID == target.ID {
-			out.Version, out.LastSeq = a.Version+1, a.After+int64(len(a.Events))
-			out.Decisions = append(out.Decisions, runtype.Decision{RunID: target.ID, ToolCallID: a.ToolCallID, ToolName: inner.ToolName,
-				Kind: w.Kind, DecidedBy: w.DecidedBy, DecidedAt: w.At, Reason: w.Reason, ResumeData: w.ResumeData, Args: inner.Args, EditedArgs: w.EditedArgs, Receipt: w.Receipt})
-		}
-	}
-	return &out
 }

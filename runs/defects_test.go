@@ -307,7 +307,7 @@ func TestRecoveryIsNotStarvedByRunsItCannotRecover(t *testing.T) {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("gone-59 is still %s after %d attempts", g.Status, g.RecoveryAttempts)
+				t.Fatalf("gone-59 is still %s after %d attempts", g.Status, f.record(t, "gone-59").RecoveryAttempts)
 			}
 			if _, err := f.svc.RecoverExpired(ctx); err != nil {
 				t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -86,7 +87,7 @@ func (e *execution) delegate(ctx context.Context, snap *agent.Snapshot, held *ag
 	child := runtype.Run{
 		ID: c.ChildRunID, AgentID: tool.SubAgent.ID, ParentRunID: &parentID, ThreadID: e.run.ThreadID, ResourceID: e.run.ResourceID, StartedBy: e.run.StartedBy,
 		Prompt: task, RequireToolApproval: snap.RequireToolApproval, Status: runtype.StatusRunning,
-		CreatedAt: now, UpdatedAt: now, LastSeq: 1, LeaseOwner: &lease,
+		CreatedAt: now, UpdatedAt: now, LastSeq: 1,
 		ToolCalls: []runtype.ToolCall{}, Decisions: []runtype.Decision{},
 	}
 	e.mu.Lock()
@@ -112,28 +113,30 @@ func (e *execution) delegate(ctx context.Context, snap *agent.Snapshot, held *ag
 	e.seq, e.ended = seq, true
 	e.text.Reset()
 	e.s.runHub.Publish(e.run.ID, struct{}{})
-	e.s.execute(tool.SubAgent, &child, childSnap, taken, causedBy(ctx, CauseDelegation))
+	e.s.execute(tool.SubAgent, &child, lease, childSnap, taken, causedBy(ctx, CauseDelegation))
 	return nil
 }
 
 // ancestor is a supervisor run above a run, and the id of its call that waits on the run below.
 type ancestor struct {
-	run    *runtype.Run
+	run    *Record
 	callID string
 }
 
 // ancestors walks up from run through the supervisor runs whose delegated call waits on the run
-// below, innermost first.
-func (s *Service) ancestors(ctx context.Context, r *runtype.Run) ([]ancestor, error) {
+// below, innermost first. A supervisor among read (records the caller has just read, which a
+// decision was checked against) is not read again: the writes of the ancestors compare-and-set
+// on the version read, so a supervisor that moved since makes the write stale either way.
+func (s *Service) ancestors(ctx context.Context, r *runtype.Run, read []*Record) ([]ancestor, error) {
 	var out []ancestor
 	below, parent := r.ID, r.ParentRunID
 	for parent != nil {
 		if len(out) >= maxDepth {
 			return nil, fmt.Errorf("run %s: delegation chain deeper than %d", r.ID, maxDepth)
 		}
-		p, err := s.store.GetRun(ctx, *parent)
+		p, err := s.supervisor(ctx, *parent, read)
 		if err != nil {
-			return nil, fmt.Errorf("load supervisor run %s: %w", *parent, err)
+			return nil, err
 		}
 		if p == nil || p.Snapshot == nil {
 			break
@@ -150,6 +153,18 @@ func (s *Service) ancestors(ctx context.Context, r *runtype.Run) ([]ancestor, er
 		below, parent = p.ID, p.ParentRunID
 	}
 	return out, nil
+}
+
+// supervisor is the record of supervisor run id: the one among read, or else as stored now.
+func (s *Service) supervisor(ctx context.Context, id string, read []*Record) (*Record, error) {
+	if i := slices.IndexFunc(read, func(r *Record) bool { return r.ID == id }); i >= 0 {
+		return read[i], nil
+	}
+	p, err := s.store.GetRecord(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("load supervisor run %s: %w", id, err)
+	}
+	return p, nil
 }
 
 // surfacedID is the id under which a supervisor run shows the call innerID of the sub-agent run
@@ -170,7 +185,7 @@ func shows(c *agent.PendingCall, id string) bool {
 // each is SUSPENDED on a call that shows the inner call's tool, args and payload under a
 // surfacedID.
 func (s *Service) surfaceSuspension(ctx context.Context, r *runtype.Run, inner runtype.ToolCall, evType runtype.EventType) ([]AncestorWrite, error) {
-	list, err := s.ancestors(ctx, r)
+	list, err := s.ancestors(ctx, r, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -194,9 +209,10 @@ func (s *Service) surfaceSuspension(ctx context.Context, r *runtype.Run, inner r
 }
 
 // surfaceDecision is what the supervisors above a run decided on its call innerID store with the
-// decision: each goes back to WAITING, the call that shows innerID decided the same way.
-func (s *Service) surfaceDecision(ctx context.Context, r *runtype.Run, innerID string, d agent.Decision, by string) ([]AncestorWrite, error) {
-	list, err := s.ancestors(ctx, r)
+// decision: each goes back to WAITING, the call that shows innerID decided the same way. read
+// are the supervisors' records as the decision was checked against them (ancestors).
+func (s *Service) surfaceDecision(ctx context.Context, r *runtype.Run, read []*Record, innerID string, d agent.Decision, by string) ([]AncestorWrite, error) {
+	list, err := s.ancestors(ctx, r, read)
 	if err != nil {
 		return nil, err
 	}
@@ -207,11 +223,11 @@ func (s *Service) surfaceDecision(ctx context.Context, r *runtype.Run, innerID s
 			return nil, runtype.Errorf(runtype.CodeConflict, "supervisor run %s is %s, not SUSPENDED: it was already decided", a.run.ID, a.run.Status)
 		}
 		id = surfacedID(a.callID, id)
-		call := waitingCall(a.run, id)
+		call := waitingCall(&a.run.Run, id)
 		if call == nil {
 			// Suspended before calls had server ids: the inner call is shown under the
 			// delegate call's own id.
-			call = waitingCall(a.run, a.callID)
+			call = waitingCall(&a.run.Run, a.callID)
 		}
 		if call == nil {
 			return nil, runtype.Errorf(runtype.CodeConflict, "supervisor run %s does not wait on %s", a.run.ID, id)
@@ -228,39 +244,41 @@ func (s *Service) surfaceDecision(ctx context.Context, r *runtype.Run, innerID s
 // down to the suspended run that holds that call, and returns that run and the call's id there
 // (run itself and callID when the call is run's own). A supervisor suspended before calls had
 // server ids shows the inner call under its delegate call's own id: then the id returned is ""
-// (the sub-agent run's one waiting call), as it was decided then.
-func (s *Service) innermost(ctx context.Context, r *runtype.Run, callID string) (*runtype.Run, string, error) {
+// (the sub-agent run's one waiting call), as it was decided then. above are the runs it went
+// through, r first (none when the call is r's own).
+func (s *Service) innermost(ctx context.Context, r *Record, callID string) (inner *Record, innerID string, above []*Record, err error) {
 	cur, id := r, callID
 	for depth := 0; ; depth++ {
 		if cur.Snapshot == nil || depth > maxDepth {
-			return cur, id, nil
+			return cur, id, above, nil
 		}
 		snap, err := agent.DecodeSnapshot(*cur.Snapshot)
 		if err != nil {
-			return nil, "", err
+			return nil, "", nil, err
 		}
 		c := snap.Delegated()
 		var rest string
 		switch {
 		case c == nil:
-			return cur, id, nil
+			return cur, id, above, nil
 		case strings.HasPrefix(id, c.CallID()+"/"):
 			rest = id[len(c.CallID())+1:]
 		case id == c.CallID(), id == "" && cur != r:
 			rest = "" // the old form, at every level
 		default:
-			return cur, id, nil
+			return cur, id, above, nil
 		}
-		child, err := s.store.GetRun(ctx, c.ChildRunID)
+		child, err := s.store.GetRecord(ctx, c.ChildRunID)
 		if err != nil {
-			return nil, "", fmt.Errorf("load sub-agent run %s: %w", c.ChildRunID, err)
+			return nil, "", nil, fmt.Errorf("load sub-agent run %s: %w", c.ChildRunID, err)
 		}
 		if child == nil {
-			return nil, "", fmt.Errorf("run %s: sub-agent run %s is missing", cur.ID, c.ChildRunID)
+			return nil, "", nil, fmt.Errorf("run %s: sub-agent run %s is missing", cur.ID, c.ChildRunID)
 		}
 		if child.Status != runtype.StatusSuspended {
-			return nil, "", runtype.Errorf(runtype.CodeConflict, "run %s waits on sub-agent run %s, which is %s: it was already decided", r.ID, child.ID, child.Status.Public())
+			return nil, "", nil, runtype.Errorf(runtype.CodeConflict, "run %s waits on sub-agent run %s, which is %s: it was already decided", r.ID, child.ID, child.Status.Public())
 		}
+		above = append(above, cur)
 		cur, id = child, rest
 	}
 }
@@ -273,7 +291,7 @@ func (s *Service) handoff(ctx context.Context, r *runtype.Run, output *string, e
 	if r.ParentRunID == nil {
 		return nil, nil, nil
 	}
-	p, err := s.store.GetRun(ctx, *r.ParentRunID)
+	p, err := s.store.GetRecord(ctx, *r.ParentRunID)
 	if err != nil {
 		return nil, nil, fmt.Errorf("load supervisor run %s: %w", *r.ParentRunID, err)
 	}
@@ -309,7 +327,7 @@ func (s *Service) handoff(ctx context.Context, r *runtype.Run, output *string, e
 	lease, taken := s.newLease(), time.Now()
 	h = &Handoff{RunID: p.ID, Version: p.Version, After: p.LastSeq, Snapshot: encoded, Lease: lease, TTL: s.cfg.LeaseTTL}
 	start = func() {
-		p.Status, p.LeaseOwner, p.Version, p.Snapshot = runtype.StatusRunning, &lease, p.Version+1, nil
+		p.Status, p.LeaseOwner, p.Version, p.Snapshot = runtype.StatusRunning, &lease, p.Version+1, &encoded
 		a := s.agents.Get(p.AgentID)
 		if a == nil {
 			// Another instance may serve it: let recovery find it at once.
@@ -318,7 +336,7 @@ func (s *Service) handoff(ctx context.Context, r *runtype.Run, output *string, e
 			}
 			return
 		}
-		s.execute(a, p, snap, taken, causedBy(ctx, CauseHandoff))
+		s.execute(a, &p.Run, lease, snap, taken, causedBy(ctx, CauseHandoff))
 	}
 	return h, start, nil
 }

@@ -24,6 +24,9 @@ type execution struct {
 	agent *agent.Agent
 	run   runtype.Run // id, agent, thread, resource and prompt; other fields are not kept current
 	owner string      // the lease token of this execution: every write checks it
+	// recoveredFrom is the lease a recovery took the run over from (origin.recoveredFrom), "" for
+	// other executions.
+	recoveredFrom string
 
 	mu        sync.Mutex // serialises writes: the loop's and the text flush timer's
 	seq       int64      // last seq written; only the lease holder writes, so this is the truth
@@ -73,12 +76,12 @@ const (
 )
 
 // execute continues a run this instance has just leased (r.LastSeq is its last event, and
-// r.LeaseOwner the lease, taken by a write sent at `taken` at the latest), in the background,
+// lease the lease, taken by a write sent at `taken` at the latest), in the background,
 // renewing the lease while it runs; why is what started it, for tracing. A snapshot with a call
 // that was executing when its previous owner died is not run: the call goes back to a person
 // (see recover.go). A panic anywhere in the execution fails the run, never the server.
-func (s *Service) execute(a *agent.Agent, r *runtype.Run, snap *agent.Snapshot, taken time.Time, why origin) {
-	e := &execution{s: s, agent: a, run: *r, seq: r.LastSeq, owner: deref(r.LeaseOwner)}
+func (s *Service) execute(a *agent.Agent, r *runtype.Run, lease string, snap *agent.Snapshot, taken time.Time, why origin) {
+	e := &execution{s: s, agent: a, run: *r, seq: r.LastSeq, owner: lease, recoveredFrom: why.recoveredFrom}
 	e.retryText = snap.Seq > 0 && r.LastSeq > snap.Seq && snap.Executing() == nil
 	if !s.started() {
 		// This instance is stopping: hand the run to another instance at once.
@@ -103,7 +106,7 @@ func (s *Service) execute(a *agent.Agent, r *runtype.Run, snap *agent.Snapshot, 
 		unsent, _ := s.notSent.LoadAndDelete(e.run.ID) // whatever this instance knew of the run is told now
 		if c := snap.Executing(); c != nil {
 			late := s.recordedLate(ctx, e.run.ID, c.CallID())
-			e.interrupted(ctx, snap, c, interruptedReason(c.Name, c.CallID(), e.run.RecoveredFrom, late, unsent == c.CallID() && late == nil))
+			e.interrupted(ctx, snap, c, interruptedReason(c.Name, c.CallID(), e.recoveredFrom, late, unsent == c.CallID() && late == nil))
 			return
 		}
 		e.loop(ctx, snap)

@@ -42,11 +42,11 @@ func (s *Service) ExpireDue(ctx context.Context) (int, error) {
 
 // expireDue expires one due call, unless it moved since it was listed.
 func (s *Service) expireDue(ctx context.Context, due DueCall) (bool, error) {
-	r, err := s.store.GetRun(ctx, due.RunID)
+	r, err := s.store.GetRecord(ctx, due.RunID)
 	if err != nil || r == nil || r.Status != runtype.StatusSuspended || r.Snapshot == nil {
 		return false, err
 	}
-	call := waitingCall(r, due.ToolCallID)
+	call := waitingCall(&r.Run, due.ToolCallID)
 	if call == nil {
 		return false, nil
 	}
@@ -66,7 +66,7 @@ func (s *Service) expireDue(ctx context.Context, due DueCall) (bool, error) {
 // with TOOL_CALL_EXPIRED and RUN_RESUMED (on the supervisors above too), and continues the run
 // here (unless other calls of its step still wait). It reports false, without error, when the deadline has not passed, the agent is not
 // served here, or someone else decided or expired the call first.
-func (s *Service) expire(ctx context.Context, r *runtype.Run, call *runtype.ToolCall, snap *agent.Snapshot) (bool, error) {
+func (s *Service) expire(ctx context.Context, r *Record, call *runtype.ToolCall, snap *agent.Snapshot) (bool, error) {
 	now := s.now()
 	if call.ExpiresAt == nil || now.Before(*call.ExpiresAt) {
 		return false, nil
@@ -80,7 +80,8 @@ func (s *Service) expire(ctx context.Context, r *runtype.Run, call *runtype.Tool
 		after = call.ExpiresAt.Sub(*r.SuspendedAt) // the timeout it waited with
 	}
 	msg := agent.ExpiredMessage(call.ToolName, after, call.RequiresApproval)
-	if _, err := s.commitDecision(ctx, a, r, call, snap, agent.Decision{Kind: agent.CallExpired, Reason: msg}, "", CauseExpiry); err != nil {
+	dec := &decision{top: r, run: r, call: call, snap: snap, agent: a, d: agent.Decision{Kind: agent.CallExpired, Reason: msg}, cause: CauseExpiry}
+	if _, err := s.commitDecision(ctx, dec); err != nil {
 		if errors.Is(err, ErrStale) || runtype.ErrorCode(err) == runtype.CodeConflict {
 			// Another instance expired it, a person decided in time, or a supervisor moved.
 			return false, nil
@@ -94,8 +95,8 @@ func (s *Service) expire(ctx context.Context, r *runtype.Run, call *runtype.Tool
 // refuseExpired is decide's check of the call's deadline: once it has passed nobody may decide
 // the call any more. The call is expired at once, when the loop has not done it yet, and the
 // answer is CONFLICT saying it expired.
-func (s *Service) refuseExpired(ctx context.Context, r *runtype.Run, call *runtype.ToolCall) error {
-	err := pastDeadline(r, call, s.now())
+func (s *Service) refuseExpired(ctx context.Context, r *Record, call *runtype.ToolCall) error {
+	err := pastDeadline(&r.Run, call, s.now())
 	if err == nil || r.Snapshot == nil {
 		return err
 	}

@@ -323,7 +323,6 @@ func (s *Service) watch(sub *fanout.Sub[Change]) {
 		if ch.Kind != ChangeLeft && r.Status != runtype.StatusSuspended {
 			continue // a suspension already decided is not news; its LEFT follows
 		}
-		r.Snapshot, r.LeaseOwner = nil, nil
 		s.watched.Publish(changesTopic, RunChange{Kind: ch.Kind, Run: r})
 	}
 }

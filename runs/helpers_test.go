@@ -78,6 +78,17 @@ func setupWith(t testing.TB, db *gorm.DB, cfg runs.Config, o setupOpts) *fixture
 
 func ptr[T any](v T) *T { return &v }
 
+// record reads a run's record straight from the store: what the service keeps of it beside what
+// its API shows (version, snapshot, lease), which a test checks the rules' writes by.
+func (f *fixture) record(t testing.TB, runID string) *runs.Record {
+	t.Helper()
+	r, err := gormstore.New(f.db).GetRecord(bg(), runID)
+	if err != nil || r == nil {
+		t.Fatalf("GetRecord %s = %v, %v", runID, r, err)
+	}
+	return r
+}
+
 // start begins a run and fails the test on error.
 func (f *fixture) start(t *testing.T, p runs.StartParams) *runtype.Run {
 	t.Helper()

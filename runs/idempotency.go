@@ -54,9 +54,8 @@ func (s *Service) repeated(ctx context.Context, key string, err error) (rn *runt
 	if gerr != nil {
 		return nil, true, gerr
 	}
-	if r == nil || !visible(ctx, r.ResourceID) || !s.mayRead(runtype.PrincipalFrom(ctx), r) {
+	if r == nil || !s.readable(ctx, r) {
 		return nil, true, notFound(dup.RunID)
 	}
-	r.Snapshot, r.LeaseOwner = nil, nil
 	return r, true, nil
 }

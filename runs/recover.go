@@ -55,7 +55,7 @@ func (s *Service) RecoverExpired(ctx context.Context) (int, error) {
 
 // recoverRun takes over one expired run, or defers or fails it. It reports whether it
 // continues the run here.
-func (s *Service) recoverRun(ctx context.Context, r *runtype.Run) (bool, error) {
+func (s *Service) recoverRun(ctx context.Context, r *Record) (bool, error) {
 	a := s.agents.Get(r.AgentID)
 	if a == nil {
 		why := fmt.Sprintf("its agent %q is not served by the instances that tried to recover it", r.AgentID)
@@ -82,9 +82,10 @@ func (s *Service) recoverRun(ctx context.Context, r *runtype.Run) (bool, error) 
 		return false, err // not claimed: another instance was first, or the owner came back
 	}
 	s.cfg.Logger.Info("recovering run", "run", r.ID, "previous_owner", deref(r.LeaseOwner), "attempt", r.RecoveryAttempts+1)
-	r.RecoveredFrom = deref(r.LeaseOwner)
+	why := causedBy(ctx, CauseRecovery)
+	why.recoveredFrom = deref(r.LeaseOwner)
 	r.LeaseOwner, r.Version = &lease, r.Version+1
-	s.execute(a, r, snap, taken, causedBy(ctx, CauseRecovery))
+	s.execute(a, &r.Run, lease, snap, taken, why)
 	return true, nil
 }
 
@@ -96,7 +97,7 @@ func (s *Service) backoff(n int) time.Duration {
 
 // failUnrecoverable claims an expired run and stores it as FAILED, with the reason in the log
 // and in its message.
-func (s *Service) failUnrecoverable(ctx context.Context, r *runtype.Run, why string) error {
+func (s *Service) failUnrecoverable(ctx context.Context, r *Record, why string) error {
 	lease := s.newLease()
 	claimed, err := s.store.ClaimExpired(ctx, Claim{RunID: r.ID, Version: r.Version, LastSeq: r.LastSeq, Lease: lease, TTL: s.cfg.LeaseTTL})
 	if err != nil || !claimed {
@@ -104,7 +105,7 @@ func (s *Service) failUnrecoverable(ctx context.Context, r *runtype.Run, why str
 	}
 	s.cfg.Logger.Error("recovery: run cannot be recovered; failing it", "run", r.ID, "reason", why)
 	msg, code := "the run could not be recovered: "+why, FailureUnrecoverable
-	parent, start, err := s.handoff(ctx, r, nil, &msg)
+	parent, start, err := s.handoff(ctx, &r.Run, nil, &msg)
 	if err != nil {
 		return fmt.Errorf("fail unrecoverable run %s: %w", r.ID, err)
 	}

@@ -66,10 +66,3 @@ func sameJSON(a, b json.RawMessage) bool {
 	}
 	return reflect.DeepEqual(va, vb)
 }
-
-// asDecided is run as a decision on it answers: without its snapshot and lease.
-func asDecided(r *runtype.Run) *runtype.Run {
-	out := *r
-	out.Snapshot, out.LeaseOwner = nil, nil
-	return &out
-}

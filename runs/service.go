@@ -495,7 +495,7 @@ func (s *Service) StartRun(ctx context.Context, p StartParams) (*runtype.Run, er
 	r := runtype.Run{
 		ID: id.String(), AgentID: a.ID, ThreadID: p.ThreadID, ResourceID: p.ResourceID, StartedBy: startedBy(ctx),
 		Prompt: p.Prompt, RequireToolApproval: p.RequireToolApproval, Status: runtype.StatusRunning,
-		CreatedAt: now, UpdatedAt: now, LastSeq: 1, LeaseOwner: &lease,
+		CreatedAt: now, UpdatedAt: now, LastSeq: 1,
 		ToolCalls: []runtype.ToolCall{}, Decisions: []runtype.Decision{},
 	}
 	err = s.store.InsertRun(ctx, NewRun{
@@ -512,10 +512,8 @@ func (s *Service) StartRun(ctx context.Context, p StartParams) (*runtype.Run, er
 	if err != nil {
 		return nil, err
 	}
-	s.execute(a, &r, snap, taken, causedBy(ctx, CauseStart))
-	out := r
-	out.LeaseOwner = nil
-	return &out, nil
+	s.execute(a, &r, lease, snap, taken, causedBy(ctx, CauseStart))
+	return &r, nil
 }
 
 // Get returns a run in any status. Who may call: a viewer, and a requester for the approval
@@ -524,19 +522,48 @@ func (s *Service) StartRun(ctx context.Context, p StartParams) (*runtype.Run, er
 // that is neither viewer nor requester; UNAVAILABLE when storage could not be reached (never a
 // nil run: a failed read says nothing about whether the run exists).
 func (s *Service) Get(ctx context.Context, runID string) (*runtype.Run, error) {
-	if p := runtype.PrincipalFrom(ctx); p == nil || !p.Has(runtype.RoleRequester) {
-		if err := require(ctx, runtype.RoleViewer, "reading runs"); err != nil {
-			return nil, err
-		}
+	if err := mayGet(ctx); err != nil {
+		return nil, err
 	}
 	r, err := s.store.GetRun(ctx, runID)
 	if err != nil {
 		return nil, err
 	}
-	if r == nil || !visible(ctx, r.ResourceID) || !s.mayRead(runtype.PrincipalFrom(ctx), r) {
+	if r == nil || !s.readable(ctx, r) {
 		return nil, notFound(runID)
 	}
 	return r, nil
+}
+
+// getRecord is Get for a rule that needs the run's record (Abandon decides on it): the same
+// checks and errors, the record instead of the view.
+func (s *Service) getRecord(ctx context.Context, runID string) (*Record, error) {
+	if err := mayGet(ctx); err != nil {
+		return nil, err
+	}
+	r, err := s.store.GetRecord(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	if r == nil || !s.readable(ctx, &r.Run) {
+		return nil, notFound(runID)
+	}
+	return r, nil
+}
+
+// mayGet refuses a principal that may read no run at all: neither a viewer nor a requester
+// (which may read the requests it made).
+func mayGet(ctx context.Context) error {
+	if p := runtype.PrincipalFrom(ctx); p != nil && p.Has(runtype.RoleRequester) {
+		return nil
+	}
+	return require(ctx, runtype.RoleViewer, "reading runs")
+}
+
+// readable reports whether the principal of ctx may read run r: it sees r's resource, and
+// reads runs (a viewer) or made this request (a requester).
+func (s *Service) readable(ctx context.Context, r *runtype.Run) bool {
+	return visible(ctx, r.ResourceID) && s.mayRead(runtype.PrincipalFrom(ctx), r)
 }
 
 // threadOwned is the answer to a run naming a thread that belongs to another resource.

@@ -68,7 +68,7 @@ func (c *loopCalls) Changes(ctx context.Context, since time.Time, notInstance st
 	return c.Store.Changes(ctx, since, notInstance)
 }
 
-func (c *loopCalls) ExpiredRuns(ctx context.Context, limit int) ([]*runtype.Run, error) {
+func (c *loopCalls) ExpiredRuns(ctx context.Context, limit int) ([]*runs.Record, error) {
 	c.called("recovery")
 	return c.Store.ExpiredRuns(ctx, limit)
 }

@@ -39,13 +39,18 @@ type Store interface {
 	// however many runs held the key before — and of runs racing to take it over exactly one
 	// does, the others naming it.
 	InsertRun(ctx context.Context, r NewRun) error
-	// GetRun returns the run with its pending calls, its decisions and its snapshot, or nil
-	// when there is none. Every read that gives a run's decisions (GetRun, ListSuspended,
-	// ListRecent) gives its late results too (LateResult), oldest first, for each run that had
-	// a call reported interrupted or that failed as unrecoverable — the only runs that can
-	// have one shown (a late result of a run still RUNNING waits for its recovery, which
-	// reports the call interrupted); other runs get none, without a query.
+	// GetRun returns the run as clients see it, with its pending calls and its decisions, or
+	// nil when there is none: the API's read, which does not read what only the service's
+	// rules need (the snapshot, the lease, the version; see GetRecord). Every read that gives
+	// a run's decisions (GetRun, GetRecord, ListSuspended, ListRecent) gives its late results
+	// too (LateResult), oldest first, for each run that had a call reported interrupted or
+	// that failed as unrecoverable — the only runs that can have one shown (a late result of a
+	// run still RUNNING waits for its recovery, which reports the call interrupted); other
+	// runs get none, without a query.
 	GetRun(ctx context.Context, id string) (*runtype.Run, error)
+	// GetRecord returns the run as GetRun does, with what the service's rules need beside it
+	// (its version, snapshot, lease owner and recovery attempts), or nil when there is none.
+	GetRecord(ctx context.Context, id string) (*Record, error)
 	// Progress returns the last seq and status of those of the runs that exist.
 	Progress(ctx context.Context, ids []string) (map[string]Progress, error)
 	// Events returns up to limit events of a run with seq > after, in seq order.
@@ -100,8 +105,9 @@ type Store interface {
 	DueExpiries(ctx context.Context, now time.Time, limit int) ([]DueCall, error)
 
 	// ExpiredRuns returns up to limit RUNNING runs whose lease has expired and whose recovery
-	// is not deferred, oldest lease first, with their snapshots.
-	ExpiredRuns(ctx context.Context, limit int) ([]*runtype.Run, error)
+	// is not deferred, oldest lease first, as records with their snapshots (without their
+	// decisions and late results, which recovery does not read).
+	ExpiredRuns(ctx context.Context, limit int) ([]*Record, error)
 	// ClaimExpired leases an expired run to a new owner if nothing moved since it was read
 	// (same version and last seq, still expired), counting the attempt. It reports whether
 	// the claim held.
@@ -126,10 +132,11 @@ type Store interface {
 	// CountSuspended counts the suspended runs matching p (its Page and PerPage are ignored).
 	CountSuspended(ctx context.Context, p ListSuspendedParams) (int64, error)
 	// ListSuspended returns limit suspended runs matching p from offset on, newest createdAt
-	// first (then id descending), each with its pending calls and decisions.
+	// first (then id descending), each with its pending calls and decisions, as GetRun reads
+	// a run.
 	ListSuspended(ctx context.Context, p ListSuspendedParams, limit, offset int) ([]*runtype.Run, error)
 	// ListRecent returns a page of runs in p.Statuses, most recently updated first, with
-	// their decisions, and the number of all matches.
+	// their decisions, as GetRun reads a run, and the number of all matches.
 	ListRecent(ctx context.Context, p RecentParams) ([]*runtype.Run, int64, error)
 
 	// Changes returns the suspended-set changes recorded at or after since by instances other

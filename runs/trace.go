@@ -60,6 +60,10 @@ const (
 type origin struct {
 	cause Cause
 	ctx   context.Context
+	// recoveredFrom is, for a recovery, the lease the run was taken over from: it names the
+	// instance that was executing the run, for the reason of an interrupted call. It is never
+	// stored.
+	recoveredFrom string
 }
 
 // causedBy is the origin of an execution that cause starts from ctx. The context is kept

@@ -12,9 +12,10 @@ import (
 	"time"
 )
 
-// Run is a run of an agent, in any status: the one type every layer uses for it, from storage to
-// the API's mapping. It is the run itself, not a projection of it: beside what clients see, it
-// carries what the run service's rules need (Version, Snapshot, LeaseOwner, RecoveryAttempts).
+// Run is a run of an agent, in any status, as clients see it: the type every layer uses for it,
+// from the store's reads to the API's mapping. What only the run service's rules need (its
+// version, the agent loop's snapshot, the lease) is not here but in the store's record of it
+// (runs.Record), which never leaves the service: a field that is not on this type cannot leak.
 type Run struct {
 	ID          string
 	AgentID     string
@@ -45,23 +46,8 @@ type Run struct {
 	// Decisions are the decisions taken on the run's tool calls, oldest first.
 	Decisions []Decision
 	// LateResults are the outcomes of the run's calls that were recorded after the calls were
-	// reported interrupted (LateResult), oldest first; see Store.GetRun for when they are read.
+	// reported interrupted (LateResult), oldest first; see runs.Store.GetRun for when they are read.
 	LateResults []LateResult
-
-	// Version counts the run's status changes and claims; compare-and-sets check it.
-	Version int64
-	// Snapshot is the agent loop's state while the run is not finished. Only GetRun and
-	// ExpiredRuns load it.
-	Snapshot *string
-	// LeaseOwner is the lease token of the instance executing a RUNNING run.
-	LeaseOwner *string
-	// RecoveryAttempts counts claims and deferred recoveries since the run's last checkpoint.
-	RecoveryAttempts int
-
-	// RecoveredFrom is the lease a recovering instance took the run over from (never stored, set
-	// only on the copy that instance executes): it names the instance that was executing the
-	// run, for the reason of an interrupted call.
-	RecoveredFrom string
 }
 
 // DecisionKind is what was decided about a tool call.

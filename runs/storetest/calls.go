@@ -10,7 +10,7 @@ import (
 
 // suspendOnTwo stores a new run as suspended on two approvals at once, call-1 and call-2, as a
 // run whose step asked for two calls that need approval.
-func (f *fixture) suspendOnTwo() *runtype.Run {
+func (f *fixture) suspendOnTwo() *runs.Record {
 	f.t.Helper()
 	r := f.insert(runOpts{})
 	first, second := approval("call-1"), approval("call-2")
@@ -29,7 +29,7 @@ func (f *fixture) suspendOnTwo() *runtype.Run {
 }
 
 // holding is the Decide of run's first pending call that keeps the run SUSPENDED on the others.
-func holding(r *runtype.Run, kind runtype.DecisionKind, when int) runs.DecisionWrite {
+func holding(r *runs.Record, kind runtype.DecisionKind, when int) runs.DecisionWrite {
 	d := decision(r, kind, "", at(when))
 	d.Lease, d.TTL, d.Hold = "", 0, true
 	d.Events = d.Events[:len(d.Events)-1] // no RUN_RESUMED: the run does not resume yet

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"interlock/runs"
 	"interlock/runtype"
 )
 
@@ -123,6 +124,15 @@ func runIDs(list []*runtype.Run) []string {
 	return out
 }
 
+// recordIDs lists the ids of records in order.
+func recordIDs(list []*runs.Record) []string {
+	out := make([]string, len(list))
+	for i, r := range list {
+		out[i] = r.ID
+	}
+	return out
+}
+
 // wantIDs fails unless got lists exactly the runs want, in that order.
 func wantIDs(t *testing.T, what string, got []string, want ...string) {
 	t.Helper()
@@ -136,7 +146,7 @@ func wantIDs(t *testing.T, what string, got []string, want ...string) {
 
 // wantUnchanged fails unless the run's status, version, last seq, lease owner and pending calls
 // are as in before: a failed write must leave no trace.
-func wantUnchanged(t *testing.T, what string, got, before *runtype.Run) {
+func wantUnchanged(t *testing.T, what string, got, before *runs.Record) {
 	t.Helper()
 	if got.Status != before.Status || got.Version != before.Version || got.LastSeq != before.LastSeq ||
 		len(got.ToolCalls) != len(before.ToolCalls) || len(got.Decisions) != len(before.Decisions) ||

@@ -97,7 +97,7 @@ func testConcurrentWrites(t *testing.T, open Opener) {
 // finish.
 func writeRun(f *fixture, i, steps int) error {
 	lease := fmt.Sprintf("lease-%d", i)
-	r := runtype.Run{ID: id(i), AgentID: "agent", Prompt: "concurrent", Status: runtype.StatusRunning, CreatedAt: at(i), UpdatedAt: at(i), LastSeq: 1, LeaseOwner: &lease}
+	r := runtype.Run{ID: id(i), AgentID: "agent", Prompt: "concurrent", Status: runtype.StatusRunning, CreatedAt: at(i), UpdatedAt: at(i), LastSeq: 1}
 	started := []runtype.Event{{Type: runtype.EventRunStarted, Status: string(runtype.StatusRunning)}}
 	if err := f.s.InsertRun(f.ctx, runs.NewRun{Run: r, Snapshot: `{}`, Lease: lease, TTL: hour, Events: started}); err != nil {
 		return fmt.Errorf("InsertRun %d: %w", i, err)

@@ -17,7 +17,7 @@ func delegation(f *fixture, parent *live, n int) runs.Delegation {
 	f.n = max(f.n, n)
 	child := runtype.Run{
 		ID: id(n), AgentID: "helper", ParentRunID: &parent.ID, Prompt: "the task", Status: runtype.StatusRunning,
-		CreatedAt: at(20), UpdatedAt: at(20), LastSeq: 1, LeaseOwner: &lease,
+		CreatedAt: at(20), UpdatedAt: at(20), LastSeq: 1,
 	}
 	return runs.Delegation{Checkpoint: ck, Child: runs.NewRun{
 		Run: child, Snapshot: `{"child":true}`, Lease: lease, TTL: hour,
@@ -27,7 +27,7 @@ func delegation(f *fixture, parent *live, n int) runs.Delegation {
 
 // delegated inserts a parent of agent "boss" and has it delegate to a child: the parent as
 // stored (WAITING) and the child as its holder knows it.
-func (f *fixture) delegated() (*runtype.Run, *live) {
+func (f *fixture) delegated() (*runs.Record, *live) {
 	f.t.Helper()
 	parent := f.insert(runOpts{AgentID: "boss"})
 	f.n++
@@ -39,7 +39,7 @@ func (f *fixture) delegated() (*runtype.Run, *live) {
 }
 
 // surfaced is the ancestor write that shows c on parent's delegate call "delegate-1".
-func surfaced(parent *runtype.Run, c runtype.ToolCall) runs.AncestorWrite {
+func surfaced(parent *runs.Record, c runtype.ToolCall) runs.AncestorWrite {
 	c.ToolCallID = "delegate-1"
 	return runs.AncestorWrite{RunID: parent.ID, Version: parent.Version, After: parent.LastSeq, ToolCallID: c.ToolCallID, Call: c, Events: suspendEvents(c)}
 }

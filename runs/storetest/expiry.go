@@ -19,7 +19,7 @@ func expiring(callID string, when time.Time) runtype.ToolCall {
 
 // suspendedUntil inserts a run and suspends it, at its creation time, on an approval that
 // expires at deadline.
-func (f *fixture) suspendedUntil(deadline time.Time) *runtype.Run {
+func (f *fixture) suspendedUntil(deadline time.Time) *runs.Record {
 	f.t.Helper()
 	r := f.insert(runOpts{})
 	return f.suspend(r, expiring("call-1", deadline), f.get(r.ID).CreatedAt, "instance-1")

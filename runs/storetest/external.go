@@ -60,7 +60,7 @@ func (f *fixture) newRequest(o requestOpts) runs.NewRun {
 }
 
 // request inserts an approval request and returns it as stored.
-func (f *fixture) request(o requestOpts) *runtype.Run {
+func (f *fixture) request(o requestOpts) *runs.Record {
 	f.t.Helper()
 	n := f.newRequest(o)
 	if err := f.s.InsertRun(f.ctx, n); err != nil {
@@ -70,7 +70,7 @@ func (f *fixture) request(o requestOpts) *runtype.Run {
 }
 
 // ending is the Decide that ends an approval request with a decision of kind.
-func ending(r *runtype.Run, kind runtype.DecisionKind, when time.Time) runs.DecisionWrite {
+func ending(r *runs.Record, kind runtype.DecisionKind, when time.Time) runs.DecisionWrite {
 	call := r.ToolCalls[0]
 	d := runs.DecisionWrite{RunID: r.ID, Version: r.Version, After: r.LastSeq, ToolCallID: call.ToolCallID, Kind: kind,
 		At: when, Finish: true, InstanceID: "instance-2"}
@@ -86,7 +86,7 @@ func ending(r *runtype.Run, kind runtype.DecisionKind, when time.Time) runs.Deci
 }
 
 // abandoning is the Decide that ends an approval request its asker stopped waiting for.
-func abandoning(r *runtype.Run, when time.Time) runs.DecisionWrite {
+func abandoning(r *runs.Record, when time.Time) runs.DecisionWrite {
 	d := ending(r, runtype.DecisionExpired, when)
 	d.Abandoned, d.Reason = true, ptr("the agent stopped waiting")
 	return d

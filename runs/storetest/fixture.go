@@ -132,7 +132,7 @@ func (f *fixture) newRun(o runOpts) runs.NewRun {
 		ID: id(o.N), AgentID: o.AgentID, ParentRunID: o.ParentRunID, ThreadID: o.ThreadID,
 		ResourceID: o.ResourceID, StartedBy: o.StartedBy, Prompt: o.Prompt, RequireToolApproval: o.RequireToolApproval,
 		Status: runtype.StatusRunning, CreatedAt: o.CreatedAt, UpdatedAt: o.CreatedAt,
-		LastSeq: int64(len(o.Events)), LeaseOwner: &o.Lease,
+		LastSeq: int64(len(o.Events)),
 	}
 	return runs.NewRun{Run: r, Snapshot: o.Snapshot, Lease: o.Lease, TTL: o.TTL, Events: o.Events, Idempotency: o.Idempotency}
 }
@@ -173,7 +173,7 @@ func suspension(r *live, c runtype.ToolCall, when time.Time, instance string) ru
 }
 
 // suspend stores r as suspended on c and returns the run as stored.
-func (f *fixture) suspend(r *live, c runtype.ToolCall, when time.Time, instance string) *runtype.Run {
+func (f *fixture) suspend(r *live, c runtype.ToolCall, when time.Time, instance string) *runs.Record {
 	f.t.Helper()
 	s := suspension(r, c, when, instance)
 	if err := f.s.Suspend(f.ctx, s); err != nil {
@@ -184,7 +184,7 @@ func (f *fixture) suspend(r *live, c runtype.ToolCall, when time.Time, instance 
 }
 
 // suspended inserts a run and suspends it on an approval, at its creation time.
-func (f *fixture) suspended(o runOpts) *runtype.Run {
+func (f *fixture) suspended(o runOpts) *runs.Record {
 	f.t.Helper()
 	r := f.insert(o)
 	got := f.get(r.ID)
@@ -192,7 +192,7 @@ func (f *fixture) suspended(o runOpts) *runtype.Run {
 }
 
 // decision is the Decide of the first pending call of run as read, leasing the run to lease.
-func decision(r *runtype.Run, kind runtype.DecisionKind, lease string, when time.Time) runs.DecisionWrite {
+func decision(r *runs.Record, kind runtype.DecisionKind, lease string, when time.Time) runs.DecisionWrite {
 	call := r.ToolCalls[0]
 	d := runs.DecisionWrite{
 		RunID: r.ID, Version: r.Version, After: r.LastSeq, ToolCallID: call.ToolCallID, Kind: kind,
@@ -212,7 +212,7 @@ func decision(r *runtype.Run, kind runtype.DecisionKind, lease string, when time
 
 // decide approves (or otherwise decides) the first pending call of run, and returns the run as
 // its new holder knows it.
-func (f *fixture) decide(r *runtype.Run, d runs.DecisionWrite) *live {
+func (f *fixture) decide(r *runs.Record, d runs.DecisionWrite) *live {
 	f.t.Helper()
 	if err := f.s.Decide(f.ctx, d); err != nil {
 		f.t.Fatalf("Decide %s: %v", r.ID, err)
@@ -271,15 +271,15 @@ func (f *fixture) finished(o runOpts, when time.Time) *live {
 	return r
 }
 
-// get returns the stored run, which must exist.
-func (f *fixture) get(runID string) *runtype.Run {
+// get returns the stored run's record, which must exist.
+func (f *fixture) get(runID string) *runs.Record {
 	f.t.Helper()
-	r, err := f.s.GetRun(f.ctx, runID)
+	r, err := f.s.GetRecord(f.ctx, runID)
 	if err != nil {
-		f.t.Fatalf("GetRun %s: %v", runID, err)
+		f.t.Fatalf("GetRecord %s: %v", runID, err)
 	}
 	if r == nil {
-		f.t.Fatalf("GetRun %s: no such run", runID)
+		f.t.Fatalf("GetRecord %s: no such run", runID)
 	}
 	return r
 }

@@ -27,13 +27,13 @@ func testExpiredRuns(t *testing.T, open Opener) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		byID := map[string]*runtype.Run{}
+		byID := map[string]*runs.Record{}
 		for _, r := range list {
 			byID[r.ID] = r
 		}
 		if len(list) != 2 || byID[expired.ID] == nil || byID[released.ID] == nil {
 			t.Fatalf("ExpiredRuns = %v, want %s (expired) and %s (released); not %s (held), %s (suspended), %s (finished)",
-				runIDs(list), expired.ID, released.ID, held.ID, suspended.ID, done.ID)
+				recordIDs(list), expired.ID, released.ID, held.ID, suspended.ID, done.ID)
 		}
 		e := byID[expired.ID]
 		wantStr(t, "snapshot of the expired run", e.Snapshot, ptr(`{"expired":true}`))
@@ -56,7 +56,7 @@ func testExpiredRuns(t *testing.T, open Opener) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantIDs(t, "ExpiredRuns(limit 2)", runIDs(list), c.ID, a.ID)
+		wantIDs(t, "ExpiredRuns(limit 2)", recordIDs(list), c.ID, a.ID)
 	})
 }
 
@@ -118,7 +118,7 @@ func testClaimExpired(t *testing.T, open Opener) {
 			}
 		}
 		wantUnchanged(t, "failed claims", f.get(r.ID), read)
-		for name, rn := range map[string]*runtype.Run{"a held lease": f.get(held.ID), "a suspended run": suspended, "a finished run": f.get(done.ID)} {
+		for name, rn := range map[string]*runs.Record{"a held lease": f.get(held.ID), "a suspended run": suspended, "a finished run": f.get(done.ID)} {
 			ok, err := f.s.ClaimExpired(f.ctx, claim(runs.Claim{RunID: rn.ID, Version: rn.Version, LastSeq: rn.LastSeq}))
 			if err != nil || ok {
 				t.Errorf("ClaimExpired of %s = %v, %v; want false, nil", name, ok, err)
@@ -207,8 +207,9 @@ func testClaimExpired(t *testing.T, open Opener) {
 			got := f.get(r.ID)
 			if claimed {
 				wantStr(t, r.ID+" lease owner", got.LeaseOwner, ptr("claimer"))
-				wantUnchanged(t, "a write that lost to a claim", got, &runtype.Run{Status: runtype.StatusRunning, Version: got.Version,
-					LastSeq: read.LastSeq, LeaseOwner: ptr("claimer"), Snapshot: read.Snapshot, UpdatedAt: read.UpdatedAt, RecoveryAttempts: 1})
+				wantUnchanged(t, "a write that lost to a claim", got, &runs.Record{
+					Run:     runtype.Run{Status: runtype.StatusRunning, LastSeq: read.LastSeq, UpdatedAt: read.UpdatedAt},
+					Version: got.Version, LeaseOwner: ptr("claimer"), Snapshot: read.Snapshot, RecoveryAttempts: 1})
 			} else if got.LastSeq == read.LastSeq {
 				t.Errorf("%s: the holder's write succeeded but stored nothing", r.ID)
 			}

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"encoding/json"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -113,6 +114,31 @@ func testGetRun(t *testing.T, open Opener) {
 		got, err := f.s.GetRun(f.ctx, id(2))
 		if err != nil || got != nil {
 			t.Fatalf("GetRun of an unknown id = %+v, %v; want nil, nil", got, err)
+		}
+		rec, err := f.s.GetRecord(f.ctx, id(2))
+		if err != nil || rec != nil {
+			t.Fatalf("GetRecord of an unknown id = %+v, %v; want nil, nil", rec, err)
+		}
+	})
+
+	// GetRun is the API's read of what GetRecord reads for the service's rules: the same run,
+	// pending calls, decisions and late results, whatever the run's status.
+	each(t, open, "RunIsTheRecordsRun", func(t *testing.T, f *fixture) {
+		running := f.insert(runOpts{ThreadID: ptr("thread-1"), ResourceID: ptr("user-1")})
+		waiting := f.suspended(runOpts{})
+		decided := f.decide(waiting, decision(waiting, runtype.DecisionApproved, "lease-2", at(10)))
+		again := f.suspend(decided, approval("call-2"), at(11), "instance-1")
+		done := f.insert(runOpts{})
+		f.fail(done, at(12))
+		for _, id := range []string{running.ID, again.ID, done.ID} {
+			rec := f.get(id)
+			got, err := f.s.GetRun(f.ctx, id)
+			if err != nil || got == nil {
+				t.Fatalf("GetRun %s = %v, %v", id, got, err)
+			}
+			if !reflect.DeepEqual(*got, rec.Run) {
+				t.Errorf("GetRun %s reads\n%+v\nwant (GetRecord's run)\n%+v", id, *got, rec.Run)
+			}
 		}
 	})
 
