@@ -15,6 +15,7 @@ import (
 // operation is one query or mutation of the API, named Op, and how to make the one service
 // method it calls fail.
 type operation struct {
+	name  string // the subtest's
 	field string // the top-level field, the error's path
 	typ   string // query or mutation
 	query string
@@ -22,31 +23,31 @@ type operation struct {
 }
 
 var operations = []operation{
-	{"run", "query", `query Op { run(runId: "r1") { id } }`, func(f *fakeRuns, err error) {
+	{"run", "run", "query", `query Op { run(runId: "r1") { id } }`, func(f *fakeRuns, err error) {
 		f.get = func(context.Context, string) (*runtype.Run, error) { return nil, err }
 	}},
-	{"suspendedRuns", "query", `query Op { suspendedRuns(page: 0, perPage: 10) { total runs { id } } }`, func(f *fakeRuns, err error) {
+	{"suspendedRuns", "suspendedRuns", "query", `query Op { suspendedRuns(page: 0, perPage: 10) { total runs { id } } }`, func(f *fakeRuns, err error) {
 		f.listSuspended = func(context.Context, runs.ListSuspendedParams) (*runs.ListResult, error) { return nil, err }
 	}},
-	{"recentRuns", "query", `query Op { recentRuns { total } }`, func(f *fakeRuns, err error) {
+	{"recentRuns", "recentRuns", "query", `query Op { recentRuns { total } }`, func(f *fakeRuns, err error) {
 		f.recentRuns = func(context.Context, runs.RecentParams) (*runs.ListResult, error) { return nil, err }
 	}},
-	{"startRun", "mutation", `mutation Op { startRun(input: {agentId: "support-agent", prompt: "refund order 42"}) { id } }`, func(f *fakeRuns, err error) {
+	{"startRun", "startRun", "mutation", `mutation Op { startRun(input: {agentId: "support-agent", prompt: "refund order 42"}) { id } }`, func(f *fakeRuns, err error) {
 		f.startRun = func(context.Context, runs.StartParams) (*runtype.Run, error) { return nil, err }
 	}},
-	{"approveToolCall", "mutation", `mutation Op { approveToolCall(runId: "r1", toolCallId: "tc_1") { id } }`, func(f *fakeRuns, err error) {
+	{"approve", "approveToolCall", "mutation", `mutation Op { approveToolCall(runId: "r1", toolCallId: "tc_1") { id } }`, func(f *fakeRuns, err error) {
 		f.approve = func(context.Context, runs.DecideParams) (*runtype.Run, error) { return nil, err }
 	}},
-	{"approveToolCall", "mutation", `mutation Op { approveToolCall(runId: "r1", args: {amount: 10}) { id } }`, func(f *fakeRuns, err error) {
+	{"editAndApprove", "approveToolCall", "mutation", `mutation Op { approveToolCall(runId: "r1", args: {amount: 10}) { id } }`, func(f *fakeRuns, err error) {
 		f.editAndApprove = func(context.Context, runs.DecideParams, json.RawMessage) (*runtype.Run, error) { return nil, err }
 	}},
-	{"declineToolCall", "mutation", `mutation Op { declineToolCall(runId: "r1", reason: "no") { id } }`, func(f *fakeRuns, err error) {
+	{"decline", "declineToolCall", "mutation", `mutation Op { declineToolCall(runId: "r1", reason: "no") { id } }`, func(f *fakeRuns, err error) {
 		f.decline = func(context.Context, runs.DecideParams, string) (*runtype.Run, error) { return nil, err }
 	}},
-	{"resumeRun", "mutation", `mutation Op { resumeRun(runId: "r1", resumeData: {ok: true}) { id } }`, func(f *fakeRuns, err error) {
+	{"resume", "resumeRun", "mutation", `mutation Op { resumeRun(runId: "r1", resumeData: {ok: true}) { id } }`, func(f *fakeRuns, err error) {
 		f.resume = func(context.Context, runs.DecideParams, json.RawMessage) (*runtype.Run, error) { return nil, err }
 	}},
-	{"requestApproval", "mutation", `mutation Op { requestApproval(input: {agentId: "deployer", toolName: "deploy", args: {}}) { id } }`, func(f *fakeRuns, err error) {
+	{"requestApproval", "requestApproval", "mutation", `mutation Op { requestApproval(input: {agentId: "deployer", toolName: "deploy", args: {}}) { id } }`, func(f *fakeRuns, err error) {
 		f.requestApproval = func(context.Context, runs.ApprovalParams) (*runtype.Run, error) { return nil, err }
 	}},
 }
@@ -94,7 +95,7 @@ func TestServiceErrorsReachClients(t *testing.T) {
 	t.Parallel()
 	for _, op := range operations {
 		for _, se := range serviceErrors {
-			t.Run(op.field+"/"+se.name, func(t *testing.T) {
+			t.Run(op.name+"/"+se.name, func(t *testing.T) {
 				t.Parallel()
 				f := &fakeRuns{}
 				op.fail(f, se.err)
@@ -166,7 +167,7 @@ func TestAnAbandonedRequestIsCancelled(t *testing.T) {
 	if len(ans.Errors) != 1 || ans.Errors[0].Extensions["code"] != "CANCELLED" || ans.Errors[0].Message != "the request was cancelled by its client" {
 		t.Fatalf("got %s", ans.body)
 	}
-	checkLogged(t, a, operation{field: "approveToolCall", typ: "mutation"}, storageFault, "INFO")
+	checkLogged(t, a, operation{name: "approve", field: "approveToolCall", typ: "mutation"}, storageFault, "INFO")
 }
 
 // TestAPanicIsInternal: a resolver that panics is the server's fault even when its client has
@@ -184,7 +185,7 @@ func TestAPanicIsInternal(t *testing.T) {
 	if len(ans.Errors) != 1 || ans.Errors[0].Extensions["code"] != "INTERNAL" || ans.Errors[0].Message != "internal server error" {
 		t.Fatalf("got %s", ans.body)
 	}
-	checkLogged(t, a, operation{field: "run", typ: "query"}, errors.New("panic in resolver: index out of range [3] with length 3"), "ERROR")
+	checkLogged(t, a, operation{name: "run", field: "run", typ: "query"}, errors.New("panic in resolver: index out of range [3] with length 3"), "ERROR")
 }
 
 // TestRequestErrorsAreTheClients: an error in the request itself (an argument of the wrong
