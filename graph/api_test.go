@@ -36,7 +36,7 @@ func serve(t *testing.T, f *fakeRuns) *api {
 	gql := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: &graph.Resolver{Runs: f}}))
 	gql.AddTransport(transport.POST{})
 	gql.SetErrorPresenter(graph.PresentError(log))
-	gql.SetRecoverFunc(graph.Recover)
+	gql.SetRecoverFunc(graph.Recover(log))
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		gql.ServeHTTP(w, r.WithContext(runtype.WithSystem(r.Context())))
 	})

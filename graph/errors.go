@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/gqlerror"
@@ -30,12 +31,15 @@ import (
 //     message, so that no SQL or driver text reaches a client, and is logged at ERROR.
 //
 // Each is logged once, with the operation it happened in (name and type, as the operation's own
-// log line names it), the field's path and the error itself.
+// log line names it), the field's path and the error itself. A panic was logged by Recover.
 func PresentError(log *slog.Logger) graphql.ErrorPresenterFunc {
 	return func(ctx context.Context, err error) *gqlerror.Error {
 		var gqlErr *gqlerror.Error
 		if !errors.As(err, &gqlErr) {
 			gqlErr = gqlerror.WrapPath(graphql.GetPath(ctx), err)
+		}
+		if errors.Is(err, errPanicked) {
+			return gqlErr // logged and presented by Recover, cancelled request or not
 		}
 		// What is logged: the resolver's error, without the position and path gqlgen wrapped it
 		// in (the path is logged apart), read before the message is rewritten in place.
@@ -71,9 +75,9 @@ func PresentError(log *slog.Logger) graphql.ErrorPresenterFunc {
 			setExtension(gqlErr, "code", string(runtype.CodeBadUserInput))
 			return gqlErr
 		}
-		if gqlErr.Err == nil || errors.As(err, new(panicked)) {
-			// An error gqlgen raised on a field while answering (a null in a non-null field), or
-			// a panic: the server's fault, cancelled request or not.
+		if gqlErr.Err == nil {
+			// An error gqlgen raised on a field while answering (a null in a non-null field):
+			// the server's fault, cancelled request or not.
 			return internal(ctx, log, gqlErr, detail)
 		}
 		if errors.Is(err, context.Canceled) || errors.Is(ctx.Err(), context.Canceled) {
@@ -97,9 +101,9 @@ func internal(ctx context.Context, log *slog.Logger, e *gqlerror.Error, detail s
 	return e
 }
 
-// logHidden logs an error the client is not shown in full, with the operation it happened in
-// as the operation's own log line names it (observe.OperationOf), so the two lines can be
-// matched.
+// logHidden logs an error the client is not shown in full (or, cancelled, that nobody reads),
+// with the operation it happened in as the operation's own log line names it
+// (observe.OperationOf), so that the two lines can be matched.
 func logHidden(ctx context.Context, log *slog.Logger, level slog.Level, msg string, e *gqlerror.Error, detail string) {
 	name, typ := observe.OperationOf(ctx)
 	log.LogAttrs(ctx, level, msg,
@@ -107,14 +111,24 @@ func logHidden(ctx context.Context, log *slog.Logger, level slog.Level, msg stri
 		slog.String("path", e.Path.String()), slog.String("err", detail))
 }
 
-// Recover turns a panic in a resolver into an error that PresentError shows as INTERNAL and
-// logs, with the panic's value, the operation and the field's path, once.
-func Recover(ctx context.Context, v any) error { return panicked{v} }
+// Recover is where a panic in a resolver is logged — at ERROR, as an internal error, with the
+// operation, the field's path, the panic's value and the stack — and becomes an INTERNAL error
+// already presented: gqlgen's WebSocket transport sends the error of a panic in a
+// subscription's stream to its client without the error presenter, so the plain message and
+// the code must be there from the start. PresentError passes it on as it is, without logging
+// it again.
+func Recover(log *slog.Logger) graphql.RecoverFunc {
+	return func(ctx context.Context, v any) error {
+		name, typ := observe.OperationOf(ctx)
+		log.LogAttrs(ctx, slog.LevelError, "graphql: internal error",
+			slog.String("operation", name), slog.String("type", typ), slog.String("path", graphql.GetPath(ctx).String()),
+			slog.String("err", fmt.Sprintf("panic in resolver: %v", v)), slog.String("stack", string(debug.Stack())))
+		return &gqlerror.Error{Message: "internal server error", Extensions: map[string]any{"code": string(runtype.CodeInternal)}, Err: errPanicked}
+	}
+}
 
-// panicked is the error of a panic in a resolver.
-type panicked struct{ value any }
-
-func (p panicked) Error() string { return fmt.Sprintf("panic in resolver: %v", p.value) }
+// errPanicked marks the error of a panic, which Recover logged and presented.
+var errPanicked = errors.New("panic in resolver")
 
 func setExtension(e *gqlerror.Error, key string, v any) {
 	if e.Extensions == nil {

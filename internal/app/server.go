@@ -397,7 +397,7 @@ func (a *App) routes() http.Handler {
 	gql.Use(graph.StreamErrors{})
 	// The one presenter: codes, plain messages, and the log of what clients are not shown.
 	gql.SetErrorPresenter(graph.PresentError(a.log))
-	gql.SetRecoverFunc(graph.Recover)
+	gql.SetRecoverFunc(graph.Recover(a.log))
 
 	var api http.Handler = gqlguard.Middleware(httpguard.SpareStreams(httpguard.Body(gql, maxBodyBytes)))
 	if a.authn != nil {
