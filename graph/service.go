@@ -13,8 +13,8 @@ import (
 // RunService is what the resolvers ask of the run service: exactly the methods they call, and
 // nothing else. It is declared here, by its consumer, so that the resolvers' mapping of results
 // to fields and of errors to extensions.code can be tested through the real executor against a
-// hand-written fake (resolver_test.go) instead of only through the whole app. NewResolver serves
-// the real *runs.Service behind it.
+// hand-written fake (fake_test.go, used by errors_test.go and mapping_test.go) instead of only
+// through the whole app. NewResolver serves the real *runs.Service behind it.
 type RunService interface {
 	StartRun(ctx context.Context, p runs.StartParams) (*runtype.Run, error)
 	Get(ctx context.Context, runID string) (*runtype.Run, error)
