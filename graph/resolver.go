@@ -3,11 +3,8 @@
 // extensions.code in one place, the error presenter (errors.go).
 package graph
 
-import (
-	"interlock/runs"
-)
-
-// Resolver is the root resolver; it holds what every resolver needs.
+// Resolver is the root resolver; it holds what every resolver needs. NewResolver builds it over
+// the run service; a test gives it a fake RunService.
 type Resolver struct {
-	Runs *runs.Service
+	Runs RunService
 }

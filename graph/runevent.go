@@ -7,7 +7,6 @@ import (
 	"github.com/99designs/gqlgen/graphql"
 
 	"interlock/graph/model"
-	"interlock/runs"
 	"interlock/runtype"
 )
 
@@ -25,7 +24,7 @@ func selectsRun(ctx context.Context) bool {
 // withRun sets ev.Run on RUN_* events: the run as stored now, read once per event through the
 // run service, whose scoping is the one that let the caller follow the stream. A run no longer
 // stored (retention removed it) leaves Run null; any other failure is returned.
-func withRun(ctx context.Context, svc *runs.Service, ev *model.RunEvent) error {
+func withRun(ctx context.Context, svc RunService, ev *model.RunEvent) error {
 	if !strings.HasPrefix(string(ev.Type), "RUN_") {
 		return nil
 	}
@@ -44,9 +43,9 @@ func withRun(ctx context.Context, svc *runs.Service, ev *model.RunEvent) error {
 // selects it. A failed read of the run ends the stream, as a failed read of the events does,
 // with the error as the stream's last result (StreamErrors; UNAVAILABLE when storage could not
 // be reached): the client resubscribes with after: its last seq.
-func followEvents(ctx context.Context, svc *runs.Service, runID string, after int64) (<-chan *model.RunEvent, error) {
+func followEvents(ctx context.Context, svc RunService, runID string, after int64) (<-chan *model.RunEvent, error) {
 	wantRun := selectsRun(ctx)
-	return runs.FollowAs(svc, ctx, runID, after, func(ctx context.Context, ev runtype.Event) (*model.RunEvent, error) {
+	return svc.FollowEvents(ctx, runID, after, func(ctx context.Context, ev runtype.Event) (*model.RunEvent, error) {
 		next := toEvent(ev)
 		if wantRun {
 			if err := withRun(ctx, svc, next); err != nil {

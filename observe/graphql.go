@@ -106,22 +106,15 @@ func (o Operations) InterceptResponse(ctx context.Context, next graphql.Response
 
 // begin describes the operation of ctx. admit says whether its name may take a new label.
 func (o Operations) begin(ctx context.Context, admit bool) *operation {
-	op := &operation{ops: o, start: time.Now(), name: "anonymous", typ: "unknown", transport: transportHTTP}
+	op := &operation{ops: o, start: time.Now(), transport: transportHTTP}
+	op.name, op.typ = OperationOf(ctx)
 	if graphql.HasOperationContext(ctx) {
 		oc := graphql.GetOperationContext(ctx)
 		if !oc.Stats.OperationStart.IsZero() {
 			op.start = oc.Stats.OperationStart
 		}
-		name := oc.OperationName
 		if oc.Operation != nil {
-			op.typ = string(oc.Operation.Operation)
-			if oc.Operation.Name != "" {
-				name = oc.Operation.Name
-			}
 			op.runID = runArgument(oc.Operation, oc.Variables)
-		}
-		if name != "" {
-			op.name = name
 		}
 	}
 	switch {
@@ -129,9 +122,6 @@ func (o Operations) begin(ctx context.Context, admit bool) *operation {
 		op.label = op.name
 	case !validName(op.name):
 		op.label = "other"
-		if len(op.name) > maxLoggedName {
-			op.name = op.name[:maxLoggedName] + "…"
-		}
 	default:
 		op.label = op.name
 		if o.Metrics != nil {

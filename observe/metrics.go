@@ -1,8 +1,9 @@
 // Package observe is what an operator sees of a running server: Prometheus metrics on a
-// registry of the server's own, the slog logger (JSON or text), one log line per GraphQL
-// operation, and the log of internal errors with the operation they happened in. The run
-// service knows nothing of it: it is told of decisions through runs.Metrics, and of events,
-// model calls and tool calls through wrappers around the store, the models and the tools.
+// registry of the server's own, the slog logger (JSON or text), and one log line per GraphQL
+// operation (the errors hidden from clients are logged by graph.PresentError, which names the
+// operation as OperationOf does). The run service knows nothing of it: it is told of decisions
+// through runs.Metrics, and of events, model calls and tool calls through wrappers around the
+// store, the models and the tools.
 package observe
 
 import (

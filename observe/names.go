@@ -1,8 +1,11 @@
 package observe
 
 import (
+	"context"
 	"strconv"
 	"sync"
+
+	"github.com/99designs/gqlgen/graphql"
 )
 
 // maxOperationNames is how many distinct operation names the metrics keep as labels; later
@@ -11,6 +14,33 @@ const maxOperationNames = 200
 
 // maxLoggedName is the longest operation name written to the log as it is.
 const maxLoggedName = 100
+
+// OperationOf names the GraphQL operation of ctx as the logs write it: its name, the one the
+// document gives or else the request's operationName ("anonymous" without either; cut at
+// maxLoggedName, since a client chooses it), and its type ("query", "mutation",
+// "subscription"; "unknown" before an operation is picked). The operation's own log line and
+// the error presenter's log of what it hides (graph.PresentError) both use it, so that the
+// two lines of one operation name it alike.
+func OperationOf(ctx context.Context) (name, typ string) {
+	name, typ = "anonymous", "unknown"
+	if !graphql.HasOperationContext(ctx) {
+		return name, typ
+	}
+	oc := graphql.GetOperationContext(ctx)
+	if oc.OperationName != "" {
+		name = oc.OperationName
+	}
+	if oc.Operation != nil {
+		typ = string(oc.Operation.Operation)
+		if oc.Operation.Name != "" {
+			name = oc.Operation.Name
+		}
+	}
+	if len(name) > maxLoggedName {
+		name = name[:maxLoggedName] + "…"
+	}
+	return name, typ
+}
 
 // nameSet is the bounded set of operation names used as label values.
 type nameSet struct {

@@ -180,7 +180,7 @@ func waitSuspended(t *testing.T, svc *runs.Service, ctx context.Context, id stri
 // serveService serves the console and the GraphQL API over svc, authentication off, and returns the URL.
 func serveService(t *testing.T, svc *runs.Service) string {
 	t.Helper()
-	gql := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: &graph.Resolver{Runs: svc}}))
+	gql := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: graph.NewResolver(svc)}))
 	gql.AddTransport(transport.Websocket{KeepAlivePingInterval: 10 * time.Second})
 	gql.AddTransport(transport.POST{})
 	gql.SetErrorPresenter(graph.PresentError(slog.New(slog.DiscardHandler)))

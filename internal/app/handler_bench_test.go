@@ -133,7 +133,7 @@ func executorOnly(b *testing.B, store *gormstore.Store, p runs.ListSuspendedPara
 		b.Fatal(err)
 	}
 	b.Cleanup(svc.Close)
-	gql := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: &graph.Resolver{Runs: svc}}))
+	gql := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: graph.NewResolver(svc)}))
 	gql.AddTransport(transport.POST{})
 	gql.SetQueryCache(lru.New[*ast.QueryDocument](1000))
 	return gql

@@ -344,7 +344,7 @@ func loadAgents(ctx context.Context, cfg Config, f *config.File, log *slog.Logge
 const maxBodyBytes = 1 << 20
 
 func (a *App) routes() http.Handler {
-	gql := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: &graph.Resolver{Runs: a.Service}}))
+	gql := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: graph.NewResolver(a.Service)}))
 	gql.Use(observe.Operations{Log: a.log, Metrics: a.metrics}) // first: it sees every answer
 	conns := gqlguard.NewConnections(a.cfg.MaxConnectionsPerPrincipal, limitedSubject)
 	a.ws = gqlguard.NewWebsocket(transport.Websocket{
@@ -395,8 +395,8 @@ func (a *App) routes() http.Handler {
 	gql.Use(gqlguard.Unavailable{})
 	// A subscription whose stream breaks ends with the error, not a bare complete.
 	gql.Use(graph.StreamErrors{})
-	// The operation-aware error log takes over graph's own log of internal errors.
-	gql.SetErrorPresenter(observe.PresentError(a.log, graph.PresentError(slog.New(slog.DiscardHandler))))
+	// The one presenter: codes, plain messages, and the log of what clients are not shown.
+	gql.SetErrorPresenter(graph.PresentError(a.log))
 	gql.SetRecoverFunc(graph.Recover(a.log))
 
 	var api http.Handler = gqlguard.Middleware(httpguard.SpareStreams(httpguard.Body(gql, maxBodyBytes)))
