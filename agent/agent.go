@@ -118,18 +118,6 @@ type RunInfo struct {
 // Resumed reports whether this execution follows a resumeRun.
 func (c *Call) Resumed() bool { return c.ResumeData != nil }
 
-// Suspend returns the error a tool returns to hold the run until a person resumes it with data.
-// The payload is shown to the person (and must be JSON-encodable).
-func (c *Call) Suspend(payload any) error { return &suspension{payload: payload} }
-
-type suspension struct{ payload any }
-
-func (s *suspension) Error() string { return "tool suspended" }
-
-// IsSuspension reports whether err is a tool's Suspend, not a failure: for code that wraps
-// ExecuteFunc (tracing) and must tell the two apart.
-func IsSuspension(err error) bool { return errors.As(err, new(*suspension)) }
-
 // Registry is the set of agents a server runs, with their schemas compiled once.
 type Registry struct {
 	byID map[string]*Agent

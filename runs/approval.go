@@ -165,7 +165,7 @@ func (s *Service) RequestApproval(ctx context.Context, p ApprovalParams) (*runty
 	requested := runtype.ToolCall{ToolCallID: c.CallID(), ToolName: p.ToolName, Args: args, RequiresApproval: needs}
 	call := requested // as it waits, with its deadline
 	if needs && tool.ApprovalTimeout > 0 {
-		deadline := ms(now.Add(tool.ApprovalTimeout))
+		deadline := runtype.StoredTime(now.Add(tool.ApprovalTimeout))
 		call.ExpiresAt = &deadline
 	}
 	r := runtype.Run{
