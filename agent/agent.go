@@ -7,8 +7,6 @@ package agent
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
-	"sort"
 	"time"
 
 	"interlock/llm"
@@ -44,9 +42,10 @@ type Agent struct {
 	AnyTool *Tool
 
 	// delegates are the tools through which the model hands tasks to SubAgents, built by
-	// NewRegistry.
+	// NewRegistry on its own copy of the agent.
 	delegates []*Tool
-	// model is what the loop calls: Model through the registry's middleware (middleware.go).
+	// model is what the loop calls: Model through the registry's middleware (middleware.go),
+	// set on the registry's copy.
 	model llm.Model
 }
 
@@ -78,9 +77,10 @@ type Tool struct {
 	// run of this agent with the call's task, and its outcome is the call's result.
 	SubAgent *Agent
 
+	// input and resume are the compiled schemas, set on the registry's copy of the tool.
 	input, resume *Schema
 	// exec is what the loop executes the tool with: ExecuteFunc through the registry's
-	// middleware (middleware.go).
+	// middleware (middleware.go), set on the registry's copy.
 	exec ToolFunc
 }
 
@@ -117,102 +117,6 @@ type RunInfo struct {
 
 // Resumed reports whether this execution follows a resumeRun.
 func (c *Call) Resumed() bool { return c.ResumeData != nil }
-
-// Suspend returns the error a tool returns to hold the run until a person resumes it with data.
-// The payload is shown to the person (and must be JSON-encodable).
-func (c *Call) Suspend(payload any) error { return &suspension{payload: payload} }
-
-type suspension struct{ payload any }
-
-func (s *suspension) Error() string { return "tool suspended" }
-
-// IsSuspension reports whether err is a tool's Suspend, not a failure: for code that wraps
-// ExecuteFunc (tracing) and must tell the two apart.
-func IsSuspension(err error) bool { return errors.As(err, new(*suspension)) }
-
-// Registry is the set of agents a server runs, with their schemas compiled once.
-type Registry struct {
-	byID map[string]*Agent
-	list []*Agent
-}
-
-// NewRegistry checks the agents (unique ids and tool names, compilable schemas) and indexes them.
-// The loop of each agent calls its model and tools through mw (nil entries are skipped), the
-// first innermost: NewRegistry(list, tracing, metrics) times what tracing spans. The agents'
-// exported fields are left as defined; what the loop calls is fixed here, once (see Middleware).
-func NewRegistry(agents []*Agent, mw ...Middleware) (*Registry, error) {
-	r := &Registry{byID: map[string]*Agent{}}
-	for _, a := range agents {
-		if a.ID == "" || (a.Model == nil && !a.External) {
-			return nil, fmt.Errorf("agent %q: an id and a model are required", a.ID)
-		}
-		if a.External && len(a.SubAgents) > 0 {
-			return nil, fmt.Errorf("agent %q: an external agent runs elsewhere and delegates to no sub-agent", a.ID)
-		}
-		if a.AnyTool != nil && !a.External {
-			return nil, fmt.Errorf("agent %q: only an external agent accepts any tool name", a.ID)
-		}
-		if _, dup := r.byID[a.ID]; dup {
-			return nil, fmt.Errorf("agent %q is defined twice", a.ID)
-		}
-		seen := map[string]bool{}
-		for _, t := range a.Tools {
-			if seen[t.Name] {
-				return nil, fmt.Errorf("agent %q: tool %q is defined twice", a.ID, t.Name)
-			}
-			seen[t.Name] = true
-			var err error
-			if t.input, err = CompileSchema(a.ID+"/"+t.Name+"/input", t.InputSchema); err != nil {
-				return nil, err
-			}
-			if t.resume, err = CompileSchema(a.ID+"/"+t.Name+"/resume", t.ResumeSchema); err != nil {
-				return nil, err
-			}
-			if _, err = CompileSchema(a.ID+"/"+t.Name+"/suspend", t.SuspendSchema); err != nil {
-				return nil, err
-			}
-		}
-		if t := a.AnyTool; t != nil {
-			var err error
-			if t.input, err = CompileSchema(a.ID+"/*/input", t.InputSchema); err != nil {
-				return nil, err
-			}
-		}
-		r.byID[a.ID] = a
-		r.list = append(r.list, a)
-	}
-	for _, a := range r.list {
-		for _, sub := range a.SubAgents {
-			if r.byID[sub.ID] != sub {
-				return nil, fmt.Errorf("agent %q: sub-agent %q is not among the agents served", a.ID, sub.ID)
-			}
-			if sub.External {
-				return nil, fmt.Errorf("agent %q: sub-agent %q is external: it runs elsewhere and cannot be delegated to", a.ID, sub.ID)
-			}
-		}
-		a.delegates = nil
-		d, err := delegateTools(a)
-		if err != nil {
-			return nil, err
-		}
-		a.delegates = d
-	}
-	var wrappers []Middleware
-	for _, m := range mw {
-		if m != nil {
-			wrappers = append(wrappers, m)
-		}
-	}
-	wrap(r.list, wrappers)
-	sort.Slice(r.list, func(i, j int) bool { return r.list[i].ID < r.list[j].ID })
-	return r, nil
-}
-
-// Get returns the agent with that id, or nil.
-func (r *Registry) Get(id string) *Agent { return r.byID[id] }
-
-// List returns every agent, ordered by id.
-func (r *Registry) List() []*Agent { return r.list }
 
 // Tool returns the agent's tool of that name, or nil. An agent with AnyTool has a tool of every
 // other name too: a copy of AnyTool under that name.

@@ -15,9 +15,11 @@ func TestRegistryOfExternalAgents(t *testing.T) {
 	t.Parallel()
 	anyTool := &agent.Tool{Name: "*", RequireApproval: true, InputSchema: json.RawMessage(`{"type":"object","required":["command"]}`)}
 	ext := &agent.Agent{ID: "hooks", External: true, AnyTool: anyTool, Tools: []*agent.Tool{{Name: "Read"}}}
-	if _, err := agent.NewRegistry([]*agent.Agent{ext}); err != nil {
+	reg, err := agent.NewRegistry([]*agent.Agent{ext})
+	if err != nil {
 		t.Fatalf("an external agent without a model: %v", err)
 	}
+	ext = reg.Get("hooks")
 	bash := ext.Tool("Bash")
 	if bash == nil || bash.Name != "Bash" || !bash.RequireApproval || anyTool.Name != "*" {
 		t.Fatalf("Tool(Bash) = %+v (the policy's own name %q)", bash, anyTool.Name)

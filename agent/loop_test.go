@@ -200,7 +200,7 @@ func refund() *tool {
 	})
 }
 
-// newAgent is agent "agent" over m with the tools, taken by a registry (which compiles the
+// newAgent is agent "agent" over m with the tools, as a registry holds it (with the compiled
 // schemas the loop checks arguments against).
 func newAgent(t *testing.T, m llm.Model, tools ...*tool) *agent.Agent {
 	t.Helper()
@@ -208,10 +208,11 @@ func newAgent(t *testing.T, m llm.Model, tools ...*tool) *agent.Agent {
 	for _, tl := range tools {
 		a.Tools = append(a.Tools, tl.Tool)
 	}
-	if _, err := agent.NewRegistry([]*agent.Agent{a}); err != nil {
+	reg, err := agent.NewRegistry([]*agent.Agent{a})
+	if err != nil {
 		t.Fatal(err)
 	}
-	return a
+	return reg.Get(a.ID)
 }
 
 func wantCalls(t *testing.T, h *host, want ...string) {
@@ -563,12 +564,13 @@ func TestLoopDelegatesToASubAgent(t *testing.T) {
 			sub := &agent.Agent{ID: "helper", Name: "Helper", Description: "Helps.", Model: &model{}}
 			m := &model{turns: []turn{ask(call("m1", agent.DelegateToolName("helper"), `{"task":"help"}`)), say("Reported.")}}
 			boss := &agent.Agent{ID: "boss", Model: m, SubAgents: []*agent.Agent{sub}}
-			if _, err := agent.NewRegistry([]*agent.Agent{boss, sub}); err != nil {
+			reg, err := agent.NewRegistry([]*agent.Agent{boss, sub})
+			if err != nil {
 				t.Fatal(err)
 			}
 			snap := agent.NewSnapshot(nil, "get help", false)
 			h := &host{}
-			out := run(t, boss, snap, h)
+			out := run(t, reg.Get("boss"), snap, h)
 			if out.Held == nil || out.Held.State != agent.CallDelegated || snap.Delegated() == nil {
 				t.Fatalf("outcome = %+v, want held on the delegated call", out)
 			}

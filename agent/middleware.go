@@ -56,7 +56,7 @@ func wrap(agents []*Agent, mw []Middleware) {
 }
 
 // caller is the model the loop calls: the registry's wrapping of Model, or Model itself for an
-// agent no registry has taken.
+// agent not taken from a registry.
 func (a *Agent) caller() llm.Model {
 	if a.model != nil {
 		return a.model
@@ -65,7 +65,7 @@ func (a *Agent) caller() llm.Model {
 }
 
 // executor is the function the loop executes t with: the registry's wrapping of ExecuteFunc, or
-// ExecuteFunc itself for a tool no registry has taken.
+// ExecuteFunc itself for a tool not taken from a registry.
 func (t *Tool) executor() ToolFunc {
 	if t.exec != nil {
 		return t.exec

@@ -62,7 +62,8 @@ func (n named) WrapTool(t *agent.Tool, exec agent.ToolFunc) agent.ToolFunc {
 
 // TestRegistryMiddleware: the loop calls the model and the tools through the registry's
 // middleware, the first given innermost (nil skipped); a tool shared by two agents is wrapped
-// once; the agents keep the model and functions they were defined with.
+// once; the registry wraps its own copies: the agents given keep the model and functions they
+// were defined with, and run unwrapped.
 func TestRegistryMiddleware(t *testing.T) {
 	t.Parallel()
 	tr := &trail{}
@@ -71,7 +72,8 @@ func TestRegistryMiddleware(t *testing.T) {
 	first := &agent.Agent{ID: "first", Model: m, Tools: []*agent.Tool{shared.Tool}}
 	second := &agent.Agent{ID: "second", Model: &model{}, Tools: []*agent.Tool{shared.Tool}}
 	exec := shared.ExecuteFunc
-	if _, err := agent.NewRegistry([]*agent.Agent{first, second}, named{"inner", tr}, nil, named{"outer", tr}); err != nil {
+	reg, err := agent.NewRegistry([]*agent.Agent{first, second}, named{"inner", tr}, nil, named{"outer", tr})
+	if err != nil {
 		t.Fatal(err)
 	}
 	wantWraps := []string{"inner model", "outer model", "inner tool lookup_order", "outer tool lookup_order", "inner model", "outer model"}
@@ -82,7 +84,7 @@ func TestRegistryMiddleware(t *testing.T) {
 		t.Error("the registry changed the agents' definitions")
 	}
 
-	run(t, first, agent.NewSnapshot(nil, "go", false), &host{})
+	run(t, reg.Get("first"), agent.NewSnapshot(nil, "go", false), &host{})
 	want := []string{"outer model", "inner model", "outer tool lookup_order", "inner tool lookup_order", "outer model", "inner model"}
 	if got := tr.take(); !slices.Equal(got, want) {
 		t.Errorf("the loop called %q, want %q", got, want)
@@ -91,7 +93,12 @@ func TestRegistryMiddleware(t *testing.T) {
 		t.Errorf("the tool ran %d times, want once", len(shared.executed()))
 	}
 
-	// The definition itself is not wrapped.
+	// The definitions themselves are not wrapped: the agent given runs without the middleware.
+	m.turns = append(m.turns, ask(call("m2", "lookup_order", `{"orderId":"3"}`)), say("Done."))
+	run(t, first, agent.NewSnapshot(nil, "go", false), &host{})
+	if got := tr.take(); len(got) != 0 {
+		t.Errorf("the agent given to the registry ran through %q", got)
+	}
 	if _, err := exec(t.Context(), &agent.Call{ToolCall: llm.ToolCall{Args: []byte(`{"orderId":"2"}`)}}); err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+
+	"interlock/runtype"
 )
 
 // Lease times are the database's: with many instances over one MySQL, each instance's clock may
@@ -15,7 +17,7 @@ func (s *Store) dbNowPlus(d time.Duration) any {
 	if s.mysql {
 		return gorm.Expr("TIMESTAMPADD(MICROSECOND, ?, UTC_TIMESTAMP(3))", d.Microseconds())
 	}
-	return ms(time.Now().Add(d))
+	return runtype.StoredTime(time.Now().Add(d))
 }
 
 // dbNow is the SQL value of the database's now.

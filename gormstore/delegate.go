@@ -30,10 +30,10 @@ func (s *Store) Delegate(ctx context.Context, d runs.Delegation) error {
 // decided: from status `from` at the version and last seq read, to `to`.
 func (s *Store) ancestorSet(tx *gorm.DB, a runs.AncestorWrite, from, to runtype.Status, at time.Time) error {
 	set := map[string]any{
-		"status": to, "version": a.Version + 1, "last_seq": a.After + int64(len(a.Events)), "updated_at": ms(at), "suspended_at": nil,
+		"status": to, "version": a.Version + 1, "last_seq": a.After + int64(len(a.Events)), "updated_at": runtype.StoredTime(at), "suspended_at": nil,
 	}
 	if to == runtype.StatusSuspended {
-		set["suspended_at"] = ms(at)
+		set["suspended_at"] = runtype.StoredTime(at)
 	}
 	res := tx.Model(&Run{}).Where("id = ? AND status = ? AND version = ? AND last_seq = ?", a.RunID, from, a.Version, a.After).Updates(set)
 	if res.Error != nil {
@@ -93,7 +93,7 @@ func (s *Store) continueParent(tx *gorm.DB, h *runs.Handoff, at time.Time) error
 	res := tx.Model(&Run{}).Where("id = ? AND status = ? AND version = ? AND last_seq = ?", h.RunID, runtype.StatusWaiting, h.Version, h.After).
 		Updates(map[string]any{
 			"status": runtype.StatusRunning, "snapshot": h.Snapshot, "lease_owner": h.Lease, "lease_until": s.dbNowPlus(h.TTL),
-			"version": h.Version + 1, "updated_at": ms(at), "recovery_attempts": 0, "recover_after": nil,
+			"version": h.Version + 1, "updated_at": runtype.StoredTime(at), "recovery_attempts": 0, "recover_after": nil,
 		})
 	if res.Error != nil {
 		return fmt.Errorf("continue supervisor run %s: %w", h.RunID, res.Error)

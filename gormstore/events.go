@@ -27,7 +27,7 @@ func eventRows(runID string, last int64, at time.Time, evs []runtype.Event) ([]E
 		if err != nil {
 			return nil, fmt.Errorf("encode %s event: %w", ev.Type, err)
 		}
-		rows[i] = Event{RunID: runID, Seq: last + int64(i) + 1, Type: string(ev.Type), Data: string(data), CreatedAt: ms(at)}
+		rows[i] = Event{RunID: runID, Seq: last + int64(i) + 1, Type: string(ev.Type), Data: string(data), CreatedAt: runtype.StoredTime(at)}
 	}
 	return rows, nil
 }

@@ -53,7 +53,7 @@ func (s *Store) RecordLateResult(ctx context.Context, l runtype.LateResult) (boo
 		}
 		row := LateToolResult{
 			RunID: l.RunID, ToolCallID: l.ToolCallID, ToolName: l.ToolName, Result: strOrNil(l.Result), Error: l.Error,
-			SuspendPayload: strOrNil(l.SuspendPayload), InstanceID: l.InstanceID, FinishedAt: ms(l.FinishedAt), RecordedAt: ms(l.RecordedAt),
+			SuspendPayload: strOrNil(l.SuspendPayload), InstanceID: l.InstanceID, FinishedAt: runtype.StoredTime(l.FinishedAt), RecordedAt: runtype.StoredTime(l.RecordedAt),
 		}
 		if err := tx.Create(&row).Error; err != nil {
 			return fmt.Errorf("insert late result of %s: %w", l.ToolCallID, err)

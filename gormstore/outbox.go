@@ -103,7 +103,7 @@ func writeOutbox(tx *gorm.DB, targets []notify.Target, runID string, last int64,
 			if t.Takes(e.Type) {
 				rows = append(rows, Notification{
 					EventID: e.ID, Target: t.Name, Kind: string(e.Type), RunID: runID, Payload: string(payload),
-					State: string(notify.StatePending), NextAttemptAt: ms(at), CreatedAt: ms(at),
+					State: string(notify.StatePending), NextAttemptAt: runtype.StoredTime(at), CreatedAt: runtype.StoredTime(at),
 				})
 			}
 		}
@@ -192,7 +192,7 @@ func (s *Store) Deliveries(ctx context.Context, runID string) ([]notify.Delivery
 // PurgeDeliveries implements notify.Store.
 func (s *Store) PurgeDeliveries(ctx context.Context, cutoff time.Time, limit int) (int64, error) {
 	var ids []int64
-	err := s.db.WithContext(ctx).Model(&Notification{}).Where("state IN ? AND created_at < ?", []string{string(notify.StateDelivered), string(notify.StateFailed)}, ms(cutoff)).
+	err := s.db.WithContext(ctx).Model(&Notification{}).Where("state IN ? AND created_at < ?", []string{string(notify.StateDelivered), string(notify.StateFailed)}, runtype.StoredTime(cutoff)).
 		Order("id").Limit(limit).Pluck("id", &ids).Error
 	if err != nil || len(ids) == 0 {
 		return 0, err

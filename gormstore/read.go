@@ -158,10 +158,10 @@ func (s *Store) suspendedQuery(ctx context.Context, p runs.ListSuspendedParams) 
 	q = s.in(q, "resource_id", p.Resources)
 	q = s.agents(q, p.Agents, p.NotAgents)
 	if p.FromDate != nil {
-		q = q.Where("created_at >= ?", ms(*p.FromDate))
+		q = q.Where("created_at >= ?", runtype.StoredTime(*p.FromDate))
 	}
 	if p.ToDate != nil {
-		q = q.Where("created_at <= ?", ms(*p.ToDate))
+		q = q.Where("created_at <= ?", runtype.StoredTime(*p.ToDate))
 	}
 	return q
 }
@@ -274,7 +274,7 @@ func (s *Store) ThreadHistory(ctx context.Context, resourceID *string, threadID 
 // Changes implements runs.Store.
 func (s *Store) Changes(ctx context.Context, since time.Time, notInstance string) ([]runs.ChangeRecord, error) {
 	var rows []RunChange
-	err := s.db.WithContext(ctx).Where("created_at >= ? AND instance_id <> ?", ms(since), notInstance).Order("id").Find(&rows).Error
+	err := s.db.WithContext(ctx).Where("created_at >= ? AND instance_id <> ?", runtype.StoredTime(since), notInstance).Order("id").Find(&rows).Error
 	if err != nil {
 		return nil, fmt.Errorf("read suspended-set changes: %w", err)
 	}
@@ -289,8 +289,8 @@ func (s *Store) Changes(ctx context.Context, since time.Time, notInstance string
 func (s *Store) PurgeFinished(ctx context.Context, cutoff, keysBefore time.Time, limit int) (int, error) {
 	finished := []runtype.Status{runtype.StatusCompleted, runtype.StatusFailed}
 	var ids []string
-	err := s.db.WithContext(ctx).Model(&Run{}).Where("status IN ? AND updated_at < ?", finished, ms(cutoff)).
-		Where("NOT EXISTS (SELECT 1 FROM idempotency_keys k WHERE k.run_id = agent_runs.id AND k.created_at >= ?)", ms(keysBefore)).
+	err := s.db.WithContext(ctx).Model(&Run{}).Where("status IN ? AND updated_at < ?", finished, runtype.StoredTime(cutoff)).
+		Where("NOT EXISTS (SELECT 1 FROM idempotency_keys k WHERE k.run_id = agent_runs.id AND k.created_at >= ?)", runtype.StoredTime(keysBefore)).
 		Limit(limit).Pluck("id", &ids).Error
 	if err != nil {
 		return 0, fmt.Errorf("find finished runs: %w", err)
@@ -329,7 +329,7 @@ func (s *Store) PurgeFinished(ctx context.Context, cutoff, keysBefore time.Time,
 // of that agent and day decided), which would otherwise pile up, one set per day, under every
 // sum: a zero row counts nothing, and a suspension on it later makes it anew.
 func (s *Store) PurgeChanges(ctx context.Context, cutoff time.Time) error {
-	if err := s.db.WithContext(ctx).Where("created_at < ?", ms(cutoff)).Delete(&RunChange{}).Error; err != nil {
+	if err := s.db.WithContext(ctx).Where("created_at < ?", runtype.StoredTime(cutoff)).Delete(&RunChange{}).Error; err != nil {
 		return fmt.Errorf("delete old changes: %w", err)
 	}
 	if err := s.db.WithContext(ctx).Where("n = 0 AND day < ?", dayOf(cutoff)).Delete(&SuspendedCount{}).Error; err != nil {

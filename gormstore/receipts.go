@@ -9,6 +9,7 @@ import (
 	"gorm.io/gorm/clause"
 
 	"interlock/receipt"
+	"interlock/runtype"
 )
 
 var _ receipt.KeyStore = (*Store)(nil)
@@ -36,7 +37,7 @@ func (s *Store) SigningKeys(ctx context.Context) ([]receipt.StoredKey, error) {
 func (s *Store) AddSigningKey(ctx context.Context, k receipt.StoredKey) (bool, error) {
 	var stored bool
 	err := s.tx(ctx, func(tx *gorm.DB) error {
-		row := ReceiptKey{Generation: k.Generation, KeyID: k.ID, PrivateKey: base64.RawURLEncoding.EncodeToString(k.Seed), CreatedAt: ms(k.CreatedAt)}
+		row := ReceiptKey{Generation: k.Generation, KeyID: k.ID, PrivateKey: base64.RawURLEncoding.EncodeToString(k.Seed), CreatedAt: runtype.StoredTime(k.CreatedAt)}
 		if err := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&row).Error; err != nil {
 			return fmt.Errorf("insert receipt key %d: %w", k.Generation, err)
 		}

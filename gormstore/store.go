@@ -109,12 +109,10 @@ func leaseUpdate(tx *gorm.DB, runID, lease string, set map[string]any) error {
 	return nil
 }
 
-func ms(t time.Time) time.Time { return t.UTC().Truncate(time.Millisecond) }
-
 func msOrNil(t *time.Time) *time.Time {
 	if t == nil {
 		return nil
 	}
-	v := ms(*t)
+	v := runtype.StoredTime(*t)
 	return &v
 }

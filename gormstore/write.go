@@ -70,7 +70,7 @@ func dupOrNil(d *runs.DuplicateRequest) error {
 // transaction took before), and when that run no longer waits the row is moved to r: the claim
 // is one lookup however many runs held the key before.
 func (s *Store) claimKey(tx *gorm.DB, r runtype.Run, k runs.Idempotency) (*runs.DuplicateRequest, error) {
-	row := IdempotencyKey{KeyHash: k.KeyHash, RunID: r.ID, RequestHash: k.RequestHash, CreatedAt: ms(r.CreatedAt)}
+	row := IdempotencyKey{KeyHash: k.KeyHash, RunID: r.ID, RequestHash: k.RequestHash, CreatedAt: runtype.StoredTime(r.CreatedAt)}
 	if err := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&row).Error; err != nil {
 		return nil, fmt.Errorf("claim idempotency key: %w", err)
 	}
@@ -97,7 +97,7 @@ func (s *Store) claimKey(tx *gorm.DB, r runtype.Run, k runs.Idempotency) (*runs.
 	if k.WhilePending && (held.Status == nil || *held.Status != string(runtype.StatusSuspended)) {
 		// The run it named no longer waits: the key is free, and r takes it over.
 		err := tx.Model(&IdempotencyKey{}).Where("key_hash = ? AND run_id = ?", k.KeyHash, held.RunID).
-			Updates(map[string]any{"run_id": r.ID, "request_hash": k.RequestHash, "created_at": ms(r.CreatedAt)}).Error
+			Updates(map[string]any{"run_id": r.ID, "request_hash": k.RequestHash, "created_at": runtype.StoredTime(r.CreatedAt)}).Error
 		if err != nil {
 			return nil, fmt.Errorf("take over idempotency key: %w", err)
 		}
@@ -118,7 +118,7 @@ func (s *Store) claimThread(tx *gorm.DB, r runtype.Run) (bool, error) {
 	if r.ThreadID == nil {
 		return true, nil
 	}
-	row := Thread{ID: *r.ThreadID, ResourceID: r.ResourceID, CreatedAt: ms(r.CreatedAt)}
+	row := Thread{ID: *r.ThreadID, ResourceID: r.ResourceID, CreatedAt: runtype.StoredTime(r.CreatedAt)}
 	if err := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&row).Error; err != nil {
 		return false, fmt.Errorf("claim thread %s: %w", *r.ThreadID, err)
 	}
@@ -152,8 +152,8 @@ func (s *Store) addRun(rows *groupRows, n runs.NewRun) error {
 	rows.runs = append(rows.runs, map[string]any{
 		"id": r.ID, "agent_id": r.AgentID, "parent_run_id": r.ParentRunID, "thread_id": r.ThreadID,
 		"resource_id": r.ResourceID, "started_by": r.StartedBy, "prompt": r.Prompt, "require_tool_approval": r.RequireToolApproval,
-		"status": string(runtype.StatusRunning), "snapshot": n.Snapshot, "created_at": ms(r.CreatedAt),
-		"updated_at": ms(r.UpdatedAt), "last_seq": int64(len(n.Events)), "lease_owner": n.Lease,
+		"status": string(runtype.StatusRunning), "snapshot": n.Snapshot, "created_at": runtype.StoredTime(r.CreatedAt),
+		"updated_at": runtype.StoredTime(r.UpdatedAt), "last_seq": int64(len(n.Events)), "lease_owner": n.Lease,
 		"lease_until": s.dbNowPlus(n.TTL), "version": 0, "recovery_attempts": 0, "context": r.Context,
 	})
 	return rows.addEvents(r.ID, 0, r.CreatedAt, n.Events)
@@ -190,7 +190,7 @@ func (s *Store) insertRequest(ctx context.Context, n runs.NewRun) error {
 		row := map[string]any{
 			"id": r.ID, "agent_id": r.AgentID, "parent_run_id": nil, "thread_id": r.ThreadID,
 			"resource_id": r.ResourceID, "started_by": r.StartedBy, "prompt": r.Prompt, "require_tool_approval": r.RequireToolApproval,
-			"status": string(r.Status), "snapshot": nil, "created_at": ms(r.CreatedAt), "updated_at": ms(r.UpdatedAt),
+			"status": string(r.Status), "snapshot": nil, "created_at": runtype.StoredTime(r.CreatedAt), "updated_at": runtype.StoredTime(r.UpdatedAt),
 			"suspended_at": nil, "last_seq": int64(len(n.Events)), "lease_owner": nil, "lease_until": nil,
 			"version": 0, "recovery_attempts": 0, "context": r.Context,
 		}
@@ -224,7 +224,7 @@ func (s *Store) insertRequest(ctx context.Context, n runs.NewRun) error {
 // lease, and the end of any count of failed recoveries (the run made progress).
 func (s *Store) checkpointSet(c runs.Checkpoint) map[string]any {
 	set := map[string]any{
-		"last_seq": c.After + int64(len(c.Events)), "updated_at": ms(c.At),
+		"last_seq": c.After + int64(len(c.Events)), "updated_at": runtype.StoredTime(c.At),
 		"lease_until": s.dbNowPlus(c.TTL), "recovery_attempts": 0, "recover_after": nil,
 	}
 	if c.Snapshot != nil {
@@ -249,7 +249,7 @@ func (s *Store) Checkpoint(ctx context.Context, c runs.Checkpoint) error {
 func (s *Store) Suspend(ctx context.Context, p runs.Suspension) error {
 	return s.tx(ctx, func(tx *gorm.DB) error {
 		set := s.checkpointSet(p.Checkpoint)
-		set["status"], set["suspended_at"] = runtype.StatusSuspended, ms(p.At)
+		set["status"], set["suspended_at"] = runtype.StatusSuspended, runtype.StoredTime(p.At)
 		set["lease_owner"], set["lease_until"], set["version"] = nil, nil, gorm.Expr("version + 1")
 		if err := leaseUpdate(tx, p.RunID, p.Lease, set); err != nil {
 			return err
@@ -282,7 +282,7 @@ func pendingRow(runID, id string, c runtype.ToolCall, at time.Time) ToolCall {
 		RunID: runID, ToolCallID: id, ToolName: c.ToolName, Args: &args,
 		RequiresApproval: c.RequiresApproval, SuspendPayload: strOrNil(c.SuspendPayload),
 		Interrupted: c.Interrupted, InterruptedToolCallID: strOrEmpty(c.InterruptedToolCallID),
-		State: ToolCallPending, CreatedAt: ms(at), ExpiresAt: msOrNil(c.ExpiresAt),
+		State: ToolCallPending, CreatedAt: runtype.StoredTime(at), ExpiresAt: msOrNil(c.ExpiresAt),
 	}
 }
 
@@ -306,7 +306,7 @@ func (s *Store) Finish(ctx context.Context, f runs.Finish) error {
 		}
 		msgs := make([]Message, len(f.Memory))
 		for i, m := range f.Memory {
-			msgs[i] = Message{ThreadID: *f.ThreadID, ResourceID: f.ResourceID, RunID: f.RunID, Role: string(m.Role), Content: m.Content, CreatedAt: ms(f.At)}
+			msgs[i] = Message{ThreadID: *f.ThreadID, ResourceID: f.ResourceID, RunID: f.RunID, Role: string(m.Role), Content: m.Content, CreatedAt: runtype.StoredTime(f.At)}
 		}
 		if err := tx.Create(&msgs).Error; err != nil {
 			return fmt.Errorf("store thread messages: %w", err)
@@ -341,7 +341,7 @@ func (s *Store) Decide(ctx context.Context, d runs.DecisionWrite) error {
 	return s.tx(ctx, func(tx *gorm.DB) error {
 		r := map[string]any{
 			"version": d.Version + 1, "snapshot": d.Snapshot,
-			"updated_at": ms(d.At), "last_seq": d.After + int64(len(d.Events)),
+			"updated_at": runtype.StoredTime(d.At), "last_seq": d.After + int64(len(d.Events)),
 		}
 		switch {
 		case d.Finish:
@@ -361,7 +361,7 @@ func (s *Store) Decide(ctx context.Context, d runs.DecisionWrite) error {
 		if res.RowsAffected == 0 {
 			return runs.ErrStale
 		}
-		set := map[string]any{"state": string(d.Kind), "decided_at": ms(d.At), "decided_by": d.DecidedBy, "reason": d.Reason}
+		set := map[string]any{"state": string(d.Kind), "decided_at": runtype.StoredTime(d.At), "decided_by": d.DecidedBy, "reason": d.Reason}
 		if d.ResumeData != nil {
 			set["resume_data"] = string(d.ResumeData)
 		}
@@ -378,9 +378,9 @@ func (s *Store) Decide(ctx context.Context, d runs.DecisionWrite) error {
 		switch {
 		case d.Abandoned && d.Kind == runtype.DecisionExpired:
 		case d.Kind == runtype.DecisionExpired:
-			call = call.Where("expires_at IS NOT NULL AND expires_at <= ?", ms(d.At))
+			call = call.Where("expires_at IS NOT NULL AND expires_at <= ?", runtype.StoredTime(d.At))
 		default:
-			call = call.Where("(expires_at IS NULL OR expires_at > ?)", ms(d.At))
+			call = call.Where("(expires_at IS NULL OR expires_at > ?)", runtype.StoredTime(d.At))
 		}
 		res = call.Updates(set)
 		if res.Error != nil {
@@ -409,7 +409,7 @@ func (s *Store) DueExpiries(ctx context.Context, now time.Time, limit int) ([]ru
 	err := s.db.WithContext(ctx).Model(&ToolCall{}).
 		Select("run_tool_calls.run_id", "run_tool_calls.tool_call_id", "run_tool_calls.expires_at").
 		Joins("JOIN agent_runs ON agent_runs.id = run_tool_calls.run_id").
-		Where("run_tool_calls.state = ? AND run_tool_calls.expires_at <= ? AND agent_runs.status = ?", ToolCallPending, ms(now), runtype.StatusSuspended).
+		Where("run_tool_calls.state = ? AND run_tool_calls.expires_at <= ? AND agent_runs.status = ?", ToolCallPending, runtype.StoredTime(now), runtype.StatusSuspended).
 		Order("run_tool_calls.expires_at").Order("run_tool_calls.id").Limit(limit).Find(&rows).Error
 	if err != nil {
 		return nil, fmt.Errorf("find due tool calls: %w", err)
@@ -474,7 +474,7 @@ func (s *Store) DeferRecovery(ctx context.Context, runID string, version int64, 
 
 // recordChange writes a suspended-set change in the caller's transaction.
 func recordChange(tx *gorm.DB, runID string, kind runs.ChangeKind, instance string, at time.Time) error {
-	if err := tx.Create(&RunChange{RunID: runID, Kind: string(kind), InstanceID: instance, CreatedAt: ms(at)}).Error; err != nil {
+	if err := tx.Create(&RunChange{RunID: runID, Kind: string(kind), InstanceID: instance, CreatedAt: runtype.StoredTime(at)}).Error; err != nil {
 		return fmt.Errorf("record change: %w", err)
 	}
 	return countChange(tx, runID, kind) // perf: the maintained count of suspendedRuns' total (counts.go)

@@ -52,7 +52,7 @@ func (m *Metrics) timedTool(name string, exec agent.ToolFunc) agent.ToolFunc {
 		ok := false
 		defer func() {
 			hist.Observe(time.Since(start).Seconds())
-			if !ok || (failed(ctx, err) && !agent.IsSuspend(err)) {
+			if !ok || (failed(ctx, err) && !agent.IsSuspension(err)) {
 				errs.Inc() // a panic (ok unset; it goes on to the loop's recover) or an error
 			}
 		}()

@@ -257,7 +257,7 @@ func (s *Service) approvalRun(ctx context.Context, req *approvalRequest) (NewRun
 	requested := runtype.ToolCall{ToolCallID: snap.Pending[0].CallID(), ToolName: req.tool.Name, Args: req.args, RequiresApproval: req.needs}
 	call := requested // as it waits, with its deadline
 	if req.needs && req.tool.ApprovalTimeout > 0 {
-		deadline := ms(now.Add(req.tool.ApprovalTimeout))
+		deadline := runtype.StoredTime(now.Add(req.tool.ApprovalTimeout))
 		call.ExpiresAt = &deadline
 	}
 	n := NewRun{

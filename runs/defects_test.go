@@ -249,10 +249,10 @@ func TestModelErrorTextGoesToTheLogNotToClients(t *testing.T) {
 func expiredRun(t *testing.T, db *gorm.DB, id, agentID string, snapshot *string, leaseUntil time.Time, evs ...string) {
 	t.Helper()
 	owner := "dead-instance"
-	at := ms(leaseUntil.Add(-time.Minute))
+	at := runtype.StoredTime(leaseUntil.Add(-time.Minute))
 	row := gormstore.Run{
 		ID: id, AgentID: agentID, Prompt: "hello", Status: string(runtype.StatusRunning), Snapshot: snapshot,
-		CreatedAt: at, UpdatedAt: at, LastSeq: int64(len(evs)), LeaseOwner: &owner, LeaseUntil: ptr(ms(leaseUntil)),
+		CreatedAt: at, UpdatedAt: at, LastSeq: int64(len(evs)), LeaseOwner: &owner, LeaseUntil: ptr(runtype.StoredTime(leaseUntil)),
 	}
 	if err := db.Create(&row).Error; err != nil {
 		t.Fatal(err)
@@ -267,8 +267,6 @@ func expiredRun(t *testing.T, db *gorm.DB, id, agentID string, snapshot *string,
 		}
 	}
 }
-
-func ms(t time.Time) time.Time { return t.UTC().Truncate(time.Millisecond) }
 
 func TestRecoveryIsNotStarvedByRunsItCannotRecover(t *testing.T) {
 	t.Parallel()

@@ -682,7 +682,7 @@ func (e *execution) waitingCall(c agent.PendingCall, now time.Time) runtype.Tool
 	call := runtype.ToolCall{ToolCallID: c.CallID(), ToolName: c.Name, Args: c.Args, RequiresApproval: c.State == agent.CallAwaitingApproval,
 		SuspendPayload: c.SuspendPayload, Interrupted: c.Interrupted, InterruptedToolCallID: c.InterruptedToolCallID}
 	if t := e.agent.Tool(c.Name); t != nil && t.ApprovalTimeout > 0 {
-		deadline := ms(now.Add(t.ApprovalTimeout))
+		deadline := runtype.StoredTime(now.Add(t.ApprovalTimeout))
 		call.ExpiresAt = &deadline
 	}
 	return call

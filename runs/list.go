@@ -82,7 +82,7 @@ func (s *Service) ListSuspended(ctx context.Context, p ListSuspendedParams) (*Li
 		p.FromDate = &from
 	}
 	if p.ToDate != nil {
-		to := ms(*p.ToDate)
+		to := runtype.StoredTime(*p.ToDate)
 		p.ToDate = &to
 	}
 	var none bool
@@ -123,7 +123,7 @@ func (s *Service) ListSuspended(ctx context.Context, p ListSuspendedParams) (*Li
 }
 
 func ceilMs(t time.Time) time.Time {
-	f := ms(t)
+	f := runtype.StoredTime(t)
 	if f.Before(t) {
 		f = f.Add(time.Millisecond)
 	}

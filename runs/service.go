@@ -412,7 +412,7 @@ func (s *Service) done() {
 // Agents is the registry of agents the service runs.
 func (s *Service) Agents() *agent.Registry { return s.agents }
 
-func (s *Service) now() time.Time { return ms(s.cfg.NowFunc()) }
+func (s *Service) now() time.Time { return runtype.StoredTime(s.cfg.NowFunc()) }
 
 // StartParams are the arguments of StartRun.
 type StartParams struct {

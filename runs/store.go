@@ -343,5 +343,3 @@ func stored(ctx context.Context, err error) error {
 	}
 	return &storageError{err}
 }
-
-func ms(t time.Time) time.Time { return t.UTC().Truncate(time.Millisecond) }

@@ -102,7 +102,7 @@ func TestConsoleWithAuthentication(t *testing.T) {
 		do(t, page, chromedp.Click(chromedp.CSS(`button.approve`)),
 			until(`document.querySelector("#run-status")?.textContent === "COMPLETED"`),
 			until(`document.querySelector('section[aria-label="Decisions"]')?.innerText.includes("by admin")`))
-		if ds := s.DecisionsAs(t, admin, run.RunID); len(ds) != 1 || ds[0]["decidedBy"] != "admin" {
+		if ds := decisionsAs(t, s, admin, run.RunID); len(ds) != 1 || ds[0]["decidedBy"] != "admin" {
 			t.Fatalf("decisions recorded %v, want one decided by admin", ds)
 		}
 		if strings.Contains(logged(), admin) {
@@ -218,7 +218,7 @@ func TestConsoleShowsForbidden(t *testing.T) {
 		if state != "half typed|false|alert" {
 			t.Fatalf("after the refusal [reason|approve disabled|role] is %q", state)
 		}
-		if st := s.RunAs(t, apptest.TokenOf("root"), run.RunID); st != "SUSPENDED" {
+		if st := runStatusAs(t, s, apptest.TokenOf("root"), run.RunID); st != "SUSPENDED" {
 			t.Fatalf("after a refused approval the run is %s", st)
 		}
 		screenshot(t, page, "forbidden.png")
@@ -242,7 +242,7 @@ func TestConsoleShowsForbidden(t *testing.T) {
 		do(t, page, chromedp.Click(chromedp.CSS(`button.decline`)),
 			until(`document.querySelector("#run-status")?.textContent === "COMPLETED"`),
 			until(`document.querySelector('section[aria-label="Decisions"]')?.innerText.includes("by alice")`))
-		if ds := s.DecisionsAs(t, apptest.TokenOf("root"), run.RunID); len(ds) != 1 || ds[0]["kind"] != "DECLINED" || ds[0]["decidedBy"] != "alice" {
+		if ds := decisionsAs(t, s, apptest.TokenOf("root"), run.RunID); len(ds) != 1 || ds[0]["kind"] != "DECLINED" || ds[0]["decidedBy"] != "alice" {
 			t.Fatalf("decisions %v, want one DECLINED by alice", ds)
 		}
 	})
@@ -285,4 +285,22 @@ func TestConsoleLinkTakesTheTokenAsWritten(t *testing.T) {
 			t.Fatalf("the address's fragment is %q, want #keep=1", hash)
 		}
 	})
+}
+
+// decisionsAs reads a run's decisions on s with the token.
+func decisionsAs(t *testing.T, s *apptest.Server, token, runID string) []map[string]any {
+	t.Helper()
+	var out struct {
+		Run struct{ Decisions []map[string]any }
+	}
+	s.MustAs(t, token, `query($id: ID!) { run(runId: $id) { decisions { kind decidedBy decidedAt } } }`, map[string]any{"id": runID}, &out)
+	return out.Run.Decisions
+}
+
+// runStatusAs reads a run's status on s with the token.
+func runStatusAs(t *testing.T, s *apptest.Server, token, runID string) string {
+	t.Helper()
+	var out struct{ Run struct{ Status string } }
+	s.MustAs(t, token, `query($id: ID!) { run(runId: $id) { status } }`, map[string]any{"id": runID}, &out)
+	return out.Run.Status
 }

@@ -37,7 +37,7 @@ func TestConsoleRunShowsDeepValuesSafely(t *testing.T) {
 	file := apptest.WriteConfig(t, `
 agents:
   - id: deep
-    model: {provider: openai, baseURL: `+model.URL+`/v1, name: test-model, apiKeyEnv: INTERLOCK_TEST_MODEL_KEY}
+    model: {provider: openai, baseURL: `+model.URL+`/v1, name: test-model}
     tools: [probe, refund, ask]
 tools:
   - {name: probe, description: Probe, inputSchema: {type: object}, http: {url: `+tool.URL+`/probe, timeout: 5s}}

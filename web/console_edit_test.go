@@ -18,7 +18,7 @@ func TestConsoleEditAndApprove(t *testing.T) {
 	t.Parallel()
 	ctx := browser(t)
 	s := apptest.Start(t, "sqlite:"+filepath.Join(t.TempDir(), "edit.db"))
-	run := s.Suspended(t, "refund order 42 for 30")
+	run := suspended(t, s, "refund order 42 for 30")
 	page := tab(t, ctx, false)
 	const editor = `.pending details.edit textarea`
 	setArgs := func(v string) chromedp.Action[chromedp.Void] {

@@ -166,7 +166,7 @@ func TestConsoleExternalRequests(t *testing.T) {
 		do(t, page, chromedp.SendKeys(chromedp.CSS(`input[id^="reason-"]`), "not on a Friday"), chromedp.Click(chromedp.CSS(`.pending button.decline`)),
 			until(`document.querySelector("#run-status")?.textContent === "COMPLETED"`),
 			until(`document.querySelector('section[aria-label="Decisions"]')?.innerText.includes("Declined by alice")`))
-		ds := s.DecisionsAs(t, apptest.TokenOf("alice"), deploy)
+		ds := decisionsAs(t, s, apptest.TokenOf("alice"), deploy)
 		if len(ds) != 1 || ds[0]["kind"] != "DECLINED" || ds[0]["decidedBy"] != "alice" {
 			t.Fatalf("decisions %v", ds)
 		}

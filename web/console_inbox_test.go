@@ -62,7 +62,7 @@ func TestConsoleInboxKeyboard(t *testing.T) {
 	s := apptest.Start(t, "sqlite:"+filepath.Join(t.TempDir(), "keys.db"))
 
 	t.Run("three runs in a row, keyboard only", func(t *testing.T) {
-		ids := s.SuspendedMany(t, 3, "")
+		ids := suspendedMany(t, s, 3, "")
 		page := tab(t, ctx, false)
 		do(t, page, chromedp.Navigate(s.URL+"/"), until(`document.querySelectorAll("#inbox-list a.row").length === 3`))
 		if got := rowOrder(t, page); !slices.Equal(got, ids) {
@@ -101,7 +101,7 @@ func TestConsoleInboxKeyboard(t *testing.T) {
 		// d goes to the reason, Enter in it declines with what was typed.
 		do(t, page, key("d"), until(`document.activeElement?.id?.startsWith("reason-")`), key("no receipt"), key(kb.Enter))
 		s.WaitStatus(t, ids[1], "COMPLETED")
-		if ds := s.Decisions(t, ids[1]); len(ds) != 1 || ds[0]["kind"] != "DECLINED" || ds[0]["reason"] != "no receipt" {
+		if ds := decisions(t, s, ids[1]); len(ds) != 1 || ds[0]["kind"] != "DECLINED" || ds[0]["reason"] != "no receipt" {
 			t.Fatalf("decisions of the declined run: %v", ds)
 		}
 		do(t, page, until(fmt.Sprintf(`location.search === "?run=%s"`, ids[2])), until(`document.activeElement?.matches(".pending button.approve")`))
@@ -113,7 +113,7 @@ func TestConsoleInboxKeyboard(t *testing.T) {
 	})
 
 	t.Run("decided with the mouse: the run stays on screen, a focused link leads to the next", func(t *testing.T) {
-		ids := s.SuspendedMany(t, 2, "8")
+		ids := suspendedMany(t, s, 2, "8")
 		page := tab(t, ctx, false)
 		do(t, page, chromedp.Navigate(s.URL+"/"), until(`document.querySelectorAll("#inbox-list a.row").length === 2`),
 			chromedp.Click(chromedp.CSS(`#inbox-list a.row`)), chromedp.WaitVisible(chromedp.CSS(`button.approve`)),
@@ -132,23 +132,23 @@ func TestConsoleInboxKeyboard(t *testing.T) {
 	})
 
 	t.Run("a live update keeps the focus on the same run's row, or the next", func(t *testing.T) {
-		ids := s.SuspendedMany(t, 3, "4")
+		ids := suspendedMany(t, s, 3, "4")
 		page := tab(t, ctx, false)
 		do(t, page, chromedp.Navigate(s.URL+"/"), until(`document.querySelectorAll("#inbox-list a.row").length === 3`),
 			key("j"), key("j"), until(fmt.Sprintf(`document.activeElement?.dataset.run === %q`, ids[1])))
 		// Another run decided elsewhere: the list is drawn again, the focus stays on the same run.
-		s.ApproveAPI(t, ids[0])
+		approveAPI(t, s, ids[0])
 		do(t, page, until(`document.querySelectorAll("#inbox-list a.row").length === 2`))
 		if got := focused(t, page); got != "A.row["+ids[1]+"]" {
 			t.Fatalf("after a redraw focus is on %s, want the same row %s", got, ids[1])
 		}
 		// The focused run itself decided elsewhere: the focus goes to the next row.
-		s.ApproveAPI(t, ids[1])
+		approveAPI(t, s, ids[1])
 		do(t, page, until(`document.querySelectorAll("#inbox-list a.row").length === 1`))
 		if got := focused(t, page); got != "A.row["+ids[2]+"]" {
 			t.Fatalf("after its row left, focus is on %s, want the next row %s", got, ids[2])
 		}
-		s.ApproveAPI(t, ids[2])
+		approveAPI(t, s, ids[2])
 		do(t, page, until(`document.body.innerText.includes("Nothing waits")`))
 		if got := focused(t, page); got == "BODY" {
 			t.Fatalf("focus fell to <body> when the last row left")
@@ -156,7 +156,7 @@ func TestConsoleInboxKeyboard(t *testing.T) {
 	})
 
 	t.Run("shortcuts stay quiet while typing", func(t *testing.T) {
-		id := s.Suspended(t, "refund order 61 for 5").RunID
+		id := suspended(t, s, "refund order 61 for 5").RunID
 		page := tab(t, ctx, false)
 		do(t, page, chromedp.Navigate(s.URL+"/"), until(`document.querySelectorAll("#inbox-list a.row").length === 1`),
 			chromedp.Focus(chromedp.CSS(`#f-thread`)), key("jk?"))
@@ -173,11 +173,11 @@ func TestConsoleInboxKeyboard(t *testing.T) {
 		// e opens Edit and approve, with the focus in its editor.
 		do(t, page, chromedp.Focus(chromedp.CSS(`button.approve`)), key("e"),
 			until(`document.querySelector(".pending details.edit").open && document.activeElement?.matches(".pending details.edit textarea")`))
-		s.ApproveAPI(t, id)
+		approveAPI(t, s, id)
 	})
 
 	t.Run("r goes to the resume form", func(t *testing.T) {
-		id := s.Suspended(t, "ask the customer for their shoe size").RunID
+		id := suspended(t, s, "ask the customer for their shoe size").RunID
 		page := tab(t, ctx, false)
 		do(t, page, chromedp.Navigate(s.URL+"/?run="+id), chromedp.WaitVisible(chromedp.CSS(`#resume-tc_1-answer`)),
 			js(`document.activeElement?.blur()`), key("r"), until(`document.activeElement?.id === "resume-tc_1-answer"`),
@@ -186,7 +186,7 @@ func TestConsoleInboxKeyboard(t *testing.T) {
 	})
 
 	t.Run("? lists the shortcuts in a modal dialog", func(t *testing.T) {
-		s.Suspended(t, "refund order 62 for 5")
+		suspended(t, s, "refund order 62 for 5")
 		page := tab(t, ctx, false)
 		do(t, page, chromedp.Navigate(s.URL+"/"), until(`document.querySelectorAll("#inbox-list a.row").length === 1`),
 			key("j"), key("?"), until(`!!document.querySelector("dialog[open]")`))
@@ -231,8 +231,8 @@ func TestConsoleInboxBulk(t *testing.T) {
 	t.Parallel()
 	ctx := browser(t)
 	s := apptest.Start(t, "sqlite:"+filepath.Join(t.TempDir(), "bulk.db"))
-	ids := s.SuspendedMany(t, 20, "1")
-	ask := s.Suspended(t, "ask the customer for their size").RunID
+	ids := suspendedMany(t, s, 20, "1")
+	ask := suspended(t, s, "ask the customer for their size").RunID
 	page := tab(t, ctx, false)
 	do(t, page, chromedp.Navigate(s.URL+"/?perPage=50"), until(`document.querySelectorAll("#inbox-list a.row").length === 21`),
 		chromedp.Click(chromedp.CSS(`#pick-all`)), until(`!document.querySelector("#bulk").hidden`))
@@ -245,7 +245,7 @@ func TestConsoleInboxBulk(t *testing.T) {
 	}
 	elsewhere := []string{ids[3], ids[11]}
 	for _, id := range elsewhere {
-		s.ApproveAPI(t, id)
+		approveAPI(t, s, id)
 	}
 	do(t, page, chromedp.Click(chromedp.CSS(`#bulk-approve`)), until(`document.querySelector("#bulk-result").innerText.includes("approved")`))
 	summary := textOf(t, page, `#bulk-result .bulk-summary`)
@@ -285,7 +285,7 @@ func TestConsoleInboxSeveralCalls(t *testing.T) {
 	t.Parallel()
 	ctx := browser(t)
 	s := apptest.Start(t, "sqlite:"+filepath.Join(t.TempDir(), "calls.db"))
-	id := s.Suspended(t, "refund orders 31 and 32 for 5").RunID
+	id := suspended(t, s, "refund orders 31 and 32 for 5").RunID
 	page := tab(t, ctx, false)
 	if _, err := chromedp.Call(page, cdppage.AddScriptToEvaluateOnNewDocument, cdppage.AddScriptToEvaluateOnNewDocumentParams{Source: `
 		window.__approved = [];
@@ -306,7 +306,7 @@ func TestConsoleInboxSeveralCalls(t *testing.T) {
 		t.Fatalf("mutations sent for the calls %v, want tc_1 then tc_2", got)
 	}
 	s.WaitStatus(t, id, "COMPLETED")
-	if ds := s.Decisions(t, id); len(ds) != 2 || ds[0]["kind"] != "APPROVED" || ds[1]["kind"] != "APPROVED" {
+	if ds := decisions(t, s, id); len(ds) != 2 || ds[0]["kind"] != "APPROVED" || ds[1]["kind"] != "APPROVED" {
 		t.Fatalf("decisions: %v, want both calls approved", ds)
 	}
 }
@@ -324,19 +324,19 @@ func TestConsoleInboxTriage(t *testing.T) {
 		if title := get(t, page, chromedp.Evaluate[string](`document.title`)); title != "Interlock" {
 			t.Fatalf("empty inbox title %q", title)
 		}
-		a := s.Suspended(t, "refund order 1 for 5").RunID
+		a := suspended(t, s, "refund order 1 for 5").RunID
 		do(t, page, until(`document.title === "(1) Interlock"`))
-		b := s.Suspended(t, "refund order 2 for 5").RunID
+		b := suspended(t, s, "refund order 2 for 5").RunID
 		do(t, page, until(`document.title === "(2) Interlock"`))
-		s.ApproveAPI(t, a)
+		approveAPI(t, s, a)
 		do(t, page, until(`document.title === "(1) Interlock"`))
 		do(t, page, js(`document.querySelector('a[data-nav="history"]').click()`), until(`location.search === "?view=history"`),
 			until(`document.title === "Interlock"`))
-		s.ApproveAPI(t, b)
+		approveAPI(t, s, b)
 	})
 
 	t.Run("oldest or newest first, across pages", func(t *testing.T) {
-		ids := s.SuspendedMany(t, 5, "2")
+		ids := suspendedMany(t, s, 5, "2")
 		rev := slices.Clone(ids)
 		slices.Reverse(rev)
 		page := tab(t, ctx, false)
@@ -370,12 +370,12 @@ func TestConsoleInboxTriage(t *testing.T) {
 			t.Fatalf("after sorting focus is on %s", got)
 		}
 		for _, id := range ids {
-			s.ApproveAPI(t, id)
+			approveAPI(t, s, id)
 		}
 	})
 
 	t.Run("runs waiting long are marked amber, then red, not by color alone", func(t *testing.T) {
-		ids := s.SuspendedMany(t, 3, "3")
+		ids := suspendedMany(t, s, 3, "3")
 		now := time.Now()
 		for id, ago := range map[string]time.Duration{ids[1]: 20 * time.Minute, ids[2]: 2 * time.Hour} {
 			if err := s.App.DB().Model(&gormstore.Run{}).Where("id = ?", id).Update("suspended_at", now.Add(-ago)).Error; err != nil {
@@ -407,7 +407,7 @@ func TestConsoleInboxTriage(t *testing.T) {
 			t.Errorf("age levels: %s", levels)
 		}
 		for _, id := range ids {
-			s.ApproveAPI(t, id)
+			approveAPI(t, s, id)
 		}
 	})
 
@@ -428,9 +428,9 @@ func TestConsoleInboxTriage(t *testing.T) {
 		}
 		do(t, page, chromedp.Navigate(s.URL+"/"), until(`document.querySelector("#notify")?.textContent === "Notify me"`),
 			chromedp.Click(chromedp.CSS(`#notify`)), until(`document.querySelector("#notify").textContent === "Notifications on"`))
-		s.Suspended(t, "refund order 71 for 5") // visible tab: no notification
+		suspended(t, s, "refund order 71 for 5") // visible tab: no notification
 		do(t, page, until(`document.title === "(1) Interlock"`), js(`window.__hidden = true`))
-		id := s.Suspended(t, "refund order 72 for 5").RunID
+		id := suspended(t, s, "refund order 72 for 5").RunID
 		do(t, page, until(`window.__notes.length === 1`))
 		if n := get(t, page, chromedp.Evaluate[string](`window.__notes[0].title + "|" + window.__notes[0].body`)); n != "issue_refund|support-agent" {
 			t.Fatalf("notification %q", n)
@@ -507,7 +507,7 @@ func TestConsoleInboxFilters(t *testing.T) {
 	})
 
 	t.Run("a shared link means the same runs in every time zone", func(t *testing.T) {
-		id := s.Suspended(t, "refund order 5 for 5").RunID
+		id := suspended(t, s, "refund order 5 for 5").RunID
 		created, err := time.Parse(time.RFC3339, s.Run(t, id).CreatedAt)
 		if err != nil {
 			t.Fatal(err)
@@ -542,6 +542,25 @@ func TestConsoleInboxFilters(t *testing.T) {
 		if n := count(newYork, old); n != 0 {
 			t.Errorf("New York, old link from=%s: %d runs, want 0", old, n)
 		}
-		s.ApproveAPI(t, id)
+		approveAPI(t, s, id)
 	})
+}
+
+// approveAPI approves the run's waiting call over the API (someone else, elsewhere).
+func approveAPI(t *testing.T, s *apptest.Server, id string) {
+	t.Helper()
+	var out map[string]any
+	s.Must(t, `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": id}, &out)
+}
+
+// suspendedMany starts n refund runs on s, one after the other (so their createdAt differ),
+// each waiting on issue_refund; their ids, oldest first.
+func suspendedMany(t *testing.T, s *apptest.Server, n int, tag string) []string {
+	t.Helper()
+	var ids []string
+	for i := range n {
+		ids = append(ids, suspended(t, s, fmt.Sprintf("refund order %s%d for 5", tag, i+1)).RunID)
+		time.Sleep(5 * time.Millisecond)
+	}
+	return ids
 }

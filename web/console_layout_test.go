@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/cdproto/emulation"
 	cdppage "github.com/chromedp/cdproto/page"
@@ -123,7 +124,7 @@ func TestConsoleLayoutAndAccessibility(t *testing.T) {
 	refund := s.SuspendAs(t, root, "refund order 123456789012345678901234567890 for 30", long)
 	ask := s.SuspendAs(t, root, "ask the customer for their shoe size", long)
 	done := s.SuspendAs(t, root, "refund order 9 for 30", long)
-	s.DecideAs(t, apptest.TokenOf("alice"), declineAs, map[string]any{"id": done.RunID, "r": "needs a receipt from the customer, a rather long reason to wrap"})
+	decideAs(t, s, apptest.TokenOf("alice"), declineAs, map[string]any{"id": done.RunID, "r": "needs a receipt from the customer, a rather long reason to wrap"})
 
 	pages := []struct {
 		name, path, ready string
@@ -195,11 +196,11 @@ func TestConsoleHistoryFilters(t *testing.T) {
 	}
 
 	approved := s.SuspendAs(t, root, "refund order 1 for 30", nil)
-	s.DecideAs(t, apptest.TokenOf("alice"), approveAs, map[string]any{"id": approved.RunID})
+	decideAs(t, s, apptest.TokenOf("alice"), approveAs, map[string]any{"id": approved.RunID})
 	declined := s.SuspendAs(t, root, "refund order 2 for 30", nil)
-	s.DecideAs(t, apptest.TokenOf("bob"), declineAs, map[string]any{"id": declined.RunID, "r": "no receipt"})
+	decideAs(t, s, apptest.TokenOf("bob"), declineAs, map[string]any{"id": declined.RunID, "r": "no receipt"})
 	resumed := s.SuspendAs(t, root, "ask the customer for their shoe size", nil)
-	s.DecideAs(t, apptest.TokenOf("alice"), resumeAs, map[string]any{"id": resumed.RunID, "d": map[string]any{"answer": "43"}})
+	decideAs(t, s, apptest.TokenOf("alice"), resumeAs, map[string]any{"id": resumed.RunID, "d": map[string]any{"answer": "43"}})
 	waiting := s.SuspendAs(t, root, "refund order 3 for 30", nil)
 
 	rowOf := func(runID string) string {
@@ -321,4 +322,18 @@ func TestConsoleTheme(t *testing.T) {
 	choose("dark")
 	do(t, page, chromedp.Navigate(s.URL+"/?view=history"), until(`!!document.querySelector("#history-empty")`))
 	want("Dark chosen on a light system, another page", "dark|dark|dark|"+dark+"|dark")
+}
+
+// decideAs takes a decision on a suspended run of s with the token, and waits until the run is
+// finished.
+func decideAs(t *testing.T, s *apptest.Server, token, mutation string, vars map[string]any) {
+	t.Helper()
+	s.MustAs(t, token, mutation, vars, nil)
+	deadline := time.Now().Add(20 * time.Second)
+	for st := runStatusAs(t, s, token, vars["id"].(string)); st != "COMPLETED" && st != "FAILED"; st = runStatusAs(t, s, token, vars["id"].(string)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s is still %s", vars["id"], st)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

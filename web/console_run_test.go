@@ -133,7 +133,7 @@ agents:
   - id: billing
     name: Billing assistant
     instructions: You are a careful billing assistant.
-    model: {provider: openai, baseURL: `+model.URL+`/v1, name: test-model, apiKeyEnv: INTERLOCK_TEST_MODEL_KEY}
+    model: {provider: openai, baseURL: `+model.URL+`/v1, name: test-model}
     tools: [refund]
 tools:
   - name: refund
@@ -296,7 +296,7 @@ func TestConsoleRunAccountability(t *testing.T) {
 		var d struct{ Text, Datetime, Title string }
 		evalJSON(t, page, `(() => { const li = document.querySelector('section[aria-label="Decisions"] li'), t = li.querySelector("time");
 			return JSON.stringify({ text: li.innerText, datetime: t.getAttribute("datetime"), title: t.title }); })()`, &d)
-		ds := s.DecisionsAs(t, admin, run.RunID)
+		ds := decisionsAs(t, s, admin, run.RunID)
 		if !strings.HasPrefix(d.Text, "Approved by admin at ") || len(ds) != 1 || d.Datetime != ds[0]["decidedAt"] || d.Title == "" {
 			t.Fatalf("decision shown %+v, recorded %v", d, ds)
 		}
@@ -321,7 +321,7 @@ func TestConsoleRunAccountability(t *testing.T) {
 		var n struct{ Text, Datetime string }
 		evalJSON(t, page, `(() => { const p = document.querySelector('[role="alert"] .notice');
 			return JSON.stringify({ text: p.innerText, datetime: p.querySelector("time")?.getAttribute("datetime") || "" }); })()`, &n)
-		ds := s.DecisionsAs(t, apptest.TokenOf("root"), run.RunID)
+		ds := decisionsAs(t, s, apptest.TokenOf("root"), run.RunID)
 		if !strings.HasPrefix(n.Text, "Someone else decided first: alice approved this at ") || len(ds) != 1 || n.Datetime != ds[0]["decidedAt"] {
 			t.Fatalf("notice %+v, decisions %v", n, ds)
 		}
@@ -350,7 +350,7 @@ func TestConsoleRunAccountability(t *testing.T) {
 		}
 		do(t, page, chromedp.Click(chromedp.CSS(`.lost button.copy`)),
 			until(`/Copied|Selected/.test(document.querySelector(".lost .copy-status").textContent)`))
-		if ds := s.DecisionsAs(t, apptest.TokenOf("root"), run.RunID); len(ds) != 1 || ds[0]["decidedBy"] != "alice" {
+		if ds := decisionsAs(t, s, apptest.TokenOf("root"), run.RunID); len(ds) != 1 || ds[0]["decidedBy"] != "alice" {
 			t.Fatalf("decisions %v", ds)
 		}
 	})
@@ -392,7 +392,7 @@ func TestConsoleRunSeveralCalls(t *testing.T) {
 	t.Parallel()
 	ctx := browser(t)
 	s := apptest.Start(t, "sqlite:"+filepath.Join(t.TempDir(), "calls.db"))
-	run := s.Suspended(t, "refund orders 7 and 8")
+	run := suspended(t, s, "refund orders 7 and 8")
 	page := tab(t, ctx, false)
 	do(t, page, chromedp.Navigate(s.URL+"/?run="+run.RunID),
 		chromedp.WaitVisible(chromedp.CSS(`.pending[data-call="tc_2"] button.approve`)),
@@ -407,7 +407,7 @@ func TestConsoleRunSeveralCalls(t *testing.T) {
 	}
 	do(t, page, key("a"))
 	s.WaitStatus(t, run.RunID, "COMPLETED")
-	if ds := s.Decisions(t, run.RunID); len(ds) != 2 {
+	if ds := decisions(t, s, run.RunID); len(ds) != 2 {
 		t.Fatalf("decisions: %v, want two", ds)
 	}
 }
@@ -418,7 +418,7 @@ func TestConsoleRunResumeFormErrors(t *testing.T) {
 	t.Parallel()
 	ctx := browser(t)
 	s := apptest.Start(t, "sqlite:"+filepath.Join(t.TempDir(), "resume.db"))
-	run := s.Suspended(t, "ask the customer for their size")
+	run := suspended(t, s, "ask the customer for their size")
 	page := tab(t, ctx, false)
 	const field = `#resume-tc_1-answer`
 	do(t, page, chromedp.Navigate(s.URL+"/?run="+run.RunID), chromedp.WaitVisible(chromedp.CSS(field)),

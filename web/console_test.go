@@ -531,7 +531,7 @@ func TestConsoleKeepsWhatThePersonTypes(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			run := s.Suspended(t, c.prompt)
+			run := suspended(t, s, c.prompt)
 			gate := newSocketGate(s.App.Handler())
 			url := serve(t, gate)
 			t.Cleanup(gate.release)
@@ -566,7 +566,7 @@ func TestConsoleKeepsWhatThePersonTypes(t *testing.T) {
 			kept("needs a rec")
 			do(t, page, chromedp.SendKeys(chromedp.CSS(c.field), "eipt"), chromedp.Click(chromedp.CSS(c.submit)),
 				until(`document.querySelector("#run-status")?.textContent === "COMPLETED"`))
-			ds := s.Decisions(t, run.RunID)
+			ds := decisions(t, s, run.RunID)
 			if len(ds) != 1 || ds[0]["kind"] != c.kind || c.recorded(ds[0]) != "needs a receipt" {
 				t.Fatalf("decisions recorded %v, want one %s with %q", ds, c.kind, "needs a receipt")
 			}
@@ -664,7 +664,7 @@ func TestConsoleFollowsARollingDeploy(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	first, stopFirst := serveApp(t, db, ln)
-	before := first.Suspended(t, "refund order 1")
+	before := suspended(t, first, "refund order 1")
 
 	// The status line's every change is noted, so that a short-lived message is not missed.
 	const noteStatus = `window.__conn = []; new MutationObserver(() => window.__conn.push(document.querySelector("#conn").textContent))
@@ -679,7 +679,7 @@ func TestConsoleFollowsARollingDeploy(t *testing.T) {
 		t.Fatal(err)
 	}
 	second, _ := serveApp(t, db, ln)
-	after := second.Suspended(t, "refund order 2")
+	after := suspended(t, second, "refund order 2")
 	do(t, inbox, until(fmt.Sprintf(`!!document.querySelector('a[data-run=%q]') && document.querySelectorAll("a[data-run]").length === 2`, after.RunID)))
 
 	var approved map[string]apptest.Run
@@ -698,4 +698,24 @@ func TestConsoleFollowsARollingDeploy(t *testing.T) {
 			t.Errorf("%s: the status line is aria-live=%q", name, live)
 		}
 	}
+}
+
+// suspended starts a run on s and waits until it is suspended.
+func suspended(t *testing.T, s *apptest.Server, prompt string) apptest.Run {
+	t.Helper()
+	r := s.StartRun(t, prompt, nil)
+	ws := apptest.DialWS(t, s.URL, "graphql-transport-ws")
+	defer ws.Conn.CloseNow()
+	apptest.Follow(t, ws, ws.Subscribe(apptest.EventsQuery, map[string]any{"runId": r.RunID}), apptest.IsType("RUN_SUSPENDED"))
+	return r
+}
+
+// decisions reads the decisions recorded on a run of s.
+func decisions(t *testing.T, s *apptest.Server, runID string) []map[string]any {
+	t.Helper()
+	var out struct {
+		Run struct{ Decisions []map[string]any }
+	}
+	s.Must(t, `query($id: ID!) { run(runId: $id) { decisions { kind reason resumeData } } }`, map[string]any{"id": runID}, &out)
+	return out.Run.Decisions
 }

@@ -161,7 +161,7 @@ func TestConsoleRequestWaitsForANewToken(t *testing.T) {
 	if state != "no receipt|true|true|true" {
 		t.Fatalf("after Escape [reason|focus kept off <body>|Sign in shown|Sign out hidden] = %q", state)
 	}
-	if st := s.RunAs(t, apptest.TokenOf("root"), run.RunID); st != "SUSPENDED" {
+	if st := runStatusAs(t, s, apptest.TokenOf("root"), run.RunID); st != "SUSPENDED" {
 		t.Fatalf("after Escape the run is %s", st)
 	}
 
@@ -171,12 +171,12 @@ func TestConsoleRequestWaitsForANewToken(t *testing.T) {
 		js(`localStorage.setItem("interlock.token", "revoked")`),
 		chromedp.Click(chromedp.CSS(`#token-dialog button.cancel`)),
 		chromedp.Click(chromedp.CSS(`button.decline`)), until(`!!document.querySelector("#token-dialog")?.open`))
-	if st := s.RunAs(t, apptest.TokenOf("root"), run.RunID); st != "SUSPENDED" {
+	if st := runStatusAs(t, s, apptest.TokenOf("root"), run.RunID); st != "SUSPENDED" {
 		t.Fatalf("a refused token decided: the run is %s", st)
 	}
 	do(t, page, chromedp.SendKeys(chromedp.CSS(`#access-token`), apptest.TokenOf("alice")), chromedp.Click(chromedp.CSS(`#token-dialog button[type=submit]`)),
 		until(`document.querySelector("#run-status")?.textContent === "COMPLETED"`))
-	if ds := s.DecisionsAs(t, apptest.TokenOf("root"), run.RunID); len(ds) != 1 || ds[0]["kind"] != "DECLINED" || ds[0]["decidedBy"] != "alice" {
+	if ds := decisionsAs(t, s, apptest.TokenOf("root"), run.RunID); len(ds) != 1 || ds[0]["kind"] != "DECLINED" || ds[0]["decidedBy"] != "alice" {
 		t.Fatalf("decisions %v, want one DECLINED by alice", ds)
 	}
 	var out struct {

@@ -28,7 +28,7 @@ agents:
   - id: billing
     name: Billing assistant
     instructions: You are a careful billing assistant.
-    model: {provider: openai, baseURL: `+model.URL+`/v1, name: test-model, apiKeyEnv: INTERLOCK_TEST_MODEL_KEY}
+    model: {provider: openai, baseURL: `+model.URL+`/v1, name: test-model}
     tools: [refund]
 tools:
   - name: refund

@@ -18,6 +18,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/agnivade/levenshtein"
+
 	"interlock/gcfloor"
 	"interlock/gormstore"
 	"interlock/observe"
@@ -164,7 +166,7 @@ func strayWord(word string) error {
 func suggest(word string) string {
 	best, bestDist := "", 3
 	for _, c := range []string{"migrate", "healthcheck", "version", "help"} {
-		if d := editDistance(word, c); d < bestDist {
+		if d := levenshtein.ComputeDistance(word, c); d < bestDist {
 			best, bestDist = c, d
 		}
 	}
@@ -172,27 +174,6 @@ func suggest(word string) string {
 		return ""
 	}
 	return fmt.Sprintf(" (did you mean %q?)", best)
-}
-
-// editDistance is the Levenshtein distance between a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }
 
 // printUsage writes the commands and every flag with its variable and built-in default.

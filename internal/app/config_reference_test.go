@@ -1,7 +1,6 @@
-package app
+package app_test
 
 import (
-	"flag"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"interlock/config"
+	"interlock/internal/app"
 )
 
 // docs/configuration.md is the reference of every flag, environment variable and config-file
@@ -74,11 +74,10 @@ func TestConfigReferenceHasEveryFlag(t *testing.T) {
 		}
 		rows[unquote(r[0])] = r
 	}
-	s, _ := defineFlags(func(string) string { return "" })
-	s.fs.VisitAll(func(f *flag.Flag) {
-		name, env := "--"+f.Name, s.env[f.Name]
-		def := "`" + f.DefValue + "`"
-		if f.DefValue == "" {
+	for _, f := range app.FlagDocs() {
+		name, env := "--"+f.Name, f.Env
+		def := "`" + f.Default + "`"
+		if f.Default == "" {
 			def = "(none)"
 		}
 		r, ok := rows[name]
@@ -90,12 +89,12 @@ func TestConfigReferenceHasEveryFlag(t *testing.T) {
 			t.Errorf("%s lacks the flag %s: add this row to the table under %q:\n| `%s` | `%s` | %s | %s |", configDoc, name, flagsHeading, name, env, def, f.Usage)
 		case unquote(r[1]) != env:
 			t.Errorf("%s: %s is set by %s, not %s: fix its row", configDoc, name, env, r[1])
-		case f.DefValue == "" && !strings.HasPrefix(r[2], "("):
+		case f.Default == "" && !strings.HasPrefix(r[2], "("):
 			t.Errorf("%s: %s has no default, not %s: write it as (none) or (what happens without it)", configDoc, name, r[2])
-		case f.DefValue != "" && r[2] != def:
+		case f.Default != "" && r[2] != def:
 			t.Errorf("%s: %s defaults to %s, not %s: fix its row", configDoc, name, def, r[2])
 		}
-	})
+	}
 	for name := range rows {
 		t.Errorf("%s documents %s, which is not a flag: remove its row from the table under %q", configDoc, name, flagsHeading)
 	}

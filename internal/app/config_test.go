@@ -1,9 +1,11 @@
-package app
+package app_test
 
 import (
 	"strings"
 	"testing"
 	"time"
+
+	"interlock/internal/app"
 )
 
 // TestTransportSettings: the transport limits have their documented defaults, are set by flag
@@ -11,7 +13,7 @@ import (
 func TestTransportSettings(t *testing.T) {
 	t.Parallel()
 	none := func(string) string { return "" }
-	cfg, err := ParseConfig(nil, none)
+	cfg, err := app.ParseConfig(nil, none)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -20,7 +22,7 @@ func TestTransportSettings(t *testing.T) {
 		t.Fatalf("defaults: %+v", cfg)
 	}
 	env := map[string]string{"INTERLOCK_MAX_QUERY_TOKENS": "500", "INTERLOCK_IDLE_TIMEOUT": "5s"}
-	cfg, err = ParseConfig([]string{"--max-subscriptions-per-connection", "7", "--ws-init-timeout", "2s"}, func(k string) string { return env[k] })
+	cfg, err = app.ParseConfig([]string{"--max-subscriptions-per-connection", "7", "--ws-init-timeout", "2s"}, func(k string) string { return env[k] })
 	if err != nil || cfg.MaxQueryTokens != 500 || cfg.IdleTimeout != 5*time.Second || cfg.MaxSubscriptionsPerConnection != 7 || cfg.WSInitTimeout != 2*time.Second {
 		t.Fatalf("set: %+v, %v", cfg, err)
 	}
@@ -33,11 +35,11 @@ func TestTransportSettings(t *testing.T) {
 		{"--idle-timeout", "INTERLOCK_IDLE_TIMEOUT"},
 	} {
 		for _, bad := range []string{"0", "-1", "-1s", "soon"} {
-			_, err := ParseConfig([]string{tc.flag, bad}, none)
+			_, err := app.ParseConfig([]string{tc.flag, bad}, none)
 			if err == nil || !strings.Contains(err.Error(), tc.env) {
 				t.Errorf("%s %s: %v, want an error naming %s", tc.flag, bad, err, tc.env)
 			}
-			_, err = ParseConfig(nil, func(k string) string { return map[string]string{tc.env: bad}[k] })
+			_, err = app.ParseConfig(nil, func(k string) string { return map[string]string{tc.env: bad}[k] })
 			if err == nil || !strings.Contains(err.Error(), tc.flag) {
 				t.Errorf("%s=%s: %v, want an error naming %s", tc.env, bad, err, tc.flag)
 			}

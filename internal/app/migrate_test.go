@@ -1,4 +1,4 @@
-package app
+package app_test
 
 import (
 	"context"
@@ -7,25 +7,17 @@ import (
 	"testing"
 	"time"
 
-	"interlock/agent"
 	"interlock/gormstore"
-	"interlock/runs"
+	"interlock/internal/app"
 )
 
-// TestMigrateOnlyMigrates: `interlock migrate` creates the tables and exits without starting
-// the run service, so a run left RUNNING with an expired lease stays exactly as it was (the
-// service would recover it).
+// TestMigrateOnlyMigrates: `interlock migrate` creates the tables and exits without building
+// the application: a run left RUNNING with an expired lease stays exactly as it was (the run
+// service would recover it), and no receipt signing key is made (the application makes one
+// when it starts over a database that has none, before it starts the run service).
 func TestMigrateOnlyMigrates(t *testing.T) {
 	db := "sqlite:" + t.TempDir() + "/migrate.db"
-	started := 0
-	orig := newRunService
-	newRunService = func(st runs.Store, a *agent.Registry, cfg runs.Config) (*runs.Service, error) {
-		started++
-		return orig(st, a, cfg)
-	}
-	t.Cleanup(func() { newRunService = orig })
-
-	if err := runCommand([]string{"migrate", "--db", db}, slog.New(slog.DiscardHandler)); err != nil {
+	if err := app.RunCommand([]string{"migrate", "--db", db}, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
@@ -33,7 +25,11 @@ func TestMigrateOnlyMigrates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer closeDB(gdb)
+	defer func() {
+		if sqlDB, err := gdb.DB(); err == nil {
+			sqlDB.Close()
+		}
+	}()
 	owner, expired := "gone-instance/1", time.Now().UTC().Add(-time.Hour).Truncate(time.Millisecond)
 	snapshot := "{}"
 	stuck := gormstore.Run{
@@ -43,11 +39,15 @@ func TestMigrateOnlyMigrates(t *testing.T) {
 	if err := gdb.Create(&stuck).Error; err != nil { // the tables exist
 		t.Fatal(err)
 	}
-	if err := runCommand([]string{"migrate", "--db", db}, slog.New(slog.DiscardHandler)); err != nil { // again: nothing to do
+	if err := app.RunCommand([]string{"migrate", "--db", db}, slog.New(slog.DiscardHandler)); err != nil { // again: nothing to do
 		t.Fatal(err)
 	}
-	if started != 0 {
-		t.Fatalf("migrate started the run service %d times", started)
+	var keys int64
+	if err := gdb.Model(&gormstore.ReceiptKey{}).Count(&keys).Error; err != nil {
+		t.Fatal(err)
+	}
+	if keys != 0 {
+		t.Fatalf("migrate made %d receipt signing keys: it built the application", keys)
 	}
 	var after gormstore.Run
 	if err := gdb.First(&after, "id = ?", "stuck").Error; err != nil {
@@ -56,7 +56,7 @@ func TestMigrateOnlyMigrates(t *testing.T) {
 	if after.Status != "RUNNING" || after.LeaseOwner == nil || *after.LeaseOwner != owner || after.Version != 1 || after.RecoveryAttempts != 0 {
 		t.Fatalf("migrate changed the run: %+v", after)
 	}
-	if err := runCommand([]string{"migrate", "--db", "postgres://x"}, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "INTERLOCK_DB") {
+	if err := app.RunCommand([]string{"migrate", "--db", "postgres://x"}, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "INTERLOCK_DB") {
 		t.Fatalf("migrate with a bad --db: %v", err)
 	}
 }

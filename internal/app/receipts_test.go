@@ -248,7 +248,7 @@ func TestReceiptHeaderOnHTTPTool(t *testing.T) {
 			file := apptest.WriteConfig(t, `
 agents:
   - id: billing
-    model: {provider: openai, baseURL: `+model.URL+`/v1, name: test-model, apiKeyEnv: INTERLOCK_TEST_MODEL_KEY}
+    model: {provider: openai, baseURL: `+model.URL+`/v1, name: test-model}
     tools: [refund]
 tools:
   - name: refund

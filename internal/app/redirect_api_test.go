@@ -55,7 +55,7 @@ auth:
     - {subject: root, role: admin, sha256: %s}
 agents:
   - id: billing
-    model: {provider: openai, baseURL: %s/v1, name: scripted, apiKeyEnv: INTERLOCK_TEST_MODEL_KEY}
+    model: {provider: openai, baseURL: %s/v1, name: scripted}
     tools: [refund]
 tools:
   - name: refund
@@ -64,16 +64,16 @@ tools:
     requireApproval: true
     http: {url: %s/refund, headers: {Authorization: Bearer sk-refunds}}
 `, apptest.Sha256Hex(apptest.TokenOf("alice")), apptest.Sha256Hex(apptest.TokenOf("root")), model.URL, endpoint.URL)))
-		runID := s.IdStart(t, "billing", "refund order 7")
-		s.SuspendedOn(t, runID, 1)
+		runID := idStart(t, s, "billing", "refund order 7")
+		suspendedOn(t, s, runID, 1)
 		before := calls.Load()
 		s.MustAs(t, apptest.TokenOf("alice"), `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": runID}, nil)
-		r := s.Finished(t, runID)
+		r := finished(t, s, runID)
 		want := "a redirect to another origin (" + other.URL + ")"
 		if r.Status != "COMPLETED" || r.Output == nil || !strings.Contains(*r.Output, want) {
 			t.Fatalf("run %s with output %v, want COMPLETED, the model told of %q", r.Status, r.Output, want)
 		}
-		for _, ev := range s.AllEvents(t, runID) {
+		for _, ev := range allEvents(t, s, runID) {
 			if ev.Type == "TOOL_CALL_INTERRUPTED" {
 				t.Fatalf("the call was interrupted: %+v", ev)
 			}

@@ -223,10 +223,6 @@ func openDatabase(ctx context.Context, cfg Config, opts ...gormstore.Option) (*g
 	return db, nil
 }
 
-// newRunService builds the run service (NewApp starts it). It is a variable so that a test can
-// prove `interlock migrate` never makes one.
-var newRunService = runs.New
-
 // NewApp opens and migrates the database and wires the service and the routes.
 func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (app *App, err error) {
 	a := &App{cfg: cfg, log: log}
@@ -288,7 +284,7 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (app *App, err er
 		Rotation: cfg.ReceiptKeyRotation, Key: cfg.ReceiptSigningKey, Keys: store}); err != nil {
 		return nil, err
 	}
-	a.Service, err = newRunService(a.metrics.Store(store), registry, runs.Config{
+	a.Service, err = runs.New(a.metrics.Store(store), registry, runs.Config{
 		MaxPerPage: cfg.MaxPerPage, LeaseTTL: cfg.LeaseTTL, Retention: cfg.Retention,
 		TextFlushInterval: cfg.TextFlushInterval, TextFlushBytes: cfg.TextFlushBytes, Logger: log,
 		SeparationOfDuties: a.authn != nil && file != nil && file.Auth != nil && file.Auth.SeparationOfDuties,

@@ -31,8 +31,8 @@ func TestSupervisorAPIApproval(t *testing.T) {
 			t.Fatalf("agents = %+v, want supervisor with sub-agent support-agent", agents.Agents)
 		}
 
-		sup := s.StartSuspended(t, "supervisor", "refund order 42 for 30")
-		top := s.SuspendedOf(t, nil)
+		sup := startSuspended(t, s, "supervisor", "refund order 42 for 30")
+		top := suspendedOf(t, s, nil)
 		if top.SuspendedRuns.Total != 1 || top.SuspendedRuns.Runs[0].RunID != sup.RunID {
 			t.Fatalf("suspendedRuns() = %+v, want only the supervisor's run", top.SuspendedRuns)
 		}
@@ -40,11 +40,11 @@ func TestSupervisorAPIApproval(t *testing.T) {
 		if len(tc) != 1 || tc[0].ToolName != "issue_refund" || !tc[0].RequiresApproval || !strings.Contains(string(tc[0].Args), `"orderId":"42"`) {
 			t.Fatalf("supervisor's run shows %+v, want the inner issue_refund", tc)
 		}
-		inner := s.SuspendedOf(t, "support-agent")
+		inner := suspendedOf(t, s, "support-agent")
 		if inner.SuspendedRuns.Total != 1 || deref(inner.SuspendedRuns.Runs[0].ParentRunID) != sup.RunID {
 			t.Fatalf("suspendedRuns(support-agent) = %+v, want the inner run under %s", inner.SuspendedRuns, sup.RunID)
 		}
-		if got := s.SuspendedOf(t, "supervisor"); got.SuspendedRuns.Total != 1 {
+		if got := suspendedOf(t, s, "supervisor"); got.SuspendedRuns.Total != 1 {
 			t.Fatalf("suspendedRuns(supervisor) = %+v", got.SuspendedRuns)
 		}
 
@@ -54,11 +54,11 @@ func TestSupervisorAPIApproval(t *testing.T) {
 			t.Fatalf("approveToolCall = %+v", dec.ApproveToolCall)
 		}
 		s.WantError(t, "CONFLICT", `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": sup.RunID})
-		done := s.Finish(t, sup.RunID)
+		done := followToEnd(t, s, sup.RunID)
 		if done.Status != "COMPLETED" || !strings.Contains(deref(done.Output), "rf_42") {
 			t.Fatalf("supervisor run: %s %v", done.Status, deref(done.Output))
 		}
-		innerRun := s.Finish(t, inner.SuspendedRuns.Runs[0].RunID)
+		innerRun := followToEnd(t, s, inner.SuspendedRuns.Runs[0].RunID)
 		if innerRun.Status != "COMPLETED" || !strings.Contains(deref(innerRun.Output), "rf_42") {
 			t.Fatalf("inner run: %s %v", innerRun.Status, deref(innerRun.Output))
 		}
@@ -94,17 +94,17 @@ tools:
 	apptest.EachDB(t, func(t *testing.T, s *apptest.Server) {
 		before, _ := refunds.Got()
 
-		chief := s.StartSuspended(t, "chief", "refund order 7 for 5")
-		top := s.SuspendedOf(t, nil)
+		chief := startSuspended(t, s, "chief", "refund order 7 for 5")
+		top := suspendedOf(t, s, nil)
 		if top.SuspendedRuns.Total != 1 || top.SuspendedRuns.Runs[0].RunID != chief.RunID || top.SuspendedRuns.Runs[0].ToolCalls[0].ToolName != "issue_refund" {
 			t.Fatalf("suspendedRuns() = %+v, want the chief's run on issue_refund", top.SuspendedRuns)
 		}
-		billing := s.SuspendedOf(t, "billing")
+		billing := suspendedOf(t, s, "billing")
 		if billing.SuspendedRuns.Total != 1 {
 			t.Fatalf("suspendedRuns(billing) = %+v", billing.SuspendedRuns)
 		}
 		s.Must(t, `mutation($id: ID!) { declineToolCall(runId: $id, reason: "needs a receipt") { status } }`, map[string]any{"id": chief.RunID}, &struct{}{})
-		done := s.Finish(t, chief.RunID)
+		done := followToEnd(t, s, chief.RunID)
 		inner := s.Run(t, billing.SuspendedRuns.Runs[0].RunID)
 		for _, r := range []*apptest.Run{done, inner} {
 			if r.Status != "COMPLETED" || !strings.Contains(deref(r.Output), "issue_refund (call_1): needs a receipt") {
@@ -115,9 +115,9 @@ tools:
 			t.Fatalf("a declined refund reached the endpoint: %v", after[len(before):])
 		}
 
-		chief = s.StartSuspended(t, "chief", "refund order 8 for 5")
+		chief = startSuspended(t, s, "chief", "refund order 8 for 5")
 		s.Must(t, `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": chief.RunID}, &struct{}{})
-		done = s.Finish(t, chief.RunID)
+		done = followToEnd(t, s, chief.RunID)
 		if done.Status != "COMPLETED" || !strings.Contains(deref(done.Output), "rf_7") {
 			t.Fatalf("approved chain: %s %q", done.Status, deref(done.Output))
 		}
@@ -125,8 +125,51 @@ tools:
 		if len(after) != len(before)+1 || after[len(after)-1]["agentId"] != "billing" {
 			t.Fatalf("refund calls = %v, want one from billing's run", after[len(before):])
 		}
-		if got := s.SuspendedOf(t, nil); got.SuspendedRuns.Total != 0 {
+		if got := suspendedOf(t, s, nil); got.SuspendedRuns.Total != 0 {
 			t.Fatalf("suspended after both chains finished: %+v", got.SuspendedRuns)
 		}
 	}, "--config", file)
+}
+
+// suspendedList is the answer of suspendedRuns with the fields the supervisor tests read.
+type suspendedList struct {
+	SuspendedRuns struct {
+		Total int
+		Runs  []struct {
+			RunID       string
+			AgentID     string
+			ParentRunID *string
+			ToolCalls   []apptest.ToolCall
+		}
+	}
+}
+
+const suspendedQuery = `query($agentId: ID) { suspendedRuns(agentId: $agentId) { total runs { runId agentId parentRunId
+	toolCalls { id toolCallId toolName args requiresApproval suspendPayload interrupted } } } }`
+
+// suspendedOf lists the suspended runs of agentID (nil: of every agent) on s.
+func suspendedOf(t *testing.T, s *apptest.Server, agentID any) suspendedList {
+	t.Helper()
+	var out suspendedList
+	s.Must(t, suspendedQuery, map[string]any{"agentId": agentID}, &out)
+	return out
+}
+
+// startSuspended starts a run of agentID on s and waits for its RUN_SUSPENDED.
+func startSuspended(t *testing.T, s *apptest.Server, agentID, prompt string) apptest.Run {
+	t.Helper()
+	r := s.StartRun(t, prompt, map[string]any{"agentId": agentID})
+	ws := apptest.DialWS(t, s.URL, "graphql-transport-ws")
+	defer ws.Conn.CloseNow()
+	apptest.Follow(t, ws, ws.Subscribe(apptest.EventsQuery, map[string]any{"runId": r.RunID}), apptest.IsType("RUN_SUSPENDED"))
+	return r
+}
+
+// followToEnd follows a run on s to its end and returns it.
+func followToEnd(t *testing.T, s *apptest.Server, runID string) *apptest.Run {
+	t.Helper()
+	ws := apptest.DialWS(t, s.URL, "graphql-transport-ws")
+	defer ws.Conn.CloseNow()
+	apptest.Follow(t, ws, ws.Subscribe(apptest.EventsQuery, map[string]any{"runId": runID, "after": 0}), nil)
+	return s.Run(t, runID)
 }

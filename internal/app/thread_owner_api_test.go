@@ -25,8 +25,8 @@ func TestThreadBelongsToTheResourceOfItsFirstRun(t *testing.T) {
 	t.Parallel()
 	eachAuthDB(t, scopedOperator, func(t *testing.T, s *apptest.Server) {
 		root, opal := apptest.TokenOf("root"), apptest.TokenOf("opal")
-		s.FinishAs(t, root, map[string]any{"prompt": "hello, my secret is PINEAPPLE", "threadId": "shared-id", "resourceId": "r1"})
-		s.FinishAs(t, root, map[string]any{"prompt": "hello from nobody", "threadId": "nobody-id"})
+		finishAs(t, s, root, map[string]any{"prompt": "hello, my secret is PINEAPPLE", "threadId": "shared-id", "resourceId": "r1"})
+		finishAs(t, s, root, map[string]any{"prompt": "hello from nobody", "threadId": "nobody-id"})
 
 		start := `mutation($i: StartRunInput!) { startRun(input: $i) { id } }`
 		refusal := func(token, thread string, resource any) apptest.Result {
@@ -105,7 +105,7 @@ func TestThreadBelongsToTheResourceOfItsFirstRun(t *testing.T) {
 		}
 
 		// r1 goes on in its thread, with its memory.
-		s.FinishAs(t, root, map[string]any{"prompt": "what was my secret?", "threadId": "shared-id", "resourceId": "r1"})
+		finishAs(t, s, root, map[string]any{"prompt": "what was my secret?", "threadId": "shared-id", "resourceId": "r1"})
 		s.MustAs(t, root, `{ thread(id: "shared-id") { id resourceId messages { content } } }`, nil, &seen)
 		if th := seen.Thread; th == nil || len(th.Messages) != 4 || th.Messages[2].Content != "what was my secret?" {
 			t.Fatalf("shared-id after r1's second run: %+v", th)
@@ -183,5 +183,24 @@ func TestThreadRunsAreItsOwners(t *testing.T) {
 				t.Errorf("r2's runs: %d, want its 2", mine.RecentRuns.Total)
 			}
 		})
+	}
+}
+
+// finishAs starts a run of the support agent on s with the token and input fields and waits
+// for it to complete.
+func finishAs(t *testing.T, s *apptest.Server, token string, input map[string]any) apptest.Run {
+	t.Helper()
+	input["agentId"] = "support-agent"
+	var out struct{ StartRun apptest.Run }
+	s.MustAs(t, token, `mutation($i: StartRunInput!) { startRun(input: $i) { `+apptest.RunFields+` } }`, map[string]any{"i": input}, &out)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var got struct{ Run apptest.Run }
+		s.MustAs(t, token, `query($id: ID!) { run(runId: $id) { `+apptest.RunFields+` } }`, map[string]any{"id": out.StartRun.ID}, &got)
+		if got.Run.Status == "COMPLETED" {
+			return got.Run
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s is %s", out.StartRun.ID, got.Run.Status)
+		}
 	}
 }

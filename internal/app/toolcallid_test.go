@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"interlock/internal/apptest"
 	"interlock/internal/dbtest"
@@ -63,7 +64,7 @@ auth:
 agents:
   - id: billing
     description: Refunds orders.
-    model: {provider: openai, baseURL: %s/v1, name: scripted, apiKeyEnv: INTERLOCK_TEST_MODEL_KEY}
+    model: {provider: openai, baseURL: %s/v1, name: scripted}
     tools: [refund]
   - id: desk
     description: Hands requests on.
@@ -114,7 +115,7 @@ func oneCallPerID(t *testing.T, s *apptest.Server, runID string, seen ...[]appte
 			names[id] = callRecord{tool, string(args), where}
 		}
 	}
-	for _, ev := range s.AllEvents(t, runID) {
+	for _, ev := range allEvents(t, s, runID) {
 		if c := ev.ToolCall; c != nil {
 			see(c.ToolCallID, c.ToolName, c.Args, fmt.Sprintf("event %d %s", ev.Seq, ev.Type))
 		}
@@ -124,7 +125,7 @@ func oneCallPerID(t *testing.T, s *apptest.Server, runID string, seen ...[]appte
 			see(c.ToolCallID, c.ToolName, c.Args, "toolCalls")
 		}
 	}
-	for _, d := range s.IdRun(t, runID).Decisions {
+	for _, d := range readIDRun(t, s, runID).Decisions {
 		see(d.ToolCallID, d.ToolName, d.Args, "decisions")
 	}
 	return names
@@ -137,14 +138,14 @@ func oneCallPerID(t *testing.T, s *apptest.Server, runID string, seen ...[]appte
 func TestModelReusingCallIDsAcrossSteps(t *testing.T) {
 	t.Parallel()
 	eachIDServer(t, func(t *testing.T, s *apptest.Server, refunds *rawEndpoint) {
-		runID := s.IdStart(t, "billing", "refund order 1")
-		first := s.SuspendedOn(t, runID, 1)
+		runID := idStart(t, s, "billing", "refund order 1")
+		first := suspendedOn(t, s, runID, 1)
 		a := first.ToolCalls[0]
 		if a.ToolCallID == "call_same" || string(a.Args) != `{"orderId":"1","amount":1}` {
 			t.Fatalf("first call shown as %+v", a)
 		}
 		s.MustAs(t, apptest.TokenOf("alice"), approveByID, map[string]any{"id": runID, "c": a.ToolCallID}, nil)
-		second := s.SuspendedOn(t, runID, 1, a.ToolCallID)
+		second := suspendedOn(t, s, runID, 1, a.ToolCallID)
 		b := second.ToolCalls[0]
 		if b.ToolCallID == a.ToolCallID || string(b.Args) != `{"orderId":"1","amount":5000}` {
 			t.Fatalf("second call shown as %+v (first was %s)", b, a.ToolCallID)
@@ -154,7 +155,7 @@ func TestModelReusingCallIDsAcrossSteps(t *testing.T) {
 		if stale.Code != "CONFLICT" || !strings.Contains(stale.Msg, a.ToolCallID) || !strings.Contains(stale.Msg, "approved by alice at 20") {
 			t.Fatalf("stale approve of %s: %s %q, want CONFLICT saying alice approved it and when", a.ToolCallID, stale.Code, stale.Msg)
 		}
-		if r := s.IdRun(t, runID); r.Status != "SUSPENDED" || len(r.ToolCalls) != 1 || r.ToolCalls[0].ToolCallID != b.ToolCallID {
+		if r := readIDRun(t, s, runID); r.Status != "SUSPENDED" || len(r.ToolCalls) != 1 || r.ToolCalls[0].ToolCallID != b.ToolCallID {
 			t.Fatalf("after the stale approve the run is %s on %+v", r.Status, r.ToolCalls)
 		}
 		if posts := refunds.got(); len(posts) != 1 || posts[0].ToolCallID != a.ToolCallID || string(posts[0].Args) != string(a.Args) {
@@ -162,7 +163,7 @@ func TestModelReusingCallIDsAcrossSteps(t *testing.T) {
 		}
 
 		s.MustAs(t, apptest.TokenOf("bob"), declineByID, map[string]any{"id": runID, "c": b.ToolCallID}, nil)
-		if r := s.Finished(t, runID); r.Status != "COMPLETED" {
+		if r := finished(t, s, runID); r.Status != "COMPLETED" {
 			t.Fatalf("run %s", r.Status)
 		}
 		if posts := refunds.got(); len(posts) != 1 {
@@ -181,14 +182,14 @@ func TestModelReusingCallIDsAcrossSteps(t *testing.T) {
 func TestModelReusingCallIDsWithinAStep(t *testing.T) {
 	t.Parallel()
 	eachIDServer(t, func(t *testing.T, s *apptest.Server, refunds *rawEndpoint) {
-		runID := s.IdStart(t, "billing", "refund orders 1 and 2")
-		r := s.SuspendedOn(t, runID, 2)
+		runID := idStart(t, s, "billing", "refund orders 1 and 2")
+		r := suspendedOn(t, s, runID, 2)
 		one, two := r.ToolCalls[0], r.ToolCalls[1]
 		if one.ToolCallID == two.ToolCallID || string(one.Args) != `{"orderId":"1","amount":1}` || string(two.Args) != `{"orderId":"2","amount":2}` {
 			t.Fatalf("calls shown as %+v", r.ToolCalls)
 		}
 		s.MustAs(t, apptest.TokenOf("alice"), approveByID, map[string]any{"id": runID, "c": one.ToolCallID}, nil)
-		after := s.IdRun(t, runID)
+		after := readIDRun(t, s, runID)
 		if after.Status != "SUSPENDED" || len(after.ToolCalls) != 1 || after.ToolCalls[0].ToolCallID != two.ToolCallID {
 			t.Fatalf("after approving %s the run is %s on %+v, want SUSPENDED on %s", one.ToolCallID, after.Status, after.ToolCalls, two.ToolCallID)
 		}
@@ -200,7 +201,7 @@ func TestModelReusingCallIDsWithinAStep(t *testing.T) {
 			t.Fatalf("approving %s again: %s %q", one.ToolCallID, again.Code, again.Msg)
 		}
 		s.MustAs(t, apptest.TokenOf("bob"), approveByID, map[string]any{"id": runID, "c": two.ToolCallID}, nil)
-		if done := s.Finished(t, runID); done.Status != "COMPLETED" {
+		if done := finished(t, s, runID); done.Status != "COMPLETED" {
 			t.Fatalf("run %s", done.Status)
 		}
 		posts := refunds.got()
@@ -223,14 +224,14 @@ func TestModelReusingCallIDsWithinAStep(t *testing.T) {
 func TestSupervisorLateApproveNeverDecidesALaterCall(t *testing.T) {
 	t.Parallel()
 	eachIDServer(t, func(t *testing.T, s *apptest.Server, refunds *rawEndpoint) {
-		runID := s.IdStart(t, "desk", "refund what the customer asks")
-		first := s.SuspendedOn(t, runID, 1)
+		runID := idStart(t, s, "desk", "refund what the customer asks")
+		first := suspendedOn(t, s, runID, 1)
 		seen := first.ToolCalls[0]
 		if seen.ToolName != "refund" || string(seen.Args) != `{"orderId":"7","amount":1}` {
 			t.Fatalf("supervisor shows %+v", seen)
 		}
 		s.MustAs(t, apptest.TokenOf("alice"), approveByID, map[string]any{"id": runID, "c": seen.ToolCallID}, nil)
-		second := s.SuspendedOn(t, runID, 1, seen.ToolCallID)
+		second := suspendedOn(t, s, runID, 1, seen.ToolCallID)
 		later := second.ToolCalls[0]
 		if string(later.Args) != `{"orderId":"800","amount":500}` {
 			t.Fatalf("supervisor shows %+v after the first approval", later)
@@ -243,12 +244,12 @@ func TestSupervisorLateApproveNeverDecidesALaterCall(t *testing.T) {
 		if posts := refunds.got(); len(posts) != 1 || string(posts[0].Args) != `{"orderId":"7","amount":1}` {
 			t.Fatalf("the tool received %+v, want order 7 only", posts)
 		}
-		if r := s.IdRun(t, runID); r.Status != "SUSPENDED" || len(r.ToolCalls) != 1 || r.ToolCalls[0].ToolCallID != later.ToolCallID {
+		if r := readIDRun(t, s, runID); r.Status != "SUSPENDED" || len(r.ToolCalls) != 1 || r.ToolCalls[0].ToolCallID != later.ToolCallID {
 			t.Fatalf("after the late approve the supervisor is %s on %+v", r.Status, r.ToolCalls)
 		}
 
 		s.MustAs(t, apptest.TokenOf("bob"), declineByID, map[string]any{"id": runID, "c": later.ToolCallID}, nil)
-		if r := s.Finished(t, runID); r.Status != "COMPLETED" {
+		if r := finished(t, s, runID); r.Status != "COMPLETED" {
 			t.Fatalf("supervisor run %s", r.Status)
 		}
 		if posts := refunds.got(); len(posts) != 1 {
@@ -270,14 +271,14 @@ func TestSupervisorLateApproveNeverDecidesALaterCall(t *testing.T) {
 func TestArgumentsAreCanonicalEverywhere(t *testing.T) {
 	t.Parallel()
 	eachIDServer(t, func(t *testing.T, s *apptest.Server, refunds *rawEndpoint) {
-		runID := s.IdStart(t, "billing", "refund order 1")
-		r := s.SuspendedOn(t, runID, 1)
+		runID := idStart(t, s, "billing", "refund order 1")
+		r := suspendedOn(t, s, runID, 1)
 		c := r.ToolCalls[0]
 		if string(c.Args) != `{"orderId":"1","note":"\u003cb\u003e\u0026\u003c/b\u003e","amount":10}` {
 			t.Fatalf("args shown as %s", c.Args)
 		}
 		s.MustAs(t, apptest.TokenOf("alice"), approveByID, map[string]any{"id": runID, "c": c.ToolCallID}, nil)
-		done := s.Finished(t, runID)
+		done := finished(t, s, runID)
 		if posts := refunds.got(); len(posts) != 1 || !bytes.Equal(posts[0].Args, c.Args) {
 			t.Fatalf("the tool received %+v, want %s byte for byte", posts, c.Args)
 		}
@@ -307,8 +308,8 @@ func TestArgumentsAreCanonicalEverywhere(t *testing.T) {
 func TestDeepArgumentsAreRefused(t *testing.T) {
 	t.Parallel()
 	eachIDServer(t, func(t *testing.T, s *apptest.Server, refunds *rawEndpoint) {
-		runID := s.IdStart(t, "billing", "refund order 1")
-		r := s.SuspendedOn(t, runID, 1)
+		runID := idStart(t, s, "billing", "refund order 1")
+		r := suspendedOn(t, s, runID, 1)
 		c := r.ToolCalls[0]
 		if string(c.Args) != `{"orderId":"1"}` {
 			t.Fatalf("held on %d calls, first %.200s, want the second call (the deep one answered with an error)", len(r.ToolCalls), c.Args)
@@ -322,15 +323,15 @@ func TestDeepArgumentsAreRefused(t *testing.T) {
 		if edited.Code != "BAD_USER_INPUT" || !strings.Contains(edited.Msg, "nested deeper than 64") {
 			t.Fatalf("deep edited args: %s %q", edited.Code, edited.Msg)
 		}
-		if after := s.IdRun(t, runID); after.Status != "SUSPENDED" || len(after.Decisions) != 0 {
+		if after := readIDRun(t, s, runID); after.Status != "SUSPENDED" || len(after.Decisions) != 0 {
 			t.Fatalf("after deep edited args the run is %s with decisions %+v", after.Status, after.Decisions)
 		}
 		s.MustAs(t, apptest.TokenOf("alice"), approveByID, map[string]any{"id": runID, "c": c.ToolCallID}, nil)
-		done := s.Finished(t, runID)
+		done := finished(t, s, runID)
 		if done.Status != "COMPLETED" {
 			t.Fatalf("run %s", done.Status)
 		}
-		events := s.AllEvents(t, runID)
+		events := allEvents(t, s, runID)
 		refused := false
 		for _, ev := range events {
 			if ev.Type == "TOOL_RESULT" && ev.Error != nil && strings.Contains(*ev.Error, "nested deeper than 64 levels") {
@@ -350,7 +351,7 @@ func TestDeepArgumentsAreRefused(t *testing.T) {
 
 	// Resume data as deep, for the demo agent's question to the customer.
 	apptest.EachDB(t, func(t *testing.T, s *apptest.Server) {
-		run := s.StartSuspended(t, "support-agent", "ask the customer for their size")
+		run := startSuspended(t, s, "support-agent", "ask the customer for their size")
 		// Valid for the tool's resumeSchema but for its depth.
 		var deep any
 		if err := json.Unmarshal([]byte(`{"answer":"M","sizes":`+apptest.DeepJSON(9000)+`}`), &deep); err != nil {
@@ -360,10 +361,96 @@ func TestDeepArgumentsAreRefused(t *testing.T) {
 		if !strings.Contains(e.Message, "resumeData: nested deeper than 64 levels") {
 			t.Fatalf("deep resumeData: %q", e.Message)
 		}
-		var out struct{ Run apptest.IdRun }
-		s.Must(t, `query($id: ID!) { run(runId: $id) { `+apptest.IdRunFields+` } }`, map[string]any{"id": run.RunID}, &out)
+		var out struct{ Run idRun }
+		s.Must(t, `query($id: ID!) { run(runId: $id) { `+idRunFields+` } }`, map[string]any{"id": run.RunID}, &out)
 		if out.Run.Status != "SUSPENDED" || len(out.Run.Decisions) != 0 || len(out.Run.ToolCalls) != 1 {
 			t.Fatalf("after deep resumeData the run is %s, decisions %+v", out.Run.Status, out.Run.Decisions)
 		}
 	})
+}
+
+// idRun is a run as the tool-call id tests read it.
+type idRun struct {
+	RunID     string
+	Status    string
+	Output    *string
+	ToolCalls []apptest.ToolCall
+	Decisions []struct {
+		ToolCallID string
+		ToolName   string
+		Kind       string
+		DecidedBy  *string
+		DecidedAt  string
+		Args       json.RawMessage
+		EditedArgs json.RawMessage
+	}
+}
+
+const idRunFields = `runId status output toolCalls { id toolCallId toolName args requiresApproval suspendPayload interrupted }
+	decisions { toolCallId toolName kind decidedBy decidedAt args editedArgs }`
+
+// idStart starts a run of agentID on s as root and returns its id.
+func idStart(t *testing.T, s *apptest.Server, agentID, prompt string) string {
+	t.Helper()
+	var out struct{ StartRun idRun }
+	s.MustAs(t, apptest.TokenOf("root"), `mutation($in: StartRunInput!) { startRun(input: $in) { runId } }`,
+		map[string]any{"in": map[string]any{"agentId": agentID, "prompt": prompt}}, &out)
+	return out.StartRun.RunID
+}
+
+// readIDRun reads a run of s as root.
+func readIDRun(t *testing.T, s *apptest.Server, runID string) idRun {
+	t.Helper()
+	var out struct{ Run idRun }
+	s.MustAs(t, apptest.TokenOf("root"), `query($id: ID!) { run(runId: $id) { `+idRunFields+` } }`, map[string]any{"id": runID}, &out)
+	return out.Run
+}
+
+// waitIDRun polls the run until ok says it is as wanted.
+func waitIDRun(t *testing.T, s *apptest.Server, runID string, what string, ok func(idRun) bool) idRun {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		r := readIDRun(t, s, runID)
+		if ok(r) {
+			return r
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s: not %s within 20s: %+v", runID, what, r)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// suspendedOn waits until the run is SUSPENDED on n calls none of which is in not.
+func suspendedOn(t *testing.T, s *apptest.Server, runID string, n int, not ...string) idRun {
+	t.Helper()
+	return waitIDRun(t, s, runID, fmt.Sprintf("suspended on %d new calls", n), func(r idRun) bool {
+		if r.Status != "SUSPENDED" || len(r.ToolCalls) != n {
+			return false
+		}
+		for _, c := range r.ToolCalls {
+			for _, old := range not {
+				if c.ToolCallID == old {
+					return false
+				}
+			}
+		}
+		return true
+	})
+}
+
+// finished waits until the run is COMPLETED or FAILED.
+func finished(t *testing.T, s *apptest.Server, runID string) idRun {
+	t.Helper()
+	return waitIDRun(t, s, runID, "finished", func(r idRun) bool { return r.Status == "COMPLETED" || r.Status == "FAILED" })
+}
+
+// allEvents reads every event of a finished run as root.
+func allEvents(t *testing.T, s *apptest.Server, runID string) []apptest.Event {
+	t.Helper()
+	ws := apptest.DialAs(t, s.URL, "graphql-transport-ws", apptest.TokenOf("root"))
+	defer ws.Conn.CloseNow()
+	ws.Conn.SetReadLimit(1 << 20) // a refused call's arguments are shown whole
+	return apptest.Follow(t, ws, ws.Subscribe(apptest.EventsQuery, map[string]any{"runId": runID, "after": 0}), nil)
 }

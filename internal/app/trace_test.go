@@ -1,8 +1,11 @@
 package app_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
+	"encoding/json"
+	"net/http"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -122,16 +125,16 @@ func TestTracingOfAnApproval(t *testing.T) {
 			}
 			const prompt = "refund order 42 for 30"
 			var started struct{ StartRun apptest.Run }
-			s.PostTraced(t, "00-"+startTrace+"-"+startParent+"-01",
+			postTraced(t, s, "00-"+startTrace+"-"+startParent+"-01",
 				`mutation StartRun($input: StartRunInput!) { startRun(input: $input) { id status } }`,
 				map[string]any{"input": map[string]any{"agentId": "support-agent", "prompt": prompt}}, &started)
 			runID := started.StartRun.ID
 			s.WaitStatus(t, runID, "SUSPENDED")
 			var approved struct{ ApproveToolCall apptest.Run }
-			s.PostTraced(t, "00-"+approveTrace+"-"+approveCall+"-01",
+			postTraced(t, s, "00-"+approveTrace+"-"+approveCall+"-01",
 				`mutation Approve($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": runID}, &approved)
 			s.WaitStatus(t, runID, "COMPLETED")
-			refused := s.PostTraced(t, "00-"+approveTrace+"-"+approveCall+"-01",
+			refused := postTraced(t, s, "00-"+approveTrace+"-"+approveCall+"-01",
 				`mutation Approve($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": runID}, nil)
 			if refused.Code() == "" {
 				t.Fatalf("approving a finished run: %+v", refused)
@@ -419,4 +422,28 @@ func TestTracingOfAGroupCommit(t *testing.T) {
 			t.Errorf("%s, linked from commit_group, has no commit_group_member linking back", other.Name)
 		}
 	}
+}
+
+// postTraced sends a GraphQL request to s over POST with a W3C traceparent header and decodes
+// the answer (into v, when given, which fails the test on errors).
+func postTraced(t testing.TB, s *apptest.Server, traceparent, query string, vars map[string]any, v any) apptest.Response {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
+	req, _ := http.NewRequest(http.MethodPost, s.URL+"/graphql", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("traceparent", traceparent)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := apptest.DecodeGQL(t, resp)
+	if v != nil {
+		if len(out.Errors) > 0 {
+			t.Fatalf("errors %+v", out.Errors)
+		}
+		if err := json.Unmarshal(out.Data, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
 }

@@ -44,9 +44,9 @@ func testChanges(t *testing.T, open Opener) {
 			want  []int // indexes into all
 		}{
 			{"since the start, all instances", time.Time{}, "other", []int{0, 1, 2}},
-			{"since 25s, inclusive", ms(at(25)), "other", []int{0, 2}},
-			{"since just after 25s", ms(at(25)).Add(time.Millisecond), "other", []int{0}},
-			{"after every change", ms(at(31)), "other", nil},
+			{"since 25s, inclusive", runtype.StoredTime(at(25)), "other", []int{0, 2}},
+			{"since just after 25s", runtype.StoredTime(at(25)).Add(time.Millisecond), "other", []int{0}},
+			{"after every change", runtype.StoredTime(at(31)), "other", nil},
 			{"not by inst-A", time.Time{}, "inst-A", []int{1}},
 			{"not by inst-B", time.Time{}, "inst-B", []int{0, 2}},
 		} {
@@ -72,14 +72,14 @@ func testPurgeChanges(t *testing.T, open Opener) {
 		for _, n := range []int{10, 20, 30} {
 			f.suspended(runOpts{CreatedAt: at(n)}) // the change is recorded at the suspension, at createdAt
 		}
-		if err := f.s.PurgeChanges(f.ctx, ms(at(20))); err != nil {
+		if err := f.s.PurgeChanges(f.ctx, runtype.StoredTime(at(20))); err != nil {
 			t.Fatal(err)
 		}
 		got := f.changes()
-		if len(got) != 2 || !got[0].At.Equal(ms(at(20))) || !got[1].At.Equal(ms(at(30))) {
+		if len(got) != 2 || !got[0].At.Equal(runtype.StoredTime(at(20))) || !got[1].At.Equal(runtype.StoredTime(at(30))) {
 			t.Fatalf("changes after PurgeChanges(20s) = %+v, want those at 20s and 30s", got)
 		}
-		if err := f.s.PurgeChanges(f.ctx, ms(at(31))); err != nil {
+		if err := f.s.PurgeChanges(f.ctx, runtype.StoredTime(at(31))); err != nil {
 			t.Fatal(err)
 		}
 		if got := f.changes(); len(got) != 0 {

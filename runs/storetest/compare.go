@@ -15,8 +15,8 @@ import (
 // wantTime fails unless got is want as stored: the same instant at millisecond precision, in UTC.
 func wantTime(t *testing.T, what string, got, want time.Time) {
 	t.Helper()
-	if !got.Equal(ms(want)) || got.Location() != time.UTC {
-		t.Errorf("%s = %v, want %v (UTC, milliseconds)", what, got, ms(want))
+	if !got.Equal(runtype.StoredTime(want)) || got.Location() != time.UTC {
+		t.Errorf("%s = %v, want %v (UTC, milliseconds)", what, got, runtype.StoredTime(want))
 	}
 }
 
@@ -73,7 +73,7 @@ func body(v any) string {
 func stored(runID string, after int64, when time.Time, evs ...runtype.Event) []runtype.Event {
 	out := make([]runtype.Event, len(evs))
 	for i, ev := range evs {
-		ev.RunID, ev.Seq, ev.At = runID, after+int64(i)+1, ms(when)
+		ev.RunID, ev.Seq, ev.At = runID, after+int64(i)+1, runtype.StoredTime(when)
 		out[i] = ev
 	}
 	return out

@@ -35,7 +35,7 @@ type filterCase struct {
 }
 
 func (b inbox) cases() []filterCase {
-	day := func(n int) *time.Time { t := ms(at(n)); return &t }
+	day := func(n int) *time.Time { t := runtype.StoredTime(at(n)); return &t }
 	return []filterCase{
 		{"no filter: every top-level suspended run", runs.ListSuspendedParams{}, []string{b.s3, b.s5, b.s2, b.s1}},
 		{"agent a", runs.ListSuspendedParams{AgentID: ptr("a")}, []string{b.s5, b.s2, b.s1}},
@@ -171,8 +171,8 @@ func testListSuspended(t *testing.T, open Opener) {
 		if len(got.Decisions) != 1 || got.Decisions[0].ToolCallID != "call-1" || got.Decisions[0].Kind != runtype.DecisionApproved {
 			t.Errorf("decisions = %+v, want call-1 APPROVED", got.Decisions)
 		}
-		if got.SuspendedAt == nil || !got.SuspendedAt.Equal(ms(at(21))) {
-			t.Errorf("suspendedAt = %v, want %v (the last suspension)", got.SuspendedAt, ms(at(21)))
+		if got.SuspendedAt == nil || !got.SuspendedAt.Equal(runtype.StoredTime(at(21))) {
+			t.Errorf("suspendedAt = %v, want %v (the last suspension)", got.SuspendedAt, runtype.StoredTime(at(21)))
 		}
 		wantTime(t, "createdAt", got.CreatedAt, at(1))
 		// No snapshot: a listed run is a runtype.Run, which has none (only records do).

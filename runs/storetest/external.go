@@ -36,7 +36,7 @@ func (f *fixture) newRequest(o requestOpts) runs.NewRun {
 	if o.AgentID == "" {
 		o.AgentID = "deploy-bot"
 	}
-	created := ms(at(o.N))
+	created := runtype.StoredTime(at(o.N))
 	call := runtype.ToolCall{ToolCallID: "tc_1", ToolName: "deploy", Args: json.RawMessage(`{"service":"api"}`), RequiresApproval: !o.Approved, ExpiresAt: o.ExpiresAt}
 	requested := call
 	requested.ExpiresAt = nil
@@ -94,10 +94,10 @@ func abandoning(r *runs.Record, when time.Time) runs.DecisionWrite {
 
 func testExternalRequest(t *testing.T, open Opener) {
 	each(t, open, "StoredSuspendedOnItsCallWithItsEvents", func(t *testing.T, f *fixture) {
-		deadline := ms(at(1).Add(30 * time.Minute))
+		deadline := runtype.StoredTime(at(1).Add(30 * time.Minute))
 		r := f.request(requestOpts{N: 1, ThreadID: ptr("th-1"), ResourceID: ptr("r1"), StartedBy: ptr("bot"),
 			Context: ptr("Deploying **api**: the canary passed."), ExpiresAt: &deadline})
-		if r.Status != runtype.StatusSuspended || r.SuspendedAt == nil || !r.SuspendedAt.Equal(ms(at(1))) || r.LeaseOwner != nil ||
+		if r.Status != runtype.StatusSuspended || r.SuspendedAt == nil || !r.SuspendedAt.Equal(runtype.StoredTime(at(1))) || r.LeaseOwner != nil ||
 			r.Snapshot == nil || *r.Snapshot != `{"request":"tc_1"}` || r.LastSeq != 4 {
 			t.Fatalf("stored %+v", r)
 		}
@@ -167,7 +167,7 @@ func testExternalRequest(t *testing.T, open Opener) {
 	})
 
 	each(t, open, "AnExpiryEndsIt", func(t *testing.T, f *fixture) {
-		deadline := ms(at(1).Add(time.Minute))
+		deadline := runtype.StoredTime(at(1).Add(time.Minute))
 		r := f.request(requestOpts{N: 1, ExpiresAt: &deadline})
 		wantStale(t, "an expiry before the deadline", f.s.Decide(f.ctx, ending(r, runtype.DecisionExpired, at(30))))
 		if err := f.s.Decide(f.ctx, ending(r, runtype.DecisionExpired, deadline)); err != nil {
@@ -181,7 +181,7 @@ func testExternalRequest(t *testing.T, open Opener) {
 	// A request whose asker stopped waiting ends then, EXPIRED, before its deadline or without
 	// one; a person's decision after it is stale. Of the two racing, exactly one is stored.
 	each(t, open, "AnAbandonedRequestEndsBeforeItsDeadline", func(t *testing.T, f *fixture) {
-		deadline := ms(at(1).Add(time.Hour))
+		deadline := runtype.StoredTime(at(1).Add(time.Hour))
 		for i, expires := range []*time.Time{&deadline, nil} {
 			r := f.request(requestOpts{N: i + 1, ExpiresAt: expires})
 			if err := f.s.Decide(f.ctx, abandoning(r, at(5))); err != nil {
@@ -189,7 +189,7 @@ func testExternalRequest(t *testing.T, open Opener) {
 			}
 			got := f.get(r.ID)
 			if got.Status != runtype.StatusCompleted || len(got.Decisions) != 1 || got.Decisions[0].Kind != runtype.DecisionExpired ||
-				deref(got.Decisions[0].Reason) != "the agent stopped waiting" || !got.Decisions[0].DecidedAt.Equal(ms(at(5))) {
+				deref(got.Decisions[0].Reason) != "the agent stopped waiting" || !got.Decisions[0].DecidedAt.Equal(runtype.StoredTime(at(5))) {
 				t.Fatalf("request %d: stored %s %+v", i+1, got.Status, got.Decisions)
 			}
 			if evs := f.events(r.ID); len(evs) != 6 || evs[4].Type != runtype.EventToolCallExpired || evs[5].Type != runtype.EventRunFinished {
@@ -228,7 +228,7 @@ func testExternalRequest(t *testing.T, open Opener) {
 			t.Fatalf("stored %+v", r)
 		}
 		if len(r.Decisions) != 1 || r.Decisions[0].Kind != runtype.DecisionApproved || r.Decisions[0].DecidedBy != nil ||
-			deref(r.Decisions[0].Reason) != "approved by policy" || !r.Decisions[0].DecidedAt.Equal(ms(at(1))) {
+			deref(r.Decisions[0].Reason) != "approved by policy" || !r.Decisions[0].DecidedAt.Equal(runtype.StoredTime(at(1))) {
 			t.Fatalf("decisions %+v", r.Decisions)
 		}
 		if n, _ := f.s.CountSuspended(f.ctx, runs.ListSuspendedParams{}); n != 0 {

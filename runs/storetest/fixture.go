@@ -23,9 +23,6 @@ var t0 = time.Date(2025, 3, 14, 9, 26, 53, 589_793_238, time.FixedZone("UTC+1", 
 // at is t0 plus n seconds.
 func at(n int) time.Time { return t0.Add(time.Duration(n) * time.Second) }
 
-// ms is a time as the store gives it back.
-func ms(t time.Time) time.Time { return t.UTC().Truncate(time.Millisecond) }
-
 // hour is the TTL of a lease that does not expire during a test.
 const hour = time.Hour
 

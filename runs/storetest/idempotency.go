@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"interlock/runs"
+	"interlock/runtype"
 )
 
 // key is an idempotency key as the service stores it (the hashes are opaque to the store).
@@ -86,11 +87,11 @@ func testIdempotencyKey(t *testing.T, open Opener) {
 	each(t, open, "APurgedRunFreesItsKey", func(t *testing.T, f *fixture) {
 		r := f.insert(runOpts{N: 1, Idempotency: key("k1", "r1")})
 		f.finish(r, at(2))
-		if n, err := f.s.PurgeFinished(f.ctx, ms(at(20)), ms(at(1)), 100); err != nil || n != 0 {
+		if n, err := f.s.PurgeFinished(f.ctx, runtype.StoredTime(at(20)), runtype.StoredTime(at(1)), 100); err != nil || n != 0 {
 			t.Fatalf("PurgeFinished with the key younger than keysBefore = %d, %v; want 0", n, err)
 		}
 		f.duplicate("the request again while the key is young", runOpts{N: 30, Idempotency: key("k1", "r1")}, r.ID, true)
-		if n, err := f.s.PurgeFinished(f.ctx, ms(at(20)), ms(at(20)), 100); err != nil || n != 1 {
+		if n, err := f.s.PurgeFinished(f.ctx, runtype.StoredTime(at(20)), runtype.StoredTime(at(20)), 100); err != nil || n != 1 {
 			t.Fatalf("PurgeFinished = %d, %v; want 1", n, err)
 		}
 		f.insert(runOpts{N: 31, Idempotency: key("k1", "r1")})

@@ -140,7 +140,7 @@ func testOutbox(t *testing.T, open Opener) {
 		}
 		r2 := f.insert(runOpts{})
 		call := approval("call-1")
-		call.ExpiresAt = ptr(ms(at(4)))
+		call.ExpiresAt = ptr(runtype.StoredTime(at(4)))
 		rn := f.suspend(r2, call, at(3), "instance-1")
 		d := decision(rn, runtype.DecisionExpired, "lease-e", at(5))
 		d.Events = []runtype.Event{{Type: runtype.EventToolCallExpired, ToolCall: &rn.ToolCalls[0], Reason: "timed out"}, {Type: runtype.EventRunResumed, Status: string(runtype.StatusRunning)}}

@@ -34,7 +34,7 @@ func (f *fixture) pagingSet() []pagedRun {
 	for k := 0; k < 60; k++ {
 		r := pagedRun{
 			id: id(1 + k*37%97), agent: []string{"a", "b"}[k%2], thread: fmt.Sprintf("t%d", k%3),
-			resource: fmt.Sprintf("r%d", k%4/2), created: ms(inHours(k / 3 * 7)),
+			resource: fmt.Sprintf("r%d", k%4/2), created: runtype.StoredTime(inHours(k / 3 * 7)),
 		}
 		if r.resource != "r0" {
 			r.thread += "-" + r.resource // a thread belongs to one resource
@@ -44,7 +44,7 @@ func (f *fixture) pagingSet() []pagedRun {
 	}
 	parent := out[10]
 	f.suspended(runOpts{N: 200, AgentID: "sub", ParentRunID: ptr(parent.id), ThreadID: ptr("t0"), ResourceID: ptr("r0"), CreatedAt: inHours(50)})
-	out = append(out, pagedRun{id: id(200), agent: "sub", thread: "t0", resource: "r0", created: ms(inHours(50)), parent: true})
+	out = append(out, pagedRun{id: id(200), agent: "sub", thread: "t0", resource: "r0", created: runtype.StoredTime(inHours(50)), parent: true})
 	f.insert(runOpts{N: 201, AgentID: "a", ThreadID: ptr("t0"), ResourceID: ptr("r0"), CreatedAt: at(120)})
 	f.finished(runOpts{N: 202, AgentID: "a", ThreadID: ptr("t0"), ResourceID: ptr("r0"), CreatedAt: at(121)}, at(122))
 	return out
@@ -76,7 +76,7 @@ func matching(set []pagedRun, keep func(pagedRun) bool) []string {
 // pages of any size put together are the whole answer in order, each run once, and each run
 // of a page is read in full.
 func testPages(t *testing.T, open Opener) {
-	from, to := ms(inHours(30)), ms(inHours(90))
+	from, to := runtype.StoredTime(inHours(30)), runtype.StoredTime(inHours(90))
 	cases := []struct {
 		name string
 		p    runs.ListSuspendedParams

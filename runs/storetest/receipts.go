@@ -46,8 +46,8 @@ func testReceipts(t *testing.T, open Opener) {
 		}
 		for i, gen := range []int64{3, 2, 1} {
 			want := storedKey(gen, fmt.Sprintf("kid-%d", gen), int(gen))
-			if g := got[i]; g.Generation != gen || g.ID != want.ID || !bytes.Equal(g.Seed, want.Seed) || !g.CreatedAt.Equal(ms(want.CreatedAt)) || g.CreatedAt.Location() != ms(want.CreatedAt).Location() {
-				t.Errorf("key %d = %+v, want %+v (created at %s, UTC, ms)", i, g, want, ms(want.CreatedAt))
+			if g := got[i]; g.Generation != gen || g.ID != want.ID || !bytes.Equal(g.Seed, want.Seed) || !g.CreatedAt.Equal(runtype.StoredTime(want.CreatedAt)) || g.CreatedAt.Location() != runtype.StoredTime(want.CreatedAt).Location() {
+				t.Errorf("key %d = %+v, want %+v (created at %s, UTC, ms)", i, g, want, runtype.StoredTime(want.CreatedAt))
 			}
 		}
 	})

@@ -17,7 +17,7 @@ func testPurgeFinished(t *testing.T, open Opener) {
 		recent := f.finished(runOpts{}, at(30))
 		suspended := f.suspended(runOpts{CreatedAt: at(-100)})
 		running := f.insert(runOpts{CreatedAt: at(-100)})
-		n, err := f.s.PurgeFinished(f.ctx, ms(at(20)), ms(at(20)), 100)
+		n, err := f.s.PurgeFinished(f.ctx, runtype.StoredTime(at(20)), runtype.StoredTime(at(20)), 100)
 		if err != nil || n != 2 {
 			t.Fatalf("PurgeFinished = %d, %v; want 2", n, err)
 		}
@@ -44,7 +44,7 @@ func testPurgeFinished(t *testing.T, open Opener) {
 			f.finished(runOpts{}, at(10+i))
 		}
 		for _, want := range []int{2, 2, 1, 0, 0} {
-			n, err := f.s.PurgeFinished(f.ctx, ms(at(100)), ms(at(100)), 2)
+			n, err := f.s.PurgeFinished(f.ctx, runtype.StoredTime(at(100)), runtype.StoredTime(at(100)), 2)
 			if err != nil || n != want {
 				t.Fatalf("PurgeFinished(limit 2) = %d, %v; want %d", n, err, want)
 			}
@@ -66,7 +66,9 @@ func testPurgeFinished(t *testing.T, open Opener) {
 			errs := make([]error, purgers)
 			var wg sync.WaitGroup
 			for i := range purgers {
-				wg.Go(func() { counts[i], errs[i] = f.s.PurgeFinished(f.ctx, ms(at(100)), ms(at(100)), 100) })
+				wg.Go(func() {
+					counts[i], errs[i] = f.s.PurgeFinished(f.ctx, runtype.StoredTime(at(100)), runtype.StoredTime(at(100)), 100)
+				})
 			}
 			wg.Wait()
 			sum := 0
@@ -87,7 +89,7 @@ func testPurgeFinished(t *testing.T, open Opener) {
 		f.suspended(runOpts{CreatedAt: at(-1000)})
 		f.insert(runOpts{CreatedAt: at(-1000)})
 		f.expire(f.insert(runOpts{CreatedAt: at(-1000)}))
-		n, err := f.s.PurgeFinished(f.ctx, ms(at(1_000_000)), ms(at(1_000_000)), 100)
+		n, err := f.s.PurgeFinished(f.ctx, runtype.StoredTime(at(1_000_000)), runtype.StoredTime(at(1_000_000)), 100)
 		if err != nil || n != 0 {
 			t.Fatalf("PurgeFinished with only unfinished runs = %d, %v; want 0", n, err)
 		}
@@ -98,7 +100,7 @@ func testPurgeFinished(t *testing.T, open Opener) {
 		rn := f.suspended(runOpts{N: 1})
 		r := f.decide(rn, decision(rn, runtype.DecisionApproved, "lease-2", at(20)))
 		f.finish(r, at(21))
-		if n, err := f.s.PurgeFinished(f.ctx, ms(at(22)), ms(at(22)), 10); err != nil || n != 1 {
+		if n, err := f.s.PurgeFinished(f.ctx, runtype.StoredTime(at(22)), runtype.StoredTime(at(22)), 10); err != nil || n != 1 {
 			t.Fatalf("PurgeFinished = %d, %v; want 1", n, err)
 		}
 		again := f.insert(runOpts{N: 1})

@@ -5,6 +5,7 @@ import (
 
 	"interlock/llm"
 	"interlock/runs"
+	"interlock/runtype"
 )
 
 // finishInThread finishes a new run of the thread at second n with one question and answer.
@@ -76,8 +77,8 @@ func testThread(t *testing.T, open Opener) {
 		if th == nil || th.ID != "thread-1" || th.ResourceID == nil || *th.ResourceID != "user-1" || th.MessageCount != 4 || len(th.Messages) != 4 {
 			t.Fatalf("thread %+v", th)
 		}
-		if !th.CreatedAt.Equal(ms(at(10))) || !th.UpdatedAt.Equal(ms(at(20))) {
-			t.Fatalf("created %s, updated %s; want %s, %s", th.CreatedAt, th.UpdatedAt, ms(at(10)), ms(at(20)))
+		if !th.CreatedAt.Equal(runtype.StoredTime(at(10))) || !th.UpdatedAt.Equal(runtype.StoredTime(at(20))) {
+			t.Fatalf("created %s, updated %s; want %s, %s", th.CreatedAt, th.UpdatedAt, runtype.StoredTime(at(10)), runtype.StoredTime(at(20)))
 		}
 		want := []struct{ run, role, content string }{
 			{a.ID, "user", "question 10"}, {a.ID, "assistant", "answer 10"}, {b.ID, "user", "question 20"}, {b.ID, "assistant", "answer 20"},
@@ -140,7 +141,7 @@ func testThreads(t *testing.T, open Opener) {
 			}
 		}
 		list, _, _ := f.s.Threads(f.ctx, runs.ThreadsParams{ResourceID: ptr("user-1"), PerPage: 10})
-		if a := list[0]; a.MessageCount != 4 || !a.CreatedAt.Equal(ms(at(10))) || !a.UpdatedAt.Equal(ms(at(40))) || len(a.Messages) != 0 {
+		if a := list[0]; a.MessageCount != 4 || !a.CreatedAt.Equal(runtype.StoredTime(at(10))) || !a.UpdatedAt.Equal(runtype.StoredTime(at(40))) || len(a.Messages) != 0 {
 			t.Fatalf("thread-a summary %+v", a)
 		}
 	})
