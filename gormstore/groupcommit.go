@@ -10,7 +10,6 @@ import (
 
 	"gorm.io/gorm"
 
-	"interlock/notify"
 	"interlock/runtype"
 )
 
@@ -221,12 +220,15 @@ func (s *Store) writeIn(tx *gorm.DB, writes ...func(tx *gorm.DB, rows *groupRows
 			return err
 		}
 	}
-	return rows.insert(tx, s.outbox)
+	return s.insertRows(tx, &rows)
 }
 
 // groupRows are the rows of the writes of one transaction, inserted at its end, each table's
 // in one statement: the new runs, then the events, then the outbox rows of what they announce.
 type groupRows struct {
+	// claims are the new runs whose idempotency keys and threads are claimed first, together
+	// (claim.go): the run and its events are added for those whose claims held.
+	claims []*claim
 	runs   []map[string]any
 	events []Event
 	outbox []announced
@@ -254,8 +256,21 @@ func (r *groupRows) addEvents(runID string, last int64, at time.Time, evs []runt
 	return nil
 }
 
-// insert inserts the rows in tx, and the outbox rows of their events for targets.
-func (r *groupRows) insert(tx *gorm.DB, targets []notify.Target) error {
+// insertRows makes the claims of r's new runs, then inserts the rows in tx, and the outbox rows
+// of their events.
+func (s *Store) insertRows(tx *gorm.DB, r *groupRows) error {
+	if len(r.claims) > 0 {
+		held, err := s.claimAll(tx, r.claims)
+		if err != nil {
+			return err
+		}
+		for _, c := range held {
+			if err := s.addRun(r, c.n); err != nil {
+				return err
+			}
+		}
+	}
+	targets := s.outbox
 	if len(r.runs) > 0 {
 		if err := tx.Model(&Run{}).Create(r.runs).Error; err != nil {
 			return fmt.Errorf("insert %s: %w", r.whose(func(i int) string { return r.runs[i]["id"].(string) }, len(r.runs)), err)
