@@ -51,7 +51,7 @@ func (s *Store) addRun(rows *groupRows, n runs.NewRun) error {
 		"updated_at": ms(r.UpdatedAt), "last_seq": int64(len(n.Events)), "lease_owner": n.Lease,
 		"lease_until": s.dbNowPlus(n.TTL), "version": 0, "recovery_attempts": 0, "context": r.Context,
 	})
-	return rows.addEvents(r.ID, 0, r.CreatedAt, n.Events)
+	return rows.addEvents(r.ID, 0, r.CreatedAt, n.Events, n.Outbox)
 }
 
 // insertRequest is InsertRun of an external agent's approval request (n.External), in a
@@ -93,7 +93,7 @@ func (s *Store) insertRequest(ctx context.Context, n runs.NewRun) error {
 				return err
 			}
 		}
-		return s.appendEvents(tx, r.ID, 0, r.CreatedAt, n.Events)
+		return s.appendEvents(tx, r.ID, 0, r.CreatedAt, n.Events, n.Outbox)
 	})
 	if err == nil && refusal != nil {
 		return refusal
@@ -122,7 +122,7 @@ func (s *Store) Checkpoint(ctx context.Context, c runs.Checkpoint) error {
 		if err := leaseUpdate(tx, c.RunID, c.Lease, s.checkpointSet(c)); err != nil {
 			return err
 		}
-		return rows.addEvents(c.RunID, c.After, c.At, c.Events)
+		return rows.addEvents(c.RunID, c.After, c.At, c.Events, c.Outbox)
 	})
 }
 
@@ -148,7 +148,7 @@ func (s *Store) Suspend(ctx context.Context, p runs.Suspension) error {
 		if err := recordChange(tx, p.RunID, runs.ChangeSuspended, p.InstanceID, p.At); err != nil {
 			return err
 		}
-		if err := s.appendEvents(tx, p.RunID, p.After, p.At, p.Events); err != nil {
+		if err := s.appendEvents(tx, p.RunID, p.After, p.At, p.Events, p.Outbox); err != nil {
 			return err
 		}
 		return s.suspendAncestors(tx, p)
@@ -176,7 +176,7 @@ func (s *Store) Finish(ctx context.Context, f runs.Finish) error {
 		if err := leaseUpdate(tx, f.RunID, f.Lease, set); err != nil {
 			return err
 		}
-		if err := rows.addEvents(f.RunID, f.After, f.At, f.Events); err != nil {
+		if err := rows.addEvents(f.RunID, f.After, f.At, f.Events, f.Outbox); err != nil {
 			return err
 		}
 		if err := s.continueParent(tx, f.Parent, f.At); err != nil {
@@ -185,12 +185,8 @@ func (s *Store) Finish(ctx context.Context, f runs.Finish) error {
 		if f.ThreadID == nil || len(f.Memory) == 0 {
 			return nil
 		}
-		msgs := make([]Message, len(f.Memory))
-		for i, m := range f.Memory {
-			msgs[i] = Message{ThreadID: *f.ThreadID, ResourceID: f.ResourceID, RunID: f.RunID, Role: string(m.Role), Content: m.Content, CreatedAt: ms(f.At)}
-		}
-		if err := tx.Create(&msgs).Error; err != nil {
-			return fmt.Errorf("store thread messages: %w", err)
+		for _, m := range f.Memory {
+			rows.messages = append(rows.messages, Message{ThreadID: *f.ThreadID, ResourceID: f.ResourceID, RunID: f.RunID, Role: string(m.Role), Content: m.Content, CreatedAt: ms(f.At)})
 		}
 		return nil
 	}
@@ -270,7 +266,7 @@ func (s *Store) Decide(ctx context.Context, d runs.DecisionWrite) error {
 		if res.RowsAffected == 0 {
 			return runs.ErrStale
 		}
-		if err := s.appendEvents(tx, d.RunID, d.After, d.At, d.Events); err != nil {
+		if err := s.appendEvents(tx, d.RunID, d.After, d.At, d.Events, d.Outbox); err != nil {
 			return err
 		}
 		if err := s.decideAncestors(tx, d, set); err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"interlock/agent"
 	"interlock/hidden"
+	"interlock/notify"
 	"interlock/runtype"
 )
 
@@ -206,7 +207,11 @@ func (s *Service) RequestApproval(ctx context.Context, p ApprovalParams) (*runty
 		// one claim: a decided request is never the answer, and no chain of them is walked.
 		key.WhilePending = p.KeyWhilePending
 	}
-	err = s.store.InsertRun(ctx, NewRun{Run: r, Snapshot: encoded, Events: evs, Idempotency: key, External: ext})
+	outbox, err := s.announce(&r, 0, r.CreatedAt, evs, notify.Call{})
+	if err != nil {
+		return nil, err
+	}
+	err = s.store.InsertRun(ctx, NewRun{Run: r, Snapshot: encoded, Events: evs, Idempotency: key, External: ext, Outbox: outbox})
 	if again, ok, rerr := s.repeated(ctx, p.IdempotencyKey, err); ok {
 		return again, rerr
 	}
@@ -382,6 +387,10 @@ func toolNames(a *agent.Agent) string {
 func (s *Service) finishExternal(ctx context.Context, r *runtype.Run, call *runtype.ToolCall, d agent.Decision, by string, w DecisionWrite) error {
 	w.Hold, w.Finish, w.Snapshot = false, true, ""
 	w.Events = finishRequest(decisionEvents(call, d, by, true))
+	var err error
+	if w.Outbox, err = s.announce(r, w.After, w.At, w.Events, decidedCall(*call, w.Kind, w.EditedArgs)); err != nil {
+		return err
+	}
 	if err := s.store.Decide(ctx, w); err != nil {
 		return err
 	}

@@ -230,7 +230,10 @@ func (s *Service) commitDecision(ctx context.Context, a *agent.Agent, r *runtype
 	}
 	w.Events = decisionEvents(call, d, by, w.Hold)
 	var err error
-	if w.Ancestors, err = s.surfaceDecision(ctx, r, call.ToolCallID, d, by); err != nil {
+	if w.Ancestors, err = s.surfaceDecision(ctx, r, call.ToolCallID, d, by, w.At); err != nil {
+		return w, err
+	}
+	if w.Outbox, err = s.announce(r, w.After, w.At, w.Events, decidedCall(*call, w.Kind, w.EditedArgs)); err != nil {
 		return w, err
 	}
 	seq := r.LastSeq + int64(len(w.Events))
