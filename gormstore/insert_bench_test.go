@@ -74,5 +74,3 @@ func BenchmarkInsertRun(b *testing.B) {
 		}
 	}
 }
-
-var _ = gormstore.New
