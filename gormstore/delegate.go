@@ -19,7 +19,7 @@ func (s *Store) Delegate(ctx context.Context, d runs.Delegation) error {
 		if err := leaseUpdate(tx, d.RunID, d.Lease, set); err != nil {
 			return err
 		}
-		if err := s.appendEvents(tx, d.RunID, d.After, d.At, d.Events); err != nil {
+		if err := s.appendEvents(tx, d.RunID, d.After, d.At, d.Events, d.Outbox); err != nil {
 			return err
 		}
 		return s.insertRun(tx, d.Child)
@@ -42,7 +42,7 @@ func (s *Store) ancestorSet(tx *gorm.DB, a runs.AncestorWrite, from, to runtype.
 	if res.RowsAffected == 0 {
 		return runs.ErrStale
 	}
-	return s.appendEvents(tx, a.RunID, a.After, at, a.Events)
+	return s.appendEvents(tx, a.RunID, a.After, at, a.Events, a.Outbox)
 }
 
 // suspendAncestors makes the WAITING supervisors above a suspending run SUSPENDED, each on its

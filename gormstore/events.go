@@ -8,15 +8,16 @@ import (
 
 	"gorm.io/gorm"
 
+	"interlock/runs"
 	"interlock/runtype"
 )
 
 // appendEvents stores evs as the events after seq `last` of a run, all at instant at, inside the
 // caller's transaction, so they commit with the state they describe. The (run_id, seq) primary
-// key makes a second writer of the same seq fail instead of forking the log. The outbox rows of
-// what they announce are written with them (writeIn).
-func (s *Store) appendEvents(tx *gorm.DB, runID string, last int64, at time.Time, evs []runtype.Event) error {
-	return s.writeIn(tx, func(_ *gorm.DB, rows *groupRows) error { return rows.addEvents(runID, last, at, evs) })
+// key makes a second writer of the same seq fail instead of forking the log. The outbox rows
+// that announce them are written with them.
+func (s *Store) appendEvents(tx *gorm.DB, runID string, last int64, at time.Time, evs []runtype.Event, outbox []runs.Announcement) error {
+	return s.writeIn(tx, func(_ *gorm.DB, rows *groupRows) error { return rows.addEvents(runID, last, at, evs, outbox) })
 }
 
 // eventRows encodes evs as the rows after seq last of run runID.

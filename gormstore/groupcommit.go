@@ -11,6 +11,7 @@ import (
 	"gorm.io/gorm"
 
 	"interlock/notify"
+	"interlock/runs"
 	"interlock/runtype"
 )
 
@@ -213,7 +214,7 @@ func (s *Store) alone(ctx context.Context, write func(tx *gorm.DB, rows *groupRo
 	return s.tx(ctx, func(tx *gorm.DB) error { return s.writeIn(tx, write) })
 }
 
-// writeIn makes writes in tx, then inserts the rows they added (with the outbox rows of s).
+// writeIn makes writes in tx, then inserts the rows they added.
 func (s *Store) writeIn(tx *gorm.DB, writes ...func(tx *gorm.DB, rows *groupRows) error) error {
 	var rows groupRows
 	for _, w := range writes {
@@ -221,41 +222,55 @@ func (s *Store) writeIn(tx *gorm.DB, writes ...func(tx *gorm.DB, rows *groupRows
 			return err
 		}
 	}
-	return rows.insert(tx, s.outbox)
+	return s.insertRows(tx, &rows)
 }
 
 // groupRows are the rows of the writes of one transaction, inserted at its end, each table's
-// in one statement: the new runs, then the events, then the outbox rows of what they announce.
+// in one statement: the new runs, then the events, then the outbox rows that announce them,
+// then the memory messages of finished runs.
 type groupRows struct {
-	runs   []map[string]any
-	events []Event
-	outbox []announced
+	// claims are the new runs whose idempotency keys and threads are claimed first, together
+	// (claim.go): the run and its events are added for those whose claims held.
+	claims   []*claim
+	runs     []map[string]any
+	events   []Event
+	outbox   []Notification
+	messages []Message
 }
 
-// announced is one write's events, for its outbox rows (notify).
-type announced struct {
-	runID string
-	last  int64
-	at    time.Time
-	evs   []runtype.Event
-}
-
-// addEvents adds evs as the events after seq last of run runID.
-func (r *groupRows) addEvents(runID string, last int64, at time.Time, evs []runtype.Event) error {
-	if len(evs) == 0 {
-		return nil
+// addEvents adds evs as the events after seq last of run runID, with the outbox rows that
+// announce them (as the service gave them: the store decides nothing of what is announced).
+func (r *groupRows) addEvents(runID string, last int64, at time.Time, evs []runtype.Event, outbox []runs.Announcement) error {
+	if len(evs) > 0 {
+		rows, err := eventRows(runID, last, at, evs)
+		if err != nil {
+			return err
+		}
+		r.events = append(r.events, rows...)
 	}
-	rows, err := eventRows(runID, last, at, evs)
-	if err != nil {
-		return err
+	for _, a := range outbox {
+		r.outbox = append(r.outbox, Notification{
+			EventID: a.EventID, Target: a.Target, Kind: string(a.Kind), RunID: a.RunID, Payload: string(a.Payload),
+			State: string(notify.StatePending), NextAttemptAt: runtype.StoredTime(a.At), CreatedAt: runtype.StoredTime(a.At),
+		})
 	}
-	r.events = append(r.events, rows...)
-	r.outbox = append(r.outbox, announced{runID, last, at, evs})
 	return nil
 }
 
-// insert inserts the rows in tx, and the outbox rows of their events for targets.
-func (r *groupRows) insert(tx *gorm.DB, targets []notify.Target) error {
+// insertRows makes the claims of r's new runs, then inserts the rows in tx, and the outbox rows
+// of their events.
+func (s *Store) insertRows(tx *gorm.DB, r *groupRows) error {
+	if len(r.claims) > 0 {
+		held, err := s.claimAll(tx, r.claims)
+		if err != nil {
+			return err
+		}
+		for _, c := range held {
+			if err := s.addRun(r, c.n); err != nil {
+				return err
+			}
+		}
+	}
 	if len(r.runs) > 0 {
 		if err := tx.Model(&Run{}).Create(r.runs).Error; err != nil {
 			return fmt.Errorf("insert %s: %w", r.whose(func(i int) string { return r.runs[i]["id"].(string) }, len(r.runs)), err)
@@ -266,9 +281,14 @@ func (r *groupRows) insert(tx *gorm.DB, targets []notify.Target) error {
 			return fmt.Errorf("append events of %s: %w", r.whose(func(i int) string { return r.events[i].RunID }, len(r.events)), err)
 		}
 	}
-	for _, a := range r.outbox {
-		if err := writeOutbox(tx, targets, a.runID, a.last, a.at, a.evs); err != nil {
-			return err
+	if len(r.outbox) > 0 {
+		if err := tx.Create(&r.outbox).Error; err != nil {
+			return fmt.Errorf("write the notifications of %s: %w", r.whose(func(i int) string { return r.outbox[i].RunID }, len(r.outbox)), err)
+		}
+	}
+	if len(r.messages) > 0 {
+		if err := tx.Create(&r.messages).Error; err != nil {
+			return fmt.Errorf("store the thread messages of %s: %w", r.whose(func(i int) string { return r.messages[i].RunID }, len(r.messages)), err)
 		}
 	}
 	return nil

@@ -2,8 +2,6 @@ package gormstore
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -38,84 +36,6 @@ type Notification struct {
 func (Notification) TableName() string { return "notifications" }
 
 var _ notify.Store = (*Store)(nil)
-
-// announcing reports whether any of evs may announce something to notify, so that the run row
-// is read only for those.
-func announcing(evs []runtype.Event) bool {
-	for _, ev := range evs {
-		switch ev.Type {
-		case runtype.EventToolCallApproval, runtype.EventToolCallSuspended, runtype.EventToolCallApproved,
-			runtype.EventToolCallDeclined, runtype.EventToolCallExpired, runtype.EventRunResumed:
-			return true
-		}
-	}
-	return false
-}
-
-// writeOutbox writes, in the caller's transaction, the outbox rows of the events evs (appended
-// after seq last) announce to targets (the store's Outbox; none: nothing is written). Only
-// top-level runs are announced: a sub-agent's suspension and decision surface on its
-// supervisor's run, which is announced.
-func writeOutbox(tx *gorm.DB, targets []notify.Target, runID string, last int64, at time.Time, evs []runtype.Event) error {
-	if len(targets) == 0 || !announcing(evs) {
-		return nil
-	}
-	var r Run
-	err := tx.Select("id", "agent_id", "parent_run_id", "thread_id", "resource_id").Where("id = ?", runID).Take(&r).Error
-	if err != nil {
-		return fmt.Errorf("read run %s for its notifications: %w", runID, err)
-	}
-	if r.ParentRunID != nil {
-		return nil
-	}
-	lookup := func(toolCallID string) (notify.Call, error) {
-		var c ToolCall
-		q := tx.Where("run_id = ?", runID)
-		if toolCallID != "" {
-			q = q.Where("tool_call_id = ?", toolCallID)
-		} else {
-			q = q.Where("state = ?", ToolCallResumed)
-		}
-		err := q.Order("id DESC").Take(&c).Error
-		if errors.Is(err, gorm.ErrRecordNotFound) {
-			return notify.Call{}, nil
-		}
-		if err != nil {
-			return notify.Call{}, fmt.Errorf("read decided call of run %s: %w", runID, err)
-		}
-		out := notify.Call{Edited: c.EditedArgs != nil}
-		if toolCallID == "" {
-			out.Resumed = &runtype.ToolCall{ToolCallID: c.ToolCallID, ToolName: c.ToolName, Args: rawOrNil(c.Args), SuspendPayload: rawOrNil(c.SuspendPayload)}
-		}
-		return out, nil
-	}
-	list, err := notify.FromRunEvents(notify.Run{ID: r.ID, AgentID: r.AgentID, ThreadID: r.ThreadID, ResourceID: r.ResourceID}, last, at, evs, lookup)
-	if err != nil {
-		return err
-	}
-	var rows []Notification
-	for _, e := range list {
-		payload, err := json.Marshal(e)
-		if err != nil {
-			return fmt.Errorf("encode notification %s: %w", e.ID, err)
-		}
-		for _, t := range targets {
-			if t.Takes(e.Type) {
-				rows = append(rows, Notification{
-					EventID: e.ID, Target: t.Name, Kind: string(e.Type), RunID: runID, Payload: string(payload),
-					State: string(notify.StatePending), NextAttemptAt: runtype.StoredTime(at), CreatedAt: runtype.StoredTime(at),
-				})
-			}
-		}
-	}
-	if len(rows) == 0 {
-		return nil
-	}
-	if err := tx.Create(&rows).Error; err != nil {
-		return fmt.Errorf("write notifications of run %s: %w", runID, err)
-	}
-	return nil
-}
 
 // claimable narrows a query to due PENDING rows no live lease holds, by the database's clock.
 func (s *Store) claimable(q *gorm.DB) *gorm.DB {

@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"time"
 
 	gomysql "github.com/go-sql-driver/mysql"
 	"gorm.io/gorm"
 
-	"interlock/notify"
 	"interlock/runs"
 	"interlock/runtype"
 )
@@ -23,33 +21,14 @@ type Store struct {
 	db    *gorm.DB
 	mysql bool
 	group *groupCommit // shares transactions between concurrent run writes (groupcommit.go)
-	// outbox are the webhooks every write of a top-level run's events announces them to, in its
-	// transaction (outbox.go); none unless New was given Outbox.
-	outbox []notify.Target
 }
 
 var _ runs.Store = (*Store)(nil)
 
-// StoreOption configures a Store when New builds it. (Option configures Open.)
-type StoreOption func(*Store)
-
-// Outbox makes every write of the store that appends events of a top-level run also write, in
-// its transaction, one notifications row per event it announces and per target taking the
-// event's kind (notify): what a webhook is sent is then exactly what was committed. Without it
-// the store announces nothing. It is given at construction, with the store it configures, so
-// that which events are announced is decided by the wiring, not by whichever store of the
-// same database happened to be configured first.
-func Outbox(targets []notify.Target) StoreOption {
-	return func(s *Store) { s.outbox = slices.Clone(targets) }
-}
-
 // New returns the store over a database opened by Open and migrated by Migrate.
-func New(db *gorm.DB, opts ...StoreOption) *Store {
+func New(db *gorm.DB) *Store {
 	classifyErrors(db)
 	s := &Store{db: db, mysql: db.Dialector.Name() == DialectMySQL}
-	for _, o := range opts {
-		o(s)
-	}
 	// SQLite has one writer connection: a second grouped transaction would only wait for it.
 	inflight := 1
 	if s.mysql {

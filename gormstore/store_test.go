@@ -14,8 +14,8 @@ import (
 // TestStoreSQLite runs the runs.Store conformance suite on SQLite, a new file per subtest.
 func TestStoreSQLite(t *testing.T) {
 	t.Parallel()
-	storetest.Run(t, func(t *testing.T, o storetest.Options) runs.Store {
-		return gormstore.New(dbtest.SQLite(t), gormstore.Outbox(o.Outbox))
+	storetest.Run(t, func(t *testing.T) runs.Store {
+		return gormstore.New(dbtest.SQLite(t))
 	})
 }
 
@@ -43,7 +43,7 @@ func TestStoreMySQL(t *testing.T) {
 		sqlDB.SetMaxIdleConns(1)
 		pool <- db
 	}
-	storetest.Run(t, func(t *testing.T, o storetest.Options) runs.Store {
+	storetest.Run(t, func(t *testing.T) runs.Store {
 		db := <-pool
 		t.Cleanup(func() { pool <- db })
 		for _, m := range gormstore.All() {
@@ -51,6 +51,6 @@ func TestStoreMySQL(t *testing.T) {
 				t.Fatalf("empty %T: %v", m, err)
 			}
 		}
-		return gormstore.New(db, gormstore.Outbox(o.Outbox))
+		return gormstore.New(db)
 	})
 }

@@ -67,3 +67,90 @@ func TestRefusedThreadClaimKeepsItsGroup(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestGroupClaimsTogether: the runs inserted in one group claim their idempotency keys and
+// threads together, one INSERT and one read of each table for the group rather than per run,
+// and each still gets its own answer: a key used before names its run, a thread of another
+// resource is refused (its key given back), a thread new to the database goes to the first run
+// of the group that names it.
+func TestGroupClaimsTogether(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		s := gormstore.New(db)
+		ctx := t.Context()
+		var mu sync.Mutex
+		statements := map[string]int{} // per table: INSERTs and reads
+		count := func(tx *gorm.DB) {
+			sql := tx.Statement.SQL.String()
+			mu.Lock()
+			defer mu.Unlock()
+			for _, table := range []string{"`threads`", "idempotency_keys"} {
+				if strings.Contains(sql, table) {
+					statements[strings.Trim(table, "`")]++
+				}
+			}
+		}
+		cb := db.Callback()
+		for _, err := range []error{
+			cb.Create().After("gorm:create").Register("test:count-claims", count),
+			cb.Query().After("gorm:query").Register("test:count-claims", count),
+		} {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		in := func(id, thread, resource, key string) runs.NewRun {
+			n := newRun(id)
+			n.Run.ThreadID, n.Run.ResourceID = ptr(thread), &resource
+			n.Idempotency = &runs.Idempotency{KeyHash: key, RequestHash: "request-" + id}
+			return n
+		}
+		if err := s.InsertRun(ctx, in("first", "thread-old", "user-1", "key-old")); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		clear(statements)
+		mu.Unlock()
+		hold := s.HoldGroup(t)
+		news := []runs.NewRun{
+			in("a", "thread-new", "user-1", "key-a"),
+			in("b", "thread-old", "user-2", "key-b"), // another resource's thread
+			in("c", "thread-new", "user-2", "key-c"), // a's new thread, another resource
+			in("d", "thread-old", "user-1", "key-old"),
+			in("e", "thread-old", "user-1", "key-e"),
+		}
+		errs := make([]error, len(news))
+		var wg sync.WaitGroup
+		for i := range news {
+			wg.Go(func() { errs[i] = s.InsertRun(ctx, news[i]) })
+		}
+		hold.WaitQueued(len(news))
+		hold.Commit()
+		wg.Wait()
+		// The group's order is the order the writes queued in, which the goroutines choose: a
+		// and c race for thread-new, and one of them is its first run.
+		var dup *runs.DuplicateRequest
+		if errs[4] != nil || !errors.Is(errs[1], runs.ErrThreadOwned) || !errors.As(errs[3], &dup) || dup.RunID != "first" {
+			t.Fatalf("grouped inserts: %v; want e stored, b refused its thread, d the duplicate of first", errs)
+		}
+		if (errs[0] == nil) == (errs[2] == nil) || !errors.Is(errors.Join(errs[0], errs[2]), runs.ErrThreadOwned) {
+			t.Fatalf("a and c, racing for a new thread of two resources: %v, %v; want one stored, the other refused", errs[0], errs[2])
+		}
+		for _, table := range []string{"threads", "idempotency_keys"} {
+			if n := statements[table]; n != 2 {
+				t.Errorf("the group made %d statements on %s, want 2 (one INSERT and one read for all its runs)", n, table)
+			}
+		}
+		var keys []string
+		if err := db.Model(&gormstore.IdempotencyKey{}).Order("key_hash").Pluck("key_hash", &keys).Error; err != nil {
+			t.Fatal(err)
+		}
+		winner := "key-a"
+		if errs[0] != nil {
+			winner = "key-c"
+		}
+		if want := strings.Join([]string{winner, "key-e", "key-old"}, ","); strings.Join(keys, ",") != want {
+			t.Errorf("keys stored: %v, want %s (those of the refused runs given back)", keys, want)
+		}
+	})
+}

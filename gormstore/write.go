@@ -6,21 +6,20 @@ import (
 	"time"
 
 	"gorm.io/gorm"
-	"gorm.io/gorm/clause"
 
 	"interlock/runs"
 	"interlock/runtype"
 )
 
-// InsertRun implements runs.Store. A refused claim of the thread writes nothing (the thread's
-// row was there already, and the run's rows are not added), so it does not fail the group the
-// write shares (groupcommit.go): the others commit together, and only the refused run gets
-// ErrThreadOwned. Failing the group instead would make every other write of it again alone,
-// which a client could set off at will by naming other resources' threads.
-//
-// An idempotency key is claimed first, the same way: a key claimed before refuses the run
-// (*runs.DuplicateRequest) without failing the group; a key claimed now by a run whose thread is
-// then refused is given back in the same transaction.
+// InsertRun implements runs.Store. Its run's claims of its idempotency key and its thread are
+// made with those of the runs inserted with it, together (claim.go): a claim costs the group
+// four statements however many runs it holds, not four per run. A refused claim writes nothing
+// (the key's or the thread's row was there already, and the run's rows are not added), so it does
+// not fail the group the write shares (groupcommit.go): the others commit together, and only
+// the refused run gets its answer (*runs.DuplicateRequest, ErrThreadOwned). Failing the group
+// instead would make every other write of it again alone, which a client could set off at will
+// by naming other resources' threads. A key claimed now by a run whose thread is then refused
+// is given back in the same transaction.
 func (s *Store) InsertRun(ctx context.Context, n runs.NewRun) error {
 	if n.External != nil {
 		return s.insertRequest(ctx, n)
@@ -28,117 +27,13 @@ func (s *Store) InsertRun(ctx context.Context, n runs.NewRun) error {
 	var refusal error // set by the last attempt (a group's write may be made again alone)
 	err := s.group.do(ctx, "insert run", func(tx *gorm.DB, rows *groupRows) error {
 		refusal = nil
-		if n.Idempotency != nil {
-			dup, err := s.claimKey(tx, n.Run, *n.Idempotency)
-			if err != nil || dup != nil {
-				refusal = dupOrNil(dup)
-				return err
-			}
-		}
-		claimed, err := s.claimThread(tx, n.Run)
-		if err != nil {
-			return err
-		}
-		if !claimed {
-			refusal = runs.ErrThreadOwned
-			if n.Idempotency != nil {
-				return tx.Where("key_hash = ? AND run_id = ?", n.Idempotency.KeyHash, n.Run.ID).Delete(&IdempotencyKey{}).Error
-			}
-			return nil
-		}
-		return s.addRun(rows, n)
+		rows.claims = append(rows.claims, &claim{n: n, refuse: func(err error) { refusal = err }})
+		return nil
 	})
 	if err == nil && refusal != nil {
 		return refusal
 	}
 	return err
-}
-
-// dupOrNil keeps a nil *DuplicateRequest from becoming a non-nil error.
-func dupOrNil(d *runs.DuplicateRequest) error {
-	if d == nil {
-		return nil
-	}
-	return d
-}
-
-// claimKey is the compare-and-set of an idempotency key, in the transaction that inserts run r:
-// the key's row is inserted naming r when there is none, then read under a lock. It returns the
-// run that claimed it before, or nil when r did. Racing claims queue on the row's key as a
-// thread's do (claimThread). A key claimed WhilePending is read with the status of its run (in
-// the same locking read, so that on MySQL both are the latest committed, whatever snapshot the
-// transaction took before), and when that run no longer waits the row is moved to r: the claim
-// is one lookup however many runs held the key before.
-func (s *Store) claimKey(tx *gorm.DB, r runtype.Run, k runs.Idempotency) (*runs.DuplicateRequest, error) {
-	row := IdempotencyKey{KeyHash: k.KeyHash, RunID: r.ID, RequestHash: k.RequestHash, CreatedAt: runtype.StoredTime(r.CreatedAt)}
-	if err := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&row).Error; err != nil {
-		return nil, fmt.Errorf("claim idempotency key: %w", err)
-	}
-	q := tx.Table("idempotency_keys AS k").Select("k.run_id, k.request_hash, r.status").
-		Joins("LEFT JOIN agent_runs r ON r.id = k.run_id").Where("k.key_hash = ?", k.KeyHash)
-	if s.mysql {
-		q = q.Clauses(clause.Locking{Strength: "UPDATE"})
-	}
-	var got []struct {
-		RunID       string
-		RequestHash string
-		Status      *string
-	}
-	if err := q.Limit(1).Find(&got).Error; err != nil {
-		return nil, fmt.Errorf("read idempotency key: %w", err)
-	}
-	if len(got) == 0 {
-		return nil, fmt.Errorf("claim idempotency key: no row after inserting it")
-	}
-	held := got[0]
-	if held.RunID == r.ID {
-		return nil, nil
-	}
-	if k.WhilePending && (held.Status == nil || *held.Status != string(runtype.StatusSuspended)) {
-		// The run it named no longer waits: the key is free, and r takes it over.
-		err := tx.Model(&IdempotencyKey{}).Where("key_hash = ? AND run_id = ?", k.KeyHash, held.RunID).
-			Updates(map[string]any{"run_id": r.ID, "request_hash": k.RequestHash, "created_at": runtype.StoredTime(r.CreatedAt)}).Error
-		if err != nil {
-			return nil, fmt.Errorf("take over idempotency key: %w", err)
-		}
-		return nil, nil
-	}
-	return &runs.DuplicateRequest{RunID: held.RunID, SameRequest: held.RequestHash == k.RequestHash}, nil
-}
-
-// claimThread is the compare-and-set of a thread's owner, in the transaction that inserts run r;
-// it reports whether r may be a run of the thread. The row of r's thread is inserted when there
-// is none (r is the first run, and its resource, nil too, becomes the owner), then read under a
-// lock and compared with r's resource. Racing first runs queue on the row's key: on MySQL the
-// second INSERT waits for the first transaction and then finds its row (or, if it rolled back,
-// inserts its own); SQLite has one writer. The read is a locking one on MySQL so that it sees
-// the row committed by another transaction, whatever snapshot an earlier read of the same
-// (grouped) transaction took.
-func (s *Store) claimThread(tx *gorm.DB, r runtype.Run) (bool, error) {
-	if r.ThreadID == nil {
-		return true, nil
-	}
-	row := Thread{ID: *r.ThreadID, ResourceID: r.ResourceID, CreatedAt: runtype.StoredTime(r.CreatedAt)}
-	if err := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&row).Error; err != nil {
-		return false, fmt.Errorf("claim thread %s: %w", *r.ThreadID, err)
-	}
-	q := tx.Model(&Thread{}).Where("id = ?", *r.ThreadID)
-	if s.mysql {
-		q = q.Clauses(clause.Locking{Strength: "UPDATE"})
-	}
-	var owner []Thread
-	if err := q.Limit(1).Find(&owner).Error; err != nil {
-		return false, fmt.Errorf("read the owner of thread %s: %w", *r.ThreadID, err)
-	}
-	if len(owner) == 0 {
-		return false, fmt.Errorf("claim thread %s: no row after inserting it", *r.ThreadID)
-	}
-	return sameResource(owner[0].ResourceID, r.ResourceID), nil
-}
-
-// sameResource reports whether a and b are the same resource, or both none.
-func sameResource(a, b *string) bool {
-	return (a == nil) == (b == nil) && (a == nil || *a == *b)
 }
 
 // insertRun inserts a new RUNNING run and its first events in the caller's transaction.
@@ -156,7 +51,7 @@ func (s *Store) addRun(rows *groupRows, n runs.NewRun) error {
 		"updated_at": runtype.StoredTime(r.UpdatedAt), "last_seq": int64(len(n.Events)), "lease_owner": n.Lease,
 		"lease_until": s.dbNowPlus(n.TTL), "version": 0, "recovery_attempts": 0, "context": r.Context,
 	})
-	return rows.addEvents(r.ID, 0, r.CreatedAt, n.Events)
+	return rows.addEvents(r.ID, 0, r.CreatedAt, n.Events, n.Outbox)
 }
 
 // insertRequest is InsertRun of an external agent's approval request (n.External), in a
@@ -169,23 +64,9 @@ func (s *Store) insertRequest(ctx context.Context, n runs.NewRun) error {
 	err := s.tx(ctx, func(tx *gorm.DB) error {
 		refusal = nil
 		r, x := n.Run, n.External
-		if n.Idempotency != nil {
-			dup, err := s.claimKey(tx, r, *n.Idempotency)
-			if err != nil || dup != nil {
-				refusal = dupOrNil(dup)
-				return err
-			}
-		}
-		claimed, err := s.claimThread(tx, r)
-		if err != nil {
+		ok, err := s.claimAll(tx, []*claim{{n: n, refuse: func(err error) { refusal = err }}})
+		if err != nil || len(ok) == 0 {
 			return err
-		}
-		if !claimed {
-			refusal = runs.ErrThreadOwned
-			if n.Idempotency != nil {
-				return tx.Where("key_hash = ? AND run_id = ?", n.Idempotency.KeyHash, r.ID).Delete(&IdempotencyKey{}).Error
-			}
-			return nil
 		}
 		row := map[string]any{
 			"id": r.ID, "agent_id": r.AgentID, "parent_run_id": nil, "thread_id": r.ThreadID,
@@ -212,7 +93,7 @@ func (s *Store) insertRequest(ctx context.Context, n runs.NewRun) error {
 				return err
 			}
 		}
-		return s.appendEvents(tx, r.ID, 0, r.CreatedAt, n.Events)
+		return s.appendEvents(tx, r.ID, 0, r.CreatedAt, n.Events, n.Outbox)
 	})
 	if err == nil && refusal != nil {
 		return refusal
@@ -241,7 +122,7 @@ func (s *Store) Checkpoint(ctx context.Context, c runs.Checkpoint) error {
 		if err := leaseUpdate(tx, c.RunID, c.Lease, s.checkpointSet(c)); err != nil {
 			return err
 		}
-		return rows.addEvents(c.RunID, c.After, c.At, c.Events)
+		return rows.addEvents(c.RunID, c.After, c.At, c.Events, c.Outbox)
 	})
 }
 
@@ -267,7 +148,7 @@ func (s *Store) Suspend(ctx context.Context, p runs.Suspension) error {
 		if err := recordChange(tx, p.RunID, runs.ChangeSuspended, p.InstanceID, p.At); err != nil {
 			return err
 		}
-		if err := s.appendEvents(tx, p.RunID, p.After, p.At, p.Events); err != nil {
+		if err := s.appendEvents(tx, p.RunID, p.After, p.At, p.Events, p.Outbox); err != nil {
 			return err
 		}
 		return s.suspendAncestors(tx, p)
@@ -295,7 +176,7 @@ func (s *Store) Finish(ctx context.Context, f runs.Finish) error {
 		if err := leaseUpdate(tx, f.RunID, f.Lease, set); err != nil {
 			return err
 		}
-		if err := rows.addEvents(f.RunID, f.After, f.At, f.Events); err != nil {
+		if err := rows.addEvents(f.RunID, f.After, f.At, f.Events, f.Outbox); err != nil {
 			return err
 		}
 		if err := s.continueParent(tx, f.Parent, f.At); err != nil {
@@ -304,12 +185,8 @@ func (s *Store) Finish(ctx context.Context, f runs.Finish) error {
 		if f.ThreadID == nil || len(f.Memory) == 0 {
 			return nil
 		}
-		msgs := make([]Message, len(f.Memory))
-		for i, m := range f.Memory {
-			msgs[i] = Message{ThreadID: *f.ThreadID, ResourceID: f.ResourceID, RunID: f.RunID, Role: string(m.Role), Content: m.Content, CreatedAt: runtype.StoredTime(f.At)}
-		}
-		if err := tx.Create(&msgs).Error; err != nil {
-			return fmt.Errorf("store thread messages: %w", err)
+		for _, m := range f.Memory {
+			rows.messages = append(rows.messages, Message{ThreadID: *f.ThreadID, ResourceID: f.ResourceID, RunID: f.RunID, Role: string(m.Role), Content: m.Content, CreatedAt: runtype.StoredTime(f.At)})
 		}
 		return nil
 	}
@@ -389,7 +266,7 @@ func (s *Store) Decide(ctx context.Context, d runs.DecisionWrite) error {
 		if res.RowsAffected == 0 {
 			return runs.ErrStale
 		}
-		if err := s.appendEvents(tx, d.RunID, d.After, d.At, d.Events); err != nil {
+		if err := s.appendEvents(tx, d.RunID, d.After, d.At, d.Events, d.Outbox); err != nil {
 			return err
 		}
 		if err := s.decideAncestors(tx, d, set); err != nil {

@@ -185,7 +185,7 @@ func (c Config) receivers(getenv func(string) string) (map[string]receiver, erro
 
 // Targets are the webhooks as the outbox needs them: a name, and the kinds it takes (of c
 // WithDefaults, so unnamed webhooks and ones without events get the names and kinds the
-// dispatcher uses). The run store is built with them (gormstore.Outbox).
+// dispatcher uses). The run service is given them (runs.Config.Webhooks).
 func (c Config) Targets() []Target {
 	c = c.WithDefaults()
 	out := make([]Target, len(c.Webhooks))

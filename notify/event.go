@@ -101,7 +101,7 @@ type Run struct {
 // repeats, so neither does the id.
 func EventID(runID string, seq int64) string { return fmt.Sprintf("evt_%s_%d", runID, seq) }
 
-// Call is what the store knows of the decided call when it announces a decision.
+// Call is what the writer of a decision knows of the decided call, to announce it.
 type Call struct {
 	// Edited: approved with arguments a person changed.
 	Edited bool
@@ -112,8 +112,8 @@ type Call struct {
 
 // FromRunEvents picks, from events appended to a run after seq `after`, those that announce
 // something to notify, as Events without URL. lookup is asked about a decided call (by its id;
-// "" for the call a RUN_RESUMED resumed) only when a batch holds a decision: the store reads the
-// tool call row in the caller's transaction.
+// "" for the call a RUN_RESUMED resumed) only when a batch holds a decision (runs.Announce
+// answers it from the decision it writes).
 func FromRunEvents(r Run, after int64, at time.Time, evs []runtype.Event, lookup func(toolCallID string) (Call, error)) ([]Event, error) {
 	var out []Event
 	decided := false

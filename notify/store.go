@@ -67,8 +67,8 @@ type Outcome struct {
 }
 
 // Store is the outbox, implemented in gormstore next to runs.Store. Rows are written by the
-// run store's own transactions (whatever appends a run's events) when that store was built for
-// the targets (Config.Targets; gormstore.Outbox): this interface only delivers them.
+// run store's own transactions (whatever appends a run's events), as the run service hands them
+// over (runs.Announce, for Config.Targets): this interface only delivers them.
 type Store interface {
 	// ClaimDeliveries leases up to limit PENDING deliveries that are due and not leased (or
 	// whose lease expired), to owner for ttl by the database's clock, oldest first. Two

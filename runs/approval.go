@@ -13,6 +13,7 @@ import (
 
 	"interlock/agent"
 	"interlock/hidden"
+	"interlock/notify"
 	"interlock/runtype"
 )
 
@@ -295,6 +296,9 @@ func (s *Service) approvalRun(ctx context.Context, req *approvalRequest) (NewRun
 		n.Run.Status, n.Run.Decisions = runtype.StatusCompleted, []runtype.Decision{*n.External.Decision}
 	}
 	n.Run.LastSeq = int64(len(n.Events))
+	if n.Outbox, err = s.announce(&n.Run, 0, now, n.Events, notify.Call{}); err != nil {
+		return NewRun{}, err
+	}
 	return n, nil
 }
 

@@ -82,7 +82,10 @@ func (s *Service) commitDecision(ctx context.Context, dec *decision) (DecisionWr
 	}
 	w.Events = decisionEvents(dec.call, d, dec.by, w.Hold)
 	var err error
-	if w.Ancestors, err = s.surfaceDecision(ctx, &dec.run.Run, dec.above, dec.call.ToolCallID, d, dec.by); err != nil {
+	if w.Ancestors, err = s.surfaceDecision(ctx, &dec.run.Run, dec.above, dec.call.ToolCallID, d, dec.by, w.At); err != nil {
+		return w, err
+	}
+	if w.Outbox, err = s.announce(&dec.run.Run, w.After, w.At, w.Events, decidedCall(*dec.call, w.Kind, w.EditedArgs)); err != nil {
 		return w, err
 	}
 	dec.snap.Seq = dec.run.LastSeq + int64(len(w.Events))
@@ -131,6 +134,10 @@ func (s *Service) afterDecision(ctx context.Context, dec *decision, w DecisionWr
 func (s *Service) finishExternal(ctx context.Context, dec *decision, w DecisionWrite) error {
 	w.Hold, w.Finish, w.Snapshot = false, true, ""
 	w.Events = finishRequest(decisionEvents(dec.call, dec.d, dec.by, true))
+	var err error
+	if w.Outbox, err = s.announce(&dec.run.Run, w.After, w.At, w.Events, decidedCall(*dec.call, w.Kind, w.EditedArgs)); err != nil {
+		return err
+	}
 	if err := s.store.Decide(ctx, w); err != nil {
 		return err
 	}

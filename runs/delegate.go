@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"interlock/agent"
+	"interlock/notify"
 	"interlock/runtype"
 )
 
@@ -32,6 +33,8 @@ type AncestorWrite struct {
 	ToolCallID string
 	Call       runtype.ToolCall
 	Events     []runtype.Event
+	// Outbox are the webhooks' rows announcing Events (Announce), written with them.
+	Outbox []Announcement
 }
 
 // Handoff continues the WAITING supervisor run of a finishing sub-agent run: compare-and-set on
@@ -183,8 +186,8 @@ func shows(c *agent.PendingCall, id string) bool {
 
 // surfaceSuspension is what the supervisors above a suspending run store with its suspension:
 // each is SUSPENDED on a call that shows the inner call's tool, args and payload under a
-// surfacedID.
-func (s *Service) surfaceSuspension(ctx context.Context, r *runtype.Run, inner runtype.ToolCall, evType runtype.EventType) ([]AncestorWrite, error) {
+// surfacedID, with the webhooks' rows its events announce (at: the suspension's time).
+func (s *Service) surfaceSuspension(ctx context.Context, r *runtype.Run, inner runtype.ToolCall, evType runtype.EventType, at time.Time) ([]AncestorWrite, error) {
 	list, err := s.ancestors(ctx, r, nil)
 	if err != nil {
 		return nil, err
@@ -204,6 +207,9 @@ func (s *Service) surfaceSuspension(ctx context.Context, r *runtype.Run, inner r
 			RunID: a.run.ID, Version: a.run.Version, After: a.run.LastSeq, ToolCallID: id, Call: call,
 			Events: []runtype.Event{{Type: evType, ToolCall: &call}, {Type: runtype.EventRunSuspended, Status: string(runtype.StatusSuspended)}},
 		}
+		if out[i].Outbox, err = s.announce(&a.run.Run, a.run.LastSeq, at, out[i].Events, notify.Call{}); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }
@@ -211,7 +217,7 @@ func (s *Service) surfaceSuspension(ctx context.Context, r *runtype.Run, inner r
 // surfaceDecision is what the supervisors above a run decided on its call innerID store with the
 // decision: each goes back to WAITING, the call that shows innerID decided the same way. read
 // are the supervisors' records as the decision was checked against them (ancestors).
-func (s *Service) surfaceDecision(ctx context.Context, r *runtype.Run, read []*Record, innerID string, d agent.Decision, by string) ([]AncestorWrite, error) {
+func (s *Service) surfaceDecision(ctx context.Context, r *runtype.Run, read []*Record, innerID string, d agent.Decision, by string, at time.Time) ([]AncestorWrite, error) {
 	list, err := s.ancestors(ctx, r, read)
 	if err != nil {
 		return nil, err
@@ -232,10 +238,14 @@ func (s *Service) surfaceDecision(ctx context.Context, r *runtype.Run, read []*R
 		if call == nil {
 			return nil, runtype.Errorf(runtype.CodeConflict, "supervisor run %s does not wait on %s", a.run.ID, id)
 		}
-		out = append(out, AncestorWrite{
+		w := AncestorWrite{
 			RunID: a.run.ID, Version: a.run.Version, After: a.run.LastSeq, ToolCallID: call.ToolCallID, Call: *call,
 			Events: decisionEvents(call, d, by, false),
-		})
+		}
+		if w.Outbox, err = s.announce(&a.run.Run, w.After, at, w.Events, decidedCall(*call, decisionKind[d.Kind], d.Args)); err != nil {
+			return nil, err
+		}
+		out = append(out, w)
 	}
 	return out, nil
 }

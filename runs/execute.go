@@ -13,6 +13,7 @@ import (
 
 	"interlock/agent"
 	"interlock/llm"
+	"interlock/notify"
 	"interlock/runtype"
 )
 
@@ -643,7 +644,7 @@ func (e *execution) suspend(ctx context.Context, snap *agent.Snapshot, held *age
 	}
 	evs = append(evs, runtype.Event{Type: runtype.EventRunSuspended, Status: string(runtype.StatusSuspended)})
 	// The supervisors above a sub-agent's run suspend with it, showing its call.
-	ancestors, err := e.s.surfaceSuspension(ctx, &e.run, calls[0], evs[len(prelude)].Type)
+	ancestors, err := e.s.surfaceSuspension(ctx, &e.run, calls[0], evs[len(prelude)].Type, now)
 	if err != nil {
 		return stored(ctx, err)
 	}
@@ -658,8 +659,12 @@ func (e *execution) suspend(ctx context.Context, snap *agent.Snapshot, held *age
 	if err != nil {
 		return err
 	}
+	outbox, err := e.s.announce(&e.run, e.seq, now, evs, notify.Call{})
+	if err != nil {
+		return err
+	}
 	err = e.s.store.Suspend(ctx, Suspension{
-		Checkpoint: Checkpoint{RunID: e.run.ID, Lease: e.owner, TTL: e.s.cfg.LeaseTTL, After: e.seq, At: now, Events: evs, Snapshot: &encoded},
+		Checkpoint: Checkpoint{RunID: e.run.ID, Lease: e.owner, TTL: e.s.cfg.LeaseTTL, After: e.seq, At: now, Events: evs, Snapshot: &encoded, Outbox: outbox},
 		Calls:      calls, InstanceID: e.s.cfg.InstanceID, Ancestors: ancestors,
 	})
 	if err != nil {

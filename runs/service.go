@@ -19,6 +19,7 @@ import (
 	"interlock/agent"
 	"interlock/fanout"
 	"interlock/llm"
+	"interlock/notify"
 	"interlock/outage"
 	"interlock/runtype"
 )
@@ -79,6 +80,11 @@ type Config struct {
 	// Receipts signs the receipt of every decision that lets a call run (receipt.go). Default
 	// nil: decisions have no receipt (tests of other things; the server always sets it).
 	Receipts Signer
+	// Webhooks are the webhooks every write of a top-level run's events announces them to, in
+	// its transaction (announce.go): one outbox row per event it announces and per webhook
+	// taking the event's kind, delivered by notify's dispatcher. Default none: nothing is
+	// announced.
+	Webhooks []notify.Target
 }
 
 // WithDefaults returns c with every zero field set to its default.

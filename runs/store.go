@@ -14,7 +14,9 @@ import (
 // events, memory messages and suspended-set changes goes through it, and nothing else in the
 // service touches the database. Each method owns its transaction, and a method that writes
 // events writes them in the transaction of the state they describe, so a reader never sees one
-// without the other.
+// without the other; and with them, the webhooks' outbox rows it is given (each write's Outbox:
+// the service decides what is announced, Announce), so that what a webhook is sent is exactly
+// what was committed. A write that fails writes none of them.
 //
 // Lease times are the database's: implementations compute "ttl from now" and "expired" with the
 // database's clock, so instances whose clocks disagree still agree on who holds a run. Every
@@ -26,7 +28,7 @@ import (
 type Store interface {
 	// InsertRun stores a new RUNNING run, leased, with its first events — or, with External,
 	// an external agent's approval request: SUSPENDED (no lease) on its call, with the call's
-	// pending row and a suspended-set change (the outbox rows of its events included), or
+	// pending row and a suspended-set change (and its Outbox rows), or
 	// COMPLETED (no lease, no snapshot) with the call decided by the policy. A run with a thread
 	// claims it in the same transaction: the thread's first run records its resource (nil
 	// too) as the thread's owner, and a run whose resource is not the owner's is
@@ -179,6 +181,8 @@ type NewRun struct {
 	// External, when not nil, makes the run an external agent's approval request (Lease and
 	// TTL are not used): see InsertRun.
 	External *ExternalRequest
+	// Outbox are the webhooks' outbox rows announcing Events (Announce), written with them.
+	Outbox []Announcement
 }
 
 // ExternalRequest is how an external agent's approval request is stored (NewRun.External).
@@ -227,6 +231,8 @@ type Checkpoint struct {
 	At       time.Time
 	Events   []runtype.Event
 	Snapshot *string
+	// Outbox are the webhooks' outbox rows announcing Events (Announce), written with them.
+	Outbox []Announcement
 }
 
 // Suspension is Checkpoint plus the calls the run now waits on.
@@ -291,6 +297,8 @@ type DecisionWrite struct {
 	// Ancestors are the SUSPENDED supervisor runs above the run, innermost first: each goes
 	// back to WAITING, its delegate call's row decided as the run's call.
 	Ancestors []AncestorWrite
+	// Outbox are the webhooks' outbox rows announcing Events (Announce), written with them.
+	Outbox []Announcement
 }
 
 // DueCall is a waiting call whose deadline has passed.

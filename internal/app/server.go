@@ -260,13 +260,14 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (app *App, err er
 	if err != nil {
 		return nil, err
 	}
-	// The run store writes the webhooks' outbox rows in the transactions of the events they
-	// announce (none without a notifications section); the dispatcher delivers them.
-	var outbox []notify.Target
+	// The run service hands the store the webhooks' outbox rows of what it writes, in the
+	// transactions of the events they announce (none without a notifications section); the
+	// dispatcher delivers them.
+	var webhooks []notify.Target
 	if file != nil && file.Notifications != nil {
-		outbox = file.Notifications.Targets()
+		webhooks = file.Notifications.Targets()
 	}
-	store := gormstore.New(a.db, gormstore.Outbox(outbox)).TraceGroups(a.tracing.Groups())
+	store := gormstore.New(a.db).TraceGroups(a.tracing.Groups())
 	a.consoleURL = cfg.ConsoleURL
 	if file != nil && file.Notifications != nil {
 		if a.consoleURL == "" {
@@ -291,6 +292,7 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (app *App, err er
 		Tracer:             a.tracing.Runs(),
 		Metrics:            a.metrics,
 		Receipts:           a.receipts,
+		Webhooks:           webhooks,
 	})
 	if err != nil {
 		return nil, err

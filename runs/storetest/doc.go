@@ -10,9 +10,9 @@
 // a new, empty, migrated database per call:
 //
 //	func TestStorePostgres(t *testing.T) {
-//		storetest.Run(t, func(t *testing.T, o storetest.Options) runs.Store {
+//		storetest.Run(t, func(t *testing.T) runs.Store {
 //			db := freshPostgresDatabase(t) // created for t, dropped by t.Cleanup
-//			return pgstore.New(db, pgstore.Outbox(o.Outbox))
+//			return pgstore.New(db)
 //		})
 //	}
 //

@@ -63,6 +63,7 @@ func (f *fixture) newRequest(o requestOpts) runs.NewRun {
 func (f *fixture) request(o requestOpts) *runs.Record {
 	f.t.Helper()
 	n := f.newRequest(o)
+	n.Outbox = f.announce(&n.Run, 0, n.Run.CreatedAt, n.Events, notify.Call{})
 	if err := f.s.InsertRun(f.ctx, n); err != nil {
 		f.t.Fatalf("InsertRun (request) %s: %v", n.Run.ID, err)
 	}
@@ -366,6 +367,7 @@ func testExternalRequest(t *testing.T, open Opener) {
 		wantSummary(t, "after the request", summary(t, f.deliveries(ob, r.ID)), "all approval_requested approval PENDING")
 		d := ending(r, runtype.DecisionDeclined, at(5))
 		d.DecidedBy = ptr("sam")
+		f.announceDecision(&r.Run, &d)
 		if err := f.s.Decide(f.ctx, d); err != nil {
 			t.Fatal(err)
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"interlock/llm"
+	"interlock/notify"
 	"interlock/runs"
 	"interlock/runtype"
 )
@@ -32,16 +33,52 @@ type fixture struct {
 	ctx context.Context
 	s   runs.Store
 	n   int // the last run number id handed out
+	// webhooks: the writes of suspend, decide and request carry the outbox rows that announce
+	// their events to them (none when empty), as the run service's would.
+	webhooks []notify.Target
 }
 
 func setup(t *testing.T, open Opener) *fixture {
 	t.Helper()
-	return setupWith(t, open, Options{})
+	return &fixture{t: t, ctx: t.Context(), s: open(t)}
 }
 
-func setupWith(t *testing.T, open Opener, o Options) *fixture {
-	t.Helper()
-	return &fixture{t: t, ctx: t.Context(), s: open(t, o)}
+// announce is the outbox rows the run service hands the store with evs, appended to run r
+// after seq after at instant at, for the fixture's webhooks (runs.Announce).
+func (f *fixture) announce(r *runtype.Run, after int64, at time.Time, evs []runtype.Event, decided notify.Call) []runs.Announcement {
+	f.t.Helper()
+	if len(f.webhooks) == 0 {
+		return nil
+	}
+	list, err := runs.Announce(f.webhooks, r, after, at, evs, decided)
+	if err != nil {
+		f.t.Fatalf("Announce: %v", err)
+	}
+	return list
+}
+
+// announceDecision sets d.Outbox to the rows announcing d's events on run r as read.
+func (f *fixture) announceDecision(r *runtype.Run, d *runs.DecisionWrite) {
+	f.t.Helper()
+	var decided notify.Call
+	for _, c := range r.ToolCalls {
+		if c.ToolCallID != d.ToolCallID {
+			continue
+		}
+		decided.Edited = d.Kind == runtype.DecisionApproved && d.EditedArgs != nil
+		if d.Kind == runtype.DecisionResumed {
+			decided.Resumed = &runtype.ToolCall{ToolCallID: c.ToolCallID, ToolName: c.ToolName, Args: c.Args, SuspendPayload: c.SuspendPayload}
+		}
+	}
+	d.Outbox = f.announce(r, d.After, d.At, d.Events, decided)
+}
+
+// announceSuspension sets s.Outbox to the rows announcing s's events.
+func (f *fixture) announceSuspension(s *runs.Suspension) {
+	f.t.Helper()
+	if len(f.webhooks) > 0 {
+		s.Outbox = f.announce(&f.get(s.RunID).Run, s.After, s.At, s.Events, notify.Call{})
+	}
 }
 
 // id is the run id of number n. Ids of higher numbers sort after those of lower ones, so that
@@ -173,6 +210,7 @@ func suspension(r *live, c runtype.ToolCall, when time.Time, instance string) ru
 func (f *fixture) suspend(r *live, c runtype.ToolCall, when time.Time, instance string) *runs.Record {
 	f.t.Helper()
 	s := suspension(r, c, when, instance)
+	f.announceSuspension(&s)
 	if err := f.s.Suspend(f.ctx, s); err != nil {
 		f.t.Fatalf("Suspend %s: %v", r.ID, err)
 	}
@@ -211,6 +249,7 @@ func decision(r *runs.Record, kind runtype.DecisionKind, lease string, when time
 // its new holder knows it.
 func (f *fixture) decide(r *runs.Record, d runs.DecisionWrite) *live {
 	f.t.Helper()
+	f.announceDecision(&r.Run, &d)
 	if err := f.s.Decide(f.ctx, d); err != nil {
 		f.t.Fatalf("Decide %s: %v", r.ID, err)
 	}

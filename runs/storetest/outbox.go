@@ -11,11 +11,14 @@ import (
 	"interlock/runtype"
 )
 
-// withOutbox runs fn as a parallel subtest on a fixture over a fresh store built to announce
-// its events to targets (Options.Outbox), with the store as the notify.Store that delivers them.
+// withOutbox runs fn as a parallel subtest on a fixture over a fresh store whose writes carry
+// the outbox rows announcing their events to targets, as the run service's do (runs.Announce),
+// with the store as the notify.Store that delivers them. The store writes the rows it is given
+// in the transaction of the events, and none when the write fails; which events announce what
+// is the service's rule, checked here through the writes it makes.
 func withOutbox(t *testing.T, open Opener, name string, targets []notify.Target, fn func(t *testing.T, f *fixture, ob notify.Store)) {
 	t.Helper()
-	eachWith(t, open, Options{Outbox: targets}, name, func(t *testing.T, f *fixture) {
+	eachWith(t, open, targets, name, func(t *testing.T, f *fixture) {
 		ob, ok := f.s.(notify.Store)
 		if !ok {
 			t.Fatalf("%T does not implement notify.Store", f.s)
@@ -135,6 +138,7 @@ func testOutbox(t *testing.T, open Opener) {
 		ask := runtype.ToolCall{ToolCallID: "ask-1", ToolName: "ask_customer", SuspendPayload: json.RawMessage(`{}`)}
 		s := suspension(r, ask, at(3), "instance-1")
 		s.Events[0].Type = runtype.EventToolCallSuspended
+		f.announceSuspension(&s)
 		if err := f.s.Suspend(f.ctx, s); err != nil {
 			t.Fatal(err)
 		}
@@ -154,7 +158,7 @@ func testOutbox(t *testing.T, open Opener) {
 		d := decision(plain, runtype.DecisionApproved, "lease-p", at(45))
 		f.decide(plain, d)
 		if got := f.deliveries(ob, plain.ID); len(got) != 0 {
-			t.Errorf("a store built without targets: deliveries %q, want none", summary(t, got))
+			t.Errorf("writes without webhooks: deliveries %q, want none", summary(t, got))
 		}
 	})
 
@@ -165,6 +169,10 @@ func testOutbox(t *testing.T, open Opener) {
 		stale := f.suspended(runOpts{})
 		d := decision(stale, runtype.DecisionApproved, "lease-x", at(50))
 		d.Version++ // another instance decided first
+		f.announceDecision(&stale.Run, &d)
+		if len(d.Outbox) == 0 {
+			t.Fatal("the decision carries no outbox rows: the test would prove nothing")
+		}
 		wantStale(t, "Decide of an old version", f.s.Decide(f.ctx, d))
 		if got := f.deliveries(ob, child.ID); len(got) != 0 {
 			t.Errorf("a sub-agent's run: deliveries %q, want none", summary(t, got))

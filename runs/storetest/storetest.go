@@ -7,18 +7,10 @@ import (
 	"interlock/runs"
 )
 
-// Opener returns a new, empty store for one subtest, built as o asks: a fresh (or emptied)
-// database, migrated, that no other subtest uses, released by t.Cleanup. The suite calls it
-// from parallel subtests, once per subtest.
-type Opener func(t *testing.T, o Options) runs.Store
-
-// Options are what a subtest asks of the store it opens.
-type Options struct {
-	// Outbox are the webhooks the store announces the events it writes to, in their
-	// transactions (notify; gormstore.Outbox). Only the outbox's subtests set it; every other
-	// subtest opens a store that announces nothing.
-	Outbox []notify.Target
-}
+// Opener returns a new, empty store for one subtest: a fresh (or emptied) database, migrated,
+// that no other subtest uses, released by t.Cleanup. The suite calls it from parallel subtests,
+// once per subtest.
+type Opener func(t *testing.T) runs.Store
 
 // Run checks that the stores open returns keep every rule of the runs.Store contract: one
 // subtest per method and per rule, each on a store of its own. It uses nothing but the
@@ -68,14 +60,17 @@ func Run(t *testing.T, open Opener) {
 // each runs fn as a parallel subtest named name, on a fixture over a fresh store.
 func each(t *testing.T, open Opener, name string, fn func(t *testing.T, f *fixture)) {
 	t.Helper()
-	eachWith(t, open, Options{}, name, fn)
+	eachWith(t, open, nil, name, fn)
 }
 
-// eachWith is each over a store opened with o.
-func eachWith(t *testing.T, open Opener, o Options, name string, fn func(t *testing.T, f *fixture)) {
+// eachWith is each with webhooks: the fixture's writes carry the outbox rows that announce
+// their events to them, as the run service decides them (runs.Announce).
+func eachWith(t *testing.T, open Opener, webhooks []notify.Target, name string, fn func(t *testing.T, f *fixture)) {
 	t.Helper()
 	t.Run(name, func(t *testing.T) {
 		t.Parallel()
-		fn(t, setupWith(t, open, o))
+		f := setup(t, open)
+		f.webhooks = webhooks
+		fn(t, f)
 	})
 }
