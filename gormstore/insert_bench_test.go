@@ -31,21 +31,7 @@ func BenchmarkInsertRun(b *testing.B) {
 		}{{"plain", false, false}, {"thread", true, false}, {"thread+key", true, true}} {
 			b.Run(dialect.name+"/"+shape.name, func(b *testing.B) {
 				db := dialect.open(b)
-				var statements atomic.Int64
-				count := func(*gorm.DB) { statements.Add(1) }
-				cb := db.Callback()
-				for _, err := range []error{
-					cb.Create().After("gorm:create").Register("bench:count", count),
-					cb.Query().After("gorm:query").Register("bench:count", count),
-					cb.Update().After("gorm:update").Register("bench:count", count),
-					cb.Delete().After("gorm:delete").Register("bench:count", count),
-					cb.Row().After("gorm:row").Register("bench:count", count),
-					cb.Raw().After("gorm:raw").Register("bench:count", count),
-				} {
-					if err != nil {
-						b.Fatal(err)
-					}
-				}
+				statements := dbtest.CountStatements(b, db)
 				s := gormstore.New(db)
 				ctx := context.Background()
 				var next atomic.Int64

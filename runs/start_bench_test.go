@@ -31,21 +31,7 @@ func BenchmarkStartRun(b *testing.B) {
 	}{{"sqlite", dbtest.SQLite}, {"mysql", dbtest.MySQL}} {
 		b.Run(dialect.name, func(b *testing.B) {
 			db := dialect.open(b)
-			var statements atomic.Int64
-			count := func(*gorm.DB) { statements.Add(1) }
-			cb := db.Callback()
-			for _, err := range []error{
-				cb.Create().After("gorm:create").Register("bench:count", count),
-				cb.Query().After("gorm:query").Register("bench:count", count),
-				cb.Update().After("gorm:update").Register("bench:count", count),
-				cb.Delete().After("gorm:delete").Register("bench:count", count),
-				cb.Row().After("gorm:row").Register("bench:count", count),
-				cb.Raw().After("gorm:raw").Register("bench:count", count),
-			} {
-				if err != nil {
-					b.Fatal(err)
-				}
-			}
+			statements := dbtest.CountStatements(b, db)
 			bench := &agent.Agent{ID: "bench-agent", Name: "Bench", Model: &llm.Demo{}, HistoryMessages: -1}
 			f := setupWith(b, db, runs.Config{}, setupOpts{agents: []*agent.Agent{bench}})
 			var next atomic.Int64

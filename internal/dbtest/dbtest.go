@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	gomysql "github.com/go-sql-driver/mysql"
@@ -111,4 +112,27 @@ func closeDB(db *gorm.DB) {
 	if sqlDB, err := db.DB(); err == nil {
 		sqlDB.Close()
 	}
+}
+
+// CountStatements counts every statement db sends from now on (creates, queries, updates,
+// deletes, rows and raw statements; BEGIN and COMMIT are not GORM statements and are not
+// counted): the cost of an operation that does not depend on how busy the machine is.
+func CountStatements(tb testing.TB, db *gorm.DB) *atomic.Int64 {
+	tb.Helper()
+	var n atomic.Int64
+	count := func(*gorm.DB) { n.Add(1) }
+	cb := db.Callback()
+	for _, err := range []error{
+		cb.Create().After("gorm:create").Register("dbtest:count", count),
+		cb.Query().After("gorm:query").Register("dbtest:count", count),
+		cb.Update().After("gorm:update").Register("dbtest:count", count),
+		cb.Delete().After("gorm:delete").Register("dbtest:count", count),
+		cb.Row().After("gorm:row").Register("dbtest:count", count),
+		cb.Raw().After("gorm:raw").Register("dbtest:count", count),
+	} {
+		if err != nil {
+			tb.Fatalf("count statements: %v", err)
+		}
+	}
+	return &n
 }
