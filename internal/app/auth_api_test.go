@@ -393,8 +393,8 @@ tools:
 // TestJWTPrincipalsOverTheAPI: a server trusting HS256 JWTs scopes a token to the resources of
 // its claim, and a WebSocket lasts no longer than its token.
 func TestJWTPrincipalsOverTheAPI(t *testing.T) {
-	const secret = "a-shared-secret-of-at-least-32-bytes!"
-	t.Setenv("INTERLOCK_TEST_JWT", secret)
+	t.Parallel()
+	const secret = jwtSecret
 	file := apptest.WriteConfig(t, `
 auth:
   jwt: {hs256SecretEnv: INTERLOCK_TEST_JWT, issuer: https://idp.test/, audience: interlock, claims: {resources: tenants}}

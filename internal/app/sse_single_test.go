@@ -265,8 +265,8 @@ func TestSSEStreamsCountAgainstTheConnectionCap(t *testing.T) {
 // credentials that connected it, as a WebSocket is closed with 4401 then: the server ends the
 // stream at the token's expiry.
 func TestSSESingleConnectionEndsWithItsToken(t *testing.T) {
-	const secret = "a-shared-secret-of-at-least-32-bytes!"
-	t.Setenv("INTERLOCK_TEST_JWT", secret)
+	t.Parallel()
+	const secret = jwtSecret
 	file := apptest.WriteConfig(t, "auth:\n  jwt: {hs256SecretEnv: INTERLOCK_TEST_JWT, issuer: https://idp.test/, audience: interlock}\n")
 	s := apptest.Start(t, "sqlite:"+t.TempDir()+"/jwt.db", "--auth=on", "--config", file)
 	// exp 28 s ago is inside the 30 s leeway: the token is good for 2 more seconds.
