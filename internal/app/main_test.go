@@ -25,15 +25,16 @@ func TestMain(m *testing.M) {
 const jwtSecret = "a-shared-secret-of-at-least-32-bytes!"
 
 // waitingTestsInParallel lets 8 parallel tests run at once (or GOMAXPROCS, when more) unless
-// -parallel says otherwise. go test's default, GOMAXPROCS, is for tests that compute; these
-// mostly wait — on a hook's wait, an approval timeout, a lease, a server process starting, a
-// webhook's retry — and on 2 CPUs the package used a third of its CPU time (46 s of CPU in
-// 116 s on a quiet machine). runs' tests do the same.
+// -parallel says otherwise or -fuzz is given (its workers are -parallel too, and they compute).
+// go test's default, GOMAXPROCS, is for tests that compute; these mostly wait — on a hook's
+// wait, an approval timeout, a lease, a server process starting, a webhook's retry — and on 2
+// CPUs the package used half of its CPUs (60 s of CPU in 116 s on a quiet machine). runs' tests
+// do the same.
 func waitingTestsInParallel() {
 	flag.Parse()
 	set := false
 	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
-	if !set {
+	if fuzz := flag.Lookup("test.fuzz"); !set && (fuzz == nil || fuzz.Value.String() == "") {
 		flag.Set("test.parallel", strconv.Itoa(max(8, runtime.GOMAXPROCS(0))))
 	}
 }
