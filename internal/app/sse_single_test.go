@@ -269,9 +269,10 @@ func TestSSESingleConnectionEndsWithItsToken(t *testing.T) {
 	const secret = jwtSecret
 	file := apptest.WriteConfig(t, "auth:\n  jwt: {hs256SecretEnv: INTERLOCK_TEST_JWT, issuer: https://idp.test/, audience: interlock}\n")
 	s := apptest.Start(t, "sqlite:"+t.TempDir()+"/jwt.db", "--auth=on", "--config", file)
-	// exp 28 s ago is inside the 30 s leeway: the token is good for 2 more seconds.
+	// exp 25 s ago is inside the 30 s leeway: the token is good for 4 to 5 more seconds (exp is
+	// in whole seconds), time enough on a busy machine to reserve and connect the stream.
 	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"iss": "https://idp.test/", "aud": "interlock", "sub": "ada", "roles": "admin",
-		"exp": time.Now().Add(-28 * time.Second).Unix()}).SignedString([]byte(secret))
+		"exp": time.Now().Add(-25 * time.Second).Unix()}).SignedString([]byte(secret))
 	if err != nil {
 		t.Fatal(err)
 	}
