@@ -427,8 +427,7 @@ func TestReviewBadInputIsRefusedCleanly(t *testing.T) {
 // that needs no approval is announced to neither (nobody is asked), and its decision is on
 // record with decidedBy null.
 func TestReviewWebhooksAndInboxSeeEachRequestOnce(t *testing.T) {
-	t.Setenv("INTERLOCK_TEST_APPROVALS_JWT", approvalsJWTSecret)
-	t.Setenv("INTERLOCK_TEST_WEBHOOK_SECRET", "s3cret")
+	t.Parallel()
 	rec := newReceiver(t)
 	file := apptest.WriteConfig(t, approvalsYAML()+fmt.Sprintf(`notifications:
   pollInterval: 20ms
@@ -523,7 +522,7 @@ func TestReviewWebhooksAndInboxSeeEachRequestOnce(t *testing.T) {
 // with the same idempotencyKey finds it, and the decision on the survivor ends it — the stored
 // events never show the run RUNNING again or failed.
 func TestReviewKilledInstanceRunsNothing(t *testing.T) {
-	t.Setenv("INTERLOCK_TEST_APPROVALS_JWT", approvalsJWTSecret)
+	t.Parallel()
 	file := apptest.WriteConfig(t, approvalsYAML())
 	db := dbtest.MySQLURL(dbtest.MySQLDSN(t))
 	a := apptest.StartProc(t, db, "--auth=on", "--config", file)
@@ -587,6 +586,7 @@ func TestReviewKilledInstanceRunsNothing(t *testing.T) {
 // overflowing values are 400 saying so; values above --max-approval-wait (a duration or a number
 // of seconds, however large) wait the maximum and answer PENDING.
 func TestReviewWaitValues(t *testing.T) {
+	t.Parallel()
 	s := approvalsServer(t, "sqlite:"+t.TempDir()+"/interlock.db", "--max-approval-wait", "1s")
 	r := ask(t, s, "bot", "0", deployRequest(nil))
 	hook := apptest.HookFixture(t, "codex/permission-request.json")

@@ -393,8 +393,8 @@ tools:
 // TestJWTPrincipalsOverTheAPI: a server trusting HS256 JWTs scopes a token to the resources of
 // its claim, and a WebSocket lasts no longer than its token.
 func TestJWTPrincipalsOverTheAPI(t *testing.T) {
-	const secret = "a-shared-secret-of-at-least-32-bytes!"
-	t.Setenv("INTERLOCK_TEST_JWT", secret)
+	t.Parallel()
+	const secret = jwtSecret
 	file := apptest.WriteConfig(t, `
 auth:
   jwt: {hs256SecretEnv: INTERLOCK_TEST_JWT, issuer: https://idp.test/, audience: interlock, claims: {resources: tenants}}
@@ -430,10 +430,12 @@ auth:
 		t.Errorf("an expired token: %d %s %q", got.Status, got.Code, got.Msg)
 	}
 
-	// A token that expires mid-stream: exp 28s ago, inside the 30s leeway for clock skew, so
-	// it is good for 2 more seconds. That instant is the one the streams end at too.
+	// A token that expires mid-stream: exp 25 s ago, inside the 30 s leeway for clock skew, so
+	// it is good for 4 to 5 more seconds (exp is in whole seconds) — time enough, on a busy
+	// machine, to connect and read the run's events before it expires. That instant is the one
+	// the streams end at too. Each stream has a token of its own, and the four wait side by side.
 	expiring := func() string {
-		return sign(jwt.MapClaims{"sub": "ada", "roles": "admin", "tenants": "t2", "exp": time.Now().Add(-28 * time.Second).Unix()})
+		return sign(jwt.MapClaims{"sub": "ada", "roles": "admin", "tenants": "t2", "exp": time.Now().Add(-25 * time.Second).Unix()})
 	}
 	// A plain request inside the leeway is answered in full (it was "cancelled" when the
 	// stream cut-off was exp and the validation exp plus the leeway).
@@ -441,60 +443,69 @@ auth:
 		t.Errorf("a request inside the leeway: %d %s %s, want it answered", got.Status, got.Code, got.Msg)
 	}
 	for _, protocol := range []string{"graphql-transport-ws", "graphql-ws"} {
-		c := apptest.DialAs(t, s.URL, protocol, expiring())
-		op := c.Subscribe(`subscription($id: ID!) { runEvents(runId: $id) { seq } }`, map[string]any{"id": r.ID})
-		for left := r.LastEventSeq; left > 0; left-- {
-			if _, done, errs := c.Next(op); done || errs != nil {
-				t.Fatalf("%s: the stream ended before the token expired: %s", protocol, errs)
+		t.Run(protocol, func(t *testing.T) {
+			t.Parallel()
+			c := apptest.DialAs(t, s.URL, protocol, expiring())
+			op := c.Subscribe(`subscription($id: ID!) { runEvents(runId: $id) { seq } }`, map[string]any{"id": r.ID})
+			for left := r.LastEventSeq; left > 0; left-- {
+				if _, done, errs := c.Next(op); done || errs != nil {
+					t.Fatalf("the stream ended before the token expired: %s", errs)
+				}
 			}
-		}
-		if code, reason := waitClosed(t, c); code != 4401 || reason != "token expired" {
-			t.Errorf("%s: the socket of an expired token closed with %d %q, want 4401 \"token expired\"", protocol, code, reason)
-		}
+			if code, reason := waitClosed(t, c); code != 4401 || reason != "token expired" {
+				t.Errorf("the socket of an expired token closed with %d %q, want 4401 \"token expired\"", code, reason)
+			}
+		})
 	}
 
 	// The same with the token in the upgrade's header.
-	dctx, dcancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer dcancel()
-	conn, _, err := websocket.Dial(dctx, "ws"+strings.TrimPrefix(s.URL, "http")+"/graphql", &websocket.DialOptions{
-		Subprotocols: []string{"graphql-transport-ws"}, HTTPHeader: http.Header{"Authorization": {"Bearer " + expiring()}},
+	t.Run("header", func(t *testing.T) {
+		t.Parallel()
+		dctx, dcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer dcancel()
+		conn, _, err := websocket.Dial(dctx, "ws"+strings.TrimPrefix(s.URL, "http")+"/graphql", &websocket.DialOptions{
+			Subprotocols: []string{"graphql-transport-ws"}, HTTPHeader: http.Header{"Authorization": {"Bearer " + expiring()}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hc := &apptest.WSClient{T: t, Conn: conn, Protocol: "graphql-transport-ws"}
+		hc.Send(apptest.WSMessage{Type: "connection_init", Payload: json.RawMessage(`{}`)})
+		if m := hc.Read(); m.Type != "connection_ack" {
+			t.Fatalf("header-authenticated socket: %s", m.Type)
+		}
+		hc.Subscribe(`subscription { suspendedRunsChanged { kind } }`, nil)
+		if code, _ := waitClosed(t, hc); code != 4401 {
+			t.Errorf("header-authenticated socket of an expired token closed with %d, want 4401", code)
+		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hc := &apptest.WSClient{T: t, Conn: conn, Protocol: "graphql-transport-ws"}
-	hc.Send(apptest.WSMessage{Type: "connection_init", Payload: json.RawMessage(`{}`)})
-	if m := hc.Read(); m.Type != "connection_ack" {
-		t.Fatalf("header-authenticated socket: %s", m.Type)
-	}
-	hc.Subscribe(`subscription { suspendedRunsChanged { kind } }`, nil)
-	if code, _ := waitClosed(t, hc); code != 4401 {
-		t.Errorf("header-authenticated socket of an expired token closed with %d, want 4401", code)
-	}
 
 	// Over SSE the stream ends with an UNAUTHENTICATED error, then complete: a client tells it
 	// from the end of the run (complete alone).
-	body, _ := json.Marshal(map[string]any{"query": `subscription { suspendedRunsChanged { kind } }`})
-	sctx, scancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer scancel()
-	req, _ := http.NewRequestWithContext(sctx, "POST", s.URL+"/graphql", bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("Authorization", "Bearer "+expiring())
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, _ := io.ReadAll(resp.Body) // returns when the server ends the stream
-	resp.Body.Close()
-	if sctx.Err() != nil {
-		t.Fatal("the SSE stream of an expired token went on")
-	}
-	stream := string(raw)
-	if !strings.Contains(stream, `"code":"UNAUTHENTICATED"`) || !strings.Contains(stream, "token expired") ||
-		strings.Index(stream, "UNAUTHENTICATED") > strings.Index(stream, "event: complete") {
-		t.Errorf("the SSE stream of an expired token: %q, want an UNAUTHENTICATED error, then complete", stream)
-	}
+	t.Run("sse", func(t *testing.T) {
+		t.Parallel()
+		body, _ := json.Marshal(map[string]any{"query": `subscription { suspendedRunsChanged { kind } }`})
+		sctx, scancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer scancel()
+		req, _ := http.NewRequestWithContext(sctx, "POST", s.URL+"/graphql", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+expiring())
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body) // returns when the server ends the stream
+		resp.Body.Close()
+		if sctx.Err() != nil {
+			t.Fatal("the SSE stream of an expired token went on")
+		}
+		stream := string(raw)
+		if !strings.Contains(stream, `"code":"UNAUTHENTICATED"`) || !strings.Contains(stream, "token expired") ||
+			strings.Index(stream, "UNAUTHENTICATED") > strings.Index(stream, "event: complete") {
+			t.Errorf("the SSE stream of an expired token: %q, want an UNAUTHENTICATED error, then complete", stream)
+		}
+	})
 }
 
 // waitClosed reads until the server closes the socket and returns its close code and reason;

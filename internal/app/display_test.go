@@ -179,8 +179,6 @@ func TestHookAnswersCarryCharacters(t *testing.T) {
 // a reason holding a carriage return: the json webhook gets the arguments exactly as stored and
 // hiddenCharacters naming the characters; Slack's text marks them and warns.
 func TestWebhooksNameHiddenCharacters(t *testing.T) {
-	t.Setenv("INTERLOCK_TEST_WEBHOOK_SECRET", notifySecret)
-	t.Setenv("INTERLOCK_TEST_HOOK_JWT", hookJWTSecret)
 	for _, db := range []string{"sqlite", "mysql"} {
 		t.Run(db, func(t *testing.T) {
 			ops, slack := newReceiver(t), newReceiver(t)

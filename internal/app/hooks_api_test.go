@@ -56,14 +56,18 @@ tools:
 `
 }
 
-// eachHooksDB runs fn on a server with hooksConfig, over SQLite and over MySQL.
+// eachHooksDB runs fn on a server with hooksConfig, over SQLite and over MySQL side by side, in
+// parallel with the other tests (they mostly wait: on a hook, an approval timeout of 1 s).
 func eachHooksDB(t *testing.T, fn func(t *testing.T, s *apptest.Server)) {
-	t.Setenv("INTERLOCK_TEST_HOOK_JWT", hookJWTSecret)
+	t.Parallel()
 	start := func(t *testing.T, db string) *apptest.Server {
 		return apptest.Start(t, db, "--auth=on", "--config", apptest.WriteConfig(t, hooksConfig(t)))
 	}
-	t.Run("sqlite", func(t *testing.T) { fn(t, start(t, "sqlite:"+filepath.Join(t.TempDir(), "interlock.db"))) })
-	t.Run("mysql", func(t *testing.T) { fn(t, start(t, dbtest.MySQLURL(dbtest.MySQLDSN(t)))) })
+	t.Run("sqlite", func(t *testing.T) {
+		t.Parallel()
+		fn(t, start(t, "sqlite:"+filepath.Join(t.TempDir(), "interlock.db")))
+	})
+	t.Run("mysql", func(t *testing.T) { t.Parallel(); fn(t, start(t, dbtest.MySQLURL(dbtest.MySQLDSN(t)))) })
 }
 
 // postHook POSTs body to path (e.g. /hooks/claude-code/approve?wait=30s) with the Authorization

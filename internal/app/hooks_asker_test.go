@@ -206,7 +206,6 @@ func TestHooksRepeatedRequestsAtConstantCost(t *testing.T) {
 			t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
 			t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
 			t.Setenv("OTEL_TRACES_SAMPLER", "always_on")
-			t.Setenv("INTERLOCK_TEST_HOOK_JWT", hookJWTSecret)
 			url := "sqlite:" + filepath.Join(t.TempDir(), "interlock.db")
 			if db == "mysql" {
 				url = dbtest.MySQLURL(dbtest.MySQLDSN(t))

@@ -302,14 +302,25 @@ func TestSuspendedRunsChangedAcrossInstances(t *testing.T) {
 
 func TestGracefulShutdownHandsRunsOver(t *testing.T) {
 	t.Parallel()
-	a, b := twoInstances(t, "--lease-ttl", "30s")
-	run := a.StartRun(t, "run a slow task for 2 seconds", nil)
+	// The tool holds its call until A has begun to shut down, however slow the machine (a
+	// built-in task of a fixed 2 s could end before the SIGTERM arrived, and A finish the run).
+	tool := newHeldTool(t)
+	config := apptest.WriteConfig(t, "agents:\n  - id: slow\n    model: {provider: demo}\n    tools: [slow_task]\n"+`tools:
+  - name: slow_task
+    inputSchema: {type: object, properties: {seconds: {type: number}}, required: [seconds]}
+    http: {url: `+tool.URL+`, timeout: 10m}
+`)
+	a, b := twoInstances(t, "--lease-ttl", "30s", "--config", config)
+	run := a.StartRun(t, "run a slow task", map[string]any{"agentId": "slow"})
 	wsA, wsB := apptest.DialWS(t, a.URL, "graphql-transport-ws"), apptest.DialWS(t, b.URL, "graphql-transport-ws")
 	opA := wsA.Subscribe(apptest.EventsQuery, map[string]any{"runId": run.RunID})
 	opB := wsB.Subscribe(apptest.EventsQuery, map[string]any{"runId": run.RunID})
-	apptest.Follow(t, wsA, opA, apptest.IsType("TOOL_CALL")) // slow_task is executing on A
+	apptest.Follow(t, wsA, opA, apptest.IsType("TOOL_CALL"))
+	apptest.Until(t, "slow_task executing on A", func() bool { return tool.executing.Load() == 1 })
 	stopped := time.Now()
 	a.Terminate()
+	apptest.Until(t, "A shutting down", func() bool { return strings.Contains(a.Output(), "shutting down") })
+	close(tool.release) // the step in flight ends now, on A
 	// A's subscriber is completed (the stream ends without RUN_FINISHED).
 	rest := apptest.Follow(t, wsA, opA, nil)
 	if len(rest) > 0 && rest[len(rest)-1].Type == "RUN_FINISHED" {
@@ -330,7 +341,7 @@ func TestGracefulShutdownHandsRunsOver(t *testing.T) {
 	if results != 1 || evs[len(evs)-1].Type != "RUN_FINISHED" || time.Since(stopped) > 15*time.Second {
 		t.Fatalf("%d results, ends with %s, %v after SIGTERM", results, evs[len(evs)-1].Type, time.Since(stopped))
 	}
-	if !strings.Contains(a.Output(), "shutting down") {
-		t.Fatalf("A did not log its shutdown:\n%s", a.Output())
+	if n := tool.calls.Load(); n != 1 {
+		t.Fatalf("the tool was called %d times, want once", n)
 	}
 }

@@ -15,7 +15,7 @@ import (
 // statuses) is a failed delivery; the host it points at receives nothing — neither the event's
 // body nor its signature — and the delivery's last error says why.
 func TestWebhookRedirectIsNotFollowed(t *testing.T) {
-	t.Setenv("INTERLOCK_TEST_WEBHOOK_SECRET", notifySecret)
+	t.Parallel()
 	for _, status := range []int{301, 302, 303, 307, 308} {
 		t.Run(fmt.Sprint(status), func(t *testing.T) {
 			elsewhere := newReceiver(t)

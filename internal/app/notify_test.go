@@ -161,7 +161,6 @@ func notifySection(url, section, hooks string) string {
 // approval request a third time, with the same event id, signed as documented; a decision
 // follows with who decided; a Slack webhook gets {"text"} with a link to the run.
 func TestWebhookRetriedSignedAndSlack(t *testing.T) {
-	t.Setenv("INTERLOCK_TEST_WEBHOOK_SECRET", notifySecret)
 	flaky, slack := newReceiver(t, 500, 503), newReceiver(t)
 	t.Setenv("INTERLOCK_TEST_SLACK_URL", slack.URL+"/services/T000/B000/XXXX")
 	file := notifyConfig(t, flaky.URL, "", `    - name: chat
@@ -241,7 +240,7 @@ func TestWebhookRetriedSignedAndSlack(t *testing.T) {
 // TestWebhookDeliveredOnceAcrossARestart: a server stopped while its receiver is down leaves the
 // event in the outbox; the next server on the database delivers it, once.
 func TestWebhookDeliveredOnceAcrossARestart(t *testing.T) {
-	t.Setenv("INTERLOCK_TEST_WEBHOOK_SECRET", notifySecret)
+	t.Parallel()
 	down := make([]int, 1000)
 	for i := range down {
 		down[i] = http.StatusServiceUnavailable
@@ -277,7 +276,7 @@ func TestWebhookDeliveredOnceAcrossARestart(t *testing.T) {
 // TestTwoInstancesDeliverEachEventOnce: two servers over one MySQL share the outbox; every event
 // reaches the receiver exactly once.
 func TestTwoInstancesDeliverEachEventOnce(t *testing.T) {
-	t.Setenv("INTERLOCK_TEST_WEBHOOK_SECRET", notifySecret)
+	t.Parallel()
 	r := newReceiver(t)
 	file := notifyConfig(t, r.URL, "", "")
 	a, b := twoInstances(t, "--config", file)
@@ -316,7 +315,7 @@ func TestTwoInstancesDeliverEachEventOnce(t *testing.T) {
 // TestDeadReceiverDoesNotDelayRuns: with a receiver that never answers, a run still suspends,
 // is approved and finishes, while its notifications wait in the outbox.
 func TestDeadReceiverDoesNotDelayRuns(t *testing.T) {
-	t.Setenv("INTERLOCK_TEST_WEBHOOK_SECRET", notifySecret)
+	t.Parallel()
 	r := newReceiver(t)
 	r.hang = make(chan struct{})
 	t.Cleanup(func() { close(r.hang) })
@@ -352,7 +351,7 @@ func TestDeadReceiverDoesNotDelayRuns(t *testing.T) {
 // TestWebhookGivenUpAfterMaxAttempts: a receiver that always fails gets maxAttempts requests,
 // then the delivery is FAILED with the last error, and no more requests come.
 func TestWebhookGivenUpAfterMaxAttempts(t *testing.T) {
-	t.Setenv("INTERLOCK_TEST_WEBHOOK_SECRET", notifySecret)
+	t.Parallel()
 	r := newReceiver(t, 500, 500, 500, 500, 500, 500)
 	file := notifyConfig(t, r.URL, "  maxAttempts: 3\n", "")
 	s := apptest.Start(t, "sqlite:"+filepath.Join(t.TempDir(), "giveup.db"), "--config", file)
@@ -375,7 +374,7 @@ func TestWebhookGivenUpAfterMaxAttempts(t *testing.T) {
 // webhook as expired — once, after its approval request, signed like every event — and no
 // decision is announced, because nobody decided.
 func TestWebhookOnExpiry(t *testing.T) {
-	t.Setenv("INTERLOCK_TEST_WEBHOOK_SECRET", notifySecret)
+	t.Parallel()
 	rcv := newReceiver(t)
 	file, refunds := apptest.ExpiryConfig(t, "1s", notifySection(rcv.URL, "", ""))
 	s := apptest.Start(t, "sqlite:"+filepath.Join(t.TempDir(), "n.db"), "--config", file)

@@ -178,6 +178,7 @@ func TestReadyzFailsWhileTheDatabaseIsUnreachable(t *testing.T) {
 // TestReadyzIs503WhileShuttingDown: once a stop begins, /readyz answers 503 (shutdown) for
 // --drain-delay while the server still serves, and /healthz stays 200.
 func TestReadyzIs503WhileShuttingDown(t *testing.T) {
+	t.Parallel()
 	s, stop := serveOnPort(t, "--drain-delay", "3s")
 	wantReady(t, s.URL)
 	stopped := make(chan error, 1)

@@ -408,7 +408,7 @@ func TestGetOfAnInternalRunIsPlainNotFound(t *testing.T) {
 // url of /approvals' answers and the webhooks' run links — over notifications.consoleURL, which
 // is the base of both without it.
 func TestConsoleURLForEveryLink(t *testing.T) {
-	t.Setenv("INTERLOCK_TEST_WEBHOOK_SECRET", notifySecret)
+	t.Parallel()
 	for _, c := range []struct {
 		name, base string
 		args       []string

@@ -265,13 +265,14 @@ func TestSSEStreamsCountAgainstTheConnectionCap(t *testing.T) {
 // credentials that connected it, as a WebSocket is closed with 4401 then: the server ends the
 // stream at the token's expiry.
 func TestSSESingleConnectionEndsWithItsToken(t *testing.T) {
-	const secret = "a-shared-secret-of-at-least-32-bytes!"
-	t.Setenv("INTERLOCK_TEST_JWT", secret)
+	t.Parallel()
+	const secret = jwtSecret
 	file := apptest.WriteConfig(t, "auth:\n  jwt: {hs256SecretEnv: INTERLOCK_TEST_JWT, issuer: https://idp.test/, audience: interlock}\n")
 	s := apptest.Start(t, "sqlite:"+t.TempDir()+"/jwt.db", "--auth=on", "--config", file)
-	// exp 28 s ago is inside the 30 s leeway: the token is good for 2 more seconds.
+	// exp 25 s ago is inside the 30 s leeway: the token is good for 4 to 5 more seconds (exp is
+	// in whole seconds), time enough on a busy machine to reserve and connect the stream.
 	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"iss": "https://idp.test/", "aud": "interlock", "sub": "ada", "roles": "admin",
-		"exp": time.Now().Add(-28 * time.Second).Unix()}).SignedString([]byte(secret))
+		"exp": time.Now().Add(-25 * time.Second).Unix()}).SignedString([]byte(secret))
 	if err != nil {
 		t.Fatal(err)
 	}
