@@ -21,9 +21,17 @@ type claim struct {
 	refuse func(error)
 	// keyed: the run holds its key (claimed, or taken over), to be given back if its thread
 	// is refused.
-	keyed   bool
-	refused bool
+	keyed bool
+	// why is the refusal (nil: none), told to refuse once the claims are settled.
+	why error
+	// dupOf is the claim of the same group whose run the key names, when that is why the run
+	// is refused: if that run is refused in turn, its key is given back, and this run claims
+	// it again (claimAll).
+	dupOf *claim
 }
+
+// refused reports whether c's run is refused.
+func (c *claim) refused() bool { return c.why != nil }
 
 // claimAll makes the claims of cs in tx, in their order, and returns those whose runs may be
 // stored. Whatever the number of runs, it is four statements: one INSERT of every key not yet
@@ -36,16 +44,33 @@ type claim struct {
 //
 // A run refused nothing is claimed for in vain: its key is given back when its thread is
 // refused, in the same transaction, and a thread is inserted only for the runs whose keys held.
+//
+// A run refused its key because it names another run of cs which is then refused its thread
+// (and gives the key back) claims again, with the others so refused, in a round of their own:
+// as if it had come after that run, one after the other, it finds the key free. Only then is
+// each refused run told why.
 func (s *Store) claimAll(tx *gorm.DB, cs []*claim) ([]*claim, error) {
-	if err := s.claimKeys(tx, cs); err != nil {
-		return nil, err
-	}
-	if err := s.claimThreads(tx, cs); err != nil {
-		return nil, err
+	for round := cs; len(round) > 0; {
+		if err := s.claimKeys(tx, round); err != nil {
+			return nil, err
+		}
+		if err := s.claimThreads(tx, round); err != nil {
+			return nil, err
+		}
+		var again []*claim
+		for _, c := range round {
+			if c.dupOf != nil && c.dupOf.refused() && !c.dupOf.keyed {
+				c.why, c.dupOf = nil, nil
+				again = append(again, c)
+			}
+		}
+		round = again
 	}
 	var out []*claim
 	for _, c := range cs {
-		if !c.refused {
+		if c.refused() {
+			c.refuse(c.why)
+		} else {
 			out = append(out, c)
 		}
 	}
@@ -102,6 +127,10 @@ func (s *Store) claimKeys(tx *gorm.DB, cs []*claim) error {
 	for _, h := range got {
 		held[h.KeyHash] = h
 	}
+	byRun := make(map[string]*claim, len(cs))
+	for _, c := range cs {
+		byRun[c.n.Run.ID] = c
+	}
 	for _, c := range cs {
 		k, r := c.n.Idempotency, c.n.Run
 		if k == nil {
@@ -123,8 +152,8 @@ func (s *Store) claimKeys(tx *gorm.DB, cs []*claim) error {
 			c.keyed = true
 			held[k.KeyHash] = heldKey{KeyHash: k.KeyHash, RunID: r.ID, RequestHash: k.RequestHash} // not stored yet: no status
 		default:
-			c.refused = true
-			c.refuse(&runs.DuplicateRequest{RunID: h.RunID, SameRequest: h.RequestHash == k.RequestHash})
+			c.why = &runs.DuplicateRequest{RunID: h.RunID, SameRequest: h.RequestHash == k.RequestHash}
+			c.dupOf = byRun[h.RunID] // nil: a run stored before
 		}
 	}
 	return nil
@@ -144,7 +173,7 @@ func (s *Store) claimThreads(tx *gorm.DB, cs []*claim) error {
 	seen := map[string]bool{}
 	for _, c := range cs {
 		r := c.n.Run
-		if c.refused || r.ThreadID == nil || seen[*r.ThreadID] {
+		if c.refused() || r.ThreadID == nil || seen[*r.ThreadID] {
 			continue
 		}
 		seen[*r.ThreadID] = true
@@ -175,7 +204,7 @@ func (s *Store) claimThreads(tx *gorm.DB, cs []*claim) error {
 	}
 	for _, c := range cs {
 		r := c.n.Run
-		if c.refused || r.ThreadID == nil {
+		if c.refused() || r.ThreadID == nil {
 			continue
 		}
 		o, ok := owner[*r.ThreadID]
@@ -185,12 +214,12 @@ func (s *Store) claimThreads(tx *gorm.DB, cs []*claim) error {
 		if sameResource(o, r.ResourceID) {
 			continue
 		}
-		c.refused = true
-		c.refuse(runs.ErrThreadOwned)
+		c.why = runs.ErrThreadOwned
 		if c.keyed {
 			if err := tx.Where("key_hash = ? AND run_id = ?", c.n.Idempotency.KeyHash, r.ID).Delete(&IdempotencyKey{}).Error; err != nil {
 				return fmt.Errorf("give back the idempotency key of run %s: %w", r.ID, err)
 			}
+			c.keyed = false
 		}
 	}
 	return nil

@@ -154,3 +154,49 @@ func TestGroupClaimsTogether(t *testing.T) {
 		}
 	})
 }
+
+// TestGroupKeyOfARefusedRun: of two runs of one group with one idempotency key, the first
+// claims the key and is then refused its thread (another resource's), which gives the key back:
+// the second must not be refused as the duplicate of a run that was never stored. Claimed one
+// after the other, the first is refused and the second takes the key; together, the same.
+func TestGroupKeyOfARefusedRun(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		s := gormstore.New(db)
+		ctx := t.Context()
+		in := func(id, thread, resource string) runs.NewRun {
+			n := newRun(id)
+			n.Run.ThreadID, n.Run.ResourceID = ptr(thread), &resource
+			n.Idempotency = &runs.Idempotency{KeyHash: "key-1", RequestHash: "request-" + id}
+			return n
+		}
+		first := in("first", "thread-old", "user-1")
+		first.Idempotency.KeyHash = "key-old"
+		if err := s.InsertRun(ctx, first); err != nil {
+			t.Fatal(err)
+		}
+		hold := s.HoldGroup(t)
+		news := []runs.NewRun{
+			in("theirs", "thread-old", "user-2"), // another resource's thread: refused
+			in("mine", "thread-new", "user-1"),
+		}
+		errs := make([]error, len(news))
+		var wg sync.WaitGroup
+		for i := range news {
+			wg.Go(func() { errs[i] = s.InsertRun(ctx, news[i]) })
+			hold.WaitQueued(i + 1) // in this order
+		}
+		hold.Commit()
+		wg.Wait()
+		if !errors.Is(errs[0], runs.ErrThreadOwned) || errs[1] != nil {
+			t.Fatalf("grouped inserts: %v; want ErrThreadOwned, then the second stored with the key given back", errs)
+		}
+		var key gormstore.IdempotencyKey
+		if err := db.Where("key_hash = ?", "key-1").Take(&key).Error; err != nil {
+			t.Fatal(err)
+		}
+		if key.RunID != "mine" {
+			t.Errorf("key-1 names run %s, want mine", key.RunID)
+		}
+	})
+}
