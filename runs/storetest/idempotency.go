@@ -82,6 +82,54 @@ func testIdempotencyKey(t *testing.T, open Opener) {
 		}
 	})
 
+	// Of runs racing with one key, some refused their thread (another resource's), exactly one
+	// of the others is stored: a run refused its thread gives its key back, so no other is
+	// refused as its duplicate (which would name a run that was never stored).
+	each(t, open, "OfRacingRunsWithOneKeyTheRefusedNameNone", func(t *testing.T, f *fixture) {
+		f.insert(runOpts{N: 1, ThreadID: ptr("thread-owned"), ResourceID: ptr("user-1")})
+		// Every other racer is refused, the odd ones in some rounds and the even in others, so
+		// that either may claim first.
+		refused := func(round, i int) bool { return (i+round)%2 == 1 }
+		const racers, rounds = 8, 4
+		for round := range rounds {
+			news := make([]runs.NewRun, racers)
+			for i := range racers {
+				o := runOpts{N: 2 + round*racers + i, ThreadID: ptr(fmt.Sprint("thread-", round, "-", i)), ResourceID: ptr("user-2"),
+					Idempotency: key(fmt.Sprint("k", round), "r")}
+				if refused(round, i) {
+					o.ThreadID = ptr("thread-owned") // user-1's: refused
+				}
+				news[i] = f.newRun(o)
+			}
+			errs := f.insertAtOnce(news)
+			winner := -1
+			for i, err := range errs {
+				if refused(round, i) {
+					f.notStored(fmt.Sprintf("round %d: refused %d", round, i), news[i].Run.ID)
+					continue
+				}
+				if err == nil {
+					if winner >= 0 {
+						t.Fatalf("round %d: runs %d and %d both stored", round, winner, i)
+					}
+					winner = i
+				}
+			}
+			if winner < 0 {
+				t.Fatalf("round %d: no run stored: %v", round, errs)
+			}
+			for i, err := range errs {
+				// One in another resource's thread is refused that, or (the key claimed first)
+				// as the duplicate of the winner; the others are the winner's duplicates.
+				var dup *runs.DuplicateRequest
+				isDup := errors.As(err, &dup) && dup.RunID == news[winner].Run.ID
+				if i != winner && !isDup && (!refused(round, i) || !errors.Is(err, runs.ErrThreadOwned)) {
+					t.Errorf("round %d: racer %d: %v, want the duplicate of %s", round, i, err, news[winner].Run.ID)
+				}
+			}
+		}
+	})
+
 	// Retention keeps a run whose key is young, whatever its own cutoff, and removes an old
 	// key with its run: the key is free again.
 	each(t, open, "APurgedRunFreesItsKey", func(t *testing.T, f *fixture) {
