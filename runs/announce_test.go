@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"gorm.io/gorm"
 
@@ -204,4 +205,40 @@ func deref(p *string) string {
 		return "<nil>"
 	}
 	return *p
+}
+
+// TestAnnouncedAsStoredByTheServer: as TestAnnouncedAsStored, for what the server decides and
+// for requests: a sub-agent's call that expires (announced on the supervisor's run only), an
+// external agent's request decided with edited arguments, and one its asker abandons.
+func TestAnnouncedAsStoredByTheServer(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		all := notify.Target{Name: "all", Events: notify.Kinds}
+		st := gormstore.New(db)
+		clock := &testClock{}
+		f := setupWith(t, db, runs.Config{NowFunc: clock.now, ExpiryInterval: 10 * time.Millisecond, Webhooks: []notify.Target{all}},
+			setupOpts{agents: append(expiringAgents(), externalAgents()...)})
+		top := f.suspended(t, runs.StartParams{AgentID: "expiring-supervisor", Prompt: "refund order 9 for 3", ThreadID: ptr("th-x"), ResourceID: ptr("res-x")})
+		clock.advance(31 * time.Minute)
+		f.finished(t, top.ID)
+		checkAnnounced(t, st, top.ID, "approval_requested", "expired")
+		var child string
+		if err := db.Table("agent_runs").Where("parent_run_id = ?", top.ID).Select("id").Row().Scan(&child); err != nil {
+			t.Fatal(err)
+		}
+		checkAnnounced(t, st, child)
+
+		sre := as("sam", nil, runtype.RoleAdmin)
+		edited := request(t, f, sre, runs.ApprovalParams{ThreadID: "th-r", ResourceID: "res-r"})
+		if _, err := f.svc.EditAndApprove(sre, runs.DecideParams{RunID: edited.ID}, json.RawMessage(`{"service":"api","version":"1.2.2"}`)); err != nil {
+			t.Fatal(err)
+		}
+		checkAnnounced(t, st, edited.ID, "approval_requested", "decided/edit_approved")
+
+		left := request(t, f, sre, runs.ApprovalParams{AgentID: "hooks", ToolName: "Bash", Args: json.RawMessage(`{"command":"ls"}`)})
+		if _, ended, err := f.svc.Abandon(bg(), left.ID, "the hook", "it timed out"); err != nil || !ended {
+			t.Fatalf("Abandon = %v, %v", ended, err)
+		}
+		checkAnnounced(t, st, left.ID, "approval_requested", "expired")
+	})
 }
