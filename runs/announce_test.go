@@ -242,3 +242,22 @@ func TestAnnouncedAsStoredByTheServer(t *testing.T) {
 		checkAnnounced(t, st, left.ID, "approval_requested", "expired")
 	})
 }
+
+// TestAnnouncedResumeThroughSupervisors: a sub-agent's call waiting for input, resumed on the
+// top-level run that shows it, is announced there as resumed, naming the call as that run
+// showed it (its id there, its payload).
+func TestAnnouncedResumeThroughSupervisors(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		f := setupChainWith(t, db, runs.Config{Webhooks: []notify.Target{{Name: "all", Events: notify.Kinds}}})
+		c := suspendedChain(t, f, "ask the customer for their favourite colour")
+		if _, err := f.svc.Resume(as("alice", nil, runtype.RoleAdmin), runs.DecideParams{RunID: c.chief.ID}, json.RawMessage(`{"answer":"blue"}`)); err != nil {
+			t.Fatal(err)
+		}
+		f.finished(t, c.chief.ID)
+		st := gormstore.New(db)
+		checkAnnounced(t, st, c.chief.ID, "approval_requested", "decided/resumed")
+		checkAnnounced(t, st, c.supervisor.ID)
+		checkAnnounced(t, st, c.support.ID)
+	})
+}
