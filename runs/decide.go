@@ -258,22 +258,30 @@ func (s *Service) decidedRun(ctx context.Context, dec *decision, w DecisionWrite
 	return &out
 }
 
-// decidedSupervisor is the supervisor's run a decision was taken on, as stored right after it
-// (RUNNING to clients: its sub-agent's run continues). When it cannot be read back, it is shown
-// from what was read before, with the decision on its delegate call.
+// decidedSupervisor is the supervisor's run a decision was taken on, as stored right after it:
+// WAITING (RUNNING to clients: its sub-agent's run continues), its call gone. As decidedRun,
+// the run is known from what was checked and written, but for the decisions' stored ids, which
+// are read back; the rest is not, since by then the sub-agent may have finished and the
+// supervisor with it, and the answer is the state the decision made, not a later one. When the
+// read fails, the decision is shown as taken, on its delegate call.
 func (s *Service) decidedSupervisor(ctx context.Context, dec *decision, w DecisionWrite) *runtype.Run {
-	again, err := s.store.GetRun(context.WithoutCancel(ctx), dec.top.ID)
-	if err == nil && again != nil {
-		return again
-	}
-	s.cfg.Logger.Warn("decide: load supervisor run", "run", dec.top.ID, "err", err)
 	out := dec.top.Run
-	out.Status, out.SuspendedAt, out.ToolCalls = runtype.StatusWaiting, nil, []runtype.ToolCall{}
+	out.Status, out.SuspendedAt, out.ToolCalls, out.UpdatedAt = runtype.StatusWaiting, nil, []runtype.ToolCall{}, runtype.StoredTime(w.At)
+	var mine []AncestorWrite
 	for _, a := range w.Ancestors {
 		if a.RunID == out.ID {
 			out.LastSeq = a.After + int64(len(a.Events))
-			out.Decisions = append(out.Decisions, dec.taken(out.ID, a.ToolCallID, w))
+			mine = append(mine, a)
 		}
+	}
+	again, err := s.store.GetRun(context.WithoutCancel(ctx), out.ID)
+	if err == nil && again != nil {
+		out.Decisions = again.Decisions
+		return &out
+	}
+	s.cfg.Logger.Warn("decide: load supervisor run", "run", out.ID, "err", err)
+	for _, a := range mine {
+		out.Decisions = append(out.Decisions, dec.taken(out.ID, a.ToolCallID, w))
 	}
 	return &out
 }
