@@ -543,6 +543,48 @@ func TestWatchersShareOneReadPerChange(t *testing.T) {
 	}
 }
 
+// failingGetStore fails the next GetRun once fail is set, as storage that cannot be reached
+// for a moment does.
+type failingGetStore struct {
+	runs.Store
+	fail atomic.Bool
+}
+
+func (s *failingGetStore) GetRun(ctx context.Context, id string) (*runtype.Run, error) {
+	if s.fail.CompareAndSwap(true, false) {
+		return nil, fmt.Errorf("read run %s: %w", id, runtype.ErrUnavailable)
+	}
+	return s.Store.GetRun(ctx, id)
+}
+
+// A change whose run cannot be read is not dropped in silence: the watchers end, as when they
+// fall behind, so that they subscribe again and re-read what they show (the console's count
+// of waiting runs stayed wrong until the next change).
+func TestWatchersEndWhenAChangeCannotBeRead(t *testing.T) {
+	t.Parallel()
+	failing := &failingGetStore{}
+	f := setupWith(t, dbtest.SQLite(t), runs.Config{}, setupOpts{wrap: func(st runs.Store) runs.Store {
+		failing.Store = st
+		return failing
+	}})
+	ctx, cancel := context.WithTimeout(bg(), 10*time.Second)
+	defer cancel()
+	ch, err := f.svc.WatchSuspended(ctx, runs.WatchFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	failing.fail.Store(true)
+	f.start(t, runs.StartParams{AgentID: "counter-agent", Prompt: "refund order 1"})
+	select {
+	case c, ok := <-ch:
+		if ok {
+			t.Fatalf("watcher got %+v after its change could not be read, want its end", c)
+		}
+	case <-ctx.Done():
+		t.Fatal("the watcher neither ended nor got the change it missed")
+	}
+}
+
 func TestLongThreadAndResourceIDsAreBadInput(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {

@@ -314,11 +314,19 @@ func (s *Service) watch(sub *fanout.Sub[Change]) {
 			continue
 		}
 		r, err := s.store.GetRun(s.ctx, ch.RunID)
-		if err != nil || r == nil {
-			if err != nil && s.ctx.Err() == nil {
-				s.cfg.Logger.Warn("watch: read run", "run", ch.RunID, "err", err)
+		if err != nil {
+			if s.ctx.Err() != nil {
+				return
 			}
+			// A change that cannot be shown must not be lost in silence (a watcher's count
+			// would stay wrong until the next change): end the watchers, as when they fall
+			// behind, so that they subscribe again and re-read what they show.
+			s.cfg.Logger.Warn("watch: read run; watchers resubscribe", "run", ch.RunID, "err", err)
+			s.watched.CloseAll(changesTopic)
 			continue
+		}
+		if r == nil {
+			continue // purged since: there is nothing left to show
 		}
 		if ch.Kind != ChangeLeft && r.Status != runtype.StatusSuspended {
 			continue // a suspension already decided is not news; its LEFT follows
