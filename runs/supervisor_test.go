@@ -28,8 +28,9 @@ func setupChain(t *testing.T, db *gorm.DB) *fixture {
 	return setupChainWith(t, db, runs.Config{})
 }
 
-// setupChainWith is setupChain with the service configured by cfg.
-func setupChainWith(t *testing.T, db *gorm.DB, cfg runs.Config) *fixture {
+// setupChainWith is setupChain with the service configured by cfg, its store wrapped by wrap
+// when given.
+func setupChainWith(t *testing.T, db *gorm.DB, cfg runs.Config, wrap ...func(runs.Store) runs.Store) *fixture {
 	t.Helper()
 	demo := agent.DemoAgents(&llm.Demo{})
 	var supervisor *agent.Agent
@@ -47,7 +48,11 @@ func setupChainWith(t *testing.T, db *gorm.DB, cfg runs.Config) *fixture {
 		t.Fatal(err)
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc, err := runs.New(gormstore.New(db), reg, cfg)
+	var st runs.Store = gormstore.New(db)
+	for _, w := range wrap {
+		st = w(st)
+	}
+	svc, err := runs.New(st, reg, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,6 +107,51 @@ func suspendedChain(t *testing.T, f *fixture, prompt string) chain {
 		t.Fatalf("suspendedRuns() = %d runs (total %d), want only the chief's %s", len(res.Runs), res.Total, top.ID)
 	}
 	return c
+}
+
+// lateReadStore answers a read of the run named in late only once that run has finished: a
+// read that comes after everything the decision started has run.
+type lateReadStore struct {
+	runs.Store
+	late atomic.Pointer[string]
+}
+
+func (s *lateReadStore) GetRun(ctx context.Context, id string) (*runtype.Run, error) {
+	if late := s.late.Load(); late != nil && *late == id {
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if r, err := s.Store.GetRun(ctx, id); err != nil || r.Status.Finished() {
+				break
+			}
+		}
+	}
+	return s.Store.GetRun(ctx, id)
+}
+
+// A decision taken on a supervisor's call answers with the supervisor as the decision left it
+// (RUNNING to clients, no call waiting), however fast the sub-agents finish after it: the
+// answer is not a later read of the run (which could say COMPLETED).
+func TestSupervisorDecisionAnswersTheStateItMade(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		late := &lateReadStore{}
+		f := setupChainWith(t, db, runs.Config{}, func(st runs.Store) runs.Store { late.Store = st; return late })
+		c := suspendedChain(t, f, "refund order 42 for 30")
+		late.late.Store(&c.chief.ID)
+		after, err := f.svc.Approve(as("alice", nil, runtype.RoleAdmin), runs.DecideParams{RunID: c.chief.ID})
+		late.late.Store(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after.Status.Public() != runtype.StatusRunning || len(after.ToolCalls) != 0 || after.SuspendedAt != nil {
+			t.Fatalf("approve answered %s with %d calls, want RUNNING with none", after.Status, len(after.ToolCalls))
+		}
+		if len(after.Decisions) != 1 || after.Decisions[0].ID == 0 || after.Decisions[0].Kind != runtype.DecisionApproved {
+			t.Fatalf("approve answered decisions %+v, want the approval with its stored id", after.Decisions)
+		}
+		if done := f.finished(t, c.chief.ID); done.Status != runtype.StatusCompleted || after.LastSeq >= done.LastSeq {
+			t.Fatalf("chief run: %s at seq %d, answered at seq %d", done.Status, done.LastSeq, after.LastSeq)
+		}
+	})
 }
 
 func TestSupervisorSurfacesInnerApprovalTwoLevelsDeep(t *testing.T) {
