@@ -36,6 +36,12 @@ type Agent struct {
 	// does, once a person approved. Its tools' InputSchema, RequireApproval, ApproverRoles and
 	// ApprovalTimeout apply as they do for any agent.
 	External bool
+	// Forwards, on an external agent, makes Interlock itself run each request's call once it
+	// may (the policy let it through, or a person approved it) with the tool's ExecuteFunc, as
+	// a run whose loop executes that one call and ends: the MCP gateway's agent, whose callers
+	// wait for the result rather than run the tool. Leases, recovery and the rule that a call
+	// whose outcome is unknown is never run again without a person apply as to any run.
+	Forwards bool
 	// AnyTool, on an external agent, accepts calls of any tool name (`tools: ["*"]`): a name
 	// that is not one of Tools is a call of a copy of AnyTool under that name (see Tool). nil:
 	// only the names of Tools.

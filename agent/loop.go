@@ -83,6 +83,11 @@ type Outcome struct {
 func (a *Agent) Run(ctx context.Context, snap *Snapshot, host Host) (Outcome, error) {
 	for {
 		if len(snap.Pending) == 0 {
+			if snap.Request {
+				// A forwarded request (Snapshot.Forward) ends with its one call: there is no
+				// model to hand the result to.
+				return Outcome{}, nil
+			}
 			if snap.Steps >= a.maxSteps() {
 				return Outcome{}, &StepsError{Steps: snap.Steps}
 			}

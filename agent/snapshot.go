@@ -87,8 +87,12 @@ type Snapshot struct {
 	// CallIDs is how many server ids of calls the run has assigned (the last is tc_<CallIDs>).
 	CallIDs int `json:"callIds,omitempty"`
 	// Request marks an external agent's approval request (NewRequest): a decision ends it, and
-	// no loop ever runs it, whatever the config later says of its agent.
+	// no loop ever runs it, whatever the config later says of its agent — unless Forward.
 	Request bool `json:"request,omitempty"`
+	// Forward marks a request whose call Interlock runs itself once it may (Agent.Forwards, the
+	// MCP gateway's): an approval continues it as a run whose loop executes that one call and
+	// ends, never calling a model; a decline or an expiry ends it as any request's does.
+	Forward bool `json:"forward,omitempty"`
 }
 
 // CallID is the call's public id, its toolCallId in the API: the server's, or in a snapshot
@@ -255,9 +259,10 @@ func (s *Snapshot) Decide(callID string, d Decision) error {
 
 // NewRequest is the snapshot of an external agent's approval request: no conversation, and one
 // call of the tool with args, under the run's first server id (tc_1), waiting for approval
-// (needsApproval) or already approved by the tool's policy.
-func NewRequest(tool string, args json.RawMessage, needsApproval bool) *Snapshot {
-	s := &Snapshot{Messages: []llm.Message{}, Request: true}
+// (needsApproval) or already approved by the tool's policy. forward marks a request whose call
+// Interlock executes (Snapshot.Forward).
+func NewRequest(tool string, args json.RawMessage, needsApproval, forward bool) *Snapshot {
+	s := &Snapshot{Messages: []llm.Message{}, Request: true, Forward: forward}
 	c := PendingCall{ToolCall: llm.ToolCall{Name: tool, Args: args}, State: CallAwaitingApproval}
 	c.ServerID = s.nextCallID(nil)
 	c.ID = c.ServerID

@@ -29,7 +29,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -277,25 +276,11 @@ func (h *Handler) state(r *http.Request, rn *runtype.Run) Answer {
 }
 
 // runURL is the request's page in the console: under ConsoleURL, or else the server's own
-// address (the local address of the request's connection). Never under the request's Host
-// header: a client, or whatever relays its request, could make the answer's link point
-// anywhere, and a script that opens it, or shows it to a person, would follow.
+// address as the request reached it (notify.ServerBase, never the Host header).
 func (h *Handler) runURL(r *http.Request, runID string) string {
 	base := h.o.ConsoleURL
 	if base == "" {
-		scheme, host := "http", "localhost"
-		if r.TLS != nil {
-			scheme = "https"
-		}
-		if addr, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
-			if local, port, err := net.SplitHostPort(addr.String()); err == nil {
-				if ip := net.ParseIP(local); ip != nil && !ip.IsUnspecified() {
-					host = ip.String()
-				}
-				host = net.JoinHostPort(host, port)
-			}
-		}
-		base = scheme + "://" + host
+		base = notify.ServerBase(r)
 	}
 	return notify.RunURL(base, runID)
 }

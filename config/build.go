@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"interlock/agent"
 	"interlock/hidden"
@@ -28,9 +29,29 @@ type Options struct {
 
 // Agents is what a config file builds: the agents, and the connections to close at the end.
 type Agents struct {
-	List    []*agent.Agent
+	List []*agent.Agent
+	// Gateway is the MCP gateway of mcpGateway (nil without one); its agent is in List.
+	Gateway *Gateway
 	servers []*tools.MCPServer
 }
+
+// Gateway is what mcpGateway builds: the gateway's agent (external, forwarding its calls),
+// the tools it lists to MCP clients, sorted by name, and its waits.
+type Gateway struct {
+	Agent                  *agent.Agent
+	Tools                  []GatewayTool
+	Wait, ProgressInterval time.Duration
+}
+
+// GatewayTool is a tool the gateway lists: an upstream server's tool, under the name
+// <server>__<tool> (the agent's tool of that name runs it).
+type GatewayTool struct {
+	Name, Server string
+	Upstream     tools.MCPTool
+}
+
+// gatewaySeparator joins a server's name and its tool's in the gateway's tool names.
+const gatewaySeparator = "__"
 
 // Close ends the MCP sessions (stopping stdio servers).
 func (a *Agents) Close() {
@@ -50,6 +71,7 @@ func Build(ctx context.Context, f *File, opt Options) (*Agents, error) {
 	byName := map[string]*agent.Tool{}
 	servers := map[string]*tools.MCPServer{}
 	listed := map[string]map[string]tools.MCPTool{}
+	clash := map[string]string{} // tool names two servers list: the refusal, for an agent listing one
 	for i, sc := range f.MCPServers {
 		at := fmt.Sprintf("mcpServers[%d]", i)
 		cfg := tools.MCPConfig{Name: sc.Name, Command: sc.Command, URL: sc.URL, Timeout: sc.Timeout,
@@ -87,8 +109,12 @@ func Build(ctx context.Context, f *File, opt Options) (*Agents, error) {
 			if r, _, bad := hidden.InName(t.Name); bad {
 				return fail(at, fmt.Sprintf("its tool %q has %s in its name, which hides or reorders what a person reads; list only the tools wanted with tools: [...]", t.Name, hidden.Describe([]rune{r})))
 			}
-			if _, dup := byName[t.Name]; dup {
-				return fail(at, fmt.Sprintf("its tool %q has the name of another server's tool; offer it under another name with tools: [{name: …, mcp: {server: %s, tool: %s}}] and leave it out of this server's tools list", t.Name, sc.Name, t.Name))
+			if _, dup := byName[t.Name]; dup || clash[t.Name] != "" {
+				// Refused only when an agent lists the name: the gateway names tools by
+				// their server, so two servers it re-exposes may share tool names.
+				clash[t.Name] = fmt.Sprintf("%s: its tool %q has the name of another server's tool; offer it under another name with tools: [{name: …, mcp: {server: %s, tool: %s}}] and leave it out of this server's tools list", at, t.Name, sc.Name, t.Name)
+				delete(byName, t.Name)
+				continue
 			}
 			byName[t.Name] = &agent.Tool{
 				Name: t.Name, Description: t.Description, InputSchema: t.InputSchema,
@@ -96,6 +122,14 @@ func Build(ctx context.Context, f *File, opt Options) (*Agents, error) {
 				ApproverRoles: sc.ApproverRoles,
 			}
 		}
+	}
+	if g := f.MCPGateway; g != nil {
+		gw, err := buildGateway(f, g, servers, listed)
+		if err != nil {
+			return fail("mcpGateway", err.Error())
+		}
+		out.Gateway = gw
+		out.List = append(out.List, gw.Agent)
 	}
 	var anyTool *agent.Tool // the policy of any tool name (the tool named "*")
 	for i, tc := range f.Tools {
@@ -177,6 +211,9 @@ func Build(ctx context.Context, f *File, opt Options) (*Agents, error) {
 				continue
 			}
 			t, ok := byName[name]
+			if c := clash[name]; c != "" {
+				return fail(strings.SplitN(c, ": ", 2)[0], strings.SplitN(c, ": ", 2)[1])
+			}
 			if !ok {
 				return fail(fmt.Sprintf("%s.tools[%d]", at, j), fmt.Sprintf("unknown tool %q: it is not in tools and no MCP server lists it", name))
 			}
@@ -277,4 +314,40 @@ func buildModel(m *Model, opt Options) (llm.Model, error) {
 		}
 	}
 	return llm.NewOpenAI(cfg)
+}
+
+// buildGateway makes the gateway's agent from the servers it names: every tool each lists (or
+// only those of its tools:), named <server>__<tool>, with the server's requireApproval,
+// approvalTimeout and approverRoles, run by the server through tools.MCPServer.Forward.
+func buildGateway(f *File, g *MCPGateway, servers map[string]*tools.MCPServer, listed map[string]map[string]tools.MCPTool) (*Gateway, error) {
+	gw := &Gateway{Wait: g.Wait, ProgressInterval: g.ProgressInterval,
+		Agent: &agent.Agent{ID: g.AgentID, Name: "MCP gateway", External: true, Forwards: true,
+			Description: "Calls of MCP clients through /mcp to " + strings.Join(g.Servers, ", ")}}
+	if gw.Wait == 0 {
+		gw.Wait = DefaultGatewayWait
+	}
+	if gw.ProgressInterval == 0 {
+		gw.ProgressInterval = DefaultGatewayProgressInterval
+	}
+	for _, name := range g.Servers {
+		sc := f.server(name)
+		for _, tn := range slices.Sorted(maps.Keys(listed[name])) {
+			if len(sc.Tools) > 0 && !slices.Contains(sc.Tools, tn) {
+				continue
+			}
+			if r, _, bad := hidden.InName(tn); bad {
+				return nil, fmt.Errorf("%s lists a tool %q with %s in its name, which hides or reorders what a person reads; list only the tools wanted with mcpServers[].tools", name, tn, hidden.Describe([]rune{r}))
+			}
+			up := listed[name][tn]
+			gt := GatewayTool{Name: name + gatewaySeparator + tn, Server: name, Upstream: up}
+			gw.Tools = append(gw.Tools, gt)
+			gw.Agent.Tools = append(gw.Agent.Tools, &agent.Tool{
+				Name: gt.Name, Description: up.Description, InputSchema: up.InputSchema,
+				RequireApproval: needsApproval(sc, tn), ApprovalTimeout: sc.ApprovalTimeout, ApproverRoles: sc.ApproverRoles,
+				ExecuteFunc: servers[name].Forward(tn),
+			})
+		}
+	}
+	slices.SortFunc(gw.Tools, func(a, b GatewayTool) int { return strings.Compare(a.Name, b.Name) })
+	return gw, nil
 }

@@ -23,6 +23,9 @@ type File struct {
 	// Notifications are the webhooks told when a call waits for a person, is decided or
 	// expires. Default: none.
 	Notifications *notify.Config `yaml:"notifications"`
+	// MCPGateway re-exposes mcpServers to MCP clients at /mcp, holding the calls their
+	// requireApproval names for a person. Default: off.
+	MCPGateway *MCPGateway `yaml:"mcpGateway"`
 
 	path string // where it was read from, for messages
 }
@@ -145,3 +148,28 @@ type MCPServer struct {
 	// ApproverRoles are the only roles (besides admin) that may decide its tools' calls.
 	ApproverRoles []string `yaml:"approverRoles"`
 }
+
+// MCPGateway is the MCP approval gateway (/mcp): MCP clients see the tools of Servers, and each
+// call they make is a run of the agent AgentID — held for a person when its server's
+// requireApproval names the tool, forwarded at once otherwise, recorded either way.
+type MCPGateway struct {
+	// AgentID is the id of the gateway's agent, an external agent made from Servers (it must
+	// not be one of agents:): its runs are the calls; tokens bound to agents need it.
+	AgentID string `yaml:"agentId"`
+	// Servers are the names of the mcpServers re-exposed; each tool is listed as
+	// <server>__<tool>. Servers not named are never exposed.
+	Servers []string `yaml:"servers"`
+	// Wait is how long a held call's answer waits for a decision before the client is told
+	// the call is pending (it calls again to get the outcome). Default 50s, under the 60 s
+	// after which common clients give up on a silent call.
+	Wait time.Duration `yaml:"wait"`
+	// ProgressInterval is how often a held call whose client sent a progress token is sent
+	// notifications/progress. Default 15s.
+	ProgressInterval time.Duration `yaml:"progressInterval"`
+}
+
+// Defaults of the gateway's waits.
+const (
+	DefaultGatewayWait             = 50 * time.Second
+	DefaultGatewayProgressInterval = 15 * time.Second
+)

@@ -76,7 +76,8 @@ var (
 // check finds every problem that can be found without leaving the process.
 func (f *File) check() []string {
 	var p problems
-	if len(f.Agents) == 0 && (len(f.Tools) > 0 || len(f.MCPServers) > 0) {
+	f.checkGateway(&p)
+	if len(f.Agents) == 0 && f.MCPGateway == nil && (len(f.Tools) > 0 || len(f.MCPServers) > 0) {
 		p.add("agents", "at least one agent is required to use tools (a file without agents serves the built-in demo agents)")
 	}
 	servers := map[string]bool{}
@@ -255,6 +256,41 @@ const AnyTool = "*"
 
 // checkExternal checks an external agent (at is its path): it runs elsewhere, so what only a
 // model uses has no place in it.
+// checkGateway checks mcpGateway: an agent id of its own, servers that are mcpServers, and
+// waits that make sense.
+func (f *File) checkGateway(p *problems) {
+	g := f.MCPGateway
+	if g == nil {
+		return
+	}
+	switch {
+	case g.AgentID == "":
+		p.add("mcpGateway.agentId", "is required: the id of the agent whose runs are the gateway's calls (such as mcp-gateway)")
+	case slices.ContainsFunc(f.Agents, func(a Agent) bool { return a.ID == g.AgentID }):
+		p.add("mcpGateway.agentId", fmt.Sprintf("%q is also the id of an agent in agents: the gateway makes its own agent; give it another id", g.AgentID))
+	}
+	if len(g.Servers) == 0 {
+		p.add("mcpGateway.servers", "is required: the names of the mcpServers to re-expose")
+	}
+	seen := map[string]bool{}
+	for i, name := range g.Servers {
+		at := fmt.Sprintf("mcpGateway.servers[%d]", i)
+		switch {
+		case seen[name]:
+			p.add(at, fmt.Sprintf("%q is listed twice", name))
+		case !slices.ContainsFunc(f.MCPServers, func(s MCPServer) bool { return s.Name == name }):
+			p.add(at, fmt.Sprintf("%q is not the name of one of mcpServers", name))
+		}
+		seen[name] = true
+	}
+	if g.Wait < 0 {
+		p.add("mcpGateway.wait", "must be positive")
+	}
+	if g.ProgressInterval < 0 || (g.ProgressInterval > 0 && g.ProgressInterval < 100*time.Millisecond) {
+		p.add("mcpGateway.progressInterval", "must be at least 100ms")
+	}
+}
+
 func (f *File) checkExternal(p *problems, at string, a Agent) {
 	why := "has no effect on an external agent: it runs elsewhere and Interlock only holds its calls for a person"
 	if a.Model != nil {

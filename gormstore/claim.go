@@ -2,6 +2,7 @@ package gormstore
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"slices"
 
@@ -236,4 +237,14 @@ func threadNames(rows []Thread) string {
 // sameResource reports whether a and b are the same resource, or both none.
 func sameResource(a, b *string) bool {
 	return (a == nil) == (b == nil) && (a == nil || *a == *b)
+}
+
+// ReleaseKey implements runs.Store: one DELETE, conditioned on the run the key names, so that
+// a release racing a claim that moved the key to another run never frees that run's key.
+func (s *Store) ReleaseKey(ctx context.Context, keyHash, runID string) error {
+	err := s.db.WithContext(ctx).Where("key_hash = ? AND run_id = ?", keyHash, runID).Delete(&IdempotencyKey{}).Error
+	if err != nil {
+		return fmt.Errorf("release idempotency key: %w", err)
+	}
+	return nil
 }

@@ -79,6 +79,11 @@ func (s *Store) insertRequest(ctx context.Context, n runs.NewRun) error {
 		if d := x.Decision; d != nil {
 			call.State, call.DecidedBy, call.DecidedAt, call.Reason = string(d.Kind), d.DecidedBy, msOrNil(&d.DecidedAt), d.Reason
 			call.Receipt = d.Receipt
+			if n.Lease != "" {
+				// A forwarded call (agent.Agent.Forwards): RUNNING, leased to the instance
+				// that runs it, with the snapshot its execution starts from.
+				row["snapshot"], row["lease_owner"], row["lease_until"] = n.Snapshot, n.Lease, s.dbNowPlus(n.TTL)
+			}
 		} else {
 			row["snapshot"], row["suspended_at"] = n.Snapshot, msOrNil(r.SuspendedAt)
 		}

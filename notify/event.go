@@ -8,6 +8,8 @@ package notify
 
 import (
 	"fmt"
+	"net"
+	"net/http"
 	"net/url"
 	"time"
 
@@ -185,4 +187,24 @@ func stripSlash(p string) string {
 		p = p[:len(p)-1]
 	}
 	return p
+}
+
+// ServerBase is the base URL of links to this server as request r reached it: the local
+// address of r's connection (localhost when it listens on every address). Never r's Host
+// header: a client, or whatever relays its request, could make a link point anywhere, and a
+// script that opens it, or shows it to a person, would follow.
+func ServerBase(r *http.Request) string {
+	scheme, host := "http", "localhost"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	if addr, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+		if local, port, err := net.SplitHostPort(addr.String()); err == nil {
+			if ip := net.ParseIP(local); ip != nil && !ip.IsUnspecified() {
+				host = ip.String()
+			}
+			host = net.JoinHostPort(host, port)
+		}
+	}
+	return scheme + "://" + host
 }

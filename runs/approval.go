@@ -228,6 +228,7 @@ func (s *Service) storeApproval(ctx context.Context, req *approvalRequest) (*run
 	if err != nil {
 		return nil, err
 	}
+	taken := time.Now() // when the write that leases a forwarded call's run was sent, at the latest
 	err = s.store.InsertRun(ctx, n)
 	if again, ok, rerr := s.repeated(ctx, req.keyText, err); ok {
 		return again, rerr
@@ -242,6 +243,15 @@ func (s *Service) storeApproval(ctx context.Context, req *approvalRequest) (*run
 	if req.needs {
 		s.changes.Publish(changesTopic, Change{Kind: ChangeSuspended, RunID: n.Run.ID})
 	}
+	if n.Lease != "" {
+		// A forwarded call the policy let through: it runs now, here.
+		snap, err := agent.DecodeSnapshot(n.Snapshot)
+		if err != nil {
+			return nil, err
+		}
+		r := n.Run
+		s.execute(req.agent, &r, n.Lease, snap, taken, causedBy(ctx, CauseStart))
+	}
 	return &n.Run, nil
 }
 
@@ -254,7 +264,7 @@ func (s *Service) approvalRun(ctx context.Context, req *approvalRequest) (NewRun
 		return NewRun{}, fmt.Errorf("new run id: %w", err)
 	}
 	now := s.now()
-	snap := agent.NewRequest(req.tool.Name, req.args, req.needs)
+	snap := agent.NewRequest(req.tool.Name, req.args, req.needs, req.agent.Forwards)
 	requested := runtype.ToolCall{ToolCallID: snap.Pending[0].CallID(), ToolName: req.tool.Name, Args: req.args, RequiresApproval: req.needs}
 	call := requested // as it waits, with its deadline
 	if req.needs && req.tool.ApprovalTimeout > 0 {
@@ -292,8 +302,21 @@ func (s *Service) approvalRun(ctx context.Context, req *approvalRequest) (NewRun
 			DecidedAt: now, Reason: &reason, Args: req.args, Receipt: receipt}
 		// No TOOL_CALL_APPROVED: nobody was asked, so no one is told (webhooks announce what
 		// waits for a person and what a person decided); the decision is on record.
-		n.Events = append(n.Events, runtype.Event{Type: runtype.EventRunFinished, Status: string(runtype.StatusCompleted)})
-		n.Run.Status, n.Run.Decisions = runtype.StatusCompleted, []runtype.Decision{*n.External.Decision}
+		n.Run.Decisions = []runtype.Decision{*n.External.Decision}
+		if req.agent.Forwards {
+			// Interlock runs the call: the run is stored RUNNING, leased to this instance, and
+			// storeApproval starts its execution.
+			snap.Pending[0].Receipt = deref(receipt)
+			snap.Seq = int64(len(n.Events))
+			if n.Snapshot, err = snap.Encode(); err != nil {
+				return NewRun{}, err
+			}
+			n.Lease, n.TTL = s.newLease(), s.cfg.LeaseTTL
+			n.Run.Status = runtype.StatusRunning
+		} else {
+			n.Events = append(n.Events, runtype.Event{Type: runtype.EventRunFinished, Status: string(runtype.StatusCompleted)})
+			n.Run.Status = runtype.StatusCompleted
+		}
 	}
 	n.Run.LastSeq = int64(len(n.Events))
 	if n.Outbox, err = s.announce(&n.Run, 0, now, n.Events, notify.Call{}); err != nil {
@@ -314,42 +337,7 @@ func (s *Service) approvalRun(ctx context.Context, req *approvalRequest) (NewRun
 // principal may not see, and a run that is not an approval request (its agent is not
 // external); BAD_USER_INPUT for a negative wait; UNAVAILABLE when storage cannot be reached.
 func (s *Service) AwaitApproval(ctx context.Context, runID string, wait time.Duration) (*runtype.Run, error) {
-	if wait < 0 {
-		return nil, runtype.Errorf(runtype.CodeBadUserInput, "wait must be 0 or more, not %s", wait)
-	}
-	r, err := s.request(ctx, runID)
-	if err != nil || r.Status != runtype.StatusSuspended || wait == 0 {
-		return r, err
-	}
-	woke := make(chan struct{}, 1)
-	// Subscribed before the run is read again, so that no decision stored meanwhile is missed;
-	// the notify loop polls the progress of every run this instance's hub has subscribers of.
-	sub := s.runHub.SubscribeFunc(runID, func() {
-		select {
-		case woke <- struct{}{}:
-		default:
-		}
-	})
-	defer sub.Close()
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	for {
-		if r, err = s.request(ctx, runID); err != nil || r.Status != runtype.StatusSuspended {
-			if err != nil && ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			return r, err
-		}
-		select {
-		case <-woke:
-		case <-timer.C:
-			return r, nil
-		case <-s.ctx.Done():
-			return r, nil
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
+	return s.await(ctx, runID, wait, func(st runtype.Status) bool { return st != runtype.StatusSuspended })
 }
 
 // Abandon ends an external agent's request whose asker stopped waiting for its decision (a

@@ -170,7 +170,7 @@ func (e *execution) loop(ctx context.Context, snap *agent.Snapshot) {
 	case err == nil && out.Held != nil:
 		e.outcome(ctx, "suspension", e.answered(out.Held), func(ctx context.Context) error { return e.suspend(ctx, snap, out.Held) })
 	case err == nil:
-		e.outcome(ctx, "completion", nil, func(ctx context.Context) error { return e.complete(ctx, out.Text) })
+		e.outcome(ctx, "completion", nil, func(ctx context.Context) error { return e.complete(ctx, out.Text, !snap.Request) })
 	case errors.Is(err, ErrLeaseLost):
 		// Another instance owns the run now.
 	case errors.As(err, new(*storageError)):
@@ -693,10 +693,11 @@ func (e *execution) waitingCall(c agent.PendingCall, now time.Time) runtype.Tool
 	return call
 }
 
-// complete stores the final text, removes the snapshot, appends RUN_FINISHED and records the
-// exchange in the run's memory thread.
-func (e *execution) complete(ctx context.Context, text string) error {
-	if e.run.ParentRunID != nil {
+// complete stores the final text, removes the snapshot, appends RUN_FINISHED and, when
+// remember, records the exchange in the run's memory thread (a forwarded request has no
+// exchange: its thread groups a caller's calls, it is no conversation).
+func (e *execution) complete(ctx context.Context, text string, remember bool) error {
+	if e.run.ParentRunID != nil || !remember {
 		// A sub-agent's run hands its answer to its supervisor; the supervisor's exchange is
 		// what the thread remembers.
 		return e.finish(ctx, Finish{Status: runtype.StatusCompleted, Output: &text}, runtype.Event{Type: runtype.EventRunFinished, Status: string(runtype.StatusCompleted)})

@@ -148,6 +148,9 @@ type Store interface {
 	// tool-call rows, late results and idempotency keys, and returns how many it deleted. A run whose
 	// idempotency key was claimed at or after keysBefore is kept: a retry must find it.
 	PurgeFinished(ctx context.Context, cutoff, keysBefore time.Time, limit int) (int, error)
+	// ReleaseKey deletes the idempotency key keyHash while it names run runID (a key that
+	// names another run by now is left alone): the key's next claim makes a new run.
+	ReleaseKey(ctx context.Context, keyHash, runID string) error
 	// PurgeChanges deletes suspended-set changes recorded before cutoff.
 	PurgeChanges(ctx context.Context, cutoff time.Time) error
 
@@ -179,7 +182,7 @@ type NewRun struct {
 	// ErrDuplicateRequest (*DuplicateRequest), with nothing stored.
 	Idempotency *Idempotency
 	// External, when not nil, makes the run an external agent's approval request (Lease and
-	// TTL are not used): see InsertRun.
+	// TTL are used only by a forwarded call the policy approved): see InsertRun.
 	External *ExternalRequest
 	// Outbox are the webhooks' outbox rows announcing Events (Announce), written with them.
 	Outbox []Announcement
@@ -193,7 +196,8 @@ type ExternalRequest struct {
 	Call runtype.ToolCall
 	// Decision, when not nil, is the policy's approval of Call (a tool that needs no approval):
 	// the run (Run.Status COMPLETED) is stored without a snapshot, the call's row decided, and
-	// it never enters the suspended set.
+	// it never enters the suspended set. A forwarded call's (agent.Agent.Forwards, NewRun.Lease
+	// set) is stored RUNNING instead, with its snapshot, leased by NewRun.Lease for NewRun.TTL.
 	Decision   *runtype.Decision
 	InstanceID string
 }

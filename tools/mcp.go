@@ -56,6 +56,9 @@ type MCPTool struct {
 	Name        string
 	Description string
 	InputSchema json.RawMessage
+	// Listed is the tool as the server listed it (title, annotations, output schema, _meta),
+	// for the MCP gateway, which lists it again to its clients.
+	Listed *mcp.Tool
 }
 
 // maxMCPResult bounds the result of a call passed on to the model, as maxHTTPAnswer does for
@@ -162,7 +165,7 @@ func (s *MCPServer) Tools(ctx context.Context) ([]MCPTool, error) {
 		if err != nil {
 			return nil, fmt.Errorf("MCP server %s: tool %s: input schema: %w", s.cfg.Name, t.Name, err)
 		}
-		out = append(out, MCPTool{Name: t.Name, Description: t.Description, InputSchema: schema})
+		out = append(out, MCPTool{Name: t.Name, Description: t.Description, InputSchema: schema, Listed: t})
 	}
 	return out, nil
 }
@@ -179,31 +182,8 @@ func (s *MCPServer) Tools(ctx context.Context) ([]MCPTool, error) {
 // (agent.OutcomeUnknown.ModelError says why the two differ).
 func (s *MCPServer) Execute(tool string) func(ctx context.Context, c *agent.Call) (any, error) {
 	return func(ctx context.Context, c *agent.Call) (any, error) {
-		ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
-		defer cancel()
-		var object map[string]json.RawMessage
-		if err := json.Unmarshal(c.Args, &object); err != nil || object == nil {
-			return nil, fmt.Errorf("MCP tools take an object of arguments")
-		}
-		// Sent as they are, not decoded and encoded again: the server gets the bytes a person
-		// approved (key order and number digits included).
-		args := c.Args
-		meta := approvalMeta(c.Receipt)
-		res, err := s.call(ctx, tool, args, meta)
-		if errors.Is(err, errNotSent) {
-			res, err = s.call(ctx, tool, args, meta) // nothing reached the server: one new attempt
-		}
+		res, err := s.callOnce(ctx, tool, c)
 		if err != nil {
-			msg := fmt.Sprintf("the MCP tool did not answer within %s", s.cfg.Timeout)
-			if errors.Is(err, errSentTimedOut) {
-				return nil, &agent.OutcomeUnknown{
-					Reason:     fmt.Sprintf("the MCP server %s did not answer %s within %s after the call was sent, so whether it took effect is unknown; approve to run it again or decline", s.cfg.Name, tool, s.cfg.Timeout),
-					ModelError: msg,
-				}
-			}
-			if errors.Is(err, context.DeadlineExceeded) {
-				return nil, errors.New(msg)
-			}
 			return nil, err
 		}
 		text := contentText(res.Content)
@@ -227,6 +207,62 @@ func (s *MCPServer) Execute(tool string) func(ctx context.Context, c *agent.Call
 		}
 		return out, nil
 	}
+}
+
+// Forward returns an ExecuteFunc that calls the server's tool of that name, at most once, as
+// Execute does, for the MCP gateway: its result is the server's CallToolResult as JSON, whole
+// (content, structuredContent, isError, _meta), for the gateway to hand its client as it came.
+// A result the server marks isError is such a result, not an error: the client reads it as the
+// server wrote it. The errors (a call that could not be made, a result over maxMCPResult, an
+// outcome unknown) are Execute's.
+func (s *MCPServer) Forward(tool string) func(ctx context.Context, c *agent.Call) (any, error) {
+	return func(ctx context.Context, c *agent.Call) (any, error) {
+		res, err := s.callOnce(ctx, tool, c)
+		if err != nil {
+			return nil, err
+		}
+		b, err := json.Marshal(res)
+		if err != nil {
+			return nil, fmt.Errorf("the MCP tool's result is not JSON: %w", err)
+		}
+		if len(b) > maxMCPResult {
+			return nil, tooLarge(len(b))
+		}
+		return json.RawMessage(b), nil
+	}
+}
+
+// callOnce sends call c of tool to the server at most once (see Execute), within the timeout,
+// with the receipt of its approval in _meta.
+func (s *MCPServer) callOnce(ctx context.Context, tool string, c *agent.Call) (*mcp.CallToolResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	var object map[string]json.RawMessage
+	if err := json.Unmarshal(c.Args, &object); err != nil || object == nil {
+		return nil, fmt.Errorf("MCP tools take an object of arguments")
+	}
+	// Sent as they are, not decoded and encoded again: the server gets the bytes a person
+	// approved (key order and number digits included).
+	args := c.Args
+	meta := approvalMeta(c.Receipt)
+	res, err := s.call(ctx, tool, args, meta)
+	if errors.Is(err, errNotSent) {
+		res, err = s.call(ctx, tool, args, meta) // nothing reached the server: one new attempt
+	}
+	if err != nil {
+		msg := fmt.Sprintf("the MCP tool did not answer within %s", s.cfg.Timeout)
+		if errors.Is(err, errSentTimedOut) {
+			return nil, &agent.OutcomeUnknown{
+				Reason:     fmt.Sprintf("the MCP server %s did not answer %s within %s after the call was sent, so whether it took effect is unknown; approve to run it again or decline", s.cfg.Name, tool, s.cfg.Timeout),
+				ModelError: msg,
+			}
+		}
+		if errors.Is(err, context.DeadlineExceeded) {
+			return nil, errors.New(msg)
+		}
+		return nil, err
+	}
+	return res, nil
 }
 
 // tooLarge is the error of a result over maxMCPResult: the tool ran, its result is not kept.

@@ -33,6 +33,7 @@ import (
 	"interlock/health"
 	"interlock/httpguard"
 	"interlock/llm"
+	"interlock/mcpgate"
 	"interlock/notify"
 	"interlock/observe"
 	"interlock/playground"
@@ -331,7 +332,7 @@ func (a *App) authenticate(ctx context.Context, file *config.File) error {
 // with only an auth section, say) or there is no file.
 func loadAgents(ctx context.Context, cfg Config, f *config.File, log *slog.Logger) (*config.Agents, error) {
 	demo := &llm.Demo{Delay: cfg.ModelDelay}
-	if f == nil || len(f.Agents) == 0 {
+	if f == nil || (len(f.Agents) == 0 && f.MCPGateway == nil) {
 		return &config.Agents{List: agent.DemoAgents(demo)}, nil
 	}
 	return config.Build(ctx, f, config.Options{Version: version, DemoModel: demo, Logger: log})
@@ -414,6 +415,9 @@ func (a *App) routes() http.Handler {
 	mux.Handle("/approvals", approvalsRoute)
 	mux.Handle("/approvals/", approvalsRoute)
 	mux.Handle("/hooks/", a.tracing.HTTP(observe.HTTP(a.log, hooks), "hooks"))
+	if gw := a.mcpGateway(); gw != nil {
+		mux.Handle("/mcp", a.tracing.HTTP(observe.HTTP(a.log, gw), "mcp"))
+	}
 	// GraphiQL with its files embedded (playground/): the page, and its files under /playground/.
 	graphiql := httpguard.NoFraming(playground.Handler())
 	mux.Handle("/playground", graphiql)
@@ -451,6 +455,27 @@ func (a *App) approvals(rate *gqlguard.MutationRate, conns *gqlguard.Connections
 		return gqlguard.Middleware(h) // the client's address, for the rate without authentication
 	}
 	return guard(approvals.New(o)), guard(approvals.NewHooks(o))
+}
+
+// mcpGateway is the handler of /mcp (mcpgate) when the config has an mcpGateway, else nil:
+// behind authentication as /approvals (the same tokens, answered 401 with their challenge),
+// with the body limit; no CORS (MCP clients are not browsers), and no request deadline (a
+// held call is a long request, as a hook's is).
+func (a *App) mcpGateway() http.Handler {
+	gw := a.agents.Gateway
+	if gw == nil {
+		return nil
+	}
+	o := mcpgate.Options{Service: a.Service, AgentID: gw.Agent.ID, Wait: gw.Wait, ProgressInterval: gw.ProgressInterval,
+		ConsoleURL: a.consoleURL, Version: version, Logger: a.log, AuthOff: a.authn == nil}
+	for _, t := range gw.Tools {
+		o.Tools = append(o.Tools, mcpgate.Tool{Name: t.Name, Upstream: t.Upstream})
+	}
+	h := httpguard.Body(mcpgate.New(o), maxBodyBytes)
+	if a.authn != nil {
+		return auth.Require(a.authn, h, mcpgate.Unauthorized)
+	}
+	return auth.Anonymous(h)
 }
 
 // limitedSubject is who the per-client limits (mutation rate, connections) count a request

@@ -1,0 +1,102 @@
+package apptest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// MCPUpstream is an MCP server over streamable HTTP for the gateway's tests: refund (which the
+// tests gate) and lookup (which they do not), each call counted with the arguments and _meta
+// it came with; Hold, when set, is waited on by every refund call before it answers (a test
+// closes it, or kills the gateway while a call is held).
+type MCPUpstream struct {
+	URL  string
+	Hold chan struct{}
+
+	mu    sync.Mutex
+	calls []MCPCall
+	// started is told of each refund call as it arrives (buffered; never blocks the call).
+	started chan MCPCall
+}
+
+// MCPCall is one call the upstream received.
+type MCPCall struct {
+	Tool string
+	Args map[string]any
+	Meta map[string]any
+}
+
+// NewMCPUpstream starts the upstream for the test's life.
+func NewMCPUpstream(t testing.TB) *MCPUpstream {
+	u := &MCPUpstream{started: make(chan MCPCall, 100)}
+	s := mcp.NewServer(&mcp.Implementation{Name: "orders", Version: "1"}, nil)
+	type refundIn struct {
+		Order  int     `json:"order" jsonschema:"the order number"`
+		Amount float64 `json:"amount" jsonschema:"the amount to refund"`
+	}
+	type refundOut struct {
+		Refunded float64 `json:"refunded"`
+		Order    int     `json:"order"`
+	}
+	yes := true
+	mcp.AddTool(s, &mcp.Tool{Name: "refund", Title: "Refund an order", Description: "Refund an order",
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: &yes, Title: "Refund"}},
+		func(ctx context.Context, req *mcp.CallToolRequest, in refundIn) (*mcp.CallToolResult, refundOut, error) {
+			c := u.record("refund", req)
+			select {
+			case u.started <- c:
+			default:
+			}
+			if u.Hold != nil {
+				select {
+				case <-u.Hold:
+				case <-ctx.Done():
+					return nil, refundOut{}, ctx.Err()
+				}
+			}
+			return nil, refundOut{Refunded: in.Amount, Order: in.Order}, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "lookup", Description: "Look up an order", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(ctx context.Context, req *mcp.CallToolRequest, in struct {
+			Order int `json:"order"`
+		}) (*mcp.CallToolResult, any, error) {
+			u.record("lookup", req)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("order %d: shipped", in.Order)}}}, nil, nil
+		})
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	t.Cleanup(srv.Close)
+	u.URL = srv.URL
+	return u
+}
+
+func (u *MCPUpstream) record(tool string, req *mcp.CallToolRequest) MCPCall {
+	c := MCPCall{Tool: tool, Meta: map[string]any(req.Params.Meta)}
+	_ = json.Unmarshal(req.Params.Arguments, &c.Args)
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.calls = append(u.calls, c)
+	return c
+}
+
+// Calls are the calls received so far of tool ("" for all).
+func (u *MCPUpstream) Calls(tool string) []MCPCall {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	var out []MCPCall
+	for _, c := range u.calls {
+		if tool == "" || c.Tool == tool {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Started is told of each refund call as it arrives.
+func (u *MCPUpstream) Started() <-chan MCPCall { return u.started }

@@ -1,0 +1,127 @@
+package mcpgate
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"interlock/runs"
+	"interlock/runtype"
+)
+
+// MetaKey is the _meta key under which the gateway's answers say what became of the call's
+// request: {"runId", "status", "expiresAt"} (status PENDING, APPROVED, DECLINED, EXPIRED or
+// FAILED).
+const MetaKey = "io.interlock/approval"
+
+// The texts of the answers that are not the tool's own. A model reads them: each says what
+// happened and what to do, in words that cannot be taken for one another.
+const (
+	declinedText = "A person declined this call in Interlock, so the tool did not run. Their reason: %s"
+	noReason     = "(none given)"
+	expiredText  = "The approval request for this call expired before anyone decided it, so the tool did not run. %s"
+	failedText   = "Interlock could not complete this call: %s. Whether the tool ran is recorded in run %s."
+	pendingText  = "This call is waiting for a person's approval in Interlock (request %s): %s. " +
+		"It has not run yet. Call the tool again with exactly the same arguments to get its result once a person has decided; " +
+		"a call with other arguments is a new request."
+	toolErrorText = "The tool failed: %s"
+)
+
+// answer is the MCP result of a call's outcome: the upstream tool's own result when it ran, or
+// an isError result saying why it did not.
+func answer(out *runs.CallOutcome) *mcp.CallToolResult {
+	meta := outcomeMeta(out)
+	switch out.Kind {
+	case runs.OutcomeRan:
+		if out.Error != "" {
+			return errorResult(meta, fmt.Sprintf(toolErrorText, out.Error))
+		}
+		var res mcp.CallToolResult
+		if err := json.Unmarshal(out.Result, &res); err != nil {
+			return errorResult(meta, fmt.Sprintf(failedText, "the tool's result could not be read", out.Run.ID))
+		}
+		if res.Meta == nil {
+			res.Meta = mcp.Meta{}
+		}
+		res.Meta[MetaKey] = meta
+		if res.Content == nil {
+			res.Content = []mcp.Content{}
+		}
+		return &res
+	case runs.OutcomeDeclined:
+		reason := noReason
+		if out.Decision.Reason != nil && *out.Decision.Reason != "" {
+			reason = *out.Decision.Reason
+		}
+		return errorResult(meta, fmt.Sprintf(declinedText, reason))
+	case runs.OutcomeExpired:
+		reason := ""
+		if out.Decision.Reason != nil {
+			reason = *out.Decision.Reason
+		}
+		return errorResult(meta, fmt.Sprintf(expiredText, reason))
+	default:
+		msg := "the run ended on an error"
+		if out.Run.Error != nil {
+			msg = *out.Run.Error
+		}
+		return errorResult(meta, fmt.Sprintf(failedText, msg, out.Run.ID))
+	}
+}
+
+// pending is the answer to a call still waiting when Wait passed: not an error (nothing
+// failed), saying where a person decides it and that calling again gets the outcome.
+func (g *gateway) pending(req *mcp.CallToolRequest, out *runs.CallOutcome) *mcp.CallToolResult {
+	link := runURL(req.Extra.Header, out.Run.ID)
+	return &mcp.CallToolResult{
+		Meta:    mcp.Meta{MetaKey: outcomeMeta(out)},
+		Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(pendingText, out.Run.ID, link)}},
+	}
+}
+
+// outcomeMeta is the MetaKey object of an outcome.
+func outcomeMeta(out *runs.CallOutcome) map[string]any {
+	m := map[string]any{"runId": out.Run.ID}
+	switch out.Kind {
+	case runs.OutcomePending:
+		m["status"] = "PENDING"
+		if len(out.Run.ToolCalls) > 0 && out.Run.ToolCalls[0].ExpiresAt != nil {
+			m["expiresAt"] = out.Run.ToolCalls[0].ExpiresAt.UTC().Format(time.RFC3339Nano)
+		}
+	case runs.OutcomeRan:
+		m["status"] = "APPROVED"
+	default:
+		m["status"] = string(out.Kind)
+	}
+	if d := out.Decision; d != nil {
+		if d.DecidedBy != nil {
+			m["decidedBy"] = *d.DecidedBy
+		}
+		if d.Receipt != nil && out.Kind == runs.OutcomeRan {
+			m["receipt"] = *d.Receipt
+		}
+	}
+	return m
+}
+
+// refused is the answer to a call the run service refused before storing anything: an
+// isError result with the reason (a model can correct bad arguments; a person reads the rest),
+// and the code. An error of Interlock's own is not described.
+func refused(err error) *mcp.CallToolResult {
+	var re *runtype.Error
+	if !errors.As(err, &re) {
+		return errorResult(nil, "Interlock could not take this call (an internal error); try again later.")
+	}
+	return errorResult(map[string]any{"code": string(re.Code)}, fmt.Sprintf("Interlock refused this call (%s): %s", re.Code, re.Message))
+}
+
+func errorResult(meta map[string]any, text string) *mcp.CallToolResult {
+	res := &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}}}
+	if meta != nil {
+		res.Meta = mcp.Meta{MetaKey: meta}
+	}
+	return res
+}

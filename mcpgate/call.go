@@ -1,0 +1,139 @@
+package mcpgate
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"interlock/agent"
+	"interlock/runs"
+	"interlock/runtype"
+)
+
+// gateway serves the calls of the tools it lists.
+type gateway struct{ o Options }
+
+// call is the handler of the tool of that name. A call is a request of the gateway's agent,
+// named by an idempotency key derived from what the call is (who calls, in which session or
+// thread, which tool, which canonical arguments): a retry of the same call while the request
+// waits joins it, the first retry after its outcome gets that outcome (and gives the key up),
+// and the call after that is a new request. The answer is held until the outcome or Wait.
+func (g *gateway) call(name string) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		p := g.principalOf(req)
+		if p == nil {
+			return nil, fmt.Errorf("the call carries no credentials")
+		}
+		ctx = runtype.WithPrincipal(ctx, p)
+		args := req.Params.Arguments
+		if len(args) == 0 || string(args) == "null" {
+			args = json.RawMessage(`{}`)
+		}
+		canonical, err := agent.CanonicalJSON(args)
+		if err != nil {
+			return refused(runtype.Errorf(runtype.CodeBadUserInput, "the arguments are not JSON: %v", err)), nil
+		}
+		thread := threadOf(req, p)
+		key := callKey(thread, name, canonical)
+		params := runs.ApprovalParams{AgentID: g.o.AgentID, ToolName: name, Args: canonical, ThreadID: thread,
+			ResourceID: resourceOf(p), Context: callContext(req), IdempotencyKey: key}
+		run, err := g.o.Service.RequestApproval(ctx, params)
+		if err != nil {
+			return refused(err), nil
+		}
+		out, err := g.hold(ctx, req, run.ID)
+		if err != nil {
+			// The client cancelled or went away: the request stays in the inbox, and an
+			// identical call later joins it.
+			return nil, err
+		}
+		if out.Kind == runs.OutcomePending {
+			return g.pending(req, out), nil
+		}
+		// The outcome reaches a caller: the next identical call is a new request. Released
+		// even when this answer is lost on its way (the client went away just now): the
+		// outcome stays on record, in the run.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if err := g.o.Service.ReleaseKey(rctx, run.ID, key); err != nil {
+			g.o.Logger.Warn("MCP gateway: the key of a delivered call was not released; an identical call gets the same outcome again", "run", run.ID, "err", err)
+		}
+		return answer(out), nil
+	}
+}
+
+// hold waits for the outcome of run runID for up to Wait, sending the client progress every
+// ProgressInterval when it asked for progress (a progress token). It returns the outcome, or
+// the run as it stands (pending) when Wait passes, or ctx's error.
+func (g *gateway) hold(ctx context.Context, req *mcp.CallToolRequest, runID string) (*runs.CallOutcome, error) {
+	token := req.Params.GetProgressToken()
+	deadline := time.Now().Add(g.o.Wait)
+	beats := 0
+	for {
+		step := time.Until(deadline)
+		if token != nil {
+			step = min(step, g.o.ProgressInterval)
+		}
+		out, err := g.o.Service.AwaitOutcome(ctx, runID, max(step, 0))
+		if err != nil || out.Kind != runs.OutcomePending || !time.Now().Before(deadline) {
+			return out, err
+		}
+		if token != nil {
+			beats++
+			msg := "waiting for a person's approval in Interlock"
+			if out.Run.Status == runtype.StatusRunning {
+				msg = "approved: the tool is running"
+			}
+			// A heartbeat, not a measure of progress: no total, and progress that only grows.
+			if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: float64(beats), Message: msg}); err != nil && ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+		}
+	}
+}
+
+// threadOf is the thread of a call's run: its MCP session, or, for a client without one (the
+// sessionless protocol), a stable id of the client and the principal, so that a client's calls
+// are grouped, and a retry finds the request it repeats.
+func threadOf(req *mcp.CallToolRequest, p *runtype.Principal) string {
+	if id := req.Session.ID(); id != "" {
+		return "mcp-" + id
+	}
+	client := ""
+	if ip := req.Session.InitializeParams(); ip != nil && ip.ClientInfo != nil {
+		client = ip.ClientInfo.Name
+	}
+	sum := sha256.Sum256(fmt.Appendf(nil, "%d:%s%s", len(p.Subject), p.Subject, client))
+	return "mcp-client-" + hex.EncodeToString(sum[:16])
+}
+
+// resourceOf is the resource of the principal's calls: its only resource when it is scoped to
+// one (its first when to several), none when it is not scoped.
+func resourceOf(p *runtype.Principal) string {
+	if len(p.Resources) > 0 {
+		return p.Resources[0]
+	}
+	return ""
+}
+
+// callKey is the idempotency key of a call: the same for the same call (thread, tool, canonical
+// arguments; the run service adds who calls), different for any other.
+func callKey(thread, tool string, args json.RawMessage) string {
+	sum := sha256.Sum256(fmt.Appendf(nil, "%d:%s%d:%s%s", len(thread), thread, len(tool), tool, args))
+	return "mcp-gateway:" + hex.EncodeToString(sum[:])
+}
+
+// callContext is what the person deciding is told of where a call comes from: the client as it
+// names itself (its words, not Interlock's).
+func callContext(req *mcp.CallToolRequest) string {
+	ip := req.Session.InitializeParams()
+	if ip == nil || ip.ClientInfo == nil {
+		return "Called through the MCP gateway."
+	}
+	return fmt.Sprintf("Called through the MCP gateway by an MCP client that names itself `%s` `%s`.", ip.ClientInfo.Name, ip.ClientInfo.Version)
+}

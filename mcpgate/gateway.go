@@ -1,0 +1,125 @@
+// Package mcpgate is the MCP approval gateway: an MCP server over Streamable HTTP (/mcp) that
+// lists the tools of configured upstream MCP servers and holds the calls their policy names
+// for a person. Each call is a request of the gateway's agent (an external agent that forwards
+// its calls, agent.Agent.Forwards): the run service stores it, a person decides it in the
+// console or over the API like any other, and the run service — not this package — runs the
+// upstream tool once, at the decision. This package only turns MCP requests into requests of
+// the run service and the run's outcome into MCP results; it knows no storage and no rules.
+package mcpgate
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	mcpauth "github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"interlock/auth"
+	"interlock/runs"
+	"interlock/runtype"
+	"interlock/tools"
+)
+
+// Service is what the gateway asks of the run service (runs.Service).
+type Service interface {
+	RequestApproval(ctx context.Context, p runs.ApprovalParams) (*runtype.Run, error)
+	AwaitOutcome(ctx context.Context, runID string, wait time.Duration) (*runs.CallOutcome, error)
+	ReleaseKey(ctx context.Context, runID, key string) error
+}
+
+// Tool is a tool the gateway lists: Upstream as its server lists it, under Name
+// (<server>__<tool>), which is also the name of the gateway agent's tool that runs it.
+type Tool struct {
+	Name     string
+	Upstream tools.MCPTool
+}
+
+// Options configure the gateway.
+type Options struct {
+	Service Service
+	// AgentID is the gateway's agent: every call is a request of it.
+	AgentID string
+	// Tools are listed in this order.
+	Tools []Tool
+	// Wait is how long a call is held for its outcome before the client is told it is
+	// pending; ProgressInterval how often a held call whose client sent a progress token is
+	// sent notifications/progress.
+	Wait, ProgressInterval time.Duration
+	// ConsoleURL is the console's base URL for the links in pending answers; empty: the
+	// server's own address, as the request reached it (never the Host header).
+	ConsoleURL string
+	// Version is told to clients in the server's implementation info.
+	Version string
+	Logger  *slog.Logger
+	// AuthOff says authentication is off: every call acts for runtype.Anonymous, and no
+	// token is asked for.
+	AuthOff bool
+}
+
+// principalKey is the key under which the token's principal travels in the SDK's TokenInfo:
+// the SDK hands a tool handler the TokenInfo of the HTTP request that carried the call, not
+// that request's context.
+const principalKey = "interlock.principal"
+
+// New returns the handler of /mcp. It expects the principal of each request in its context
+// (auth.Require, or auth.Anonymous with authentication off): Authenticated wraps it in the
+// SDK's TokenInfo, which also binds an MCP session to the subject that opened it.
+func New(o Options) http.Handler {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	g := &gateway{o: o}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "interlock", Title: "Interlock MCP approval gateway", Version: o.Version},
+		&mcp.ServerOptions{
+			Instructions: "Calls of some tools wait for a person's approval in Interlock. A call that is still " +
+				"waiting when the gateway's wait passes is answered as pending: call the tool again with the same " +
+				"arguments to get its outcome.",
+			Logger: o.Logger,
+		})
+	for _, t := range o.Tools {
+		listed := *t.Upstream.Listed // a copy: the upstream's own listing is never changed
+		listed.Name = t.Name
+		srv.AddTool(&listed, g.call(t.Name))
+	}
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
+		Logger: o.Logger,
+		// A session nobody uses for a day ends: its held calls stay in the inbox.
+		SessionTimeout: 24 * time.Hour,
+	})
+	var served http.Handler = h
+	if !o.AuthOff {
+		served = mcpauth.RequireBearerToken(tokenInfo, &mcpauth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)
+	}
+	return holdDeadlines(o.Wait, localBase(o.ConsoleURL, served))
+}
+
+// tokenInfo is the SDK's view of the principal auth put in the request's context: UserID (the
+// subject, which binds a session to whoever opened it) and the principal itself.
+func tokenInfo(ctx context.Context, _ string, r *http.Request) (*mcpauth.TokenInfo, error) {
+	p := runtype.PrincipalFrom(r.Context())
+	if p == nil {
+		return nil, errors.Join(mcpauth.ErrInvalidToken, errors.New("no principal"))
+	}
+	return &mcpauth.TokenInfo{UserID: p.Subject, Expiration: p.Expires, Extra: map[string]any{principalKey: p}}, nil
+}
+
+// principalOf is the principal a call acts for (nil: none, which the run service refuses).
+func (g *gateway) principalOf(req *mcp.CallToolRequest) *runtype.Principal {
+	if g.o.AuthOff {
+		return runtype.Anonymous()
+	}
+	if req.Extra == nil || req.Extra.TokenInfo == nil {
+		return nil
+	}
+	p, _ := req.Extra.TokenInfo.Extra[principalKey].(*runtype.Principal)
+	return p
+}
+
+// Unauthorized answers a request to /mcp that failed authentication: 401 with the bearer
+// challenge (auth.Challenge) and the reason as plain text, as the SDK's own refusals are.
+func Unauthorized(w http.ResponseWriter, _ *http.Request, err error) {
+	http.Error(w, auth.Challenge(w, err), http.StatusUnauthorized)
+}
