@@ -74,8 +74,23 @@ func answer(out *runs.CallOutcome) *mcp.CallToolResult {
 
 // pending is the answer to a call still waiting when Wait passed: not an error (nothing
 // failed), saying where a person decides it and that calling again gets the outcome.
+//
+// A client of the 2026-07-28 protocol that can open URLs for its user (URL elicitation) is
+// asked instead, with the spec's input-required result, to open the request in the console (a
+// link without credentials: the person signs in there). Whatever it answers, it calls again,
+// and the call is answered or asked again: an "accept" is the client's word, never a decision —
+// only a decision in Interlock lets the call run.
 func (g *gateway) pending(req *mcp.CallToolRequest, out *runs.CallOutcome) *mcp.CallToolResult {
 	link := runURL(req.Extra.Header, out.Run.ID)
+	if caps := req.ClientCapabilities(); req.ProtocolVersion() >= sessionlessVersion && caps != nil && caps.Elicitation != nil && caps.Elicitation.URL != nil {
+		return &mcp.CallToolResult{
+			InputRequests: mcp.InputRequestMap{"interlock-approval": &mcp.ElicitParams{
+				Mode: "url", URL: link, ElicitationID: out.Run.ID,
+				Message: "This call waits for a person's approval in Interlock. Open the request to see it, or to decide it if you may.",
+			}},
+			RequestState: out.Run.ID, // informative only: a retry is matched by what it calls, never by this
+		}
+	}
 	return &mcp.CallToolResult{
 		Meta:    mcp.Meta{MetaKey: outcomeMeta(out)},
 		Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(pendingText, out.Run.ID, link)}},

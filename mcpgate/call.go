@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -55,9 +56,11 @@ func (g *gateway) call(name string) mcp.ToolHandler {
 		if out.Kind == runs.OutcomePending {
 			return g.pending(req, out), nil
 		}
-		// The outcome reaches a caller: the next identical call is a new request. Released
-		// even when this answer is lost on its way (the client went away just now): the
-		// outcome stays on record, in the run.
+		if ctx.Err() != nil {
+			return nil, ctx.Err() // gone as the outcome came: the identical call gets it
+		}
+		// The outcome reaches a caller: the next identical call is a new request. (An answer
+		// lost after this point, its client gone just now, stays on record in the run.)
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
 		if err := g.o.Service.ReleaseKey(rctx, run.ID, key); err != nil {
@@ -105,8 +108,8 @@ func threadOf(req *mcp.CallToolRequest, p *runtype.Principal) string {
 		return "mcp-" + id
 	}
 	client := ""
-	if ip := req.Session.InitializeParams(); ip != nil && ip.ClientInfo != nil {
-		client = ip.ClientInfo.Name
+	if ci := req.ClientInfo(); ci != nil {
+		client = ci.Name
 	}
 	sum := sha256.Sum256(fmt.Appendf(nil, "%d:%s%s", len(p.Subject), p.Subject, client))
 	return "mcp-client-" + hex.EncodeToString(sum[:16])
@@ -131,9 +134,16 @@ func callKey(thread, tool string, args json.RawMessage) string {
 // callContext is what the person deciding is told of where a call comes from: the client as it
 // names itself (its words, not Interlock's).
 func callContext(req *mcp.CallToolRequest) string {
-	ip := req.Session.InitializeParams()
-	if ip == nil || ip.ClientInfo == nil {
+	ci := req.ClientInfo()
+	if ci == nil {
 		return "Called through the MCP gateway."
 	}
-	return fmt.Sprintf("Called through the MCP gateway by an MCP client that names itself `%s` `%s`.", ip.ClientInfo.Name, ip.ClientInfo.Version)
+	quoted := func(s string) string { // one code span whatever the client wrote
+		s = strings.NewReplacer("`", "'", "\n", " ", "\r", " ").Replace(s)
+		if r := []rune(s); len(r) > 100 {
+			s = string(r[:100]) + "…"
+		}
+		return "`" + s + "`"
+	}
+	return fmt.Sprintf("Called through the MCP gateway by an MCP client that names itself %s %s.", quoted(ci.Name), quoted(ci.Version))
 }

@@ -59,6 +59,9 @@ type Options struct {
 	AuthOff bool
 }
 
+// sessionlessVersion is the first protocol version without sessions (SEP-2575).
+const sessionlessVersion = "2026-07-28"
+
 // principalKey is the key under which the token's principal travels in the SDK's TokenInfo:
 // the SDK hands a tool handler the TokenInfo of the HTTP request that carried the call, not
 // that request's context.
@@ -84,14 +87,27 @@ func New(o Options) http.Handler {
 		listed.Name = t.Name
 		srv.AddTool(&listed, g.call(t.Name))
 	}
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
+	server := func(*http.Request) *mcp.Server { return srv }
+	sessions := mcp.NewStreamableHTTPHandler(server, &mcp.StreamableHTTPOptions{
 		Logger: o.Logger,
 		// A session nobody uses for a day ends: its held calls stay in the inbox.
 		SessionTimeout: 24 * time.Hour,
 	})
-	var served http.Handler = h
+	// The 2026-07-28 protocol has no sessions: the SDK serves it only without them, so its
+	// requests (which name their version in a header) go to a sessionless handler of the same
+	// server, and the older protocols' to the one that keeps sessions.
+	// A sessionless client that goes away cancels its call (the spec: no resumption), so a
+	// held call's handler sees it, and leaves the request for the identical call later.
+	sessionless := mcp.NewStreamableHTTPHandler(server, &mcp.StreamableHTTPOptions{Logger: o.Logger, Stateless: true, PropagateRequestCancellation: true})
+	var served http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Mcp-Protocol-Version") >= sessionlessVersion {
+			sessionless.ServeHTTP(w, r)
+			return
+		}
+		sessions.ServeHTTP(w, r)
+	})
 	if !o.AuthOff {
-		served = mcpauth.RequireBearerToken(tokenInfo, &mcpauth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)
+		served = mcpauth.RequireBearerToken(tokenInfo, &mcpauth.RequireBearerTokenOptions{AllowMissingExpiration: true})(served)
 	}
 	return holdDeadlines(o.Wait, localBase(o.ConsoleURL, served))
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -143,6 +144,9 @@ func TestMCPGatewayEndToEnd(t *testing.T) {
 			s := apptest.AuthServer(t, "sqlite:"+t.TempDir()+"/i.db", gatewayConfig(up, "20s", ""))
 			cs := gatewayClient(t, s, apptest.TokenOf("agentbot"), version, nil)
 
+			if got := cs.InitializeResult().ProtocolVersion; got != version {
+				t.Fatalf("the session speaks %s, want %s", got, version)
+			}
 			tools, err := cs.ListTools(context.Background(), nil)
 			if err != nil {
 				t.Fatal(err)
@@ -169,16 +173,20 @@ func TestMCPGatewayEndToEnd(t *testing.T) {
 			}
 			var run struct {
 				Run struct {
-					Status, StartedBy string
-					Decisions         []struct {
+					Status, StartedBy, ThreadID string
+					Decisions                   []struct {
 						Kind      string
 						DecidedBy *string
 					}
 				}
 			}
-			s.MustAs(t, apptest.TokenOf("root"), `query($id: ID!) { run(runId: $id) { status startedBy decisions { kind decidedBy } } }`, map[string]any{"id": approval(res)["runId"]}, &run)
+			s.MustAs(t, apptest.TokenOf("root"), `query($id: ID!) { run(runId: $id) { status startedBy threadId decisions { kind decidedBy } } }`, map[string]any{"id": approval(res)["runId"]}, &run)
 			if run.Run.Status != "COMPLETED" || run.Run.StartedBy != "agentbot" || len(run.Run.Decisions) != 1 || run.Run.Decisions[0].Kind != "APPROVED" || run.Run.Decisions[0].DecidedBy != nil {
 				t.Fatalf("the ungated call's run = %+v, want COMPLETED, started by agentbot, approved by policy", run.Run)
+			}
+			// Its thread: the session, or, without one (2026-07-28), the client and principal.
+			if want := "mcp-" + cs.ID(); (cs.ID() != "" && run.Run.ThreadID != want) || (cs.ID() == "" && !strings.HasPrefix(run.Run.ThreadID, "mcp-client-")) {
+				t.Errorf("thread = %q with session %q", run.Run.ThreadID, cs.ID())
 			}
 
 			// A gated call: held until alice approves it.
@@ -223,5 +231,164 @@ func TestMCPGatewayEndToEnd(t *testing.T) {
 				t.Fatalf("refund ran %d times after a decline, want still 1", n)
 			}
 		})
+	}
+}
+
+// TestMCPGatewayRetries: a gated call still waiting when wait passes is answered PENDING (not
+// an error) with its run and the console link; the identical call joins the same request;
+// once approved, the next identical call gets the one execution's result, and the call after
+// that is a new request; other arguments are another request. A held call with a progress
+// token is sent progress. A call its client cancels stays in the inbox; approved, it runs
+// once, and the identical call gets its result.
+func TestMCPGatewayRetries(t *testing.T) {
+	for _, version := range []string{"2025-11-25", "2026-07-28"} {
+		t.Run(version, func(t *testing.T) {
+			t.Parallel()
+			up := apptest.NewMCPUpstream(t)
+			s := apptest.AuthServer(t, "sqlite:"+t.TempDir()+"/i.db", gatewayConfig(up, "1s", ""))
+			var beats sync.Map
+			cs := gatewayClient(t, s, apptest.TokenOf("agentbot"), version, func(r *mcp.ProgressNotificationClientRequest) {
+				beats.Store(r.Params.Progress, r.Params.ProgressToken)
+			})
+			args := map[string]any{"order": 42, "amount": 30}
+
+			first := callTool(t, cs, "orders__refund", args, 20*time.Second, "p-1")
+			id, _ := approval(first)["runId"].(string)
+			if first.IsError || approval(first)["status"] != "PENDING" || id == "" || !strings.Contains(resultText(first), "?run="+id) {
+				t.Fatalf("a call past wait = %+v %q, want PENDING with its run and link", first, resultText(first))
+			}
+			n := 0
+			beats.Range(func(_, tok any) bool { n++; return tok == "p-1" })
+			if n < 2 {
+				t.Errorf("%d progress notifications in 1s held at 200ms, want at least 2", n)
+			}
+			again := callTool(t, cs, "orders__refund", args, 20*time.Second, nil)
+			if approval(again)["status"] != "PENDING" || approval(again)["runId"] != id {
+				t.Fatalf("the identical call = %v, want PENDING on the same run %s", approval(again), id)
+			}
+			other := callTool(t, cs, "orders__refund", map[string]any{"order": 42, "amount": 31}, 20*time.Second, nil)
+			if approval(other)["runId"] == id || approval(other)["status"] != "PENDING" {
+				t.Fatalf("other arguments = %v, want another request", approval(other))
+			}
+			decide(t, s, "alice", id, `approveToolCall(runId: $id) { id }`)
+			apptest.Until(t, "the approved refund runs", func() bool { return len(up.Calls("refund")) == 1 })
+			res := callTool(t, cs, "orders__refund", args, 20*time.Second, nil)
+			if res.IsError || approval(res)["status"] != "APPROVED" || approval(res)["runId"] != id {
+				t.Fatalf("the call after the approval = %+v %v, want the result of run %s", res, approval(res), id)
+			}
+			next := callTool(t, cs, "orders__refund", args, 20*time.Second, nil)
+			if approval(next)["status"] != "PENDING" || approval(next)["runId"] == id {
+				t.Fatalf("the call after the result was given = %v, want a new request", approval(next))
+			}
+			if n := len(up.Calls("refund")); n != 1 {
+				t.Fatalf("refund ran %d times, want 1", n)
+			}
+
+			// Cancelled by its client: the request stays; approved, it runs once.
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			cancelled := map[string]any{"order": 9, "amount": 1}
+			go func() {
+				_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "orders__refund", Arguments: cancelled})
+				done <- err
+			}()
+			var waiting string
+			apptest.Until(t, "the cancelled call's request", func() bool {
+				var data struct {
+					SuspendedRuns struct {
+						Runs []struct {
+							ID        string
+							ToolCalls []struct{ Args json.RawMessage }
+						}
+					}
+				}
+				s.MustAs(t, apptest.TokenOf("alice"), `{ suspendedRuns(agentId: "mcp-gateway") { runs { id toolCalls { args } } } }`, nil, &data)
+				for _, r := range data.SuspendedRuns.Runs {
+					if len(r.ToolCalls) == 1 && string(r.ToolCalls[0].Args) == `{"amount":1,"order":9}` {
+						waiting = r.ID
+					}
+				}
+				return waiting != ""
+			})
+			cancel()
+			if err := <-done; err == nil {
+				t.Fatal("a cancelled call returned no error")
+			}
+			time.Sleep(300 * time.Millisecond) // the gateway sees the cancellation
+			decide(t, s, "bob", waiting, `approveToolCall(runId: $id) { id }`)
+			apptest.Until(t, "the cancelled call runs once approved", func() bool { return len(up.Calls("refund")) == 2 })
+			res = callTool(t, cs, "orders__refund", cancelled, 20*time.Second, nil)
+			if res.IsError || approval(res)["runId"] != waiting {
+				t.Fatalf("the identical call after the cancelled one was approved = %v, want run %s's result", approval(res), waiting)
+			}
+			if n := len(up.Calls("refund")); n != 2 {
+				t.Fatalf("refund ran %d times, want 2", n)
+			}
+		})
+	}
+}
+
+// TestMCPGatewayExpired: a call nobody decides within its approvalTimeout is an error saying
+// the request expired, distinct from a decline, and the tool never runs.
+func TestMCPGatewayExpired(t *testing.T) {
+	t.Parallel()
+	up := apptest.NewMCPUpstream(t)
+	s := apptest.AuthServer(t, "sqlite:"+t.TempDir()+"/i.db", gatewayConfig(up, "20s", "    approvalTimeout: 1s"))
+	cs := gatewayClient(t, s, apptest.TokenOf("agentbot"), "2025-11-25", nil)
+	res := callTool(t, cs, "orders__refund", map[string]any{"order": 1, "amount": 2}, 30*time.Second, nil)
+	if !res.IsError || approval(res)["status"] != "EXPIRED" || !strings.Contains(resultText(res), "expired") || strings.Contains(resultText(res), "declined") {
+		t.Fatalf("an expired call = %+v %q", res, resultText(res))
+	}
+	if n := len(up.Calls("refund")); n != 0 {
+		t.Fatalf("an expired call ran %d times", n)
+	}
+}
+
+// TestMCPGatewayElicitationDoesNotRelease: a 2026-07-28 client that can open URLs is asked to
+// open the request in the console (a link without credentials); its "accept" releases
+// nothing: the call is asked again until a person approves it in Interlock, and then runs once.
+func TestMCPGatewayElicitationDoesNotRelease(t *testing.T) {
+	t.Parallel()
+	up := apptest.NewMCPUpstream(t)
+	s := apptest.AuthServer(t, "sqlite:"+t.TempDir()+"/i.db", gatewayConfig(up, "300ms", ""))
+	asked := make(chan *mcp.ElicitParams, 100)
+	c := mcp.NewClient(&mcp.Implementation{Name: "elicit-test", Version: "1"}, &mcp.ClientOptions{
+		Capabilities: &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}},
+		ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			asked <- r.Params
+			return &mcp.ElicitResult{Action: "accept"}, nil
+		},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: s.URL + "/mcp", HTTPClient: bearer(apptest.TokenOf("agentbot")), MaxRetries: -1},
+		&mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	got := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "orders__refund", Arguments: map[string]any{"order": 5, "amount": 6}})
+		if err != nil {
+			t.Errorf("call: %v", err)
+		}
+		got <- res
+	}()
+	first := <-asked
+	if first.Mode != "url" || !strings.Contains(first.URL, "?run=") || strings.Contains(first.URL, "token") {
+		t.Fatalf("elicitation = %+v, want a URL to the request without credentials", first)
+	}
+	<-asked // accepted once, asked again: nothing was released
+	if n := len(up.Calls("refund")); n != 0 {
+		t.Fatalf("an accepted elicitation ran the tool %d times", n)
+	}
+	decide(t, s, "alice", waitingRun(t, s), `approveToolCall(runId: $id) { id }`)
+	res := <-got
+	if res == nil || res.IsError || approval(res)["status"] != "APPROVED" {
+		t.Fatalf("after the approval = %+v", res)
+	}
+	if n := len(up.Calls("refund")); n != 1 {
+		t.Fatalf("refund ran %d times, want 1", n)
 	}
 }
