@@ -28,6 +28,7 @@ type Service interface {
 	RequestApproval(ctx context.Context, p runs.ApprovalParams) (*runtype.Run, error)
 	AwaitOutcome(ctx context.Context, runID string, wait time.Duration) (*runs.CallOutcome, error)
 	ReleaseKey(ctx context.Context, runID, key string) error
+	MayRequest(ctx context.Context, agentID string) error
 }
 
 // Tool is a tool the gateway lists: Upstream as its server lists it, under Name
@@ -100,6 +101,21 @@ func New(o Options) http.Handler {
 	// held call's handler sees it, and leaves the request for the identical call later.
 	sessionless := mcp.NewStreamableHTTPHandler(server, &mcp.StreamableHTTPOptions{Logger: o.Logger, Stateless: true, PropagateRequestCancellation: true})
 	var served http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Who may not ask for the gateway's agent is refused at the door, before it lists a
+		// tool or opens a session: a viewer's or an approver's token, one bound to other agents.
+		if err := o.Service.MayRequest(r.Context(), o.AgentID); err != nil {
+			var re *runtype.Error
+			if errors.As(err, &re) && re.Code == runtype.CodeUnauthenticated {
+				Unauthorized(w, r, err)
+				return
+			}
+			msg := "forbidden"
+			if re != nil {
+				msg = re.Message
+			}
+			http.Error(w, msg, http.StatusForbidden)
+			return
+		}
 		if r.Header.Get("Mcp-Protocol-Version") >= sessionlessVersion {
 			sessionless.ServeHTTP(w, r)
 			return

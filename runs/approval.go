@@ -165,13 +165,21 @@ func (s *Service) checkApproval(ctx context.Context, p ApprovalParams) (*approva
 	return req, nil
 }
 
+// MayRequest says whether the principal of ctx may request approvals for agent agentID — the
+// requester role and the agent binding RequestApproval checks first — without looking the
+// agent up: for an entry point that refuses a principal before it asks anything (the MCP
+// gateway, at the door). Errors: UNAUTHENTICATED, FORBIDDEN, as RequestApproval's.
+func (s *Service) MayRequest(ctx context.Context, agentID string) error {
+	if err := require(ctx, runtype.RoleRequester, "requesting an approval"); err != nil {
+		return err
+	}
+	return authorizeAgent(ctx, agentID)
+}
+
 // requestedAgent is the external agent an approval is requested for, once the principal of ctx
 // may request it: the role and the agent binding are checked before the agent is looked up.
 func (s *Service) requestedAgent(ctx context.Context, agentID string) (*agent.Agent, error) {
-	if err := require(ctx, runtype.RoleRequester, "requesting an approval"); err != nil {
-		return nil, err
-	}
-	if err := authorizeAgent(ctx, agentID); err != nil {
+	if err := s.MayRequest(ctx, agentID); err != nil {
 		return nil, err
 	}
 	a := s.agents.Get(agentID)
