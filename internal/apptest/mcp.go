@@ -13,8 +13,8 @@ import (
 )
 
 // MCPUpstream is an MCP server over streamable HTTP for the gateway's tests: refund (which the
-// tests gate) and lookup (which they do not), each call counted with the arguments and _meta
-// it came with; Hold, when set, is waited on by every refund call before it answers (a test
+// tests gate; order, amount and an optional note) and lookup (which they do not), each call
+// counted with the arguments and _meta it came with; Hold, when set, is waited on by every refund call before it answers (a test
 // closes it, or kills the gateway while a call is held).
 type MCPUpstream struct {
 	URL  string
@@ -40,6 +40,8 @@ func NewMCPUpstream(t testing.TB) *MCPUpstream {
 	type refundIn struct {
 		Order  int     `json:"order" jsonschema:"the order number"`
 		Amount float64 `json:"amount" jsonschema:"the amount to refund"`
+		// Note is free text, optional: where a console test puts characters that matter.
+		Note string `json:"note,omitempty" jsonschema:"a note for the customer"`
 	}
 	type refundOut struct {
 		Refunded float64 `json:"refunded"`
