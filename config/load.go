@@ -229,6 +229,9 @@ func (f *File) check() []string {
 			}
 		}
 	}
+	if g := f.MCPGateway; g != nil && g.AgentID != "" {
+		external[g.AgentID] = true // the gateway's own agent, external
+	}
 	if f.Auth != nil {
 		p.list = append(p.list, f.Auth.Problems("auth")...)
 		for i, t := range f.Auth.Tokens {
