@@ -24,6 +24,11 @@ type gateway struct{ o Options }
 // thread, which tool, which canonical arguments): a retry of the same call while the request
 // waits joins it, the first retry after its outcome gets that outcome (and gives the key up),
 // and the call after that is a new request. The answer is held until the outcome or Wait.
+//
+// Tasks (the spec's calls answered later under a task id) are not served: the Go SDK does
+// not implement them and most clients refuse them. Their seam is here: a held call's request
+// is already durable and named (its run id, in every answer's _meta), so a task would be
+// that run, its status AwaitOutcome with no wait, its result the outcome answer gives.
 func (g *gateway) call(name string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		p := g.principalOf(req)

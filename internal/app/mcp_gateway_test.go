@@ -392,3 +392,35 @@ func TestMCPGatewayElicitationDoesNotRelease(t *testing.T) {
 		t.Fatalf("refund ran %d times, want 1", n)
 	}
 }
+
+// TestMCPGatewayWebhooks: a held gateway call is announced to webhooks as it waits (with the
+// call's tool and arguments as sent) and when a person decides it, as any request is; an
+// ungated call, which nobody was asked about, is not.
+func TestMCPGatewayWebhooks(t *testing.T) {
+	t.Parallel()
+	up := apptest.NewMCPUpstream(t)
+	rcv := newReceiver(t)
+	s := apptest.AuthServer(t, "sqlite:"+t.TempDir()+"/i.db", gatewayConfig(up, "30s", "")+notifySection(rcv.URL, "", ""))
+	cs := gatewayClient(t, s, apptest.TokenOf("agentbot"), "2025-11-25", nil)
+	callTool(t, cs, "orders__lookup", map[string]any{"order": 3}, 20*time.Second, nil)
+	got := make(chan *mcp.CallToolResult, 1)
+	go func() { got <- callTool(t, cs, "orders__refund", map[string]any{"order": 8, "amount": 2}, 40*time.Second, nil) }()
+	id := waitingRun(t, s)
+	decide(t, s, "alice", id, `approveToolCall(runId: $id) { id }`)
+	<-got
+	var kinds []string
+	apptest.Until(t, "the request and its decision at the webhook", func() bool {
+		_, events := rcv.delivered()
+		kinds = kinds[:0]
+		for _, e := range events {
+			if e.Run.ID != id {
+				t.Fatalf("a webhook about run %s (%s): only the held call is announced", e.Run.ID, e.Type)
+			}
+			if e.ToolCall == nil || e.ToolCall.ToolName != "orders__refund" || string(e.ToolCall.Args) != `{"amount":2,"order":8}` {
+				t.Fatalf("webhook %s names the call %+v", e.Type, e.ToolCall)
+			}
+			kinds = append(kinds, string(e.Type))
+		}
+		return len(kinds) == 2
+	})
+}
