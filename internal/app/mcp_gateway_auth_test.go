@@ -131,7 +131,9 @@ func TestMCPGatewaySeparationOfDuties(t *testing.T) {
 	s := apptest.AuthServer(t, "sqlite:"+t.TempDir()+"/i.db", gatewayConfig(up, "30s", ""))
 	cs := gatewayClient(t, s, apptest.TokenOf("alice"), "2025-11-25", nil)
 	got := make(chan *mcp.CallToolResult, 1)
-	go func() { got <- callTool(t, cs, "orders__refund", map[string]any{"order": 1, "amount": 1}, 40*time.Second, nil) }()
+	go func() {
+		got <- callTool(t, cs, "orders__refund", map[string]any{"order": 1, "amount": 1}, 40*time.Second, nil)
+	}()
 	id := waitingRun(t, s)
 	r := s.PostAs(t, apptest.TokenOf("alice"), `mutation($id: ID!) { approveToolCall(runId: $id) { id } }`, map[string]any{"id": id})
 	if r.Code != "FORBIDDEN" {

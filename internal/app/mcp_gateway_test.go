@@ -404,7 +404,9 @@ func TestMCPGatewayWebhooks(t *testing.T) {
 	cs := gatewayClient(t, s, apptest.TokenOf("agentbot"), "2025-11-25", nil)
 	callTool(t, cs, "orders__lookup", map[string]any{"order": 3}, 20*time.Second, nil)
 	got := make(chan *mcp.CallToolResult, 1)
-	go func() { got <- callTool(t, cs, "orders__refund", map[string]any{"order": 8, "amount": 2}, 40*time.Second, nil) }()
+	go func() {
+		got <- callTool(t, cs, "orders__refund", map[string]any{"order": 8, "amount": 2}, 40*time.Second, nil)
+	}()
 	id := waitingRun(t, s)
 	decide(t, s, "alice", id, `approveToolCall(runId: $id) { id }`)
 	<-got
