@@ -13,10 +13,10 @@ func TestGatewayConfigMistakes(t *testing.T) {
 	servers := "mcpServers:\n  - {name: files, url: 'http://127.0.0.1:1/mcp'}\n"
 	for want, yaml := range map[string]string{
 		"mcpGateway.agentId: is required":                     servers + "mcpGateway: {servers: [files]}\n",
-		`mcpGateway.agentId: "a" is also the id of an agent`: servers + "agents:\n  - {id: a, external: true}\nmcpGateway: {agentId: a, servers: [files]}\n",
+		`mcpGateway.agentId: "a" is also the id of an agent`:  servers + "agents:\n  - {id: a, external: true}\nmcpGateway: {agentId: a, servers: [files]}\n",
 		"mcpGateway.servers: is required":                     servers + "mcpGateway: {agentId: gw}\n",
-		`mcpGateway.servers[1]: "orders" is not the name`:    servers + "mcpGateway: {agentId: gw, servers: [files, orders]}\n",
-		`mcpGateway.servers[1]: "files" is listed twice`:     servers + "mcpGateway: {agentId: gw, servers: [files, files]}\n",
+		`mcpGateway.servers[1]: "orders" is not the name`:     servers + "mcpGateway: {agentId: gw, servers: [files, orders]}\n",
+		`mcpGateway.servers[1]: "files" is listed twice`:      servers + "mcpGateway: {agentId: gw, servers: [files, files]}\n",
 		"mcpGateway.wait: must be positive":                   servers + "mcpGateway: {agentId: gw, servers: [files], wait: -1s}\n",
 		"mcpGateway.progressInterval: must be at least 100ms": servers + "mcpGateway: {agentId: gw, servers: [files], progressInterval: 1ms}\n",
 	} {
