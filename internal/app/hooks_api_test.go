@@ -388,19 +388,26 @@ var hooksDoc = filepath.Join("..", "..", "docs", "coding-agent-hooks.md")
 // hooksDocBlock is the body of the first ```lang block of hooksDoc after the line holding marker.
 func hooksDocBlock(t testing.TB, marker, lang string) string {
 	t.Helper()
-	raw, err := os.ReadFile(hooksDoc)
+	return docBlock(t, hooksDoc, marker, lang)
+}
+
+// docBlock is the body of the first ```lang block of the page doc after the text marker: what a
+// page tells its readers to write, for a test that writes it as it is.
+func docBlock(t testing.TB, doc, marker, lang string) string {
+	t.Helper()
+	raw, err := os.ReadFile(doc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := string(raw)
 	i := strings.Index(s, marker)
 	if i < 0 {
-		t.Fatalf("%s has no %q", hooksDoc, marker)
+		t.Fatalf("%s has no %q", doc, marker)
 	}
 	s = s[i:]
 	j := strings.Index(s, "```"+lang+"\n")
 	if j < 0 {
-		t.Fatalf("%s has no ```%s block after %q", hooksDoc, lang, marker)
+		t.Fatalf("%s has no ```%s block after %q", doc, lang, marker)
 	}
 	s = s[j+len("```"+lang+"\n"):]
 	return s[:strings.Index(s, "```")]

@@ -59,30 +59,21 @@ func (f *fakeResponses) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), 400)
 		return
 	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	send := func(v map[string]any) {
-		b, _ := json.Marshal(v)
-		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", v["type"], b)
-	}
-	message := func(text string) {
-		send(map[string]any{"type": "response.output_item.done", "item": map[string]any{"type": "message", "role": "assistant", "id": "msg_1",
-			"content": []any{map[string]any{"type": "output_text", "text": text}}}})
-	}
-	send(map[string]any{"type": "response.created", "response": map[string]any{"id": "resp_1"}})
 	var output string
 	for _, in := range req.Input {
 		if in.Type == "function_call_output" {
 			output = string(in.Output)
 		}
 	}
+	var item map[string]any
 	f.mu.Lock()
 	switch {
 	case req.Text.Format.Name == "codex_output_schema":
 		f.reviewed++
-		message(`{"risk_level": "low", "user_authorization": "high", "outcome": "allow", "rationale": "removing build output is routine"}`)
+		item = assistantMessage(`{"risk_level": "low", "user_authorization": "high", "outcome": "allow", "rationale": "removing build output is routine"}`)
 	case output != "":
 		f.outputs = append(f.outputs, output)
-		message("done")
+		item = assistantMessage("done")
 	default:
 		name, args := "shell", map[string]any{"command": []string{"bash", "-lc", f.command}}
 		for _, tl := range req.Tools {
@@ -96,11 +87,10 @@ func (f *fakeResponses) serve(w http.ResponseWriter, r *http.Request) {
 		args["sandbox_permissions"] = "require_escalated"
 		args["justification"] = "clean the build"
 		b, _ := json.Marshal(args)
-		send(map[string]any{"type": "response.output_item.done", "item": map[string]any{"type": "function_call", "name": name, "arguments": string(b), "call_id": "call_1"}})
+		item = map[string]any{"type": "function_call", "name": name, "arguments": string(b), "call_id": "call_1"}
 	}
 	f.mu.Unlock()
-	send(map[string]any{"type": "response.completed", "response": map[string]any{"id": "resp_1",
-		"usage": map[string]any{"input_tokens": 1, "output_tokens": 1, "total_tokens": 2}}})
+	responsesStream(w, item)
 }
 
 // took is what the model was told and whether the reviewer was asked, since the last call.
@@ -110,21 +100,6 @@ func (f *fakeResponses) took() (outputs []string, reviewed int) {
 	outputs, reviewed = f.outputs, f.reviewed
 	f.outputs, f.reviewed = nil, 0
 	return outputs, reviewed
-}
-
-// codexBinary is the Codex CLI to run: $INTERLOCK_TEST_CODEX, or codex on PATH.
-func codexBinary(t *testing.T) string {
-	if p := os.Getenv("INTERLOCK_TEST_CODEX"); p != "" {
-		return p
-	}
-	p, err := exec.LookPath("codex")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("CI must run the real Codex CLI, but it is not installed (.ci/run installs @openai/codex and sets INTERLOCK_TEST_CODEX)")
-		}
-		t.Skip("the Codex CLI is not installed (npm install -g @openai/codex, or INTERLOCK_TEST_CODEX=path/to/codex)")
-	}
-	return p
 }
 
 // TestHooksRealCodex runs the Codex CLI (`codex exec`, skipped when it is not installed) with
