@@ -203,7 +203,7 @@ func (a *Agent) advance(ctx context.Context, snap *Snapshot, c *PendingCall, hos
 	if err := host.ToolStarted(ctx, snap, *c); err != nil {
 		return false, err
 	}
-	result, payload, errMsg, unknown := execute(ctx, tool, c, host.Run(), resumeData)
+	result, susp, errMsg, unknown := execute(ctx, tool, c, host.Run(), resumeData)
 	if unknown != nil {
 		if unknown.ModelError != "" && !a.NeedsApproval(snap, c.Name) {
 			// Nobody gates this tool: the model is told, as of any failed call (OutcomeUnknown).
@@ -212,9 +212,9 @@ func (a *Agent) advance(ctx context.Context, snap *Snapshot, c *PendingCall, hos
 		// The call stays executing, as a crash would leave it: the host holds it for a person.
 		return false, unknown
 	}
-	if payload != nil {
+	if susp != nil {
 		c.State = CallSuspended
-		c.SuspendPayload = payload
+		c.SuspendPayload, c.ResumeSchema = susp.payload, susp.schema
 		c.ResumeData = nil
 		return true, nil
 	}
@@ -243,12 +243,12 @@ func (a *Agent) record(ctx context.Context, snap *Snapshot, c *PendingCall, host
 	return host.ToolResult(ctx, snap, *c, result, errMsg)
 }
 
-// execute runs a tool once. It returns the JSON result, or the suspend payload, or an error text.
-// A panic in the tool is an error result, not a crash of the server.
-func execute(ctx context.Context, tool *Tool, c *PendingCall, run RunInfo, resumeData json.RawMessage) (result, payload json.RawMessage, errMsg string, unknown *OutcomeUnknown) {
+// execute runs a tool once. It returns the JSON result, or the suspension (its payload as JSON),
+// or an error text. A panic in the tool is an error result, not a crash of the server.
+func execute(ctx context.Context, tool *Tool, c *PendingCall, run RunInfo, resumeData json.RawMessage) (result json.RawMessage, susp *suspended, errMsg string, unknown *OutcomeUnknown) {
 	defer func() {
 		if r := recover(); r != nil {
-			result, payload, errMsg, unknown = nil, nil, fmt.Sprintf("tool %s panicked: %v", tool.Name, r), nil
+			result, susp, errMsg, unknown = nil, nil, fmt.Sprintf("tool %s panicked: %v", tool.Name, r), nil
 		}
 	}()
 	// The tool is told the call's server id (what people approved), never the model's, which a
@@ -261,7 +261,7 @@ func execute(ctx context.Context, tool *Tool, c *PendingCall, run RunInfo, resum
 		if merr != nil {
 			return nil, nil, "suspend payload is not JSON: " + merr.Error(), nil
 		}
-		return nil, b, "", nil
+		return nil, &suspended{payload: b, schema: s.schema}, "", nil
 	}
 	if errors.As(err, &unknown) {
 		return nil, nil, "", unknown
@@ -275,6 +275,10 @@ func execute(ctx context.Context, tool *Tool, c *PendingCall, run RunInfo, resum
 	}
 	return b, nil, "", nil
 }
+
+// suspended is a tool's suspension as the loop records it: its payload, and the schema of the
+// resume data when the call names its own (Call.SuspendFor).
+type suspended struct{ payload, schema json.RawMessage }
 
 func (a *Agent) callModel(ctx context.Context, snap *Snapshot, host Host) (llm.Response, error) {
 	msgs := snap.Messages

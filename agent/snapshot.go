@@ -51,6 +51,9 @@ type PendingCall struct {
 	State          CallState       `json:"state"`
 	Reason         string          `json:"reason,omitempty"`
 	SuspendPayload json.RawMessage `json:"suspendPayload,omitempty"`
+	// ResumeSchema is the schema the resume data of this call must match, when its tool
+	// suspended it with one of its own (Call.SuspendFor); empty: the tool's ResumeSchema.
+	ResumeSchema json.RawMessage `json:"resumeSchema,omitempty"`
 	ResumeData     json.RawMessage `json:"resumeData,omitempty"`
 	// Interrupted marks a call whose execution was cut off by a crash: it waits for a new approval.
 	Interrupted bool `json:"interrupted,omitempty"`
@@ -272,3 +275,4 @@ func NewRequest(tool string, args json.RawMessage, needsApproval, forward bool) 
 	s.Pending = []PendingCall{c}
 	return s
 }
+

@@ -68,6 +68,9 @@ type ToolCall struct {
 	// written with the decision (migration 0015), so that the API, the long-poll and the
 	// execution all give the same one; nil for other decisions and undecided calls.
 	Receipt *string `gorm:"column:receipt"`
+	// ResumeSchema is the schema of a call's resume data when the call names its own (an
+	// upstream MCP server's request for input, migration 0016); nil: its tool's.
+	ResumeSchema *string `gorm:"column:resume_schema"`
 }
 
 // TableName keeps the table name independent of GORM's pluralisation rules.

@@ -363,7 +363,7 @@ func runFromRow(m *Run, calls []ToolCall) *runtype.Run {
 			if suspended {
 				r.ToolCalls = append(r.ToolCalls, runtype.ToolCall{
 					ToolCallID: c.ToolCallID, ToolName: c.ToolName, Args: rawOrNil(c.Args),
-					RequiresApproval: c.RequiresApproval, SuspendPayload: rawOrNil(c.SuspendPayload), Interrupted: c.Interrupted,
+					RequiresApproval: c.RequiresApproval, SuspendPayload: rawOrNil(c.SuspendPayload), ResumeSchema: rawOrNil(c.ResumeSchema), Interrupted: c.Interrupted,
 					InterruptedToolCallID: deref(c.InterruptedToolCallID), ExpiresAt: msOrNil(c.ExpiresAt),
 				})
 			}

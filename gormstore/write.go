@@ -166,7 +166,7 @@ func pendingRow(runID, id string, c runtype.ToolCall, at time.Time) ToolCall {
 	args := string(c.Args)
 	return ToolCall{
 		RunID: runID, ToolCallID: id, ToolName: c.ToolName, Args: &args,
-		RequiresApproval: c.RequiresApproval, SuspendPayload: strOrNil(c.SuspendPayload),
+		RequiresApproval: c.RequiresApproval, SuspendPayload: strOrNil(c.SuspendPayload), ResumeSchema: strOrNil(c.ResumeSchema),
 		Interrupted: c.Interrupted, InterruptedToolCallID: strOrEmpty(c.InterruptedToolCallID),
 		State: ToolCallPending, CreatedAt: runtype.StoredTime(at), ExpiresAt: msOrNil(c.ExpiresAt),
 	}

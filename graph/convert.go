@@ -60,7 +60,7 @@ func toRuns(list []*runtype.Run) []*model.AgentRun {
 func toToolCall(runID string, c *runtype.ToolCall) *model.AgentRunToolCall {
 	out := &model.AgentRunToolCall{
 		ID: runID + ":" + c.ToolCallID, ToolCallID: &c.ToolCallID, ToolName: &c.ToolName,
-		RequiresApproval: c.RequiresApproval, SuspendPayload: c.SuspendPayload, Interrupted: c.Interrupted,
+		RequiresApproval: c.RequiresApproval, SuspendPayload: c.SuspendPayload, ResumeSchema: c.ResumeSchema, Interrupted: c.Interrupted,
 		Args: c.Args, ExpiresAt: c.ExpiresAt, InterruptedToolCallID: nonEmpty(c.InterruptedToolCallID),
 	}
 	return out

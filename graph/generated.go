@@ -84,6 +84,7 @@ type ComplexityRoot struct {
 		InterruptedToolCallID func(childComplexity int) int
 		LateResult            func(childComplexity int) int
 		RequiresApproval      func(childComplexity int) int
+		ResumeSchema          func(childComplexity int) int
 		SuspendPayload        func(childComplexity int) int
 		ToolCallID            func(childComplexity int) int
 		ToolName              func(childComplexity int) int
@@ -478,6 +479,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AgentRunToolCall.RequiresApproval(childComplexity), true
+	case "AgentRunToolCall.resumeSchema":
+		if e.ComplexityRoot.AgentRunToolCall.ResumeSchema == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentRunToolCall.ResumeSchema(childComplexity), true
 	case "AgentRunToolCall.suspendPayload":
 		if e.ComplexityRoot.AgentRunToolCall.SuspendPayload == nil {
 			break
@@ -1358,6 +1365,8 @@ type AgentRunToolCall {
   requiresApproval: Boolean!
   "The tool-defined suspend payload, when the tool called suspend()."
   suspendPayload: JSON
+  "Addition: the JSON Schema this call's resumeData must satisfy when the call names its own — an upstream MCP server that asked for input through the MCP gateway (its requestedSchema); null: the tool's resumeSchema applies."
+  resumeSchema: JSON
   "Addition: true when the call was executing while its server instance died (or lost the database), or its request reached a tool server that stopped, lost the connection or did not answer within its timeout before answering (an MCP server, an HTTP tool), so its outcome is unknown; it waits for approval again."
   interrupted: Boolean!
   """
@@ -1730,6 +1739,8 @@ func (ec *executionContext) childFields_AgentRunToolCall(ctx context.Context, fi
 		return ec.fieldContext_AgentRunToolCall_requiresApproval(ctx, field)
 	case "suspendPayload":
 		return ec.fieldContext_AgentRunToolCall_suspendPayload(ctx, field)
+	case "resumeSchema":
+		return ec.fieldContext_AgentRunToolCall_resumeSchema(ctx, field)
 	case "interrupted":
 		return ec.fieldContext_AgentRunToolCall_interrupted(ctx, field)
 	case "interruptedToolCallId":
@@ -3390,6 +3401,29 @@ func (ec *executionContext) _AgentRunToolCall_suspendPayload(ctx context.Context
 	)
 }
 func (ec *executionContext) fieldContext_AgentRunToolCall_suspendPayload(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentRunToolCall", field, false, false, "JSON")
+}
+
+func (ec *executionContext) _AgentRunToolCall_resumeSchema(ctx context.Context, field graphql.CollectedField, obj *model.AgentRunToolCall) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentRunToolCall_resumeSchema(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ResumeSchema, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v json.RawMessage) graphql.Marshaler {
+			return ec.marshalOJSON2encodingᚋjsonᚐRawMessage(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AgentRunToolCall_resumeSchema(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AgentRunToolCall", field, false, false, "JSON")
 }
 
@@ -7219,6 +7253,11 @@ func (ec *executionContext) _AgentRunToolCall(ctx context.Context, sel ast.Selec
 			}
 		case "suspendPayload":
 			out.Values[i] = ec._AgentRunToolCall_suspendPayload(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "resumeSchema":
+			out.Values[i] = ec._AgentRunToolCall_resumeSchema(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}

@@ -27,6 +27,8 @@ const (
 	pendingText  = "This call is waiting for a person's approval in Interlock (request %s): %s. " +
 		"It has not run yet. Call the tool again with exactly the same arguments to get its result once a person has decided; " +
 		"a call with other arguments is a new request."
+	pendingInputText = "This call was approved, and the tool's server asked a question a person answers in Interlock (request %s): %s. " +
+		"Call the tool again with exactly the same arguments to get its result once they have answered."
 	toolErrorText = "The tool failed: %s"
 )
 
@@ -91,9 +93,13 @@ func (g *gateway) pending(req *mcp.CallToolRequest, out *runs.CallOutcome) *mcp.
 			RequestState: out.Run.ID, // informative only: a retry is matched by what it calls, never by this
 		}
 	}
+	text := fmt.Sprintf(pendingText, out.Run.ID, link)
+	if len(out.Run.ToolCalls) > 0 && !out.Run.ToolCalls[0].RequiresApproval {
+		text = fmt.Sprintf(pendingInputText, out.Run.ID, link)
+	}
 	return &mcp.CallToolResult{
 		Meta:    mcp.Meta{MetaKey: outcomeMeta(out)},
-		Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(pendingText, out.Run.ID, link)}},
+		Content: []mcp.Content{&mcp.TextContent{Text: text}},
 	}
 }
 

@@ -53,10 +53,16 @@ func (g *gateway) call(name string) mcp.ToolHandler {
 			return refused(err), nil
 		}
 		out, err := g.hold(ctx, req, run.ID)
-		if err != nil {
+		if err != nil && ctx.Err() != nil {
 			// The client cancelled or went away: the request stays in the inbox, and an
 			// identical call later joins it.
 			return nil, err
+		}
+		if err != nil {
+			// The outcome could not be read (storage unreachable, say): the request stands, and
+			// the identical call later reads it.
+			g.o.Logger.Error("MCP gateway: the outcome of a call could not be read", "run", run.ID, "err", err)
+			return refused(err), nil
 		}
 		if out.Kind == runs.OutcomePending {
 			return g.pending(req, out), nil
@@ -94,8 +100,11 @@ func (g *gateway) hold(ctx context.Context, req *mcp.CallToolRequest, runID stri
 		if token != nil {
 			beats++
 			msg := "waiting for a person's approval in Interlock"
-			if out.Run.Status == runtype.StatusRunning {
+			switch {
+			case out.Run.Status == runtype.StatusRunning:
 				msg = "approved: the tool is running"
+			case len(out.Run.ToolCalls) > 0 && !out.Run.ToolCalls[0].RequiresApproval:
+				msg = "the tool's server asked a question: waiting for a person's answer in Interlock"
 			}
 			// A heartbeat, not a measure of progress: no total, and progress that only grows.
 			if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: float64(beats), Message: msg}); err != nil && ctx.Err() != nil {

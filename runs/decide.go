@@ -195,6 +195,17 @@ func checkValues(dec *decision, d agent.Decision) error {
 		}
 	}
 	if d.Kind == agent.CallResumed {
+		if c := dec.call; len(c.ResumeSchema) > 0 {
+			// The call asked for data of its own shape (agent.Call.SuspendFor), stored with it.
+			schema, err := agent.CompileSchema(dec.run.ID+"/"+c.ToolCallID+"/resume", c.ResumeSchema)
+			if err != nil {
+				return fmt.Errorf("run %s: the resumeSchema of call %s: %w", dec.run.ID, c.ToolCallID, err)
+			}
+			if err := schema.Validate(d.ResumeData); err != nil {
+				return runtype.Errorf(runtype.CodeBadUserInput, "resumeData does not match the resumeSchema of call %s: %v", c.ToolCallID, err)
+			}
+			return nil
+		}
 		if err := tool.ValidateResume(d.ResumeData); err != nil {
 			return runtype.Errorf(runtype.CodeBadUserInput, "resumeData does not match the resumeSchema of %s: %v", dec.call.ToolName, err)
 		}

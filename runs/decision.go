@@ -75,10 +75,11 @@ func (s *Service) commitDecision(ctx context.Context, dec *decision) (DecisionWr
 	if err := dec.snap.Decide(dec.call.ToolCallID, d); err != nil {
 		return w, fmt.Errorf("run %s: snapshot does not wait on %s: %w", dec.run.ID, dec.call.ToolCallID, err)
 	}
-	if (dec.snap.Request || dec.agent.External) && !(dec.snap.Forward && d.Kind == agent.CallApproved) {
+	if (dec.snap.Request || dec.agent.External) && !(dec.snap.Forward && (d.Kind == agent.CallApproved || d.Kind == agent.CallResumed)) {
 		// An approval request (approval.go): the decision ends it; its caller runs the tool.
 		// The snapshot says so even when the config has given its agent a model since. A
-		// forwarded request's approval goes on below: this instance runs its call.
+		// forwarded request's approval, and the answer to its tool's question, go on below:
+		// this instance runs its call.
 		return w, s.finishExternal(ctx, dec, w)
 	}
 	w.Events = decisionEvents(dec.call, d, dec.by, w.Hold)

@@ -616,7 +616,7 @@ func (e *execution) eventCall(snap *agent.Snapshot, c agent.PendingCall) *runtyp
 	return &runtype.ToolCall{
 		ToolCallID: c.CallID(), ToolName: c.Name, Args: c.Args,
 		RequiresApproval: e.agent.NeedsApproval(snap, c.Name) && c.State != agent.CallSuspended && c.ArgsError == "",
-		SuspendPayload:   c.SuspendPayload, Interrupted: c.Interrupted, InterruptedToolCallID: c.InterruptedToolCallID,
+		SuspendPayload:   c.SuspendPayload, ResumeSchema: c.ResumeSchema, Interrupted: c.Interrupted, InterruptedToolCallID: c.InterruptedToolCallID,
 	}
 }
 
@@ -685,7 +685,7 @@ func (e *execution) suspend(ctx context.Context, snap *agent.Snapshot, held *age
 // its tool has an approval timeout.
 func (e *execution) waitingCall(c agent.PendingCall, now time.Time) runtype.ToolCall {
 	call := runtype.ToolCall{ToolCallID: c.CallID(), ToolName: c.Name, Args: c.Args, RequiresApproval: c.State == agent.CallAwaitingApproval,
-		SuspendPayload: c.SuspendPayload, Interrupted: c.Interrupted, InterruptedToolCallID: c.InterruptedToolCallID}
+		SuspendPayload: c.SuspendPayload, ResumeSchema: c.ResumeSchema, Interrupted: c.Interrupted, InterruptedToolCallID: c.InterruptedToolCallID}
 	if t := e.agent.Tool(c.Name); t != nil && t.ApprovalTimeout > 0 {
 		deadline := runtype.StoredTime(now.Add(t.ApprovalTimeout))
 		call.ExpiresAt = &deadline

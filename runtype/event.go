@@ -67,7 +67,10 @@ type ToolCall struct {
 	Args             json.RawMessage `json:"args,omitempty"`
 	RequiresApproval bool            `json:"requiresApproval"`
 	SuspendPayload   json.RawMessage `json:"suspendPayload,omitempty"`
-	Interrupted      bool            `json:"interrupted,omitempty"`
+	// ResumeSchema is the schema of this call's resume data when the call names its own (an
+	// upstream MCP server's request for input); nil: its tool's resumeSchema.
+	ResumeSchema json.RawMessage `json:"resumeSchema,omitempty"`
+	Interrupted  bool            `json:"interrupted,omitempty"`
 	// InterruptedToolCallID is, on an interrupted call, the id it was executing under when its
 	// outcome became unknown: it waits under a new id (agent.Snapshot.Reissue), and the
 	// decisions taken before, and a late result of that execution, name the old one.

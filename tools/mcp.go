@@ -86,8 +86,10 @@ func ConnectMCP(ctx context.Context, cfg MCPConfig, version string) (*MCPServer,
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &MCPServer{cfg: cfg, log: log.With("mcpServer", cfg.Name),
-		client: mcp.NewClient(&mcp.Implementation{Name: "interlock", Version: version}, nil)}
+	s := &MCPServer{cfg: cfg, log: log.With("mcpServer", cfg.Name)}
+	// Questions come back as results (mcp_input.go): the SDK's own round trips are off.
+	s.client = mcp.NewClient(&mcp.Implementation{Name: "interlock", Version: version}, &mcp.ClientOptions{
+		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true}, ElicitationHandler: s.askedMidCall})
 	if _, err := s.connected(ctx); err != nil {
 		return nil, err
 	}
@@ -243,11 +245,14 @@ func (s *MCPServer) callOnce(ctx context.Context, tool string, c *agent.Call) (*
 	}
 	// Sent as they are, not decoded and encoded again: the server gets the bytes a person
 	// approved (key order and number digits included).
-	args := c.Args
-	meta := approvalMeta(c.Receipt)
-	res, err := s.call(ctx, tool, args, meta)
+	params := &mcp.CallToolParams{Meta: approvalMeta(c.Receipt), Name: tool, Arguments: c.Args}
+	var err error
+	if params.InputResponses, params.RequestState, err = answers(c); err != nil {
+		return nil, err
+	}
+	res, err := s.call(ctx, params)
 	if errors.Is(err, errNotSent) {
-		res, err = s.call(ctx, tool, args, meta) // nothing reached the server: one new attempt
+		res, err = s.call(ctx, params) // nothing reached the server: one new attempt
 	}
 	if err != nil {
 		msg := fmt.Sprintf("the MCP tool did not answer within %s", s.cfg.Timeout)
@@ -261,6 +266,9 @@ func (s *MCPServer) callOnce(ctx context.Context, tool string, c *agent.Call) (*
 			return nil, errors.New(msg)
 		}
 		return nil, err
+	}
+	if res.NeedsInput() || len(res.InputRequests) > 0 {
+		return nil, askedForInput(c, s.cfg.Name, res) // nothing ran: a person answers, then it is made again
 	}
 	return res, nil
 }
@@ -287,13 +295,14 @@ type toolError struct{ err error }
 
 func (e toolError) Error() string { return e.err.Error() }
 
-func (s *MCPServer) call(ctx context.Context, tool string, args json.RawMessage, meta mcp.Meta) (*mcp.CallToolResult, error) {
+func (s *MCPServer) call(ctx context.Context, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	tool := params.Name
 	cs, err := s.connected(ctx)
 	if err != nil {
 		return nil, err
 	}
 	tr := &delivery{}
-	res, err := cs.CallTool(withDelivery(ctx, tr), &mcp.CallToolParams{Meta: meta, Name: tool, Arguments: args})
+	res, err := cs.CallTool(withDelivery(ctx, tr), params)
 	if err == nil {
 		return res, nil
 	}

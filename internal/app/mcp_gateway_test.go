@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"interlock/internal/apptest"
+	"interlock/internal/dbtest"
 )
 
 // gatewayConfig is the auth and MCP sections of a gateway's tests: the usual principals plus
@@ -425,4 +426,73 @@ func TestMCPGatewayWebhooks(t *testing.T) {
 		}
 		return len(kinds) == 2
 	})
+}
+
+// TestMCPGatewayUpstreamAsks: an approved call whose upstream (2026-07-28) asks a question
+// before it acts suspends the run for a person's answer, with the question as its payload and
+// the question's schema as the call's resumeSchema (an answer that does not match it is
+// BAD_USER_INPUT); resumeRun's answer makes the call again with it and the upstream's request
+// state, and the held MCP call gets the result. The upstream acts once.
+func TestMCPGatewayUpstreamAsks(t *testing.T) {
+	for _, db := range []string{"sqlite", "mysql"} {
+		t.Run(db, func(t *testing.T) {
+			up := apptest.NewMCPUpstreamSessionless(t)
+			dsn := "sqlite:" + t.TempDir() + "/i.db"
+			if db == "mysql" {
+				dsn = dbtest.MySQLURL(dbtest.MySQLDSN(t))
+			}
+			cfg := strings.Replace(gatewayConfig(up, "30s", ""), "requireApproval: [refund]", "requireApproval: [refund, refund_why]", 1)
+			s := apptest.AuthServer(t, dsn, cfg)
+			cs := gatewayClient(t, s, apptest.TokenOf("agentbot"), "2025-11-25", nil)
+			got := make(chan *mcp.CallToolResult, 1)
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+				defer cancel()
+				res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "orders__refund_why", Arguments: map[string]any{"order": 12}})
+				if err != nil {
+					res = &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "call: " + err.Error()}}}
+				}
+				got <- res
+			}()
+			id := waitingRun(t, s)
+			decide(t, s, "alice", id, `approveToolCall(runId: $id) { id }`)
+			var asked struct {
+				Run struct {
+					Status    string
+					ToolCalls []struct {
+						ToolCallID       string
+						RequiresApproval bool
+						SuspendPayload   map[string]any
+						ResumeSchema     json.RawMessage
+					}
+				}
+			}
+			apptest.Until(t, "the run waiting for the upstream's question to be answered", func() bool {
+				s.MustAs(t, apptest.TokenOf("alice"), `query($id: ID!) { run(runId: $id) { status toolCalls { toolCallId requiresApproval suspendPayload resumeSchema } } }`, map[string]any{"id": id}, &asked)
+				return asked.Run.Status == "SUSPENDED" && len(asked.Run.ToolCalls) == 1 && !asked.Run.ToolCalls[0].RequiresApproval
+			})
+			call := asked.Run.ToolCalls[0]
+			if call.SuspendPayload["message"] != "Why is this order refunded?" || !strings.Contains(string(call.ResumeSchema), `"minLength":3`) {
+				t.Fatalf("the question = %v, resumeSchema %s", call.SuspendPayload, call.ResumeSchema)
+			}
+			if n := len(up.Calls("refund_why")); n != 0 {
+				t.Fatalf("the upstream acted %d times before the answer", n)
+			}
+			resume := `mutation($id: ID!, $d: JSON!) { resumeRun(runId: $id, resumeData: $d) { id } }`
+			if r := s.PostAs(t, apptest.TokenOf("alice"), resume, map[string]any{"id": id, "d": map[string]any{"reason": "no"}}); r.Code != "BAD_USER_INPUT" {
+				t.Fatalf("an answer that does not match the question's schema: %q %q, want BAD_USER_INPUT", r.Code, r.Msg)
+			}
+			if r := s.PostAs(t, apptest.TokenOf("alice"), resume, map[string]any{"id": id, "d": map[string]any{"reason": "damaged on arrival"}}); r.Code != "" {
+				t.Fatalf("resumeRun: %s %s", r.Code, r.Msg)
+			}
+			res := <-got
+			if res.IsError || resultText(res) != "refunded because damaged on arrival" || approval(res)["runId"] != id {
+				t.Fatalf("the held call = %+v %q", res, resultText(res))
+			}
+			calls := up.Calls("refund_why")
+			if len(calls) != 1 || calls[0].Args["why"] != "damaged on arrival" || calls[0].Args["requestState"] != "state-1" {
+				t.Fatalf("the upstream acted %d times: %+v", len(calls), calls)
+			}
+		})
+	}
 }

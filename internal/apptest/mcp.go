@@ -33,8 +33,15 @@ type MCPCall struct {
 	Meta map[string]any
 }
 
-// NewMCPUpstream starts the upstream for the test's life.
-func NewMCPUpstream(t testing.TB) *MCPUpstream {
+// NewMCPUpstream starts the upstream for the test's life, keeping sessions (the 2025
+// protocols: a client speaking 2026-07-28 falls back to them).
+func NewMCPUpstream(t testing.TB) *MCPUpstream { return newMCPUpstream(t, false) }
+
+// NewMCPUpstreamSessionless is NewMCPUpstream serving the 2026-07-28 protocol (no sessions), whose
+// questions are input-required results: its refund_why asks why before it refunds.
+func NewMCPUpstreamSessionless(t testing.TB) *MCPUpstream { return newMCPUpstream(t, true) }
+
+func newMCPUpstream(t testing.TB, sessionless bool) *MCPUpstream {
 	u := &MCPUpstream{started: make(chan MCPCall, 100)}
 	s := mcp.NewServer(&mcp.Implementation{Name: "orders", Version: "1"}, nil)
 	type refundIn struct {
@@ -72,7 +79,27 @@ func NewMCPUpstream(t testing.TB) *MCPUpstream {
 			u.record("lookup", req)
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("order %d: shipped", in.Order)}}}, nil, nil
 		})
-	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	// refund_why asks, in the 2026-07-28 way (an input-required result), why the refund is made,
+	// and refunds only with an answer: a call without one records nothing.
+	s.AddTool(&mcp.Tool{Name: "refund_why", Description: "Refund an order, asking why first",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"order":{"type":"integer"}},"required":["order"]}`)},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			answer, ok := req.Params.InputResponses["why"].(*mcp.ElicitResult)
+			if !ok || answer.Action != "accept" {
+				return &mcp.CallToolResult{RequestState: "state-1", InputRequests: mcp.InputRequestMap{"why": &mcp.ElicitParams{
+					Mode: "form", Message: "Why is this order refunded?",
+					RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"reason": map[string]any{"type": "string", "minLength": 3}}, "required": []string{"reason"}},
+				}}}, nil
+			}
+			c := u.record("refund_why", req)
+			c.Args["why"] = answer.Content["reason"]
+			c.Args["requestState"] = req.Params.RequestState
+			u.mu.Lock()
+			u.calls[len(u.calls)-1] = c
+			u.mu.Unlock()
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("refunded because %v", answer.Content["reason"])}}}, nil
+		})
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: sessionless}))
 	t.Cleanup(srv.Close)
 	u.URL = srv.URL
 	return u

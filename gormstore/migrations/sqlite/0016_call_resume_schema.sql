@@ -1,0 +1,1 @@
+ALTER TABLE run_tool_calls ADD COLUMN resume_schema TEXT
