@@ -54,7 +54,7 @@ type PendingCall struct {
 	// ResumeSchema is the schema the resume data of this call must match, when its tool
 	// suspended it with one of its own (Call.SuspendFor); empty: the tool's ResumeSchema.
 	ResumeSchema json.RawMessage `json:"resumeSchema,omitempty"`
-	ResumeData     json.RawMessage `json:"resumeData,omitempty"`
+	ResumeData   json.RawMessage `json:"resumeData,omitempty"`
 	// Interrupted marks a call whose execution was cut off by a crash: it waits for a new approval.
 	Interrupted bool `json:"interrupted,omitempty"`
 	// InterruptedToolCallID is the id the call was executing under when its outcome became
@@ -275,4 +275,3 @@ func NewRequest(tool string, args json.RawMessage, needsApproval, forward bool) 
 	s.Pending = []PendingCall{c}
 	return s
 }
-

@@ -319,6 +319,65 @@ func testExternalRequest(t *testing.T, open Opener) {
 		}
 	})
 
+	// A forwarded call the policy let through (the MCP gateway's) is stored RUNNING, leased to
+	// the instance that runs it, with its snapshot and its call decided by the policy; when that
+	// lease passes, the run is among the expired ones, for recovery.
+	each(t, open, "AForwardedCallIsStoredRunningUnderItsLease", func(t *testing.T, f *fixture) {
+		n := f.newRequest(requestOpts{N: 1, Approved: true})
+		n.Events = n.Events[:2] // no RUN_FINISHED: it runs
+		n.Run.Status, n.Run.LastSeq = runtype.StatusRunning, 2
+		n.Snapshot, n.Lease, n.TTL = `{"request":true,"forward":true}`, "lease-fwd", 2*time.Second
+		if err := f.s.InsertRun(f.ctx, n); err != nil {
+			t.Fatal(err)
+		}
+		r, err := f.s.GetRecord(f.ctx, n.Run.ID)
+		if err != nil || r == nil {
+			t.Fatalf("GetRecord: %v %v", r, err)
+		}
+		if r.Status != runtype.StatusRunning || r.LeaseOwner == nil || *r.LeaseOwner != "lease-fwd" || r.Snapshot == nil || *r.Snapshot != n.Snapshot {
+			t.Fatalf("stored as %s, lease %v, snapshot %v", r.Status, r.LeaseOwner, r.Snapshot)
+		}
+		if len(r.Decisions) != 1 || r.Decisions[0].Kind != runtype.DecisionApproved || r.Decisions[0].DecidedBy != nil {
+			t.Fatalf("decisions = %+v, want the policy's approval", r.Decisions)
+		}
+		if total, err := f.s.CountSuspended(f.ctx, runs.ListSuspendedParams{}); err != nil || total != 0 {
+			t.Fatalf("%d suspended runs (%v), want none", total, err)
+		}
+		time.Sleep(2500 * time.Millisecond) // the database's clock: the lease passes
+		expired, err := f.s.ExpiredRuns(f.ctx, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(expired) != 1 || expired[0].ID != n.Run.ID {
+			t.Fatalf("expired runs = %d, want the forwarded run", len(expired))
+		}
+	})
+
+	// ReleaseKey frees a key while it names the run it is given (the MCP gateway's, once a
+	// call's outcome was delivered): the same key then makes a new run. A release naming
+	// another run — the key moved on since — leaves the key alone.
+	each(t, open, "ReleaseKeyFreesOnlyTheKeyOfItsRun", func(t *testing.T, f *fixture) {
+		k := func() *runs.Idempotency { return &runs.Idempotency{KeyHash: "k-gateway", RequestHash: "q"} }
+		first := f.request(requestOpts{N: 1, Idempotency: k()})
+		if err := f.s.ReleaseKey(f.ctx, "k-gateway", id(99)); err != nil {
+			t.Fatal(err)
+		}
+		var dup *runs.DuplicateRequest
+		if err := f.s.InsertRun(f.ctx, f.newRequest(requestOpts{N: 2, Idempotency: k()})); !errors.As(err, &dup) || dup.RunID != first.ID {
+			t.Fatalf("after a release naming another run: %v, want the duplicate of %s", err, first.ID)
+		}
+		if err := f.s.ReleaseKey(f.ctx, "k-gateway", first.ID); err != nil {
+			t.Fatal(err)
+		}
+		second := f.request(requestOpts{N: 3, Idempotency: k()}) // stored: the key was free
+		if err := f.s.InsertRun(f.ctx, f.newRequest(requestOpts{N: 4, Idempotency: k()})); !errors.As(err, &dup) || dup.RunID != second.ID {
+			t.Fatalf("the key after it was taken again: %v, want the duplicate of %s", err, second.ID)
+		}
+		if got := f.get(first.ID); got == nil || got.ID != first.ID {
+			t.Fatal("releasing a key removed its run")
+		}
+	})
+
 	// Of requests racing to take over a key whose request ended (the agent asking again on
 	// several instances at once), exactly one is stored and the others name it. Several rounds,
 	// each after the last round's winner ended.
