@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -36,6 +37,11 @@ func (g *gateway) call(name string) mcp.ToolHandler {
 			return nil, fmt.Errorf("the call carries no credentials")
 		}
 		ctx = runtype.WithPrincipal(ctx, p)
+		if g.o.RateFunc != nil {
+			if d := g.o.RateFunc(ctx); d > 0 {
+				return refused(runtype.Errorf(rateLimited, "too many calls: retry in %d seconds", max(1, int(math.Ceil(d.Seconds()))))), nil
+			}
+		}
 		args := req.Params.Arguments
 		if len(args) == 0 || string(args) == "null" {
 			args = json.RawMessage(`{}`)
@@ -52,7 +58,16 @@ func (g *gateway) call(name string) mcp.ToolHandler {
 		if err != nil {
 			return refused(err), nil
 		}
-		out, err := g.hold(ctx, req, run.ID)
+		wait := g.o.Wait
+		if g.o.SlotFunc != nil {
+			release, err := g.o.SlotFunc(ctx)
+			if err != nil {
+				wait = 0 // its client holds all the calls it may: answered as it stands, not held
+			} else {
+				defer release()
+			}
+		}
+		out, err := g.hold(ctx, req, run.ID, wait)
 		if err != nil && ctx.Err() != nil {
 			// The client cancelled or went away: the request stays in the inbox, and an
 			// identical call later joins it.
@@ -81,12 +96,12 @@ func (g *gateway) call(name string) mcp.ToolHandler {
 	}
 }
 
-// hold waits for the outcome of run runID for up to Wait, sending the client progress every
+// hold waits for the outcome of run runID for up to wait, sending the client progress every
 // ProgressInterval when it asked for progress (a progress token). It returns the outcome, or
 // the run as it stands (pending) when Wait passes, or ctx's error.
-func (g *gateway) hold(ctx context.Context, req *mcp.CallToolRequest, runID string) (*runs.CallOutcome, error) {
+func (g *gateway) hold(ctx context.Context, req *mcp.CallToolRequest, runID string, wait time.Duration) (*runs.CallOutcome, error) {
 	token := req.Params.GetProgressToken()
-	deadline := time.Now().Add(g.o.Wait)
+	deadline := time.Now().Add(wait)
 	beats := 0
 	for {
 		step := time.Until(deadline)
@@ -161,3 +176,6 @@ func callContext(req *mcp.CallToolRequest) string {
 	}
 	return fmt.Sprintf("Called through the MCP gateway by an MCP client that names itself %s %s.", quoted(ci.Name), quoted(ci.Version))
 }
+
+// rateLimited is the code of a call refused for its client's rate (gqlguard's and /approvals').
+const rateLimited runtype.Code = "RATE_LIMITED"

@@ -55,6 +55,14 @@ type Options struct {
 	// Version is told to clients in the server's implementation info.
 	Version string
 	Logger  *slog.Logger
+	// RateFunc, when set, is asked before each call (each may store a request): a positive
+	// duration refuses the call as RATE_LIMITED, saying when to retry (the mutation rate, one
+	// bucket per client, as /approvals' POST).
+	RateFunc func(ctx context.Context) time.Duration
+	// SlotFunc, when set, takes one of the connections a client may hold at once
+	// (--max-connections-per-principal) for each call held; a client holding all of its own gets
+	// its pending answer at once instead of being held.
+	SlotFunc func(ctx context.Context) (release func(), err error)
 	// AuthOff says authentication is off: every call acts for runtype.Anonymous, and no
 	// token is asked for.
 	AuthOff bool

@@ -145,3 +145,36 @@ func TestMCPGatewaySeparationOfDuties(t *testing.T) {
 		t.Fatalf("after bob's approval: %+v %v, %d refunds", res, approval(res), len(up.Calls("refund")))
 	}
 }
+
+// TestMCPGatewayLimits: each call takes a token of the client's mutation rate (over it: an
+// isError RATE_LIMITED answer, nothing stored), and each held call one of the connections it may
+// hold at once (all taken: the call is stored and answered PENDING at once rather than held).
+func TestMCPGatewayLimits(t *testing.T) {
+	t.Parallel()
+	up := apptest.NewMCPUpstream(t)
+	s := apptest.AuthServerWith(t, "sqlite:"+t.TempDir()+"/i.db", gatewayConfig(up, "30s", ""),
+		"--max-connections-per-principal", "1", "--mutation-rate", "1/h", "--mutation-burst", "2")
+	cs := gatewayClient(t, s, apptest.TokenOf("agentbot"), "2025-11-25", nil)
+	held := make(chan *mcp.CallToolResult, 1)
+	go func() { held <- callTool(t, cs, "orders__refund", map[string]any{"order": 1, "amount": 1}, 40*time.Second, nil) }()
+	first := waitingRun(t, s)
+	// The one slot is taken by the held call: the next is answered at once, pending.
+	res := callTool(t, cs, "orders__refund", map[string]any{"order": 2, "amount": 1}, 10*time.Second, nil)
+	if res.IsError || approval(res)["status"] != "PENDING" || approval(res)["runId"] == first {
+		t.Fatalf("a call over the connection cap = %+v %v, want PENDING on a new request at once", res, approval(res))
+	}
+	// The burst is 2: the third call is over the rate, and stores nothing.
+	res = callTool(t, cs, "orders__refund", map[string]any{"order": 3, "amount": 1}, 10*time.Second, nil)
+	if !res.IsError || !strings.Contains(resultText(res), "RATE_LIMITED") {
+		t.Fatalf("a call over the rate = %+v %q, want RATE_LIMITED", res, resultText(res))
+	}
+	var data struct{ SuspendedRuns struct{ Total int } }
+	s.MustAs(t, apptest.TokenOf("alice"), `{ suspendedRuns(agentId: "mcp-gateway") { total } }`, nil, &data)
+	if data.SuspendedRuns.Total != 2 {
+		t.Fatalf("%d requests stored, want 2 (the rate-limited call stores none)", data.SuspendedRuns.Total)
+	}
+	decide(t, s, "alice", first, `approveToolCall(runId: $id) { id }`)
+	if res := <-held; res.IsError {
+		t.Fatalf("the held call: %+v", res)
+	}
+}

@@ -415,7 +415,7 @@ func (a *App) routes() http.Handler {
 	mux.Handle("/approvals", approvalsRoute)
 	mux.Handle("/approvals/", approvalsRoute)
 	mux.Handle("/hooks/", a.tracing.HTTP(observe.HTTP(a.log, hooks), "hooks"))
-	if gw := a.mcpGateway(); gw != nil {
+	if gw := a.mcpGateway(rate, conns); gw != nil {
 		mux.Handle("/mcp", a.tracing.HTTP(observe.HTTP(a.log, gw), "mcp"))
 	}
 	// GraphiQL with its files embedded (playground/): the page, and its files under /playground/.
@@ -459,15 +459,19 @@ func (a *App) approvals(rate *gqlguard.MutationRate, conns *gqlguard.Connections
 
 // mcpGateway is the handler of /mcp (mcpgate) when the config has an mcpGateway, else nil:
 // behind authentication as /approvals (the same tokens, answered 401 with their challenge),
-// with the body limit; no CORS (MCP clients are not browsers), and no request deadline (a
-// held call is a long request, as a hook's is).
-func (a *App) mcpGateway() http.Handler {
+// with the body limit, the mutation rate (rate: a token per call) and the connection slots of
+// conns (a held call takes one, as /approvals' waits do); no CORS (MCP clients are not
+// browsers), and no request deadline (a held call is a long request, as a hook's is).
+func (a *App) mcpGateway(rate *gqlguard.MutationRate, conns *gqlguard.Connections) http.Handler {
 	gw := a.agents.Gateway
 	if gw == nil {
 		return nil
 	}
 	o := mcpgate.Options{Service: a.Service, AgentID: gw.Agent.ID, Wait: gw.Wait, ProgressInterval: gw.ProgressInterval,
-		ConsoleURL: a.consoleURL, Version: version, Logger: a.log, AuthOff: a.authn == nil}
+		ConsoleURL: a.consoleURL, Version: version, Logger: a.log, AuthOff: a.authn == nil, SlotFunc: conns.Acquire}
+	if rate != nil {
+		o.RateFunc = func(ctx context.Context) time.Duration { return rate.Take(ctx, 1) }
+	}
 	for _, t := range gw.Tools {
 		o.Tools = append(o.Tools, mcpgate.Tool{Name: t.Name, Upstream: t.Upstream})
 	}
