@@ -156,7 +156,9 @@ func TestMCPGatewayLimits(t *testing.T) {
 		"--max-connections-per-principal", "1", "--mutation-rate", "1/h", "--mutation-burst", "2")
 	cs := gatewayClient(t, s, apptest.TokenOf("agentbot"), "2025-11-25", nil)
 	held := make(chan *mcp.CallToolResult, 1)
-	go func() { held <- callTool(t, cs, "orders__refund", map[string]any{"order": 1, "amount": 1}, 40*time.Second, nil) }()
+	go func() {
+		held <- callTool(t, cs, "orders__refund", map[string]any{"order": 1, "amount": 1}, 40*time.Second, nil)
+	}()
 	first := waitingRun(t, s)
 	// The one slot is taken by the held call: the next is answered at once, pending.
 	res := callTool(t, cs, "orders__refund", map[string]any{"order": 2, "amount": 1}, 10*time.Second, nil)
