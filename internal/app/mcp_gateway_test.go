@@ -496,3 +496,28 @@ func TestMCPGatewayUpstreamAsks(t *testing.T) {
 		})
 	}
 }
+
+// TestMCPGatewayEditedArgs: a person who edits a held call's arguments before approving it has
+// the upstream run with theirs, once, and the receipt binds them; the client gets that result.
+func TestMCPGatewayEditedArgs(t *testing.T) {
+	t.Parallel()
+	up := apptest.NewMCPUpstream(t)
+	s := apptest.AuthServer(t, "sqlite:"+t.TempDir()+"/i.db", gatewayConfig(up, "30s", ""))
+	cs := gatewayClient(t, s, apptest.TokenOf("agentbot"), "2025-11-25", nil)
+	got := make(chan *mcp.CallToolResult, 1)
+	go func() { got <- callTool(t, cs, "orders__refund", map[string]any{"order": 42, "amount": 300}, 40*time.Second, nil) }()
+	id := waitingRun(t, s)
+	r := s.PostAs(t, apptest.TokenOf("alice"), `mutation($id: ID!) { approveToolCall(runId: $id, args: {order: 42, amount: 30}) { id } }`, map[string]any{"id": id})
+	if r.Code != "" {
+		t.Fatalf("edit and approve: %s %s", r.Code, r.Msg)
+	}
+	res := <-got
+	sc, _ := json.Marshal(res.StructuredContent)
+	if res.IsError || string(sc) != `{"order":42,"refunded":30}` {
+		t.Fatalf("the held call = %+v %s", res, sc)
+	}
+	calls := up.Calls("refund")
+	if len(calls) != 1 || calls[0].Args["amount"] != float64(30) {
+		t.Fatalf("the upstream got %+v, want one call with the edited amount 30", calls)
+	}
+}
