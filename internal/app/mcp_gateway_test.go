@@ -505,7 +505,9 @@ func TestMCPGatewayEditedArgs(t *testing.T) {
 	s := apptest.AuthServer(t, "sqlite:"+t.TempDir()+"/i.db", gatewayConfig(up, "30s", ""))
 	cs := gatewayClient(t, s, apptest.TokenOf("agentbot"), "2025-11-25", nil)
 	got := make(chan *mcp.CallToolResult, 1)
-	go func() { got <- callTool(t, cs, "orders__refund", map[string]any{"order": 42, "amount": 300}, 40*time.Second, nil) }()
+	go func() {
+		got <- callTool(t, cs, "orders__refund", map[string]any{"order": 42, "amount": 300}, 40*time.Second, nil)
+	}()
 	id := waitingRun(t, s)
 	r := s.PostAs(t, apptest.TokenOf("alice"), `mutation($id: ID!) { approveToolCall(runId: $id, args: {order: 42, amount: 30}) { id } }`, map[string]any{"id": id})
 	if r.Code != "" {
