@@ -79,8 +79,18 @@ func newMCPUpstream(t testing.TB, sessionless bool) *MCPUpstream {
 			u.record("lookup", req)
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("order %d: shipped", in.Order)}}}, nil, nil
 		})
-	// refund_why asks, in the 2026-07-28 way (an input-required result), why the refund is made,
-	// and refunds only with an answer: a call without one records nothing.
+	if sessionless {
+		addRefundWhy(s, u)
+	}
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: sessionless}))
+	t.Cleanup(srv.Close)
+	u.URL = srv.URL
+	return u
+}
+
+// addRefundWhy adds refund_why to s: it asks, in the 2026-07-28 way (an input-required result),
+// why the refund is made, and refunds only with an answer (a call without one records nothing).
+func addRefundWhy(s *mcp.Server, u *MCPUpstream) {
 	s.AddTool(&mcp.Tool{Name: "refund_why", Description: "Refund an order, asking why first",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"order":{"type":"integer"}},"required":["order"]}`)},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -99,10 +109,6 @@ func newMCPUpstream(t testing.TB, sessionless bool) *MCPUpstream {
 			u.mu.Unlock()
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("refunded because %v", answer.Content["reason"])}}}, nil
 		})
-	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: sessionless}))
-	t.Cleanup(srv.Close)
-	u.URL = srv.URL
-	return u
 }
 
 func (u *MCPUpstream) record(tool string, req *mcp.CallToolRequest) MCPCall {
