@@ -31,3 +31,49 @@ func TestMCPGatewayKeyOrderDoesNotMatter(t *testing.T) {
 			approval(a), approval(b), suspendedCount(t, s))
 	}
 }
+
+// TestMCPGatewayClientVersionDoesNotBreakTheRetry: a sessionless client's call is identified by
+// its principal, its name (the thread), the tool and the arguments — not its version — so the
+// same call from the same client after it was upgraded (its clientInfo.version changed) is the
+// same call: it joins the request, and is not refused. (The version goes into the request's
+// context, which the idempotency key's request hash covers.)
+func TestMCPGatewayClientVersionDoesNotBreakTheRetry(t *testing.T) {
+	t.Parallel()
+	up := apptest.NewMCPUpstream(t)
+	s := apptest.AuthServer(t, "sqlite:"+t.TempDir()+"/i.db", gatewayConfig(up, "300ms", ""))
+	connect := func(version string) *mcp.ClientSession {
+		c := mcp.NewClient(&mcp.Implementation{Name: "claude-code", Version: version}, nil)
+		cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: s.URL + "/mcp", HTTPClient: bearer(apptest.TokenOf("agentbot")), MaxRetries: -1},
+			&mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cs.Close() })
+		return cs
+	}
+	args := map[string]any{"order": 8, "amount": 3}
+	first, err := connect("2.0.1").CallTool(t.Context(), &mcp.CallToolParams{Name: "orders__refund", Arguments: args})
+	if err != nil || approval(first)["status"] != "PENDING" {
+		t.Fatalf("first call = %v %v", first, err)
+	}
+	upgraded := connect("2.0.2")
+	again, err := upgraded.CallTool(t.Context(), &mcp.CallToolParams{Name: "orders__refund", Arguments: args})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.IsError || approval(again)["runId"] != approval(first)["runId"] {
+		t.Errorf("the same call from the upgraded client = isError %v %q %v; want it to join run %v",
+			again.IsError, resultText(again), approval(again), approval(first)["runId"])
+	}
+	// Decided and run: the upgraded client still cannot get the outcome, nor make the call
+	// anew — the key stays with the old run until a client of the old version is answered.
+	decide(t, s, "alice", approval(first)["runId"].(string), `approveToolCall(runId: $id) { id }`)
+	apptest.Until(t, "the approved refund runs", func() bool { return len(up.Calls("refund")) == 1 })
+	after, err := upgraded.CallTool(t.Context(), &mcp.CallToolParams{Name: "orders__refund", Arguments: args})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.IsError {
+		t.Errorf("the upgraded client's call after the approval = %q: refused until the old run's key is released", resultText(after))
+	}
+}
