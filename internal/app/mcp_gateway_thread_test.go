@@ -45,3 +45,24 @@ func TestMCPGatewaySessionlessThreadCannotBeTakenByAnother(t *testing.T) {
 		t.Fatalf("agentbot's call after mallory named its thread = %q %s: another principal can make a client's calls fail", resultText(res), m)
 	}
 }
+
+// TestMCPGatewayResourceOrderKeepsTheThread: a principal scoped to several resources files its
+// calls under the first; an identity provider that lists the same resources in another order in
+// the next token (claims arrays carry no order guarantee) must not leave every later call of
+// that sessionless client refused because its thread stays with the resource of the first.
+func TestMCPGatewayResourceOrderKeepsTheThread(t *testing.T) {
+	t.Parallel()
+	up := apptest.NewMCPUpstream(t)
+	config := gatewayConfig(up, "5s", "")
+	jwt := "  jwt: {hs256SecretEnv: INTERLOCK_TEST_APPROVALS_JWT, issuer: https://idp.test/, audience: interlock, claims: {resources: tenants}}\n"
+	i := strings.Index(config, "  separationOfDuties")
+	s := apptest.AuthServer(t, "sqlite:"+t.TempDir()+"/i.db", config[:i]+jwt+config[i:])
+	for n, tenants := range [][]string{{"r1", "r2"}, {"r2", "r1"}} {
+		token := signJWT(t, map[string]any{"sub": "ana", "roles": []string{"requester"}, "tenants": tenants})
+		cs := gatewayClient(t, s, token, "2026-07-28", nil)
+		res := callTool(t, cs, "orders__lookup", map[string]any{"order": n}, 20*time.Second, nil)
+		if res.IsError {
+			t.Fatalf("ana's call with tenants %v = %q", tenants, resultText(res))
+		}
+	}
+}
