@@ -329,6 +329,9 @@ func buildGateway(f *File, g *MCPGateway, servers map[string]*tools.MCPServer, l
 	if gw.ProgressInterval == 0 {
 		gw.ProgressInterval = DefaultGatewayProgressInterval
 	}
+	// A gateway name is one tool: "a" listing "b__c" and "a__b" listing "c" would both be
+	// a__b__c, listed as one and run (and gated) as the other.
+	owner := map[string]string{}
 	for _, name := range g.Servers {
 		sc := f.server(name)
 		for _, tn := range slices.Sorted(maps.Keys(listed[name])) {
@@ -340,6 +343,10 @@ func buildGateway(f *File, g *MCPGateway, servers map[string]*tools.MCPServer, l
 			}
 			up := listed[name][tn]
 			gt := GatewayTool{Name: name + gatewaySeparator + tn, Server: name, Upstream: up}
+			if other, dup := owner[gt.Name]; dup {
+				return nil, fmt.Errorf("servers %s and %s both give /mcp a tool named %q (<server>__<tool>); rename one of the servers, or leave the tool out with mcpServers[].tools", other, name, gt.Name)
+			}
+			owner[gt.Name] = name
 			gw.Tools = append(gw.Tools, gt)
 			gw.Agent.Tools = append(gw.Agent.Tools, &agent.Tool{
 				Name: gt.Name, Description: up.Description, InputSchema: up.InputSchema,
