@@ -30,6 +30,13 @@ const (
 	pendingInputText = "This call was approved, and the tool's server asked a question a person answers in Interlock (request %s): %s. " +
 		"Call the tool again with exactly the same arguments to get its result once they have answered."
 	toolErrorText = "The tool failed: %s"
+	// The texts of a call that was sent to its tool once with an outcome nobody knows: never
+	// "it did not run".
+	interruptedPendingText = "This call was sent to the tool's server once, and whether it took effect is unknown (the server did not answer, or Interlock stopped while it ran). " +
+		"It is not sent again unless a person approves it again in Interlock (request %s): %s. Check whether it took effect before you try anything else; " +
+		"call the tool again with exactly the same arguments to learn what the person decided."
+	interruptedDeclinedText = "A person declined running this call again in Interlock. It was sent to the tool's server once before, and whether that took effect is unknown. Their reason: %s"
+	interruptedExpiredText  = "Nobody decided in time whether to run this call again, so it was not sent again. It was sent to the tool's server once before, and whether that took effect is unknown. %s"
 )
 
 // answer is the MCP result of a call's outcome: the upstream tool's own result when it ran, or
@@ -58,11 +65,17 @@ func answer(out *runs.CallOutcome) *mcp.CallToolResult {
 		if out.Decision.Reason != nil && *out.Decision.Reason != "" {
 			reason = *out.Decision.Reason
 		}
+		if out.Interrupted {
+			return errorResult(meta, fmt.Sprintf(interruptedDeclinedText, reason))
+		}
 		return errorResult(meta, fmt.Sprintf(declinedText, reason))
 	case runs.OutcomeExpired:
 		reason := ""
 		if out.Decision.Reason != nil {
 			reason = *out.Decision.Reason
+		}
+		if out.Interrupted {
+			return errorResult(meta, fmt.Sprintf(interruptedExpiredText, reason))
 		}
 		return errorResult(meta, fmt.Sprintf(expiredText, reason))
 	default:
@@ -94,7 +107,10 @@ func (g *gateway) pending(req *mcp.CallToolRequest, out *runs.CallOutcome) *mcp.
 		}
 	}
 	text := fmt.Sprintf(pendingText, out.Run.ID, link)
-	if len(out.Run.ToolCalls) > 0 && !out.Run.ToolCalls[0].RequiresApproval {
+	switch {
+	case out.Interrupted:
+		text = fmt.Sprintf(interruptedPendingText, out.Run.ID, link)
+	case len(out.Run.ToolCalls) > 0 && !out.Run.ToolCalls[0].RequiresApproval:
 		text = fmt.Sprintf(pendingInputText, out.Run.ID, link)
 	}
 	return &mcp.CallToolResult{
@@ -116,6 +132,9 @@ func outcomeMeta(out *runs.CallOutcome) map[string]any {
 		m["status"] = "APPROVED"
 	default:
 		m["status"] = string(out.Kind)
+	}
+	if out.Interrupted {
+		m["interrupted"] = true // sent once, outcome unknown
 	}
 	if d := out.Decision; d != nil {
 		if d.DecidedBy != nil {

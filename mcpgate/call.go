@@ -42,6 +42,16 @@ func (g *gateway) call(name string) mcp.ToolHandler {
 				return refused(runtype.Errorf(rateLimited, "too many calls: retry in %d seconds", max(1, int(math.Ceil(d.Seconds()))))), nil
 			}
 		}
+		if g.o.SlotFunc != nil {
+			// Every call is held (for its decision, or while its tool runs), so it takes one of
+			// the connections its client may hold at once before anything is stored, as a
+			// waiting POST /approvals does; with none left it is refused, nothing stored.
+			release, err := g.o.SlotFunc(ctx)
+			if err != nil {
+				return refused(runtype.Errorf(tooManyConnections, "%v: a call is held until it is decided; let one of your held calls end, then call again", err)), nil
+			}
+			defer release()
+		}
 		args := req.Params.Arguments
 		if len(args) == 0 || string(args) == "null" {
 			args = json.RawMessage(`{}`)
@@ -58,16 +68,7 @@ func (g *gateway) call(name string) mcp.ToolHandler {
 		if err != nil {
 			return refused(err), nil
 		}
-		wait := g.o.Wait
-		if g.o.SlotFunc != nil {
-			release, err := g.o.SlotFunc(ctx)
-			if err != nil {
-				wait = 0 // its client holds all the calls it may: answered as it stands, not held
-			} else {
-				defer release()
-			}
-		}
-		out, err := g.hold(ctx, req, run.ID, wait)
+		out, err := g.hold(ctx, req, run.ID, g.o.Wait)
 		if err != nil && ctx.Err() != nil {
 			// The client cancelled or went away: the request stays in the inbox, and an
 			// identical call later joins it.
@@ -112,6 +113,13 @@ func (g *gateway) hold(ctx context.Context, req *mcp.CallToolRequest, runID stri
 		if err != nil || out.Kind != runs.OutcomePending || !time.Now().Before(deadline) {
 			return out, err
 		}
+		select {
+		case <-g.o.Service.Stopped():
+			// This instance is stopping: the caller is answered as the call stands, and calls
+			// again (on another instance) for the outcome.
+			return out, nil
+		default:
+		}
 		if token != nil {
 			beats++
 			msg := "waiting for a person's approval in Interlock"
@@ -140,7 +148,11 @@ func threadOf(req *mcp.CallToolRequest, p *runtype.Principal) string {
 	if ci := req.ClientInfo(); ci != nil {
 		client = ci.Name
 	}
-	sum := sha256.Sum256(fmt.Appendf(nil, "%d:%s%s", len(p.Subject), p.Subject, client))
+	// The resource is part of it: a thread belongs to the resource of its first run, so a
+	// thread named for one resource is never one another resource's run could have claimed
+	// first (anyone can work the id out), and a principal whose resource changes starts another.
+	resource := resourceOf(p)
+	sum := sha256.Sum256(fmt.Appendf(nil, "%d:%s%d:%s%s", len(p.Subject), p.Subject, len(resource), resource, client))
 	return "mcp-client-" + hex.EncodeToString(sum[:16])
 }
 
@@ -174,8 +186,13 @@ func callContext(req *mcp.CallToolRequest) string {
 		}
 		return "`" + s + "`"
 	}
-	return fmt.Sprintf("Called through the MCP gateway by an MCP client that names itself %s %s.", quoted(ci.Name), quoted(ci.Version))
+	// Its name only: the context is part of what a retry must repeat, and a client upgraded
+	// while its call waits is still that client.
+	return fmt.Sprintf("Called through the MCP gateway by an MCP client that names itself %s.", quoted(ci.Name))
 }
 
-// rateLimited is the code of a call refused for its client's rate (gqlguard's and /approvals').
-const rateLimited runtype.Code = "RATE_LIMITED"
+// The codes of calls refused for their client's limits, gqlguard's and /approvals'.
+const (
+	rateLimited        runtype.Code = "RATE_LIMITED"
+	tooManyConnections runtype.Code = "TOO_MANY_CONNECTIONS"
+)

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	mcpauth "github.com/modelcontextprotocol/go-sdk/auth"
@@ -29,6 +30,7 @@ type Service interface {
 	AwaitOutcome(ctx context.Context, runID string, wait time.Duration) (*runs.CallOutcome, error)
 	ReleaseKey(ctx context.Context, runID, key string) error
 	MayRequest(ctx context.Context, agentID string) error
+	Stopped() <-chan struct{}
 }
 
 // Tool is a tool the gateway lists: Upstream as its server lists it, under Name
@@ -76,10 +78,42 @@ const sessionlessVersion = "2026-07-28"
 // that request's context.
 const principalKey = "interlock.principal"
 
+// Handler is the handler of /mcp.
+type Handler struct {
+	http.Handler
+	// posts counts the requests being answered (a held call is one), so that a stopping
+	// server answers them before it cuts what is left (Wait).
+	posts sync.WaitGroup
+}
+
+// ServeHTTP serves one request, counted until it is answered.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost {
+		h.posts.Add(1)
+		defer h.posts.Done()
+	}
+	h.Handler.ServeHTTP(w, r)
+}
+
+// Wait returns once every POST being served is answered, or ctx ends. A stopping server calls
+// it after the run service stopped — which answers the held calls as they stand (pending, for
+// the client to call again elsewhere) — and before it closes the connections left: a call cut
+// without its answer is a failed tool call to its client.
+func (h *Handler) Wait(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { h.posts.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // New returns the handler of /mcp. It expects the principal of each request in its context
 // (auth.Require, or auth.Anonymous with authentication off): Authenticated wraps it in the
 // SDK's TokenInfo, which also binds an MCP session to the subject that opened it.
-func New(o Options) http.Handler {
+func New(o Options) *Handler {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -133,7 +167,7 @@ func New(o Options) http.Handler {
 	if !o.AuthOff {
 		served = mcpauth.RequireBearerToken(tokenInfo, &mcpauth.RequireBearerTokenOptions{AllowMissingExpiration: true})(served)
 	}
-	return holdDeadlines(o.Wait, localBase(o.ConsoleURL, served))
+	return &Handler{Handler: holdDeadlines(o.Wait, localBase(o.ConsoleURL, served))}
 }
 
 // tokenInfo is the SDK's view of the principal auth put in the request's context: UserID (the

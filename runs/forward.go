@@ -45,6 +45,10 @@ type CallOutcome struct {
 	// Result is the tool's JSON result, Error its error text, when it ran.
 	Result json.RawMessage
 	Error  string
+	// Interrupted says the call was sent to its tool once with an outcome nobody knows (its
+	// instance died, its server did not answer): it waits for a person to approve it again,
+	// or, declined or expired since, did not run again — but may have taken effect that once.
+	Interrupted bool
 }
 
 // AwaitOutcome returns a forwarded request's outcome once its call has run or was declined or
@@ -76,6 +80,7 @@ func (s *Service) outcome(ctx context.Context, r *runtype.Run) (*CallOutcome, er
 	}
 	switch r.Status {
 	case runtype.StatusSuspended, runtype.StatusRunning:
+		o.Interrupted = len(r.ToolCalls) > 0 && r.ToolCalls[0].Interrupted
 		return o, nil
 	case runtype.StatusFailed:
 		o.Kind = OutcomeFailed
@@ -86,9 +91,12 @@ func (s *Service) outcome(ctx context.Context, r *runtype.Run) (*CallOutcome, er
 		return nil, fmt.Errorf("read the outcome of run %s: %w", r.ID, err)
 	}
 	for i := len(evs) - 1; i >= 0; i-- {
-		if evs[i].Type == runtype.EventToolResult {
+		switch evs[i].Type {
+		case runtype.EventToolResult:
 			o.Kind, o.Result, o.Error = OutcomeRan, evs[i].Result, evs[i].Error
 			return o, nil
+		case runtype.EventToolCallInterrupted:
+			o.Interrupted = true
 		}
 	}
 	switch {
@@ -101,6 +109,10 @@ func (s *Service) outcome(ctx context.Context, r *runtype.Run) (*CallOutcome, er
 	}
 	return o, nil
 }
+
+// Stopped is closed once the service stops (Shutdown, Close): a wait on a run ends then, with
+// the run as it stands, so an entry point that holds a caller answers it and lets it go.
+func (s *Service) Stopped() <-chan struct{} { return s.ctx.Done() }
 
 // ReleaseKey gives up the idempotency key the principal of ctx made run runID with, once the
 // caller has been told the run's outcome: the same key then makes a new request. For keys

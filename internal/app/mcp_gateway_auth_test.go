@@ -147,8 +147,8 @@ func TestMCPGatewaySeparationOfDuties(t *testing.T) {
 }
 
 // TestMCPGatewayLimits: each call takes a token of the client's mutation rate (over it: an
-// isError RATE_LIMITED answer, nothing stored), and each held call one of the connections it may
-// hold at once (all taken: the call is stored and answered PENDING at once rather than held).
+// isError RATE_LIMITED answer, nothing stored), and one of the connections the client may hold
+// at once (all taken: an isError TOO_MANY_CONNECTIONS answer, nothing stored), as /approvals.
 func TestMCPGatewayLimits(t *testing.T) {
 	t.Parallel()
 	up := apptest.NewMCPUpstream(t)
@@ -160,20 +160,20 @@ func TestMCPGatewayLimits(t *testing.T) {
 		held <- callTool(t, cs, "orders__refund", map[string]any{"order": 1, "amount": 1}, 40*time.Second, nil)
 	}()
 	first := waitingRun(t, s)
-	// The one slot is taken by the held call: the next is answered at once, pending.
+	// The one slot is taken by the held call.
 	res := callTool(t, cs, "orders__refund", map[string]any{"order": 2, "amount": 1}, 10*time.Second, nil)
-	if res.IsError || approval(res)["status"] != "PENDING" || approval(res)["runId"] == first {
-		t.Fatalf("a call over the connection cap = %+v %v, want PENDING on a new request at once", res, approval(res))
+	if !res.IsError || approval(res)["code"] != "TOO_MANY_CONNECTIONS" {
+		t.Fatalf("a call over the connection cap = %+v %q, want TOO_MANY_CONNECTIONS", res, resultText(res))
 	}
-	// The burst is 2: the third call is over the rate, and stores nothing.
+	// The burst is 2, and both calls took a token: the third is over the rate.
 	res = callTool(t, cs, "orders__refund", map[string]any{"order": 3, "amount": 1}, 10*time.Second, nil)
-	if !res.IsError || !strings.Contains(resultText(res), "RATE_LIMITED") {
+	if !res.IsError || approval(res)["code"] != "RATE_LIMITED" {
 		t.Fatalf("a call over the rate = %+v %q, want RATE_LIMITED", res, resultText(res))
 	}
 	var data struct{ SuspendedRuns struct{ Total int } }
 	s.MustAs(t, apptest.TokenOf("alice"), `{ suspendedRuns(agentId: "mcp-gateway") { total } }`, nil, &data)
-	if data.SuspendedRuns.Total != 2 {
-		t.Fatalf("%d requests stored, want 2 (the rate-limited call stores none)", data.SuspendedRuns.Total)
+	if data.SuspendedRuns.Total != 1 {
+		t.Fatalf("%d requests stored, want 1 (refused calls store none)", data.SuspendedRuns.Total)
 	}
 	decide(t, s, "alice", first, `approveToolCall(runId: $id) { id }`)
 	if res := <-held; res.IsError {

@@ -9,10 +9,12 @@ import (
 	"interlock/internal/apptest"
 )
 
-// TestMCPGatewayKeyOrderDoesNotMatter: docs/mcp-gateway.md, Calling again: "the order of keys
-// and the spacing do not matter" — the same arguments in another key order join the waiting
-// request.
-func TestMCPGatewayKeyOrderDoesNotMatter(t *testing.T) {
+// TestMCPGatewayKeyOrderIsPartOfTheCall: a call's arguments are kept byte for byte as a person
+// approves them (key order and number literals included; spacing is not kept), so the same call
+// with its spacing changed joins the waiting request, and the same values in another key order
+// are another request, answered as one — never refused as a reused key (docs/mcp-gateway.md,
+// Calling again).
+func TestMCPGatewayKeyOrderIsPartOfTheCall(t *testing.T) {
 	t.Parallel()
 	up := apptest.NewMCPUpstream(t)
 	s := apptest.AuthServer(t, "sqlite:"+t.TempDir()+"/i.db", gatewayConfig(up, "300ms", ""))
@@ -25,10 +27,13 @@ func TestMCPGatewayKeyOrderDoesNotMatter(t *testing.T) {
 		return res
 	}
 	a := call(`{"order": 5, "amount": 2}`)
+	spaced := call(`{ "order":5,"amount" : 2 }`)
 	b := call(`{"amount":2,"order":5}`)
-	if approval(a)["status"] != "PENDING" || approval(b)["runId"] != approval(a)["runId"] {
-		t.Fatalf("the same arguments in another key order = %v, then %v: want the same request (docs: the order of keys does not matter); %d requests wait",
-			approval(a), approval(b), suspendedCount(t, s))
+	if approval(a)["status"] != "PENDING" || approval(spaced)["runId"] != approval(a)["runId"] {
+		t.Fatalf("the same call with other spacing = %v, then %v: want the same request", approval(a), approval(spaced))
+	}
+	if b.IsError || approval(b)["status"] != "PENDING" || approval(b)["runId"] == approval(a)["runId"] {
+		t.Fatalf("the same values in another key order = %+v %v: want another request, pending", b, approval(b))
 	}
 }
 

@@ -200,6 +200,8 @@ type App struct {
 	AdminToken string
 	// stopNotify stops the webhook dispatcher (nil: no notifications configured).
 	stopNotify func()
+	// mcp is the MCP gateway's handler (/mcp), nil without mcpGateway.
+	mcp *mcpgate.Handler
 	// consoleURL is the console's public base URL in links: --console-url, else
 	// notifications.consoleURL ("" when neither is set).
 	consoleURL string
@@ -475,7 +477,8 @@ func (a *App) mcpGateway(rate *gqlguard.MutationRate, conns *gqlguard.Connection
 	for _, t := range gw.Tools {
 		o.Tools = append(o.Tools, mcpgate.Tool{Name: t.Name, Upstream: t.Upstream})
 	}
-	h := httpguard.Body(mcpgate.New(o), maxBodyBytes)
+	a.mcp = mcpgate.New(o)
+	h := httpguard.Body(a.mcp, maxBodyBytes)
 	if a.authn != nil {
 		return auth.Require(a.authn, h, mcpgate.Unauthorized)
 	}
@@ -582,6 +585,13 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	// closing the sockets, or a client sees a dropped connection instead of a finished stream.
 	if err := a.ws.Wait(shutdownCtx); err != nil {
 		a.log.Warn("closing websockets before every subscription completed", "err", err)
+	}
+	// The MCP gateway's held calls were answered as they stand when the service stopped; let
+	// those answers out before the connections are cut.
+	if a.mcp != nil {
+		if err := a.mcp.Wait(shutdownCtx); err != nil {
+			a.log.Warn("closing connections before every held MCP call was answered", "err", err)
+		}
 	}
 	cancelBase() // Shutdown does not close WebSockets; this ends them.
 	return <-httpDone
