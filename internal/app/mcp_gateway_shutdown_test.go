@@ -20,7 +20,17 @@ func TestMCPGatewayHeldCallIsAnsweredOnShutdown(t *testing.T) {
 	up := apptest.NewMCPUpstream(t)
 	p := apptest.StartProc(t, "sqlite:"+t.TempDir()+"/i.db", "--shutdown-timeout", "5s", "--config", gatewayOnly(t, up, "30s"))
 	var beats atomic.Int64
-	cs := gatewayClient(t, p.Server, "-", "2025-11-25", func(*mcp.ProgressNotificationClientRequest) { beats.Add(1) })
+	// Without the client's standing GET stream: the stopping server ends it (a client would
+	// open it again elsewhere), and the Go SDK's client, told not to retry, fails the session's
+	// calls with it — the answer under test is the held call's own, on its POST.
+	c := mcp.NewClient(&mcp.Implementation{Name: "shutdown-test", Version: "1"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) { beats.Add(1) }})
+	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: p.URL + "/mcp", MaxRetries: -1, DisableStandaloneSSE: true},
+		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
 	type answer struct {
 		res *mcp.CallToolResult
 		err error
