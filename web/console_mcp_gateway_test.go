@@ -212,7 +212,7 @@ func TestConsoleMCPGatewayApproval(t *testing.T) {
 		if !strings.HasPrefix(got.Title, "Approval request") || got.Agent != "mcp-gateway" || got.External != "external" || got.By != "Requested by agentbot" || got.Tool != "orders__refund" {
 			t.Errorf("the request's head: %+v", got)
 		}
-		if !strings.Contains(got.Context, "Called through the MCP gateway by an MCP client that names itself console-test 1.0") {
+		if !strings.Contains(got.Context, "Called through the MCP gateway by an MCP client that names itself console-test.") {
 			t.Errorf("the context: %q", got.Context)
 		}
 		wantTable := map[string]string{"order": "42", "amount": "30", "note": "refund ⟨U+202E⟩gnp.exe"}
