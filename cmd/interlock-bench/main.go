@@ -51,6 +51,8 @@ Commands (run in the order given):
   subs     open --subs runEvents subscriptions over WebSockets and read the server's RSS
   decide   decisions per second: approve --decisions seeded suspended runs concurrently
   start    idle RSS and start-to-ready time of a server on --db (--samples starts)
+  gateway  --calls gated MCP gateway calls held at once over --sessions sessions: the server's
+           memory, statements (MySQL) and CPU while they wait; then they are approved
 
 Flags:
 `
@@ -64,7 +66,12 @@ type options struct {
 	DeepPage                      int
 	Explain                       bool
 	Duration                      time.Duration
-	commands                      []string
+	// The gateway command's.
+	Calls, Sessions, AtOnce        int
+	Progress                       bool
+	Hold, Window, ProgressInterval time.Duration
+	MCPVersion                     string
+	commands                       []string
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -92,6 +99,14 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.Subs, "subs", 10_000, "subscriptions subs opens")
 	fs.IntVar(&o.PerWS, "subs-per-socket", 100, "subscriptions per WebSocket for subs (the server's default limit is 100)")
 	fs.IntVar(&o.Decisions, "decisions", 2000, "seeded suspended runs decide approves")
+	fs.IntVar(&o.Calls, "calls", 1000, "gateway: gated calls held at once")
+	fs.IntVar(&o.Sessions, "sessions", 10, "gateway: MCP sessions (clients) the calls are spread over")
+	fs.BoolVar(&o.Progress, "progress", false, "gateway: the calls ask for progress notifications (a progress token each)")
+	fs.IntVar(&o.AtOnce, "at-once", 0, "gateway: make the calls this many at a time, each batch once the last is suspended (0: all at once; MySQL refuses some of those made at once)")
+	fs.DurationVar(&o.ProgressInterval, "progress-interval", 0, "gateway: the gateway's progressInterval (0: the server's default)")
+	fs.DurationVar(&o.Hold, "hold", 10*time.Minute, "gateway: the gateway's wait (how long a call is held before it is answered pending)")
+	fs.DurationVar(&o.Window, "window", 30*time.Second, "gateway: how long statements and CPU are counted while nothing happens")
+	fs.StringVar(&o.MCPVersion, "mcp-version", "2025-11-25", "gateway: the MCP protocol version the clients speak (2026-07-28: sessionless)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -104,7 +119,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		name string
 		v    int
 	}{{"--runs", o.Runs}, {"--threads", o.Threads}, {"--resources", o.Resources}, {"--agents", o.Agents}, {"--days", o.Days}, {"--chunk", o.Chunk},
-		{"--iterations", o.Iterations}, {"--deep-page", o.DeepPage}, {"--samples", o.Samples}, {"--subs", o.Subs}, {"--subs-per-socket", o.PerWS}, {"--decisions", o.Decisions}, {"--concurrency", o.Concurrency}} {
+		{"--iterations", o.Iterations}, {"--deep-page", o.DeepPage}, {"--samples", o.Samples}, {"--subs", o.Subs}, {"--subs-per-socket", o.PerWS}, {"--decisions", o.Decisions}, {"--concurrency", o.Concurrency},
+		{"--calls", o.Calls}, {"--sessions", o.Sessions}} {
 		if c.v < 1 {
 			return nil, fmt.Errorf("%s must be at least 1, not %d", c.name, c.v)
 		}
@@ -119,7 +135,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	for _, c := range o.commands {
 		switch c {
-		case "seed", "query", "all", "create", "approve", "subs", "decide", "start":
+		case "seed", "query", "all", "create", "approve", "subs", "decide", "start", "gateway":
 		default:
 			return nil, fmt.Errorf("unknown command %q (see --help)", c)
 		}
@@ -202,13 +218,13 @@ type bench struct {
 	cfg    string
 }
 
-// start starts a server on the bench database, building it and the tool endpoint first if
-// needed.
-func (b *bench) start(ctx context.Context, extra ...string) (*server, error) {
+// binary returns the server to measure (--server, or the repository's, built once into the
+// bench's temporary directory).
+func (b *bench) binary() (string, error) {
 	if b.dir == "" {
 		dir, err := os.MkdirTemp("", "interlock-bench-")
 		if err != nil {
-			return nil, err
+			return "", err
 		}
 		b.dir = dir
 	}
@@ -218,10 +234,19 @@ func (b *bench) start(ctx context.Context, extra ...string) (*server, error) {
 			fmt.Fprintln(b.log, "building the server…")
 			bin, err := buildServer(b.dir)
 			if err != nil {
-				return nil, err
+				return "", err
 			}
 			b.bin = bin
 		}
+	}
+	return b.bin, nil
+}
+
+// start starts a server on the bench database, building it and the tool endpoint first if
+// needed.
+func (b *bench) start(ctx context.Context, extra ...string) (*server, error) {
+	if _, err := b.binary(); err != nil {
+		return nil, err
 	}
 	if b.refund == nil {
 		r, err := startRefundServer()

@@ -35,6 +35,8 @@ func (b *bench) path(ctx context.Context, cmd string) ([]pathResult, error) {
 		return b.decide(ctx)
 	case "start":
 		return b.startup(ctx)
+	case "gateway":
+		return b.gateway(ctx)
 	}
 	return nil, fmt.Errorf("unknown command %q", cmd)
 }

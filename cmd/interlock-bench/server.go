@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/common/expfmt"
@@ -21,7 +22,7 @@ import (
 type server struct {
 	URL     string
 	cmd     *exec.Cmd
-	out     bytes.Buffer
+	out     lockedBuffer
 	done    chan error
 	Started time.Time
 	// Ready is how long the process took from exec to its first answer on /healthz.
@@ -48,6 +49,11 @@ func buildServer(dir string) (string, error) {
 // (seeded runs are up to Days old and must stay) and the mutation rate limit is off (the load
 // generator is one client).
 func startServer(ctx context.Context, bin, db, cfgFile string, extra ...string) (*server, error) {
+	return startServerEnv(ctx, bin, db, cfgFile, nil, extra...)
+}
+
+// startServerEnv is startServer with env added to the process's environment.
+func startServerEnv(ctx context.Context, bin, db, cfgFile string, env []string, extra ...string) (*server, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -59,6 +65,9 @@ func startServer(ctx context.Context, bin, db, cfgFile string, extra ...string) 
 	s := &server{URL: "http://" + addr, done: make(chan error, 1)}
 	s.cmd = exec.Command(bin, args...)
 	s.cmd.Stdout, s.cmd.Stderr = &s.out, &s.out
+	if env != nil {
+		s.cmd.Env = append(os.Environ(), env...)
+	}
 	s.Started = time.Now()
 	if err := s.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start the server: %w", err)
@@ -87,6 +96,24 @@ func startServer(ctx context.Context, bin, db, cfgFile string, extra ...string) 
 			return nil, fmt.Errorf("the server did not answer within 2 minutes:\n%s", s.out.String())
 		}
 	}
+}
+
+// lockedBuffer is the server's output, which its process writes while the bench reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // RSS is the server process's resident set size in bytes, from /proc.
