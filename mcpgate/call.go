@@ -68,7 +68,7 @@ func (g *gateway) call(name string) mcp.ToolHandler {
 		if err != nil {
 			return refused(err), nil
 		}
-		out, err := g.hold(ctx, req, run.ID, g.o.Wait)
+		out, err := g.hold(ctx, req, run, g.o.Wait)
 		if err != nil && ctx.Err() != nil {
 			// The client cancelled or went away: the request stays in the inbox, and an
 			// identical call later joins it.
@@ -97,42 +97,42 @@ func (g *gateway) call(name string) mcp.ToolHandler {
 	}
 }
 
-// hold waits for the outcome of run runID for up to wait, sending the client progress every
-// ProgressInterval when it asked for progress (a progress token). It returns the outcome, or
-// the run as it stands (pending) when Wait passes, or ctx's error.
-func (g *gateway) hold(ctx context.Context, req *mcp.CallToolRequest, runID string, wait time.Duration) (*runs.CallOutcome, error) {
-	token := req.Params.GetProgressToken()
-	deadline := time.Now().Add(wait)
-	beats := 0
-	for {
-		step := time.Until(deadline)
-		if token != nil {
-			step = min(step, g.o.ProgressInterval)
+// hold waits for the outcome of run (as the request stored or joined it) for up to wait, sending
+// the client progress every ProgressInterval when it asked for progress (a progress token). It
+// returns the outcome, or the run as it stands (pending) when wait passes or this instance
+// stops, or ctx's error. One wait on the run's stream, whatever the heartbeat: the beats come
+// from a timer, never from reading the run again (no query per held call).
+func (g *gateway) hold(ctx context.Context, req *mcp.CallToolRequest, run *runtype.Run, wait time.Duration) (*runs.CallOutcome, error) {
+	if token := req.Params.GetProgressToken(); token != nil {
+		msg := "waiting for a person's approval in Interlock"
+		switch {
+		case run.Status == runtype.StatusRunning:
+			msg = "approved: the tool is running"
+		case len(run.ToolCalls) > 0 && !run.ToolCalls[0].RequiresApproval:
+			msg = "the tool's server asked a question: waiting for a person's answer in Interlock"
 		}
-		out, err := g.o.Service.AwaitOutcome(ctx, runID, max(step, 0))
-		if err != nil || out.Kind != runs.OutcomePending || !time.Now().Before(deadline) {
-			return out, err
-		}
+		stop := make(chan struct{})
+		defer close(stop)
+		go g.heartbeat(ctx, req, token, msg, stop)
+	}
+	return g.o.Service.AwaitOutcome(ctx, run.ID, wait)
+}
+
+// heartbeat sends notifications/progress for token every ProgressInterval until stop closes or
+// ctx ends: a heartbeat, not a measure of progress (no total, and progress that only grows).
+func (g *gateway) heartbeat(ctx context.Context, req *mcp.CallToolRequest, token any, msg string, stop <-chan struct{}) {
+	tick := time.NewTicker(g.o.ProgressInterval)
+	defer tick.Stop()
+	for beats := 1; ; beats++ {
 		select {
-		case <-g.o.Service.Stopped():
-			// This instance is stopping: the caller is answered as the call stands, and calls
-			// again (on another instance) for the outcome.
-			return out, nil
-		default:
+		case <-tick.C:
+		case <-stop:
+			return
+		case <-ctx.Done():
+			return
 		}
-		if token != nil {
-			beats++
-			msg := "waiting for a person's approval in Interlock"
-			switch {
-			case out.Run.Status == runtype.StatusRunning:
-				msg = "approved: the tool is running"
-			case len(out.Run.ToolCalls) > 0 && !out.Run.ToolCalls[0].RequiresApproval:
-				msg = "the tool's server asked a question: waiting for a person's answer in Interlock"
-			}
-			// A heartbeat, not a measure of progress: no total, and progress that only grows.
-			if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: float64(beats), Message: msg}); err != nil && ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
+		if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: float64(beats), Message: msg}); err != nil {
+			return
 		}
 	}
 }
