@@ -90,9 +90,10 @@ type heldKey struct {
 // naming its run when there is none, then all are read under a lock. A run whose key names
 // another run is refused with that run (*runs.DuplicateRequest). Racing claims queue on the
 // row's key as a thread's do (claimThreads). A key claimed WhilePending is read with the status
-// of its run (in the same locking read, so that on MySQL both are the latest committed,
-// whatever snapshot the transaction took before), and when that run no longer waits the row is
-// moved to the claiming run: the claim is one lookup however many runs held the key before.
+// of its run (a locking read too, after the keys', so that on MySQL both are the latest
+// committed, whatever snapshot the transaction took before), and when that run no longer waits
+// the row is moved to the claiming run: the claim is one lookup however many runs held the key
+// before.
 func (s *Store) claimKeys(tx *gorm.DB, cs []*claim) error {
 	var rows []IdempotencyKey
 	seen := map[string]bool{}
@@ -115,14 +116,50 @@ func (s *Store) claimKeys(tx *gorm.DB, cs []*claim) error {
 	for i, r := range rows {
 		hashes[i] = r.KeyHash
 	}
-	q := tx.Table("idempotency_keys AS k").Select("k.key_hash, k.run_id, k.request_hash, r.status").
-		Joins("LEFT JOIN agent_runs r ON r.id = k.run_id").Where("k.key_hash IN ?", hashes).Order("k.key_hash")
+	q := tx.Table("idempotency_keys").Select("key_hash, run_id, request_hash").Where("key_hash IN ?", hashes).Order("key_hash")
 	if s.mysql {
 		q = q.Clauses(clause.Locking{Strength: "UPDATE"})
 	}
 	var got []heldKey
 	if err := q.Find(&got).Error; err != nil {
 		return fmt.Errorf("read idempotency keys: %w", err)
+	}
+	// The status of the runs the keys name, read apart and only for runs other than this
+	// group's: a locking read of a run not inserted yet (a key this group just claimed names its
+	// own new run) would lock the gap where every new run goes, and concurrent claims deadlock on
+	// it. The runs read are stored ones: their rows alone are locked.
+	mine := make(map[string]bool, len(cs))
+	for _, c := range cs {
+		mine[c.n.Run.ID] = true
+	}
+	var others []string
+	for _, h := range got {
+		if !mine[h.RunID] {
+			others = append(others, h.RunID)
+		}
+	}
+	if len(others) > 0 {
+		slices.Sort(others)
+		rq := tx.Table("agent_runs").Select("id, status").Where("id IN ?", others).Order("id")
+		if s.mysql {
+			rq = rq.Clauses(clause.Locking{Strength: "UPDATE"})
+		}
+		var statuses []struct {
+			ID     string
+			Status string
+		}
+		if err := rq.Find(&statuses).Error; err != nil {
+			return fmt.Errorf("read the runs of idempotency keys: %w", err)
+		}
+		byID := make(map[string]string, len(statuses))
+		for _, st := range statuses {
+			byID[st.ID] = st.Status
+		}
+		for i := range got {
+			if st, ok := byID[got[i].RunID]; ok {
+				got[i].Status = &st
+			}
+		}
 	}
 	held := make(map[string]heldKey, len(got))
 	for _, h := range got {

@@ -362,11 +362,10 @@ func (g *gatewayRun) holdAndApprove(ctx context.Context, sessions []*mcp.ClientS
 			errs[i] = checkAnswer(first+i, res, err)
 		})
 	}
-	// With --at-once k, k calls are made at a time, each k once the last k are suspended: on
-	// MySQL, new requests made at once deadlock (each one's locking read of its idempotency key
-	// locks the gap of agent_runs its run goes into, and then both insert there) and, past the
-	// store's retries, some are refused with an internal error. Held, the calls are the same
-	// however they were made.
+	// With --at-once k, k calls are made at a time, each k once the last k are suspended. It
+	// worked around a MySQL deadlock of new requests made at once (a locking read of each one's
+	// idempotency key locked the gap of agent_runs its run goes into), fixed since in
+	// gormstore/claim.go. Held, the calls are the same however they were made.
 	wave := n
 	if k := g.b.o.AtOnce; k > 0 {
 		wave = k

@@ -102,7 +102,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.Calls, "calls", 1000, "gateway: gated calls held at once")
 	fs.IntVar(&o.Sessions, "sessions", 10, "gateway: MCP sessions (clients) the calls are spread over")
 	fs.BoolVar(&o.Progress, "progress", false, "gateway: the calls ask for progress notifications (a progress token each)")
-	fs.IntVar(&o.AtOnce, "at-once", 0, "gateway: make the calls this many at a time, each batch once the last is suspended (0: all at once; MySQL refuses some of those made at once)")
+	fs.IntVar(&o.AtOnce, "at-once", 0, "gateway: make the calls this many at a time, each batch once the last is suspended (0: all at once)")
 	fs.DurationVar(&o.ProgressInterval, "progress-interval", 0, "gateway: the gateway's progressInterval (0: the server's default)")
 	fs.DurationVar(&o.Hold, "hold", 10*time.Minute, "gateway: the gateway's wait (how long a call is held before it is answered pending)")
 	fs.DurationVar(&o.Window, "window", 30*time.Second, "gateway: how long statements and CPU are counted while nothing happens")
