@@ -130,10 +130,7 @@ func TestMCPGatewaySeparationOfDuties(t *testing.T) {
 	up := apptest.NewMCPUpstream(t)
 	s := apptest.AuthServer(t, "sqlite:"+t.TempDir()+"/i.db", gatewayConfig(up, "30s", ""))
 	cs := gatewayClient(t, s, apptest.TokenOf("alice"), "2025-11-25", nil)
-	got := make(chan *mcp.CallToolResult, 1)
-	go func() {
-		got <- callTool(t, cs, "orders__refund", map[string]any{"order": 1, "amount": 1}, 40*time.Second, nil)
-	}()
+	got := heldCall(cs, "orders__refund", map[string]any{"order": 1, "amount": 1}, 40*time.Second)
 	id := waitingRun(t, s)
 	r := s.PostAs(t, apptest.TokenOf("alice"), `mutation($id: ID!) { approveToolCall(runId: $id) { id } }`, map[string]any{"id": id})
 	if r.Code != "FORBIDDEN" {
@@ -155,10 +152,7 @@ func TestMCPGatewayLimits(t *testing.T) {
 	s := apptest.AuthServerWith(t, "sqlite:"+t.TempDir()+"/i.db", gatewayConfig(up, "30s", ""),
 		"--max-connections-per-principal", "1", "--mutation-rate", "1/h", "--mutation-burst", "2")
 	cs := gatewayClient(t, s, apptest.TokenOf("agentbot"), "2025-11-25", nil)
-	held := make(chan *mcp.CallToolResult, 1)
-	go func() {
-		held <- callTool(t, cs, "orders__refund", map[string]any{"order": 1, "amount": 1}, 40*time.Second, nil)
-	}()
+	held := heldCall(cs, "orders__refund", map[string]any{"order": 1, "amount": 1}, 40*time.Second)
 	first := waitingRun(t, s)
 	// The one slot is taken by the held call.
 	res := callTool(t, cs, "orders__refund", map[string]any{"order": 2, "amount": 1}, 10*time.Second, nil)

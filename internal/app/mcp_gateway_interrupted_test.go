@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"interlock/internal/apptest"
 )
 
@@ -25,8 +23,7 @@ func TestMCPGatewayInterruptedCallIsNotSaidNotToHaveRun(t *testing.T) {
 	cs := gatewayClient(t, s, apptest.TokenOf("agentbot"), "2025-11-25", nil)
 	args := map[string]any{"order": 31, "amount": 99}
 
-	got := make(chan *mcp.CallToolResult, 1)
-	go func() { got <- callTool(t, cs, "orders__refund", args, 30*time.Second, nil) }()
+	got := heldCall(cs, "orders__refund", args, 30*time.Second)
 	id := waitingRun(t, s)
 	decide(t, s, "alice", id, `approveToolCall(runId: $id) { id }`)
 	select {

@@ -88,6 +88,23 @@ func callTool(t *testing.T, cs *mcp.ClientSession, name string, args map[string]
 	return res
 }
 
+// heldCall calls name with args in the background, for a test that decides the call while it
+// is held; the answer comes on the channel. A call that fails is answered as an isError result
+// naming the error (t.Fatal belongs to the test's goroutine, and the answer must always come).
+func heldCall(cs *mcp.ClientSession, name string, args map[string]any, d time.Duration) <-chan *mcp.CallToolResult {
+	got := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		defer cancel()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+		if err != nil {
+			res = &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "call: " + err.Error()}}}
+		}
+		got <- res
+	}()
+	return got
+}
+
 // approval is the io.interlock/approval _meta of a gateway's answer.
 func approval(res *mcp.CallToolResult) map[string]any {
 	m, _ := res.Meta["io.interlock/approval"].(map[string]any)
@@ -191,10 +208,7 @@ func TestMCPGatewayEndToEnd(t *testing.T) {
 			}
 
 			// A gated call: held until alice approves it.
-			got := make(chan *mcp.CallToolResult, 1)
-			go func() {
-				got <- callTool(t, cs, "orders__refund", map[string]any{"order": 42, "amount": 30}, 30*time.Second, nil)
-			}()
+			got := heldCall(cs, "orders__refund", map[string]any{"order": 42, "amount": 30}, 30*time.Second)
 			id := waitingRun(t, s)
 			if n := len(up.Calls("refund")); n != 0 {
 				t.Fatalf("the upstream ran refund %d times before anyone approved it", n)
@@ -219,9 +233,7 @@ func TestMCPGatewayEndToEnd(t *testing.T) {
 			}
 
 			// Declined: an error with the reason, and the tool never runs.
-			go func() {
-				got <- callTool(t, cs, "orders__refund", map[string]any{"order": 43, "amount": 5}, 30*time.Second, nil)
-			}()
+			got = heldCall(cs, "orders__refund", map[string]any{"order": 43, "amount": 5}, 30*time.Second)
 			id = waitingRun(t, s)
 			decide(t, s, "bob", id, `declineToolCall(runId: $id, reason: "order 43 was never paid") { id }`)
 			res = <-got
@@ -404,10 +416,7 @@ func TestMCPGatewayWebhooks(t *testing.T) {
 	s := apptest.AuthServer(t, "sqlite:"+t.TempDir()+"/i.db", gatewayConfig(up, "30s", "")+notifySection(rcv.URL, "", ""))
 	cs := gatewayClient(t, s, apptest.TokenOf("agentbot"), "2025-11-25", nil)
 	callTool(t, cs, "orders__lookup", map[string]any{"order": 3}, 20*time.Second, nil)
-	got := make(chan *mcp.CallToolResult, 1)
-	go func() {
-		got <- callTool(t, cs, "orders__refund", map[string]any{"order": 8, "amount": 2}, 40*time.Second, nil)
-	}()
+	got := heldCall(cs, "orders__refund", map[string]any{"order": 8, "amount": 2}, 40*time.Second)
 	id := waitingRun(t, s)
 	decide(t, s, "alice", id, `approveToolCall(runId: $id) { id }`)
 	<-got
@@ -504,10 +513,7 @@ func TestMCPGatewayEditedArgs(t *testing.T) {
 	up := apptest.NewMCPUpstream(t)
 	s := apptest.AuthServer(t, "sqlite:"+t.TempDir()+"/i.db", gatewayConfig(up, "30s", ""))
 	cs := gatewayClient(t, s, apptest.TokenOf("agentbot"), "2025-11-25", nil)
-	got := make(chan *mcp.CallToolResult, 1)
-	go func() {
-		got <- callTool(t, cs, "orders__refund", map[string]any{"order": 42, "amount": 300}, 40*time.Second, nil)
-	}()
+	got := heldCall(cs, "orders__refund", map[string]any{"order": 42, "amount": 300}, 40*time.Second)
 	id := waitingRun(t, s)
 	r := s.PostAs(t, apptest.TokenOf("alice"), `mutation($id: ID!) { approveToolCall(runId: $id, args: {order: 42, amount: 30}) { id } }`, map[string]any{"id": id})
 	if r.Code != "" {
