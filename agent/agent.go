@@ -74,6 +74,9 @@ type Tool struct {
 	// the call is resolved as expired: the tool does not run and the model is told the request
 	// timed out (ExpiredMessage). 0: it waits for as long as it takes.
 	ApprovalTimeout time.Duration
+	// FollowUp is what the server does while a call of this tool waits for a person, before
+	// it expires: remind, escalate, warn (none when zero).
+	FollowUp
 	// ExecuteFunc runs the tool. It may return call.Suspend(payload) to wait for a person.
 	ExecuteFunc ToolFunc
 	// ApproverRoles, when set, are the only roles (besides admin) whose holders may approve or
@@ -166,3 +169,20 @@ func (a *Agent) maxSteps() int {
 
 // ErrUnknownCall is returned by Snapshot.Decide for a call that is not the one the run waits on.
 var ErrUnknownCall = errors.New("no such pending tool call")
+
+// FollowUp is what the server does while a call waits for a person, so that a call is not
+// forgotten until it expires: each step is sent once per call (a run event and its webhook,
+// and a marker in the console), by one of the instances. Zero durations: none.
+type FollowUp struct {
+	// RemindAfter: after this long without a decision, the people who may decide the call are
+	// reminded (TOOL_CALL_REMINDER, webhook approval.reminder).
+	RemindAfter time.Duration
+	// EscalateAfter: after this long without a decision, the call is escalated
+	// (TOOL_CALL_ESCALATED, webhook approval.escalated) and the roles of EscalateTo may decide
+	// it from then on, besides those who could before.
+	EscalateAfter time.Duration
+	EscalateTo    []string
+	// ExpiringBefore: this long before the call expires (ApprovalTimeout after it began to
+	// wait), a warning that it is about to (TOOL_CALL_EXPIRING, webhook approval.expiring).
+	ExpiringBefore time.Duration
+}

@@ -119,7 +119,7 @@ func Build(ctx context.Context, f *File, opt Options) (*Agents, error) {
 			byName[t.Name] = &agent.Tool{
 				Name: t.Name, Description: t.Description, InputSchema: t.InputSchema,
 				RequireApproval: needsApproval(sc, t.Name), ApprovalTimeout: sc.ApprovalTimeout, ExecuteFunc: srv.Execute(t.Name),
-				ApproverRoles: sc.ApproverRoles,
+				ApproverRoles: sc.ApproverRoles, FollowUp: sc.FollowUp.agent(),
 			}
 		}
 	}
@@ -135,7 +135,7 @@ func Build(ctx context.Context, f *File, opt Options) (*Agents, error) {
 	for i, tc := range f.Tools {
 		at := fmt.Sprintf("tools[%d]", i)
 		t := &agent.Tool{Name: tc.Name, Description: tc.Description, RequireApproval: tc.RequireApproval,
-			ApprovalTimeout: tc.ApprovalTimeout, ApproverRoles: tc.ApproverRoles}
+			ApprovalTimeout: tc.ApprovalTimeout, ApproverRoles: tc.ApproverRoles, FollowUp: tc.FollowUp.agent()}
 		t.InputSchema, _ = schemaJSON(tc.Name, tc.InputSchema) // checked by Load
 		t.SuspendSchema, _ = schemaJSON(tc.Name, tc.SuspendSchema)
 		t.ResumeSchema, _ = schemaJSON(tc.Name, tc.ResumeSchema)
@@ -163,6 +163,7 @@ func Build(ctx context.Context, f *File, opt Options) (*Agents, error) {
 			if t.ApprovalTimeout == 0 {
 				t.ApprovalTimeout = f.server(tc.MCP.Server).ApprovalTimeout
 			}
+			t.FollowUp = tc.FollowUp.orServer(f.server(tc.MCP.Server).FollowUp).agent()
 			t.ExecuteFunc = servers[tc.MCP.Server].Execute(tc.MCP.Tool)
 		}
 		if t.Name == AnyTool {
@@ -351,10 +352,31 @@ func buildGateway(f *File, g *MCPGateway, servers map[string]*tools.MCPServer, l
 			gw.Agent.Tools = append(gw.Agent.Tools, &agent.Tool{
 				Name: gt.Name, Description: up.Description, InputSchema: up.InputSchema,
 				RequireApproval: needsApproval(sc, tn), ApprovalTimeout: sc.ApprovalTimeout, ApproverRoles: sc.ApproverRoles,
-				ExecuteFunc: servers[name].Forward(tn),
+				FollowUp: sc.FollowUp.agent(), ExecuteFunc: servers[name].Forward(tn),
 			})
 		}
 	}
 	slices.SortFunc(gw.Tools, func(a, b GatewayTool) int { return strings.Compare(a.Name, b.Name) })
 	return gw, nil
+}
+
+// agent is the follow-up as the agent package holds it.
+func (fu FollowUp) agent() agent.FollowUp {
+	return agent.FollowUp{RemindAfter: fu.RemindAfter, EscalateAfter: fu.EscalateAfter,
+		EscalateTo: slices.Clone(fu.EscalateTo), ExpiringBefore: fu.ExpiringBefore}
+}
+
+// orServer is an MCP tool's follow-up: each step it does not set is its server's (escalateAfter
+// with the server's escalateTo).
+func (fu FollowUp) orServer(sc FollowUp) FollowUp {
+	if fu.RemindAfter == 0 {
+		fu.RemindAfter = sc.RemindAfter
+	}
+	if fu.EscalateAfter == 0 {
+		fu.EscalateAfter, fu.EscalateTo = sc.EscalateAfter, sc.EscalateTo
+	}
+	if fu.ExpiringBefore == 0 {
+		fu.ExpiringBefore = sc.ExpiringBefore
+	}
+	return fu
 }

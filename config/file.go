@@ -101,10 +101,30 @@ type Tool struct {
 	// run and the model is told the request timed out. At least 1s; default: no limit. An MCP
 	// tool without one takes its server's.
 	ApprovalTimeout time.Duration `yaml:"approvalTimeout"`
-	HTTP            *HTTP         `yaml:"http"`
+	// FollowUp: remindAfter, escalateAfter with escalateTo, expiringBefore. An MCP tool
+	// without them takes its server's.
+	FollowUp `yaml:",inline"`
+	HTTP     *HTTP `yaml:"http"`
 	MCP             *MCPTool      `yaml:"mcp"`
 	// ApproverRoles are the only roles (besides admin) that may decide the tool's calls.
 	ApproverRoles []string `yaml:"approverRoles"`
+}
+
+// FollowUp is what the server does while a call of a tool waits for a person, before it
+// expires; each step is sent once per call, as a run event, a webhook and a marker in the
+// console. Default: none of them.
+type FollowUp struct {
+	// RemindAfter (such as 10m): after this long without a decision, a reminder
+	// (webhook approval.reminder). At least 1s.
+	RemindAfter time.Duration `yaml:"remindAfter"`
+	// EscalateAfter (such as 30m): after this long without a decision, the call is escalated
+	// (webhook approval.escalated), and the roles of EscalateTo may decide it from then on,
+	// besides approverRoles (or approver) and admin. At least 1s; needs escalateTo.
+	EscalateAfter time.Duration `yaml:"escalateAfter"`
+	EscalateTo    []string      `yaml:"escalateTo"`
+	// ExpiringBefore (such as 10m): this long before the call expires, a warning
+	// (webhook approval.expiring). Needs approvalTimeout, and must be shorter than it.
+	ExpiringBefore time.Duration `yaml:"expiringBefore"`
 }
 
 // HTTP is an HTTP tool's endpoint. ${VAR} in header values is read from the environment.
@@ -140,6 +160,9 @@ type MCPServer struct {
 	RequireApproval []string `yaml:"requireApproval"`
 	// ApprovalTimeout is the approvalTimeout of the server's tools (see Tool.ApprovalTimeout).
 	ApprovalTimeout time.Duration `yaml:"approvalTimeout"`
+	// FollowUp is the remindAfter, escalateAfter, escalateTo and expiringBefore of the
+	// server's tools (see FollowUp).
+	FollowUp `yaml:",inline"`
 	// Timeout bounds one call to the server. Default 60s.
 	Timeout time.Duration `yaml:"timeout"`
 	// StartTimeout bounds the start of a session with the server (the command started, or the

@@ -106,6 +106,7 @@ func (f *File) check() []string {
 		}
 		p.approvalTimeout(at+".approvalTimeout", s.ApprovalTimeout)
 		p.approverRoles(at+".approverRoles", s.ApproverRoles)
+		p.followUp(at, s.FollowUp, s.ApprovalTimeout)
 		if len(s.Env) > 0 && s.URL != "" {
 			p.add(at+".env", "is for a command (stdio) server; a url server is sent headers")
 		}
@@ -180,6 +181,11 @@ func (f *File) check() []string {
 			}
 		}
 		p.approverRoles(at+".approverRoles", t.ApproverRoles)
+		timeout := t.ApprovalTimeout
+		if timeout == 0 && t.MCP != nil && servers[t.MCP.Server] {
+			timeout = f.server(t.MCP.Server).ApprovalTimeout // what the tool takes
+		}
+		p.followUp(at, t.FollowUp, timeout)
 		for k, v := range t.httpHeaders() {
 			if _, err := expandEnv(v); err != nil {
 				p.add(at+".http.headers."+k, err.Error())
@@ -391,6 +397,35 @@ func (p *problems) approvalTimeout(path string, d time.Duration) {
 	if d != 0 && d < time.Second {
 		p.add(path, fmt.Sprintf("%s is too short: give at least 1s (such as 30m), or leave it out for no limit", d))
 	}
+}
+
+// followUp checks the remindAfter, escalateAfter, escalateTo and expiringBefore of the tool or
+// server at path, whose calls expire after timeout (0: never): each duration at least a second
+// and shorter than the timeout (a step after the expiry would never be sent); escalateAfter and
+// escalateTo together, escalateTo naming roles that may decide; expiringBefore only with a
+// timeout.
+func (p *problems) followUp(path string, fu FollowUp, timeout time.Duration) {
+	for _, d := range []struct {
+		key string
+		d   time.Duration
+	}{{"remindAfter", fu.RemindAfter}, {"escalateAfter", fu.EscalateAfter}, {"expiringBefore", fu.ExpiringBefore}} {
+		switch {
+		case d.d == 0:
+		case d.d < time.Second:
+			p.add(path+"."+d.key, fmt.Sprintf("%s is too short: give at least 1s (such as 10m), or leave it out", d.d))
+		case d.key == "expiringBefore" && timeout == 0:
+			p.add(path+"."+d.key, "needs approvalTimeout: a call without one never expires")
+		case timeout > 0 && d.d >= timeout:
+			p.add(path+"."+d.key, fmt.Sprintf("%s is not shorter than approvalTimeout (%s): the call expires first", d.d, timeout))
+		}
+	}
+	switch {
+	case fu.EscalateAfter != 0 && len(fu.EscalateTo) == 0:
+		p.add(path+".escalateAfter", "needs escalateTo: the roles that may decide the call once it is escalated")
+	case fu.EscalateAfter == 0 && len(fu.EscalateTo) > 0:
+		p.add(path+".escalateTo", "needs escalateAfter: how long a call waits before these roles may decide it")
+	}
+	p.approverRoles(path+".escalateTo", fu.EscalateTo)
 }
 
 // approverRoles checks that each of a tool's approverRoles names a role that may decide.

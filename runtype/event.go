@@ -31,6 +31,15 @@ const (
 	// told).
 	EventToolCallExpired EventType = "TOOL_CALL_EXPIRED"
 	EventRunResumed      EventType = "RUN_RESUMED"
+	// EventToolCallReminder: the call has waited its tool's remindAfter without a decision;
+	// the people who may decide it are reminded (the approval.reminder webhook). Once per call.
+	EventToolCallReminder EventType = "TOOL_CALL_REMINDER"
+	// EventToolCallEscalated: the call has waited its tool's escalateAfter; from then on the
+	// roles of ToolCall.EscalateTo may decide it as well (the approval.escalated webhook).
+	EventToolCallEscalated EventType = "TOOL_CALL_ESCALATED"
+	// EventToolCallExpiring: the call expires within its tool's expiringBefore (at
+	// ToolCall.ExpiresAt) unless someone decides it (the approval.expiring webhook).
+	EventToolCallExpiring EventType = "TOOL_CALL_EXPIRING"
 	EventToolResult      EventType = "TOOL_RESULT"
 	EventStepFinished    EventType = "STEP_FINISHED"
 	EventRunFinished     EventType = "RUN_FINISHED"
@@ -78,4 +87,20 @@ type ToolCall struct {
 	// ExpiresAt is when a waiting call expires without a decision (its tool's approvalTimeout
 	// after it began to wait); nil when it waits for as long as it takes.
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+	// RemindAt, EscalateAt and ExpiringAt are when the server reminds the deciders of a waiting
+	// call, escalates it and warns that it is about to expire (its tool's remindAfter and
+	// escalateAfter after it began to wait, and expiringBefore before ExpiresAt); nil when the
+	// tool asks for none. They are fixed when the call begins to wait, as ExpiresAt is.
+	RemindAt   *time.Time `json:"remindAt,omitempty"`
+	EscalateAt *time.Time `json:"escalateAt,omitempty"`
+	ExpiringAt *time.Time `json:"expiringAt,omitempty"`
+	// EscalateTo are the roles that may decide the call from EscalateAt on, besides those
+	// its tool's approverRoles (or the approver role) name, and admin.
+	EscalateTo []string `json:"escalateTo,omitempty"`
+	// RemindedAt, EscalatedAt and ExpiringWarnedAt are when the reminder, the escalation and
+	// the warning were sent (TOOL_CALL_REMINDER, TOOL_CALL_ESCALATED, TOOL_CALL_EXPIRING):
+	// nil until then. Each is sent at most once per call, by one instance.
+	RemindedAt       *time.Time `json:"remindedAt,omitempty"`
+	EscalatedAt      *time.Time `json:"escalatedAt,omitempty"`
+	ExpiringWarnedAt *time.Time `json:"expiringWarnedAt,omitempty"`
 }
