@@ -71,6 +71,19 @@ type ToolCall struct {
 	// ResumeSchema is the schema of a call's resume data when the call names its own (an
 	// upstream MCP server's request for input, migration 0016); nil: its tool's.
 	ResumeSchema *string `gorm:"column:resume_schema"`
+	// RemindAt, EscalateAt and ExpiringAt are when a pending call's reminder, escalation and
+	// expiry warning are due (nil: never; migration 0021), with the roles it is escalated to
+	// (EscalateTo, a JSON array); RemindedAt, EscalatedAt and ExpiringWarnedAt when each was
+	// sent — set once, by the compare-and-set that appends its event (SendNotice). The
+	// notice loop finds due ones on (state, remind_at), (state, escalate_at) and
+	// (state, expiring_at).
+	RemindAt         *time.Time `gorm:"column:remind_at"`
+	RemindedAt       *time.Time `gorm:"column:reminded_at"`
+	EscalateAt       *time.Time `gorm:"column:escalate_at"`
+	EscalatedAt      *time.Time `gorm:"column:escalated_at"`
+	EscalateTo       *string    `gorm:"column:escalate_to"`
+	ExpiringAt       *time.Time `gorm:"column:expiring_at"`
+	ExpiringWarnedAt *time.Time `gorm:"column:expiring_warned_at"`
 }
 
 // TableName keeps the table name independent of GORM's pluralisation rules.

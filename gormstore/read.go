@@ -361,11 +361,13 @@ func runFromRow(m *Run, calls []ToolCall) *runtype.Run {
 	for _, c := range calls {
 		if c.State == ToolCallPending {
 			if suspended {
-				r.ToolCalls = append(r.ToolCalls, runtype.ToolCall{
+				call := runtype.ToolCall{
 					ToolCallID: c.ToolCallID, ToolName: c.ToolName, Args: rawOrNil(c.Args),
 					RequiresApproval: c.RequiresApproval, SuspendPayload: rawOrNil(c.SuspendPayload), ResumeSchema: rawOrNil(c.ResumeSchema), Interrupted: c.Interrupted,
 					InterruptedToolCallID: deref(c.InterruptedToolCallID), ExpiresAt: msOrNil(c.ExpiresAt),
-				})
+				}
+				withFollowUp(&call, &c)
+				r.ToolCalls = append(r.ToolCalls, call)
 			}
 			continue
 		}

@@ -169,6 +169,8 @@ func pendingRow(runID, id string, c runtype.ToolCall, at time.Time) ToolCall {
 		RequiresApproval: c.RequiresApproval, SuspendPayload: strOrNil(c.SuspendPayload), ResumeSchema: strOrNil(c.ResumeSchema),
 		Interrupted: c.Interrupted, InterruptedToolCallID: strOrEmpty(c.InterruptedToolCallID),
 		State: ToolCallPending, CreatedAt: runtype.StoredTime(at), ExpiresAt: msOrNil(c.ExpiresAt),
+		RemindAt: msOrNil(c.RemindAt), EscalateAt: msOrNil(c.EscalateAt), ExpiringAt: msOrNil(c.ExpiringAt),
+		EscalateTo: rolesJSON(c.EscalateTo),
 	}
 }
 

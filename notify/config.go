@@ -138,7 +138,7 @@ func (c *Config) Problems(at string) []string {
 		}
 		for j, k := range w.Events {
 			if !slices.Contains(Kinds, k) {
-				add(fmt.Sprintf("%s.events[%d]", wi, j), fmt.Sprintf("%q is not approval_requested, decided or expired", k))
+				add(fmt.Sprintf("%s.events[%d]", wi, j), fmt.Sprintf("%q is not approval_requested, decided, expired, approval.reminder, approval.escalated or approval.expiring", k))
 			}
 		}
 	}

@@ -29,10 +29,18 @@ const (
 	Decided Kind = "decided"
 	// Expired: nobody decided before the tool's approvalTimeout passed.
 	Expired Kind = "expired"
+	// Reminder: a call still waits after its tool's remindAfter (once per call).
+	Reminder Kind = "approval.reminder"
+	// Escalated: a call still waits after its tool's escalateAfter; from now on the roles of
+	// EscalatedTo may decide it as well (once per call).
+	Escalated Kind = "approval.escalated"
+	// Expiring: a call expires within its tool's expiringBefore, at its toolCall.expiresAt,
+	// unless someone decides it (once per call).
+	Expiring Kind = "approval.expiring"
 )
 
 // Kinds lists every kind, the default of a webhook's events.
-var Kinds = []Kind{ApprovalRequested, Decided, Expired}
+var Kinds = []Kind{ApprovalRequested, Decided, Expired, Reminder, Escalated, Expiring}
 
 // Decisions, in Event.Decision.
 const (
@@ -57,6 +65,12 @@ type Event struct {
 	Decision  string `json:"decision,omitempty"`
 	DecidedBy string `json:"decidedBy,omitempty"`
 	Reason    string `json:"reason,omitempty"`
+	// DueAt is when a follow-up (approval.reminder, approval.escalated, approval.expiring)
+	// was due: the call's remindAt, escalateAt or expiringAt. The call's expiresAt says when
+	// it expires.
+	DueAt *time.Time `json:"dueAt,omitempty"`
+	// EscalatedTo are the roles that may decide the call from now on, on approval.escalated.
+	EscalatedTo []string `json:"escalatedTo,omitempty"`
 	// URL is the run in the console, when notifications.consoleURL is set.
 	URL string `json:"url,omitempty"`
 	// HiddenCharacters warns that the call's tool name, arguments or payload, the reason, or the
@@ -147,6 +161,8 @@ func FromRunEvents(r Run, after int64, at time.Time, evs []runtype.Event, lookup
 		case runtype.EventToolCallExpired:
 			decided = true
 			e.Type = Expired
+		case runtype.EventToolCallReminder, runtype.EventToolCallEscalated, runtype.EventToolCallExpiring:
+			followUp(&e, ev)
 		case runtype.EventRunResumed:
 			// A RUN_RESUMED after a call's own decision event repeats it; alone, it is a resume.
 			if decided || ev.DecidedBy == "" {
@@ -166,6 +182,33 @@ func FromRunEvents(r Run, after int64, at time.Time, evs []runtype.Event, lookup
 		out = append(out, e)
 	}
 	return out, nil
+}
+
+// followUp makes e the webhook of a follow-up event ev of a waiting call: its kind, and when it
+// was due.
+func followUp(e *Event, ev runtype.Event) {
+	var due *time.Time
+	switch ev.Type {
+	case runtype.EventToolCallReminder:
+		e.Type = Reminder
+		if c := ev.ToolCall; c != nil {
+			due = c.RemindAt
+		}
+	case runtype.EventToolCallEscalated:
+		e.Type = Escalated
+		if c := ev.ToolCall; c != nil {
+			due, e.EscalatedTo = c.EscalateAt, c.EscalateTo
+		}
+	default:
+		e.Type = Expiring
+		if c := ev.ToolCall; c != nil {
+			due = c.ExpiringAt
+		}
+	}
+	if due != nil {
+		t := due.UTC().Truncate(time.Millisecond)
+		e.DueAt = &t
+	}
 }
 
 // RunURL is the run's page in the console at base ("" when base is "").

@@ -45,8 +45,18 @@ func slackBody(e Event) ([]byte, error) {
 		}
 	case Expired:
 		fmt.Fprintf(&b, ":hourglass: %s of agent %s expired without a decision", tool, agentID)
+	case Reminder:
+		fmt.Fprintf(&b, ":bell: %s of agent %s still waits for a decision", tool, agentID)
+	case Escalated:
+		fmt.Fprintf(&b, ":arrow_double_up: %s of agent %s still waits for a decision: escalated to %s", tool, agentID, slackText(strings.Join(e.EscalatedTo, ", ")))
+	case Expiring:
+		fmt.Fprintf(&b, ":hourglass_flowing_sand: %s of agent %s expires", tool, agentID)
+		if c := e.ToolCall; c != nil && c.ExpiresAt != nil {
+			fmt.Fprintf(&b, " at %s", c.ExpiresAt.UTC().Format("15:04 UTC"))
+		}
+		b.WriteString(" without a decision")
 	}
-	if e.Reason != "" && e.Type != Expired {
+	if e.Reason != "" && (e.Type == ApprovalRequested || e.Type == Decided) {
 		fmt.Fprintf(&b, ": %s", slackText(e.Reason))
 	}
 	if e.URL != "" {

@@ -105,6 +105,19 @@ type Store interface {
 	// before now, earliest first (then in the order they were stored). A supervisor run's
 	// delegate call that shows a sub-agent's call is listed too, with the same ExpiresAt.
 	DueExpiries(ctx context.Context, now time.Time, limit int) ([]DueCall, error)
+	// DueNotices returns up to limit follow-up steps (NoticeKind) that are due at now and not
+	// sent, of pending calls of SUSPENDED top-level runs (a sub-agent's call is followed up on
+	// the supervisor's run that shows it), earliest due first (then by kind). An expiry warning
+	// is listed only while the call's ExpiresAt is after now: past it, the call expires.
+	DueNotices(ctx context.Context, now time.Time, limit int) ([]DueNotice, error)
+	// SendNotice is the compare-and-set that sends one follow-up step, exactly once across
+	// instances: in one transaction the run, SUSPENDED at last seq n.After, gets n.Events
+	// (seq after n.After) with their Outbox rows and a suspended-set change (CHANGED, so that
+	// watchers read it again), and the call's row, PENDING with the step due at or before n.At
+	// and not sent, records it as sent at n.At. ErrStale, with nothing stored, when the run
+	// moved since it was read (another step or a decision first); false, with nothing
+	// stored, when the step was sent already or the call no longer waits.
+	SendNotice(ctx context.Context, n NoticeWrite) (bool, error)
 
 	// ExpiredRuns returns up to limit RUNNING runs whose lease has expired and whose recovery
 	// is not deferred, oldest lease first, as records with their snapshots (without their
@@ -310,6 +323,41 @@ type DueCall struct {
 	RunID      string
 	ToolCallID string
 	ExpiresAt  time.Time
+}
+
+// NoticeKind is one step of a waiting call's follow-up (agent.FollowUp).
+type NoticeKind string
+
+// The follow-up steps, in the order they are listed when due together.
+const (
+	// NoticeReminder: the call waited its tool's remindAfter (TOOL_CALL_REMINDER).
+	NoticeReminder NoticeKind = "reminder"
+	// NoticeEscalation: the call waited its tool's escalateAfter (TOOL_CALL_ESCALATED).
+	NoticeEscalation NoticeKind = "escalation"
+	// NoticeExpiring: the call expires within its tool's expiringBefore (TOOL_CALL_EXPIRING).
+	NoticeExpiring NoticeKind = "expiring"
+)
+
+// DueNotice is a follow-up step of a waiting call that is due and not sent.
+type DueNotice struct {
+	RunID      string
+	ToolCallID string
+	Kind       NoticeKind
+	DueAt      time.Time
+}
+
+// NoticeWrite sends a follow-up step (SendNotice).
+type NoticeWrite struct {
+	RunID      string
+	ToolCallID string
+	Kind       NoticeKind
+	// After is the run's last seq as read; Events are appended after it, all at At.
+	After      int64
+	At         time.Time
+	Events     []runtype.Event
+	InstanceID string
+	// Outbox are the webhooks' outbox rows announcing Events (Announce), written with them.
+	Outbox []Announcement
 }
 
 // Claim is the compare-and-set that takes over an expired run.

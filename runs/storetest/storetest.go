@@ -38,6 +38,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("ExpiresAt", func(t *testing.T) { testExpiresAt(t, open) })
 	t.Run("DueExpiries", func(t *testing.T) { testDueExpiries(t, open) })
 	t.Run("Expire", func(t *testing.T) { testExpire(t, open) })
+	t.Run("FollowUp", func(t *testing.T) { testFollowUp(t, open) }) // reminders, escalation, expiry warnings (followup.go)
 	t.Run("ExpiredRuns", func(t *testing.T) { testExpiredRuns(t, open) })
 	t.Run("ClaimExpired", func(t *testing.T) { testClaimExpired(t, open) })
 	t.Run("DeferRecovery", func(t *testing.T) { testDeferRecovery(t, open) })

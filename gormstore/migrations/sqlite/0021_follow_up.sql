@@ -1,0 +1,10 @@
+ALTER TABLE run_tool_calls ADD COLUMN remind_at DATETIME;
+ALTER TABLE run_tool_calls ADD COLUMN reminded_at DATETIME;
+ALTER TABLE run_tool_calls ADD COLUMN escalate_at DATETIME;
+ALTER TABLE run_tool_calls ADD COLUMN escalated_at DATETIME;
+ALTER TABLE run_tool_calls ADD COLUMN escalate_to TEXT;
+ALTER TABLE run_tool_calls ADD COLUMN expiring_at DATETIME;
+ALTER TABLE run_tool_calls ADD COLUMN expiring_warned_at DATETIME;
+CREATE INDEX idx_tool_calls_remind ON run_tool_calls (state, remind_at);
+CREATE INDEX idx_tool_calls_escalate ON run_tool_calls (state, escalate_at);
+CREATE INDEX idx_tool_calls_expiring ON run_tool_calls (state, expiring_at)
