@@ -104,8 +104,8 @@ type Tool struct {
 	// FollowUp: remindAfter, escalateAfter with escalateTo, expiringBefore. An MCP tool
 	// without them takes its server's.
 	FollowUp `yaml:",inline"`
-	HTTP     *HTTP `yaml:"http"`
-	MCP             *MCPTool      `yaml:"mcp"`
+	HTTP     *HTTP    `yaml:"http"`
+	MCP      *MCPTool `yaml:"mcp"`
 	// ApproverRoles are the only roles (besides admin) that may decide the tool's calls.
 	ApproverRoles []string `yaml:"approverRoles"`
 }

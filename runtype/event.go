@@ -40,10 +40,10 @@ const (
 	// EventToolCallExpiring: the call expires within its tool's expiringBefore (at
 	// ToolCall.ExpiresAt) unless someone decides it (the approval.expiring webhook).
 	EventToolCallExpiring EventType = "TOOL_CALL_EXPIRING"
-	EventToolResult      EventType = "TOOL_RESULT"
-	EventStepFinished    EventType = "STEP_FINISHED"
-	EventRunFinished     EventType = "RUN_FINISHED"
-	EventRunFailed       EventType = "RUN_FAILED"
+	EventToolResult       EventType = "TOOL_RESULT"
+	EventStepFinished     EventType = "STEP_FINISHED"
+	EventRunFinished      EventType = "RUN_FINISHED"
+	EventRunFailed        EventType = "RUN_FAILED"
 )
 
 // Terminal reports whether t ends a run's stream.
