@@ -279,6 +279,9 @@ func (s *Service) approvalRun(ctx context.Context, req *approvalRequest) (NewRun
 		deadline := runtype.StoredTime(now.Add(req.tool.ApprovalTimeout))
 		call.ExpiresAt = &deadline
 	}
+	if req.needs {
+		followUp(&call, req.tool, now) // its reminder, escalation and warning (followup.go)
+	}
 	n := NewRun{
 		Run: runtype.Run{
 			ID: id.String(), AgentID: req.agent.ID, ThreadID: req.threadID, ResourceID: req.resourceID, StartedBy: startedBy(ctx),

@@ -145,22 +145,26 @@ func (s *Service) mayRead(p *runtype.Principal, r *runtype.Run) bool {
 
 // authorizeDecision checks that the principal may take decision d on call (of tool, nil when the
 // agent no longer has it) of run, which top is the run the decision was addressed to (a
-// supervisor's, or run itself). Visibility was checked on top when it was read.
-func (s *Service) authorizeDecision(ctx context.Context, top, rn *runtype.Run, toolName string, tool *agent.Tool, d agent.Decision) error {
+// supervisor's, or run itself). Visibility was checked on top when it was read. From the call's
+// escalation on, the roles it is escalated to may decide it too (escalatedTo, followup.go).
+func (s *Service) authorizeDecision(ctx context.Context, top, rn *runtype.Run, call *runtype.ToolCall, tool *agent.Tool, d agent.Decision) error {
 	p := runtype.PrincipalFrom(ctx)
 	if p == nil {
 		return errUnauthenticated("deciding a tool call")
 	}
+	escalated := p.HasAny(escalatedTo(call, s.now()))
 	if tool != nil && len(tool.ApproverRoles) > 0 {
 		roles := make([]runtype.Role, len(tool.ApproverRoles))
 		for i, r := range tool.ApproverRoles {
 			roles[i] = runtype.Role(r)
 		}
-		if !p.Has(runtype.RoleAdmin) && !p.HasAny(roles) {
-			return runtype.Errorf(runtype.CodeForbidden, "only %s may decide %s calls; %s has %s", roleList(roles), toolName, p.Subject, roleList(p.Roles))
+		if !p.Has(runtype.RoleAdmin) && !p.HasAny(roles) && !escalated {
+			return runtype.Errorf(runtype.CodeForbidden, "only %s may decide %s calls; %s has %s%s", roleList(roles), call.ToolName, p.Subject, roleList(p.Roles), escalationNote(call))
 		}
-	} else if err := require(ctx, runtype.RoleApprover, "deciding a tool call"); err != nil {
-		return err
+	} else if !escalated {
+		if err := require(ctx, runtype.RoleApprover, "deciding a tool call"); err != nil {
+			return runtype.Errorf(runtype.CodeForbidden, "%s%s", err.Error(), escalationNote(call))
+		}
 	}
 	if s.cfg.SeparationOfDuties && d.Kind == agent.CallApproved {
 		for _, r := range []*runtype.Run{top, rn} {

@@ -78,6 +78,14 @@ func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) 
 		return repeated, err
 	}
 	w, err := s.commitDecision(ctx, dec)
+	for again := 0; errors.Is(err, ErrStale) && again < 3 && s.onlyNoticed(ctx, dec); again++ {
+		// A reminder, escalation or warning appended its event meanwhile (followup.go): check
+		// and make the decision again, on the run as it is now.
+		if dec, repeated, err = s.checkDecision(ctx, p, d); err != nil || repeated != nil {
+			return repeated, err
+		}
+		w, err = s.commitDecision(ctx, dec)
+	}
 	if errors.Is(err, ErrStale) {
 		return s.lostRace(ctx, dec, w)
 	}
@@ -130,7 +138,7 @@ func (s *Service) checkDecision(ctx context.Context, p DecideParams, d agent.Dec
 		// continued, so nothing is decided (a rolling deploy's other instances may serve it).
 		return nil, nil, runtype.Errorf(runtype.CodeConflict, "run %s belongs to agent %q, which this server's config does not have: it can be decided where the agent is served, or once it is back in the config", dec.run.ID, dec.run.AgentID)
 	}
-	if err := s.authorizeDecision(ctx, &top.Run, &dec.run.Run, dec.call.ToolName, dec.agent.Tool(dec.call.ToolName), d); err != nil {
+	if err := s.authorizeDecision(ctx, &top.Run, &dec.run.Run, dec.call, dec.agent.Tool(dec.call.ToolName), d); err != nil {
 		return nil, nil, err
 	}
 	if err := s.refuseExpired(ctx, dec.run, dec.call); err != nil {

@@ -682,14 +682,16 @@ func (e *execution) suspend(ctx context.Context, snap *agent.Snapshot, held *age
 }
 
 // waitingCall is how a call that waits for a person is stored and shown, with its deadline when
-// its tool has an approval timeout.
+// its tool has an approval timeout, and when its tool's follow-up steps are due.
 func (e *execution) waitingCall(c agent.PendingCall, now time.Time) runtype.ToolCall {
 	call := runtype.ToolCall{ToolCallID: c.CallID(), ToolName: c.Name, Args: c.Args, RequiresApproval: c.State == agent.CallAwaitingApproval,
 		SuspendPayload: c.SuspendPayload, ResumeSchema: c.ResumeSchema, Interrupted: c.Interrupted, InterruptedToolCallID: c.InterruptedToolCallID}
-	if t := e.agent.Tool(c.Name); t != nil && t.ApprovalTimeout > 0 {
+	t := e.agent.Tool(c.Name)
+	if t != nil && t.ApprovalTimeout > 0 {
 		deadline := runtype.StoredTime(now.Add(t.ApprovalTimeout))
 		call.ExpiresAt = &deadline
 	}
+	followUp(&call, t, now) // its reminder, escalation and warning (followup.go)
 	return call
 }
 

@@ -48,7 +48,8 @@ type Config struct {
 	// them. Default 1s.
 	RecoveryInterval time.Duration
 	// ExpiryInterval is how often this instance looks for waiting calls whose approvalTimeout
-	// has passed, to resolve them as EXPIRED. Default 1s.
+	// has passed, to resolve them as EXPIRED, and for follow-up steps that are due (reminders,
+	// escalations, expiry warnings), to send them. Default 1s.
 	ExpiryInterval time.Duration
 	// Retention is how long finished runs and their events are kept. Default 7 days.
 	Retention time.Duration
@@ -310,13 +311,16 @@ func (s *Service) Start(ctx context.Context) error {
 		return err
 	})
 	// Expiry: waiting calls whose approvalTimeout passed are resolved as EXPIRED, each with the
-	// decision's compare-and-set, so of several instances exactly one expires a call.
+	// decision's compare-and-set, so of several instances exactly one expires a call. Then the
+	// follow-up steps that are due (reminders, escalations, expiry warnings: followup.go), each
+	// sent by a compare-and-set too.
 	s.every(s.cfg.ExpiryInterval, "expiry", func(ctx context.Context) error {
 		if s.draining.Load() {
 			return nil
 		}
 		_, err := s.ExpireDue(ctx)
-		return err
+		_, nerr := s.SendDueNotices(ctx)
+		return errors.Join(err, nerr)
 	})
 	// Retention: any number of instances may run it at once; each batch deletes by id, and
 	// deleting twice deletes nothing.
