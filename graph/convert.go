@@ -62,8 +62,19 @@ func toToolCall(runID string, c *runtype.ToolCall) *model.AgentRunToolCall {
 		ID: runID + ":" + c.ToolCallID, ToolCallID: &c.ToolCallID, ToolName: &c.ToolName,
 		RequiresApproval: c.RequiresApproval, SuspendPayload: c.SuspendPayload, ResumeSchema: c.ResumeSchema, Interrupted: c.Interrupted,
 		Args: c.Args, ExpiresAt: c.ExpiresAt, InterruptedToolCallID: nonEmpty(c.InterruptedToolCallID),
+		RemindAt: c.RemindAt, RemindedAt: c.RemindedAt, EscalateAt: c.EscalateAt, EscalatedTo: append([]string{}, c.EscalateTo...),
+		EscalatedAt: c.EscalatedAt, ExpiringAt: c.ExpiringAt, ExpiringWarnedAt: c.ExpiringWarnedAt,
 	}
 	return out
+}
+
+// seconds is d in whole seconds, nil when d is 0 (none).
+func seconds(d time.Duration) *int {
+	if d <= 0 {
+		return nil
+	}
+	secs := int(d.Round(time.Second) / time.Second)
+	return &secs
 }
 
 // hiddenCharacters lists the code points of the characters that change how text reads in c's
@@ -113,10 +124,11 @@ func toAgent(a *agent.Agent) *model.Agent {
 			InputSchema: t.InputSchema, SuspendSchema: t.SuspendSchema, ResumeSchema: t.ResumeSchema,
 			ApproverRoles: append([]string{}, t.ApproverRoles...),
 		}
-		if t.ApprovalTimeout > 0 {
-			secs := int(t.ApprovalTimeout.Round(time.Second) / time.Second)
-			out.Tools[i].ApprovalTimeoutSeconds = &secs
-		}
+		out.Tools[i].ApprovalTimeoutSeconds = seconds(t.ApprovalTimeout)
+		out.Tools[i].RemindAfterSeconds = seconds(t.RemindAfter)
+		out.Tools[i].EscalateAfterSeconds = seconds(t.EscalateAfter)
+		out.Tools[i].EscalateTo = append([]string{}, t.EscalateTo...)
+		out.Tools[i].ExpiringBeforeSeconds = seconds(t.ExpiringBefore)
 	}
 	for i, s := range a.SubAgents {
 		out.SubAgents[i] = toAgent(s)

@@ -77,12 +77,19 @@ type ComplexityRoot struct {
 
 	AgentRunToolCall struct {
 		Args                  func(childComplexity int) int
+		EscalateAt            func(childComplexity int) int
+		EscalatedAt           func(childComplexity int) int
+		EscalatedTo           func(childComplexity int) int
 		ExpiresAt             func(childComplexity int) int
+		ExpiringAt            func(childComplexity int) int
+		ExpiringWarnedAt      func(childComplexity int) int
 		HiddenCharacters      func(childComplexity int) int
 		ID                    func(childComplexity int) int
 		Interrupted           func(childComplexity int) int
 		InterruptedToolCallID func(childComplexity int) int
 		LateResult            func(childComplexity int) int
+		RemindAt              func(childComplexity int) int
+		RemindedAt            func(childComplexity int) int
 		RequiresApproval      func(childComplexity int) int
 		ResumeSchema          func(childComplexity int) int
 		SuspendPayload        func(childComplexity int) int
@@ -198,9 +205,13 @@ type ComplexityRoot struct {
 		ApprovalTimeoutSeconds func(childComplexity int) int
 		ApproverRoles          func(childComplexity int) int
 		Description            func(childComplexity int) int
+		EscalateAfterSeconds   func(childComplexity int) int
+		EscalateTo             func(childComplexity int) int
+		ExpiringBeforeSeconds  func(childComplexity int) int
 		ID                     func(childComplexity int) int
 		InputSchema            func(childComplexity int) int
 		Name                   func(childComplexity int) int
+		RemindAfterSeconds     func(childComplexity int) int
 		RequiresApproval       func(childComplexity int) int
 		ResumeSchema           func(childComplexity int) int
 		SuspendSchema          func(childComplexity int) int
@@ -437,12 +448,42 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AgentRunToolCall.Args(childComplexity), true
+	case "AgentRunToolCall.escalateAt":
+		if e.ComplexityRoot.AgentRunToolCall.EscalateAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentRunToolCall.EscalateAt(childComplexity), true
+	case "AgentRunToolCall.escalatedAt":
+		if e.ComplexityRoot.AgentRunToolCall.EscalatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentRunToolCall.EscalatedAt(childComplexity), true
+	case "AgentRunToolCall.escalatedTo":
+		if e.ComplexityRoot.AgentRunToolCall.EscalatedTo == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentRunToolCall.EscalatedTo(childComplexity), true
 	case "AgentRunToolCall.expiresAt":
 		if e.ComplexityRoot.AgentRunToolCall.ExpiresAt == nil {
 			break
 		}
 
 		return e.ComplexityRoot.AgentRunToolCall.ExpiresAt(childComplexity), true
+	case "AgentRunToolCall.expiringAt":
+		if e.ComplexityRoot.AgentRunToolCall.ExpiringAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentRunToolCall.ExpiringAt(childComplexity), true
+	case "AgentRunToolCall.expiringWarnedAt":
+		if e.ComplexityRoot.AgentRunToolCall.ExpiringWarnedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentRunToolCall.ExpiringWarnedAt(childComplexity), true
 	case "AgentRunToolCall.hiddenCharacters":
 		if e.ComplexityRoot.AgentRunToolCall.HiddenCharacters == nil {
 			break
@@ -473,6 +514,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AgentRunToolCall.LateResult(childComplexity), true
+	case "AgentRunToolCall.remindAt":
+		if e.ComplexityRoot.AgentRunToolCall.RemindAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentRunToolCall.RemindAt(childComplexity), true
+	case "AgentRunToolCall.remindedAt":
+		if e.ComplexityRoot.AgentRunToolCall.RemindedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentRunToolCall.RemindedAt(childComplexity), true
 	case "AgentRunToolCall.requiresApproval":
 		if e.ComplexityRoot.AgentRunToolCall.RequiresApproval == nil {
 			break
@@ -1018,6 +1071,24 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Tool.Description(childComplexity), true
+	case "Tool.escalateAfterSeconds":
+		if e.ComplexityRoot.Tool.EscalateAfterSeconds == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Tool.EscalateAfterSeconds(childComplexity), true
+	case "Tool.escalateTo":
+		if e.ComplexityRoot.Tool.EscalateTo == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Tool.EscalateTo(childComplexity), true
+	case "Tool.expiringBeforeSeconds":
+		if e.ComplexityRoot.Tool.ExpiringBeforeSeconds == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Tool.ExpiringBeforeSeconds(childComplexity), true
 	case "Tool.id":
 		if e.ComplexityRoot.Tool.ID == nil {
 			break
@@ -1036,6 +1107,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Tool.Name(childComplexity), true
+	case "Tool.remindAfterSeconds":
+		if e.ComplexityRoot.Tool.RemindAfterSeconds == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Tool.RemindAfterSeconds(childComplexity), true
 	case "Tool.requiresApproval":
 		if e.ComplexityRoot.Tool.RequiresApproval == nil {
 			break
@@ -1393,6 +1470,31 @@ type AgentRunToolCall {
   """
   expiresAt: DateTime
   """
+  Addition: when the people who may decide this waiting call are reminded of it — its tool's
+  remindAfter after the run suspended on it (TOOL_CALL_REMINDER, webhook approval.reminder).
+  Null when its tool asks for no reminder.
+  """
+  remindAt: DateTime
+  "Addition: when the reminder was sent (TOOL_CALL_REMINDER); null until then. Sent once, by one server instance."
+  remindedAt: DateTime
+  """
+  Addition: when this waiting call is escalated — its tool's escalateAfter after the run suspended
+  on it (TOOL_CALL_ESCALATED, webhook approval.escalated). From then on the roles of escalatedTo may
+  decide it as well as those who could before. Null when its tool does not escalate.
+  """
+  escalateAt: DateTime
+  "Addition: the roles the call is escalated to at escalateAt (its tool's escalateTo); empty when it is not escalated."
+  escalatedTo: [String!]!
+  "Addition: when the escalation was sent (TOOL_CALL_ESCALATED); null until then. The roles may decide from escalateAt on, sent or not."
+  escalatedAt: DateTime
+  """
+  Addition: when a warning that this call is about to expire is sent — its tool's expiringBefore
+  before expiresAt (TOOL_CALL_EXPIRING, webhook approval.expiring). Null when its tool asks for none.
+  """
+  expiringAt: DateTime
+  "Addition: when the warning was sent (TOOL_CALL_EXPIRING); null until then."
+  expiringWarnedAt: DateTime
+  """
   Addition: the characters that change how text reads without showing themselves, found in
   toolName, args and suspendPayload (their keys and string values) — bidi controls (U+202A–U+202E,
   U+2066–U+2069, U+200E, U+200F, U+061C), invisible characters (zero width space, word joiners,
@@ -1436,6 +1538,14 @@ type Tool {
   approvalTimeoutSeconds: Int
   "Addition: the only roles (besides admin) that may approve or decline this tool's calls; empty: any approver."
   approverRoles: [String!]!
+  "Addition: how many seconds a call of this tool waits before the people who may decide it are reminded (remindAfter); null: never."
+  remindAfterSeconds: Int
+  "Addition: how many seconds a call of this tool waits before it is escalated to escalateTo (escalateAfter); null: never."
+  escalateAfterSeconds: Int
+  "Addition: the roles that may decide a call of this tool once it is escalated, besides approverRoles (escalateTo); empty: none."
+  escalateTo: [String!]!
+  "Addition: how many seconds before a call of this tool expires a warning is sent (expiringBefore); null: none."
+  expiringBeforeSeconds: Int
 }
 
 type Mutation {
@@ -1585,6 +1695,12 @@ enum RunEventType {
   TOOL_CALL_DECLINED
   "Addition: nobody decided on the call before its expiresAt: the tool does not run, the model is told the request timed out (reason says what it was told), and the run goes on (RUN_RESUMED follows). The decision is recorded with kind EXPIRED."
   TOOL_CALL_EXPIRED
+  "Addition: the call still waits after its tool's remindAfter: the people who may decide it are reminded (webhook approval.reminder). toolCall.remindedAt says when. Once per call; the run does not move."
+  TOOL_CALL_REMINDER
+  "Addition: the call still waits after its tool's escalateAfter: from now on the roles of toolCall.escalatedTo may decide it as well (webhook approval.escalated). Once per call; the run does not move."
+  TOOL_CALL_ESCALATED
+  "Addition: the call expires at toolCall.expiresAt, within its tool's expiringBefore, unless someone decides it (webhook approval.expiring). Once per call; the run does not move."
+  TOOL_CALL_EXPIRING
   RUN_RESUMED
   TOOL_RESULT
   STEP_FINISHED
@@ -1749,6 +1865,20 @@ func (ec *executionContext) childFields_AgentRunToolCall(ctx context.Context, fi
 		return ec.fieldContext_AgentRunToolCall_lateResult(ctx, field)
 	case "expiresAt":
 		return ec.fieldContext_AgentRunToolCall_expiresAt(ctx, field)
+	case "remindAt":
+		return ec.fieldContext_AgentRunToolCall_remindAt(ctx, field)
+	case "remindedAt":
+		return ec.fieldContext_AgentRunToolCall_remindedAt(ctx, field)
+	case "escalateAt":
+		return ec.fieldContext_AgentRunToolCall_escalateAt(ctx, field)
+	case "escalatedTo":
+		return ec.fieldContext_AgentRunToolCall_escalatedTo(ctx, field)
+	case "escalatedAt":
+		return ec.fieldContext_AgentRunToolCall_escalatedAt(ctx, field)
+	case "expiringAt":
+		return ec.fieldContext_AgentRunToolCall_expiringAt(ctx, field)
+	case "expiringWarnedAt":
+		return ec.fieldContext_AgentRunToolCall_expiringWarnedAt(ctx, field)
 	case "hiddenCharacters":
 		return ec.fieldContext_AgentRunToolCall_hiddenCharacters(ctx, field)
 	}
@@ -1935,6 +2065,14 @@ func (ec *executionContext) childFields_Tool(ctx context.Context, field graphql.
 		return ec.fieldContext_Tool_approvalTimeoutSeconds(ctx, field)
 	case "approverRoles":
 		return ec.fieldContext_Tool_approverRoles(ctx, field)
+	case "remindAfterSeconds":
+		return ec.fieldContext_Tool_remindAfterSeconds(ctx, field)
+	case "escalateAfterSeconds":
+		return ec.fieldContext_Tool_escalateAfterSeconds(ctx, field)
+	case "escalateTo":
+		return ec.fieldContext_Tool_escalateTo(ctx, field)
+	case "expiringBeforeSeconds":
+		return ec.fieldContext_Tool_expiringBeforeSeconds(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Tool", field.Name)
 }
@@ -3525,6 +3663,167 @@ func (ec *executionContext) _AgentRunToolCall_expiresAt(ctx context.Context, fie
 	)
 }
 func (ec *executionContext) fieldContext_AgentRunToolCall_expiresAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentRunToolCall", field, false, false, "DateTime")
+}
+
+func (ec *executionContext) _AgentRunToolCall_remindAt(ctx context.Context, field graphql.CollectedField, obj *model.AgentRunToolCall) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentRunToolCall_remindAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RemindAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalODateTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AgentRunToolCall_remindAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentRunToolCall", field, false, false, "DateTime")
+}
+
+func (ec *executionContext) _AgentRunToolCall_remindedAt(ctx context.Context, field graphql.CollectedField, obj *model.AgentRunToolCall) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentRunToolCall_remindedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RemindedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalODateTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AgentRunToolCall_remindedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentRunToolCall", field, false, false, "DateTime")
+}
+
+func (ec *executionContext) _AgentRunToolCall_escalateAt(ctx context.Context, field graphql.CollectedField, obj *model.AgentRunToolCall) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentRunToolCall_escalateAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.EscalateAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalODateTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AgentRunToolCall_escalateAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentRunToolCall", field, false, false, "DateTime")
+}
+
+func (ec *executionContext) _AgentRunToolCall_escalatedTo(ctx context.Context, field graphql.CollectedField, obj *model.AgentRunToolCall) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentRunToolCall_escalatedTo(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.EscalatedTo, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentRunToolCall_escalatedTo(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentRunToolCall", field, false, false, "String")
+}
+
+func (ec *executionContext) _AgentRunToolCall_escalatedAt(ctx context.Context, field graphql.CollectedField, obj *model.AgentRunToolCall) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentRunToolCall_escalatedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.EscalatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalODateTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AgentRunToolCall_escalatedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentRunToolCall", field, false, false, "DateTime")
+}
+
+func (ec *executionContext) _AgentRunToolCall_expiringAt(ctx context.Context, field graphql.CollectedField, obj *model.AgentRunToolCall) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentRunToolCall_expiringAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ExpiringAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalODateTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AgentRunToolCall_expiringAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentRunToolCall", field, false, false, "DateTime")
+}
+
+func (ec *executionContext) _AgentRunToolCall_expiringWarnedAt(ctx context.Context, field graphql.CollectedField, obj *model.AgentRunToolCall) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentRunToolCall_expiringWarnedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ExpiringWarnedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalODateTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AgentRunToolCall_expiringWarnedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AgentRunToolCall", field, false, false, "DateTime")
 }
 
@@ -5776,6 +6075,98 @@ func (ec *executionContext) fieldContext_Tool_approverRoles(_ context.Context, f
 	return graphql.NewScalarFieldContext("Tool", field, false, false, "String")
 }
 
+func (ec *executionContext) _Tool_remindAfterSeconds(ctx context.Context, field graphql.CollectedField, obj *model.Tool) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Tool_remindAfterSeconds(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RemindAfterSeconds, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Tool_remindAfterSeconds(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Tool", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Tool_escalateAfterSeconds(ctx context.Context, field graphql.CollectedField, obj *model.Tool) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Tool_escalateAfterSeconds(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.EscalateAfterSeconds, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Tool_escalateAfterSeconds(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Tool", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Tool_escalateTo(ctx context.Context, field graphql.CollectedField, obj *model.Tool) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Tool_escalateTo(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.EscalateTo, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Tool_escalateTo(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Tool", field, false, false, "String")
+}
+
+func (ec *executionContext) _Tool_expiringBeforeSeconds(ctx context.Context, field graphql.CollectedField, obj *model.Tool) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Tool_expiringBeforeSeconds(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ExpiringBeforeSeconds, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Tool_expiringBeforeSeconds(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Tool", field, false, false, "Int")
+}
+
 func (ec *executionContext) ___Directive_name(ctx context.Context, field graphql.CollectedField, obj *introspection.Directive) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -7281,6 +7672,41 @@ func (ec *executionContext) _AgentRunToolCall(ctx context.Context, sel ast.Selec
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "remindAt":
+			out.Values[i] = ec._AgentRunToolCall_remindAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "remindedAt":
+			out.Values[i] = ec._AgentRunToolCall_remindedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "escalateAt":
+			out.Values[i] = ec._AgentRunToolCall_escalateAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "escalatedTo":
+			out.Values[i] = ec._AgentRunToolCall_escalatedTo(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "escalatedAt":
+			out.Values[i] = ec._AgentRunToolCall_escalatedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "expiringAt":
+			out.Values[i] = ec._AgentRunToolCall_expiringAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "expiringWarnedAt":
+			out.Values[i] = ec._AgentRunToolCall_expiringWarnedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		case "hiddenCharacters":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
 				true, true,
@@ -8068,6 +8494,26 @@ func (ec *executionContext) _Tool(ctx context.Context, sel ast.SelectionSet, obj
 		case "approverRoles":
 			out.Values[i] = ec._Tool_approverRoles(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "remindAfterSeconds":
+			out.Values[i] = ec._Tool_remindAfterSeconds(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "escalateAfterSeconds":
+			out.Values[i] = ec._Tool_escalateAfterSeconds(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "escalateTo":
+			out.Values[i] = ec._Tool_escalateTo(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "expiringBeforeSeconds":
+			out.Values[i] = ec._Tool_expiringBeforeSeconds(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		default:

@@ -99,6 +99,25 @@ type AgentRunToolCall struct {
 	// request timed out, and a later approve, decline or resume is CONFLICT. Null when it waits for as
 	// long as it takes.
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+	// Addition: when the people who may decide this waiting call are reminded of it — its tool's
+	// remindAfter after the run suspended on it (TOOL_CALL_REMINDER, webhook approval.reminder).
+	// Null when its tool asks for no reminder.
+	RemindAt *time.Time `json:"remindAt,omitempty"`
+	// Addition: when the reminder was sent (TOOL_CALL_REMINDER); null until then. Sent once, by one server instance.
+	RemindedAt *time.Time `json:"remindedAt,omitempty"`
+	// Addition: when this waiting call is escalated — its tool's escalateAfter after the run suspended
+	// on it (TOOL_CALL_ESCALATED, webhook approval.escalated). From then on the roles of escalatedTo may
+	// decide it as well as those who could before. Null when its tool does not escalate.
+	EscalateAt *time.Time `json:"escalateAt,omitempty"`
+	// Addition: the roles the call is escalated to at escalateAt (its tool's escalateTo); empty when it is not escalated.
+	EscalatedTo []string `json:"escalatedTo"`
+	// Addition: when the escalation was sent (TOOL_CALL_ESCALATED); null until then. The roles may decide from escalateAt on, sent or not.
+	EscalatedAt *time.Time `json:"escalatedAt,omitempty"`
+	// Addition: when a warning that this call is about to expire is sent — its tool's expiringBefore
+	// before expiresAt (TOOL_CALL_EXPIRING, webhook approval.expiring). Null when its tool asks for none.
+	ExpiringAt *time.Time `json:"expiringAt,omitempty"`
+	// Addition: when the warning was sent (TOOL_CALL_EXPIRING); null until then.
+	ExpiringWarnedAt *time.Time `json:"expiringWarnedAt,omitempty"`
 	// Addition: the characters that change how text reads without showing themselves, found in
 	// toolName, args and suspendPayload (their keys and string values) — bidi controls (U+202A–U+202E,
 	// U+2066–U+2069, U+200E, U+200F, U+061C), invisible characters (zero width space, word joiners,
@@ -309,6 +328,14 @@ type Tool struct {
 	ApprovalTimeoutSeconds *int `json:"approvalTimeoutSeconds,omitempty"`
 	// Addition: the only roles (besides admin) that may approve or decline this tool's calls; empty: any approver.
 	ApproverRoles []string `json:"approverRoles"`
+	// Addition: how many seconds a call of this tool waits before the people who may decide it are reminded (remindAfter); null: never.
+	RemindAfterSeconds *int `json:"remindAfterSeconds,omitempty"`
+	// Addition: how many seconds a call of this tool waits before it is escalated to escalateTo (escalateAfter); null: never.
+	EscalateAfterSeconds *int `json:"escalateAfterSeconds,omitempty"`
+	// Addition: the roles that may decide a call of this tool once it is escalated, besides approverRoles (escalateTo); empty: none.
+	EscalateTo []string `json:"escalateTo"`
+	// Addition: how many seconds before a call of this tool expires a warning is sent (expiringBefore); null: none.
+	ExpiringBeforeSeconds *int `json:"expiringBeforeSeconds,omitempty"`
 }
 
 // Addition: what was decided.
@@ -389,11 +416,17 @@ const (
 	RunEventTypeToolCallDeclined    RunEventType = "TOOL_CALL_DECLINED"
 	// Addition: nobody decided on the call before its expiresAt: the tool does not run, the model is told the request timed out (reason says what it was told), and the run goes on (RUN_RESUMED follows). The decision is recorded with kind EXPIRED.
 	RunEventTypeToolCallExpired RunEventType = "TOOL_CALL_EXPIRED"
-	RunEventTypeRunResumed      RunEventType = "RUN_RESUMED"
-	RunEventTypeToolResult      RunEventType = "TOOL_RESULT"
-	RunEventTypeStepFinished    RunEventType = "STEP_FINISHED"
-	RunEventTypeRunFinished     RunEventType = "RUN_FINISHED"
-	RunEventTypeRunFailed       RunEventType = "RUN_FAILED"
+	// Addition: the call still waits after its tool's remindAfter: the people who may decide it are reminded (webhook approval.reminder). toolCall.remindedAt says when. Once per call; the run does not move.
+	RunEventTypeToolCallReminder RunEventType = "TOOL_CALL_REMINDER"
+	// Addition: the call still waits after its tool's escalateAfter: from now on the roles of toolCall.escalatedTo may decide it as well (webhook approval.escalated). Once per call; the run does not move.
+	RunEventTypeToolCallEscalated RunEventType = "TOOL_CALL_ESCALATED"
+	// Addition: the call expires at toolCall.expiresAt, within its tool's expiringBefore, unless someone decides it (webhook approval.expiring). Once per call; the run does not move.
+	RunEventTypeToolCallExpiring RunEventType = "TOOL_CALL_EXPIRING"
+	RunEventTypeRunResumed       RunEventType = "RUN_RESUMED"
+	RunEventTypeToolResult       RunEventType = "TOOL_RESULT"
+	RunEventTypeStepFinished     RunEventType = "STEP_FINISHED"
+	RunEventTypeRunFinished      RunEventType = "RUN_FINISHED"
+	RunEventTypeRunFailed        RunEventType = "RUN_FAILED"
 )
 
 var AllRunEventType = []RunEventType{
@@ -408,6 +441,9 @@ var AllRunEventType = []RunEventType{
 	RunEventTypeToolCallApproved,
 	RunEventTypeToolCallDeclined,
 	RunEventTypeToolCallExpired,
+	RunEventTypeToolCallReminder,
+	RunEventTypeToolCallEscalated,
+	RunEventTypeToolCallExpiring,
 	RunEventTypeRunResumed,
 	RunEventTypeToolResult,
 	RunEventTypeStepFinished,
@@ -417,7 +453,7 @@ var AllRunEventType = []RunEventType{
 
 func (e RunEventType) IsValid() bool {
 	switch e {
-	case RunEventTypeRunStarted, RunEventTypeTextDelta, RunEventTypeModelCallRetried, RunEventTypeToolCall, RunEventTypeToolCallApproval, RunEventTypeToolCallSuspended, RunEventTypeToolCallInterrupted, RunEventTypeRunSuspended, RunEventTypeToolCallApproved, RunEventTypeToolCallDeclined, RunEventTypeToolCallExpired, RunEventTypeRunResumed, RunEventTypeToolResult, RunEventTypeStepFinished, RunEventTypeRunFinished, RunEventTypeRunFailed:
+	case RunEventTypeRunStarted, RunEventTypeTextDelta, RunEventTypeModelCallRetried, RunEventTypeToolCall, RunEventTypeToolCallApproval, RunEventTypeToolCallSuspended, RunEventTypeToolCallInterrupted, RunEventTypeRunSuspended, RunEventTypeToolCallApproved, RunEventTypeToolCallDeclined, RunEventTypeToolCallExpired, RunEventTypeToolCallReminder, RunEventTypeToolCallEscalated, RunEventTypeToolCallExpiring, RunEventTypeRunResumed, RunEventTypeToolResult, RunEventTypeStepFinished, RunEventTypeRunFinished, RunEventTypeRunFailed:
 		return true
 	}
 	return false
