@@ -2,6 +2,7 @@ package graph
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"interlock/agent"
@@ -63,7 +64,27 @@ func toToolCall(runID string, c *runtype.ToolCall) *model.AgentRunToolCall {
 		RequiresApproval: c.RequiresApproval, SuspendPayload: c.SuspendPayload, ResumeSchema: c.ResumeSchema, Interrupted: c.Interrupted,
 		Args: c.Args, ExpiresAt: c.ExpiresAt, InterruptedToolCallID: nonEmpty(c.InterruptedToolCallID),
 		RemindAt: c.RemindAt, RemindedAt: c.RemindedAt, EscalateAt: c.EscalateAt, EscalatedTo: append([]string{}, c.EscalateTo...),
-		EscalatedAt: c.EscalatedAt, ExpiringAt: c.ExpiringAt, ExpiringWarnedAt: c.ExpiringWarnedAt,
+		EscalatedAt: c.EscalatedAt, ExpiringAt: c.ExpiringAt, ExpiringWarnedAt: c.ExpiringWarnedAt, FollowUpsSent: followUpsSent(c),
+	}
+	return out
+}
+
+// followUpsSent are the follow-up steps sent for c, in the order they were sent.
+func followUpsSent(c *runtype.ToolCall) []model.ToolCallFollowUp {
+	type step struct {
+		at   *time.Time
+		kind model.ToolCallFollowUp
+	}
+	var sent []step
+	for _, s := range []step{{c.RemindedAt, model.ToolCallFollowUpReminder}, {c.EscalatedAt, model.ToolCallFollowUpEscalation}, {c.ExpiringWarnedAt, model.ToolCallFollowUpExpiring}} {
+		if s.at != nil {
+			sent = append(sent, s)
+		}
+	}
+	slices.SortStableFunc(sent, func(a, b step) int { return a.at.Compare(*b.at) })
+	out := make([]model.ToolCallFollowUp, len(sent))
+	for i, s := range sent {
+		out[i] = s.kind
 	}
 	return out
 }

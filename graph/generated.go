@@ -83,6 +83,7 @@ type ComplexityRoot struct {
 		ExpiresAt             func(childComplexity int) int
 		ExpiringAt            func(childComplexity int) int
 		ExpiringWarnedAt      func(childComplexity int) int
+		FollowUpsSent         func(childComplexity int) int
 		HiddenCharacters      func(childComplexity int) int
 		ID                    func(childComplexity int) int
 		Interrupted           func(childComplexity int) int
@@ -484,6 +485,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AgentRunToolCall.ExpiringWarnedAt(childComplexity), true
+	case "AgentRunToolCall.followUpsSent":
+		if e.ComplexityRoot.AgentRunToolCall.FollowUpsSent == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentRunToolCall.FollowUpsSent(childComplexity), true
 	case "AgentRunToolCall.hiddenCharacters":
 		if e.ComplexityRoot.AgentRunToolCall.HiddenCharacters == nil {
 			break
@@ -1494,6 +1501,8 @@ type AgentRunToolCall {
   expiringAt: DateTime
   "Addition: when the warning was sent (TOOL_CALL_EXPIRING); null until then."
   expiringWarnedAt: DateTime
+  "Addition: the follow-up steps sent for this call so far, in the order they were sent: remindedAt, escalatedAt and expiringWarnedAt in one field (what a list of many calls, such as the console's inbox, asks for)."
+  followUpsSent: [ToolCallFollowUp!]!
   """
   Addition: the characters that change how text reads without showing themselves, found in
   toolName, args and suspendPayload (their keys and string values) — bidi controls (U+202A–U+202E,
@@ -1708,6 +1717,16 @@ enum RunEventType {
   RUN_FAILED
 }
 
+"Addition: a follow-up step of a waiting call (its tool's remindAfter, escalateAfter, expiringBefore)."
+enum ToolCallFollowUp {
+  "The people who may decide the call were reminded (TOOL_CALL_REMINDER)."
+  REMINDER
+  "The call was escalated to its escalatedTo roles (TOOL_CALL_ESCALATED)."
+  ESCALATION
+  "A warning that the call is about to expire was sent (TOOL_CALL_EXPIRING)."
+  EXPIRING
+}
+
 type SuspendedRunChange {
   kind: SuspendedRunChangeKind!
   run: AgentRun!
@@ -1879,6 +1898,8 @@ func (ec *executionContext) childFields_AgentRunToolCall(ctx context.Context, fi
 		return ec.fieldContext_AgentRunToolCall_expiringAt(ctx, field)
 	case "expiringWarnedAt":
 		return ec.fieldContext_AgentRunToolCall_expiringWarnedAt(ctx, field)
+	case "followUpsSent":
+		return ec.fieldContext_AgentRunToolCall_followUpsSent(ctx, field)
 	case "hiddenCharacters":
 		return ec.fieldContext_AgentRunToolCall_hiddenCharacters(ctx, field)
 	}
@@ -3825,6 +3846,29 @@ func (ec *executionContext) _AgentRunToolCall_expiringWarnedAt(ctx context.Conte
 }
 func (ec *executionContext) fieldContext_AgentRunToolCall_expiringWarnedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AgentRunToolCall", field, false, false, "DateTime")
+}
+
+func (ec *executionContext) _AgentRunToolCall_followUpsSent(ctx context.Context, field graphql.CollectedField, obj *model.AgentRunToolCall) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentRunToolCall_followUpsSent(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.FollowUpsSent, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []model.ToolCallFollowUp) graphql.Marshaler {
+			return ec.marshalNToolCallFollowUp2ᚕinterlockᚋgraphᚋmodelᚐToolCallFollowUpᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentRunToolCall_followUpsSent(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentRunToolCall", field, false, false, "ToolCallFollowUp")
 }
 
 func (ec *executionContext) _AgentRunToolCall_hiddenCharacters(ctx context.Context, field graphql.CollectedField, obj *model.AgentRunToolCall) (ret graphql.Marshaler) {
@@ -7707,6 +7751,11 @@ func (ec *executionContext) _AgentRunToolCall(ctx context.Context, sel ast.Selec
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "followUpsSent":
+			out.Values[i] = ec._AgentRunToolCall_followUpsSent(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		case "hiddenCharacters":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
 				true, true,
@@ -9284,6 +9333,46 @@ func (ec *executionContext) marshalNTool2ᚖinterlockᚋgraphᚋmodelᚐTool(ctx
 		return graphql.Null
 	}
 	return ec._Tool(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNToolCallFollowUp2interlockᚋgraphᚋmodelᚐToolCallFollowUp(ctx context.Context, v any) (model.ToolCallFollowUp, error) {
+	var res model.ToolCallFollowUp
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNToolCallFollowUp2interlockᚋgraphᚋmodelᚐToolCallFollowUp(ctx context.Context, sel ast.SelectionSet, v model.ToolCallFollowUp) graphql.Marshaler {
+	return v
+}
+
+func (ec *executionContext) unmarshalNToolCallFollowUp2ᚕinterlockᚋgraphᚋmodelᚐToolCallFollowUpᚄ(ctx context.Context, v any) ([]model.ToolCallFollowUp, error) {
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]model.ToolCallFollowUp, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNToolCallFollowUp2interlockᚋgraphᚋmodelᚐToolCallFollowUp(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalNToolCallFollowUp2ᚕinterlockᚋgraphᚋmodelᚐToolCallFollowUpᚄ(ctx context.Context, sel ast.SelectionSet, v []model.ToolCallFollowUp) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNToolCallFollowUp2interlockᚋgraphᚋmodelᚐToolCallFollowUp(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
 }
 
 func (ec *executionContext) marshalN__Directive2githubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚋintrospectionᚐDirective(ctx context.Context, sel ast.SelectionSet, v introspection.Directive) graphql.Marshaler {

@@ -118,6 +118,8 @@ type AgentRunToolCall struct {
 	ExpiringAt *time.Time `json:"expiringAt,omitempty"`
 	// Addition: when the warning was sent (TOOL_CALL_EXPIRING); null until then.
 	ExpiringWarnedAt *time.Time `json:"expiringWarnedAt,omitempty"`
+	// Addition: the follow-up steps sent for this call so far, in the order they were sent: remindedAt, escalatedAt and expiringWarnedAt in one field (what a list of many calls, such as the console's inbox, asks for).
+	FollowUpsSent []ToolCallFollowUp `json:"followUpsSent"`
 	// Addition: the characters that change how text reads without showing themselves, found in
 	// toolName, args and suspendPayload (their keys and string values) — bidi controls (U+202A–U+202E,
 	// U+2066–U+2069, U+200E, U+200F, U+061C), invisible characters (zero width space, word joiners,
@@ -606,6 +608,67 @@ func (e *SuspendedRunChangeKind) UnmarshalJSON(b []byte) error {
 }
 
 func (e SuspendedRunChangeKind) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// Addition: a follow-up step of a waiting call (its tool's remindAfter, escalateAfter, expiringBefore).
+type ToolCallFollowUp string
+
+const (
+	// The people who may decide the call were reminded (TOOL_CALL_REMINDER).
+	ToolCallFollowUpReminder ToolCallFollowUp = "REMINDER"
+	// The call was escalated to its escalatedTo roles (TOOL_CALL_ESCALATED).
+	ToolCallFollowUpEscalation ToolCallFollowUp = "ESCALATION"
+	// A warning that the call is about to expire was sent (TOOL_CALL_EXPIRING).
+	ToolCallFollowUpExpiring ToolCallFollowUp = "EXPIRING"
+)
+
+var AllToolCallFollowUp = []ToolCallFollowUp{
+	ToolCallFollowUpReminder,
+	ToolCallFollowUpEscalation,
+	ToolCallFollowUpExpiring,
+}
+
+func (e ToolCallFollowUp) IsValid() bool {
+	switch e {
+	case ToolCallFollowUpReminder, ToolCallFollowUpEscalation, ToolCallFollowUpExpiring:
+		return true
+	}
+	return false
+}
+
+func (e ToolCallFollowUp) String() string {
+	return string(e)
+}
+
+func (e *ToolCallFollowUp) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = ToolCallFollowUp(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid ToolCallFollowUp", str)
+	}
+	return nil
+}
+
+func (e ToolCallFollowUp) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *ToolCallFollowUp) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e ToolCallFollowUp) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil

@@ -75,5 +75,27 @@ export function expiresIn(iso) {
   return `expires in ${Math.round(s / 86400)} d`;
 }
 
+/** expiresIn with a capital: "Expires in 10 min", the text of an expiry warning's marker. */
+export function expiringText(iso) {
+  const s = expiresIn(iso);
+  return s.charAt(0).toUpperCase() + s.slice(1);
+}
+
+/**
+ * The markers of the follow-up steps sent for waiting calls (each call's followUpsSent, with its
+ * escalatedTo and expiresAt): "Reminded", "Escalated to finance-lead", "Expires in 10 min" (the
+ * earliest warned call's; repainted by whoever ticks [data-expiring]). Empty when none was sent.
+ */
+export function followUpMarkers(calls) {
+  const sent = (c, k) => (c.followUpsSent || []).includes(k);
+  const out = [];
+  if (calls.some((c) => sent(c, "REMINDER"))) out.push(el("span", { class: "badge follow-up reminded", title: "The people who may decide were reminded" }, "Reminded"));
+  const roles = [...new Set(calls.filter((c) => sent(c, "ESCALATION")).flatMap((c) => c.escalatedTo || []))];
+  if (roles.length) out.push(el("span", { class: "badge follow-up escalated", title: `${roles.join(", ")} may decide it too` }, `Escalated to ${roles.join(", ")}`));
+  const warned = calls.filter((c) => sent(c, "EXPIRING") && c.expiresAt).map((c) => c.expiresAt).sort()[0];
+  if (warned) out.push(el("span", { class: "badge follow-up expiring", "data-expiring": warned, title: when(warned) }, expiringText(warned)));
+  return out;
+}
+
 /** A local, readable date and time. */
 export function when(iso) { return iso ? new Date(iso).toLocaleString() : ""; }

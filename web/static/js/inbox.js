@@ -13,7 +13,7 @@
 // (from=2026-12-02T21:00) is read as the reader's local time. A "to" is inclusive to the end of
 // its last stated unit: to=…T21:00 or …T21:00:59 both reach 21:00:59.999.
 import { request, subscribe } from "./gql.js";
-import { el, short, expiresIn, when } from "./dom.js";
+import { el, short, expiresIn, expiringText, followUpMarkers, when } from "./dom.js";
 import { hiddenIn, describeHidden, markText } from "./hidden.js";
 import { rememberOrder, takeFocusHint, selectRow, go, openShortcuts } from "./keys.js";
 
@@ -27,8 +27,9 @@ const TITLE = "Interlock";
 
 // Only what the inbox shows or sends back: a page of 500 runs must stay within the default
 // --max-query-complexity (10000), and each field costs one per run and per call.
-const RUN_FIELDS = `runId agentId threadId resourceId createdAt suspendedAt
-      toolCalls { toolCallId toolName args requiresApproval suspendPayload interrupted expiresAt lateResult { recordedAt } }`;
+// (createdAt, which it does not show, is left out for followUpsSent and escalatedTo.)
+const RUN_FIELDS = `runId agentId threadId resourceId suspendedAt
+      toolCalls { toolCallId toolName args requiresApproval suspendPayload interrupted expiresAt followUpsSent escalatedTo lateResult { recordedAt } }`;
 const LIST = `query Inbox($agentId: ID, $threadId: ID, $resourceId: ID, $fromDate: DateTime, $toDate: DateTime, $page: Int, $perPage: Int, $external: Boolean) {
   suspendedRuns(agentId: $agentId, threadId: $threadId, resourceId: $resourceId, fromDate: $fromDate, toDate: $toDate, page: $page, perPage: $perPage, external: $external) {
     total
@@ -444,6 +445,7 @@ export function inboxView(main, params, navigate) {
     const now = Date.now();
     list.querySelectorAll(".age[data-since]").forEach((n) => paintAge(n, now));
     list.querySelectorAll("[data-expires]").forEach((n) => { n.textContent = expiresIn(n.dataset.expires); });
+    list.querySelectorAll("[data-expiring]").forEach((n) => { n.textContent = expiringText(n.dataset.expiring); });
   }, 15000);
   return () => { closed = true; unsubscribe(); clearInterval(tick); clearTimeout(timer); document.title = TITLE; };
 }
@@ -506,6 +508,7 @@ function renderList(list, result, f, params, filtered, picked, { onPick, approve
           el("span", { class: "badge SUSPENDED" }, c.requiresApproval ? (c.interrupted ? (c.lateResult ? "interrupted · it ran: see its answer" : "interrupted · approve again") : "approval") : "needs input"),
           many ? el("span", { class: "badge calls" }, `${r.toolCalls.length} calls`) : null,
           hiddenChars.length ? el("span", { class: "badge hidden-chars", title: `Holds characters that change how text reads, shown as marks: ${describeHidden(hiddenChars)}` }, "⚠ hidden characters") : null,
+          followUpMarkers(r.toolCalls),
           el("span", { class: "muted block", "data-agent": r.agentId }, r.agentId)),
         el("code", { title: what }, what),
         el("span", { class: "muted" }, r.threadId ? `thread ${r.threadId}` : "no thread", el("br"), r.resourceId ? `resource ${r.resourceId}` : ""),

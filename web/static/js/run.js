@@ -25,7 +25,7 @@
 // text it had streamed in that step is dropped. After a decision succeeds the document gets an
 // "interlock:decided" event ({detail: {runId, toolCallId}}).
 import { request, subscribe } from "./gql.js";
-import { el, json, pretty, tooDeep, TOO_DEEP, when, expiresIn } from "./dom.js";
+import { el, json, pretty, tooDeep, TOO_DEEP, when, expiresIn, followUpMarkers } from "./dom.js";
 import { schemaForm } from "./schemaform.js";
 import { markdown } from "./markdown.js";
 import { reveal, hiddenIn, markedIn, describeHidden, escapeHidden, mark } from "./hidden.js";
@@ -33,7 +33,7 @@ import { reveal, hiddenIn, markedIn, describeHidden, escapeHidden, mark } from "
 const LATE = `toolCallId toolName result error suspendPayload instanceId finishedAt recordedAt`;
 const RUN = `query Run($id: ID!) { run(runId: $id) {
   runId agentId status threadId resourceId startedBy createdAt updatedAt suspendedAt lastEventSeq output error prompt context external
-  toolCalls { id toolCallId toolName args requiresApproval suspendPayload interrupted interruptedToolCallId expiresAt lateResult { ${LATE} } }
+  toolCalls { id toolCallId toolName args requiresApproval suspendPayload interrupted interruptedToolCallId expiresAt remindAt escalateAt escalatedTo expiringAt followUpsSent lateResult { ${LATE} } }
   decisions { id toolCallId toolName kind decidedBy decidedAt reason resumeData args editedArgs }
   lateResults { ${LATE} }
 } }`;
@@ -255,7 +255,7 @@ export function runView(main, params) {
       step.tools.replaceChildren(reveal(` · ${step.names.join(", ")}`));
     }
     if (ev.type === "STEP_FINISHED") stepDone = true;
-    if (["RUN_SUSPENDED", "RUN_FINISHED", "RUN_FAILED", "RUN_RESUMED"].includes(ev.type)) show();
+    if (["RUN_SUSPENDED", "RUN_FINISHED", "RUN_FAILED", "RUN_RESUMED", "TOOL_CALL_REMINDER", "TOOL_CALL_ESCALATED", "TOOL_CALL_EXPIRING"].includes(ev.type)) show();
   };
 
   show();
@@ -407,7 +407,7 @@ function renderPending(section, run, agents, decide, ctx) {
   const calls = run.status === "SUSPENDED" ? run.toolCalls : [];
   // A supervisor waits again on its delegate call, under the same id, for its sub-agent's next
   // call: the suspension's time tells the two apart.
-  const key = JSON.stringify([run.suspendedAt, calls.map((c) => [c.toolCallId, c.requiresApproval, c.interrupted, c.expiresAt, c.lateResult?.recordedAt])]);
+  const key = JSON.stringify([run.suspendedAt, calls.map((c) => [c.toolCallId, c.requiresApproval, c.interrupted, c.expiresAt, c.followUpsSent, c.lateResult?.recordedAt])]);
   if (section.dataset.calls === key) return;
   const before = section._calls || [];
   for (const old of before) {
@@ -426,7 +426,10 @@ function renderPending(section, run, agents, decide, ctx) {
     const tool = findTool(agents, run.agentId, c.toolName);
     card.append(el("p", { class: "call-head" }, el("strong", {}, c.toolName), " ", el("span", { class: "muted" }, c.toolCallId),
       c.interrupted ? el("span", { class: "badge FAILED" }, " interrupted: its outcome is unknown — approve to run it again") : null,
-      c.expiresAt ? el("span", { class: "muted expires", title: when(c.expiresAt) }, ` ${expiresIn(c.expiresAt)} (at ${when(c.expiresAt)}); then ${run.external ? "the requester is told it expired" : "the model is told the request timed out"}`) : null));
+      c.expiresAt ? el("span", { class: "muted expires", title: when(c.expiresAt) }, ` ${expiresIn(c.expiresAt)} (at ${when(c.expiresAt)}); then ${run.external ? "the requester is told it expired" : "the model is told the request timed out"}`) : null,
+      " ", followUpMarkers([c])));
+    const plan = followUpPlan(c);
+    if (plan) card.append(plan);
     const hiddenChars = hiddenIn(c.toolName, c.args, c.suspendPayload);
     if (hiddenChars.length) card.append(hiddenWarning(hiddenChars, c.requiresApproval ? "This call's arguments hold" : "This question holds"));
     if (tool?.description) card.append(el("p", { class: "tool-description" }, tool.description));
@@ -604,6 +607,16 @@ function lateBox(c) {
     el("p", { class: "muted" }, "Approving runs the tool again. To go on without running it, decline, with what it did in your reason: the model is told the reason."));
 }
 
+/** When a waiting call's follow-up steps that are not sent yet are due, in one line; or null. */
+function followUpPlan(c) {
+  const sent = c.followUpsSent || [];
+  const steps = [];
+  if (c.remindAt && !sent.includes("REMINDER")) steps.push(`a reminder at ${when(c.remindAt)}`);
+  if (c.escalateAt && !sent.includes("ESCALATION")) steps.push(`escalation to ${(c.escalatedTo || []).join(", ")} at ${when(c.escalateAt)}`);
+  if (c.expiringAt && !sent.includes("EXPIRING")) steps.push(`a warning at ${when(c.expiringAt)}`);
+  return steps.length ? el("p", { class: "muted follow-up-plan" }, `Unless decided first: ${steps.join("; ")}.`) : null;
+}
+
 /** A late result: what the tool answered (text, never markup) and who recorded it when. */
 function lateView(l) {
   return el("div", { class: "late-result" },
@@ -647,6 +660,9 @@ function describe(ev) {
     case "TOOL_CALL_APPROVED": return { kind: "approved", body: c.toolName + (ev.decidedBy ? ` by ${ev.decidedBy}` : "") };
     case "TOOL_CALL_DECLINED": return { kind: "declined", body: c.toolName + (ev.decidedBy ? ` by ${ev.decidedBy}` : "") + (ev.reason ? `: ${ev.reason}` : "") };
     case "TOOL_CALL_EXPIRED": return { kind: "expired", body: `${c.toolName}: expired without a decision` + (ev.reason ? `; the model was told: ${ev.reason}` : "") };
+    case "TOOL_CALL_REMINDER": return { kind: "reminder", body: ev.reason || `${c.toolName} still waits for a decision` };
+    case "TOOL_CALL_ESCALATED": return { kind: "escalated", body: ev.reason || `${c.toolName}: escalated to ${(c.escalatedTo || []).join(", ")}` };
+    case "TOOL_CALL_EXPIRING": return { kind: "expiring", body: ev.reason || `${c.toolName} expires soon` };
     case "RUN_RESUMED": return { kind: "resumed", body: "running again" + (ev.decidedBy ? ` (decided by ${ev.decidedBy})` : "") };
     case "TOOL_RESULT": return { kind: ev.error ? "tool error" : "tool result", body: [el("span", { class: "muted" }, c ? `${c.toolName} ` : ""), ev.error ? el("div", { class: "result-text error" }, ev.error) : resultView(ev.result)] };
     case "MODEL_CALL_RETRIED": return { kind: "model call repeated", body: "its server stopped mid-answer; the partial text was dropped" };
