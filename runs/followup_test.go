@@ -281,3 +281,40 @@ func TestTwoServicesFollowUpOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestExternalRequestIsFollowedUp: an external agent's approval request follows its tool's
+// follow-up as any waiting call: its due times, the reminder and the escalation with their
+// webhooks, and finance-lead may decide it once it is escalated, which ends the request.
+func TestExternalRequestIsFollowedUp(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		clock := &testClock{}
+		tool := &agent.Tool{Name: "deploy", RequireApproval: true, ApprovalTimeout: time.Hour, FollowUp: followUpOf,
+			ApproverRoles: []string{"sre"}, InputSchema: json.RawMessage(`{"type":"object"}`)}
+		ext := &agent.Agent{ID: "followed-bot", Name: "bot", External: true, Tools: []*agent.Tool{tool}}
+		var passes *loopPasses
+		f := setupWith(t, db, runs.Config{NowFunc: clock.now, ExpiryInterval: 5 * time.Millisecond,
+			Webhooks: []notify.Target{{Name: "hook", Events: notify.Kinds}}},
+			setupOpts{agents: []*agent.Agent{ext}, wrap: func(st runs.Store) runs.Store { passes = &loopPasses{Store: st}; return passes }})
+		r := request(t, f, bg(), runs.ApprovalParams{AgentID: "followed-bot", ToolName: "deploy"})
+		if len(r.ToolCalls) != 1 || r.ToolCalls[0].RemindAt == nil || r.ToolCalls[0].EscalateAt == nil || r.ToolCalls[0].ExpiringAt == nil {
+			t.Fatalf("request's call %+v, want its due times", r.ToolCalls)
+		}
+		clock.advance(11 * time.Minute)
+		ev := waitEvent(t, f, r.ID, 0, runtype.EventToolCallReminder)
+		lead := as("fiona", nil, "finance-lead")
+		_, err := f.svc.Approve(lead, runs.DecideParams{RunID: r.ID})
+		wantCode(t, err, runtype.CodeForbidden)
+		clock.advance(20 * time.Minute)
+		waitEvent(t, f, r.ID, ev.Seq, runtype.EventToolCallEscalated)
+		waitPasses(t, "the loop", &passes.expiry, 3)
+		done, err := f.svc.Approve(lead, runs.DecideParams{RunID: r.ID})
+		if err != nil || done.Status != runtype.StatusCompleted {
+			t.Fatalf("finance-lead's approval after the escalation: %+v, %v", done, err)
+		}
+		kinds, _ := deliveries(t, db, r.ID)
+		if !slices.Equal(kinds, []string{"approval_requested", "approval.reminder", "approval.escalated", "decided"}) {
+			t.Fatalf("deliveries %v", kinds)
+		}
+	})
+}
