@@ -8,9 +8,19 @@
 // keeps GOGC's own goal, so its memory is not raised. This is what a heap "ballast" did, done
 // with the collector's own setting: after each collection the percent is set so that the next
 // goal is the floor, or GOGC's when that is higher. GOMEMLIMIT still bounds the heap.
+//
+// A raised percent is also capped with a soft memory limit, because it is one cycle late. After
+// a burst (a thousand MCP calls arriving at once), the cycle that ends in it marks a larger heap
+// and scans far larger stacks than the idle one the percent was set for, and the runtime sets
+// the next goal from them with that percent (some 1,500 % for an idle heap of 4 MiB): 368 MiB
+// instead of 64 was measured, the heap grew to 172 MiB before the floor's cleanup ran, and the
+// process kept the pages. While the percent is raised, the limit is the floor and a quarter
+// more, plus the memory that is not heap at the last collection (stacks, the runtime's own); a
+// percent at GOGC's lifts it (back to GOMEMLIMIT, or none).
 package gcfloor
 
 import (
+	"math"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
@@ -27,14 +37,24 @@ const minHeap = 4 << 20
 
 type floor struct {
 	bytes   uint64
-	base    int // the GOGC the process started with: the percent when the heap is past the floor
+	base    int   // the GOGC the process started with: the percent when the heap is past the floor
+	limit   int64 // the memory limit it started with (GOMEMLIMIT; math.MaxInt64: none)
 	mu      sync.Mutex
 	stopped bool
-	sample  []metrics.Sample // the live heap, and the stacks and globals the collector scans
+	// The live heap, the stacks and globals the collector scans, and what the memory limit
+	// counts (all mapped memory less what was returned) with the heap's part of it.
+	sample []metrics.Sample
 }
 
-// Start keeps the heap goal at least bytes until stop is called, which restores the GOGC the
-// process had. It does nothing when bytes is 0 or the collector is off (GOGC=off), and only
+// The samples a floor reads after each collection, in this order.
+var samples = []string{
+	"/gc/heap/live:bytes", "/gc/scan/stack:bytes", "/gc/scan/globals:bytes",
+	"/memory/classes/total:bytes", "/memory/classes/heap/released:bytes",
+	"/memory/classes/heap/objects:bytes", "/memory/classes/heap/unused:bytes", "/memory/classes/heap/free:bytes",
+}
+
+// Start keeps the heap goal at least bytes until stop is called, which restores the GOGC and
+// the memory limit the process had. It does nothing when bytes is 0 or the collector is off (GOGC=off), and only
 // one floor should run in a process: the percent it sets is the runtime's, global, and a
 // percent set by anyone else is replaced after the next collection.
 //
@@ -47,8 +67,10 @@ func Start(bytes uint64) (stop func()) {
 	if bytes == 0 || base < 0 {
 		return func() {}
 	}
-	f := &floor{bytes: bytes, base: base, sample: []metrics.Sample{
-		{Name: "/gc/heap/live:bytes"}, {Name: "/gc/scan/stack:bytes"}, {Name: "/gc/scan/globals:bytes"}}}
+	f := &floor{bytes: bytes, base: base, limit: debug.SetMemoryLimit(-1)}
+	for _, name := range samples {
+		f.sample = append(f.sample, metrics.Sample{Name: name})
+	}
 	f.adjust()
 	f.arm()
 	return f.stop
@@ -72,9 +94,37 @@ func (f *floor) adjust() bool {
 		return false
 	}
 	metrics.Read(f.sample)
-	live, roots := f.sample[0].Value.Uint64(), f.sample[1].Value.Uint64()+f.sample[2].Value.Uint64()
-	debug.SetGCPercent(Percent(live, roots, f.bytes, f.base))
+	v := func(i int) uint64 { return f.sample[i].Value.Uint64() }
+	live, roots := v(0), v(1)+v(2)
+	percent := Percent(live, roots, f.bytes, f.base)
+	limit := f.limit
+	if percent > f.base {
+		counted := v(3) - v(4)     // what the memory limit counts: mapped, less returned
+		heap := v(5) + v(6) + v(7) // of which the heap's (objects, unused, free)
+		limit = Limit(f.bytes, counted-min(heap, counted), f.limit)
+	}
+	// A raised percent is set after its limit, and a limit lifted after the percent is
+	// lowered, so that at no moment is a raised percent uncapped.
+	if percent > f.base {
+		debug.SetMemoryLimit(limit)
+		debug.SetGCPercent(percent)
+	} else {
+		debug.SetGCPercent(percent)
+		debug.SetMemoryLimit(limit)
+	}
 	return true
+}
+
+// Limit is the memory limit that goes with a raised percent: the floor and a quarter more, plus
+// nonHeap (the memory that is not heap: stacks, the runtime's own), or base (GOMEMLIMIT) when
+// that is lower. A stale percent then cannot let the heap grow much past the floor before the
+// floor adjusts it; a heap that truly grows past it is collected more often for a cycle, until
+// the percent is GOGC's again and the limit lifted.
+func Limit(floor, nonHeap uint64, base int64) int64 {
+	if floor > math.MaxInt64/4 || nonHeap > math.MaxInt64/4 { // past any memory: no cap
+		return base
+	}
+	return min(int64(floor+floor/4+nonHeap), base)
 }
 
 func (f *floor) stop() {
@@ -83,6 +133,7 @@ func (f *floor) stop() {
 	if !f.stopped {
 		f.stopped = true
 		debug.SetGCPercent(f.base)
+		debug.SetMemoryLimit(f.limit)
 	}
 }
 

@@ -1,6 +1,7 @@
 package gcfloor_test
 
 import (
+	"math"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
@@ -59,10 +60,16 @@ func collectUntil(t *testing.T, what string, ok func(gogc, goal uint64) bool) {
 // percent), a heap past it GOGC's own, and stop puts GOGC back.
 func TestFloorFollowsTheLiveHeap(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(math.MaxInt64))
 	const floor = 32 << 20
 	atFloor := func(gogc, goal uint64) bool { return gogc > 100 && goal >= floor*9/10 && goal <= floor*11/10 }
 	stop := gcfloor.Start(floor)
 	collectUntil(t, "a tiny heap under a 32 MiB floor", atFloor)
+	// The raised percent is capped: a limit past the floor and a quarter (the stacks and the
+	// runtime's own memory come on top), far under none.
+	if l := debug.SetMemoryLimit(-1); l < floor*5/4 || l > floor*5/4+64<<20 {
+		t.Fatalf("under the floor the memory limit is %d MiB, want the floor and a quarter (40 MiB) and the memory that is not heap", l>>20)
+	}
 
 	kept := make([][]byte, 0, 16)
 	for range 3 { // 12 MiB live
@@ -74,6 +81,9 @@ func TestFloorFollowsTheLiveHeap(t *testing.T) {
 		kept = append(kept, make([]byte, 4<<20))
 	}
 	collectUntil(t, "64 MiB live over a 32 MiB floor", func(gogc, _ uint64) bool { return gogc == 100 })
+	if l := debug.SetMemoryLimit(-1); l != math.MaxInt64 {
+		t.Fatalf("past the floor the memory limit is %d MiB, want none (the process had none)", l>>20)
+	}
 	runtime.KeepAlive(kept)
 
 	stop()
@@ -82,10 +92,48 @@ func TestFloorFollowsTheLiveHeap(t *testing.T) {
 	if gogc, _ := read(); gogc != 100 {
 		t.Fatalf("after stop GOGC is %d, want the 100 the process had", gogc)
 	}
+	if l := debug.SetMemoryLimit(-1); l != math.MaxInt64 {
+		t.Fatalf("after stop the memory limit is %d MiB, want none (the process had none)", l>>20)
+	}
 	time.Sleep(50 * time.Millisecond)
 	runtime.GC()
 	if gogc, _ := read(); gogc != 100 {
 		t.Fatalf("a stopped floor changed GOGC to %d after a collection", gogc)
+	}
+}
+
+// TestLimit: the limit that caps a raised percent is the floor and a quarter plus what is not
+// heap, never above GOMEMLIMIT.
+func TestLimit(t *testing.T) {
+	const mib = 1 << 20
+	for _, c := range []struct {
+		floor, nonHeap uint64
+		base, want     int64
+	}{
+		{64 * mib, 12 * mib, math.MaxInt64, 92 * mib},
+		{64 * mib, 40 * mib, math.MaxInt64, 120 * mib},
+		{64 * mib, 12 * mib, 70 * mib, 70 * mib}, // GOMEMLIMIT lower: it stays
+		{math.MaxUint64 / 2, math.MaxUint64 / 2, math.MaxInt64, math.MaxInt64},
+	} {
+		if got := gcfloor.Limit(c.floor, c.nonHeap, c.base); got != c.want {
+			t.Errorf("Limit(%d, %d, %d) = %d, want %d", c.floor, c.nonHeap, c.base, got, c.want)
+		}
+	}
+}
+
+// TestGOMEMLIMITStays: a process's own memory limit is kept when lower, and restored by stop.
+func TestGOMEMLIMITStays(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(30 << 20))
+	stop := gcfloor.Start(64 << 20)
+	runtime.GC()
+	time.Sleep(50 * time.Millisecond)
+	if l := debug.SetMemoryLimit(-1); l > 30<<20 {
+		t.Fatalf("with GOMEMLIMIT=30MiB the floor set the limit to %d MiB", l>>20)
+	}
+	stop()
+	if l := debug.SetMemoryLimit(-1); l != 30<<20 {
+		t.Fatalf("after stop the memory limit is %d MiB, want the 30 the process had", l>>20)
 	}
 }
 

@@ -12,18 +12,15 @@ import (
 // context; localBase sets the header itself, replacing whatever a client sent under that name.
 const baseHeader = "Interlock-Console-Base"
 
-// localBase sets baseHeader on every request: consoleURL, or else the server's own address as
-// the request reached it (the local address of its connection). Never the Host header: a
-// client, or whatever relays its request, could make the link point anywhere.
-func localBase(consoleURL string, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		base := consoleURL
-		if base == "" {
-			base = notify.ServerBase(r)
-		}
-		r.Header.Set(baseHeader, base)
-		next.ServeHTTP(w, r)
-	})
+// localBase sets baseHeader on r: consoleURL, or else the server's own address as the request
+// reached it (the local address of its connection). Never the Host header: a client, or
+// whatever relays its request, could make the link point anywhere.
+func localBase(r *http.Request, consoleURL string) {
+	base := consoleURL
+	if base == "" {
+		base = notify.ServerBase(r)
+	}
+	r.Header.Set(baseHeader, base)
 }
 
 // runURL is run runID's page in the console, under the base of the request that carried the
@@ -35,15 +32,12 @@ func runURL(h http.Header, runID string) string { return notify.RunURL(h.Get(bas
 // fires in the connection's background read once the body is read and would cancel the held
 // call, the write one would cut its answer. A GET (the client's standing event stream) has
 // none: it lasts as long as the session.
-func holdDeadlines(wait time.Duration, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rc := http.NewResponseController(w)
-		until := time.Now().Add(wait + time.Minute)
-		if r.Method == http.MethodGet {
-			until = time.Time{}
-		}
-		_ = rc.SetReadDeadline(until) // http.ErrNotSupported (a test recorder): no deadline to move
-		_ = rc.SetWriteDeadline(until)
-		next.ServeHTTP(w, r)
-	})
+func holdDeadlines(w http.ResponseWriter, r *http.Request, wait time.Duration) {
+	rc := http.NewResponseController(w)
+	until := time.Now().Add(wait + time.Minute)
+	if r.Method == http.MethodGet {
+		until = time.Time{}
+	}
+	_ = rc.SetReadDeadline(until) // http.ErrNotSupported (a test recorder): no deadline to move
+	_ = rc.SetWriteDeadline(until)
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -31,109 +32,162 @@ type gateway struct{ o Options }
 // is already durable and named (its run id, in every answer's _meta), so a task would be
 // that run, its status AwaitOutcome with no wait, its result the outcome answer gives.
 func (g *gateway) call(name string) mcp.ToolHandler {
+	// The handler's goroutine is held as long as the call: what it keeps on its stack while it
+	// waits is small (the request is made, and the answer built, in functions that have
+	// returned or not yet begun), so that the runtime shrinks that stack to a few KiB.
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		p := g.principalOf(req)
-		if p == nil {
-			return nil, fmt.Errorf("the call carries no credentials")
+		c, res, err := g.request(ctx, req, name)
+		if c == nil {
+			return res, err
 		}
-		ctx = runtype.WithPrincipal(ctx, p)
-		if g.o.RateFunc != nil {
-			if d := g.o.RateFunc(ctx); d > 0 {
-				return refused(runtype.Errorf(rateLimited, "too many calls: retry in %d seconds", max(1, int(math.Ceil(d.Seconds()))))), nil
-			}
-		}
-		if g.o.SlotFunc != nil {
-			// Every call is held (for its decision, or while its tool runs), so it takes one of
-			// the connections its client may hold at once before anything is stored, as a
-			// waiting POST /approvals does; with none left it is refused, nothing stored.
-			release, err := g.o.SlotFunc(ctx)
-			if err != nil {
-				return refused(runtype.Errorf(tooManyConnections, "%v: a call is held until it is decided; let one of your held calls end, then call again", err)), nil
-			}
-			defer release()
-		}
-		args := req.Params.Arguments
-		if len(args) == 0 || string(args) == "null" {
-			args = json.RawMessage(`{}`)
-		}
-		canonical, err := agent.CanonicalJSON(args)
-		if err != nil {
-			return refused(runtype.Errorf(runtype.CodeBadUserInput, "the arguments are not JSON: %v", err)), nil
-		}
-		thread := threadOf(req, p)
-		key := callKey(thread, name, canonical)
-		params := runs.ApprovalParams{AgentID: g.o.AgentID, ToolName: name, Args: canonical, ThreadID: thread,
-			ResourceID: resourceOf(p), Context: callContext(req), IdempotencyKey: key}
-		run, err := g.o.Service.RequestApproval(ctx, params)
-		if err != nil {
-			return refused(err), nil
-		}
-		out, err := g.hold(ctx, req, run, g.o.Wait)
-		if err != nil && ctx.Err() != nil {
-			// The client cancelled or went away: the request stays in the inbox, and an
-			// identical call later joins it.
-			return nil, err
-		}
-		if err != nil {
-			// The outcome could not be read (storage unreachable, say): the request stands, and
-			// the identical call later reads it.
-			g.o.Logger.Error("MCP gateway: the outcome of a call could not be read", "run", run.ID, "err", err)
-			return refused(err), nil
-		}
-		if out.Kind == runs.OutcomePending {
-			return g.pending(req, out), nil
-		}
-		if ctx.Err() != nil {
-			return nil, ctx.Err() // gone as the outcome came: the identical call gets it
-		}
-		// The outcome reaches a caller: the next identical call is a new request. (An answer
-		// lost after this point, its client gone just now, stays on record in the run.)
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		if err := g.o.Service.ReleaseKey(rctx, run.ID, key); err != nil {
-			g.o.Logger.Warn("MCP gateway: the key of a delivered call was not released; an identical call gets the same outcome again", "run", run.ID, "err", err)
-		}
-		return answer(out), nil
+		defer c.release()
+		out, err := g.hold(req, c)
+		return g.deliver(req, c, out, err)
 	}
 }
 
-// hold waits for the outcome of run (as the request stored or joined it) for up to wait, sending
-// the client progress every ProgressInterval when it asked for progress (a progress token). It
-// returns the outcome, or the run as it stands (pending) when wait passes or this instance
-// stops, or ctx's error. One wait on the run's stream, whatever the heartbeat: the beats come
-// from a timer, never from reading the run again (no query per held call).
-func (g *gateway) hold(ctx context.Context, req *mcp.CallToolRequest, run *runtype.Run, wait time.Duration) (*runs.CallOutcome, error) {
-	if token := req.Params.GetProgressToken(); token != nil {
-		msg := "waiting for a person's approval in Interlock"
+// heldCall is what a call keeps while it is held: the run's id, not the run.
+type heldCall struct {
+	ctx          context.Context // the call's, with its principal
+	runID, key   string
+	progressText string // what its progress notifications say, when it asked for them
+	release      func() // gives back its connection slot
+}
+
+// request stores the call's request (or joins the one an identical call stored), or returns
+// the answer that refuses it (with nil).
+func (g *gateway) request(ctx context.Context, req *mcp.CallToolRequest, name string) (*heldCall, *mcp.CallToolResult, error) {
+	p := g.principalOf(req)
+	if p == nil {
+		return nil, nil, fmt.Errorf("the call carries no credentials")
+	}
+	ctx = runtype.WithPrincipal(ctx, p)
+	if g.o.RateFunc != nil {
+		if d := g.o.RateFunc(ctx); d > 0 {
+			return nil, refused(runtype.Errorf(rateLimited, "too many calls: retry in %d seconds", max(1, int(math.Ceil(d.Seconds()))))), nil
+		}
+	}
+	release := func() {}
+	if g.o.SlotFunc != nil {
+		// Every call is held (for its decision, or while its tool runs), so it takes one of
+		// the connections its client may hold at once before anything is stored, as a
+		// waiting POST /approvals does; with none left it is refused, nothing stored.
+		var err error
+		if release, err = g.o.SlotFunc(ctx); err != nil {
+			return nil, refused(runtype.Errorf(tooManyConnections, "%v: a call is held until it is decided; let one of your held calls end, then call again", err)), nil
+		}
+	}
+	args := req.Params.Arguments
+	if len(args) == 0 || string(args) == "null" {
+		args = json.RawMessage(`{}`)
+	}
+	canonical, err := agent.CanonicalJSON(args)
+	if err != nil {
+		release()
+		return nil, refused(runtype.Errorf(runtype.CodeBadUserInput, "the arguments are not JSON: %v", err)), nil
+	}
+	thread := threadOf(req, p)
+	key := callKey(thread, name, canonical)
+	params := runs.ApprovalParams{AgentID: g.o.AgentID, ToolName: name, Args: canonical, ThreadID: thread,
+		ResourceID: resourceOf(p), Context: callContext(req), IdempotencyKey: key}
+	run, err := g.o.Service.RequestApproval(ctx, params)
+	if err != nil {
+		release()
+		return nil, refused(err), nil
+	}
+	c := &heldCall{ctx: ctx, runID: run.ID, key: key, release: release}
+	if req.Params.GetProgressToken() != nil {
+		c.progressText = "waiting for a person's approval in Interlock"
 		switch {
 		case run.Status == runtype.StatusRunning:
-			msg = "approved: the tool is running"
+			c.progressText = "approved: the tool is running"
 		case len(run.ToolCalls) > 0 && !run.ToolCalls[0].RequiresApproval:
-			msg = "the tool's server asked a question: waiting for a person's answer in Interlock"
+			c.progressText = "the tool's server asked a question: waiting for a person's answer in Interlock"
 		}
-		stop := make(chan struct{})
-		defer close(stop)
-		go g.heartbeat(ctx, req, token, msg, stop)
 	}
-	return g.o.Service.AwaitOutcome(ctx, run.ID, wait)
+	return c, nil, nil
 }
 
-// heartbeat sends notifications/progress for token every ProgressInterval until stop closes or
-// ctx ends: a heartbeat, not a measure of progress (no total, and progress that only grows).
-func (g *gateway) heartbeat(ctx context.Context, req *mcp.CallToolRequest, token any, msg string, stop <-chan struct{}) {
-	tick := time.NewTicker(g.o.ProgressInterval)
-	defer tick.Stop()
-	for beats := 1; ; beats++ {
-		select {
-		case <-tick.C:
-		case <-stop:
-			return
-		case <-ctx.Done():
+// deliver is the answer to a held call once hold returned.
+func (g *gateway) deliver(req *mcp.CallToolRequest, c *heldCall, out *runs.CallOutcome, err error) (*mcp.CallToolResult, error) {
+	ctx := c.ctx
+	if err != nil && ctx.Err() != nil {
+		// The client cancelled or went away: the request stays in the inbox, and an
+		// identical call later joins it.
+		return nil, err
+	}
+	if err != nil {
+		// The outcome could not be read (storage unreachable, say): the request stands, and
+		// the identical call later reads it.
+		g.o.Logger.Error("MCP gateway: the outcome of a call could not be read", "run", c.runID, "err", err)
+		return refused(err), nil
+	}
+	if out.Kind == runs.OutcomePending {
+		return g.pending(req, out), nil
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err() // gone as the outcome came: the identical call gets it
+	}
+	// The outcome reaches a caller: the next identical call is a new request. (An answer
+	// lost after this point, its client gone just now, stays on record in the run.)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := g.o.Service.ReleaseKey(rctx, c.runID, c.key); err != nil {
+		g.o.Logger.Warn("MCP gateway: the key of a delivered call was not released; an identical call gets the same outcome again", "run", c.runID, "err", err)
+	}
+	return answer(out), nil
+}
+
+// hold waits for the outcome of the call's run (as the request stored or joined it) for up to
+// Wait, sending the client progress every ProgressInterval when it asked for progress (a
+// progress token). It returns the outcome, or the run as it stands (pending) when Wait passes
+// or this instance stops, or the call's context's error. One wait on the run's stream,
+// whatever the heartbeat: the beats come from a timer, never from reading the run again (no
+// query per held call), and the timer has no goroutine while it waits.
+func (g *gateway) hold(req *mcp.CallToolRequest, c *heldCall) (*runs.CallOutcome, error) {
+	if token := req.Params.GetProgressToken(); token != nil {
+		defer g.heartbeat(c.ctx, req, token, c.progressText)()
+	}
+	return g.o.Service.AwaitOutcome(c.ctx, c.runID, g.o.Wait)
+}
+
+// heartbeat sends notifications/progress for token every ProgressInterval until the returned
+// stop is called or ctx ends: a heartbeat, not a measure of progress (no total, and progress
+// that only grows). Each beat runs in the timer's own goroutine, and the next is armed only
+// once it is sent, so beats never overlap and their progress grows.
+func (g *gateway) heartbeat(ctx context.Context, req *mcp.CallToolRequest, token any, msg string) (stop func()) {
+	var (
+		mu      sync.Mutex
+		stopped bool
+		beats   int
+		t       *time.Timer
+	)
+	beat := func() {
+		mu.Lock()
+		if stopped || ctx.Err() != nil {
+			mu.Unlock()
 			return
 		}
-		if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: float64(beats), Message: msg}); err != nil {
+		beats++
+		n := beats
+		mu.Unlock()
+		if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: float64(n), Message: msg}); err != nil {
 			return
 		}
+		mu.Lock()
+		defer mu.Unlock()
+		if !stopped {
+			t.Reset(g.o.ProgressInterval)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	t = time.AfterFunc(g.o.ProgressInterval, beat)
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		t.Stop()
 	}
 }
 

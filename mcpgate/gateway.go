@@ -84,14 +84,21 @@ type Handler struct {
 	// posts counts the requests being answered (a held call is one), so that a stopping
 	// server answers them before it cuts what is left (Wait).
 	posts sync.WaitGroup
+	// wait is the gateway's Wait; consoleURL the base of its links (localBase).
+	wait       time.Duration
+	consoleURL string
 }
 
-// ServeHTTP serves one request, counted until it is answered.
+// ServeHTTP serves one request, counted until it is answered, with its deadlines moved past
+// the hold (holdDeadlines) and its links' base set (localBase). One frame for all three: it
+// stays on the stack of the connection's goroutine as long as a held call.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodPost {
 		h.posts.Add(1)
 		defer h.posts.Done()
 	}
+	holdDeadlines(w, r, h.wait)
+	localBase(r, h.consoleURL)
 	h.Handler.ServeHTTP(w, r)
 }
 
@@ -167,7 +174,7 @@ func New(o Options) *Handler {
 	if !o.AuthOff {
 		served = mcpauth.RequireBearerToken(tokenInfo, &mcpauth.RequireBearerTokenOptions{AllowMissingExpiration: true})(served)
 	}
-	return &Handler{Handler: holdDeadlines(o.Wait, localBase(o.ConsoleURL, served))}
+	return &Handler{Handler: served, wait: o.Wait, consoleURL: o.ConsoleURL}
 }
 
 // tokenInfo is the SDK's view of the principal auth put in the request's context: UserID (the

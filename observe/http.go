@@ -37,32 +37,43 @@ func requestFrom(ctx context.Context) *request {
 // any operation ran (no token: 401, body too large: 413, a preflight at debug level), which
 // the operation log never sees. Streams keep their writer: Flush and Hijack pass through.
 func HTTP(log *slog.Logger, next http.Handler) http.Handler {
+	// The handler's own frame stays small: it is on the stack of every request for as long as
+	// the request lasts (a held MCP call, a stream), and the log line is built only once the
+	// handler has returned, in a function of its own.
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		req := &request{transport: transportHTTP}
-		switch {
-		case strings.EqualFold(r.Header.Get("Upgrade"), "websocket"):
-			req.transport = transportWebsocket
-		case strings.Contains(r.Header.Get("Accept"), "text/event-stream"):
-			req.transport = transportSSE
-		}
+		req := &request{transport: transportOf(r)}
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
 		next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), requestKey{}, req)))
-		if req.logged.Load() {
-			return
+		if !req.logged.Load() {
+			logRequest(log, r, sw.status, req.transport, time.Since(start))
 		}
-		status := sw.status
-		if status == 0 {
-			status = http.StatusOK
-		}
-		level := slog.LevelDebug
-		if status >= 400 {
-			level = slog.LevelInfo
-		}
-		log.LogAttrs(r.Context(), level, "http request",
-			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int("status", status),
-			slog.String("transport", req.transport), durationAttr(time.Since(start)))
 	})
+}
+
+// transportOf is the transport a request arrives by.
+func transportOf(r *http.Request) string {
+	switch {
+	case strings.EqualFold(r.Header.Get("Upgrade"), "websocket"):
+		return transportWebsocket
+	case strings.Contains(r.Header.Get("Accept"), "text/event-stream"):
+		return transportSSE
+	}
+	return transportHTTP
+}
+
+// logRequest logs a request no operation logged: at debug level, or info for an error status.
+func logRequest(log *slog.Logger, r *http.Request, status int, transport string, took time.Duration) {
+	if status == 0 {
+		status = http.StatusOK
+	}
+	level := slog.LevelDebug
+	if status >= 400 {
+		level = slog.LevelInfo
+	}
+	log.LogAttrs(r.Context(), level, "http request",
+		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int("status", status),
+		slog.String("transport", transport), durationAttr(took))
 }
 
 // statusWriter keeps the status of an answer.
