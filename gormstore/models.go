@@ -71,6 +71,8 @@ type ToolCall struct {
 	// ResumeSchema is the schema of a call's resume data when the call names its own (an
 	// upstream MCP server's request for input, migration 0016); nil: its tool's.
 	ResumeSchema *string `gorm:"column:resume_schema"`
+	// GrantID names the grant that let an AUTO_APPROVED call through (migration 0019).
+	GrantID *string `gorm:"column:grant_id"`
 }
 
 // TableName keeps the table name independent of GORM's pluralisation rules.
@@ -194,5 +196,5 @@ func (RunChange) TableName() string { return "run_changes" }
 
 // All lists every model, for the test that compares the migrated schema with the models.
 func All() []any {
-	return []any{&Run{}, &ToolCall{}, &Event{}, &Message{}, &Thread{}, &IdempotencyKey{}, &RunChange{}, &Notification{}, &SuspendedCount{}, &LateToolResult{}, &ReceiptKey{}}
+	return []any{&Run{}, &ToolCall{}, &Event{}, &Message{}, &Thread{}, &IdempotencyKey{}, &RunChange{}, &Notification{}, &SuspendedCount{}, &LateToolResult{}, &ReceiptKey{}, &Grant{}}
 }
