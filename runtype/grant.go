@@ -34,10 +34,10 @@ func (s GrantScope) Valid() bool {
 //	approveToolCall(remember) ──▶ live ──(expiresAt passes / uses reach maxUses)──▶ spent
 //	                                └──revokeGrant──▶ revoked
 type Grant struct {
-	ID        string
-	AgentID   string
-	ToolName  string
-	Scope     GrantScope
+	ID       string
+	AgentID  string
+	ToolName string
+	Scope    GrantScope
 	// ScopeValue is the thread id (THREAD) or the resource id (RESOURCE); nil for AGENT.
 	ScopeValue *string
 	// ResourceID is the resource of the run whose approval created the grant: who sees that
