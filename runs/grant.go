@@ -373,17 +373,36 @@ type GrantsFilter struct {
 	Page, PerPage *int
 }
 
+// GrantView is a grant as the API shows it: with whether it may still let a call through now,
+// as far as the grant itself says (runtype.Grant.Live at the service's clock).
+type GrantView struct {
+	runtype.Grant
+	Active bool
+}
+
+func (s *Service) view(list []runtype.Grant) []GrantView {
+	now := s.now()
+	out := make([]GrantView, len(list))
+	for i, g := range list {
+		out[i] = GrantView{Grant: g, Active: g.Live(now)}
+	}
+	return out
+}
+
 // Grants lists the grants a principal may see (those of the resources it sees, as runs),
 // newest first. Who may call: a viewer. Errors: UNAUTHENTICATED, FORBIDDEN, BAD_USER_INPUT for
 // a bad page.
-func (s *Service) Grants(ctx context.Context, f GrantsFilter) ([]runtype.Grant, error) {
+func (s *Service) Grants(ctx context.Context, f GrantsFilter) ([]GrantView, error) {
 	if err := require(ctx, runtype.RoleViewer, "listing grants"); err != nil {
 		return nil, err
 	}
 	p := GrantsParams{AgentID: f.AgentID, ToolName: f.ToolName, Scope: f.Scope, Active: f.Active, At: s.now()}
 	resources, none := scope(ctx, nil)
 	if none {
-		return []runtype.Grant{}, nil
+		return []GrantView{}, nil
+	}
+	if f.Scope != nil && !f.Scope.Valid() {
+		return nil, runtype.Errorf(runtype.CodeBadUserInput, "scope must be THREAD, RESOURCE or AGENT")
 	}
 	p.Resources = resources
 	limit, offset, err := s.page(f.Page, f.PerPage)
@@ -391,7 +410,11 @@ func (s *Service) Grants(ctx context.Context, f GrantsFilter) ([]runtype.Grant, 
 		return nil, err
 	}
 	p.Limit, p.Offset = limit, offset
-	return s.store.Grants(ctx, p)
+	list, err := s.store.Grants(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	return s.view(list), nil
 }
 
 // page turns page/perPage into a limit and offset (0, 0: everything, up to MaxUnpaginated).
@@ -416,7 +439,7 @@ func (s *Service) page(page, perPage *int) (limit, offset int, err error) {
 // among the principals that see its resource. Errors: UNAUTHENTICATED; NOT_FOUND for an
 // unknown grant or one the principal may not see; FORBIDDEN for another principal; CONFLICT
 // for a grant revoked before (the message says by whom and when).
-func (s *Service) RevokeGrant(ctx context.Context, id string) (*runtype.Grant, error) {
+func (s *Service) RevokeGrant(ctx context.Context, id string) (*GrantView, error) {
 	p := runtype.PrincipalFrom(ctx)
 	if p == nil {
 		return nil, errUnauthenticated("revoking a grant")
@@ -449,7 +472,7 @@ func (s *Service) RevokeGrant(ctx context.Context, id string) (*runtype.Grant, e
 	}
 	g.RevokedAt, g.RevokedBy = &at, p.Recorded()
 	s.cfg.Logger.Info("grant revoked", "grant", id, "agent", g.AgentID, "tool", g.ToolName)
-	return g, nil
+	return &GrantView{Grant: *g}, nil
 }
 
 func revokedBefore(g *runtype.Grant) error {
