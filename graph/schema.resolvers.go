@@ -51,8 +51,8 @@ func (r *mutationResolver) ApproveToolCall(ctx context.Context, runID string, to
 	case remember != nil && args != nil:
 		return nil, runtype.Errorf(runtype.CodeBadUserInput, "remember cannot go with args: an approval with edited arguments cannot be remembered")
 	case remember != nil:
-		in, err := grantInput(remember)
-		if err != nil {
+		var in runs.GrantInput
+		if in, err = grantInput(remember); err != nil {
 			return nil, err
 		}
 		rn, err = r.Runs.ApproveAndRemember(ctx, p, in)
