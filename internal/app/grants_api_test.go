@@ -141,3 +141,33 @@ func TestGrantsOverTheAPI(t *testing.T) {
 		})
 	}
 }
+
+// TestGrantsLetApprovalRequestsThrough: an external agent's request (POST /approvals) that a
+// grant matches is answered APPROVED at once — by nobody, the reason naming the grant — and
+// one that it does not match (another version) waits for a person; the grant's creator holds
+// the tool's approverRoles (sre).
+func TestGrantsLetApprovalRequestsThrough(t *testing.T) {
+	t.Parallel()
+	eachApprovalsDB(t, func(t *testing.T, s *apptest.Server) {
+		first := ask(t, s, "bot", "0", deployRequest(nil))
+		remember := `mutation($id: ID!, $g: GrantInput) { approveToolCall(runId: $id, remember: $g) { status } }`
+		g := map[string]any{"scope": "AGENT", "maxUses": 1, "argsMatch": map[string]any{"/service": map[string]any{"eq": "api"}, "/version": map[string]any{"eq": "1.2.3"}}}
+		if r := s.PostAs(t, apptest.TokenOf("alice"), remember, map[string]any{"id": first.RunID, "g": g}); r.Code != "FORBIDDEN" {
+			t.Fatalf("alice (no sre) remembering: %s %q, want FORBIDDEN", r.Code, r.Msg)
+		}
+		s.MustAs(t, apptest.TokenOf("sue"), remember, map[string]any{"id": first.RunID, "g": g}, nil)
+
+		other := ask(t, s, "bot", "0", map[string]any{"agentId": "deploy-bot", "toolName": "deploy", "args": map[string]any{"service": "api", "version": "9.9.9"}})
+		if other.Status != "PENDING" {
+			t.Fatalf("another version: %+v, want PENDING", other)
+		}
+		same := ask(t, s, "bot", "0", deployRequest(nil))
+		if same.Status != "APPROVED" || same.DecidedBy != nil || same.Reason == nil || !strings.Contains(*same.Reason, "grant") {
+			t.Fatalf("a request the grant matches: %+v, want APPROVED by the grant", same)
+		}
+		// Its one use is taken: the next waits for a person.
+		if again := ask(t, s, "bot", "0", deployRequest(nil)); again.Status != "PENDING" {
+			t.Fatalf("after the grant's one use: %+v, want PENDING", again)
+		}
+	})
+}

@@ -39,7 +39,7 @@ const RUN = `query Run($id: ID!) { run(runId: $id) {
   lateResults { ${LATE} }
 } }`;
 const EVENTS = `subscription Events($runId: ID!, $after: Int) { runEvents(runId: $runId, after: $after) {
-  seq type at text status error reason decidedBy result toolCall { toolCallId toolName args suspendPayload interrupted interruptedToolCallId } } }`;
+  seq type at text status error reason decidedBy grantId result toolCall { toolCallId toolName args suspendPayload interrupted interruptedToolCallId } } }`;
 /** How often a run is read again while an interrupted call waits without a late answer. */
 const LATE_POLL_MS = 4000;
 const AGENTS = `{ agents { id tools { name description resumeSchema approverRoles } } }`;
@@ -647,7 +647,8 @@ function describe(ev) {
     case "TOOL_CALL_INTERRUPTED": return { kind: "interrupted", body: [el("div", {}, ev.reason),
       c?.interruptedToolCallId ? el("div", { class: "late-slot", "data-late": c.interruptedToolCallId }) : null] };
     case "RUN_SUSPENDED": return { kind: "suspended", body: "waiting for a person" };
-    case "TOOL_CALL_APPROVED": return { kind: "approved", body: c.toolName + (ev.decidedBy ? ` by ${ev.decidedBy}` : "") };
+    case "TOOL_CALL_APPROVED": return ev.grantId ? { kind: "auto-approved", body: `${c.toolName} by grant ${ev.grantId}, without asking anyone` }
+      : { kind: "approved", body: c.toolName + (ev.decidedBy ? ` by ${ev.decidedBy}` : "") };
     case "TOOL_CALL_DECLINED": return { kind: "declined", body: c.toolName + (ev.decidedBy ? ` by ${ev.decidedBy}` : "") + (ev.reason ? `: ${ev.reason}` : "") };
     case "TOOL_CALL_EXPIRED": return { kind: "expired", body: `${c.toolName}: expired without a decision` + (ev.reason ? `; the model was told: ${ev.reason}` : "") };
     case "RUN_RESUMED": return { kind: "resumed", body: "running again" + (ev.decidedBy ? ` (decided by ${ev.decidedBy})` : "") };
