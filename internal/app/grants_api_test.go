@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -170,4 +171,40 @@ func TestGrantsLetApprovalRequestsThrough(t *testing.T) {
 			t.Fatalf("after the grant's one use: %+v, want PENDING", again)
 		}
 	})
+}
+
+// TestGrantLastUseOverTwoServers: two servers over one MariaDB/MySQL database, a grant with one
+// use, twenty matching requests sent at once to both: exactly one is let through.
+func TestGrantLastUseOverTwoServers(t *testing.T) {
+	t.Parallel()
+	db := dbtest.MySQLURL(dbtest.MySQLDSN(t))
+	a, b := approvalsServer(t, db), approvalsServer(t, db)
+	first := ask(t, a, "bot", "0", deployRequest(nil))
+	a.MustAs(t, apptest.TokenOf("sue"), `mutation($id: ID!, $g: GrantInput) { approveToolCall(runId: $id, remember: $g) { status } }`,
+		map[string]any{"id": first.RunID, "g": map[string]any{"scope": "AGENT", "maxUses": 1}}, nil)
+	const n = 20
+	got := make([]approvalAnswer, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		s := a
+		if i%2 == 1 {
+			s = b
+		}
+		wg.Go(func() { <-start; got[i] = ask(t, s, "bot", "0", deployRequest(nil)) })
+	}
+	close(start)
+	wg.Wait()
+	count := map[string]int{}
+	for _, g := range got {
+		count[g.Status]++
+	}
+	if count["APPROVED"] != 1 || count["PENDING"] != n-1 {
+		t.Fatalf("outcomes %v, want exactly one APPROVED and %d PENDING", count, n-1)
+	}
+	var list struct{ Grants []apiGrant }
+	b.MustAs(t, apptest.TokenOf("vera"), `{ grants { `+grantFields+` } }`, nil, &list)
+	if len(list.Grants) != 1 || list.Grants[0].Uses != 1 || list.Grants[0].Active {
+		t.Fatalf("grants %+v, want one, used once, no longer active", list.Grants)
+	}
 }
