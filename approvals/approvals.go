@@ -263,7 +263,7 @@ func (h *Handler) state(r *http.Request, rn *runtype.Run) Answer {
 	at := d.DecidedAt
 	a.DecidedAt = &at
 	switch d.Kind {
-	case runtype.DecisionApproved:
+	case runtype.DecisionApproved, runtype.DecisionAutoApproved: // a grant's (or a policy's) approval is an approval to the caller
 		a.Status, a.Receipt = StatusApproved, d.Receipt
 	case runtype.DecisionDeclined:
 		a.Status = StatusDeclined

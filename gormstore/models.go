@@ -84,6 +84,8 @@ type ToolCall struct {
 	EscalateTo       *string    `gorm:"column:escalate_to"`
 	ExpiringAt       *time.Time `gorm:"column:expiring_at"`
 	ExpiringWarnedAt *time.Time `gorm:"column:expiring_warned_at"`
+	// GrantID names the grant that let an AUTO_APPROVED call through (migration 0019).
+	GrantID *string `gorm:"column:grant_id"`
 }
 
 // TableName keeps the table name independent of GORM's pluralisation rules.
@@ -207,5 +209,5 @@ func (RunChange) TableName() string { return "run_changes" }
 
 // All lists every model, for the test that compares the migrated schema with the models.
 func All() []any {
-	return []any{&Run{}, &ToolCall{}, &Event{}, &Message{}, &Thread{}, &IdempotencyKey{}, &RunChange{}, &Notification{}, &SuspendedCount{}, &LateToolResult{}, &ReceiptKey{}}
+	return []any{&Run{}, &ToolCall{}, &Event{}, &Message{}, &Thread{}, &IdempotencyKey{}, &RunChange{}, &Notification{}, &SuspendedCount{}, &LateToolResult{}, &ReceiptKey{}, &Grant{}}
 }

@@ -385,7 +385,7 @@ func runFromRow(m *Run, calls []ToolCall) *runtype.Run {
 		d := runtype.Decision{
 			ID: c.ID, RunID: c.RunID, ToolCallID: c.ToolCallID, ToolName: c.ToolName, Kind: runtype.DecisionKind(c.State),
 			DecidedBy: c.DecidedBy, Reason: c.Reason, ResumeData: rawOrNil(c.ResumeData), Args: rawOrNil(c.Args),
-			EditedArgs: rawOrNil(c.EditedArgs), Receipt: c.Receipt,
+			EditedArgs: rawOrNil(c.EditedArgs), Receipt: c.Receipt, GrantID: c.GrantID,
 		}
 		if c.DecidedAt != nil {
 			d.DecidedAt = c.DecidedAt.UTC()

@@ -78,7 +78,14 @@ func (s *Store) insertRequest(ctx context.Context, n runs.NewRun) error {
 		call := pendingRow(r.ID, x.Call.ToolCallID, x.Call, r.CreatedAt)
 		if d := x.Decision; d != nil {
 			call.State, call.DecidedBy, call.DecidedAt, call.Reason = string(d.Kind), d.DecidedBy, msOrNil(&d.DecidedAt), d.Reason
-			call.Receipt = d.Receipt
+			call.Receipt, call.GrantID = d.Receipt, d.GrantID
+			if d.GrantID != nil {
+				// A grant let the call through: one of its uses is consumed here, in the
+				// transaction that records the decision, or nothing is stored.
+				if err := useGrant(tx, *d.GrantID, d.DecidedAt); err != nil {
+					return err
+				}
+			}
 			if n.Lease != "" {
 				// A forwarded call (agent.Agent.Forwards): RUNNING, leased to the instance
 				// that runs it, with the snapshot its execution starts from.
@@ -272,6 +279,11 @@ func (s *Store) Decide(ctx context.Context, d runs.DecisionWrite) error {
 		}
 		if res.RowsAffected == 0 {
 			return runs.ErrStale
+		}
+		if d.Grant != nil {
+			if err := insertGrant(tx, *d.Grant); err != nil {
+				return err
+			}
 		}
 		if err := s.appendEvents(tx, d.RunID, d.After, d.At, d.Events, d.Outbox); err != nil {
 			return err

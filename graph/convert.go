@@ -25,7 +25,7 @@ func toRun(r *runtype.Run) *model.AgentRun {
 		out.Decisions[i] = &model.Decision{
 			ID: fmt.Sprintf("%s:%s:%d", d.RunID, d.ToolCallID, d.ID), ToolCallID: d.ToolCallID, ToolName: d.ToolName,
 			Kind: model.DecisionKind(d.Kind), DecidedBy: d.DecidedBy, DecidedAt: d.DecidedAt, Reason: d.Reason,
-			ResumeData: d.ResumeData, Args: d.Args, EditedArgs: d.EditedArgs, Receipt: d.Receipt,
+			ResumeData: d.ResumeData, Args: d.Args, EditedArgs: d.EditedArgs, Receipt: d.Receipt, GrantID: d.GrantID,
 		}
 	}
 	out.LateResults = make([]*model.LateToolResult, len(r.LateResults))
@@ -112,7 +112,7 @@ func toEvent(ev runtype.Event) *model.RunEvent {
 	out := &model.RunEvent{
 		RunID: ev.RunID, Seq: int(ev.Seq), Type: model.RunEventType(ev.Type), At: ev.At,
 		Text: nonEmpty(ev.Text), Result: ev.Result, Error: nonEmpty(ev.Error), ErrorCode: nonEmpty(ev.ErrorCode),
-		Reason: nonEmpty(ev.Reason), DecidedBy: nonEmpty(ev.DecidedBy),
+		Reason: nonEmpty(ev.Reason), DecidedBy: nonEmpty(ev.DecidedBy), GrantID: nonEmpty(ev.GrantID),
 	}
 	if ev.ToolCall != nil {
 		out.ToolCall = toToolCall(ev.RunID, ev.ToolCall)

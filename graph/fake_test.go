@@ -25,7 +25,31 @@ type fakeRuns struct {
 	decline         func(context.Context, runs.DecideParams, string) (*runtype.Run, error)
 	resume          func(context.Context, runs.DecideParams, json.RawMessage) (*runtype.Run, error)
 	requestApproval func(context.Context, runs.ApprovalParams) (*runtype.Run, error)
+	remember        func(context.Context, runs.DecideParams, runs.GrantInput) (*runtype.Run, error)
+	grants          func(context.Context, runs.GrantsFilter) ([]runs.GrantView, error)
+	revokeGrant     func(context.Context, string) (*runs.GrantView, error)
 	agents          *agent.Registry
+}
+
+func (f *fakeRuns) ApproveAndRemember(ctx context.Context, p runs.DecideParams, in runs.GrantInput) (*runtype.Run, error) {
+	if f.remember == nil {
+		return nil, unexpected("ApproveAndRemember")
+	}
+	return f.remember(ctx, p, in)
+}
+
+func (f *fakeRuns) Grants(ctx context.Context, filter runs.GrantsFilter) ([]runs.GrantView, error) {
+	if f.grants == nil {
+		return nil, unexpected("Grants")
+	}
+	return f.grants(ctx, filter)
+}
+
+func (f *fakeRuns) RevokeGrant(ctx context.Context, id string) (*runs.GrantView, error) {
+	if f.revokeGrant == nil {
+		return nil, unexpected("RevokeGrant")
+	}
+	return f.revokeGrant(ctx, id)
 }
 
 var _ graph.RunService = (*fakeRuns)(nil)

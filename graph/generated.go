@@ -103,6 +103,7 @@ type ComplexityRoot struct {
 		DecidedAt  func(childComplexity int) int
 		DecidedBy  func(childComplexity int) int
 		EditedArgs func(childComplexity int) int
+		GrantID    func(childComplexity int) int
 		ID         func(childComplexity int) int
 		Kind       func(childComplexity int) int
 		Reason     func(childComplexity int) int
@@ -110,6 +111,26 @@ type ComplexityRoot struct {
 		ResumeData func(childComplexity int) int
 		ToolCallID func(childComplexity int) int
 		ToolName   func(childComplexity int) int
+	}
+
+	Grant struct {
+		Active         func(childComplexity int) int
+		AgentID        func(childComplexity int) int
+		ArgsMatch      func(childComplexity int) int
+		CreatedAt      func(childComplexity int) int
+		CreatedBy      func(childComplexity int) int
+		ExpiresAt      func(childComplexity int) int
+		FromRunID      func(childComplexity int) int
+		FromToolCallID func(childComplexity int) int
+		ID             func(childComplexity int) int
+		MaxUses        func(childComplexity int) int
+		ResourceID     func(childComplexity int) int
+		RevokedAt      func(childComplexity int) int
+		RevokedBy      func(childComplexity int) int
+		Scope          func(childComplexity int) int
+		ScopeValue     func(childComplexity int) int
+		ToolName       func(childComplexity int) int
+		Uses           func(childComplexity int) int
 	}
 
 	LateToolResult struct {
@@ -124,10 +145,11 @@ type ComplexityRoot struct {
 	}
 
 	Mutation struct {
-		ApproveToolCall func(childComplexity int, runID string, toolCallID *string, args json.RawMessage) int
+		ApproveToolCall func(childComplexity int, runID string, toolCallID *string, args json.RawMessage, remember *model.GrantInput) int
 		DeclineToolCall func(childComplexity int, runID string, toolCallID *string, reason *string) int
 		RequestApproval func(childComplexity int, input model.ApprovalRequestInput) int
 		ResumeRun       func(childComplexity int, runID string, resumeData json.RawMessage, toolCallID *string) int
+		RevokeGrant     func(childComplexity int, id string) int
 		StartRun        func(childComplexity int, input model.StartRunInput) int
 	}
 
@@ -140,6 +162,7 @@ type ComplexityRoot struct {
 	Query struct {
 		Agent         func(childComplexity int, id string) int
 		Agents        func(childComplexity int) int
+		Grants        func(childComplexity int, agentID *string, toolName *string, scope *model.GrantScope, active *bool, page *int, perPage *int) int
 		Me            func(childComplexity int) int
 		RecentRuns    func(childComplexity int, statuses []model.RunStatus, agentID *string, threadID *string, resourceID *string, page *int, perPage *int, decision *model.DecisionKind, decidedBy *string, external *bool) int
 		Run           func(childComplexity int, runID string) int
@@ -153,6 +176,7 @@ type ComplexityRoot struct {
 		DecidedBy func(childComplexity int) int
 		Error     func(childComplexity int) int
 		ErrorCode func(childComplexity int) int
+		GrantID   func(childComplexity int) int
 		Reason    func(childComplexity int) int
 		Result    func(childComplexity int) int
 		Run       func(childComplexity int) int
@@ -231,7 +255,8 @@ type AgentRunToolCallResolver interface {
 }
 type MutationResolver interface {
 	StartRun(ctx context.Context, input model.StartRunInput) (*model.AgentRun, error)
-	ApproveToolCall(ctx context.Context, runID string, toolCallID *string, args json.RawMessage) (*model.AgentRun, error)
+	ApproveToolCall(ctx context.Context, runID string, toolCallID *string, args json.RawMessage, remember *model.GrantInput) (*model.AgentRun, error)
+	RevokeGrant(ctx context.Context, id string) (*model.Grant, error)
 	DeclineToolCall(ctx context.Context, runID string, toolCallID *string, reason *string) (*model.AgentRun, error)
 	ResumeRun(ctx context.Context, runID string, resumeData json.RawMessage, toolCallID *string) (*model.AgentRun, error)
 	RequestApproval(ctx context.Context, input model.ApprovalRequestInput) (*model.AgentRun, error)
@@ -245,6 +270,7 @@ type QueryResolver interface {
 	Threads(ctx context.Context, resourceID *string, page *int, perPage *int) (*model.ThreadsResult, error)
 	Agents(ctx context.Context) ([]*model.Agent, error)
 	Agent(ctx context.Context, id string) (*model.Agent, error)
+	Grants(ctx context.Context, agentID *string, toolName *string, scope *model.GrantScope, active *bool, page *int, perPage *int) ([]*model.Grant, error)
 }
 type SubscriptionResolver interface {
 	RunEvents(ctx context.Context, runID string, after *int) (<-chan *model.RunEvent, error)
@@ -588,6 +614,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Decision.EditedArgs(childComplexity), true
+	case "Decision.grantId":
+		if e.ComplexityRoot.Decision.GrantID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Decision.GrantID(childComplexity), true
 	case "Decision.id":
 		if e.ComplexityRoot.Decision.ID == nil {
 			break
@@ -630,6 +662,109 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Decision.ToolName(childComplexity), true
+
+	case "Grant.active":
+		if e.ComplexityRoot.Grant.Active == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Grant.Active(childComplexity), true
+	case "Grant.agentId":
+		if e.ComplexityRoot.Grant.AgentID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Grant.AgentID(childComplexity), true
+	case "Grant.argsMatch":
+		if e.ComplexityRoot.Grant.ArgsMatch == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Grant.ArgsMatch(childComplexity), true
+	case "Grant.createdAt":
+		if e.ComplexityRoot.Grant.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Grant.CreatedAt(childComplexity), true
+	case "Grant.createdBy":
+		if e.ComplexityRoot.Grant.CreatedBy == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Grant.CreatedBy(childComplexity), true
+	case "Grant.expiresAt":
+		if e.ComplexityRoot.Grant.ExpiresAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Grant.ExpiresAt(childComplexity), true
+	case "Grant.fromRunId":
+		if e.ComplexityRoot.Grant.FromRunID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Grant.FromRunID(childComplexity), true
+	case "Grant.fromToolCallId":
+		if e.ComplexityRoot.Grant.FromToolCallID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Grant.FromToolCallID(childComplexity), true
+	case "Grant.id":
+		if e.ComplexityRoot.Grant.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Grant.ID(childComplexity), true
+	case "Grant.maxUses":
+		if e.ComplexityRoot.Grant.MaxUses == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Grant.MaxUses(childComplexity), true
+	case "Grant.resourceId":
+		if e.ComplexityRoot.Grant.ResourceID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Grant.ResourceID(childComplexity), true
+	case "Grant.revokedAt":
+		if e.ComplexityRoot.Grant.RevokedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Grant.RevokedAt(childComplexity), true
+	case "Grant.revokedBy":
+		if e.ComplexityRoot.Grant.RevokedBy == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Grant.RevokedBy(childComplexity), true
+	case "Grant.scope":
+		if e.ComplexityRoot.Grant.Scope == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Grant.Scope(childComplexity), true
+	case "Grant.scopeValue":
+		if e.ComplexityRoot.Grant.ScopeValue == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Grant.ScopeValue(childComplexity), true
+	case "Grant.toolName":
+		if e.ComplexityRoot.Grant.ToolName == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Grant.ToolName(childComplexity), true
+	case "Grant.uses":
+		if e.ComplexityRoot.Grant.Uses == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Grant.Uses(childComplexity), true
 
 	case "LateToolResult.error":
 		if e.ComplexityRoot.LateToolResult.Error == nil {
@@ -690,7 +825,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Mutation.ApproveToolCall(childComplexity, args["runId"].(string), args["toolCallId"].(*string), args["args"].(json.RawMessage)), true
+		return e.ComplexityRoot.Mutation.ApproveToolCall(childComplexity, args["runId"].(string), args["toolCallId"].(*string), args["args"].(json.RawMessage), args["remember"].(*model.GrantInput)), true
 	case "Mutation.declineToolCall":
 		if e.ComplexityRoot.Mutation.DeclineToolCall == nil {
 			break
@@ -724,6 +859,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.ResumeRun(childComplexity, args["runId"].(string), args["resumeData"].(json.RawMessage), args["toolCallId"].(*string)), true
+	case "Mutation.revokeGrant":
+		if e.ComplexityRoot.Mutation.RevokeGrant == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_revokeGrant_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.RevokeGrant(childComplexity, args["id"].(string)), true
 	case "Mutation.startRun":
 		if e.ComplexityRoot.Mutation.StartRun == nil {
 			break
@@ -772,6 +918,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Agents(childComplexity), true
+	case "Query.grants":
+		if e.ComplexityRoot.Query.Grants == nil {
+			break
+		}
+
+		args, err := ec.field_Query_grants_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Grants(childComplexity, args["agentId"].(*string), args["toolName"].(*string), args["scope"].(*model.GrantScope), args["active"].(*bool), args["page"].(*int), args["perPage"].(*int)), true
 
 	case "Query.me":
 		if e.ComplexityRoot.Query.Me == nil {
@@ -859,6 +1016,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.RunEvent.ErrorCode(childComplexity), true
+	case "RunEvent.grantId":
+		if e.ComplexityRoot.RunEvent.GrantID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunEvent.GrantID(childComplexity), true
 	case "RunEvent.reason":
 		if e.ComplexityRoot.RunEvent.Reason == nil {
 			break
@@ -1149,6 +1312,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 	inputUnmarshalers := func() *graphql.InputUnmarshalerIndex {
 		return graphql.NewInputUnmarshalerIndex(
 			graphql.NewInputUnmarshaler("ApprovalRequestInput", ec.unmarshalInputApprovalRequestInput),
+			graphql.NewInputUnmarshaler("GrantInput", ec.unmarshalInputGrantInput),
 			graphql.NewInputUnmarshaler("StartRunInput", ec.unmarshalInputStartRunInput),
 		)
 	}
@@ -1311,6 +1475,68 @@ type Query {
   "The agents this server runs."
   agents: [Agent!]!
   agent(id: ID!): Agent
+
+  """
+  Addition: remembered approvals (approveToolCall's remember), newest first, of the resources the
+  caller sees. agentId, toolName and scope narrow; active true keeps those that may still let a call
+  through (not revoked, not expired, uses left), false the others. page (zero-based) and perPage
+  paginate as suspendedRuns'. Needs the viewer role.
+  """
+  grants(agentId: ID, toolName: String, scope: GrantScope, active: Boolean, page: Int, perPage: Int): [Grant!]!
+}
+
+"Addition: how far a grant reaches beyond the approved call."
+enum GrantScope {
+  "Runs in the approved run's thread."
+  THREAD
+  "Runs of the approved run's resource."
+  RESOURCE
+  "Any run of the agent in a resource the grant's creator sees."
+  AGENT
+}
+
+"Addition: what an approval remembers (approveToolCall's remember)."
+input GrantInput {
+  scope: GrantScope!
+  "Seconds until the grant ends (at least 1, at most 31622400: 366 days); null: it does not expire."
+  ttl: Int
+  "How many calls it may let through (at least 1); null: no limit."
+  maxUses: Int
+  """
+  Conditions on the arguments of the calls it lets through, by JSON pointer (RFC 6901):
+  {"/amount": {"lte": 100}, "/currency": {"eq": "EUR"}}. eq takes any JSON value (numbers compared by
+  value); lte and gte numbers, and the argument must then be a number. Every pointer must be in the
+  approved call's arguments and the approved call must match. Null or {}: any arguments.
+  """
+  argsMatch: JSON
+}
+
+"Addition: a remembered approval: calls it lets through are AUTO_APPROVED decisions naming it."
+type Grant {
+  id: ID!
+  agentId: ID!
+  toolName: String!
+  scope: GrantScope!
+  "The thread (THREAD) or resource (RESOURCE) it is bound to; null for AGENT."
+  scopeValue: String
+  "The resource of the run whose approval created it (who sees that run sees the grant)."
+  resourceId: ID
+  argsMatch: JSON
+  "When it stops applying; null: never."
+  expiresAt: DateTime
+  maxUses: Int
+  "How many calls it let through."
+  uses: Int!
+  "Whether it may still let a call through now (not revoked, not expired, uses left)."
+  active: Boolean!
+  "Who created it; null when authentication is off."
+  createdBy: String
+  createdAt: DateTime!
+  "The run and call whose approval created it."
+  fromRunId: ID!
+  fromToolCallId: ID!
+  revokedAt: DateTime
+  revokedBy: String
 }
 
 type SuspendedRunsResult {
@@ -1410,6 +1636,8 @@ type Decision {
   reason: String
   "The data a resume was sent with."
   resumeData: JSON
+  "Addition: with AUTO_APPROVED, the grant that let the call through (see grants); null otherwise."
+  grantId: ID
   "The arguments of the call that was decided."
   args: JSON
   "Addition: the arguments a person approved the call with in place of args, when they edited them."
@@ -1431,6 +1659,8 @@ enum DecisionKind {
   RESUMED
   "Addition: nobody decided before the call's expiresAt (its tool's approvalTimeout): the tool did not run and the model was told the request timed out. Also an external agent's request whose coding-agent hook stopped waiting (answered without a decision, or given up by the agent): the reason says so, and when. decidedBy is null."
   EXPIRED
+  "Addition: let through without asking anyone — a live grant matched (grantId names it, the reason says so) or a policy let it through. decidedBy is null; it has a receipt like any approval."
+  AUTO_APPROVED
 }
 
 type AgentRunToolCall {
@@ -1578,8 +1808,27 @@ type Mutation {
   approve). They must be a JSON object matching the tool's inputSchema and nested at most 64 levels
   deep, otherwise BAD_USER_INPUT and the run stays suspended. The tool runs with them, the model is told a person changed them,
   and the Decision keeps both (args and editedArgs).
+
+  Addition: with remember, the approval also creates a grant, in the same transaction ("approve, and
+  allow similar"): later calls of the same agent's same tool within its scope whose arguments match
+  argsMatch run without waiting, recorded as AUTO_APPROVED decisions naming it, until ttl passes,
+  maxUses are used, it is revoked, or its creator could no longer approve them (see docs/grants.md).
+  A grant never lets through a call of a run its creator started, nor a call whose outcome is unknown
+  (interrupted). remember with args (edit and approve) is BAD_USER_INPUT; so is a scope the run has
+  nothing for (THREAD without a thread, RESOURCE without a resource), ttl or maxUses below 1, and an
+  argsMatch that is malformed, names a pointer not in the call's arguments, bounds a value that is not
+  a number, or would not let this very call through. A principal that may not approve the call gets
+  FORBIDDEN, as for the approval alone.
   """
-  approveToolCall(runId: ID!, toolCallId: ID, args: JSON): AgentRun!
+  approveToolCall(runId: ID!, toolCallId: ID, args: JSON, remember: GrantInput): AgentRun!
+
+  """
+  Addition: end a grant at once, on every instance (each use is checked in the transaction that
+  would consume it). Only its creator or an admin may. Errors: NOT_FOUND for an unknown grant (or one
+  of a resource the caller does not see); FORBIDDEN for anyone else; CONFLICT for a grant revoked
+  before (the message says by whom and when).
+  """
+  revokeGrant(id: ID!): Grant!
 
   "Decline a suspended tool call: the tool does not run; the model is told it was declined (with the reason) and the run goes on. Errors as approveToolCall."
   declineToolCall(runId: ID!, toolCallId: ID, reason: String): AgentRun!
@@ -1679,6 +1928,8 @@ type RunEvent {
   "TOOL_CALL_DECLINED: the reason given; TOOL_CALL_APPROVED / DECLINED / RUN_RESUMED: who decided, when known. Addition: TOOL_CALL_EXPIRED: what the model was told."
   reason: String
   decidedBy: String
+  "Addition: TOOL_CALL_APPROVED of a call a grant let through without asking anyone: the grant."
+  grantId: ID
   """
   Addition: RUN_STARTED, RUN_SUSPENDED, RUN_RESUMED, RUN_FINISHED, RUN_FAILED: the run as stored
   when the event is delivered (read once per such event, and only when selected), so that a client
@@ -1924,6 +2175,8 @@ func (ec *executionContext) childFields_Decision(ctx context.Context, field grap
 		return ec.fieldContext_Decision_reason(ctx, field)
 	case "resumeData":
 		return ec.fieldContext_Decision_resumeData(ctx, field)
+	case "grantId":
+		return ec.fieldContext_Decision_grantId(ctx, field)
 	case "args":
 		return ec.fieldContext_Decision_args(ctx, field)
 	case "editedArgs":
@@ -1932,6 +2185,46 @@ func (ec *executionContext) childFields_Decision(ctx context.Context, field grap
 		return ec.fieldContext_Decision_receipt(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Decision", field.Name)
+}
+
+func (ec *executionContext) childFields_Grant(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Grant_id(ctx, field)
+	case "agentId":
+		return ec.fieldContext_Grant_agentId(ctx, field)
+	case "toolName":
+		return ec.fieldContext_Grant_toolName(ctx, field)
+	case "scope":
+		return ec.fieldContext_Grant_scope(ctx, field)
+	case "scopeValue":
+		return ec.fieldContext_Grant_scopeValue(ctx, field)
+	case "resourceId":
+		return ec.fieldContext_Grant_resourceId(ctx, field)
+	case "argsMatch":
+		return ec.fieldContext_Grant_argsMatch(ctx, field)
+	case "expiresAt":
+		return ec.fieldContext_Grant_expiresAt(ctx, field)
+	case "maxUses":
+		return ec.fieldContext_Grant_maxUses(ctx, field)
+	case "uses":
+		return ec.fieldContext_Grant_uses(ctx, field)
+	case "active":
+		return ec.fieldContext_Grant_active(ctx, field)
+	case "createdBy":
+		return ec.fieldContext_Grant_createdBy(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_Grant_createdAt(ctx, field)
+	case "fromRunId":
+		return ec.fieldContext_Grant_fromRunId(ctx, field)
+	case "fromToolCallId":
+		return ec.fieldContext_Grant_fromToolCallId(ctx, field)
+	case "revokedAt":
+		return ec.fieldContext_Grant_revokedAt(ctx, field)
+	case "revokedBy":
+		return ec.fieldContext_Grant_revokedBy(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Grant", field.Name)
 }
 
 func (ec *executionContext) childFields_LateToolResult(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -1994,6 +2287,8 @@ func (ec *executionContext) childFields_RunEvent(ctx context.Context, field grap
 		return ec.fieldContext_RunEvent_reason(ctx, field)
 	case "decidedBy":
 		return ec.fieldContext_RunEvent_decidedBy(ctx, field)
+	case "grantId":
+		return ec.fieldContext_RunEvent_grantId(ctx, field)
 	case "run":
 		return ec.fieldContext_RunEvent_run(ctx, field)
 	}
@@ -2241,6 +2536,14 @@ func (ec *executionContext) field_Mutation_approveToolCall_args(ctx context.Cont
 		return nil, err
 	}
 	args["args"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "remember",
+		func(ctx context.Context, v any) (*model.GrantInput, error) {
+			return ec.unmarshalOGrantInput2ᚖinterlockᚋgraphᚋmodelᚐGrantInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["remember"] = arg3
 	return args, nil
 }
 
@@ -2318,6 +2621,20 @@ func (ec *executionContext) field_Mutation_resumeRun_args(ctx context.Context, r
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_revokeGrant_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_startRun_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -2357,6 +2674,60 @@ func (ec *executionContext) field_Query_agent_args(ctx context.Context, rawArgs 
 		return nil, err
 	}
 	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_grants_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "agentId",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOID2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["agentId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "toolName",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["toolName"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "scope",
+		func(ctx context.Context, v any) (*model.GrantScope, error) {
+			return ec.unmarshalOGrantScope2ᚖinterlockᚋgraphᚋmodelᚐGrantScope(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["scope"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "active",
+		func(ctx context.Context, v any) (*bool, error) {
+			return ec.unmarshalOBoolean2ᚖbool(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["active"] = arg3
+	arg4, err := graphql.ProcessArgField(ctx, rawArgs, "page",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["page"] = arg4
+	arg5, err := graphql.ProcessArgField(ctx, rawArgs, "perPage",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["perPage"] = arg5
 	return args, nil
 }
 
@@ -4078,6 +4449,29 @@ func (ec *executionContext) fieldContext_Decision_resumeData(_ context.Context, 
 	return graphql.NewScalarFieldContext("Decision", field, false, false, "JSON")
 }
 
+func (ec *executionContext) _Decision_grantId(ctx context.Context, field graphql.CollectedField, obj *model.Decision) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Decision_grantId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.GrantID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOID2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Decision_grantId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Decision", field, false, false, "ID")
+}
+
 func (ec *executionContext) _Decision_args(ctx context.Context, field graphql.CollectedField, obj *model.Decision) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -4145,6 +4539,397 @@ func (ec *executionContext) _Decision_receipt(ctx context.Context, field graphql
 }
 func (ec *executionContext) fieldContext_Decision_receipt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Decision", field, false, false, "String")
+}
+
+func (ec *executionContext) _Grant_id(ctx context.Context, field graphql.CollectedField, obj *model.Grant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Grant_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Grant_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Grant", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Grant_agentId(ctx context.Context, field graphql.CollectedField, obj *model.Grant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Grant_agentId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AgentID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Grant_agentId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Grant", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Grant_toolName(ctx context.Context, field graphql.CollectedField, obj *model.Grant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Grant_toolName(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ToolName, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Grant_toolName(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Grant", field, false, false, "String")
+}
+
+func (ec *executionContext) _Grant_scope(ctx context.Context, field graphql.CollectedField, obj *model.Grant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Grant_scope(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Scope, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.GrantScope) graphql.Marshaler {
+			return ec.marshalNGrantScope2interlockᚋgraphᚋmodelᚐGrantScope(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Grant_scope(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Grant", field, false, false, "GrantScope")
+}
+
+func (ec *executionContext) _Grant_scopeValue(ctx context.Context, field graphql.CollectedField, obj *model.Grant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Grant_scopeValue(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ScopeValue, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Grant_scopeValue(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Grant", field, false, false, "String")
+}
+
+func (ec *executionContext) _Grant_resourceId(ctx context.Context, field graphql.CollectedField, obj *model.Grant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Grant_resourceId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ResourceID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOID2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Grant_resourceId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Grant", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Grant_argsMatch(ctx context.Context, field graphql.CollectedField, obj *model.Grant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Grant_argsMatch(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ArgsMatch, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v json.RawMessage) graphql.Marshaler {
+			return ec.marshalOJSON2encodingᚋjsonᚐRawMessage(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Grant_argsMatch(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Grant", field, false, false, "JSON")
+}
+
+func (ec *executionContext) _Grant_expiresAt(ctx context.Context, field graphql.CollectedField, obj *model.Grant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Grant_expiresAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ExpiresAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalODateTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Grant_expiresAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Grant", field, false, false, "DateTime")
+}
+
+func (ec *executionContext) _Grant_maxUses(ctx context.Context, field graphql.CollectedField, obj *model.Grant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Grant_maxUses(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MaxUses, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Grant_maxUses(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Grant", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Grant_uses(ctx context.Context, field graphql.CollectedField, obj *model.Grant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Grant_uses(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Uses, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Grant_uses(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Grant", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Grant_active(ctx context.Context, field graphql.CollectedField, obj *model.Grant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Grant_active(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Active, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Grant_active(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Grant", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _Grant_createdBy(ctx context.Context, field graphql.CollectedField, obj *model.Grant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Grant_createdBy(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedBy, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Grant_createdBy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Grant", field, false, false, "String")
+}
+
+func (ec *executionContext) _Grant_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.Grant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Grant_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNDateTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Grant_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Grant", field, false, false, "DateTime")
+}
+
+func (ec *executionContext) _Grant_fromRunId(ctx context.Context, field graphql.CollectedField, obj *model.Grant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Grant_fromRunId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.FromRunID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Grant_fromRunId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Grant", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Grant_fromToolCallId(ctx context.Context, field graphql.CollectedField, obj *model.Grant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Grant_fromToolCallId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.FromToolCallID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Grant_fromToolCallId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Grant", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Grant_revokedAt(ctx context.Context, field graphql.CollectedField, obj *model.Grant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Grant_revokedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RevokedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalODateTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Grant_revokedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Grant", field, false, false, "DateTime")
+}
+
+func (ec *executionContext) _Grant_revokedBy(ctx context.Context, field graphql.CollectedField, obj *model.Grant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Grant_revokedBy(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RevokedBy, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Grant_revokedBy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Grant", field, false, false, "String")
 }
 
 func (ec *executionContext) _LateToolResult_toolCallId(ctx context.Context, field graphql.CollectedField, obj *model.LateToolResult) (ret graphql.Marshaler) {
@@ -4385,7 +5170,7 @@ func (ec *executionContext) _Mutation_approveToolCall(ctx context.Context, field
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Mutation().ApproveToolCall(ctx, fc.Args["runId"].(string), fc.Args["toolCallId"].(*string), fc.Args["args"].(json.RawMessage))
+			return ec.Resolvers.Mutation().ApproveToolCall(ctx, fc.Args["runId"].(string), fc.Args["toolCallId"].(*string), fc.Args["args"].(json.RawMessage), fc.Args["remember"].(*model.GrantInput))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.AgentRun) graphql.Marshaler {
@@ -4413,6 +5198,50 @@ func (ec *executionContext) fieldContext_Mutation_approveToolCall(ctx context.Co
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Mutation_approveToolCall_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_revokeGrant(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_revokeGrant(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().RevokeGrant(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Grant) graphql.Marshaler {
+			return ec.marshalNGrant2ᚖinterlockᚋgraphᚋmodelᚐGrant(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_revokeGrant(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Grant(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_revokeGrant_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -4948,6 +5777,50 @@ func (ec *executionContext) fieldContext_Query_agent(ctx context.Context, field 
 	return fc, nil
 }
 
+func (ec *executionContext) _Query_grants(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_grants(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Grants(ctx, fc.Args["agentId"].(*string), fc.Args["toolName"].(*string), fc.Args["scope"].(*model.GrantScope), fc.Args["active"].(*bool), fc.Args["page"].(*int), fc.Args["perPage"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Grant) graphql.Marshaler {
+			return ec.marshalNGrant2ᚕᚖinterlockᚋgraphᚋmodelᚐGrantᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_grants(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Grant(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_grants_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query___type(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -5307,6 +6180,29 @@ func (ec *executionContext) _RunEvent_decidedBy(ctx context.Context, field graph
 }
 func (ec *executionContext) fieldContext_RunEvent_decidedBy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("RunEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _RunEvent_grantId(ctx context.Context, field graphql.CollectedField, obj *model.RunEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunEvent_grantId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.GrantID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOID2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_RunEvent_grantId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunEvent", field, false, false, "ID")
 }
 
 func (ec *executionContext) _RunEvent_run(ctx context.Context, field graphql.CollectedField, obj *model.RunEvent) (ret graphql.Marshaler) {
@@ -7368,6 +8264,69 @@ func UnmarshalApprovalRequestInput(ctx context.Context, raw any) (model.Approval
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputGrantInput(ctx context.Context, obj any) (model.GrantInput, error) {
+	var it model.GrantInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"scope", "ttl", "maxUses", "argsMatch"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "scope":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("scope"))
+			data, err := ec.unmarshalNGrantScope2interlockᚋgraphᚋmodelᚐGrantScope(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Scope = data
+		case "ttl":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("ttl"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.TTL = data
+		case "maxUses":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxUses"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxUses = data
+		case "argsMatch":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("argsMatch"))
+			data, err := ec.unmarshalOJSON2encodingᚋjsonᚐRawMessage(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ArgsMatch = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalGrantInput unmarshals raw into the GrantInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalGrantInput(ctx context.Context, raw any) (model.GrantInput, error) {
+	var out model.GrantInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "GrantInput", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputStartRunInput(ctx context.Context, obj any) (model.StartRunInput, error) {
 	var it model.StartRunInput
 	if obj == nil {
@@ -7830,6 +8789,11 @@ func (ec *executionContext) _Decision(ctx context.Context, sel ast.SelectionSet,
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
+		case "grantId":
+			out.Values[i] = ec._Decision_grantId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
 		case "args":
 			out.Values[i] = ec._Decision_args(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
@@ -7842,6 +8806,119 @@ func (ec *executionContext) _Decision(ctx context.Context, sel ast.SelectionSet,
 			}
 		case "receipt":
 			out.Values[i] = ec._Decision_receipt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var grantImplementors = []string{"Grant"}
+
+func (ec *executionContext) _Grant(ctx context.Context, sel ast.SelectionSet, obj *model.Grant) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, grantImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Grant")
+		case "id":
+			out.Values[i] = ec._Grant_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "agentId":
+			out.Values[i] = ec._Grant_agentId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "toolName":
+			out.Values[i] = ec._Grant_toolName(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "scope":
+			out.Values[i] = ec._Grant_scope(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "scopeValue":
+			out.Values[i] = ec._Grant_scopeValue(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "resourceId":
+			out.Values[i] = ec._Grant_resourceId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "argsMatch":
+			out.Values[i] = ec._Grant_argsMatch(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "expiresAt":
+			out.Values[i] = ec._Grant_expiresAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "maxUses":
+			out.Values[i] = ec._Grant_maxUses(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "uses":
+			out.Values[i] = ec._Grant_uses(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "active":
+			out.Values[i] = ec._Grant_active(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createdBy":
+			out.Values[i] = ec._Grant_createdBy(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "createdAt":
+			out.Values[i] = ec._Grant_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "fromRunId":
+			out.Values[i] = ec._Grant_fromRunId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "fromToolCallId":
+			out.Values[i] = ec._Grant_fromToolCallId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "revokedAt":
+			out.Values[i] = ec._Grant_revokedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "revokedBy":
+			out.Values[i] = ec._Grant_revokedBy(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
@@ -7959,6 +9036,13 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		case "approveToolCall":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_approveToolCall(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "revokeGrant":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_revokeGrant(ctx, field)
 			})
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
@@ -8111,6 +9195,12 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_agent(ctx, field)
 				})
+		case "grants":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_grants(ctx, field)
+				})
 		case "__type":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Query___type(ctx, field)
@@ -8210,6 +9300,11 @@ func (ec *executionContext) _RunEvent(ctx context.Context, sel ast.SelectionSet,
 			}
 		case "decidedBy":
 			out.Values[i] = ec._RunEvent_decidedBy(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "grantId":
+			out.Values[i] = ec._RunEvent_grantId(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
@@ -9083,6 +10178,40 @@ func (ec *executionContext) marshalNDecisionKind2interlockᚋgraphᚋmodelᚐDec
 	return v
 }
 
+func (ec *executionContext) marshalNGrant2ᚕᚖinterlockᚋgraphᚋmodelᚐGrantᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Grant) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNGrant2ᚖinterlockᚋgraphᚋmodelᚐGrant(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNGrant2ᚖinterlockᚋgraphᚋmodelᚐGrant(ctx context.Context, sel ast.SelectionSet, v *model.Grant) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Grant!")
+		return graphql.Null
+	}
+	return ec._Grant(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNGrantScope2interlockᚋgraphᚋmodelᚐGrantScope(ctx context.Context, v any) (model.GrantScope, error) {
+	var res model.GrantScope
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNGrantScope2interlockᚋgraphᚋmodelᚐGrantScope(ctx context.Context, sel ast.SelectionSet, v model.GrantScope) graphql.Marshaler {
+	return v
+}
+
 func (ec *executionContext) unmarshalNID2string(ctx context.Context, v any) (string, error) {
 	res, err := graphql.UnmarshalID(v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -9596,6 +10725,30 @@ func (ec *executionContext) unmarshalODecisionKind2ᚖinterlockᚋgraphᚋmodel�
 }
 
 func (ec *executionContext) marshalODecisionKind2ᚖinterlockᚋgraphᚋmodelᚐDecisionKind(ctx context.Context, sel ast.SelectionSet, v *model.DecisionKind) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
+}
+
+func (ec *executionContext) unmarshalOGrantInput2ᚖinterlockᚋgraphᚋmodelᚐGrantInput(ctx context.Context, v any) (*model.GrantInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputGrantInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalOGrantScope2ᚖinterlockᚋgraphᚋmodelᚐGrantScope(ctx context.Context, v any) (*model.GrantScope, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(model.GrantScope)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOGrantScope2ᚖinterlockᚋgraphᚋmodelᚐGrantScope(ctx context.Context, sel ast.SelectionSet, v *model.GrantScope) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
 	}

@@ -43,19 +43,37 @@ func (r *mutationResolver) StartRun(ctx context.Context, input model.StartRunInp
 }
 
 // ApproveToolCall is the resolver for the approveToolCall field.
-func (r *mutationResolver) ApproveToolCall(ctx context.Context, runID string, toolCallID *string, args json.RawMessage) (*model.AgentRun, error) {
+func (r *mutationResolver) ApproveToolCall(ctx context.Context, runID string, toolCallID *string, args json.RawMessage, remember *model.GrantInput) (*model.AgentRun, error) {
 	p := runs.DecideParams{RunID: runID, ToolCallID: toolCallID}
 	var rn *runtype.Run
 	var err error
-	if args != nil {
+	switch {
+	case remember != nil && args != nil:
+		return nil, runtype.Errorf(runtype.CodeBadUserInput, "remember cannot go with args: an approval with edited arguments cannot be remembered")
+	case remember != nil:
+		var in runs.GrantInput
+		if in, err = grantInput(remember); err != nil {
+			return nil, err
+		}
+		rn, err = r.Runs.ApproveAndRemember(ctx, p, in)
+	case args != nil:
 		rn, err = r.Runs.EditAndApprove(ctx, p, args)
-	} else {
+	default:
 		rn, err = r.Runs.Approve(ctx, p)
 	}
 	if err != nil {
 		return nil, err
 	}
 	return toRun(rn), nil
+}
+
+// RevokeGrant is the resolver for the revokeGrant field.
+func (r *mutationResolver) RevokeGrant(ctx context.Context, id string) (*model.Grant, error) {
+	g, err := r.Runs.RevokeGrant(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return toGrant(g), nil
 }
 
 // DeclineToolCall is the resolver for the declineToolCall field.
@@ -199,6 +217,24 @@ func (r *queryResolver) Agent(ctx context.Context, id string) (*model.Agent, err
 		return nil, nil
 	}
 	return toAgent(a), nil
+}
+
+// Grants is the resolver for the grants field.
+func (r *queryResolver) Grants(ctx context.Context, agentID *string, toolName *string, scope *model.GrantScope, active *bool, page *int, perPage *int) ([]*model.Grant, error) {
+	f := runs.GrantsFilter{AgentID: agentID, ToolName: toolName, Active: active, Page: page, PerPage: perPage}
+	if scope != nil {
+		sc := runtype.GrantScope(*scope)
+		f.Scope = &sc
+	}
+	list, err := r.Runs.Grants(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*model.Grant, len(list))
+	for i := range list {
+		out[i] = toGrant(&list[i])
+	}
+	return out, nil
 }
 
 // RunEvents is the resolver for the runEvents field.

@@ -231,13 +231,31 @@ func requestedArgs(tool *agent.Tool, raw json.RawMessage) (json.RawMessage, erro
 
 // storeApproval stores a checked request as a run of its agent (approvalRun), and only then
 // tells subscribers. A key claimed before answers with the run it made (repeated).
+//
+// A request a live grant matches (requestGrants) is stored let through by it, consuming a use
+// in the insert's transaction; a grant spent meanwhile (ErrGrantSpent, nothing stored) gives
+// way to the next, then to a person.
 func (s *Service) storeApproval(ctx context.Context, req *approvalRequest) (*runtype.Run, error) {
-	n, err := s.approvalRun(ctx, req)
+	grants, err := s.requestGrants(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	taken := time.Now() // when the write that leases a forwarded call's run was sent, at the latest
-	err = s.store.InsertRun(ctx, n)
+	var n NewRun
+	var taken time.Time // when the write that leases a forwarded call's run was sent, at the latest
+	for i := 0; ; i++ {
+		var g *runtype.Grant
+		if i < len(grants) {
+			g = &grants[i]
+		}
+		if n, err = s.approvalRun(ctx, req, g); err != nil {
+			return nil, err
+		}
+		taken = time.Now()
+		err = s.store.InsertRun(ctx, n)
+		if g == nil || !errors.Is(err, ErrGrantSpent) {
+			break
+		}
+	}
 	if again, ok, rerr := s.repeated(ctx, req.keyText, err); ok {
 		return again, rerr
 	}
@@ -248,7 +266,7 @@ func (s *Service) storeApproval(ctx context.Context, req *approvalRequest) (*run
 		return nil, err
 	}
 	s.runHub.Publish(n.Run.ID, struct{}{})
-	if req.needs {
+	if n.Run.Status == runtype.StatusSuspended {
 		s.changes.Publish(changesTopic, Change{Kind: ChangeSuspended, RunID: n.Run.ID})
 	}
 	if n.Lease != "" {
@@ -265,8 +283,9 @@ func (s *Service) storeApproval(ctx context.Context, req *approvalRequest) (*run
 
 // approvalRun is the run a request is stored as: SUSPENDED on its call (with the call's
 // deadline, from the tool's approvalTimeout) when it needs a person, else COMPLETED with the
-// call approved by the policy, receipt included.
-func (s *Service) approvalRun(ctx context.Context, req *approvalRequest) (NewRun, error) {
+// call approved by the policy, receipt included — or, when grant is not nil, AUTO_APPROVED by
+// that grant (a use of which the insert consumes), with TOOL_CALL_APPROVED naming it.
+func (s *Service) approvalRun(ctx context.Context, req *approvalRequest, grant *runtype.Grant) (NewRun, error) {
 	id, err := uuid.NewV7()
 	if err != nil {
 		return NewRun{}, fmt.Errorf("new run id: %w", err)
@@ -294,7 +313,7 @@ func (s *Service) approvalRun(ctx context.Context, req *approvalRequest) (NewRun
 		Idempotency: req.key,
 		External:    &ExternalRequest{Call: call, InstanceID: s.cfg.InstanceID},
 	}
-	if req.needs {
+	if req.needs && grant == nil {
 		waiting := call
 		n.Events = append(n.Events, runtype.Event{Type: runtype.EventToolCallApproval, ToolCall: &waiting},
 			runtype.Event{Type: runtype.EventRunSuspended, Status: string(runtype.StatusSuspended)})
@@ -311,8 +330,20 @@ func (s *Service) approvalRun(ctx context.Context, req *approvalRequest) (NewRun
 		}
 		n.External.Decision = &runtype.Decision{RunID: n.Run.ID, ToolCallID: call.ToolCallID, ToolName: call.ToolName, Kind: runtype.DecisionApproved,
 			DecidedAt: now, Reason: &reason, Args: req.args, Receipt: receipt}
-		// No TOOL_CALL_APPROVED: nobody was asked, so no one is told (webhooks announce what
-		// waits for a person and what a person decided); the decision is on record.
+		if grant != nil {
+			// A person's standing approval (grant.go): TOOL_CALL_APPROVED names the grant.
+			byGrant, id := grantReason(grant), grant.ID
+			d := n.External.Decision
+			d.Kind, d.GrantID, d.Reason = runtype.DecisionAutoApproved, &id, &byGrant
+			approved := requested
+			n.Events = append(n.Events, runtype.Event{Type: runtype.EventToolCallApproved, ToolCall: &approved, Reason: byGrant, GrantID: id})
+			if err := snap.Decide(call.ToolCallID, agent.Decision{Kind: agent.CallApproved}); err != nil {
+				return NewRun{}, err
+			}
+		}
+		// A policy's approval has no TOOL_CALL_APPROVED: nobody was asked, so no one is told
+		// (webhooks announce what waits for a person and what a person decided); the decision
+		// is on record.
 		n.Run.Decisions = []runtype.Decision{*n.External.Decision}
 		if req.agent.Forwards {
 			// Interlock runs the call: the run is stored RUNNING, leased to this instance, and

@@ -35,6 +35,9 @@ type decision struct {
 	by string
 	// cause says, to tracing, why the run executes again.
 	cause Cause
+	// grant, with an approval, is the grant its approver asked to remember (grant.go), stored
+	// in the decision's compare-and-set.
+	grant *runtype.Grant
 }
 
 // write is the compare-and-set of the decision at at, without its events, snapshot or lease
@@ -43,7 +46,7 @@ func (dec *decision) write(instanceID string, at time.Time) DecisionWrite {
 	r, d := dec.run, dec.d
 	return DecisionWrite{RunID: r.ID, Version: r.Version, After: r.LastSeq, ToolCallID: dec.call.ToolCallID,
 		Kind: decisionKind[d.Kind], DecidedBy: emptyToNil(&dec.by), Reason: emptyToNil(&d.Reason), ResumeData: d.ResumeData,
-		EditedArgs: d.Args, At: at, InstanceID: instanceID, Hold: len(r.ToolCalls) > 1}
+		EditedArgs: d.Args, At: at, InstanceID: instanceID, Hold: len(r.ToolCalls) > 1, Grant: dec.grant}
 }
 
 // taken is the decision as w stored it on call callID of run runID (the decided call itself, or

@@ -160,6 +160,17 @@ func (e *execution) loop(ctx context.Context, snap *agent.Snapshot) {
 	if err == nil {
 		out, err = e.agent.Run(ctx, snap, e)
 	}
+	for err == nil && out.Held != nil && out.Held.State == agent.CallAwaitingApproval {
+		// Before asking a person: calls a live grant matches are let through (grant_use.go).
+		var still *agent.PendingCall
+		if still, err = e.letThrough(ctx, snap, out.Held); err != nil || still != nil {
+			if still != nil {
+				out.Held = still
+			}
+			break
+		}
+		out, err = e.agent.Run(ctx, snap, e)
+	}
 	var unknown *agent.OutcomeUnknown
 	switch {
 	case errors.As(err, &unknown) && snap.Executing() != nil:

@@ -86,6 +86,12 @@ type Config struct {
 	// taking the event's kind, delivered by notify's dispatcher. Default none: nothing is
 	// announced.
 	Webhooks []notify.Target
+	// PrincipalOf returns the principal the server would establish now for a subject, when it
+	// knows it without a request (a static token's), or nil when it cannot tell (a JWT's
+	// subject, whose roles only its next token says). A grant lets calls through only while
+	// its creator may approve them: with the creator's roles from here when known, else as
+	// they were when the grant was created (runs/grant.go). Default nil: always the latter.
+	PrincipalOf func(subject string) *runtype.Principal
 }
 
 // WithDefaults returns c with every zero field set to its default.

@@ -169,6 +169,59 @@ type Store interface {
 
 	// CountByStatus counts the runs in each status (statuses without runs may be missing).
 	CountByStatus(ctx context.Context) (map[runtype.Status]int64, error)
+
+	// Grants: remembered approvals (runtype.Grant, runs/grant.go). A use of a grant is
+	// consumed only in the transaction that records the decision it lets through (UseGrant,
+	// and InsertRun of a request whose ExternalRequest.Decision names a GrantID), by one
+	// conditional update: of writes racing for a grant's last use exactly one is stored, and
+	// the others store nothing (ErrGrantSpent).
+
+	// CreateGrant stores a new grant (Uses 0, not revoked).
+	CreateGrant(ctx context.Context, g runtype.Grant) error
+	// Grant returns the grant of that id, or nil when there is none.
+	Grant(ctx context.Context, id string) (*runtype.Grant, error)
+	// Grants returns the grants matching p, newest first (then id descending).
+	Grants(ctx context.Context, p GrantsParams) ([]runtype.Grant, error)
+	// UseGrant lets a call of a running run through on a grant: under the run's lease (at
+	// u.After, the run's last seq as its execution knows it), one use of the grant is
+	// consumed — only while it is not revoked, not expired at u.At and has uses left — and the
+	// call's decision row (u.Decision, AUTO_APPROVED), the events and the snapshot are stored,
+	// in one transaction. ErrGrantSpent, with nothing stored, when the grant may no longer be
+	// used; ErrLeaseLost as Checkpoint (and when the run's last seq is not u.After).
+	UseGrant(ctx context.Context, u GrantUse) error
+	// RevokeGrant ends a grant at once: revoked_at and revoked_by are set, unless it was
+	// revoked before (ErrStale) or does not exist (ErrNoSuchGrant).
+	RevokeGrant(ctx context.Context, id string, by *string, at time.Time) error
+}
+
+// ErrGrantSpent means a grant could not let a call through: it was revoked, expired or used
+// up by the time the write that would consume it ran.
+var ErrGrantSpent = errors.New("grant revoked, expired or used up")
+
+// ErrNoSuchGrant means no grant has the id given.
+var ErrNoSuchGrant = errors.New("no such grant")
+
+// GrantsParams select grants. Nil fields do not narrow.
+type GrantsParams struct {
+	AgentID  *string
+	ToolName *string
+	Scope    *runtype.GrantScope
+	// Active, when set, keeps the grants live at At (true: not revoked, not expired, uses
+	// left) or those that are not (false).
+	Active *bool
+	At     time.Time
+	// Resources, when not nil, keeps grants whose ResourceID is among them.
+	Resources []string
+	// Limit bounds the answer (0: no bound); Offset skips that many first.
+	Limit, Offset int
+}
+
+// GrantUse is UseGrant's write: the checkpoint of the running run (its events and snapshot
+// after the call is let through) and the decision it records.
+type GrantUse struct {
+	Checkpoint
+	GrantID  string
+	Decision runtype.Decision
 }
 
 // ErrLeaseLost means a write that must be made by the run's lease holder found another owner
@@ -295,6 +348,9 @@ type DecisionWrite struct {
 	EditedArgs []byte
 	// Receipt is the signed receipt of an approval (nil for other kinds), stored with it.
 	Receipt *string
+	// Grant, with an approval, is a grant its approver asked to remember, inserted in the
+	// decision's transaction (nothing of it is stored when the decision is not).
+	Grant *runtype.Grant
 	// Hold keeps the run SUSPENDED, without a lease, because other calls of its step still
 	// wait: the decision is recorded and the run continues once the last of them is decided.
 	Hold bool

@@ -66,6 +66,9 @@ type Event struct {
 	ErrorCode string `json:"errorCode,omitempty"`
 	Reason    string `json:"reason,omitempty"`
 	DecidedBy string `json:"decidedBy,omitempty"`
+	// GrantID names the grant that let a TOOL_CALL_APPROVED through without asking anyone
+	// (a remembered approval, Grant); empty for a person's approval.
+	GrantID string `json:"grantId,omitempty"`
 }
 
 // ToolCall is a tool call as the run service shows it: the call an event concerns, and a call a

@@ -62,6 +62,10 @@ const (
 	// before the call's ExpiresAt, so the tool did not run and the model was told the request
 	// timed out.
 	DecisionExpired DecisionKind = "EXPIRED"
+	// DecisionAutoApproved lets a call through without asking anyone (DecidedBy is nil): a
+	// live grant matched it (GrantID names the grant, Reason says so) or a policy let it
+	// through. It carries a receipt like any approval.
+	DecisionAutoApproved DecisionKind = "AUTO_APPROVED"
 )
 
 // Decision is a decision taken on one tool call: the audit trail of a run.
@@ -82,4 +86,6 @@ type Decision struct {
 	// Receipt is the signed receipt of an approval (package receipt): a compact JWS a tool's
 	// service verifies. Nil for other kinds, and for approvals stored before receipts existed.
 	Receipt *string
+	// GrantID names the grant that let an AUTO_APPROVED call through (nil otherwise).
+	GrantID *string
 }

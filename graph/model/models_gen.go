@@ -162,6 +162,8 @@ type Decision struct {
 	Reason *string `json:"reason,omitempty"`
 	// The data a resume was sent with.
 	ResumeData json.RawMessage `json:"resumeData,omitempty"`
+	// Addition: with AUTO_APPROVED, the grant that let the call through (see grants); null otherwise.
+	GrantID *string `json:"grantId,omitempty"`
 	// The arguments of the call that was decided.
 	Args json.RawMessage `json:"args,omitempty"`
 	// Addition: the arguments a person approved the call with in place of args, when they edited them.
@@ -172,6 +174,48 @@ type Decision struct {
 	// args), and expires soon after the decision. The service a tool calls verifies it with the keys
 	// at /.well-known/jwks.json. Null for other kinds (and for approvals stored before receipts).
 	Receipt *string `json:"receipt,omitempty"`
+}
+
+// Addition: a remembered approval: calls it lets through are AUTO_APPROVED decisions naming it.
+type Grant struct {
+	ID       string     `json:"id"`
+	AgentID  string     `json:"agentId"`
+	ToolName string     `json:"toolName"`
+	Scope    GrantScope `json:"scope"`
+	// The thread (THREAD) or resource (RESOURCE) it is bound to; null for AGENT.
+	ScopeValue *string `json:"scopeValue,omitempty"`
+	// The resource of the run whose approval created it (who sees that run sees the grant).
+	ResourceID *string         `json:"resourceId,omitempty"`
+	ArgsMatch  json.RawMessage `json:"argsMatch,omitempty"`
+	// When it stops applying; null: never.
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+	MaxUses   *int       `json:"maxUses,omitempty"`
+	// How many calls it let through.
+	Uses int `json:"uses"`
+	// Whether it may still let a call through now (not revoked, not expired, uses left).
+	Active bool `json:"active"`
+	// Who created it; null when authentication is off.
+	CreatedBy *string   `json:"createdBy,omitempty"`
+	CreatedAt time.Time `json:"createdAt"`
+	// The run and call whose approval created it.
+	FromRunID      string     `json:"fromRunId"`
+	FromToolCallID string     `json:"fromToolCallId"`
+	RevokedAt      *time.Time `json:"revokedAt,omitempty"`
+	RevokedBy      *string    `json:"revokedBy,omitempty"`
+}
+
+// Addition: what an approval remembers (approveToolCall's remember).
+type GrantInput struct {
+	Scope GrantScope `json:"scope"`
+	// Seconds until the grant ends (at least 1, at most 31622400: 366 days); null: it does not expire.
+	TTL *int `json:"ttl,omitempty"`
+	// How many calls it may let through (at least 1); null: no limit.
+	MaxUses *int `json:"maxUses,omitempty"`
+	// Conditions on the arguments of the calls it lets through, by JSON pointer (RFC 6901):
+	// {"/amount": {"lte": 100}, "/currency": {"eq": "EUR"}}. eq takes any JSON value (numbers compared by
+	// value); lte and gte numbers, and the argument must then be a number. Every pointer must be in the
+	// approved call's arguments and the approved call must match. Null or {}: any arguments.
+	ArgsMatch json.RawMessage `json:"argsMatch,omitempty"`
 }
 
 // Addition: the answer of a tool call that ran, but whose server instance could not store it with
@@ -238,6 +282,8 @@ type RunEvent struct {
 	// TOOL_CALL_DECLINED: the reason given; TOOL_CALL_APPROVED / DECLINED / RUN_RESUMED: who decided, when known. Addition: TOOL_CALL_EXPIRED: what the model was told.
 	Reason    *string `json:"reason,omitempty"`
 	DecidedBy *string `json:"decidedBy,omitempty"`
+	// Addition: TOOL_CALL_APPROVED of a call a grant let through without asking anyone: the grant.
+	GrantID *string `json:"grantId,omitempty"`
 	// Addition: RUN_STARTED, RUN_SUSPENDED, RUN_RESUMED, RUN_FINISHED, RUN_FAILED: the run as stored
 	// when the event is delivered (read once per such event, and only when selected), so that a client
 	// cache keyed by AgentRun id (Apollo's AgentRun:<id>) sees the run's status, output and tool calls
@@ -349,6 +395,8 @@ const (
 	DecisionKindResumed  DecisionKind = "RESUMED"
 	// Addition: nobody decided before the call's expiresAt (its tool's approvalTimeout): the tool did not run and the model was told the request timed out. Also an external agent's request whose coding-agent hook stopped waiting (answered without a decision, or given up by the agent): the reason says so, and when. decidedBy is null.
 	DecisionKindExpired DecisionKind = "EXPIRED"
+	// Addition: let through without asking anyone — a live grant matched (grantId names it, the reason says so) or a policy let it through. decidedBy is null; it has a receipt like any approval.
+	DecisionKindAutoApproved DecisionKind = "AUTO_APPROVED"
 )
 
 var AllDecisionKind = []DecisionKind{
@@ -356,11 +404,12 @@ var AllDecisionKind = []DecisionKind{
 	DecisionKindDeclined,
 	DecisionKindResumed,
 	DecisionKindExpired,
+	DecisionKindAutoApproved,
 }
 
 func (e DecisionKind) IsValid() bool {
 	switch e {
-	case DecisionKindApproved, DecisionKindDeclined, DecisionKindResumed, DecisionKindExpired:
+	case DecisionKindApproved, DecisionKindDeclined, DecisionKindResumed, DecisionKindExpired, DecisionKindAutoApproved:
 		return true
 	}
 	return false
@@ -396,6 +445,67 @@ func (e *DecisionKind) UnmarshalJSON(b []byte) error {
 }
 
 func (e DecisionKind) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// Addition: how far a grant reaches beyond the approved call.
+type GrantScope string
+
+const (
+	// Runs in the approved run's thread.
+	GrantScopeThread GrantScope = "THREAD"
+	// Runs of the approved run's resource.
+	GrantScopeResource GrantScope = "RESOURCE"
+	// Any run of the agent in a resource the grant's creator sees.
+	GrantScopeAgent GrantScope = "AGENT"
+)
+
+var AllGrantScope = []GrantScope{
+	GrantScopeThread,
+	GrantScopeResource,
+	GrantScopeAgent,
+}
+
+func (e GrantScope) IsValid() bool {
+	switch e {
+	case GrantScopeThread, GrantScopeResource, GrantScopeAgent:
+		return true
+	}
+	return false
+}
+
+func (e GrantScope) String() string {
+	return string(e)
+}
+
+func (e *GrantScope) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = GrantScope(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid GrantScope", str)
+	}
+	return nil
+}
+
+func (e GrantScope) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *GrantScope) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e GrantScope) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil

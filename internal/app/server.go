@@ -296,6 +296,7 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (app *App, err er
 		Metrics:            a.metrics,
 		Receipts:           a.receipts,
 		Webhooks:           webhooks,
+		PrincipalOf:        a.principalOf(),
 	})
 	if err != nil {
 		return nil, err
@@ -640,4 +641,13 @@ func consoleURL(addr net.Addr) string {
 		host = "localhost"
 	}
 	return "http://" + net.JoinHostPort(host, port)
+}
+
+// principalOf is how the run service learns a grant creator's current roles (runs.Config.
+// PrincipalOf): from the authenticator's static tokens; nil when authentication is off.
+func (a *App) principalOf() func(string) *runtype.Principal {
+	if a.authn == nil {
+		return nil
+	}
+	return a.authn.PrincipalOf
 }

@@ -17,7 +17,7 @@ const STATUSES = [["", "Finished"], ["COMPLETED", "Completed"], ["FAILED", "Fail
   ["SUSPENDED", "Waiting (suspended)"], ["RUNNING", "Running"], ["ANY", "Any status"]];
 const ALL_STATUSES = ["RUNNING", "SUSPENDED", "COMPLETED", "FAILED"];
 const DECISIONS = [["", "Any outcome"], ["APPROVED", "Approved"], ["DECLINED", "Declined"], ["RESUMED", "Resumed (answered)"],
-  ["EXPIRED", "Expired (nobody decided in time)"]];
+  ["EXPIRED", "Expired (nobody decided in time)"], ["AUTO_APPROVED", "Auto-approved (a grant let it through)"]];
 const KINDS = [["", "All agents"], ["external", "External (approval requests)"], ["internal", "Run by Interlock"]];
 const PER_PAGE = 20;
 

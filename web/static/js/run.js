@@ -29,16 +29,17 @@ import { el, json, pretty, tooDeep, TOO_DEEP, when, expiresIn, followUpMarkers }
 import { schemaForm } from "./schemaform.js";
 import { markdown } from "./markdown.js";
 import { reveal, hiddenIn, markedIn, describeHidden, escapeHidden, mark } from "./hidden.js";
+import { allowSimilar } from "./grants.js";
 
 const LATE = `toolCallId toolName result error suspendPayload instanceId finishedAt recordedAt`;
 const RUN = `query Run($id: ID!) { run(runId: $id) {
   runId agentId status threadId resourceId startedBy createdAt updatedAt suspendedAt lastEventSeq output error prompt context external
   toolCalls { id toolCallId toolName args requiresApproval suspendPayload interrupted interruptedToolCallId expiresAt remindAt escalateAt escalatedTo expiringAt followUpsSent lateResult { ${LATE} } }
-  decisions { id toolCallId toolName kind decidedBy decidedAt reason resumeData args editedArgs }
+  decisions { id toolCallId toolName kind decidedBy decidedAt reason resumeData args editedArgs grantId }
   lateResults { ${LATE} }
 } }`;
 const EVENTS = `subscription Events($runId: ID!, $after: Int) { runEvents(runId: $runId, after: $after) {
-  seq type at text status error reason decidedBy result toolCall { toolCallId toolName args suspendPayload interrupted interruptedToolCallId } } }`;
+  seq type at text status error reason decidedBy grantId result toolCall { toolCallId toolName args suspendPayload interrupted interruptedToolCallId } } }`;
 /** How often a run is read again while an interrupted call waits without a late answer. */
 const LATE_POLL_MS = 4000;
 const AGENTS = `{ agents { id tools { name description resumeSchema approverRoles } } }`;
@@ -443,6 +444,7 @@ function renderPending(section, run, agents, decide, ctx) {
       const reason = el("input", { type: "text", id: reasonId, placeholder: run.external ? "optional, the requester sees it" : "optional, the model sees it" });
       card.append(el("div", { class: "actions" },
         el("button", { class: "approve", onclick: () => decide(`mutation($id: ID!, $c: ID) { approveToolCall(runId: $id, toolCallId: $c) { status toolCalls { toolCallId } } }`, { id: run.runId, c: c.toolCallId }, card) }, "Approve"),
+        c.interrupted ? null : allowSimilar(run, c, (m, v, form) => decide(m, v, card, form)),
         el("div", { class: "grow" }, el("label", { for: reasonId }, "Reason for declining"), reason),
         el("button", { class: "decline", onclick: () => decide(`mutation($id: ID!, $c: ID, $r: String) { declineToolCall(runId: $id, toolCallId: $c, reason: $r) { status toolCalls { toolCallId } } }`, { id: run.runId, c: c.toolCallId, r: reason.value || null }, card) }, "Decline")),
         el("p", { class: "field-error decision-error", role: "alert" }));
@@ -585,6 +587,7 @@ function renderDecisions(section, run) {
       DECLINED: [`Declined${who} at `, at],
       RESUMED: [`Resumed${who} at `, at],
       EXPIRED: ["Expired at ", at, " without a decision"],
+      AUTO_APPROVED: ["Auto-approved at ", at, d.grantId ? [" by grant ", el("a", { href: "/?view=grants&active=all", class: "grant-link" }, d.grantId)] : " without asking anyone"],
     }[d.kind] || [`${d.kind.toLowerCase()}${who} at `, at];
     return el("li", { class: `decision ${d.kind}`, "data-kind": d.kind },
       el("span", { class: "decided" }, ...lead), " — ", el("strong", {}, d.toolName), " ", el("span", { class: "muted" }, `(${d.toolCallId})`),
@@ -657,7 +660,8 @@ function describe(ev) {
     case "TOOL_CALL_INTERRUPTED": return { kind: "interrupted", body: [el("div", {}, ev.reason),
       c?.interruptedToolCallId ? el("div", { class: "late-slot", "data-late": c.interruptedToolCallId }) : null] };
     case "RUN_SUSPENDED": return { kind: "suspended", body: "waiting for a person" };
-    case "TOOL_CALL_APPROVED": return { kind: "approved", body: c.toolName + (ev.decidedBy ? ` by ${ev.decidedBy}` : "") };
+    case "TOOL_CALL_APPROVED": return ev.grantId ? { kind: "auto-approved", body: `${c.toolName} by grant ${ev.grantId}, without asking anyone` }
+      : { kind: "approved", body: c.toolName + (ev.decidedBy ? ` by ${ev.decidedBy}` : "") };
     case "TOOL_CALL_DECLINED": return { kind: "declined", body: c.toolName + (ev.decidedBy ? ` by ${ev.decidedBy}` : "") + (ev.reason ? `: ${ev.reason}` : "") };
     case "TOOL_CALL_EXPIRED": return { kind: "expired", body: `${c.toolName}: expired without a decision` + (ev.reason ? `; the model was told: ${ev.reason}` : "") };
     case "TOOL_CALL_REMINDER": return { kind: "reminder", body: ev.reason || `${c.toolName} still waits for a decision` };
