@@ -177,7 +177,7 @@ func outcomeOf(rn *runtype.Run) (hookOutcome, bool) {
 		o.decidedBy = *d.DecidedBy
 	}
 	switch d.Kind {
-	case runtype.DecisionApproved:
+	case runtype.DecisionApproved, runtype.DecisionAutoApproved:
 		o.kind = outcomeApproved
 		if d.EditedArgs != nil {
 			o.kind, o.args = outcomeEdited, d.EditedArgs

@@ -123,7 +123,7 @@ func Compile(expr string, limits Limits) (*Policy, error) {
 	}
 	checked, iss := env.Compile(expr)
 	if iss.Err() != nil {
-		return nil, fmt.Errorf("is not a valid policy: %s", strings.TrimSpace(iss.Err().Error()))
+		return nil, fmt.Errorf("is not a valid policy: %s", oneLine(iss.Err().Error()))
 	}
 	if !checked.OutputType().IsExactType(types.BoolType) {
 		return nil, fmt.Errorf("is not a valid policy: it gives %s, not a bool (true: ask a person)", checked.OutputType())
@@ -273,4 +273,17 @@ func checkFields(e ast.Expr) error {
 		}
 	}))
 	return bad
+}
+
+// oneLine is CEL's error text without its excerpts of the expression (" | …" lines, which
+// a config error of one line per problem cannot hold): the messages, which give the line and
+// column, joined.
+func oneLine(msg string) string {
+	var out []string
+	for _, l := range strings.Split(msg, "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "|") {
+			out = append(out, strings.TrimPrefix(l, "ERROR: "))
+		}
+	}
+	return strings.Join(out, "; ")
 }
