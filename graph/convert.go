@@ -2,11 +2,13 @@ package graph
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 
 	"interlock/agent"
 	"interlock/graph/model"
 	"interlock/hidden"
+	"interlock/policy"
 	"interlock/runs"
 	"interlock/runtype"
 )
@@ -24,7 +26,7 @@ func toRun(r *runtype.Run) *model.AgentRun {
 		out.Decisions[i] = &model.Decision{
 			ID: fmt.Sprintf("%s:%s:%d", d.RunID, d.ToolCallID, d.ID), ToolCallID: d.ToolCallID, ToolName: d.ToolName,
 			Kind: model.DecisionKind(d.Kind), DecidedBy: d.DecidedBy, DecidedAt: d.DecidedAt, Reason: d.Reason,
-			ResumeData: d.ResumeData, Args: d.Args, EditedArgs: d.EditedArgs, Receipt: d.Receipt,
+			ResumeData: d.ResumeData, Args: d.Args, EditedArgs: d.EditedArgs, Receipt: d.Receipt, PolicyRevision: d.PolicyRevision,
 		}
 	}
 	out.LateResults = make([]*model.LateToolResult, len(r.LateResults))
@@ -62,6 +64,7 @@ func toToolCall(runID string, c *runtype.ToolCall) *model.AgentRunToolCall {
 		ID: runID + ":" + c.ToolCallID, ToolCallID: &c.ToolCallID, ToolName: &c.ToolName,
 		RequiresApproval: c.RequiresApproval, SuspendPayload: c.SuspendPayload, ResumeSchema: c.ResumeSchema, Interrupted: c.Interrupted,
 		Args: c.Args, ExpiresAt: c.ExpiresAt, InterruptedToolCallID: nonEmpty(c.InterruptedToolCallID),
+		ApprovalReason: nonEmpty(c.ApprovalReason), PolicyRevision: nonEmpty(c.PolicyRevision),
 	}
 	return out
 }
@@ -112,6 +115,13 @@ func toAgent(a *agent.Agent) *model.Agent {
 			ID: toolID(a.ID, t.Name), Name: t.Name, Description: nonEmpty(t.Description), RequiresApproval: t.RequireApproval,
 			InputSchema: t.InputSchema, SuspendSchema: t.SuspendSchema, ResumeSchema: t.ResumeSchema,
 			ApproverRoles: append([]string{}, t.ApproverRoles...),
+		}
+		if t.Policy != nil {
+			src, rev := t.Policy.Source(), t.Policy.Revision()
+			out.Tools[i].RequiresApproval, out.Tools[i].ApprovalPolicy, out.Tools[i].PolicyRevision = false, &src, &rev
+		} else {
+			rev := policy.Revision(strconv.FormatBool(t.RequireApproval))
+			out.Tools[i].PolicyRevision = &rev
 		}
 		if t.ApprovalTimeout > 0 {
 			secs := int(t.ApprovalTimeout.Round(time.Second) / time.Second)
