@@ -647,7 +647,12 @@ func (e *execution) StepFinished(ctx context.Context, snap *agent.Snapshot) erro
 }
 
 func (e *execution) eventCall(snap *agent.Snapshot, c agent.PendingCall) *runtype.ToolCall {
+	var revision string
+	if c.Gate != nil {
+		revision = c.Gate.Revision
+	}
 	return &runtype.ToolCall{
+		PolicyRevision: revision,
 		ToolCallID: c.CallID(), ToolName: c.Name, Args: c.Args,
 		RequiresApproval: e.agent.Waits(snap, &c) && c.State != agent.CallSuspended && c.ArgsError == "",
 		SuspendPayload:   c.SuspendPayload, ResumeSchema: c.ResumeSchema, Interrupted: c.Interrupted, InterruptedToolCallID: c.InterruptedToolCallID,
