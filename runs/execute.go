@@ -653,7 +653,7 @@ func (e *execution) eventCall(snap *agent.Snapshot, c agent.PendingCall) *runtyp
 	}
 	return &runtype.ToolCall{
 		PolicyRevision: revision,
-		ToolCallID: c.CallID(), ToolName: c.Name, Args: c.Args,
+		ToolCallID:     c.CallID(), ToolName: c.Name, Args: c.Args,
 		RequiresApproval: e.agent.Waits(snap, &c) && c.State != agent.CallSuspended && c.ArgsError == "",
 		SuspendPayload:   c.SuspendPayload, ResumeSchema: c.ResumeSchema, Interrupted: c.Interrupted, InterruptedToolCallID: c.InterruptedToolCallID,
 	}
