@@ -513,7 +513,9 @@ func (e *execution) ToolCalls(ctx context.Context, snap *agent.Snapshot, calls [
 		gate := e.s.judge(ctx, judgeCall{agent: e.agent, tool: t, args: c.Args, runAsks: snap.RequireToolApproval,
 			threadID: e.run.ThreadID, resourceID: e.run.ResourceID, startedBy: e.run.StartedBy})
 		c.Gate = &gate
-		if gate.Ask {
+		if gate.Ask || t.SubAgent != nil {
+			// A delegation runs nothing itself: the sub-agent's calls are judged, and recorded,
+			// each in its own run.
 			continue
 		}
 		receipt, err := e.s.receiptFor(ctx, e.run.ID, c.CallID(), e.agent.ID, c.Name, c.Args, nil, now)
