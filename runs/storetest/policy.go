@@ -33,7 +33,7 @@ func testPolicy(t *testing.T, open Opener) {
 			t.Fatalf("decisions %+v, waiting calls %+v", got.Decisions, got.ToolCalls)
 		}
 		for i, d := range got.Decisions {
-			if d.Kind != runtype.DecisionAutoApproved || d.ToolCallID != calls[i].ToolCallID || d.DecidedBy != nil || !d.DecidedAt.Equal(at(10)) ||
+			if d.Kind != runtype.DecisionAutoApproved || d.ToolCallID != calls[i].ToolCallID || d.DecidedBy != nil || !d.DecidedAt.Equal(runtype.StoredTime(at(10))) ||
 				d.Reason == nil || string(d.Args) != string(calls[i].Args) || d.Receipt == nil || *d.Receipt != "receipt-"+itoa(int64(i)) ||
 				d.PolicyRevision == nil || *d.PolicyRevision != "sha256:abc" {
 				t.Fatalf("decision %d = %+v", i, d)
