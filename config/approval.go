@@ -14,10 +14,11 @@ import (
 // policy: true asks; an error asks too). YAML's true and false are the plain values; a string
 // is an expression ("true" in quotes is the expression true, which means the same).
 type Approval struct {
-	// Bool is the plain value, when Expr is "".
-	Bool bool
+	// Bool is the plain value, when Expr is "". (Not keys of the file: UnmarshalYAML reads a
+	// requireApproval's value into them.)
+	Bool bool `yaml:"-"`
 	// Expr is the expression, "" for a plain value.
-	Expr string
+	Expr string `yaml:"-"`
 	// bad is what was written when it was neither, reported by Load with its path.
 	bad bool
 }
@@ -86,7 +87,7 @@ func (a Approval) or(b Approval) Approval {
 type ServerApproval struct {
 	// Rules are the names and their approvals, in the order of the list, or of the map's
 	// names sorted.
-	Rules []ServerRule
+	Rules []ServerRule `yaml:"-"`
 	bad   bool
 }
 
