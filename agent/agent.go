@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"interlock/llm"
+	"interlock/policy"
 )
 
 // Agent is an agent definition: who it is, which model it calls and which tools it may use.
@@ -67,7 +68,12 @@ type Tool struct {
 	SuspendSchema json.RawMessage
 	ResumeSchema  json.RawMessage
 	// RequireApproval holds every call of this tool for a person's approval before it runs.
+	// Policy, when set, decides instead, call by call.
 	RequireApproval bool
+	// Policy is the tool's requireApproval when the config gives an expression: evaluated
+	// over each call (runs/policy.go), true asks a person, false lets the call run, and an
+	// error asks a person. Nil: RequireApproval decides.
+	Policy *policy.Policy
 	// ApprovalTimeout is how long a call of this tool waits for a person: held for approval
 	// (RequireApproval, or the agent's or the run's requireToolApproval) or suspended for
 	// resume data — a person who never answers is the same problem either way. When it passes
@@ -153,11 +159,22 @@ func (a *Agent) AllTools() []*Tool {
 	return append(append([]*Tool{}, a.Tools...), a.delegates...)
 }
 
-// NeedsApproval reports whether a call of that tool waits for a person before it runs: the
-// tool asks for it, the agent does for all its tools, or the run was started asking for it.
+// NeedsApproval reports whether a call of that tool may wait for a person before it runs: the
+// tool asks for it (or has a policy, which may), the agent does for all its tools, or the run
+// was started asking for it. A call judged when it was stored (PendingCall.Gate) follows its
+// judgement instead (Waits).
 func (a *Agent) NeedsApproval(snap *Snapshot, tool string) bool {
 	t := a.Tool(tool)
-	return t != nil && (t.RequireApproval || a.RequireToolApproval || snap.RequireToolApproval)
+	return t != nil && (t.RequireApproval || t.Policy != nil || a.RequireToolApproval || snap.RequireToolApproval)
+}
+
+// Waits reports whether call c waits for a person's approval before it runs: as its Gate says,
+// or, for a call stored before calls were judged, as NeedsApproval says.
+func (a *Agent) Waits(snap *Snapshot, c *PendingCall) bool {
+	if c.Gate != nil {
+		return c.Gate.Ask
+	}
+	return a.NeedsApproval(snap, c.Name)
 }
 
 func (a *Agent) maxSteps() int {

@@ -52,7 +52,10 @@ type Host interface {
 	// ModelCallRetried reports that the model call in progress is made again (its answer was
 	// cut off): the text it reported so far is void.
 	ModelCallRetried(ctx context.Context) error
-	// ToolCalls reports the calls the model asked for in this step.
+	// ToolCalls reports the calls the model asked for in this step (calls is snap.Pending), and
+	// judges them: it sets the Gate of each call whose arguments are usable and whose tool the
+	// agent has (and the Receipt of one it lets through) on snap.Pending before storing it. A
+	// call without a Gate follows Agent.NeedsApproval.
 	ToolCalls(ctx context.Context, snap *Snapshot, calls []PendingCall) error
 	// ToolStarted is called right before a tool executes (the call is in state executing), so a
 	// crash during execution is known afterwards and the tool is not silently run again.
@@ -146,7 +149,7 @@ func (a *Agent) Run(ctx context.Context, snap *Snapshot, host Host) (Outcome, er
 func (a *Agent) holdApprovals(snap *Snapshot, from int) {
 	for i := from; i < len(snap.Pending); i++ {
 		c := &snap.Pending[i]
-		if c.State == CallNew && c.ArgsError == "" && a.NeedsApproval(snap, c.Name) {
+		if c.State == CallNew && c.ArgsError == "" && a.Waits(snap, c) {
 			c.State = CallAwaitingApproval
 		}
 	}
@@ -169,7 +172,7 @@ func (a *Agent) advance(ctx context.Context, snap *Snapshot, c *PendingCall, hos
 		}
 		return false, a.finish(ctx, snap, c, host, c.Result, "", modelText(c.Result))
 	case CallNew:
-		if a.NeedsApproval(snap, c.Name) {
+		if a.Waits(snap, c) {
 			c.State = CallAwaitingApproval
 			return true, nil
 		}
@@ -205,7 +208,7 @@ func (a *Agent) advance(ctx context.Context, snap *Snapshot, c *PendingCall, hos
 	}
 	result, susp, errMsg, unknown := execute(ctx, tool, c, host.Run(), resumeData)
 	if unknown != nil {
-		if unknown.ModelError != "" && !a.NeedsApproval(snap, c.Name) {
+		if unknown.ModelError != "" && !a.Waits(snap, c) {
 			// Nobody gates this tool: the model is told, as of any failed call (OutcomeUnknown).
 			return false, a.finish(ctx, snap, c, host, nil, unknown.ModelError, "Error: "+unknown.ModelError)
 		}

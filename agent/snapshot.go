@@ -70,11 +70,29 @@ type PendingCall struct {
 	// Receipt is the signed receipt of the call's approval (Decision.Receipt), which the tool
 	// is given when it executes (Call.Receipt); empty for a call nobody had to approve.
 	Receipt string `json:"receipt,omitempty"`
+	// Gate is the judgement of whether the call waits for a person, made once, when the call
+	// is stored (Host.ToolCalls; runs/policy.go): a run continued later, on any instance and
+	// under any config, follows it, so the decision on record is the one that applies. Nil on
+	// calls that were not judged (their arguments were unusable, their tool unknown) and in
+	// snapshots stored before calls were judged (Agent.Waits).
+	Gate *Gate `json:"gate,omitempty"`
 	// ChildRunID is the sub-agent run a delegated call waits on.
 	ChildRunID string `json:"childRunId,omitempty"`
 	// Result and ResultError are the outcome of a returned call's sub-agent run.
 	Result      json.RawMessage `json:"result,omitempty"`
 	ResultError string          `json:"resultError,omitempty"`
+}
+
+// Gate is the judgement of one call: whether it waits for a person, why, and by which policy.
+type Gate struct {
+	// Ask says a person decides; false: the call runs, let through by the rule Reason names.
+	Ask bool `json:"ask,omitempty"`
+	// Reason is the rule (requireApproval false or true, an expression and its value) or the
+	// error that made a person decide.
+	Reason string `json:"reason,omitempty"`
+	// Revision is the revision of the policy that judged (policy.Revision), "" when the
+	// agent's or the run's requireToolApproval asked.
+	Revision string `json:"revision,omitempty"`
 }
 
 // Snapshot is the whole state of a run between two steps of the loop: the conversation so far and
@@ -261,15 +279,15 @@ func (s *Snapshot) Decide(callID string, d Decision) error {
 }
 
 // NewRequest is the snapshot of an external agent's approval request: no conversation, and one
-// call of the tool with args, under the run's first server id (tc_1), waiting for approval
-// (needsApproval) or already approved by the tool's policy. forward marks a request whose call
-// Interlock executes (Snapshot.Forward).
-func NewRequest(tool string, args json.RawMessage, needsApproval, forward bool) *Snapshot {
+// call of the tool with args, under the run's first server id (tc_1), judged by gate: waiting
+// for approval (gate.Ask) or already let through by the tool's policy. forward marks a request
+// whose call Interlock executes (Snapshot.Forward).
+func NewRequest(tool string, args json.RawMessage, gate Gate, forward bool) *Snapshot {
 	s := &Snapshot{Messages: []llm.Message{}, Request: true, Forward: forward}
-	c := PendingCall{ToolCall: llm.ToolCall{Name: tool, Args: args}, State: CallAwaitingApproval}
+	c := PendingCall{ToolCall: llm.ToolCall{Name: tool, Args: args}, State: CallAwaitingApproval, Gate: &gate}
 	c.ServerID = s.nextCallID(nil)
 	c.ID = c.ServerID
-	if !needsApproval {
+	if !gate.Ask {
 		c.State = CallApproved
 	}
 	s.Pending = []PendingCall{c}

@@ -112,8 +112,8 @@ type Answer struct {
 	// Args are the arguments to run the tool with: a person's edited ones when they edited
 	// them, else those of the request.
 	Args json.RawMessage `json:"args"`
-	// Reason is a decline's reason, what an expiry says, or that the policy approved a call
-	// that needs no approval; null otherwise.
+	// Reason is a decline's reason, what an expiry says, or the rule of the policy that let
+	// the call through (autoApproved); null otherwise.
 	Reason    *string    `json:"reason"`
 	DecidedBy *string    `json:"decidedBy"`
 	DecidedAt *time.Time `json:"decidedAt"`
@@ -125,6 +125,11 @@ type Answer struct {
 	// caller hands it to the tool's service, which verifies that exactly these args were
 	// approved. Null unless APPROVED.
 	Receipt *string `json:"receipt"`
+	// AutoApproved says an APPROVED call was let through by its tool's policy, nobody asked
+	// (the decision AUTO_APPROVED); PolicyRevision names that policy (also on a decision a
+	// person took on a call a policy held). Omitted otherwise.
+	AutoApproved   bool    `json:"autoApproved,omitempty"`
+	PolicyRevision *string `json:"policyRevision,omitempty"`
 }
 
 // The answer's statuses.
@@ -261,10 +266,10 @@ func (h *Handler) state(r *http.Request, rn *runtype.Run) Answer {
 		a.Args = d.EditedArgs
 	}
 	at := d.DecidedAt
-	a.DecidedAt = &at
+	a.DecidedAt, a.PolicyRevision = &at, d.PolicyRevision
 	switch d.Kind {
-	case runtype.DecisionApproved, runtype.DecisionAutoApproved: // a grant's (or a policy's) approval is an approval to the caller
-		a.Status, a.Receipt = StatusApproved, d.Receipt
+	case runtype.DecisionApproved, runtype.DecisionAutoApproved:
+		a.Status, a.Receipt, a.AutoApproved = StatusApproved, d.Receipt, d.Kind == runtype.DecisionAutoApproved
 	case runtype.DecisionDeclined:
 		a.Status = StatusDeclined
 	case runtype.DecisionExpired:

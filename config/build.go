@@ -97,9 +97,9 @@ func Build(ctx context.Context, f *File, opt Options) (*Agents, error) {
 		}
 		// A name that is not the server's leaves the tool it meant to name ungated, so a
 		// person would never be asked: refuse to start instead.
-		for j, name := range sc.RequireApproval {
-			if _, ok := listed[sc.Name][name]; !ok && name != "*" {
-				return fail(fmt.Sprintf("%s.requireApproval[%d]", at, j), notListed(sc.Name, name, listed[sc.Name]))
+		for _, r := range sc.RequireApproval.Rules {
+			if _, ok := listed[sc.Name][r.Tool]; !ok && r.Tool != "*" {
+				return fail(at+".requireApproval"+r.path, notListed(sc.Name, r.Tool, listed[sc.Name]))
 			}
 		}
 		for _, t := range list {
@@ -116,11 +116,15 @@ func Build(ctx context.Context, f *File, opt Options) (*Agents, error) {
 				delete(byName, t.Name)
 				continue
 			}
-			byName[t.Name] = &agent.Tool{
+			tool := &agent.Tool{
 				Name: t.Name, Description: t.Description, InputSchema: t.InputSchema,
-				RequireApproval: needsApproval(sc, t.Name), ApprovalTimeout: sc.ApprovalTimeout, ExecuteFunc: srv.Execute(t.Name),
+				ApprovalTimeout: sc.ApprovalTimeout, ExecuteFunc: srv.Execute(t.Name),
 				ApproverRoles: sc.ApproverRoles, FollowUp: sc.FollowUp.agent(),
 			}
+			if err := sc.RequireApproval.For(t.Name).apply(tool); err != nil {
+				return fail(at+".requireApproval", err.Error())
+			}
+			byName[t.Name] = tool
 		}
 	}
 	if g := f.MCPGateway; g != nil {
@@ -134,8 +138,9 @@ func Build(ctx context.Context, f *File, opt Options) (*Agents, error) {
 	var anyTool *agent.Tool // the policy of any tool name (the tool named "*")
 	for i, tc := range f.Tools {
 		at := fmt.Sprintf("tools[%d]", i)
-		t := &agent.Tool{Name: tc.Name, Description: tc.Description, RequireApproval: tc.RequireApproval,
+		t := &agent.Tool{Name: tc.Name, Description: tc.Description,
 			ApprovalTimeout: tc.ApprovalTimeout, ApproverRoles: tc.ApproverRoles, FollowUp: tc.FollowUp.agent()}
+		approval := tc.RequireApproval
 		t.InputSchema, _ = schemaJSON(tc.Name, tc.InputSchema) // checked by Load
 		t.SuspendSchema, _ = schemaJSON(tc.Name, tc.SuspendSchema)
 		t.ResumeSchema, _ = schemaJSON(tc.Name, tc.ResumeSchema)
@@ -156,7 +161,7 @@ func Build(ctx context.Context, f *File, opt Options) (*Agents, error) {
 			if t.InputSchema == nil {
 				t.InputSchema = mt.InputSchema
 			}
-			t.RequireApproval = t.RequireApproval || needsApproval(f.server(tc.MCP.Server), tc.MCP.Tool)
+			approval = approval.or(f.server(tc.MCP.Server).RequireApproval.For(tc.MCP.Tool))
 			if len(t.ApproverRoles) == 0 {
 				t.ApproverRoles = f.server(tc.MCP.Server).ApproverRoles
 			}
@@ -165,6 +170,9 @@ func Build(ctx context.Context, f *File, opt Options) (*Agents, error) {
 			}
 			t.FollowUp = tc.FollowUp.orServer(f.server(tc.MCP.Server).FollowUp).agent()
 			t.ExecuteFunc = servers[tc.MCP.Server].Execute(tc.MCP.Tool)
+		}
+		if err := approval.apply(t); err != nil {
+			return fail(at+".requireApproval", err.Error())
 		}
 		if t.Name == AnyTool {
 			anyTool = t
@@ -270,10 +278,6 @@ func expandAll(m map[string]string) map[string]string {
 	return out
 }
 
-func needsApproval(s MCPServer, tool string) bool {
-	return slices.Contains(s.RequireApproval, tool) || slices.Contains(s.RequireApproval, "*")
-}
-
 // findCycle returns "a → b → a" when delegation from a comes back to an agent on the path.
 func findCycle(a *agent.Agent, path []string) string {
 	if i := slices.Index(path, a.ID); i >= 0 {
@@ -349,11 +353,15 @@ func buildGateway(f *File, g *MCPGateway, servers map[string]*tools.MCPServer, l
 			}
 			owner[gt.Name] = name
 			gw.Tools = append(gw.Tools, gt)
-			gw.Agent.Tools = append(gw.Agent.Tools, &agent.Tool{
+			tool := &agent.Tool{
 				Name: gt.Name, Description: up.Description, InputSchema: up.InputSchema,
-				RequireApproval: needsApproval(sc, tn), ApprovalTimeout: sc.ApprovalTimeout, ApproverRoles: sc.ApproverRoles,
+				ApprovalTimeout: sc.ApprovalTimeout, ApproverRoles: sc.ApproverRoles,
 				FollowUp: sc.FollowUp.agent(), ExecuteFunc: servers[name].Forward(tn),
-			})
+			}
+			if err := sc.RequireApproval.For(tn).apply(tool); err != nil {
+				return nil, err
+			}
+			gw.Agent.Tools = append(gw.Agent.Tools, tool)
 		}
 	}
 	slices.SortFunc(gw.Tools, func(a, b GatewayTool) int { return strings.Compare(a.Name, b.Name) })

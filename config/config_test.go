@@ -25,7 +25,7 @@ func TestExampleConfigIsValid(t *testing.T) {
 	if len(f.Agents) != 2 || f.Agents[0].Model.BaseURL != "http://127.0.0.1:11434/v1" || f.Tools[0].HTTP.Timeout.String() != "10s" {
 		t.Fatalf("read %+v", f.Agents[0])
 	}
-	if s := f.MCPServers[0]; s.Env["ORDERS_REGION"] != "eu-west-1" || len(s.Env) != 1 || s.RequireApproval[0] != "cancel_order" {
+	if s := f.MCPServers[0]; s.Env["ORDERS_REGION"] != "eu-west-1" || len(s.Env) != 1 || s.RequireApproval.Rules[0].Tool != "cancel_order" {
 		t.Fatalf("mcpServers[0] read as %+v", s)
 	}
 	if n := f.Notifications; n == nil || len(n.Webhooks) != 2 || n.Webhooks[1].Format != "slack" || n.Webhooks[1].URLEnv != "SLACK_WEBHOOK_URL" {

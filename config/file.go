@@ -93,9 +93,13 @@ type Tool struct {
 	InputSchema any `yaml:"inputSchema"`
 	// SuspendSchema and ResumeSchema describe, for a tool that answers {"suspend": …}, the
 	// payload a person sees and the resumeData they must send back.
-	SuspendSchema   any  `yaml:"suspendSchema"`
-	ResumeSchema    any  `yaml:"resumeSchema"`
-	RequireApproval bool `yaml:"requireApproval"`
+	SuspendSchema any `yaml:"suspendSchema"`
+	ResumeSchema  any `yaml:"resumeSchema"`
+	// RequireApproval is true (every call waits for a person), false (the default: none
+	// does), or a CEL expression over the call — args, tool, agent, run, principal — true
+	// when a person must decide ("args.amount > 100"): compiled at start, a bad expression
+	// stops the server with its path; an evaluation error asks a person (docs/policies.md).
+	RequireApproval Approval `yaml:"requireApproval"`
 	// ApprovalTimeout (such as 30m) is how long a call of this tool waits for a person — for
 	// approval, or for resume data after it suspended — before it expires: the tool does not
 	// run and the model is told the request timed out. At least 1s; default: no limit. An MCP
@@ -155,9 +159,11 @@ type MCPServer struct {
 	// Headers are sent with every request to a url server, such as Authorization. ${VAR} in a
 	// value is read from the environment at start. Default: none.
 	Headers map[string]string `yaml:"headers"`
-	// RequireApproval lists the server's tools whose calls wait for a person ("*": all). Each
-	// must be a tool the server lists: a misspelt name would leave its tool ungated.
-	RequireApproval []string `yaml:"requireApproval"`
+	// RequireApproval lists the server's tools whose calls wait for a person ("*": all), or
+	// maps tool names ("*": every tool it does not name) to true, false or a CEL expression,
+	// as a tool's requireApproval. Each name must be a tool the server lists: a misspelt name
+	// would leave its tool ungated.
+	RequireApproval ServerApproval `yaml:"requireApproval"`
 	// ApprovalTimeout is the approvalTimeout of the server's tools (see Tool.ApprovalTimeout).
 	ApprovalTimeout time.Duration `yaml:"approvalTimeout"`
 	// FollowUp is the remindAfter, escalateAfter, escalateTo and expiringBefore of the

@@ -105,6 +105,7 @@ func (f *File) check() []string {
 			p.add(at+".startTimeout", "must be positive")
 		}
 		p.approvalTimeout(at+".approvalTimeout", s.ApprovalTimeout)
+		s.RequireApproval.problems(&p, at+".requireApproval")
 		p.approverRoles(at+".approverRoles", s.ApproverRoles)
 		p.followUp(at, s.FollowUp, s.ApprovalTimeout)
 		if len(s.Env) > 0 && s.URL != "" {
@@ -175,6 +176,7 @@ func (f *File) check() []string {
 			}
 		}
 		p.approvalTimeout(at+".approvalTimeout", t.ApprovalTimeout)
+		t.RequireApproval.problem(&p, at+".requireApproval")
 		for _, s := range t.schemas() {
 			if _, err := schemaJSON(t.Name+"/"+s.key, s.value); err != nil {
 				p.add(at+"."+s.key, err.Error())

@@ -236,6 +236,15 @@ type groupRows struct {
 	events   []Event
 	outbox   []Notification
 	messages []Message
+	// calls are the rows of calls a policy let through (Checkpoint.AutoApproved).
+	calls []ToolCall
+}
+
+// addAutoApproved adds the rows of the calls c's policy let through.
+func (r *groupRows) addAutoApproved(c runs.Checkpoint) {
+	for _, d := range c.AutoApproved {
+		r.calls = append(r.calls, autoApprovedRow(d, c.At))
+	}
 }
 
 // addEvents adds evs as the events after seq last of run runID, with the outbox rows that
@@ -279,6 +288,11 @@ func (s *Store) insertRows(tx *gorm.DB, r *groupRows) error {
 	if len(r.events) > 0 {
 		if err := tx.Create(&r.events).Error; err != nil {
 			return fmt.Errorf("append events of %s: %w", r.whose(func(i int) string { return r.events[i].RunID }, len(r.events)), err)
+		}
+	}
+	if len(r.calls) > 0 {
+		if err := tx.Create(&r.calls).Error; err != nil {
+			return fmt.Errorf("record the calls policies let through of %s: %w", r.whose(func(i int) string { return r.calls[i].RunID }, len(r.calls)), err)
 		}
 	}
 	if len(r.outbox) > 0 {

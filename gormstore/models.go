@@ -86,6 +86,12 @@ type ToolCall struct {
 	ExpiringWarnedAt *time.Time `gorm:"column:expiring_warned_at"`
 	// GrantID names the grant that let an AUTO_APPROVED call through (migration 0019).
 	GrantID *string `gorm:"column:grant_id"`
+	// ApprovalReason is why a pending call waits for approval, as it was judged (a policy's
+	// rule, or the error evaluating it; migration 0018): kept once it is decided.
+	ApprovalReason *string `gorm:"column:approval_reason"`
+	// PolicyRevision is the revision of the policy that judged the call (migration 0018): on
+	// an AUTO_APPROVED row, the one that let it through.
+	PolicyRevision *string `gorm:"column:policy_revision"`
 }
 
 // TableName keeps the table name independent of GORM's pluralisation rules.
@@ -98,6 +104,9 @@ const (
 	ToolCallDeclined = "DECLINED"
 	ToolCallResumed  = "RESUMED"
 	ToolCallExpired  = "EXPIRED"
+	// ToolCallAutoApproved is a call a policy let through (runtype.DecisionAutoApproved): its
+	// row is stored decided, never pending.
+	ToolCallAutoApproved = "AUTO_APPROVED"
 )
 
 // Event is one row of run_events, the source of truth of a run's stream: (run_id, seq) is the

@@ -376,6 +376,7 @@ func runFromRow(m *Run, calls []ToolCall) *runtype.Run {
 					ToolCallID: c.ToolCallID, ToolName: c.ToolName, Args: rawOrNil(c.Args),
 					RequiresApproval: c.RequiresApproval, SuspendPayload: rawOrNil(c.SuspendPayload), ResumeSchema: rawOrNil(c.ResumeSchema), Interrupted: c.Interrupted,
 					InterruptedToolCallID: deref(c.InterruptedToolCallID), ExpiresAt: msOrNil(c.ExpiresAt),
+					ApprovalReason: deref(c.ApprovalReason), PolicyRevision: deref(c.PolicyRevision),
 				}
 				withFollowUp(&call, &c)
 				r.ToolCalls = append(r.ToolCalls, call)
@@ -385,7 +386,7 @@ func runFromRow(m *Run, calls []ToolCall) *runtype.Run {
 		d := runtype.Decision{
 			ID: c.ID, RunID: c.RunID, ToolCallID: c.ToolCallID, ToolName: c.ToolName, Kind: runtype.DecisionKind(c.State),
 			DecidedBy: c.DecidedBy, Reason: c.Reason, ResumeData: rawOrNil(c.ResumeData), Args: rawOrNil(c.Args),
-			EditedArgs: rawOrNil(c.EditedArgs), Receipt: c.Receipt, GrantID: c.GrantID,
+			EditedArgs: rawOrNil(c.EditedArgs), Receipt: c.Receipt, GrantID: c.GrantID, PolicyRevision: c.PolicyRevision,
 		}
 		if c.DecidedAt != nil {
 			d.DecidedAt = c.DecidedAt.UTC()

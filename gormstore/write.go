@@ -78,7 +78,7 @@ func (s *Store) insertRequest(ctx context.Context, n runs.NewRun) error {
 		call := pendingRow(r.ID, x.Call.ToolCallID, x.Call, r.CreatedAt)
 		if d := x.Decision; d != nil {
 			call.State, call.DecidedBy, call.DecidedAt, call.Reason = string(d.Kind), d.DecidedBy, msOrNil(&d.DecidedAt), d.Reason
-			call.Receipt, call.GrantID = d.Receipt, d.GrantID
+			call.Receipt, call.GrantID, call.PolicyRevision = d.Receipt, d.GrantID, d.PolicyRevision
 			if d.GrantID != nil {
 				// A grant let the call through: one of its uses is consumed here, in the
 				// transaction that records the decision, or nothing is stored.
@@ -134,8 +134,17 @@ func (s *Store) Checkpoint(ctx context.Context, c runs.Checkpoint) error {
 		if err := leaseUpdate(tx, c.RunID, c.Lease, s.checkpointSet(c)); err != nil {
 			return err
 		}
+		rows.addAutoApproved(c)
 		return rows.addEvents(c.RunID, c.After, c.At, c.Events, c.Outbox)
 	})
+}
+
+// autoApprovedRow is the row of a call a policy let through: decided when it is stored.
+func autoApprovedRow(d runtype.Decision, at time.Time) ToolCall {
+	row := pendingRow(d.RunID, d.ToolCallID, runtype.ToolCall{ToolCallID: d.ToolCallID, ToolName: d.ToolName, Args: d.Args}, at)
+	row.State, row.DecidedBy, row.DecidedAt, row.Reason = string(d.Kind), d.DecidedBy, msOrNil(&d.DecidedAt), d.Reason
+	row.Receipt, row.PolicyRevision = d.Receipt, d.PolicyRevision
+	return row
 }
 
 // Suspend implements runs.Store.
@@ -150,9 +159,12 @@ func (s *Store) Suspend(ctx context.Context, p runs.Suspension) error {
 		if len(p.Calls) == 0 {
 			return fmt.Errorf("suspend run %s: no call to wait on", p.RunID)
 		}
-		rows := make([]ToolCall, len(p.Calls))
+		rows := make([]ToolCall, len(p.Calls), len(p.Calls)+len(p.AutoApproved))
 		for i, c := range p.Calls {
 			rows[i] = pendingRow(p.RunID, c.ToolCallID, c, p.At)
+		}
+		for _, d := range p.AutoApproved {
+			rows = append(rows, autoApprovedRow(d, p.At))
 		}
 		if err := tx.Create(&rows).Error; err != nil {
 			return fmt.Errorf("insert pending tool calls: %w", err)
@@ -178,6 +190,7 @@ func pendingRow(runID, id string, c runtype.ToolCall, at time.Time) ToolCall {
 		State: ToolCallPending, CreatedAt: runtype.StoredTime(at), ExpiresAt: msOrNil(c.ExpiresAt),
 		RemindAt: msOrNil(c.RemindAt), EscalateAt: msOrNil(c.EscalateAt), ExpiringAt: msOrNil(c.ExpiringAt),
 		EscalateTo: rolesJSON(c.EscalateTo),
+		ApprovalReason: strOrEmpty(c.ApprovalReason), PolicyRevision: strOrEmpty(c.PolicyRevision),
 	}
 }
 
@@ -190,6 +203,7 @@ func (s *Store) Finish(ctx context.Context, f runs.Finish) error {
 		if err := leaseUpdate(tx, f.RunID, f.Lease, set); err != nil {
 			return err
 		}
+		rows.addAutoApproved(f.Checkpoint)
 		if err := rows.addEvents(f.RunID, f.After, f.At, f.Events, f.Outbox); err != nil {
 			return err
 		}

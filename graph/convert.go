@@ -3,11 +3,13 @@ package graph
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"interlock/agent"
 	"interlock/graph/model"
 	"interlock/hidden"
+	"interlock/policy"
 	"interlock/runs"
 	"interlock/runtype"
 )
@@ -25,7 +27,7 @@ func toRun(r *runtype.Run) *model.AgentRun {
 		out.Decisions[i] = &model.Decision{
 			ID: fmt.Sprintf("%s:%s:%d", d.RunID, d.ToolCallID, d.ID), ToolCallID: d.ToolCallID, ToolName: d.ToolName,
 			Kind: model.DecisionKind(d.Kind), DecidedBy: d.DecidedBy, DecidedAt: d.DecidedAt, Reason: d.Reason,
-			ResumeData: d.ResumeData, Args: d.Args, EditedArgs: d.EditedArgs, Receipt: d.Receipt, GrantID: d.GrantID,
+			ResumeData: d.ResumeData, Args: d.Args, EditedArgs: d.EditedArgs, Receipt: d.Receipt, GrantID: d.GrantID, PolicyRevision: d.PolicyRevision,
 		}
 	}
 	out.LateResults = make([]*model.LateToolResult, len(r.LateResults))
@@ -65,6 +67,7 @@ func toToolCall(runID string, c *runtype.ToolCall) *model.AgentRunToolCall {
 		Args: c.Args, ExpiresAt: c.ExpiresAt, InterruptedToolCallID: nonEmpty(c.InterruptedToolCallID),
 		RemindAt: c.RemindAt, RemindedAt: c.RemindedAt, EscalateAt: c.EscalateAt, EscalatedTo: append([]string{}, c.EscalateTo...),
 		EscalatedAt: c.EscalatedAt, ExpiringAt: c.ExpiringAt, ExpiringWarnedAt: c.ExpiringWarnedAt, FollowUpsSent: followUpsSent(c),
+		ApprovalReason: nonEmpty(c.ApprovalReason), PolicyRevision: nonEmpty(c.PolicyRevision),
 	}
 	return out
 }
@@ -144,6 +147,13 @@ func toAgent(a *agent.Agent) *model.Agent {
 			ID: toolID(a.ID, t.Name), Name: t.Name, Description: nonEmpty(t.Description), RequiresApproval: t.RequireApproval,
 			InputSchema: t.InputSchema, SuspendSchema: t.SuspendSchema, ResumeSchema: t.ResumeSchema,
 			ApproverRoles: append([]string{}, t.ApproverRoles...),
+		}
+		if t.Policy != nil {
+			src, rev := t.Policy.Source(), t.Policy.Revision()
+			out.Tools[i].RequiresApproval, out.Tools[i].ApprovalPolicy, out.Tools[i].PolicyRevision = false, &src, &rev
+		} else {
+			rev := policy.Revision(strconv.FormatBool(t.RequireApproval))
+			out.Tools[i].PolicyRevision = &rev
 		}
 		out.Tools[i].ApprovalTimeoutSeconds = seconds(t.ApprovalTimeout)
 		out.Tools[i].RemindAfterSeconds = seconds(t.RemindAfter)

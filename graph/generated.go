@@ -76,6 +76,7 @@ type ComplexityRoot struct {
 	}
 
 	AgentRunToolCall struct {
+		ApprovalReason        func(childComplexity int) int
 		Args                  func(childComplexity int) int
 		EscalateAt            func(childComplexity int) int
 		EscalatedAt           func(childComplexity int) int
@@ -89,6 +90,7 @@ type ComplexityRoot struct {
 		Interrupted           func(childComplexity int) int
 		InterruptedToolCallID func(childComplexity int) int
 		LateResult            func(childComplexity int) int
+		PolicyRevision        func(childComplexity int) int
 		RemindAt              func(childComplexity int) int
 		RemindedAt            func(childComplexity int) int
 		RequiresApproval      func(childComplexity int) int
@@ -99,18 +101,19 @@ type ComplexityRoot struct {
 	}
 
 	Decision struct {
-		Args       func(childComplexity int) int
-		DecidedAt  func(childComplexity int) int
-		DecidedBy  func(childComplexity int) int
-		EditedArgs func(childComplexity int) int
-		GrantID    func(childComplexity int) int
-		ID         func(childComplexity int) int
-		Kind       func(childComplexity int) int
-		Reason     func(childComplexity int) int
-		Receipt    func(childComplexity int) int
-		ResumeData func(childComplexity int) int
-		ToolCallID func(childComplexity int) int
-		ToolName   func(childComplexity int) int
+		Args           func(childComplexity int) int
+		DecidedAt      func(childComplexity int) int
+		DecidedBy      func(childComplexity int) int
+		EditedArgs     func(childComplexity int) int
+		GrantID        func(childComplexity int) int
+		ID             func(childComplexity int) int
+		Kind           func(childComplexity int) int
+		PolicyRevision func(childComplexity int) int
+		Reason         func(childComplexity int) int
+		Receipt        func(childComplexity int) int
+		ResumeData     func(childComplexity int) int
+		ToolCallID     func(childComplexity int) int
+		ToolName       func(childComplexity int) int
 	}
 
 	Grant struct {
@@ -227,6 +230,7 @@ type ComplexityRoot struct {
 	}
 
 	Tool struct {
+		ApprovalPolicy         func(childComplexity int) int
 		ApprovalTimeoutSeconds func(childComplexity int) int
 		ApproverRoles          func(childComplexity int) int
 		Description            func(childComplexity int) int
@@ -236,6 +240,7 @@ type ComplexityRoot struct {
 		ID                     func(childComplexity int) int
 		InputSchema            func(childComplexity int) int
 		Name                   func(childComplexity int) int
+		PolicyRevision         func(childComplexity int) int
 		RemindAfterSeconds     func(childComplexity int) int
 		RequiresApproval       func(childComplexity int) int
 		ResumeSchema           func(childComplexity int) int
@@ -469,6 +474,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.AgentRun.UpdatedAt(childComplexity), true
 
+	case "AgentRunToolCall.approvalReason":
+		if e.ComplexityRoot.AgentRunToolCall.ApprovalReason == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentRunToolCall.ApprovalReason(childComplexity), true
 	case "AgentRunToolCall.args":
 		if e.ComplexityRoot.AgentRunToolCall.Args == nil {
 			break
@@ -547,6 +558,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AgentRunToolCall.LateResult(childComplexity), true
+	case "AgentRunToolCall.policyRevision":
+		if e.ComplexityRoot.AgentRunToolCall.PolicyRevision == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentRunToolCall.PolicyRevision(childComplexity), true
 	case "AgentRunToolCall.remindAt":
 		if e.ComplexityRoot.AgentRunToolCall.RemindAt == nil {
 			break
@@ -632,6 +649,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Decision.Kind(childComplexity), true
+	case "Decision.policyRevision":
+		if e.ComplexityRoot.Decision.PolicyRevision == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Decision.PolicyRevision(childComplexity), true
 	case "Decision.reason":
 		if e.ComplexityRoot.Decision.Reason == nil {
 			break
@@ -1223,6 +1246,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.ThreadsResult.Total(childComplexity), true
 
+	case "Tool.approvalPolicy":
+		if e.ComplexityRoot.Tool.ApprovalPolicy == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Tool.ApprovalPolicy(childComplexity), true
 	case "Tool.approvalTimeoutSeconds":
 		if e.ComplexityRoot.Tool.ApprovalTimeoutSeconds == nil {
 			break
@@ -1277,6 +1306,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Tool.Name(childComplexity), true
+	case "Tool.policyRevision":
+		if e.ComplexityRoot.Tool.PolicyRevision == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Tool.PolicyRevision(childComplexity), true
 	case "Tool.remindAfterSeconds":
 		if e.ComplexityRoot.Tool.RemindAfterSeconds == nil {
 			break
@@ -1623,7 +1658,7 @@ type LateToolResult {
   recordedAt: DateTime!
 }
 
-"Addition: a decision a person took on a tool call (or, with kind EXPIRED, the server took when nobody did in time)."
+"Addition: a decision a person took on a tool call (or, with kind EXPIRED, the server took when nobody did in time; with AUTO_APPROVED, the tool's policy took without asking anyone)."
 type Decision {
   "Unique across runs and decisions."
   id: ID!
@@ -1632,7 +1667,7 @@ type Decision {
   kind: DecisionKind!
   decidedBy: String
   decidedAt: DateTime!
-  "The reason given with a decline; with EXPIRED, what the model was told. Addition: with APPROVED and decidedBy null on an external agent's request, that the policy approved it (the tool needs no approval)."
+  "The reason given with a decline; with EXPIRED, what the model was told. Addition: with AUTO_APPROVED, the rule that let the call through (requireApproval false, or the expression that was false for this call)."
   reason: String
   "The data a resume was sent with."
   resumeData: JSON
@@ -1648,8 +1683,16 @@ type Decision {
   SHA-256 of the RFC 8785 canonical form of the arguments that run: editedArgs when set, else
   args), and expires soon after the decision. The service a tool calls verifies it with the keys
   at /.well-known/jwks.json. Null for other kinds (and for approvals stored before receipts).
+  Addition: AUTO_APPROVED has one too (decidedBy null in its payload).
   """
   receipt: String
+  """
+  Addition: the revision of the policy that judged the call: "sha256:" and the hex SHA-256 of the
+  tool's requireApproval as written (an expression, or "true" / "false"). On AUTO_APPROVED, the
+  policy that let the call through; on a person's decision, the policy that asked them. Null when
+  the agent's or the run's requireToolApproval asked, and on decisions stored before policies.
+  """
+  policyRevision: String
 }
 
 "Addition: what was decided."
@@ -1659,7 +1702,15 @@ enum DecisionKind {
   RESUMED
   "Addition: nobody decided before the call's expiresAt (its tool's approvalTimeout): the tool did not run and the model was told the request timed out. Also an external agent's request whose coding-agent hook stopped waiting (answered without a decision, or given up by the agent): the reason says so, and when. decidedBy is null."
   EXPIRED
-  "Addition: let through without asking anyone — a live grant matched (grantId names it, the reason says so) or a policy let it through. decidedBy is null; it has a receipt like any approval."
+  """
+  Addition: the call ran without asking anyone — the tool's policy let it through (requireApproval
+  false, or an expression that was false for this call's arguments, run and asker; an expression that
+  cannot be evaluated asks a person, never lets a call through), or a live grant matched it (grantId
+  names the grant). decidedBy is null, reason names the rule or the grant, policyRevision the
+  policy's version, and it has a receipt as an approval has: every call that runs has a decision on
+  record. (External agents' requests that needed no approval were recorded
+  APPROVED by nobody before policies existed.)
+  """
   AUTO_APPROVED
 }
 
@@ -1744,6 +1795,17 @@ type AgentRunToolCall {
   characters as a visible mark (the console shows ⟨U+202E⟩) and warn that the call holds them.
   """
   hiddenCharacters: [String!]!
+  """
+  Addition: why this call waits for approval, as it was judged when it was asked for: the tool's
+  requireApproval (true, or an expression that was true for this call, quoted), the agent's or the
+  run's requireToolApproval, or why the tool's policy could not be evaluated — an error, a field the
+  call does not have, its cost limit or deadline exceeded — which asks a person rather than let the
+  call run. Null on calls that do not wait for approval, on interrupted calls (their event's reason
+  says why), and on calls stored before policies.
+  """
+  approvalReason: String
+  "Addition: the revision of the policy that judged this call (as Decision.policyRevision); null when none did."
+  policyRevision: String
 }
 
 type Agent {
@@ -1765,8 +1827,17 @@ type Tool {
   "Addition: \"*\" on an external agent that takes any tool name: the policy of every name that is not one of its other tools."
   name: String!
   description: String
-  "Every call of this tool waits for approval before it runs."
+  "Every call of this tool waits for approval before it runs. Addition: false when approvalPolicy decides call by call."
   requiresApproval: Boolean!
+  """
+  Addition: the tool's requireApproval when it is a CEL expression (docs/policies.md): evaluated
+  over each call — args, tool, agent, run {threadId, resourceId, startedBy}, principal {subject,
+  roles, resources} — true asks a person, false lets the call run (recorded AUTO_APPROVED), and an
+  evaluation error asks a person. Null when requireApproval is plain true or false.
+  """
+  approvalPolicy: String
+  "Addition: the revision of the tool's policy (as Decision.policyRevision): of approvalPolicy, or of plain \"true\" / \"false\"."
+  policyRevision: String
   "JSON Schema of the tool's arguments."
   inputSchema: JSON
   "JSON Schema of the payload the tool suspends with, if it can suspend."
@@ -1837,7 +1908,7 @@ type Mutation {
   resumeRun(runId: ID!, resumeData: JSON!, toolCallId: ID): AgentRun!
 
   """
-  Addition: an agent that runs elsewhere asks a person to decide on one tool call. Returns its run, SUSPENDED on that call (or, when the tool needs no approval, COMPLETED at once with an APPROVED decision by the policy).
+  Addition: an agent that runs elsewhere asks a person to decide on one tool call. Returns its run, SUSPENDED on that call (or, when the tool's policy lets the call through, COMPLETED at once with an AUTO_APPROVED decision: the rule as reason, the policy's revision, a receipt).
 
   The run appears in suspendedRuns, suspendedRunsChanged, webhooks and the console like any other, and is decided with
   approveToolCall (args: edit and approve) and declineToolCall, or expires after its tool's approvalTimeout. The decision
@@ -2153,6 +2224,10 @@ func (ec *executionContext) childFields_AgentRunToolCall(ctx context.Context, fi
 		return ec.fieldContext_AgentRunToolCall_followUpsSent(ctx, field)
 	case "hiddenCharacters":
 		return ec.fieldContext_AgentRunToolCall_hiddenCharacters(ctx, field)
+	case "approvalReason":
+		return ec.fieldContext_AgentRunToolCall_approvalReason(ctx, field)
+	case "policyRevision":
+		return ec.fieldContext_AgentRunToolCall_policyRevision(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type AgentRunToolCall", field.Name)
 }
@@ -2183,6 +2258,8 @@ func (ec *executionContext) childFields_Decision(ctx context.Context, field grap
 		return ec.fieldContext_Decision_editedArgs(ctx, field)
 	case "receipt":
 		return ec.fieldContext_Decision_receipt(ctx, field)
+	case "policyRevision":
+		return ec.fieldContext_Decision_policyRevision(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Decision", field.Name)
 }
@@ -2371,6 +2448,10 @@ func (ec *executionContext) childFields_Tool(ctx context.Context, field graphql.
 		return ec.fieldContext_Tool_description(ctx, field)
 	case "requiresApproval":
 		return ec.fieldContext_Tool_requiresApproval(ctx, field)
+	case "approvalPolicy":
+		return ec.fieldContext_Tool_approvalPolicy(ctx, field)
+	case "policyRevision":
+		return ec.fieldContext_Tool_policyRevision(ctx, field)
 	case "inputSchema":
 		return ec.fieldContext_Tool_inputSchema(ctx, field)
 	case "suspendSchema":
@@ -4265,6 +4346,52 @@ func (ec *executionContext) fieldContext_AgentRunToolCall_hiddenCharacters(_ con
 	return graphql.NewScalarFieldContext("AgentRunToolCall", field, true, true, "String")
 }
 
+func (ec *executionContext) _AgentRunToolCall_approvalReason(ctx context.Context, field graphql.CollectedField, obj *model.AgentRunToolCall) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentRunToolCall_approvalReason(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ApprovalReason, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AgentRunToolCall_approvalReason(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentRunToolCall", field, false, false, "String")
+}
+
+func (ec *executionContext) _AgentRunToolCall_policyRevision(ctx context.Context, field graphql.CollectedField, obj *model.AgentRunToolCall) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentRunToolCall_policyRevision(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PolicyRevision, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AgentRunToolCall_policyRevision(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentRunToolCall", field, false, false, "String")
+}
+
 func (ec *executionContext) _Decision_id(ctx context.Context, field graphql.CollectedField, obj *model.Decision) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -4538,6 +4665,29 @@ func (ec *executionContext) _Decision_receipt(ctx context.Context, field graphql
 	)
 }
 func (ec *executionContext) fieldContext_Decision_receipt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Decision", field, false, false, "String")
+}
+
+func (ec *executionContext) _Decision_policyRevision(ctx context.Context, field graphql.CollectedField, obj *model.Decision) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Decision_policyRevision(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PolicyRevision, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Decision_policyRevision(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Decision", field, false, false, "String")
 }
 
@@ -6900,6 +7050,52 @@ func (ec *executionContext) fieldContext_Tool_requiresApproval(_ context.Context
 	return graphql.NewScalarFieldContext("Tool", field, false, false, "Boolean")
 }
 
+func (ec *executionContext) _Tool_approvalPolicy(ctx context.Context, field graphql.CollectedField, obj *model.Tool) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Tool_approvalPolicy(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ApprovalPolicy, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Tool_approvalPolicy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Tool", field, false, false, "String")
+}
+
+func (ec *executionContext) _Tool_policyRevision(ctx context.Context, field graphql.CollectedField, obj *model.Tool) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Tool_policyRevision(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PolicyRevision, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Tool_policyRevision(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Tool", field, false, false, "String")
+}
+
 func (ec *executionContext) _Tool_inputSchema(ctx context.Context, field graphql.CollectedField, obj *model.Tool) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -8721,6 +8917,16 @@ func (ec *executionContext) _AgentRunToolCall(ctx context.Context, sel ast.Selec
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._AgentRunToolCall_hiddenCharacters(ctx, field, obj)
 				})
+		case "approvalReason":
+			out.Values[i] = ec._AgentRunToolCall_approvalReason(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "policyRevision":
+			out.Values[i] = ec._AgentRunToolCall_policyRevision(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -8806,6 +9012,11 @@ func (ec *executionContext) _Decision(ctx context.Context, sel ast.SelectionSet,
 			}
 		case "receipt":
 			out.Values[i] = ec._Decision_receipt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "policyRevision":
+			out.Values[i] = ec._Decision_policyRevision(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
@@ -9613,6 +9824,16 @@ func (ec *executionContext) _Tool(ctx context.Context, sel ast.SelectionSet, obj
 		case "requiresApproval":
 			out.Values[i] = ec._Tool_requiresApproval(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "approvalPolicy":
+			out.Values[i] = ec._Tool_approvalPolicy(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "policyRevision":
+			out.Values[i] = ec._Tool_policyRevision(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "inputSchema":

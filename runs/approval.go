@@ -28,7 +28,7 @@ import (
 // arguments when a person edited them).
 //
 //	requestApproval ──▶ SUSPENDED ──approve / edit / decline / expiry──▶ COMPLETED
-//	        └──(the tool needs no approval: APPROVED by the policy)──────▶ COMPLETED
+//	        └──(the policy lets it through: AUTO_APPROVED)──────────────▶ COMPLETED
 
 // ApprovalParams are the arguments of RequestApproval. Empty strings are "not given".
 type ApprovalParams struct {
@@ -65,13 +65,13 @@ func checkToolName(name string) error {
 // MaxContextLength is the longest context (in characters) an approval request may carry.
 const MaxContextLength = 32 * 1024
 
-// policyReason is the reason recorded with the policy's approval of a call that needs none.
-const policyReason = "approved by policy: the tool needs no approval"
-
-// RequestApproval stores an external agent's request to run one tool call: a run SUSPENDED on
-// that call (its deadline set by the tool's approvalTimeout), or, when the tool needs no
-// approval (requireApproval false, and the agent's requireToolApproval off), a run COMPLETED
-// at once with the call APPROVED by the policy (decidedBy null). Nothing is executed: the
+// RequestApproval stores an external agent's request to run one tool call, judged as every call
+// is (judge, policy.go: the principal of ctx is the asker a policy reads): a run SUSPENDED on
+// that call (its deadline set by the tool's approvalTimeout, the judgement's reason as the
+// call's approvalReason), or, when the policy lets it through (requireApproval false, or an
+// expression false for these arguments, and the agent's requireToolApproval off), a run
+// COMPLETED at once with the call AUTO_APPROVED (decidedBy null, the rule as reason, the
+// policy's revision, a receipt). Nothing is executed: the
 // caller runs the tool once approved. It returns the run as stored; startedBy is the caller's
 // subject, so that with separation of duties the caller cannot approve its own request.
 //
@@ -111,8 +111,8 @@ type approvalRequest struct {
 	// the answer to a key reused for another request.
 	key     *Idempotency
 	keyText string
-	// needs says the call waits for a person; without it the policy approves it at once.
-	needs bool
+	// gate is the call's judgement: Ask, it waits for a person; else the policy lets it through.
+	gate agent.Gate
 }
 
 // checkApproval checks RequestApproval's caller and arguments in the order its contract gives
@@ -138,8 +138,7 @@ func (s *Service) checkApproval(ctx context.Context, p ApprovalParams) (*approva
 		return nil, runtype.Errorf(runtype.CodeBadUserInput, "context is %d characters long; at most %d are allowed", n, MaxContextLength)
 	}
 	req := &approvalRequest{agent: a, tool: tool, args: args, keyText: p.IdempotencyKey,
-		threadID: emptyToNil(&p.ThreadID), resourceID: emptyToNil(&p.ResourceID), context: emptyToNil(&p.Context),
-		needs: tool.RequireApproval || a.RequireToolApproval}
+		threadID: emptyToNil(&p.ThreadID), resourceID: emptyToNil(&p.ResourceID), context: emptyToNil(&p.Context)}
 	if err := authorizeResource(ctx, req.resourceID, "request approvals"); err != nil {
 		return nil, err
 	}
@@ -162,6 +161,9 @@ func (s *Service) checkApproval(ctx context.Context, p ApprovalParams) (*approva
 		// one claim: a decided request is never the answer, and no chain of them is walked.
 		req.key.WhilePending = p.KeyWhilePending
 	}
+	// Judged last, once the request is known to be valid: a refused request evaluates nothing.
+	req.gate = s.judge(ctx, judgeCall{agent: a, tool: tool, args: args, threadID: req.threadID, resourceID: req.resourceID,
+		startedBy: startedBy(ctx), asker: runtype.PrincipalFrom(ctx)})
 	return req, nil
 }
 
@@ -282,23 +284,28 @@ func (s *Service) storeApproval(ctx context.Context, req *approvalRequest) (*run
 }
 
 // approvalRun is the run a request is stored as: SUSPENDED on its call (with the call's
-// deadline, from the tool's approvalTimeout) when it needs a person, else COMPLETED with the
-// call approved by the policy, receipt included — or, when grant is not nil, AUTO_APPROVED by
-// that grant (a use of which the insert consumes), with TOOL_CALL_APPROVED naming it.
+// deadline, from the tool's approvalTimeout) when it needs a person, else COMPLETED (or, for
+// a forwarded call, RUNNING) with the call AUTO_APPROVED, receipt included: by the policy, or,
+// when grant is not nil, by that grant (a use of which the insert consumes), with
+// TOOL_CALL_APPROVED naming it.
 func (s *Service) approvalRun(ctx context.Context, req *approvalRequest, grant *runtype.Grant) (NewRun, error) {
 	id, err := uuid.NewV7()
 	if err != nil {
 		return NewRun{}, fmt.Errorf("new run id: %w", err)
 	}
 	now := s.now()
-	snap := agent.NewRequest(req.tool.Name, req.args, req.needs, req.agent.Forwards)
-	requested := runtype.ToolCall{ToolCallID: snap.Pending[0].CallID(), ToolName: req.tool.Name, Args: req.args, RequiresApproval: req.needs}
+	snap := agent.NewRequest(req.tool.Name, req.args, req.gate, req.agent.Forwards)
+	requested := runtype.ToolCall{ToolCallID: snap.Pending[0].CallID(), ToolName: req.tool.Name, Args: req.args, RequiresApproval: req.gate.Ask,
+		PolicyRevision: req.gate.Revision}
+	if req.gate.Ask {
+		requested.ApprovalReason = req.gate.Reason
+	}
 	call := requested // as it waits, with its deadline
-	if req.needs && req.tool.ApprovalTimeout > 0 {
+	if req.gate.Ask && req.tool.ApprovalTimeout > 0 {
 		deadline := runtype.StoredTime(now.Add(req.tool.ApprovalTimeout))
 		call.ExpiresAt = &deadline
 	}
-	if req.needs {
+	if req.gate.Ask {
 		followUp(&call, req.tool, now) // its reminder, escalation and warning (followup.go)
 	}
 	n := NewRun{
@@ -313,7 +320,7 @@ func (s *Service) approvalRun(ctx context.Context, req *approvalRequest, grant *
 		Idempotency: req.key,
 		External:    &ExternalRequest{Call: call, InstanceID: s.cfg.InstanceID},
 	}
-	if req.needs && grant == nil {
+	if req.gate.Ask && grant == nil {
 		waiting := call
 		n.Events = append(n.Events, runtype.Event{Type: runtype.EventToolCallApproval, ToolCall: &waiting},
 			runtype.Event{Type: runtype.EventRunSuspended, Status: string(runtype.StatusSuspended)})
@@ -323,18 +330,16 @@ func (s *Service) approvalRun(ctx context.Context, req *approvalRequest, grant *
 		}
 		n.Run.Status, n.Run.SuspendedAt, n.Run.ToolCalls = runtype.StatusSuspended, &now, []runtype.ToolCall{call}
 	} else {
-		reason := policyReason
 		receipt, err := s.receiptFor(ctx, n.Run.ID, call.ToolCallID, req.agent.ID, call.ToolName, req.args, nil, now)
 		if err != nil {
 			return NewRun{}, err
 		}
-		n.External.Decision = &runtype.Decision{RunID: n.Run.ID, ToolCallID: call.ToolCallID, ToolName: call.ToolName, Kind: runtype.DecisionApproved,
-			DecidedAt: now, Reason: &reason, Args: req.args, Receipt: receipt}
+		d := autoApproved(n.Run.ID, call, req.gate, receipt, now)
+		n.External.Decision = &d
 		if grant != nil {
 			// A person's standing approval (grant.go): TOOL_CALL_APPROVED names the grant.
 			byGrant, id := grantReason(grant), grant.ID
-			d := n.External.Decision
-			d.Kind, d.GrantID, d.Reason = runtype.DecisionAutoApproved, &id, &byGrant
+			d.GrantID, d.Reason = &id, &byGrant
 			approved := requested
 			n.Events = append(n.Events, runtype.Event{Type: runtype.EventToolCallApproved, ToolCall: &approved, Reason: byGrant, GrantID: id})
 			if err := snap.Decide(call.ToolCallID, agent.Decision{Kind: agent.CallApproved}); err != nil {

@@ -207,18 +207,18 @@ func TestApprovalDecisions(t *testing.T) {
 	})
 }
 
-// TestApprovalWithoutApprovalNeeded: a tool that needs no approval is approved by the policy at
-// once: the run is COMPLETED, never in the inbox, with an APPROVED decision by nobody.
+// TestApprovalWithoutApprovalNeeded: a tool that needs no approval is let through by the policy
+// at once: the run is COMPLETED, never in the inbox, with an AUTO_APPROVED decision by nobody.
 func TestApprovalWithoutApprovalNeeded(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := externalSetup(t, db, runs.Config{})
 		r := request(t, f, bg(), runs.ApprovalParams{AgentID: "deploy-bot", ToolName: "status", Args: json.RawMessage(`{}`)})
-		if r.Status != runtype.StatusCompleted || len(r.Decisions) != 1 || r.Decisions[0].Kind != runtype.DecisionApproved || r.Decisions[0].DecidedBy != nil {
+		if r.Status != runtype.StatusCompleted || len(r.Decisions) != 1 || r.Decisions[0].Kind != runtype.DecisionAutoApproved || r.Decisions[0].DecidedBy != nil {
 			t.Fatalf("returned %s, %+v", r.Status, r.Decisions)
 		}
 		got, err := f.svc.Get(bg(), r.ID)
-		if err != nil || got.Status != runtype.StatusCompleted || len(got.Decisions) != 1 || got.Decisions[0].Kind != runtype.DecisionApproved ||
+		if err != nil || got.Status != runtype.StatusCompleted || len(got.Decisions) != 1 || got.Decisions[0].Kind != runtype.DecisionAutoApproved ||
 			got.Decisions[0].Reason == nil || f.record(t, r.ID).Snapshot != nil {
 			t.Fatalf("stored %+v, %v", got, err)
 		}

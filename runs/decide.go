@@ -347,11 +347,14 @@ func alreadyDecided(r *runtype.Run, callID string) error {
 			return expiredAt(r.ID, d.ToolCallID, d.DecidedAt, d.Reason)
 		}
 		by := "by someone unnamed"
+		if d.Kind == runtype.DecisionAutoApproved {
+			by = "by its policy, without asking anyone,"
+		}
 		if d.DecidedBy != nil && *d.DecidedBy != "" {
 			by = "by " + *d.DecidedBy
 		}
 		return runtype.Errorf(runtype.CodeConflict, "tool call %s (%s) of run %s was already %s %s at %s: it can no longer be decided",
-			d.ToolCallID, d.ToolName, r.ID, strings.ToLower(string(d.Kind)), by, d.DecidedAt.UTC().Format("2006-01-02T15:04:05.000Z"))
+			d.ToolCallID, d.ToolName, r.ID, strings.ReplaceAll(strings.ToLower(string(d.Kind)), "_", "-"), by, d.DecidedAt.UTC().Format("2006-01-02T15:04:05.000Z"))
 	}
 	return nil
 }

@@ -399,7 +399,16 @@ func (e *execution) release() {
 // checkpoint is emit at a point where no tool is executing; while the instance shuts down it
 // stops the execution there, after storing, so the run is handed over cleanly.
 func (e *execution) checkpoint(ctx context.Context, snap *agent.Snapshot, evs ...runtype.Event) error {
-	if err := e.emit(ctx, snap, evs...); err != nil {
+	return e.checkpointWith(ctx, snap, nil, evs...)
+}
+
+// checkpointWith is checkpoint, storing the decisions auto of calls a policy let through with
+// the events (Checkpoint.AutoApproved).
+func (e *execution) checkpointWith(ctx context.Context, snap *agent.Snapshot, auto []runtype.Decision, evs ...runtype.Event) error {
+	e.mu.Lock()
+	err := e.writeLocked(ctx, snap, evs, auto...)
+	e.mu.Unlock()
+	if err != nil {
 		return err
 	}
 	if e.s.draining.Load() {
@@ -418,7 +427,7 @@ func (e *execution) emit(ctx context.Context, snap *agent.Snapshot, evs ...runty
 
 // writeLocked is emit with e.mu held. The waiting text goes first, in the same transaction; it
 // is dropped from the buffer only once stored, so a failed write can be made again.
-func (e *execution) writeLocked(ctx context.Context, snap *agent.Snapshot, evs []runtype.Event) error {
+func (e *execution) writeLocked(ctx context.Context, snap *agent.Snapshot, evs []runtype.Event, auto ...runtype.Decision) error {
 	if err := e.flushErr; err != nil {
 		e.flushErr = nil
 		return err
@@ -427,7 +436,7 @@ func (e *execution) writeLocked(ctx context.Context, snap *agent.Snapshot, evs [
 		evs = append([]runtype.Event{{Type: runtype.EventTextDelta, Text: e.text.String()}}, evs...)
 	}
 	seq := e.seq + int64(len(evs))
-	c := Checkpoint{RunID: e.run.ID, Lease: e.owner, TTL: e.s.cfg.LeaseTTL, After: e.seq, At: e.s.now(), Events: evs}
+	c := Checkpoint{RunID: e.run.ID, Lease: e.owner, TTL: e.s.cfg.LeaseTTL, After: e.seq, At: e.s.now(), Events: evs, AutoApproved: auto}
 	if snap != nil {
 		snap.Seq = seq
 		encoded, err := snap.Encode()
@@ -498,13 +507,40 @@ func (e *execution) stopFlush() {
 	}
 }
 
-// ToolCalls appends one TOOL_CALL event per call, with the snapshot holding them.
+// ToolCalls judges the calls of the step (judge: whether each waits for a person, and why),
+// then appends one TOOL_CALL event per call, with the snapshot holding them and their
+// judgements and the AUTO_APPROVED decisions of those a policy let through (with their
+// receipts), in one write: a call that runs without a person has its decision on record before
+// it can run.
 func (e *execution) ToolCalls(ctx context.Context, snap *agent.Snapshot, calls []agent.PendingCall) error {
-	evs := make([]runtype.Event, len(calls))
-	for i, c := range calls {
+	now := e.s.now()
+	var auto []runtype.Decision
+	for i := range snap.Pending {
+		c := &snap.Pending[i]
+		t := e.agent.Tool(c.Name)
+		if c.State != agent.CallNew || c.ArgsError != "" || t == nil || c.Gate != nil {
+			continue // not run (its arguments or its tool are unusable), or judged already
+		}
+		gate := e.s.judge(ctx, judgeCall{agent: e.agent, tool: t, args: c.Args, runAsks: snap.RequireToolApproval,
+			threadID: e.run.ThreadID, resourceID: e.run.ResourceID, startedBy: e.run.StartedBy})
+		c.Gate = &gate
+		if gate.Ask || t.SubAgent != nil {
+			// A delegation runs nothing itself: the sub-agent's calls are judged, and recorded,
+			// each in its own run.
+			continue
+		}
+		receipt, err := e.s.receiptFor(ctx, e.run.ID, c.CallID(), e.agent.ID, c.Name, c.Args, nil, now)
+		if err != nil {
+			return err
+		}
+		c.Receipt = deref(receipt)
+		auto = append(auto, autoApproved(e.run.ID, runtype.ToolCall{ToolCallID: c.CallID(), ToolName: c.Name, Args: c.Args}, gate, receipt, now))
+	}
+	evs := make([]runtype.Event, len(snap.Pending))
+	for i, c := range snap.Pending {
 		evs[i] = runtype.Event{Type: runtype.EventToolCallRequested, ToolCall: e.eventCall(snap, c)}
 	}
-	return e.checkpoint(ctx, snap, evs...)
+	return e.checkpointWith(ctx, snap, auto, evs...)
 }
 
 // ToolStarted stores the snapshot with the call marked executing (no event), trying again as an
@@ -624,9 +660,14 @@ func (e *execution) StepFinished(ctx context.Context, snap *agent.Snapshot) erro
 }
 
 func (e *execution) eventCall(snap *agent.Snapshot, c agent.PendingCall) *runtype.ToolCall {
+	var revision string
+	if c.Gate != nil {
+		revision = c.Gate.Revision
+	}
 	return &runtype.ToolCall{
-		ToolCallID: c.CallID(), ToolName: c.Name, Args: c.Args,
-		RequiresApproval: e.agent.NeedsApproval(snap, c.Name) && c.State != agent.CallSuspended && c.ArgsError == "",
+		PolicyRevision: revision,
+		ToolCallID:     c.CallID(), ToolName: c.Name, Args: c.Args,
+		RequiresApproval: e.agent.Waits(snap, &c) && c.State != agent.CallSuspended && c.ArgsError == "",
 		SuspendPayload:   c.SuspendPayload, ResumeSchema: c.ResumeSchema, Interrupted: c.Interrupted, InterruptedToolCallID: c.InterruptedToolCallID,
 	}
 }
@@ -697,6 +738,12 @@ func (e *execution) suspend(ctx context.Context, snap *agent.Snapshot, held *age
 func (e *execution) waitingCall(c agent.PendingCall, now time.Time) runtype.ToolCall {
 	call := runtype.ToolCall{ToolCallID: c.CallID(), ToolName: c.Name, Args: c.Args, RequiresApproval: c.State == agent.CallAwaitingApproval,
 		SuspendPayload: c.SuspendPayload, ResumeSchema: c.ResumeSchema, Interrupted: c.Interrupted, InterruptedToolCallID: c.InterruptedToolCallID}
+	if g := c.Gate; g != nil {
+		call.PolicyRevision = g.Revision
+		if g.Ask && call.RequiresApproval && !c.Interrupted {
+			call.ApprovalReason = g.Reason
+		}
+	}
 	t := e.agent.Tool(c.Name)
 	if t != nil && t.ApprovalTimeout > 0 {
 		deadline := runtype.StoredTime(now.Add(t.ApprovalTimeout))

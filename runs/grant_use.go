@@ -124,7 +124,7 @@ func (e *execution) useGrant(ctx context.Context, snap *agent.Snapshot, i int, g
 // requestGrants are the grants that would let an external agent's request through instead of
 // asking a person (grantsFor), for storeApproval to try in turn.
 func (s *Service) requestGrants(ctx context.Context, req *approvalRequest) ([]runtype.Grant, error) {
-	if !req.needs {
+	if !req.gate.Ask {
 		return nil, nil
 	}
 	r := &runtype.Run{AgentID: req.agent.ID, ThreadID: req.threadID, ResourceID: req.resourceID, StartedBy: startedBy(ctx)}

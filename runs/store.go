@@ -303,6 +303,11 @@ type Checkpoint struct {
 	Snapshot *string
 	// Outbox are the webhooks' outbox rows announcing Events (Announce), written with them.
 	Outbox []Announcement
+	// AutoApproved are the decisions on calls of the run that a policy let through
+	// (runtype.DecisionAutoApproved, by nobody, with their reason, policy revision and
+	// receipt), stored as decided calls in the same transaction, so that the calls Events
+	// show and their decisions are committed together: every call that runs has a decision.
+	AutoApproved []runtype.Decision
 }
 
 // Suspension is Checkpoint plus the calls the run now waits on.

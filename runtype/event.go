@@ -106,4 +106,12 @@ type ToolCall struct {
 	RemindedAt       *time.Time `json:"remindedAt,omitempty"`
 	EscalatedAt      *time.Time `json:"escalatedAt,omitempty"`
 	ExpiringWarnedAt *time.Time `json:"expiringWarnedAt,omitempty"`
+	// ApprovalReason is why a call waits for approval, as it was judged when it was asked for
+	// (runs/policy.go): the rule that asks (requireApproval true, an expression that was true,
+	// requireToolApproval), or why a policy could not tell — an evaluation error, a missing
+	// field, its cost limit — which asks a person, never lets the call through. "" on calls
+	// that do not wait for approval, and on interrupted calls (the event's reason says why).
+	ApprovalReason string `json:"approvalReason,omitempty"`
+	// PolicyRevision is the revision of the policy that judged the call (Decision.PolicyRevision).
+	PolicyRevision string `json:"policyRevision,omitempty"`
 }

@@ -62,11 +62,17 @@ const (
 	// before the call's ExpiresAt, so the tool did not run and the model was told the request
 	// timed out.
 	DecisionExpired DecisionKind = "EXPIRED"
-	// DecisionAutoApproved lets a call through without asking anyone (DecidedBy is nil): a
-	// live grant matched it (GrantID names the grant, Reason says so) or a policy let it
-	// through. It carries a receipt like any approval.
+	// DecisionAutoApproved is taken by a policy or a grant, not a person (DecidedBy is nil): the
+	// tool's requireApproval — false, or an expression that was false for this call — or a live
+	// grant (GrantID names it) let the call run without asking anyone. Reason names the rule and PolicyRevision its version, so the audit
+	// has every call that ran and says which policy let it through. It has a receipt, as an
+	// approval has.
 	DecisionAutoApproved DecisionKind = "AUTO_APPROVED"
 )
+
+// LetsRun reports whether a decision of this kind lets its call run (an approval, by a person
+// or by a policy): the decisions that carry a receipt.
+func (k DecisionKind) LetsRun() bool { return k == DecisionApproved || k == DecisionAutoApproved }
 
 // Decision is a decision taken on one tool call: the audit trail of a run.
 type Decision struct {
@@ -88,4 +94,10 @@ type Decision struct {
 	Receipt *string
 	// GrantID names the grant that let an AUTO_APPROVED call through (nil otherwise).
 	GrantID *string
+	// PolicyRevision is the revision of the policy that judged the call ("sha256:" and the hex
+	// SHA-256 of its requireApproval as written, package policy): on AUTO_APPROVED, the policy
+	// that let it through; on a person's decision, the policy that asked them. Nil when no
+	// policy judged it (the agent's or the run's requireToolApproval asked), and on decisions
+	// stored before policies existed.
+	PolicyRevision *string
 }

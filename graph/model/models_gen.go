@@ -129,6 +129,15 @@ type AgentRunToolCall struct {
 	// handed to the tool exactly as stored: a client showing them should show each of these
 	// characters as a visible mark (the console shows ⟨U+202E⟩) and warn that the call holds them.
 	HiddenCharacters []string `json:"hiddenCharacters"`
+	// Addition: why this call waits for approval, as it was judged when it was asked for: the tool's
+	// requireApproval (true, or an expression that was true for this call, quoted), the agent's or the
+	// run's requireToolApproval, or why the tool's policy could not be evaluated — an error, a field the
+	// call does not have, its cost limit or deadline exceeded — which asks a person rather than let the
+	// call run. Null on calls that do not wait for approval, on interrupted calls (their event's reason
+	// says why), and on calls stored before policies.
+	ApprovalReason *string `json:"approvalReason,omitempty"`
+	// Addition: the revision of the policy that judged this call (as Decision.policyRevision); null when none did.
+	PolicyRevision *string `json:"policyRevision,omitempty"`
 }
 
 // Addition: the input of requestApproval.
@@ -149,7 +158,7 @@ type ApprovalRequestInput struct {
 	IdempotencyKey *string `json:"idempotencyKey,omitempty"`
 }
 
-// Addition: a decision a person took on a tool call (or, with kind EXPIRED, the server took when nobody did in time).
+// Addition: a decision a person took on a tool call (or, with kind EXPIRED, the server took when nobody did in time; with AUTO_APPROVED, the tool's policy took without asking anyone).
 type Decision struct {
 	// Unique across runs and decisions.
 	ID         string       `json:"id"`
@@ -158,7 +167,7 @@ type Decision struct {
 	Kind       DecisionKind `json:"kind"`
 	DecidedBy  *string      `json:"decidedBy,omitempty"`
 	DecidedAt  time.Time    `json:"decidedAt"`
-	// The reason given with a decline; with EXPIRED, what the model was told. Addition: with APPROVED and decidedBy null on an external agent's request, that the policy approved it (the tool needs no approval).
+	// The reason given with a decline; with EXPIRED, what the model was told. Addition: with AUTO_APPROVED, the rule that let the call through (requireApproval false, or the expression that was false for this call).
 	Reason *string `json:"reason,omitempty"`
 	// The data a resume was sent with.
 	ResumeData json.RawMessage `json:"resumeData,omitempty"`
@@ -173,7 +182,13 @@ type Decision struct {
 	// SHA-256 of the RFC 8785 canonical form of the arguments that run: editedArgs when set, else
 	// args), and expires soon after the decision. The service a tool calls verifies it with the keys
 	// at /.well-known/jwks.json. Null for other kinds (and for approvals stored before receipts).
+	// Addition: AUTO_APPROVED has one too (decidedBy null in its payload).
 	Receipt *string `json:"receipt,omitempty"`
+	// Addition: the revision of the policy that judged the call: "sha256:" and the hex SHA-256 of the
+	// tool's requireApproval as written (an expression, or "true" / "false"). On AUTO_APPROVED, the
+	// policy that let the call through; on a person's decision, the policy that asked them. Null when
+	// the agent's or the run's requireToolApproval asked, and on decisions stored before policies.
+	PolicyRevision *string `json:"policyRevision,omitempty"`
 }
 
 // Addition: a remembered approval: calls it lets through are AUTO_APPROVED decisions naming it.
@@ -364,8 +379,15 @@ type Tool struct {
 	// Addition: "*" on an external agent that takes any tool name: the policy of every name that is not one of its other tools.
 	Name        string  `json:"name"`
 	Description *string `json:"description,omitempty"`
-	// Every call of this tool waits for approval before it runs.
+	// Every call of this tool waits for approval before it runs. Addition: false when approvalPolicy decides call by call.
 	RequiresApproval bool `json:"requiresApproval"`
+	// Addition: the tool's requireApproval when it is a CEL expression (docs/policies.md): evaluated
+	// over each call — args, tool, agent, run {threadId, resourceId, startedBy}, principal {subject,
+	// roles, resources} — true asks a person, false lets the call run (recorded AUTO_APPROVED), and an
+	// evaluation error asks a person. Null when requireApproval is plain true or false.
+	ApprovalPolicy *string `json:"approvalPolicy,omitempty"`
+	// Addition: the revision of the tool's policy (as Decision.policyRevision): of approvalPolicy, or of plain "true" / "false".
+	PolicyRevision *string `json:"policyRevision,omitempty"`
 	// JSON Schema of the tool's arguments.
 	InputSchema json.RawMessage `json:"inputSchema,omitempty"`
 	// JSON Schema of the payload the tool suspends with, if it can suspend.
@@ -395,7 +417,13 @@ const (
 	DecisionKindResumed  DecisionKind = "RESUMED"
 	// Addition: nobody decided before the call's expiresAt (its tool's approvalTimeout): the tool did not run and the model was told the request timed out. Also an external agent's request whose coding-agent hook stopped waiting (answered without a decision, or given up by the agent): the reason says so, and when. decidedBy is null.
 	DecisionKindExpired DecisionKind = "EXPIRED"
-	// Addition: let through without asking anyone — a live grant matched (grantId names it, the reason says so) or a policy let it through. decidedBy is null; it has a receipt like any approval.
+	// Addition: the call ran without asking anyone — the tool's policy let it through (requireApproval
+	// false, or an expression that was false for this call's arguments, run and asker; an expression that
+	// cannot be evaluated asks a person, never lets a call through), or a live grant matched it (grantId
+	// names the grant). decidedBy is null, reason names the rule or the grant, policyRevision the
+	// policy's version, and it has a receipt as an approval has: every call that runs has a decision on
+	// record. (External agents' requests that needed no approval were recorded
+	// APPROVED by nobody before policies existed.)
 	DecisionKindAutoApproved DecisionKind = "AUTO_APPROVED"
 )
 

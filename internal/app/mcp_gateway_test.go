@@ -199,7 +199,7 @@ func TestMCPGatewayEndToEnd(t *testing.T) {
 				}
 			}
 			s.MustAs(t, apptest.TokenOf("root"), `query($id: ID!) { run(runId: $id) { status startedBy threadId decisions { kind decidedBy } } }`, map[string]any{"id": approval(res)["runId"]}, &run)
-			if run.Run.Status != "COMPLETED" || run.Run.StartedBy != "agentbot" || len(run.Run.Decisions) != 1 || run.Run.Decisions[0].Kind != "APPROVED" || run.Run.Decisions[0].DecidedBy != nil {
+			if run.Run.Status != "COMPLETED" || run.Run.StartedBy != "agentbot" || len(run.Run.Decisions) != 1 || run.Run.Decisions[0].Kind != "AUTO_APPROVED" || run.Run.Decisions[0].DecidedBy != nil {
 				t.Fatalf("the ungated call's run = %+v, want COMPLETED, started by agentbot, approved by policy", run.Run)
 			}
 			// Its thread: the session, or, without one (2026-07-28), the client and principal.

@@ -16,8 +16,8 @@ const RECENT = `query History($statuses: [RunStatus!], $agentId: ID, $decision: 
 const STATUSES = [["", "Finished"], ["COMPLETED", "Completed"], ["FAILED", "Failed"],
   ["SUSPENDED", "Waiting (suspended)"], ["RUNNING", "Running"], ["ANY", "Any status"]];
 const ALL_STATUSES = ["RUNNING", "SUSPENDED", "COMPLETED", "FAILED"];
-const DECISIONS = [["", "Any outcome"], ["APPROVED", "Approved"], ["DECLINED", "Declined"], ["RESUMED", "Resumed (answered)"],
-  ["EXPIRED", "Expired (nobody decided in time)"], ["AUTO_APPROVED", "Auto-approved (a grant let it through)"]];
+const DECISIONS = [["", "Any outcome"], ["APPROVED", "Approved"], ["AUTO_APPROVED", "Auto-approved (a policy or a grant let it through)"], ["DECLINED", "Declined"], ["RESUMED", "Resumed (answered)"],
+  ["EXPIRED", "Expired (nobody decided in time)"]];
 const KINDS = [["", "All agents"], ["external", "External (approval requests)"], ["internal", "Run by Interlock"]];
 const PER_PAGE = 20;
 
@@ -120,10 +120,11 @@ function row(run) {
 
 /** "approved issue_refund by alice, 3/4/2025, 10:02:11 (“reason”)". */
 function decision(x) {
-  return el("li", {}, el("span", { class: `badge ${x.kind}` }, x.kind.toLowerCase()), " ", x.toolName,
+  const auto = x.kind === "AUTO_APPROVED"; // a policy's, not a person's: its rule is not quoted as anyone's words
+  return el("li", {}, el("span", { class: `badge ${x.kind}` }, auto ? "auto-approved by policy" : x.kind.toLowerCase()), " ", x.toolName,
     x.decidedBy ? [" by ", el("strong", {}, x.decidedBy)] : x.kind === "EXPIRED" ? " (nobody decided in time)" : null,
     x.decidedAt ? [", ", el("time", { datetime: x.decidedAt, class: "muted" }, when(x.decidedAt))] : null,
-    x.reason ? ` (“${x.reason}”)` : null);
+    x.reason ? (auto ? el("span", { class: "muted policy-rule" }, ` — ${x.reason}`) : ` (“${x.reason}”)`) : null);
 }
 
 function describeFilters(f) {

@@ -34,15 +34,15 @@ import { allowSimilar } from "./grants.js";
 const LATE = `toolCallId toolName result error suspendPayload instanceId finishedAt recordedAt`;
 const RUN = `query Run($id: ID!) { run(runId: $id) {
   runId agentId status threadId resourceId startedBy createdAt updatedAt suspendedAt lastEventSeq output error prompt context external
-  toolCalls { id toolCallId toolName args requiresApproval suspendPayload interrupted interruptedToolCallId expiresAt remindAt escalateAt escalatedTo expiringAt followUpsSent lateResult { ${LATE} } }
-  decisions { id toolCallId toolName kind decidedBy decidedAt reason resumeData args editedArgs grantId }
+  toolCalls { id toolCallId toolName args requiresApproval suspendPayload interrupted interruptedToolCallId expiresAt approvalReason remindAt escalateAt escalatedTo expiringAt followUpsSent lateResult { ${LATE} } }
+  decisions { id toolCallId toolName kind decidedBy decidedAt reason resumeData args editedArgs grantId policyRevision }
   lateResults { ${LATE} }
 } }`;
 const EVENTS = `subscription Events($runId: ID!, $after: Int) { runEvents(runId: $runId, after: $after) {
   seq type at text status error reason decidedBy grantId result toolCall { toolCallId toolName args suspendPayload interrupted interruptedToolCallId } } }`;
 /** How often a run is read again while an interrupted call waits without a late answer. */
 const LATE_POLL_MS = 4000;
-const AGENTS = `{ agents { id tools { name description resumeSchema approverRoles } } }`;
+const AGENTS = `{ agents { id tools { name description resumeSchema approverRoles approvalPolicy } } }`;
 const THREAD = `query Thread($id: ID!, $last: Int) { thread(id: $id) { id messageCount messages(last: $last) { id runId role content createdAt } } }`;
 const THREAD_LAST = 50;
 
@@ -289,6 +289,7 @@ function lastDecision(run, toolCallId) {
 function decisionSentence(d) {
   const at = stamp(d.decidedAt);
   if (d.kind === "EXPIRED") return ["This request expired at ", at, " without a decision."];
+  if (d.kind === "AUTO_APPROVED") return ["Its policy let this run at ", at, " without asking anyone", d.reason ? `: ${d.reason}.` : "."];
   const verb = { APPROVED: "approved", DECLINED: "declined", RESUMED: "answered" }[d.kind] || "decided";
   const did = d.decidedBy ? `${d.decidedBy} ${verb} this` : `This was ${verb}`;
   const how = d.kind === "APPROVED" && d.editedArgs ? " with edited arguments" : "";
@@ -435,6 +436,8 @@ function renderPending(section, run, agents, decide, ctx) {
     if (hiddenChars.length) card.append(hiddenWarning(hiddenChars, c.requiresApproval ? "This call's arguments hold" : "This question holds"));
     if (tool?.description) card.append(el("p", { class: "tool-description" }, tool.description));
     if (tool?.approverRoles?.length) card.append(el("p", { class: "muted approver-roles" }, `May be decided by: ${tool.approverRoles.join(", ")} (or an admin)`));
+    if (c.approvalReason) card.append(el("p", { class: "approval-reason" }, "Why you are asked: ", el("span", {}, c.approvalReason)));
+    if (tool?.approvalPolicy) card.append(el("p", { class: "muted tool-policy" }, "The tool's policy (true asks a person): ", el("code", {}, tool.approvalPolicy)));
     card.append(el("div", { class: "said-slot" }));
     fillSaid(card, c.toolCallId, ctx);
     if (c.interrupted && c.interruptedToolCallId) card.append(lateBox(c));
@@ -587,12 +590,13 @@ function renderDecisions(section, run) {
       DECLINED: [`Declined${who} at `, at],
       RESUMED: [`Resumed${who} at `, at],
       EXPIRED: ["Expired at ", at, " without a decision"],
-      AUTO_APPROVED: ["Auto-approved at ", at, d.grantId ? [" by grant ", el("a", { href: "/?view=grants&active=all", class: "grant-link" }, d.grantId)] : " without asking anyone"],
+      AUTO_APPROVED: ["Auto-approved at ", at, d.grantId ? [" by grant ", el("a", { href: "/?view=grants&active=all", class: "grant-link" }, d.grantId)] : " by policy, without asking anyone"],
     }[d.kind] || [`${d.kind.toLowerCase()}${who} at `, at];
     return el("li", { class: `decision ${d.kind}`, "data-kind": d.kind },
       el("span", { class: "decided" }, ...lead), " — ", el("strong", {}, d.toolName), " ", el("span", { class: "muted" }, `(${d.toolCallId})`),
       d.kind === "DECLINED" ? (d.reason ? `: “${d.reason}”` : ": no reason given") : "",
       d.kind === "EXPIRED" && d.reason ? el("span", { class: "muted" }, `; the model was told: ${d.reason}`) : "",
+      d.kind === "AUTO_APPROVED" ? el("span", { class: "muted policy-rule", title: d.policyRevision || "" }, d.reason ? `: ${d.reason}` : "") : "",
       d.resumeData ? ` with ${json(d.resumeData)}` : "",
       d.editedArgs ? ` with edited arguments ${json(d.editedArgs)} (the model asked for ${json(d.args)})` : "");
   })));
