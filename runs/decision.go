@@ -136,7 +136,7 @@ func (s *Service) afterDecision(ctx context.Context, dec *decision, w DecisionWr
 		s.changes.Publish(changesTopic, Change{Kind: ChangeLeft, RunID: anc.RunID})
 	}
 	if w.KeepLease {
-		// The instance holding the call answers its tool, woken by the run's stream.
+		// The instance holding the call answers its tool, woken by the run's stream (midcall.go).
 		r.Status, r.SuspendedAt, r.ToolCalls = runtype.StatusRunning, nil, []runtype.ToolCall{}
 		return
 	}

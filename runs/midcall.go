@@ -36,9 +36,11 @@ import (
 // nobody knows — it is interrupted and waits for a person's approval, never sent again.
 //
 // A graceful shutdown holds a question until its --shutdown-timeout (a person may still answer
-// it); then the question is taken back, the tool is told "cancel", and the call's outcome is
-// stored if it comes while the instance may still store it, else the run is recovered with the
-// call interrupted.
+// it, and the call then goes on as usual); then the execution is cut as any is at that timeout:
+// the call is cancelled (the server is told so), the question taken back, and the run handed
+// over — another instance recovers it with the call interrupted, waiting for a person's
+// approval, as a call cut by a shutdown always is (a result the server still sent in time is
+// stored and the run goes on with it).
 
 // AskMidCall implements agent.Asker: it stores the run SUSPENDED on call c, keeping the lease,
 // and waits for the question to be settled. It returns the decision as the answer — or, when
@@ -144,7 +146,7 @@ func (e *execution) read(ctx context.Context) (*Record, error) {
 // waiting for the answer), or this execution was cut (a shutdown, the lease's fence).
 func (e *execution) whyTakenBack(ctx context.Context) error {
 	if e.ctx != nil && e.ctx.Err() != nil {
-		return errors.New("the instance executing the call stopped before anyone answered the question (a shutdown, or it could not renew its lease); the tool was told the question is cancelled")
+		return errors.New("the instance executing the call stopped before anyone answered the question (a shutdown, or it could not renew its lease): the call was cancelled, with an outcome nobody knows")
 	}
 	return errors.New("the tool stopped waiting for the answer: its call ended (the server gave up, failed or timed out) before anyone answered the question")
 }

@@ -305,3 +305,42 @@ func TestMidCallQuestionOfADeadHolder(t *testing.T) {
 		t.Fatalf("the call was sent %d times, want once", u.executions.Load())
 	}
 }
+
+// TestMidCallQuestionAtShutdown: a question still waiting when the instance holding its call
+// stops holds the stop until its timeout; then the execution is cut as any is: the call is
+// cancelled (the server's question fails with it), the question taken back (EXPIRED by nobody,
+// saying the instance stopped), and another instance recovers the run with the call
+// interrupted, waiting for a person's approval. The call is not sent again.
+func TestMidCallQuestionAtShutdown(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		u := newAskingUpstream(t)
+		a := askingAgent(t, u, 0)
+		holder := setupWith(t, db, runs.Config{InstanceID: "holder"}, setupOpts{agents: []*agent.Agent{a}})
+		r := holder.suspended(t, runs.StartParams{AgentID: "asking-agent", Prompt: "refund order 7"})
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		holder.svc.Shutdown(ctx)
+		if a := u.got(); len(a) != 1 || !strings.Contains(a[0], "context canceled") {
+			t.Fatalf("the server got %q at the shutdown; want its call cancelled", a)
+		}
+		other := setupWith(t, db, runs.Config{InstanceID: "other", RecoveryInterval: 50 * time.Millisecond}, setupOpts{agents: []*agent.Agent{a}})
+		evs := other.until(t, r.ID, r.LastSeq, runtype.StatusSuspended)
+		if len(ofType(evs, runtype.EventToolCallInterrupted)) != 1 {
+			t.Fatalf("no TOOL_CALL_INTERRUPTED: %s", typesOf(evs))
+		}
+		got, err := other.svc.Get(bg(), r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status != runtype.StatusSuspended || len(got.ToolCalls) != 1 || !got.ToolCalls[0].Interrupted || !got.ToolCalls[0].RequiresApproval {
+			t.Fatalf("after recovery: %s with %+v; want the call interrupted, awaiting approval", got.Status, got.ToolCalls)
+		}
+		if len(got.Decisions) != 1 || got.Decisions[0].Kind != runtype.DecisionExpired || !strings.Contains(deref(got.Decisions[0].Reason), "instance executing the call stopped") {
+			t.Fatalf("decisions %+v, want the question taken back at the shutdown", got.Decisions)
+		}
+		if u.executions.Load() != 1 {
+			t.Fatalf("%d executions, want 1", u.executions.Load())
+		}
+	})
+}
