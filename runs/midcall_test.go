@@ -253,15 +253,19 @@ func TestMidCallQuestionTheServerGivesUpOn(t *testing.T) {
 		u := newAskingUpstream(t)
 		u.patience.Store(int64(time.Second))
 		f := setupWith(t, db, runs.Config{}, setupOpts{agents: []*agent.Agent{askingAgent(t, u, 0)}})
-		r := f.suspended(t, runs.StartParams{AgentID: "asking-agent", Prompt: "refund order 7"})
+		r := f.start(t, runs.StartParams{AgentID: "asking-agent", Prompt: "refund order 7"})
 		done := f.finished(t, r.ID)
+		asked := ofType(allEvents(t, f, r.ID), runtype.EventToolCallSuspended)
+		if len(asked) != 1 {
+			t.Fatalf("%d TOOL_CALL_SUSPENDED events, want the question's", len(asked))
+		}
 		if done.Status != runtype.StatusCompleted || show(done.Output) != "the tool said: Error: nobody said why: not refunded" {
 			t.Fatalf("run %s, output %q", done.Status, show(done.Output))
 		}
 		if len(done.Decisions) != 1 || done.Decisions[0].Kind != runtype.DecisionExpired || !strings.Contains(deref(done.Decisions[0].Reason), "stopped waiting") {
 			t.Fatalf("decisions %+v, want the question taken back", done.Decisions)
 		}
-		_, err := f.svc.Resume(bg(), runs.DecideParams{RunID: r.ID, ToolCallID: ptr(r.ToolCalls[0].ToolCallID)}, json.RawMessage(`{"reason":"too late"}`))
+		_, err := f.svc.Resume(bg(), runs.DecideParams{RunID: r.ID, ToolCallID: ptr(asked[0].ToolCall.ToolCallID)}, json.RawMessage(`{"reason":"too late"}`))
 		wantCode(t, err, runtype.CodeConflict)
 		if u.executions.Load() != 1 {
 			t.Fatalf("%d executions, want 1", u.executions.Load())
