@@ -5,6 +5,7 @@
 package agent
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"time"
@@ -120,6 +121,34 @@ type Call struct {
 	// service verifies that a person approved exactly these arguments: HTTP tools send it as
 	// the Interlock-Approval header, MCP tools in _meta. Empty when the call needed no approval.
 	Receipt string
+	// Ask, when not nil, puts a question to a person in the middle of the call and waits for
+	// the answer, the call still executing (see Asker): an MCP server of the protocols before
+	// 2026-07-28 asks its client while its tools/call is in flight. Nil when the host cannot
+	// hold a question (the tool then refuses it).
+	Ask func(ctx context.Context, q Question) (Answer, error)
+}
+
+// Question is what a tool asks a person in the middle of a call: Payload is shown (the
+// suspendPayload), Schema is what the answer must match (the call's resumeSchema).
+type Question struct {
+	Payload json.RawMessage
+	Schema  json.RawMessage
+}
+
+// Answer is how a question asked in the middle of a call was settled: Kind is CallResumed with
+// the person's Data, CallDeclined, or CallExpired (nobody answered in time, or the question was
+// taken back: Reason says why).
+type Answer struct {
+	Kind   CallState
+	Data   json.RawMessage
+	Reason string
+}
+
+// Asker is a Host that can hold a question asked in the middle of a call (Call.Ask): it stores
+// the run as waiting on the call, the call still executing, and returns once a person answered,
+// the question expired, or ctx ended (then it takes the question back, and the error says so).
+type Asker interface {
+	AskMidCall(ctx context.Context, snap *Snapshot, call PendingCall, q Question) (Answer, error)
 }
 
 // RunInfo identifies a run to the tools it calls.

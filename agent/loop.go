@@ -206,7 +206,12 @@ func (a *Agent) advance(ctx context.Context, snap *Snapshot, c *PendingCall, hos
 	if err := host.ToolStarted(ctx, snap, *c); err != nil {
 		return false, err
 	}
-	result, susp, errMsg, unknown := execute(ctx, tool, c, host.Run(), resumeData)
+	var ask func(context.Context, Question) (Answer, error)
+	if asker, ok := host.(Asker); ok {
+		call := *c
+		ask = func(ctx context.Context, q Question) (Answer, error) { return asker.AskMidCall(ctx, snap, call, q) }
+	}
+	result, susp, errMsg, unknown := execute(ctx, tool, c, host.Run(), resumeData, ask)
 	if unknown != nil {
 		if unknown.ModelError != "" && !a.Waits(snap, c) {
 			// Nobody gates this tool: the model is told, as of any failed call (OutcomeUnknown).
@@ -248,7 +253,7 @@ func (a *Agent) record(ctx context.Context, snap *Snapshot, c *PendingCall, host
 
 // execute runs a tool once. It returns the JSON result, or the suspension (its payload as JSON),
 // or an error text. A panic in the tool is an error result, not a crash of the server.
-func execute(ctx context.Context, tool *Tool, c *PendingCall, run RunInfo, resumeData json.RawMessage) (result json.RawMessage, susp *suspended, errMsg string, unknown *OutcomeUnknown) {
+func execute(ctx context.Context, tool *Tool, c *PendingCall, run RunInfo, resumeData json.RawMessage, ask func(context.Context, Question) (Answer, error)) (result json.RawMessage, susp *suspended, errMsg string, unknown *OutcomeUnknown) {
 	defer func() {
 		if r := recover(); r != nil {
 			result, susp, errMsg, unknown = nil, nil, fmt.Sprintf("tool %s panicked: %v", tool.Name, r), nil
@@ -256,7 +261,7 @@ func execute(ctx context.Context, tool *Tool, c *PendingCall, run RunInfo, resum
 	}()
 	// The tool is told the call's server id (what people approved), never the model's, which a
 	// model may reuse.
-	call := &Call{ToolCall: llm.ToolCall{ID: c.CallID(), Name: c.Name, Args: c.Args}, Run: run, SuspendPayload: c.SuspendPayload, ResumeData: resumeData, Receipt: c.Receipt}
+	call := &Call{ToolCall: llm.ToolCall{ID: c.CallID(), Name: c.Name, Args: c.Args}, Run: run, SuspendPayload: c.SuspendPayload, ResumeData: resumeData, Receipt: c.Receipt, Ask: ask}
 	v, err := tool.executor()(ctx, call)
 	var s *suspension
 	if errors.As(err, &s) {

@@ -55,6 +55,12 @@ type PendingCall struct {
 	// suspended it with one of its own (Call.SuspendFor); empty: the tool's ResumeSchema.
 	ResumeSchema json.RawMessage `json:"resumeSchema,omitempty"`
 	ResumeData   json.RawMessage `json:"resumeData,omitempty"`
+	// AskedMidCall marks a suspended call whose tool is still executing: its server asked a
+	// question in the middle of the call (Call.Ask), and the instance executing it holds the
+	// run's lease and the call open while a person answers. Its outcome is unknown to anyone
+	// but that instance: should it die, recovery treats the call as executing (interrupted),
+	// never as a call to make again with the answer.
+	AskedMidCall bool `json:"askedMidCall,omitempty"`
 	// Interrupted marks a call whose execution was cut off by a crash: it waits for a new approval.
 	Interrupted bool `json:"interrupted,omitempty"`
 	// InterruptedToolCallID is the id the call was executing under when its outcome became

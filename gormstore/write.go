@@ -151,8 +151,10 @@ func autoApprovedRow(d runtype.Decision, at time.Time) ToolCall {
 func (s *Store) Suspend(ctx context.Context, p runs.Suspension) error {
 	return s.tx(ctx, func(tx *gorm.DB) error {
 		set := s.checkpointSet(p.Checkpoint)
-		set["status"], set["suspended_at"] = runtype.StatusSuspended, runtype.StoredTime(p.At)
-		set["lease_owner"], set["lease_until"], set["version"] = nil, nil, gorm.Expr("version + 1")
+		set["status"], set["suspended_at"], set["version"] = runtype.StatusSuspended, runtype.StoredTime(p.At), gorm.Expr("version + 1")
+		if !p.KeepLease {
+			set["lease_owner"], set["lease_until"] = nil, nil
+		}
 		if err := leaseUpdate(tx, p.RunID, p.Lease, set); err != nil {
 			return err
 		}
@@ -189,7 +191,7 @@ func pendingRow(runID, id string, c runtype.ToolCall, at time.Time) ToolCall {
 		Interrupted: c.Interrupted, InterruptedToolCallID: strOrEmpty(c.InterruptedToolCallID),
 		State: ToolCallPending, CreatedAt: runtype.StoredTime(at), ExpiresAt: msOrNil(c.ExpiresAt),
 		RemindAt: msOrNil(c.RemindAt), EscalateAt: msOrNil(c.EscalateAt), ExpiringAt: msOrNil(c.ExpiringAt),
-		EscalateTo: rolesJSON(c.EscalateTo),
+		EscalateTo:     rolesJSON(c.EscalateTo),
 		ApprovalReason: strOrEmpty(c.ApprovalReason), PolicyRevision: strOrEmpty(c.PolicyRevision),
 	}
 }
@@ -227,10 +229,19 @@ func (s *Store) Finish(ctx context.Context, f runs.Finish) error {
 	return s.group.do(ctx, "finish", write)
 }
 
-// RenewLease implements runs.Store.
+// RenewLease implements runs.Store. A SUSPENDED run has a lease owner only when its holder
+// kept it (runs.Suspension.KeepLease), so matching the owner is enough to renew that one too.
 func (s *Store) RenewLease(ctx context.Context, runID, lease string, ttl time.Duration) error {
 	return s.tx(ctx, func(tx *gorm.DB) error {
-		return leaseUpdate(tx, runID, lease, map[string]any{"lease_until": s.dbNowPlus(ttl)})
+		res := tx.Model(&Run{}).Where("id = ? AND status IN ? AND lease_owner = ?", runID, []runtype.Status{runtype.StatusRunning, runtype.StatusSuspended}, lease).
+			Updates(map[string]any{"lease_until": s.dbNowPlus(ttl)})
+		if res.Error != nil {
+			return fmt.Errorf("update run %s: %w", runID, res.Error)
+		}
+		if res.RowsAffected == 0 {
+			return runs.ErrLeaseLost
+		}
+		return nil
 	})
 }
 
@@ -253,13 +264,19 @@ func (s *Store) Decide(ctx context.Context, d runs.DecisionWrite) error {
 			// An external agent's request: the decision is its end.
 			r["status"], r["snapshot"], r["lease_owner"], r["lease_until"] = runtype.StatusCompleted, nil, nil, nil
 			r["suspended_at"], r["recovery_attempts"], r["recover_after"] = nil, 0, nil
+		case d.KeepLease:
+			// The holder of the kept lease goes on with its call: the lease stays as it is.
+			r["status"], r["suspended_at"], r["recovery_attempts"], r["recover_after"] = runtype.StatusRunning, nil, 0, nil
 		case !d.Hold:
 			r["status"], r["lease_owner"], r["lease_until"] = runtype.StatusRunning, d.Lease, s.dbNowPlus(d.TTL)
 			r["suspended_at"], r["recovery_attempts"], r["recover_after"] = nil, 0, nil
 		}
-		res := tx.Model(&Run{}).
-			Where("id = ? AND status = ? AND version = ? AND last_seq = ?", d.RunID, runtype.StatusSuspended, d.Version, d.After).
-			Updates(r)
+		q := tx.Model(&Run{}).
+			Where("id = ? AND status = ? AND version = ? AND last_seq = ?", d.RunID, runtype.StatusSuspended, d.Version, d.After)
+		if d.KeepLease {
+			q = q.Where("lease_owner IS NOT NULL AND lease_until >= ?", s.dbNow())
+		}
+		res := q.Updates(r)
 		if res.Error != nil {
 			return fmt.Errorf("decide run %s: %w", d.RunID, res.Error)
 		}
@@ -333,9 +350,12 @@ func (s *Store) DueExpiries(ctx context.Context, now time.Time, limit int) ([]ru
 	return out, nil
 }
 
-// expired narrows a query to RUNNING runs whose lease has expired by the database's clock.
+// expired narrows a query to RUNNING runs whose lease has expired by the database's clock, and
+// SUSPENDED runs whose holder kept their lease (runs.Suspension.KeepLease) past its expiry.
 func (s *Store) expired(q *gorm.DB) *gorm.DB {
-	return q.Where("status = ? AND (lease_until IS NULL OR lease_until < ?)", runtype.StatusRunning, s.dbNow())
+	now := s.dbNow()
+	return q.Where("(status = ? AND (lease_until IS NULL OR lease_until < ?)) OR (status = ? AND lease_owner IS NOT NULL AND lease_until < ?)",
+		runtype.StatusRunning, now, runtype.StatusSuspended, now)
 }
 
 // ExpiredRuns implements runs.Store.
@@ -356,16 +376,31 @@ func (s *Store) ExpiredRuns(ctx context.Context, limit int) ([]*runs.Record, err
 func (s *Store) ClaimExpired(ctx context.Context, c runs.Claim) (bool, error) {
 	var claimed bool
 	err := s.tx(ctx, func(tx *gorm.DB) error {
-		res := s.expired(tx.Model(&Run{})).Where("id = ? AND version = ? AND last_seq = ?", c.RunID, c.Version, c.LastSeq).
-			Updates(map[string]any{
-				"lease_owner": c.Lease, "lease_until": s.dbNowPlus(c.TTL), "version": c.Version + 1,
-				"recovery_attempts": gorm.Expr("recovery_attempts + 1"), "recover_after": nil,
-			})
+		status := runtype.StatusRunning
+		set := map[string]any{
+			"lease_owner": c.Lease, "lease_until": s.dbNowPlus(c.TTL), "version": c.Version + 1,
+			"recovery_attempts": gorm.Expr("recovery_attempts + 1"), "recover_after": nil,
+		}
+		if c.Suspended {
+			// A holder that kept its lease while SUSPENDED died: the run goes back to RUNNING
+			// for the claimer, which finds its call executing.
+			status, set["status"], set["suspended_at"] = runtype.StatusSuspended, runtype.StatusRunning, nil
+		}
+		res := s.expired(tx.Model(&Run{})).Where("id = ? AND status = ? AND version = ? AND last_seq = ?", c.RunID, status, c.Version, c.LastSeq).
+			Updates(set)
 		if res.Error != nil {
 			return fmt.Errorf("claim run %s: %w", c.RunID, res.Error)
 		}
 		claimed = res.RowsAffected == 1
-		return nil
+		if !claimed || !c.Suspended {
+			return nil
+		}
+		err := tx.Model(&ToolCall{}).Where("run_id = ? AND state = ?", c.RunID, ToolCallPending).
+			Updates(map[string]any{"state": string(runtype.DecisionExpired), "decided_at": runtype.StoredTime(c.At), "reason": c.Reason}).Error
+		if err != nil {
+			return fmt.Errorf("close the waiting calls of run %s: %w", c.RunID, err)
+		}
+		return recordChange(tx, c.RunID, runs.ChangeLeft, c.InstanceID, c.At)
 	})
 	return claimed, err
 }

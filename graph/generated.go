@@ -1730,7 +1730,7 @@ type AgentRunToolCall {
   requiresApproval: Boolean!
   "The tool-defined suspend payload, when the tool called suspend()."
   suspendPayload: JSON
-  "Addition: the JSON Schema this call's resumeData must satisfy when the call names its own — an upstream MCP server that asked for input through the MCP gateway (its requestedSchema); null: the tool's resumeSchema applies."
+  "Addition: the JSON Schema this call's resumeData must satisfy when the call names its own — an upstream MCP server that asked for input (its requestedSchema), with an input-required result or in the middle of its call; null: the tool's resumeSchema applies."
   resumeSchema: JSON
   "Addition: true when the call was executing while its server instance died (or lost the database), or its request reached a tool server that stopped, lost the connection or did not answer within its timeout before answering (an MCP server, an HTTP tool), so its outcome is unknown; it waits for approval again."
   interrupted: Boolean!
@@ -1904,7 +1904,7 @@ type Mutation {
   "Decline a suspended tool call: the tool does not run; the model is told it was declined (with the reason) and the run goes on. Errors as approveToolCall."
   declineToolCall(runId: ID!, toolCallId: ID, reason: String): AgentRun!
 
-  "Resume a run whose tool called suspend(): the tool runs again with resumeData. resumeData that does not satisfy the tool's resumeSchema is BAD_USER_INPUT. Addition: so is resumeData nested more than 64 levels deep. Other errors as approveToolCall."
+  "Resume a run whose tool called suspend(): the tool runs again with resumeData (addition: a question an MCP server asked in the middle of its call is answered with resumeData instead, the call going on). resumeData that does not satisfy the tool's resumeSchema (or the call's own resumeSchema) is BAD_USER_INPUT. Addition: so is resumeData nested more than 64 levels deep. Other errors as approveToolCall."
   resumeRun(runId: ID!, resumeData: JSON!, toolCallId: ID): AgentRun!
 
   """

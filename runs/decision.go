@@ -38,6 +38,9 @@ type decision struct {
 	// grant, with an approval, is the grant its approver asked to remember (grant.go), stored
 	// in the decision's compare-and-set.
 	grant *runtype.Grant
+	// abandoned marks an expiry that stands before the call's deadline: its asker stopped
+	// waiting (DecisionWrite.Abandoned).
+	abandoned bool
 }
 
 // write is the compare-and-set of the decision at at, without its events, snapshot or lease
@@ -46,7 +49,7 @@ func (dec *decision) write(instanceID string, at time.Time) DecisionWrite {
 	r, d := dec.run, dec.d
 	return DecisionWrite{RunID: r.ID, Version: r.Version, After: r.LastSeq, ToolCallID: dec.call.ToolCallID,
 		Kind: decisionKind[d.Kind], DecidedBy: emptyToNil(&dec.by), Reason: emptyToNil(&d.Reason), ResumeData: d.ResumeData,
-		EditedArgs: d.Args, At: at, InstanceID: instanceID, Hold: len(r.ToolCalls) > 1, Grant: dec.grant}
+		EditedArgs: d.Args, At: at, InstanceID: instanceID, Hold: len(r.ToolCalls) > 1, Grant: dec.grant, Abandoned: dec.abandoned}
 }
 
 // taken is the decision as w stored it on call callID of run runID (the decided call itself, or
@@ -75,10 +78,17 @@ func (s *Service) commitDecision(ctx context.Context, dec *decision) (DecisionWr
 		}
 		d.Receipt = deref(w.Receipt) // the execution hands it to the tool (agent.Call.Receipt)
 	}
+	// A question asked in the middle of a call (midcall.go): the instance executing the call
+	// holds the run's lease and goes on with it, the decision being the answer.
+	midCall := askedMidCall(dec.snap, dec.call.ToolCallID)
 	if err := dec.snap.Decide(dec.call.ToolCallID, d); err != nil {
 		return w, fmt.Errorf("run %s: snapshot does not wait on %s: %w", dec.run.ID, dec.call.ToolCallID, err)
 	}
-	if (dec.snap.Request || dec.agent.External) && !(dec.snap.Forward && (d.Kind == agent.CallApproved || d.Kind == agent.CallResumed)) {
+	if midCall {
+		executingAgain(dec.snap)
+		w.Hold, w.KeepLease = false, true
+	}
+	if !midCall && (dec.snap.Request || dec.agent.External) && !(dec.snap.Forward && (d.Kind == agent.CallApproved || d.Kind == agent.CallResumed)) {
 		// An approval request (approval.go): the decision ends it; its caller runs the tool.
 		// The snapshot says so even when the config has given its agent a model since. A
 		// forwarded request's approval, and the answer to its tool's question, go on below:
@@ -98,7 +108,7 @@ func (s *Service) commitDecision(ctx context.Context, dec *decision) (DecisionWr
 		return w, err
 	}
 	var taken time.Time // when the write that leases the run was sent, at the latest
-	if !w.Hold {
+	if !w.Hold && !w.KeepLease {
 		w.Lease, w.TTL = s.newLease(), s.cfg.LeaseTTL
 		taken = time.Now()
 	}
@@ -127,6 +137,11 @@ func (s *Service) afterDecision(ctx context.Context, dec *decision, w DecisionWr
 	for _, anc := range w.Ancestors {
 		s.runHub.Publish(anc.RunID, struct{}{})
 		s.changes.Publish(changesTopic, Change{Kind: ChangeLeft, RunID: anc.RunID})
+	}
+	if w.KeepLease {
+		// The instance holding the call answers its tool, woken by the run's stream (midcall.go).
+		r.Status, r.SuspendedAt, r.ToolCalls = runtype.StatusRunning, nil, []runtype.ToolCall{}
+		return
 	}
 	lease := w.Lease
 	r.Status, r.LeaseOwner, r.SuspendedAt, r.ToolCalls = runtype.StatusRunning, &lease, nil, []runtype.ToolCall{}

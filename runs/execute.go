@@ -677,11 +677,17 @@ func (e *execution) eventCall(snap *agent.Snapshot, c agent.PendingCall) *runtyp
 // only then tells anyone. The lease is released. A call of a
 // tool with an ApprovalTimeout gets its deadline (ExpiresAt), counted from now.
 func (e *execution) suspend(ctx context.Context, snap *agent.Snapshot, held *agent.PendingCall, prelude ...runtype.Event) error {
+	return e.storeSuspension(ctx, snap, held, false, prelude...)
+}
+
+// storeSuspension is suspend, keeping the lease when keepLease: the run waits on a question its
+// call asked while this execution goes on with the call (midcall.go).
+func (e *execution) storeSuspension(ctx context.Context, snap *agent.Snapshot, held *agent.PendingCall, keepLease bool, prelude ...runtype.Event) error {
 	now := e.s.now()
 	// A run waits on every call of the step that waits for a person; a sub-agent's run on one
 	// at a time, because its supervisor's delegate call shows one.
 	waiting := []agent.PendingCall{*held}
-	if e.run.ParentRunID == nil {
+	if e.run.ParentRunID == nil && !keepLease {
 		waiting = snap.WaitingCalls()
 	}
 	calls := make([]runtype.ToolCall, len(waiting))
@@ -717,12 +723,12 @@ func (e *execution) suspend(ctx context.Context, snap *agent.Snapshot, held *age
 	}
 	err = e.s.store.Suspend(ctx, Suspension{
 		Checkpoint: Checkpoint{RunID: e.run.ID, Lease: e.owner, TTL: e.s.cfg.LeaseTTL, After: e.seq, At: now, Events: evs, Snapshot: &encoded, Outbox: outbox},
-		Calls:      calls, InstanceID: e.s.cfg.InstanceID, Ancestors: ancestors,
+		Calls:      calls, InstanceID: e.s.cfg.InstanceID, Ancestors: ancestors, KeepLease: keepLease,
 	})
 	if err != nil {
 		return stored(ctx, err)
 	}
-	e.seq, e.ended = seq, true
+	e.seq, e.ended = seq, !keepLease
 	e.text.Reset()
 	e.s.runHub.Publish(e.run.ID, struct{}{})
 	e.s.changes.Publish(changesTopic, Change{Kind: ChangeSuspended, RunID: e.run.ID})

@@ -77,9 +77,15 @@ func (s *Service) recoverRun(ctx context.Context, r *Record) (bool, error) {
 		return false, s.failUnrecoverable(ctx, r, "its stored state cannot be read")
 	}
 	lease, taken := s.newLease(), time.Now()
-	claimed, err := s.store.ClaimExpired(ctx, Claim{RunID: r.ID, Version: r.Version, LastSeq: r.LastSeq, Lease: lease, TTL: s.cfg.LeaseTTL})
+	claimed, err := s.store.ClaimExpired(ctx, s.claim(r, lease))
 	if err != nil || !claimed {
 		return false, err // not claimed: another instance was first, or the owner came back
+	}
+	if r.Status == runtype.StatusSuspended {
+		// Its holder died while its call's question waited (midcall.go): the call was
+		// executing, with an outcome nobody knows.
+		executingAgain(snap)
+		r.Status, r.SuspendedAt = runtype.StatusRunning, nil
 	}
 	s.cfg.Logger.Info("recovering run", "run", r.ID, "previous_owner", deref(r.LeaseOwner), "attempt", r.RecoveryAttempts+1)
 	why := causedBy(ctx, CauseRecovery)
@@ -87,6 +93,18 @@ func (s *Service) recoverRun(ctx context.Context, r *Record) (bool, error) {
 	r.LeaseOwner, r.Version = &lease, r.Version+1
 	s.execute(a, &r.Run, lease, snap, taken, why)
 	return true, nil
+}
+
+// claim is the claim of expired run r for lease. A SUSPENDED run is one whose holder kept its
+// lease while a question asked in the middle of a call waited, and died (midcall.go): the
+// question's row is closed, saying so.
+func (s *Service) claim(r *Record, lease string) Claim {
+	c := Claim{RunID: r.ID, Version: r.Version, LastSeq: r.LastSeq, Lease: lease, TTL: s.cfg.LeaseTTL}
+	if r.Status == runtype.StatusSuspended {
+		c.Suspended, c.At, c.InstanceID = true, s.now(), s.cfg.InstanceID
+		c.Reason = "the instance executing the call, which held it open while its server's question waited, stopped: the question cannot be answered any more, and the call's outcome is unknown"
+	}
+	return c
 }
 
 // backoff is how long recovery of a run waits after attempt n (0-based) could not start.
@@ -99,7 +117,7 @@ func (s *Service) backoff(n int) time.Duration {
 // and in its message.
 func (s *Service) failUnrecoverable(ctx context.Context, r *Record, why string) error {
 	lease := s.newLease()
-	claimed, err := s.store.ClaimExpired(ctx, Claim{RunID: r.ID, Version: r.Version, LastSeq: r.LastSeq, Lease: lease, TTL: s.cfg.LeaseTTL})
+	claimed, err := s.store.ClaimExpired(ctx, s.claim(r, lease))
 	if err != nil || !claimed {
 		return err
 	}

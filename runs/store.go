@@ -76,8 +76,9 @@ type Store interface {
 	// its lease. ErrLeaseLost when the run is not RUNNING under that lease.
 	Checkpoint(ctx context.Context, c Checkpoint) error
 	// Suspend stores a running run as SUSPENDED on its waiting calls: status, snapshot, a
-	// pending row per call, the events, a suspended-set change; the lease is released.
-	// ErrLeaseLost as Checkpoint.
+	// pending row per call, the events, a suspended-set change; the lease is released — or,
+	// with KeepLease, kept and renewed (a question asked in the middle of a call, whose
+	// instance holds the call open while a person answers). ErrLeaseLost as Checkpoint.
 	Suspend(ctx context.Context, s Suspension) error
 	// Finish stores a running run as COMPLETED or FAILED: outcome, final event, memory
 	// messages; the snapshot is removed and the lease released. ErrLeaseLost as Checkpoint.
@@ -86,14 +87,17 @@ type Store interface {
 	// is released) and inserts the sub-agent's run, RUNNING and leased, with its first events,
 	// in one transaction. ErrLeaseLost as Checkpoint.
 	Delegate(ctx context.Context, d Delegation) error
-	// RenewLease extends the lease to ttl from now. ErrLeaseLost as Checkpoint.
+	// RenewLease extends the lease to ttl from now: of a RUNNING run, or of a SUSPENDED one
+	// whose lease was kept (Suspension.KeepLease). ErrLeaseLost when the run is neither under
+	// that lease.
 	RenewLease(ctx context.Context, runID, lease string, ttl time.Duration) error
 	// ReleaseLease ends the lease at once, so any instance may recover the run. ErrLeaseLost
 	// as Checkpoint.
 	ReleaseLease(ctx context.Context, runID, lease string) error
 
 	// Decide is the compare-and-set of a decision: the run moves from SUSPENDED at d.Version
-	// to RUNNING under a new lease (or, with d.Hold, stays SUSPENDED at the next version; with
+	// to RUNNING under a new lease (with d.KeepLease, under the lease it kept, which must not
+	// have expired; or, with d.Hold, stays SUSPENDED at the next version; with
 	// d.Finish, to COMPLETED without lease or snapshot), the
 	// call's row from PENDING to decided, with the new snapshot, the events and a
 	// suspended-set change. ErrStale when the run or the call moved
@@ -119,13 +123,16 @@ type Store interface {
 	// stored, when the step was sent already or the call no longer waits.
 	SendNotice(ctx context.Context, n NoticeWrite) (bool, error)
 
-	// ExpiredRuns returns up to limit RUNNING runs whose lease has expired and whose recovery
-	// is not deferred, oldest lease first, as records with their snapshots (without their
+	// ExpiredRuns returns up to limit RUNNING runs whose lease has expired — and SUSPENDED
+	// runs that kept their lease (Suspension.KeepLease) past its expiry — whose recovery is
+	// not deferred, oldest lease first, as records with their snapshots (without their
 	// decisions and late results, which recovery does not read).
 	ExpiredRuns(ctx context.Context, limit int) ([]*Record, error)
 	// ClaimExpired leases an expired run to a new owner if nothing moved since it was read
 	// (same version and last seq, still expired), counting the attempt. It reports whether
-	// the claim held.
+	// the claim held. A SUSPENDED run that kept its lease is claimed only with c.Suspended: it
+	// moves to RUNNING, its pending calls' rows are closed as EXPIRED by nobody with c.Reason at
+	// c.At, and it leaves the suspended set (a change recorded for c.InstanceID).
 	ClaimExpired(ctx context.Context, c Claim) (bool, error)
 	// DeferRecovery counts a recovery attempt that could not start and keeps the run out of
 	// ExpiredRuns for the given time.
@@ -321,6 +328,12 @@ type Suspension struct {
 	// Ancestors are the WAITING supervisor runs above the run, innermost first: each becomes
 	// SUSPENDED on its delegate call, which shows the call's tool, args and payload.
 	Ancestors []AncestorWrite
+	// KeepLease keeps the run's lease (renewed by TTL) while it is SUSPENDED: the instance
+	// holding it is still executing the call it waits on (a question asked in the middle of
+	// the call, agent.Call.Ask). It may renew the lease (RenewLease), and a decision moves the
+	// run back to RUNNING under it (DecisionWrite.KeepLease); should the lease expire, the run
+	// is recovered as one whose instance died (ExpiredRuns).
+	KeepLease bool
 }
 
 // Finish is Checkpoint plus the outcome of a finished run.
@@ -363,9 +376,15 @@ type DecisionWrite struct {
 	// the tool): it moves to COMPLETED instead of RUNNING, without lease or snapshot.
 	Finish bool
 	// Abandoned makes a DecisionExpired the end of an external agent's request whose asker
-	// stopped waiting (runs.Service.Abandon): it stands whatever the call's deadline, which
-	// decides only between a person and the expiry loop.
-	Abandoned  bool
+	// stopped waiting (runs.Service.Abandon), or of a question asked in the middle of a call
+	// whose call ended first: it stands whatever the call's deadline, which decides only
+	// between a person and the expiry loop.
+	Abandoned bool
+	// KeepLease moves the run to RUNNING under the lease it kept while SUSPENDED
+	// (Suspension.KeepLease), which must not have expired (else ErrStale): the instance holding
+	// it goes on with the call, with the decision as the answer to its question. Lease and TTL
+	// are not used.
+	KeepLease  bool
 	At         time.Time
 	Snapshot   string
 	Events     []runtype.Event
@@ -428,6 +447,12 @@ type Claim struct {
 	LastSeq int64
 	Lease   string
 	TTL     time.Duration
+	// Suspended claims a SUSPENDED run whose holder kept its lease and died (see ClaimExpired):
+	// its waiting calls' rows are closed with Reason at At, and InstanceID records the change.
+	Suspended  bool
+	Reason     string
+	At         time.Time
+	InstanceID string
 }
 
 // Progress is how far a run is.

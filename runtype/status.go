@@ -14,6 +14,15 @@ package runtype
 //	             └──(model error, no answer within the steps, a panic, or recovery gave up
 //	                  after MaxRecoveryAttempts)──▶ FAILED
 //
+// A tool whose server asks a question in the middle of its call (an MCP server's
+// elicitation/create) suspends the run while the call goes on: the instance executing the call
+// keeps the run's lease while it is SUSPENDED, and the decision (or the expiry, or the call's end
+// taking the question back) moves it back to RUNNING under that same lease; should that
+// instance die, the run is recovered with the call interrupted (runs/midcall.go):
+//
+//	RUNNING (call executing) ──(question)──▶ SUSPENDED, lease kept ──resume / expiry / taken back──▶ RUNNING, same lease
+//	                                              └──(lease expired)──▶ RUNNING (claimed) ──▶ SUSPENDED, the call interrupted
+//
 // A supervisor's run that delegates a task is WAITING while its sub-agent's run goes on; it is
 // SUSPENDED (on the inner call) while that run, or one it delegated to, is; and RUNNING again,
 // leased by the instance that finished the sub-agent's run, with that run's outcome:
@@ -32,7 +41,8 @@ const (
 	// StatusRunning: an instance holds the run's lease and executes its loop (or the lease
 	// expired and the run waits for recovery).
 	StatusRunning Status = "RUNNING"
-	// StatusSuspended: the run waits for a person; its state is only in storage.
+	// StatusSuspended: the run waits for a person; its state is only in storage — but for a
+	// question asked in the middle of a call, whose instance keeps the lease and the call open.
 	StatusSuspended Status = "SUSPENDED"
 	// StatusWaiting: the run waits on the run of a sub-agent it delegated to; no instance holds
 	// it, and the API shows it as RUNNING (the work goes on). Only its sub-agent run's finish

@@ -45,6 +45,11 @@ type MCPServer struct {
 	log    *slog.Logger
 	client *mcp.Client
 
+	// calls are the calls in flight, to which a question asked in the middle of a call goes
+	// (mcp_midcall.go).
+	callsMu sync.Mutex
+	calls   map[*inFlight]struct{}
+
 	mu      sync.Mutex
 	session *mcp.ClientSession
 	proc    *process // the stdio server's process of the session; nil for url servers
@@ -235,10 +240,12 @@ func (s *MCPServer) Forward(tool string) func(ctx context.Context, c *agent.Call
 }
 
 // callOnce sends call c of tool to the server at most once (see Execute), within the timeout,
-// with the receipt of its approval in _meta.
+// with the receipt of its approval in _meta. The timeout does not run while a question the
+// server asked in the middle of the call waits for a person (mcp_midcall.go): that wait is
+// bounded by the question's own deadline (the tool's approvalTimeout), and by the server.
 func (s *MCPServer) callOnce(ctx context.Context, tool string, c *agent.Call) (*mcp.CallToolResult, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
-	defer cancel()
+	ctx, f := s.begin(ctx, c)
+	defer f.end()
 	var object map[string]json.RawMessage
 	if err := json.Unmarshal(c.Args, &object); err != nil || object == nil {
 		return nil, fmt.Errorf("MCP tools take an object of arguments")
@@ -267,6 +274,7 @@ func (s *MCPServer) callOnce(ctx context.Context, tool string, c *agent.Call) (*
 		}
 		return nil, err
 	}
+	f.end() // a question still waiting is taken back before the result is handed on
 	if res.NeedsInput() || len(res.InputRequests) > 0 {
 		return nil, askedForInput(c, s.cfg.Name, res) // nothing ran: a person answers, then it is made again
 	}
@@ -321,11 +329,11 @@ func (s *MCPServer) call(ctx context.Context, params *mcp.CallToolParams) (*mcp.
 	case ctx.Err() != nil:
 		// Timed out or cancelled: the session is fine (the SDK tells the server the call is
 		// cancelled); the caller says what happened.
-		if tr.wasSent() && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		if tr.wasSent() && errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
 			s.log.Warn("MCP call's outcome unknown: the request was sent and no answer came within the timeout", "tool", tool, "timeout", s.cfg.Timeout.String())
-			return nil, fmt.Errorf("MCP server %s: %w: %w", s.cfg.Name, errSentTimedOut, ctx.Err())
+			return nil, fmt.Errorf("MCP server %s: %w: %w", s.cfg.Name, errSentTimedOut, context.Cause(ctx))
 		}
-		return nil, ctx.Err()
+		return nil, context.Cause(ctx)
 	}
 	s.lose(cs, err, false)
 	if !tr.wasSent() || errors.Is(err, mcp.ErrSessionMissing) {

@@ -1,9 +1,7 @@
 package tools
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -21,9 +19,12 @@ import (
 // and the call is made again with the person's answer and the server's request state. So the
 // SDK's own round trips (which would ask a handler in this process and retry at once) are off.
 //
-// A server of an older protocol asks in the middle of the call (elicitation/create), while the
-// call is in flight: a question that lives only in two processes' memory cannot wait for a
-// person as a suspension does, so it is answered with an error saying so (askedMidCall).
+// A server of an older protocol (2025-06-18, 2025-11-25) asks in the middle of the call
+// (elicitation/create), while its tools/call is in flight: nothing can be made again, the call
+// is running. Such a question is held for a person all the same (askedMidCall, mcp_midcall.go),
+// through the call's agent.Call.Ask: the run is stored SUSPENDED on the call (the question as its
+// payload, its schema as resume schema) while the instance executing the call keeps the run's
+// lease and the call open, and the answer, once a person gives it, is the server's ElicitResult.
 
 // inputPayload is the suspend payload of a call its server asked for input: what a person reads
 // (the server's message and the schema of the answer) and, under mcp, what the call is made
@@ -111,16 +112,4 @@ func answers(c *agent.Call) (mcp.InputResponseMap, string, error) {
 		out[id] = &mcp.ElicitResult{Action: "accept", Content: part}
 	}
 	return out, p.MCP.RequestState, nil
-}
-
-// errAskedMidCall is the answer to a server that asks for input in the middle of a call (the
-// protocols before 2026-07-28).
-var errAskedMidCall = errors.New("Interlock holds a server's questions for a person only as input-required results (MCP 2026-07-28); a question in the middle of a call cannot wait for a person, so it is not answered")
-
-// askedMidCall is the client's elicitation handler: reached only by a server asking in the middle
-// of a call (the 2026-07-28 protocol's questions come back as results, the SDK's round trips
-// being off), which it refuses (errAskedMidCall), and logs.
-func (s *MCPServer) askedMidCall(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-	s.log.Warn("MCP server asked for input in the middle of a call; refused: only input-required results are held for a person", "message", r.Params.Message)
-	return nil, errAskedMidCall
 }

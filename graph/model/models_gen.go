@@ -78,7 +78,7 @@ type AgentRunToolCall struct {
 	RequiresApproval bool `json:"requiresApproval"`
 	// The tool-defined suspend payload, when the tool called suspend().
 	SuspendPayload json.RawMessage `json:"suspendPayload,omitempty"`
-	// Addition: the JSON Schema this call's resumeData must satisfy when the call names its own — an upstream MCP server that asked for input through the MCP gateway (its requestedSchema); null: the tool's resumeSchema applies.
+	// Addition: the JSON Schema this call's resumeData must satisfy when the call names its own — an upstream MCP server that asked for input (its requestedSchema), with an input-required result or in the middle of its call; null: the tool's resumeSchema applies.
 	ResumeSchema json.RawMessage `json:"resumeSchema,omitempty"`
 	// Addition: true when the call was executing while its server instance died (or lost the database), or its request reached a tool server that stopped, lost the connection or did not answer within its timeout before answering (an MCP server, an HTTP tool), so its outcome is unknown; it waits for approval again.
 	Interrupted bool `json:"interrupted"`

@@ -35,13 +35,17 @@ type MCPCall struct {
 
 // NewMCPUpstream starts the upstream for the test's life, keeping sessions (the 2025
 // protocols: a client speaking 2026-07-28 falls back to them).
-func NewMCPUpstream(t testing.TB) *MCPUpstream { return newMCPUpstream(t, false) }
+func NewMCPUpstream(t testing.TB) *MCPUpstream { return newMCPUpstreamWith(t, false, false) }
+
+// NewMCPUpstreamAsking is NewMCPUpstream with refund_ask, which asks why in the middle of its
+// call (elicitation/create, the 2025 protocols' way) and refunds only with an answer.
+func NewMCPUpstreamAsking(t testing.TB) *MCPUpstream { return newMCPUpstreamWith(t, false, true) }
 
 // NewMCPUpstreamSessionless is NewMCPUpstream serving the 2026-07-28 protocol (no sessions), whose
 // questions are input-required results: its refund_why asks why before it refunds.
-func NewMCPUpstreamSessionless(t testing.TB) *MCPUpstream { return newMCPUpstream(t, true) }
+func NewMCPUpstreamSessionless(t testing.TB) *MCPUpstream { return newMCPUpstreamWith(t, true, false) }
 
-func newMCPUpstream(t testing.TB, sessionless bool) *MCPUpstream {
+func newMCPUpstreamWith(t testing.TB, sessionless, asking bool) *MCPUpstream {
 	u := &MCPUpstream{started: make(chan MCPCall, 100)}
 	s := mcp.NewServer(&mcp.Implementation{Name: "orders", Version: "1"}, nil)
 	type refundIn struct {
@@ -82,6 +86,9 @@ func newMCPUpstream(t testing.TB, sessionless bool) *MCPUpstream {
 	if sessionless {
 		addRefundWhy(s, u)
 	}
+	if asking {
+		addRefundAsk(s, u)
+	}
 	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: sessionless}))
 	t.Cleanup(srv.Close)
 	u.URL = srv.URL
@@ -108,6 +115,38 @@ func addRefundWhy(s *mcp.Server, u *MCPUpstream) {
 			u.calls[len(u.calls)-1] = c
 			u.mu.Unlock()
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("refunded because %v", answer.Content["reason"])}}}, nil
+		})
+}
+
+// addRefundAsk adds refund_ask to s: it asks why in the middle of the call (elicitation/create)
+// and refunds only with an accepted answer; each call is recorded as it arrives (executions),
+// with the answer's reason, or the action, under "why" once it has one.
+func addRefundAsk(s *mcp.Server, u *MCPUpstream) {
+	s.AddTool(&mcp.Tool{Name: "refund_ask", Description: "Refund an order, asking why during the call",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"order":{"type":"integer"}},"required":["order"]}`)},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			u.record("refund_ask", req)
+			res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "Why is this order refunded?",
+				RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"reason": map[string]any{"type": "string", "minLength": 3}}, "required": []string{"reason"}}})
+			why := "error"
+			switch {
+			case err == nil && res.Action == "accept":
+				why = fmt.Sprint(res.Content["reason"])
+			case err == nil:
+				why = res.Action
+			}
+			u.mu.Lock()
+			for i := len(u.calls) - 1; i >= 0; i-- {
+				if u.calls[i].Tool == "refund_ask" {
+					u.calls[i].Args["why"] = why
+					break
+				}
+			}
+			u.mu.Unlock()
+			if err != nil || res.Action != "accept" {
+				return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "not refunded: " + why}}}, nil
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "refunded because " + why}}}, nil
 		})
 }
 

@@ -33,6 +33,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("RenewLease", func(t *testing.T) { testRenewLease(t, open) })
 	t.Run("ReleaseLease", func(t *testing.T) { testReleaseLease(t, open) })
 	t.Run("Decide", func(t *testing.T) { testDecide(t, open) })
+	t.Run("KeepLease", func(t *testing.T) { testKeepLease(t, open) }) // questions asked in the middle of a call (keeplease.go)
 	t.Run("SeveralCalls", func(t *testing.T) { testSeveralCalls(t, open) })
 	t.Run("Delegate", func(t *testing.T) { testDelegate(t, open) })
 	t.Run("ExpiresAt", func(t *testing.T) { testExpiresAt(t, open) })
