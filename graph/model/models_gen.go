@@ -153,6 +153,37 @@ type Decision struct {
 	Receipt *string `json:"receipt,omitempty"`
 }
 
+// Addition: one decision of decideToolCalls.
+type DecisionInput struct {
+	RunID string `json:"runId"`
+	// The call to decide; may be omitted when exactly one call of the run is pending (as in approveToolCall).
+	ToolCallID *string           `json:"toolCallId,omitempty"`
+	Kind       DecisionInputKind `json:"kind"`
+	// DECLINE: the reason the model is told.
+	Reason *string `json:"reason,omitempty"`
+	// APPROVE: the arguments to run the call with instead of the model's (edit and approve); BAD_USER_INPUT with DECLINE.
+	Args json.RawMessage `json:"args,omitempty"`
+}
+
+// Addition: the result of one item of decideToolCalls, in the order of the input.
+type DecisionResult struct {
+	RunID string `json:"runId"`
+	// The item's toolCallId as sent (null when it was omitted).
+	ToolCallID *string `json:"toolCallId,omitempty"`
+	// True when the decision was taken (or was this very decision sent again); run is then the run right after it.
+	Ok bool `json:"ok"`
+	// When not ok: the error code (CONFLICT, FORBIDDEN, NOT_FOUND, BAD_USER_INPUT, UNAVAILABLE, INTERNAL).
+	Code *string `json:"code,omitempty"`
+	// When not ok: what went wrong, in words a person can act on.
+	Message *string `json:"message,omitempty"`
+	// CONFLICT on a call someone else decided: who (null when unnamed, as Decision.decidedBy).
+	DecidedBy *string `json:"decidedBy,omitempty"`
+	// CONFLICT on a call someone else decided (or that expired): when.
+	DecidedAt *time.Time `json:"decidedAt,omitempty"`
+	// When ok: the run as stored right after the decision (as approveToolCall returns it).
+	Run *AgentRun `json:"run,omitempty"`
+}
+
 // Addition: the answer of a tool call that ran, but whose server instance could not store it with
 // the run: the database was out of its reach for longer than it could hold the run, or another
 // instance took the run over first (the instance records it as soon as it knows that its write of
@@ -309,6 +340,62 @@ type Tool struct {
 	ApprovalTimeoutSeconds *int `json:"approvalTimeoutSeconds,omitempty"`
 	// Addition: the only roles (besides admin) that may approve or decline this tool's calls; empty: any approver.
 	ApproverRoles []string `json:"approverRoles"`
+}
+
+// Addition: what an item of decideToolCalls decides.
+type DecisionInputKind string
+
+const (
+	DecisionInputKindApprove DecisionInputKind = "APPROVE"
+	DecisionInputKindDecline DecisionInputKind = "DECLINE"
+)
+
+var AllDecisionInputKind = []DecisionInputKind{
+	DecisionInputKindApprove,
+	DecisionInputKindDecline,
+}
+
+func (e DecisionInputKind) IsValid() bool {
+	switch e {
+	case DecisionInputKindApprove, DecisionInputKindDecline:
+		return true
+	}
+	return false
+}
+
+func (e DecisionInputKind) String() string {
+	return string(e)
+}
+
+func (e *DecisionInputKind) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = DecisionInputKind(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid DecisionInputKind", str)
+	}
+	return nil
+}
+
+func (e DecisionInputKind) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *DecisionInputKind) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e DecisionInputKind) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
 }
 
 // Addition: what was decided.
