@@ -15,6 +15,7 @@ import { inboxView } from "./inbox.js";
 import { runView } from "./run.js";
 import { newRunView } from "./newrun.js";
 import { historyView } from "./history.js";
+import { markAccess } from "./access.js";
 
 const main = document.getElementById("main");
 const conn = document.getElementById("conn");
@@ -71,6 +72,7 @@ function route() {
     else a.removeAttribute("aria-current");
   }
   const views = { inbox: inboxView, run: runView, new: newRunView, history: historyView };
+  markAccess(main, view in views ? view : "inbox");
   cleanup = (views[view] || inboxView)(main, params, navigate) || (() => {});
 }
 

@@ -1,0 +1,195 @@
+package web_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	cdppage "github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+
+	"interlock/gormstore"
+	"interlock/internal/apptest"
+	"interlock/runtype"
+)
+
+// The desk tests (issue 37 §1): a person approving all day, signed in, beside other approvers.
+
+// deskStartRuns starts n runs of the support agent as token's principal, each waiting on one
+// refund (or as prompt says, %d standing for the run's number), pacing itself when the
+// principal is over its mutation rate, and returns their ids once all wait.
+func deskStartRuns(t *testing.T, s *apptest.Server, token string, n int, prompt string) []string {
+	t.Helper()
+	ids := make([]string, 0, n)
+	for i := 0; len(ids) < n; i++ {
+		r := s.PostAs(t, token, `mutation($i: StartRunInput!) { startRun(input: $i) { runId } }`,
+			map[string]any{"i": map[string]any{"agentId": "support-agent", "prompt": fmt.Sprintf(prompt, i+1)}})
+		if r.Code == "RATE_LIMITED" {
+			time.Sleep(200 * time.Millisecond)
+			continue
+		}
+		if r.Code != "" {
+			t.Fatalf("startRun: %s %s", r.Code, r.Msg)
+		}
+		var out struct{ StartRun struct{ RunID string } }
+		json.Unmarshal(r.Data, &out)
+		ids = append(ids, out.StartRun.RunID)
+	}
+	for _, id := range ids {
+		deskWait(t, s, id, "SUSPENDED")
+	}
+	return ids
+}
+
+// deskStatus is the status of run id, read as root.
+func deskStatus(t *testing.T, s *apptest.Server, id string) string {
+	t.Helper()
+	var out struct{ Run struct{ Status string } }
+	s.MustAs(t, apptest.TokenOf("root"), `query($id: ID!) { run(runId: $id) { status } }`, map[string]any{"id": id}, &out)
+	return out.Run.Status
+}
+
+func deskWait(t *testing.T, s *apptest.Server, id, status string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for deskStatus(t, s, id) != status {
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s is not %s", id, status)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// deskInterrupted stores a run of the support agent whose instance died while its refund ran
+// (its lease long expired), and recovers it: it waits again on an interrupted call.
+func deskInterrupted(t *testing.T, s *apptest.Server, id string) {
+	t.Helper()
+	db := s.App.DB()
+	past := time.Now().UTC().Add(-time.Minute).Truncate(time.Millisecond)
+	owner := "gone/1"
+	snap := `{"messages":[{"role":"user","content":"refund order 5 for 5"},{"role":"assistant","toolCalls":[{"id":"call_1","name":"issue_refund","args":{"orderId":"5","amount":5}}]}],` +
+		`"pending":[{"id":"call_1","serverId":"tc_1","name":"issue_refund","args":{"orderId":"5","amount":5},"state":"executing"}],"steps":0,"callIds":1,"seq":2}`
+	row := gormstore.Run{ID: id, AgentID: "support-agent", Prompt: "refund order 5 for 5", Status: string(runtype.StatusRunning),
+		Snapshot: &snap, CreatedAt: past, UpdatedAt: past, LastSeq: 2, LeaseOwner: &owner, LeaseUntil: &past}
+	if err := db.Create(&row).Error; err != nil {
+		t.Fatal(err)
+	}
+	call, _ := json.Marshal(runtype.Event{ToolCall: &runtype.ToolCall{ToolCallID: "tc_1", ToolName: "issue_refund", Args: json.RawMessage(`{"orderId":"5","amount":5}`)}})
+	for _, ev := range []gormstore.Event{
+		{RunID: id, Seq: 1, Type: string(runtype.EventRunStarted), Data: `{"status":"RUNNING"}`, CreatedAt: past},
+		{RunID: id, Seq: 2, Type: string(runtype.EventToolCallRequested), Data: string(call), CreatedAt: past},
+	} {
+		if err := db.Create(&ev).Error; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.App.Service.RecoverExpired(runtype.WithSystem(context.Background())); err != nil {
+		t.Fatal(err)
+	}
+	deskWait(t, s, id, "SUSPENDED")
+}
+
+// deskSpy records, in the page, every decideToolCalls request's items (window.__batches) and
+// fails the next one as a dropped connection when window.__failNext is set.
+const deskSpy = `
+	window.__batches = [];
+	const realFetch = window.fetch;
+	window.fetch = async (url, init) => {
+		const body = init && init.body ? JSON.parse(init.body) : {};
+		if (body.query && body.query.includes("decideToolCalls")) {
+			window.__batches.push(body.variables.d);
+			if (window.__failNext) { window.__failNext = false; throw new TypeError("Failed to fetch"); }
+		}
+		return realFetch(url, init);
+	};`
+
+// TestConsoleDeskBulk: alice, at the default mutation rate, ticks all 200 runs waiting (an
+// interrupted one cannot be ticked), bob decides 20 of them first, and "Approve 200" sends one
+// decideToolCalls of 200 items: 180 approved, 20 named as decided by bob, nothing failed (no
+// rate limit), the interrupted run still waits. Then a batch whose request is lost reports each
+// item failed, and "Retry the 3 failed" sends those again and approves them.
+func TestConsoleDeskBulk(t *testing.T) {
+	t.Parallel()
+	ctx := browser(t)
+	s := apptest.AuthServer(t, "sqlite:"+filepath.Join(t.TempDir(), "desk-bulk.db"), "")
+	ids := deskStartRuns(t, s, apptest.TokenOf("root"), 200, "refund order %d for 5")
+	deskInterrupted(t, s, "run-interrupted")
+	page := tab(t, ctx, true)
+	if _, err := chromedp.Call(page, cdppage.AddScriptToEvaluateOnNewDocument, cdppage.AddScriptToEvaluateOnNewDocumentParams{Source: deskSpy}); err != nil {
+		t.Fatal(err)
+	}
+	do(t, page, chromedp.Navigate(s.URL+"/?perPage=300#token="+apptest.TokenOf("alice")),
+		until(`document.querySelectorAll("#inbox-list a.row").length === 201`))
+	box := get(t, page, chromedp.Evaluate[string](`(() => { const b = document.getElementById("pick-run-interrupted");
+		return b.disabled + "|" + document.getElementById(b.getAttribute("aria-describedby"))?.textContent; })()`))
+	if box != "true|interrupted: open it to decide" {
+		t.Fatalf("the interrupted run's box [disabled, note] = %s", box)
+	}
+	do(t, page, chromedp.Click(chromedp.CSS(`#pick-all`)), until(`!document.querySelector("#bulk").hidden`))
+	if txt := textOf(t, page, `#bulk-approve`); txt != "Approve 200" {
+		t.Fatalf("bulk button %q, want Approve 200", txt)
+	}
+	elsewhere := []string{}
+	for i := 3; i < 200; i += 10 {
+		s.MustAs(t, apptest.TokenOf("bob"), `mutation($id: ID!) { approveToolCall(runId: $id, toolCallId: "tc_1") { status } }`, map[string]any{"id": ids[i]}, nil)
+		elsewhere = append(elsewhere, ids[i])
+	}
+	do(t, page, chromedp.Click(chromedp.CSS(`#bulk-approve`)), until(`document.querySelector("#bulk-result").innerText.includes("approved.")`))
+	summary := textOf(t, page, `#bulk-result .bulk-summary`)
+	if !strings.Contains(summary, "180 approved.") || !strings.Contains(summary, "20 decided by someone else first") || strings.Contains(summary, "failed") {
+		t.Fatalf("bulk summary %q", summary)
+	}
+	var batches [][]map[string]any
+	if err := json.Unmarshal([]byte(get(t, page, chromedp.Evaluate[string](`JSON.stringify(window.__batches)`))), &batches); err != nil {
+		t.Fatal(err)
+	}
+	if len(batches) != 1 || len(batches[0]) != 200 {
+		t.Fatalf("%d requests sent, the first of %d items; want one of 200", len(batches), len(batches[0]))
+	}
+	for _, it := range batches[0] {
+		if it["runId"] == "run-interrupted" || it["kind"] != "APPROVE" || it["toolCallId"] != "tc_1" {
+			t.Fatalf("item sent: %v", it)
+		}
+	}
+	named := get(t, page, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#bulk-result .bulk-conflicts li")].map((li) => li.dataset.run)`))
+	slices.Sort(named)
+	slices.Sort(elsewhere)
+	if !slices.Equal(named, elsewhere) {
+		t.Fatalf("named as decided by someone else: %v, want %v", named, elsewhere)
+	}
+	if txt := textOf(t, page, `#bulk-result .bulk-conflicts`); strings.Count(txt, "already approved by bob at") != 20 {
+		t.Fatalf("the conflicts do not each name bob: %q", txt)
+	}
+	if st := deskStatus(t, s, "run-interrupted"); st != "SUSPENDED" {
+		t.Fatalf("the interrupted run is %s after the bulk approval", st)
+	}
+	for _, id := range ids {
+		if st := deskStatus(t, s, id); st == "SUSPENDED" {
+			t.Fatalf("run %s still waits", id)
+		}
+	}
+
+	t.Run("a lost request: its items are said failed and retried", func(t *testing.T) {
+		more := deskStartRuns(t, s, apptest.TokenOf("root"), 3, "refund order 90%d for 5")
+		do(t, page, until(`document.querySelectorAll("#inbox-list a.row").length === 4`), js(`window.__failNext = true`),
+			chromedp.Click(chromedp.CSS(`#pick-all`)), until(`document.querySelector("#bulk-approve")?.textContent === "Approve 3"`),
+			chromedp.Click(chromedp.CSS(`#bulk-approve`)), until(`document.querySelector("#bulk-result .bulk-summary")?.innerText.includes("3 failed")`))
+		if txt := textOf(t, page, `#bulk-retry`); txt != "Retry the 3 failed" {
+			t.Fatalf("retry button %q", txt)
+		}
+		do(t, page, chromedp.Click(chromedp.CSS(`#bulk-retry`)), until(`document.querySelector("#bulk-result .bulk-summary")?.innerText.includes("3 approved.")`))
+		if txt := textOf(t, page, `#bulk-result`); strings.Contains(txt, "failed") {
+			t.Fatalf("after the retry: %q", txt)
+		}
+		for _, id := range more {
+			if st := deskStatus(t, s, id); st == "SUSPENDED" {
+				t.Fatalf("run %s still waits after the retry", id)
+			}
+		}
+	})
+}
