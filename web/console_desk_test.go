@@ -12,6 +12,7 @@ import (
 
 	cdppage "github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 
 	"interlock/gormstore"
 	"interlock/internal/apptest"
@@ -192,4 +193,133 @@ func TestConsoleDeskBulk(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestConsoleDeskShortcuts: opening a run that waits for an answer from the keyboard focuses no
+// field, so the issue's keys r, M, Enter answer "M" (r goes to the field; it typed "rM" before);
+// and a shortcut never types its own letter into the field it focuses: d then "no" declines
+// with "no", e then nothing leaves the editor's arguments as they were.
+func TestConsoleDeskShortcuts(t *testing.T) {
+	t.Parallel()
+	ctx := browser(t)
+	s := apptest.Start(t, "sqlite:"+filepath.Join(t.TempDir(), "desk-keys.db"))
+
+	t.Run("r, M, Enter after opening an answer's run", func(t *testing.T) {
+		id := suspended(t, s, "ask the customer for their shoe size").RunID
+		page := tab(t, ctx, false)
+		do(t, page, chromedp.Navigate(s.URL+"/"), until(`document.querySelectorAll("#inbox-list a.row").length === 1`),
+			key("j"), key(kb.Enter), until(fmt.Sprintf(`location.search === "?run=%s"`, id)),
+			until(`!!document.querySelector("#resume-tc_1-answer")`), until(`document.activeElement?.matches(".pending")`))
+		do(t, page, key("r"), until(`document.activeElement?.id === "resume-tc_1-answer"`), key("M"), key(kb.Enter))
+		s.WaitStatus(t, id, "COMPLETED")
+		if ds := decisions(t, s, id); len(ds) != 1 || fmt.Sprint(ds[0]["resumeData"]) != "map[answer:M]" {
+			t.Fatalf("answer sent: %v, want M", ds)
+		}
+	})
+
+	t.Run("d and e type nothing into what they focus", func(t *testing.T) {
+		id := suspended(t, s, "refund order 71 for 5").RunID
+		page := tab(t, ctx, false)
+		do(t, page, chromedp.Navigate(s.URL+"/"), until(`document.querySelectorAll("#inbox-list a.row").length === 1`),
+			key("j"), key(kb.Enter), until(`document.activeElement?.matches(".pending button.approve")`),
+			key("e"), until(`document.activeElement?.matches(".pending details.edit textarea")`))
+		edited := get(t, page, chromedp.Evaluate[bool](`(() => { const a = document.querySelector(".pending details.edit textarea"); return a.value.includes("e{") || a.value.startsWith("e"); })()`))
+		if edited {
+			t.Fatal("e typed its letter into the arguments editor")
+		}
+		do(t, page, js(`document.activeElement.blur()`), key("d"), until(`document.activeElement?.id === "reason-tc_1"`), key("no"), key(kb.Enter))
+		s.WaitStatus(t, id, "COMPLETED")
+		if ds := decisions(t, s, id); len(ds) != 1 || ds[0]["kind"] != "DECLINED" || ds[0]["reason"] != "no" {
+			t.Fatalf("decision: %v, want declined with reason no", ds)
+		}
+	})
+}
+
+// TestConsoleDeskDecidedElsewhere: a run waits on two calls; while alice looks at it, bob
+// approves the first in another browser: its card leaves alice's page at once (no Approve left
+// for it) and the notice says bob approved it, while the second call's Approve and Decline stay
+// enabled. Then bob declines the second: the notice names both calls, each with its own
+// decision.
+func TestConsoleDeskDecidedElsewhere(t *testing.T) {
+	t.Parallel()
+	ctx := browser(t)
+	s := apptest.AuthServer(t, "sqlite:"+filepath.Join(t.TempDir(), "desk-elsewhere.db"), "")
+	id := deskStartRuns(t, s, apptest.TokenOf("root"), 1, "refund orders 3%d and 32 for 5")[0]
+	alice := tab(t, ctx, true)
+	do(t, alice, chromedp.Navigate(s.URL+"/?run="+id+"#token="+apptest.TokenOf("alice")),
+		until(`document.querySelectorAll(".pending[data-call]").length === 2`))
+	bob := tab(t, ctx, true)
+	do(t, bob, chromedp.Navigate(s.URL+"/?run="+id+"#token="+apptest.TokenOf("bob")),
+		until(`document.querySelectorAll(".pending[data-call]").length === 2`),
+		chromedp.Click(chromedp.CSS(`.pending[data-call="tc_1"] button.approve`)),
+		until(`!document.querySelector('.pending[data-call="tc_1"]')`))
+	do(t, alice, until(`!document.querySelector('.pending[data-call="tc_1"]')`),
+		until(`document.querySelector('[role="alert"]')?.innerText.includes("bob approved this at")`))
+	if state := get(t, alice, chromedp.Evaluate[string](`[...document.querySelectorAll('.pending[data-call="tc_2"] > .actions > :is(button.approve, button.decline)')].map((b) => b.disabled).join(",")`)); state != "false,false" {
+		t.Fatalf("the call still waiting has Approve, Decline disabled = %q", state)
+	}
+	do(t, bob, chromedp.SendKeys(chromedp.CSS(`#reason-tc_2`), "too much"), chromedp.Click(chromedp.CSS(`.pending[data-call="tc_2"] button.decline`)))
+	do(t, alice, until(`document.querySelectorAll('[role="alert"] .lost-calls li').length === 2`), until(`!document.querySelector(".pending")`))
+	calls := get(t, alice, chromedp.Evaluate[[]string](`[...document.querySelectorAll('[role="alert"] .lost-calls li')].map((li) => li.dataset.call + ": " + li.innerText)`))
+	if len(calls) != 2 || !strings.HasPrefix(calls[0], "tc_1: ") || !strings.Contains(calls[0], "bob approved this at") ||
+		!strings.HasPrefix(calls[1], "tc_2: ") || !strings.Contains(calls[1], "bob declined this at") || !strings.Contains(calls[1], "too much") {
+		t.Fatalf("the notice of the calls decided elsewhere: %q", calls)
+	}
+}
+
+// TestConsoleDeskViewer: vera (viewer) sees what waits, read-only: the inbox has no ticks, no
+// "select all", no "Approve all" and no bulk bar; the run view has no Approve, Decline, Edit or
+// Resume; a note says why; a and x do nothing. alice (approver) sees them all.
+func TestConsoleDeskViewer(t *testing.T) {
+	t.Parallel()
+	ctx := browser(t)
+	s := apptest.AuthServer(t, "sqlite:"+filepath.Join(t.TempDir(), "desk-viewer.db"), "")
+	id := deskStartRuns(t, s, apptest.TokenOf("root"), 1, "refund orders 4%d and 42 for 5")[0]
+	ask := deskStartRuns(t, s, apptest.TokenOf("root"), 1, "ask the customer for their size %d")[0]
+	visible := func(page context.Context, sel string) int {
+		return get(t, page, chromedp.Evaluate[int](fmt.Sprintf(`[...document.querySelectorAll(%q)].filter((n) => n.getClientRects().length > 0).length`, sel)))
+	}
+	controls := []string{"#inbox-list input.pick", "#pick-all", "#inbox-list button.approve-all"}
+	runControls := []string{".pending button.approve", ".pending button.decline", ".pending details.edit", `.pending form[aria-label="Resume"]`, `.pending input[id^="reason-"]`}
+
+	vera := tab(t, ctx, true)
+	do(t, vera, chromedp.Navigate(s.URL+"/#token="+apptest.TokenOf("vera")), until(`document.querySelectorAll("#inbox-list a.row").length === 2`),
+		until(`!!document.querySelector("#readonly-note")`))
+	if note := textOf(t, vera, `#readonly-note`); !strings.Contains(note, "vera") || !strings.Contains(note, "approver role") {
+		t.Fatalf("read-only note %q", note)
+	}
+	for _, sel := range controls {
+		if n := visible(vera, sel); n != 0 {
+			t.Errorf("the viewer sees %d of %s", n, sel)
+		}
+	}
+	do(t, vera, key("j"), key("x"))
+	if n := visible(vera, "#bulk"); n != 0 {
+		t.Error("x showed the bulk bar to the viewer")
+	}
+	for _, run := range []string{id, ask} {
+		do(t, vera, chromedp.Navigate(s.URL+"/?run="+run), until(`document.querySelectorAll(".pending").length > 0`), until(`!!document.querySelector("#readonly-note")`))
+		for _, sel := range runControls {
+			if n := visible(vera, sel); n != 0 {
+				t.Errorf("run %s: the viewer sees %d of %s", run, n, sel)
+			}
+		}
+	}
+	do(t, vera, chromedp.Navigate(s.URL+"/?run="+id), until(`document.querySelectorAll(".pending").length === 2`), until(`!!document.querySelector("#readonly-note")`), key("a"))
+	time.Sleep(300 * time.Millisecond) // a would have sent its approval by now
+	if st := deskStatus(t, s, id); st != "SUSPENDED" {
+		t.Fatalf("a on the viewer's run view left the run %s", st)
+	}
+
+	alice := tab(t, ctx, true)
+	do(t, alice, chromedp.Navigate(s.URL+"/#token="+apptest.TokenOf("alice")), until(`document.querySelectorAll("#inbox-list a.row").length === 2`))
+	for _, sel := range controls {
+		if n := visible(alice, sel); n == 0 {
+			t.Errorf("the approver sees no %s", sel)
+		}
+	}
+	if n := visible(alice, "#readonly-note"); n != 0 {
+		t.Error("the approver is told the desk is read-only")
+	}
+	do(t, alice, chromedp.Navigate(s.URL+"/?run="+id), until(`document.querySelectorAll(".pending > .actions > button.approve").length === 2`))
 }
