@@ -1281,8 +1281,8 @@ type Query {
   Addition: runs in the given statuses (default COMPLETED and FAILED), most recently updated first,
   with their decisions — the console's history. page is zero-based (default 0); perPage defaults to
   20 and is at most the server's maximum. Invalid page or perPage is BAD_USER_INPUT. decision and
-  decidedBy (Addition) keep runs with a decision of that kind and/or by that subject (both: one
-  decision with both). external (Addition) as suspendedRuns'.
+  decidedBy (Addition) keep runs with a decision of that kind and/or by a subject holding decidedBy, in any case
+  ("ali" finds alice and Alina; both: one decision with both). external (Addition) as suspendedRuns'.
   """
   recentRuns(statuses: [RunStatus!], agentId: ID, threadId: ID, resourceId: ID, page: Int, perPage: Int, decision: DecisionKind, decidedBy: String, external: Boolean): SuspendedRunsResult!
 

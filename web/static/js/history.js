@@ -63,7 +63,7 @@ export function historyView(main, params, navigate) {
     el("div", {}, el("label", { for: "h-agent" }, "Agent"), agentSelect),
     select("h-kind", "kind", "Kind of agent", KINDS, f.kind),
     select("h-decision", "decision", "Outcome", DECISIONS, f.decision),
-    el("div", {}, el("label", { for: "h-decidedby" }, "Decided by"),
+    el("div", {}, el("label", { for: "h-decidedby" }, "Decided by (part of a name, any case)"),
       el("input", { id: "h-decidedby", name: "decidedBy", type: "text", value: f.decidedBy, autocomplete: "off", spellcheck: "false" })),
     el("div", { class: "buttons" }, el("button", { type: "submit", class: "primary" }, "Apply"),
       filtered ? el("a", { href: "/?view=history" }, "Clear filters") : null));
