@@ -323,3 +323,37 @@ func TestConsoleDeskViewer(t *testing.T) {
 	}
 	do(t, alice, chromedp.Navigate(s.URL+"/?run="+id), until(`document.querySelectorAll(".pending > .actions > button.approve").length === 2`))
 }
+
+// TestConsoleDeskSubAgents: New run offers the first agent that is no supervisor (the demo's
+// supervisor sorts first); History shows a supervisor's finished run with its sub-agent's run
+// under it, not as a row of its own, linked both ways; the Decided by filter finds "ALI" in
+// alice, whatever the case.
+func TestConsoleDeskSubAgents(t *testing.T) {
+	t.Parallel()
+	ctx := browser(t)
+	s := apptest.AuthServer(t, "sqlite:"+filepath.Join(t.TempDir(), "desk-sub.db"), "")
+	page := tab(t, ctx, true)
+	do(t, page, chromedp.Navigate(s.URL+"/?view=new#token="+apptest.TokenOf("root")), until(`document.querySelectorAll("#n-agent option").length === 2`))
+	if v := get(t, page, chromedp.Evaluate[string](`document.querySelector("#n-agent").value + "|" + document.querySelector("#n-agent option").value`)); v != "support-agent|supervisor" {
+		t.Fatalf("New run's agent [chosen, first listed] = %s, want support-agent first chosen", v)
+	}
+	var started struct{ StartRun struct{ RunID string } }
+	s.MustAs(t, apptest.TokenOf("root"), `mutation { startRun(input: {agentId: "supervisor", prompt: "refund order 7 for 5"}) { runId } }`, nil, &started)
+	sup := started.StartRun.RunID
+	deskWait(t, s, sup, "SUSPENDED")
+	s.MustAs(t, apptest.TokenOf("alice"), `mutation($id: ID!) { approveToolCall(runId: $id) { status } }`, map[string]any{"id": sup}, nil)
+	deskWait(t, s, sup, "COMPLETED")
+	do(t, page, chromedp.Navigate(s.URL+"/?view=history"), until(`document.querySelectorAll("a.row").length === 2`))
+	shape := get(t, page, chromedp.Evaluate[string](`(() => {
+		const top = [...document.querySelectorAll("ul.history > li")];
+		const sub = document.querySelectorAll("ul.history > li > ul.sub-runs > li");
+		return top.length + "|" + (top[0]?.dataset.run) + "|" + sub.length + "|" + (sub[0]?.querySelector(".sub-of a")?.getAttribute("href"));
+	})()`))
+	if want := fmt.Sprintf("1|%s|1|/?run=%s", sup, sup); shape != want {
+		t.Fatalf("History [top rows, first, sub-runs under it, their supervisor link] = %s, want %s", shape, want)
+	}
+	do(t, page, chromedp.Navigate(s.URL+"/?view=history&decidedBy=ALI"), until(`document.querySelectorAll("a.row").length >= 1 || !!document.querySelector("#history-empty")`))
+	if n := get(t, page, chromedp.Evaluate[int](`document.querySelectorAll("a.row").length`)); n == 0 {
+		t.Fatal("Decided by ALI finds none of alice's decisions")
+	}
+}
