@@ -357,3 +357,23 @@ func TestConsoleDeskSubAgents(t *testing.T) {
 		t.Fatal("Decided by ALI finds none of alice's decisions")
 	}
 }
+
+// TestConsoleDeskExternal: an external agent's request shows its context's first line in its
+// inbox row (Markdown marks dropped), and its run view has no "Step" headings: one call, no
+// agent steps.
+func TestConsoleDeskExternal(t *testing.T) {
+	t.Parallel()
+	ctx := browser(t)
+	s := apptest.Start(t, "sqlite:"+filepath.Join(t.TempDir(), "desk-external.db"), "--auth=on", "--config", externalConsoleConfig(t))
+	id := requestApprovalAs(s, t, apptest.TokenOf("cc"), map[string]any{"agentId": "coding", "toolName": "deploy",
+		"args": map[string]any{"service": "checkout"}, "context": "\n## Deploy checkout v2 to production\n\nRuns `make deploy`."})
+	page := tab(t, ctx, true)
+	do(t, page, chromedp.Navigate(s.URL+"/#token="+apptest.TokenOf("alice")), until(`document.querySelectorAll("#inbox-list a.row").length === 1`))
+	if line := textOf(t, page, `#inbox-list a.row .context-line`); line != "Deploy checkout v2 to production" {
+		t.Fatalf("the row's context line %q", line)
+	}
+	do(t, page, chromedp.Navigate(s.URL+"/?run="+id), until(`document.querySelectorAll("#stream li").length > 0 && !!document.querySelector("#stream.one-call")`))
+	if n := get(t, page, chromedp.Evaluate[int](`[...document.querySelectorAll("#stream .step-title")].filter((n) => n.getClientRects().length > 0).length`)); n != 0 {
+		t.Fatalf("the request's timeline shows %d step headings", n)
+	}
+}

@@ -26,7 +26,7 @@ const TITLE = "Interlock";
 
 // Only what the inbox shows or sends back: a page of 500 runs must stay within the default
 // --max-query-complexity (10000), and each field costs one per run and per call.
-const RUN_FIELDS = `runId agentId threadId resourceId createdAt suspendedAt
+const RUN_FIELDS = `runId agentId threadId resourceId createdAt suspendedAt context
       toolCalls { toolCallId toolName args requiresApproval suspendPayload interrupted expiresAt lateResult { recordedAt } }`;
 const LIST = `query Inbox($agentId: ID, $threadId: ID, $resourceId: ID, $fromDate: DateTime, $toDate: DateTime, $page: Int, $perPage: Int, $external: Boolean) {
   suspendedRuns(agentId: $agentId, threadId: $threadId, resourceId: $resourceId, fromDate: $fromDate, toDate: $toDate, page: $page, perPage: $perPage, external: $external) {
@@ -453,6 +453,15 @@ function notify(change) {
   n.onclick = () => { window.focus(); n.close(); go(`/?run=${encodeURIComponent(run.runId)}`); };
 }
 
+/** An external request's context, its first non-empty line, cut to fit a row (its hidden
+ * characters shown as marks); null for a run without one. */
+function contextLine(r) {
+  const first = (r.context || "").split("\n").map((l) => l.replace(/^[#>*\s-]+/, "").trim()).find(Boolean);
+  if (!first) return null;
+  const text = markText(first.length > 120 ? first.slice(0, 119) + "…" : first);
+  return el("span", { class: "block context-line", title: markText(r.context) }, text);
+}
+
 function renderList(list, result, f, params, filtered, picked, { onPick, approveAll }) {
   if (result.total === 0) {
     const clear = "/" + (f.sort === "newest" ? "?sort=newest" : "");
@@ -491,7 +500,8 @@ function renderList(list, result, f, params, filtered, picked, { onPick, approve
           el("span", { class: "badge SUSPENDED" }, c.requiresApproval ? (c.interrupted ? (c.lateResult ? "interrupted · it ran: see its answer" : "interrupted · approve again") : "approval") : "needs input"),
           many ? el("span", { class: "badge calls" }, `${r.toolCalls.length} calls`) : null,
           hiddenChars.length ? el("span", { class: "badge hidden-chars", title: `Holds characters that change how text reads, shown as marks: ${describeHidden(hiddenChars)}` }, "⚠ hidden characters") : null,
-          el("span", { class: "muted block", "data-agent": r.agentId }, r.agentId)),
+          el("span", { class: "muted block", "data-agent": r.agentId }, r.agentId),
+          contextLine(r)),
         el("code", { title: what }, what),
         el("span", { class: "muted" }, r.threadId ? `thread ${r.threadId}` : "no thread", el("br"), r.resourceId ? `resource ${r.resourceId}` : ""),
         el("span", {}, age,

@@ -101,6 +101,8 @@ export function runView(main, params) {
       return;
     }
     lastRun = run;
+    // An external agent's request is one call, not an agent's steps: no "Step 1" headings.
+    stream.classList.toggle("one-call", !!run.external);
     renderHead(head, summary, run);
     renderPending(pending, run, agents, decide, ctx);
     renderDecisions(decisions, run);
