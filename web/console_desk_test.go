@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/emulation"
 	cdppage "github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
@@ -375,5 +376,54 @@ func TestConsoleDeskExternal(t *testing.T) {
 	do(t, page, chromedp.Navigate(s.URL+"/?run="+id), until(`document.querySelectorAll("#stream li").length > 0 && !!document.querySelector("#stream.one-call")`))
 	if n := get(t, page, chromedp.Evaluate[int](`[...document.querySelectorAll("#stream .step-title")].filter((n) => n.getClientRects().length > 0).length`)); n != 0 {
 		t.Fatalf("the request's timeline shows %d step headings", n)
+	}
+}
+
+// TestConsoleDeskLayout: at 1280 × 800 at least 9 inbox rows fit on the first screen (5 did);
+// at 375 × 812 the first row starts in the top 300 px (it started at 595); the dark theme's
+// "2 calls" badge has a contrast of at least 4.5:1 (it had 1.75:1), measured from the colours
+// the browser computed; the run view lists decisions in the order they were taken.
+func TestConsoleDeskLayout(t *testing.T) {
+	t.Parallel()
+	ctx := browser(t)
+	s := apptest.Start(t, "sqlite:"+filepath.Join(t.TempDir(), "desk-layout.db"))
+	suspendedMany(t, s, 11, "6")
+	two := suspended(t, s, "refund orders 91 and 92 for 5").RunID
+	measure := `(() => { const rows = [...document.querySelectorAll("#inbox-list li.inbox-item")].map((r) => r.getBoundingClientRect());
+		return [rows.filter((r) => r.bottom <= innerHeight).length, Math.round(rows[0].top)]; })()`
+	for _, c := range []struct {
+		w, h             int64
+		mobile           bool
+		minFit, maxFirst int
+	}{{1280, 800, false, 9, 800}, {375, 812, true, 1, 300}} {
+		page := tab(t, ctx, false)
+		do(t, page, chromedp.EmulateViewport(c.w, c.h, func(p *emulation.SetDeviceMetricsOverrideParams, q *emulation.SetTouchEmulationEnabledParams) {
+			p.Mobile = c.mobile
+		}), chromedp.Navigate(s.URL+"/"), until(`document.querySelectorAll("#inbox-list a.row").length === 12`))
+		got := get(t, page, chromedp.Evaluate[[]int](measure))
+		if got[0] < c.minFit || got[1] > c.maxFirst {
+			t.Errorf("at %d × %d: %d rows fit, the first at y=%d; want at least %d, the first above %d", c.w, c.h, got[0], got[1], c.minFit, c.maxFirst)
+		}
+	}
+
+	page := tab(t, ctx, false)
+	do(t, page, chromedp.Navigate(s.URL+"/"), js(`localStorage.setItem("interlock.theme", "dark")`), chromedp.Reload(),
+		until(`document.documentElement.dataset.theme === "dark" && !!document.querySelector("#inbox-list .badge.calls")`))
+	ratio := get(t, page, chromedp.Evaluate[float64](`(() => {
+		const b = document.querySelector("#inbox-list .badge.calls"), cs = getComputedStyle(b);
+		const rgb = (s) => s.match(/[\d.]+/g).slice(0, 3).map(Number);
+		const lum = (c) => { const [r, g, b] = c.map((v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; }); return 0.2126 * r + 0.7152 * g + 0.0722 * b; };
+		const [a, z] = [lum(rgb(cs.color)), lum(rgb(cs.backgroundColor))].sort((x, y) => y - x);
+		return (a + 0.05) / (z + 0.05);
+	})()`))
+	if ratio < 4.5 {
+		t.Errorf("the dark '2 calls' badge's contrast is %.2f:1, want at least 4.5:1", ratio)
+	}
+
+	s.Must(t, `mutation($id: ID!) { declineToolCall(runId: $id, toolCallId: "tc_2", reason: "later") { status } }`, map[string]any{"id": two}, &struct{}{})
+	s.Must(t, `mutation($id: ID!) { approveToolCall(runId: $id, toolCallId: "tc_1") { status } }`, map[string]any{"id": two}, &struct{}{})
+	do(t, page, chromedp.Navigate(s.URL+"/?run="+two), until(`document.querySelectorAll(".decisions-list li").length === 2`))
+	if order := get(t, page, chromedp.Evaluate[[]string](`[...document.querySelectorAll(".decisions-list li")].map((li) => li.dataset.kind)`)); !slices.Equal(order, []string{"DECLINED", "APPROVED"}) {
+		t.Fatalf("decisions listed %v, want the decline (taken first) then the approval", order)
 	}
 }

@@ -602,7 +602,9 @@ function restoreFields(section, { values, focus }) {
 function renderDecisions(section, run) {
   section.replaceChildren();
   if (!run.decisions.length) return;
-  section.append(el("h2", {}, "Decisions"), el("ul", { class: "card list decisions-list" }, run.decisions.map((d) => {
+  // In the order they were taken (the API lists them by call): who decided what, when.
+  const byTime = [...run.decisions].sort((a, b) => Date.parse(a.decidedAt) - Date.parse(b.decidedAt) || Number(a.id) - Number(b.id));
+  section.append(el("h2", {}, "Decisions"), el("ul", { class: "card list decisions-list" }, byTime.map((d) => {
     const at = stamp(d.decidedAt);
     const who = d.decidedBy ? ` by ${d.decidedBy}` : "";
     const lead = {
