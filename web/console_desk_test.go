@@ -427,3 +427,22 @@ func TestConsoleDeskLayout(t *testing.T) {
 		t.Fatalf("decisions listed %v, want the decline (taken first) then the approval", order)
 	}
 }
+
+// TestPlaygroundRefetchesSchemaOnHeaders: with authentication on, the Playground's first
+// schema read fails (no token yet); putting a token in the Headers pane reads it again, so the
+// documentation explorer lists the schema without "Re-fetch GraphQL schema" being pressed.
+func TestPlaygroundRefetchesSchemaOnHeaders(t *testing.T) {
+	t.Parallel()
+	ctx := browser(t)
+	s := apptest.AuthServer(t, "sqlite:"+filepath.Join(t.TempDir(), "playground-headers.db"), "")
+	page := tab(t, ctx, true)
+	do(t, page, chromedp.Navigate(s.URL+"/playground"),
+		until(`!!document.querySelector(".graphiql-container .graphiql-query-editor .CodeMirror")`), until(`!!`+editor("Headers")),
+		js(`[...document.querySelectorAll("button[aria-label$='Documentation Explorer']")].forEach((b) => b.click())`),
+		until(`!!document.querySelector(".graphiql-doc-explorer")`))
+	if txt := textOf(t, page, `.graphiql-doc-explorer`); strings.Contains(txt, "Subscription") {
+		t.Fatalf("the schema was read without a token: %q", txt)
+	}
+	do(t, page, js(editor("Headers")+`.setValue('{"Authorization": "Bearer `+apptest.TokenOf("root")+`"}')`),
+		until(`(document.querySelector(".graphiql-doc-explorer") || {innerText: ""}).innerText.includes("Subscription")`))
+}
