@@ -141,7 +141,12 @@ func TestConsoleDeskBulk(t *testing.T) {
 		s.MustAs(t, apptest.TokenOf("bob"), `mutation($id: ID!) { approveToolCall(runId: $id, toolCallId: "tc_1") { status } }`, map[string]any{"id": ids[i]}, nil)
 		elsewhere = append(elsewhere, ids[i])
 	}
-	do(t, page, chromedp.Click(chromedp.CSS(`#bulk-approve`)), until(`document.querySelector("#bulk-result").innerText.includes("approved.")`))
+	// 200 decisions, each a transaction, and 180 runs going on: on a loaded machine this takes
+	// longer than until's 20 s.
+	do(t, page, chromedp.Click(chromedp.CSS(`#bulk-approve`)))
+	if _, err := chromedp.Run(page, chromedp.Poll[bool](`document.querySelector("#bulk-result").innerText.includes("approved.")`, chromedp.WithPollingTimeout(3*time.Minute))); err != nil {
+		t.Fatalf("the bulk approval's report: %v", err)
+	}
 	summary := textOf(t, page, `#bulk-result .bulk-summary`)
 	if !strings.Contains(summary, "180 approved.") || !strings.Contains(summary, "20 decided by someone else first") || strings.Contains(summary, "failed") {
 		t.Fatalf("bulk summary %q", summary)
