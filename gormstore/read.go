@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -118,6 +119,12 @@ func withCalls(db *gorm.DB, rows []Run) ([]*runtype.Run, error) {
 // spaces when it compares, so 'user-1' = 'user-1 ' there: comparing the lengths as well keeps
 // threads and resources that differ by trailing spaces apart, as SQLite does, while the index
 // still serves the equality.
+// likeEscape escapes v for a LIKE pattern with ESCAPE '!' (the same on SQLite and MySQL,
+// where a backslash would also be a string escape): its %, _ and ! match themselves.
+func likeEscape(v string) string {
+	return strings.NewReplacer("!", "!!", "%", "!%", "_", "!_").Replace(v)
+}
+
 func (s *Store) eq(q *gorm.DB, col, v string) *gorm.DB {
 	q = q.Where(col+" = ?", v)
 	if s.mysql {
@@ -246,7 +253,7 @@ func (s *Store) ListRecent(ctx context.Context, p runs.RecentParams) ([]*runtype
 			sub = sub.Where("run_tool_calls.state = ?", string(*p.Decision))
 		}
 		if p.DecidedBy != nil {
-			sub = s.eq(sub, "run_tool_calls.decided_by", *p.DecidedBy)
+			sub = sub.Where("LOWER(run_tool_calls.decided_by) LIKE ? ESCAPE '!'", "%"+likeEscape(strings.ToLower(*p.DecidedBy))+"%")
 		}
 		q = q.Where("EXISTS (?)", sub)
 	}

@@ -54,6 +54,10 @@ type MutationRate struct {
 	// mutationType is the schema's mutation root type, whose fragments count; set by Validate.
 	mutationType string
 
+	// items holds the fields that cost a token per so many items of a list argument
+	// (CountItems) rather than one; set before serving, read-only after.
+	items map[string]itemCost
+
 	mu       sync.Mutex // makes get-or-add of a limiter atomic
 	limiters *lru.Cache[string, *rate.Limiter]
 }
@@ -73,6 +77,26 @@ func NewMutationRate(perSecond float64, burst int, keyFunc func(context.Context)
 	}
 	cache, _ := lru.New[string, *rate.Limiter](maxKeys) // fails only for a size below 1
 	return &MutationRate{rate: rate.Limit(perSecond), burst: burst, keyFunc: keyFunc, now: time.Now, limiters: cache, mutationType: "Mutation"}
+}
+
+// itemCost is what a batch field costs: one token per perToken items of its list argument arg.
+type itemCost struct {
+	arg      string
+	perToken int
+}
+
+// CountItems makes the mutation field named field cost one token per perToken items (rounded
+// up) of its list argument arg, instead of one token: a batch of decisions (decideToolCalls)
+// is one request that does many small things, and a person's "select all, approve" must pass
+// where the same decisions sent one by one would run out of tokens. A batch costs at least one
+// token and at most the burst (so it is never refused as too large to ever pass: its own size
+// limit is its resolver's). Call it before serving; it returns m.
+func (m *MutationRate) CountItems(field, arg string, perToken int) *MutationRate {
+	if m.items == nil {
+		m.items = map[string]itemCost{}
+	}
+	m.items[field] = itemCost{arg: arg, perToken: max(perToken, 1)}
+	return m
 }
 
 func (*MutationRate) ExtensionName() string { return "MutationRate" }
@@ -126,13 +150,21 @@ func (m *MutationRate) Take(ctx context.Context, n int) time.Duration {
 
 // Mutations is how many tokens a mutation operation costs: its top-level fields as the
 // executor runs them (fragments spread and @skip/@include applied; a field repeated under one
-// response name runs once), __typename left out, and at least one.
+// response name runs once), __typename left out, and at least one; a field made to count its
+// items (CountItems) costs a token per so many of them.
 func (m *MutationRate) Mutations(opCtx *graphql.OperationContext) int {
 	n := 0
 	for _, f := range graphql.CollectFields(opCtx, opCtx.Operation.SelectionSet, []string{m.mutationType}) {
-		if f.Name != "__typename" {
-			n++
+		if f.Name == "__typename" {
+			continue
 		}
+		c, ok := m.items[f.Name]
+		if !ok {
+			n++
+			continue
+		}
+		list, _ := f.ArgumentMap(opCtx.Variables)[c.arg].([]any)
+		n += min(max((len(list)+c.perToken-1)/c.perToken, 1), m.burst)
 	}
 	return max(n, 1)
 }

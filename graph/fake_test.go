@@ -24,6 +24,7 @@ type fakeRuns struct {
 	editAndApprove  func(context.Context, runs.DecideParams, json.RawMessage) (*runtype.Run, error)
 	decline         func(context.Context, runs.DecideParams, string) (*runtype.Run, error)
 	resume          func(context.Context, runs.DecideParams, json.RawMessage) (*runtype.Run, error)
+	decideMany      func(context.Context, []runs.BatchDecision) ([]runs.BatchOutcome, error)
 	requestApproval func(context.Context, runs.ApprovalParams) (*runtype.Run, error)
 	remember        func(context.Context, runs.DecideParams, runs.GrantInput) (*runtype.Run, error)
 	grants          func(context.Context, runs.GrantsFilter) ([]runs.GrantView, error)
@@ -110,6 +111,13 @@ func (f *fakeRuns) Resume(ctx context.Context, p runs.DecideParams, resumeData j
 		return nil, unexpected("Resume")
 	}
 	return f.resume(ctx, p, resumeData)
+}
+
+func (f *fakeRuns) DecideMany(ctx context.Context, items []runs.BatchDecision) ([]runs.BatchOutcome, error) {
+	if f.decideMany == nil {
+		return nil, unexpected("DecideMany")
+	}
+	return f.decideMany(ctx, items)
 }
 
 func (f *fakeRuns) RequestApproval(ctx context.Context, p runs.ApprovalParams) (*runtype.Run, error) {

@@ -116,6 +116,17 @@ type ComplexityRoot struct {
 		ToolName       func(childComplexity int) int
 	}
 
+	DecisionResult struct {
+		Code       func(childComplexity int) int
+		DecidedAt  func(childComplexity int) int
+		DecidedBy  func(childComplexity int) int
+		Message    func(childComplexity int) int
+		Ok         func(childComplexity int) int
+		Run        func(childComplexity int) int
+		RunID      func(childComplexity int) int
+		ToolCallID func(childComplexity int) int
+	}
+
 	Grant struct {
 		Active         func(childComplexity int) int
 		AgentID        func(childComplexity int) int
@@ -149,6 +160,7 @@ type ComplexityRoot struct {
 
 	Mutation struct {
 		ApproveToolCall func(childComplexity int, runID string, toolCallID *string, args json.RawMessage, remember *model.GrantInput) int
+		DecideToolCalls func(childComplexity int, decisions []*model.DecisionInput) int
 		DeclineToolCall func(childComplexity int, runID string, toolCallID *string, reason *string) int
 		RequestApproval func(childComplexity int, input model.ApprovalRequestInput) int
 		ResumeRun       func(childComplexity int, runID string, resumeData json.RawMessage, toolCallID *string) int
@@ -264,6 +276,7 @@ type MutationResolver interface {
 	RevokeGrant(ctx context.Context, id string) (*model.Grant, error)
 	DeclineToolCall(ctx context.Context, runID string, toolCallID *string, reason *string) (*model.AgentRun, error)
 	ResumeRun(ctx context.Context, runID string, resumeData json.RawMessage, toolCallID *string) (*model.AgentRun, error)
+	DecideToolCalls(ctx context.Context, decisions []*model.DecisionInput) ([]*model.DecisionResult, error)
 	RequestApproval(ctx context.Context, input model.ApprovalRequestInput) (*model.AgentRun, error)
 }
 type QueryResolver interface {
@@ -686,6 +699,55 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Decision.ToolName(childComplexity), true
 
+	case "DecisionResult.code":
+		if e.ComplexityRoot.DecisionResult.Code == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DecisionResult.Code(childComplexity), true
+	case "DecisionResult.decidedAt":
+		if e.ComplexityRoot.DecisionResult.DecidedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DecisionResult.DecidedAt(childComplexity), true
+	case "DecisionResult.decidedBy":
+		if e.ComplexityRoot.DecisionResult.DecidedBy == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DecisionResult.DecidedBy(childComplexity), true
+	case "DecisionResult.message":
+		if e.ComplexityRoot.DecisionResult.Message == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DecisionResult.Message(childComplexity), true
+	case "DecisionResult.ok":
+		if e.ComplexityRoot.DecisionResult.Ok == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DecisionResult.Ok(childComplexity), true
+	case "DecisionResult.run":
+		if e.ComplexityRoot.DecisionResult.Run == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DecisionResult.Run(childComplexity), true
+	case "DecisionResult.runId":
+		if e.ComplexityRoot.DecisionResult.RunID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DecisionResult.RunID(childComplexity), true
+	case "DecisionResult.toolCallId":
+		if e.ComplexityRoot.DecisionResult.ToolCallID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DecisionResult.ToolCallID(childComplexity), true
+
 	case "Grant.active":
 		if e.ComplexityRoot.Grant.Active == nil {
 			break
@@ -849,6 +911,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.ApproveToolCall(childComplexity, args["runId"].(string), args["toolCallId"].(*string), args["args"].(json.RawMessage), args["remember"].(*model.GrantInput)), true
+	case "Mutation.decideToolCalls":
+		if e.ComplexityRoot.Mutation.DecideToolCalls == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_decideToolCalls_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.DecideToolCalls(childComplexity, args["decisions"].([]*model.DecisionInput)), true
 	case "Mutation.declineToolCall":
 		if e.ComplexityRoot.Mutation.DeclineToolCall == nil {
 			break
@@ -1347,6 +1420,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 	inputUnmarshalers := func() *graphql.InputUnmarshalerIndex {
 		return graphql.NewInputUnmarshalerIndex(
 			graphql.NewInputUnmarshaler("ApprovalRequestInput", ec.unmarshalInputApprovalRequestInput),
+			graphql.NewInputUnmarshaler("DecisionInput", ec.unmarshalInputDecisionInput),
 			graphql.NewInputUnmarshaler("GrantInput", ec.unmarshalInputGrantInput),
 			graphql.NewInputUnmarshaler("StartRunInput", ec.unmarshalInputStartRunInput),
 		)
@@ -1490,8 +1564,8 @@ type Query {
   Addition: runs in the given statuses (default COMPLETED and FAILED), most recently updated first,
   with their decisions — the console's history. page is zero-based (default 0); perPage defaults to
   20 and is at most the server's maximum. Invalid page or perPage is BAD_USER_INPUT. decision and
-  decidedBy (Addition) keep runs with a decision of that kind and/or by that subject (both: one
-  decision with both). external (Addition) as suspendedRuns'.
+  decidedBy (Addition) keep runs with a decision of that kind and/or by a subject holding decidedBy, in any case
+  ("ali" finds alice and Alina; both: one decision with both). external (Addition) as suspendedRuns'.
   """
   recentRuns(statuses: [RunStatus!], agentId: ID, threadId: ID, resourceId: ID, page: Int, perPage: Int, decision: DecisionKind, decidedBy: String, external: Boolean): SuspendedRunsResult!
 
@@ -1908,6 +1982,17 @@ type Mutation {
   resumeRun(runId: ID!, resumeData: JSON!, toolCallId: ID): AgentRun!
 
   """
+  Addition: decide many held tool calls in one request (the console's bulk approve and decline). Each item is
+  decided as approveToolCall (args: edit and approve) or declineToolCall would decide it, with its own
+  compare-and-set, and gets its own result, in input order: one item's failure (CONFLICT naming who decided
+  and when, FORBIDDEN, NOT_FOUND, BAD_USER_INPUT) never stops the others, so a client retries only the items
+  whose result is not ok. At most 500 items: more is BAD_USER_INPUT and decides nothing. For the mutation rate
+  (--mutation-rate, --mutation-burst) the request costs one token per 10 items (a batch of 200 costs 20), not
+  one per item.
+  """
+  decideToolCalls(decisions: [DecisionInput!]!): [DecisionResult!]!
+
+  """
   Addition: an agent that runs elsewhere asks a person to decide on one tool call. Returns its run, SUSPENDED on that call (or, when the tool's policy lets the call through, COMPLETED at once with an AUTO_APPROVED decision: the rule as reason, the policy's revision, a receipt).
 
   The run appears in suspendedRuns, suspendedRunsChanged, webhooks and the console like any other, and is decided with
@@ -1920,6 +2005,43 @@ type Mutation {
   request; FORBIDDEN for a resourceId outside the caller's.
   """
   requestApproval(input: ApprovalRequestInput!): AgentRun!
+}
+
+"Addition: one decision of decideToolCalls."
+input DecisionInput {
+  runId: ID!
+  "The call to decide; may be omitted when exactly one call of the run is pending (as in approveToolCall)."
+  toolCallId: ID
+  kind: DecisionInputKind!
+  "DECLINE: the reason the model is told."
+  reason: String
+  "APPROVE: the arguments to run the call with instead of the model's (edit and approve); BAD_USER_INPUT with DECLINE."
+  args: JSON
+}
+
+"Addition: what an item of decideToolCalls decides."
+enum DecisionInputKind {
+  APPROVE
+  DECLINE
+}
+
+"Addition: the result of one item of decideToolCalls, in the order of the input."
+type DecisionResult {
+  runId: ID!
+  "The item's toolCallId as sent (null when it was omitted)."
+  toolCallId: ID
+  "True when the decision was taken (or was this very decision sent again); run is then the run right after it."
+  ok: Boolean!
+  "When not ok: the error code (CONFLICT, FORBIDDEN, NOT_FOUND, BAD_USER_INPUT, UNAVAILABLE, INTERNAL)."
+  code: String
+  "When not ok: what went wrong, in words a person can act on."
+  message: String
+  "CONFLICT on a call someone else decided: who (null when unnamed, as Decision.decidedBy)."
+  decidedBy: String
+  "CONFLICT on a call someone else decided (or that expired): when."
+  decidedAt: DateTime
+  "When ok: the run as stored right after the decision (as approveToolCall returns it)."
+  run: AgentRun
 }
 
 "Addition: the input of requestApproval."
@@ -2262,6 +2384,28 @@ func (ec *executionContext) childFields_Decision(ctx context.Context, field grap
 		return ec.fieldContext_Decision_policyRevision(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Decision", field.Name)
+}
+
+func (ec *executionContext) childFields_DecisionResult(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "runId":
+		return ec.fieldContext_DecisionResult_runId(ctx, field)
+	case "toolCallId":
+		return ec.fieldContext_DecisionResult_toolCallId(ctx, field)
+	case "ok":
+		return ec.fieldContext_DecisionResult_ok(ctx, field)
+	case "code":
+		return ec.fieldContext_DecisionResult_code(ctx, field)
+	case "message":
+		return ec.fieldContext_DecisionResult_message(ctx, field)
+	case "decidedBy":
+		return ec.fieldContext_DecisionResult_decidedBy(ctx, field)
+	case "decidedAt":
+		return ec.fieldContext_DecisionResult_decidedAt(ctx, field)
+	case "run":
+		return ec.fieldContext_DecisionResult_run(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type DecisionResult", field.Name)
 }
 
 func (ec *executionContext) childFields_Grant(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -2625,6 +2769,20 @@ func (ec *executionContext) field_Mutation_approveToolCall_args(ctx context.Cont
 		return nil, err
 	}
 	args["remember"] = arg3
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_decideToolCalls_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "decisions",
+		func(ctx context.Context, v any) ([]*model.DecisionInput, error) {
+			return ec.unmarshalNDecisionInput2ᚕᚖinterlockᚋgraphᚋmodelᚐDecisionInputᚄ(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["decisions"] = arg0
 	return args, nil
 }
 
@@ -4691,6 +4849,199 @@ func (ec *executionContext) fieldContext_Decision_policyRevision(_ context.Conte
 	return graphql.NewScalarFieldContext("Decision", field, false, false, "String")
 }
 
+func (ec *executionContext) _DecisionResult_runId(ctx context.Context, field graphql.CollectedField, obj *model.DecisionResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DecisionResult_runId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RunID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DecisionResult_runId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DecisionResult", field, false, false, "ID")
+}
+
+func (ec *executionContext) _DecisionResult_toolCallId(ctx context.Context, field graphql.CollectedField, obj *model.DecisionResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DecisionResult_toolCallId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ToolCallID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOID2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_DecisionResult_toolCallId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DecisionResult", field, false, false, "ID")
+}
+
+func (ec *executionContext) _DecisionResult_ok(ctx context.Context, field graphql.CollectedField, obj *model.DecisionResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DecisionResult_ok(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Ok, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DecisionResult_ok(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DecisionResult", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _DecisionResult_code(ctx context.Context, field graphql.CollectedField, obj *model.DecisionResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DecisionResult_code(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Code, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_DecisionResult_code(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DecisionResult", field, false, false, "String")
+}
+
+func (ec *executionContext) _DecisionResult_message(ctx context.Context, field graphql.CollectedField, obj *model.DecisionResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DecisionResult_message(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Message, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_DecisionResult_message(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DecisionResult", field, false, false, "String")
+}
+
+func (ec *executionContext) _DecisionResult_decidedBy(ctx context.Context, field graphql.CollectedField, obj *model.DecisionResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DecisionResult_decidedBy(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DecidedBy, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_DecisionResult_decidedBy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DecisionResult", field, false, false, "String")
+}
+
+func (ec *executionContext) _DecisionResult_decidedAt(ctx context.Context, field graphql.CollectedField, obj *model.DecisionResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DecisionResult_decidedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DecidedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalODateTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_DecisionResult_decidedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DecisionResult", field, false, false, "DateTime")
+}
+
+func (ec *executionContext) _DecisionResult_run(ctx context.Context, field graphql.CollectedField, obj *model.DecisionResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DecisionResult_run(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Run, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AgentRun) graphql.Marshaler {
+			return ec.marshalOAgentRun2ᚖinterlockᚋgraphᚋmodelᚐAgentRun(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_DecisionResult_run(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "DecisionResult",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AgentRun(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Grant_id(ctx context.Context, field graphql.CollectedField, obj *model.Grant) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -5480,6 +5831,50 @@ func (ec *executionContext) fieldContext_Mutation_resumeRun(ctx context.Context,
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Mutation_resumeRun_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_decideToolCalls(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_decideToolCalls(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().DecideToolCalls(ctx, fc.Args["decisions"].([]*model.DecisionInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.DecisionResult) graphql.Marshaler {
+			return ec.marshalNDecisionResult2ᚕᚖinterlockᚋgraphᚋmodelᚐDecisionResultᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_decideToolCalls(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_DecisionResult(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_decideToolCalls_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -8460,6 +8855,76 @@ func UnmarshalApprovalRequestInput(ctx context.Context, raw any) (model.Approval
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputDecisionInput(ctx context.Context, obj any) (model.DecisionInput, error) {
+	var it model.DecisionInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"runId", "toolCallId", "kind", "reason", "args"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "runId":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("runId"))
+			data, err := ec.unmarshalNID2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.RunID = data
+		case "toolCallId":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("toolCallId"))
+			data, err := ec.unmarshalOID2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ToolCallID = data
+		case "kind":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("kind"))
+			data, err := ec.unmarshalNDecisionInputKind2interlockᚋgraphᚋmodelᚐDecisionInputKind(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Kind = data
+		case "reason":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("reason"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Reason = data
+		case "args":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("args"))
+			data, err := ec.unmarshalOJSON2encodingᚋjsonᚐRawMessage(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Args = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalDecisionInput unmarshals raw into the DecisionInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalDecisionInput(ctx context.Context, raw any) (model.DecisionInput, error) {
+	var out model.DecisionInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "DecisionInput", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputGrantInput(ctx context.Context, obj any) (model.GrantInput, error) {
 	var it model.GrantInput
 	if obj == nil {
@@ -9037,6 +9502,74 @@ func (ec *executionContext) _Decision(ctx context.Context, sel ast.SelectionSet,
 	return out
 }
 
+var decisionResultImplementors = []string{"DecisionResult"}
+
+func (ec *executionContext) _DecisionResult(ctx context.Context, sel ast.SelectionSet, obj *model.DecisionResult) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, decisionResultImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("DecisionResult")
+		case "runId":
+			out.Values[i] = ec._DecisionResult_runId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "toolCallId":
+			out.Values[i] = ec._DecisionResult_toolCallId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "ok":
+			out.Values[i] = ec._DecisionResult_ok(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "code":
+			out.Values[i] = ec._DecisionResult_code(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "message":
+			out.Values[i] = ec._DecisionResult_message(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "decidedBy":
+			out.Values[i] = ec._DecisionResult_decidedBy(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "decidedAt":
+			out.Values[i] = ec._DecisionResult_decidedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "run":
+			out.Values[i] = ec._DecisionResult_run(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var grantImplementors = []string{"Grant"}
 
 func (ec *executionContext) _Grant(ctx context.Context, sel ast.SelectionSet, obj *model.Grant) graphql.Marshaler {
@@ -9268,6 +9801,13 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		case "resumeRun":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_resumeRun(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "decideToolCalls":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_decideToolCalls(ctx, field)
 			})
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
@@ -10389,6 +10929,35 @@ func (ec *executionContext) marshalNDecision2ᚖinterlockᚋgraphᚋmodelᚐDeci
 	return ec._Decision(ctx, sel, v)
 }
 
+func (ec *executionContext) unmarshalNDecisionInput2ᚕᚖinterlockᚋgraphᚋmodelᚐDecisionInputᚄ(ctx context.Context, v any) ([]*model.DecisionInput, error) {
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]*model.DecisionInput, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNDecisionInput2ᚖinterlockᚋgraphᚋmodelᚐDecisionInput(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) unmarshalNDecisionInput2ᚖinterlockᚋgraphᚋmodelᚐDecisionInput(ctx context.Context, v any) (*model.DecisionInput, error) {
+	res, err := ec.unmarshalInputDecisionInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalNDecisionInputKind2interlockᚋgraphᚋmodelᚐDecisionInputKind(ctx context.Context, v any) (model.DecisionInputKind, error) {
+	var res model.DecisionInputKind
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNDecisionInputKind2interlockᚋgraphᚋmodelᚐDecisionInputKind(ctx context.Context, sel ast.SelectionSet, v model.DecisionInputKind) graphql.Marshaler {
+	return v
+}
+
 func (ec *executionContext) unmarshalNDecisionKind2interlockᚋgraphᚋmodelᚐDecisionKind(ctx context.Context, v any) (model.DecisionKind, error) {
 	var res model.DecisionKind
 	err := res.UnmarshalGQL(v)
@@ -10397,6 +10966,30 @@ func (ec *executionContext) unmarshalNDecisionKind2interlockᚋgraphᚋmodelᚐD
 
 func (ec *executionContext) marshalNDecisionKind2interlockᚋgraphᚋmodelᚐDecisionKind(ctx context.Context, sel ast.SelectionSet, v model.DecisionKind) graphql.Marshaler {
 	return v
+}
+
+func (ec *executionContext) marshalNDecisionResult2ᚕᚖinterlockᚋgraphᚋmodelᚐDecisionResultᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.DecisionResult) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNDecisionResult2ᚖinterlockᚋgraphᚋmodelᚐDecisionResult(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNDecisionResult2ᚖinterlockᚋgraphᚋmodelᚐDecisionResult(ctx context.Context, sel ast.SelectionSet, v *model.DecisionResult) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "DecisionResult!")
+		return graphql.Null
+	}
+	return ec._DecisionResult(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNGrant2ᚕᚖinterlockᚋgraphᚋmodelᚐGrantᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Grant) graphql.Marshaler {

@@ -98,6 +98,20 @@ func (r *mutationResolver) ResumeRun(ctx context.Context, runID string, resumeDa
 	return toRun(run), nil
 }
 
+// DecideToolCalls is the resolver for the decideToolCalls field.
+func (r *mutationResolver) DecideToolCalls(ctx context.Context, decisions []*model.DecisionInput) ([]*model.DecisionResult, error) {
+	items := make([]runs.BatchDecision, len(decisions))
+	for i, d := range decisions {
+		items[i] = runs.BatchDecision{DecideParams: runs.DecideParams{RunID: d.RunID, ToolCallID: d.ToolCallID},
+			Kind: runs.BatchKind(d.Kind), Reason: deref(d.Reason, ""), Args: d.Args}
+	}
+	out, err := r.Runs.DecideMany(ctx, items)
+	if err != nil {
+		return nil, err
+	}
+	return toDecisionResults(items, out), nil
+}
+
 // RequestApproval is the resolver for the requestApproval field.
 func (r *mutationResolver) RequestApproval(ctx context.Context, input model.ApprovalRequestInput) (*model.AgentRun, error) {
 	rn, err := r.Runs.RequestApproval(ctx, runs.ApprovalParams{

@@ -27,6 +27,7 @@ type RunService interface {
 	EditAndApprove(ctx context.Context, p runs.DecideParams, args json.RawMessage) (*runtype.Run, error)
 	Decline(ctx context.Context, p runs.DecideParams, reason string) (*runtype.Run, error)
 	Resume(ctx context.Context, p runs.DecideParams, resumeData json.RawMessage) (*runtype.Run, error)
+	DecideMany(ctx context.Context, items []runs.BatchDecision) ([]runs.BatchOutcome, error)
 	RequestApproval(ctx context.Context, p runs.ApprovalParams) (*runtype.Run, error)
 	Thread(ctx context.Context, id string, last int) (*runs.Thread, error)
 	Threads(ctx context.Context, p runs.ThreadsParams) ([]*runs.Thread, int64, error)

@@ -41,8 +41,10 @@ type RecentParams struct {
 	WithoutResource bool
 	// Resources as in ListSuspendedParams.
 	Resources []string
-	// Decision and DecidedBy keep runs with a decision of that kind and/or taken by that
-	// subject (both given: one decision with both): the history of who decided what.
+	// Decision and DecidedBy keep runs with a decision of that kind and/or taken by a subject
+	// that holds DecidedBy, whatever the case ("ali" finds alice and Alina; both given: one
+	// decision with both): the history of who decided what, searched as a person types it.
+	// Case is folded by the database's LOWER (ASCII letters only on SQLite).
 	Decision  *runtype.DecisionKind
 	DecidedBy *string
 	// External, Agents and NotAgents as in ListSuspendedParams.

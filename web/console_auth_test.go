@@ -205,11 +205,14 @@ func TestConsoleShowsForbidden(t *testing.T) {
 		s := apptest.AuthServer(t, "sqlite:"+filepath.Join(t.TempDir(), "viewer.db"), "")
 		run := s.SuspendAs(t, apptest.TokenOf("root"), "refund order 42 for 30", nil)
 		page := tab(t, ctx, true)
-		do(t, page, chromedp.Navigate(s.URL+"/?run="+run.RunID+"#token="+apptest.TokenOf("vera")), chromedp.WaitVisible(chromedp.CSS(`button.approve`)),
-			chromedp.SendKeys(chromedp.CSS(`.pending input[type=text]`), "half typed"),
-			chromedp.Click(chromedp.CSS(`button.approve`)),
+		// The desk is read-only for her (TestConsoleDeskViewer): its controls are hidden, not
+		// gone, so a decision sent anyway (by script here) still shows the server's refusal.
+		do(t, page, chromedp.Navigate(s.URL+"/?run="+run.RunID+"#token="+apptest.TokenOf("vera")), until(`!!document.querySelector("button.approve")`),
+			until(`document.querySelector("main").dataset.readonly === "true"`),
+			js(`document.querySelector(".pending input[type=text]").value = "half typed"`),
+			js(`document.querySelector("button.approve").click()`),
 			until(`document.querySelector(".pending .decision-error")?.textContent.includes("approver")`))
-		msg := textOf(t, page, `.pending .decision-error`)
+		msg := get(t, page, chromedp.Evaluate[string](`document.querySelector(".pending .decision-error").textContent`))
 		if !strings.Contains(msg, "vera") || !strings.Contains(msg, "viewer") {
 			t.Fatalf("the refusal says %q, want the server's message naming vera and her role", msg)
 		}

@@ -280,7 +280,8 @@ func TestConsoleInboxBulk(t *testing.T) {
 }
 
 // TestConsoleInboxSeveralCalls: a run whose step asked for two refunds waits on both; its row
-// says "2 calls" and approves them all, one mutation per call in order, and the run completes.
+// says "2 calls" and approves them all, one decideToolCalls item per call in order, and the run
+// completes.
 func TestConsoleInboxSeveralCalls(t *testing.T) {
 	t.Parallel()
 	ctx := browser(t)
@@ -292,7 +293,7 @@ func TestConsoleInboxSeveralCalls(t *testing.T) {
 		const realFetch = window.fetch;
 		window.fetch = async (url, init) => {
 			const body = init && init.body ? JSON.parse(init.body) : {};
-			if (body.query && body.query.includes("approveToolCall")) window.__approved.push(body.variables.c);
+			if (body.query && body.query.includes("decideToolCalls")) window.__approved.push(...body.variables.d.map((i) => i.kind + " " + i.toolCallId));
 			return realFetch(url, init);
 		};`}); err != nil {
 		t.Fatal(err)
@@ -301,9 +302,9 @@ func TestConsoleInboxSeveralCalls(t *testing.T) {
 	if txt := textOf(t, page, `#inbox-list li[data-run]`); !strings.Contains(txt, "2 calls") || !strings.Contains(txt, "Approve all 2 calls") {
 		t.Fatalf("row of a run with two waiting calls: %q", txt)
 	}
-	do(t, page, chromedp.Click(chromedp.CSS(`#inbox-list button.approve-all`)), until(`document.querySelector("#bulk-result").innerText.includes("1 approved")`))
-	if got := get(t, page, chromedp.Evaluate[[]string](`window.__approved`)); !slices.Equal(got, []string{"tc_1", "tc_2"}) {
-		t.Fatalf("mutations sent for the calls %v, want tc_1 then tc_2", got)
+	do(t, page, chromedp.Click(chromedp.CSS(`#inbox-list button.approve-all`)), until(`document.querySelector("#bulk-result").innerText.includes("2 approved")`))
+	if got := get(t, page, chromedp.Evaluate[[]string](`window.__approved`)); !slices.Equal(got, []string{"APPROVE tc_1", "APPROVE tc_2"}) {
+		t.Fatalf("decisions sent %v, want tc_1 then tc_2 approved in one batch", got)
 	}
 	s.WaitStatus(t, id, "COMPLETED")
 	if ds := decisions(t, s, id); len(ds) != 2 || ds[0]["kind"] != "APPROVED" || ds[1]["kind"] != "APPROVED" {

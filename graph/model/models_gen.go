@@ -191,6 +191,37 @@ type Decision struct {
 	PolicyRevision *string `json:"policyRevision,omitempty"`
 }
 
+// Addition: one decision of decideToolCalls.
+type DecisionInput struct {
+	RunID string `json:"runId"`
+	// The call to decide; may be omitted when exactly one call of the run is pending (as in approveToolCall).
+	ToolCallID *string           `json:"toolCallId,omitempty"`
+	Kind       DecisionInputKind `json:"kind"`
+	// DECLINE: the reason the model is told.
+	Reason *string `json:"reason,omitempty"`
+	// APPROVE: the arguments to run the call with instead of the model's (edit and approve); BAD_USER_INPUT with DECLINE.
+	Args json.RawMessage `json:"args,omitempty"`
+}
+
+// Addition: the result of one item of decideToolCalls, in the order of the input.
+type DecisionResult struct {
+	RunID string `json:"runId"`
+	// The item's toolCallId as sent (null when it was omitted).
+	ToolCallID *string `json:"toolCallId,omitempty"`
+	// True when the decision was taken (or was this very decision sent again); run is then the run right after it.
+	Ok bool `json:"ok"`
+	// When not ok: the error code (CONFLICT, FORBIDDEN, NOT_FOUND, BAD_USER_INPUT, UNAVAILABLE, INTERNAL).
+	Code *string `json:"code,omitempty"`
+	// When not ok: what went wrong, in words a person can act on.
+	Message *string `json:"message,omitempty"`
+	// CONFLICT on a call someone else decided: who (null when unnamed, as Decision.decidedBy).
+	DecidedBy *string `json:"decidedBy,omitempty"`
+	// CONFLICT on a call someone else decided (or that expired): when.
+	DecidedAt *time.Time `json:"decidedAt,omitempty"`
+	// When ok: the run as stored right after the decision (as approveToolCall returns it).
+	Run *AgentRun `json:"run,omitempty"`
+}
+
 // Addition: a remembered approval: calls it lets through are AUTO_APPROVED decisions naming it.
 type Grant struct {
 	ID       string     `json:"id"`
@@ -406,6 +437,62 @@ type Tool struct {
 	EscalateTo []string `json:"escalateTo"`
 	// Addition: how many seconds before a call of this tool expires a warning is sent (expiringBefore); null: none.
 	ExpiringBeforeSeconds *int `json:"expiringBeforeSeconds,omitempty"`
+}
+
+// Addition: what an item of decideToolCalls decides.
+type DecisionInputKind string
+
+const (
+	DecisionInputKindApprove DecisionInputKind = "APPROVE"
+	DecisionInputKindDecline DecisionInputKind = "DECLINE"
+)
+
+var AllDecisionInputKind = []DecisionInputKind{
+	DecisionInputKindApprove,
+	DecisionInputKindDecline,
+}
+
+func (e DecisionInputKind) IsValid() bool {
+	switch e {
+	case DecisionInputKindApprove, DecisionInputKindDecline:
+		return true
+	}
+	return false
+}
+
+func (e DecisionInputKind) String() string {
+	return string(e)
+}
+
+func (e *DecisionInputKind) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = DecisionInputKind(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid DecisionInputKind", str)
+	}
+	return nil
+}
+
+func (e DecisionInputKind) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *DecisionInputKind) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e DecisionInputKind) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
 }
 
 // Addition: what was decided.

@@ -345,6 +345,12 @@ func loadAgents(ctx context.Context, cfg Config, f *config.File, log *slog.Logge
 // resumeData a person sends, and a bound on what one request makes the server hold.
 const maxBodyBytes = 1 << 20
 
+// decisionsPerToken is how many decisions of one decideToolCalls cost one token of the mutation
+// rate: a batch of 200 costs 20 of the default burst of 100, so a person's "select all (200),
+// approve" passes at once, and the batches a client can send still stay near the rate its
+// single decisions would have.
+const decisionsPerToken = 10
+
 func (a *App) routes() http.Handler {
 	gql := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: graph.NewResolver(a.Service)}))
 	gql.Use(observe.Operations{Log: a.log, Metrics: a.metrics}) // first: it sees every answer
@@ -390,7 +396,8 @@ func (a *App) routes() http.Handler {
 		PageSizeDefaults: map[string]int{"last": a.cfg.MaxPerPage}})
 	var rate *gqlguard.MutationRate // one bucket per client for GraphQL's mutations and POST /approvals
 	if a.cfg.MutationRate > 0 {
-		rate = gqlguard.NewMutationRate(a.cfg.MutationRate, a.cfg.MutationBurst, limitedSubject, 0)
+		rate = gqlguard.NewMutationRate(a.cfg.MutationRate, a.cfg.MutationBurst, limitedSubject, 0).
+			CountItems("decideToolCalls", "decisions", decisionsPerToken)
 		gql.Use(rate)
 	}
 	// A plain request answered only with UNAVAILABLE is 503 with Retry-After (Middleware).

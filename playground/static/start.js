@@ -141,9 +141,33 @@
     return http(params, opts);
   }
 
+  // The schema (docs, autocomplete) was read with the headers the page opened with: with
+  // authentication on, none, so it failed. When the Headers pane's Authorization changes (and
+  // parses), the schema is read again with it, as GraphiQL's own "Re-fetch GraphQL schema"
+  // button does (clicked for the person, after a pause in the typing).
+  var lastAuth = "";
+  var refetchTimer = null;
+  function onEditHeaders(text) {
+    var headers;
+    try {
+      headers = text && text.trim() ? JSON.parse(text) : {};
+    } catch (e) {
+      return; // still being typed
+    }
+    var auth = authorization(headers);
+    if (auth === lastAuth) return;
+    lastAuth = auth;
+    clearTimeout(refetchTimer);
+    refetchTimer = setTimeout(function () {
+      var button = document.querySelector('[aria-label="Re-fetch GraphQL schema"]');
+      if (button) button.click();
+    }, 400);
+  }
+
   ReactDOM.createRoot(root).render(
     React.createElement(GraphiQL, {
       fetcher: fetcher,
+      onEditHeaders: onEditHeaders,
       defaultQuery: defaultQuery,
       isHeadersEditorEnabled: true,
       shouldPersistHeaders: false, // a token typed in stays in this tab, not in localStorage

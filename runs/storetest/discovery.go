@@ -226,6 +226,11 @@ func testListRecent(t *testing.T, open Opener) {
 			{"approved: none", runs.RecentParams{Statuses: finished, Decision: ptr(runtype.DecisionApproved), PerPage: 100}, nil},
 			{"decided by alice", runs.RecentParams{Statuses: finished, DecidedBy: ptr("alice"), PerPage: 100}, []string{h.c4}},
 			{"decided by alice, padded", runs.RecentParams{Statuses: finished, DecidedBy: ptr("alice "), PerPage: 100}, nil},
+			{"decided by ALI: any case", runs.RecentParams{Statuses: finished, DecidedBy: ptr("ALI"), PerPage: 100}, []string{h.c4}},
+			{"decided by lic: a substring", runs.RecentParams{Statuses: finished, DecidedBy: ptr("lic"), PerPage: 100}, []string{h.c4}},
+			{"decided by %: matched as itself", runs.RecentParams{Statuses: finished, DecidedBy: ptr("%"), PerPage: 100}, nil},
+			{"decided by a_ice: _ matched as itself", runs.RecentParams{Statuses: finished, DecidedBy: ptr("a_ice"), PerPage: 100}, nil},
+			{"decided by !: matched as itself", runs.RecentParams{Statuses: finished, DecidedBy: ptr("!"), PerPage: 100}, nil},
 			{"declined by bob: none", runs.RecentParams{Statuses: finished, Decision: ptr(runtype.DecisionDeclined), DecidedBy: ptr("bob"), PerPage: 100}, nil},
 			{"declined by alice", runs.RecentParams{Statuses: finished, Decision: ptr(runtype.DecisionDeclined), DecidedBy: ptr("alice"), PerPage: 100}, []string{h.c4}},
 		} {

@@ -16,6 +16,7 @@ import { runView } from "./run.js";
 import { newRunView } from "./newrun.js";
 import { historyView } from "./history.js";
 import { grantsView } from "./grants.js";
+import { markAccess } from "./access.js";
 
 const main = document.getElementById("main");
 const conn = document.getElementById("conn");
@@ -72,6 +73,7 @@ function route() {
     else a.removeAttribute("aria-current");
   }
   const views = { inbox: inboxView, run: runView, new: newRunView, history: historyView, grants: grantsView };
+  markAccess(main, view in views ? view : "inbox");
   cleanup = (views[view] || inboxView)(main, params, navigate) || (() => {});
 }
 

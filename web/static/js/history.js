@@ -8,7 +8,7 @@ import { el, when } from "./dom.js";
 
 const RECENT = `query History($statuses: [RunStatus!], $agentId: ID, $decision: DecisionKind, $decidedBy: String, $page: Int, $perPage: Int, $external: Boolean) {
   recentRuns(statuses: $statuses, agentId: $agentId, decision: $decision, decidedBy: $decidedBy, page: $page, perPage: $perPage, external: $external) {
-    total runs { runId agentId status prompt output error updatedAt external startedBy toolCalls { toolName } decisions { kind toolName reason decidedBy decidedAt } }
+    total runs { runId parentRunId agentId status prompt output error updatedAt external startedBy toolCalls { toolName } decisions { kind toolName reason decidedBy decidedAt } }
   }
 }`;
 
@@ -63,7 +63,7 @@ export function historyView(main, params, navigate) {
     el("div", {}, el("label", { for: "h-agent" }, "Agent"), agentSelect),
     select("h-kind", "kind", "Kind of agent", KINDS, f.kind),
     select("h-decision", "decision", "Outcome", DECISIONS, f.decision),
-    el("div", {}, el("label", { for: "h-decidedby" }, "Decided by"),
+    el("div", {}, el("label", { for: "h-decidedby" }, "Decided by (part of a name, any case)"),
       el("input", { id: "h-decidedby", name: "decidedBy", type: "text", value: f.decidedBy, autocomplete: "off", spellcheck: "false" })),
     el("div", { class: "buttons" }, el("button", { type: "submit", class: "primary" }, "Apply"),
       filtered ? el("a", { href: "/?view=history" }, "Clear filters") : null));
@@ -100,12 +100,33 @@ function render(list, r, f, filtered) {
     el("span", {}, r.runs.length ? `${first + 1}–${first + r.runs.length} of ${r.total}` : `none on this page, ${r.total} in all`),
     f.page > 0 ? el("a", { href: historyURL({ ...f, page: Math.min(f.page - 1, Math.ceil(r.total / f.perPage) - 1) }), rel: "prev" }, "← Newer") : null,
     first + r.runs.length < r.total ? el("a", { href: historyURL({ ...f, page: f.page + 1 }), rel: "next" }, "Older →") : null);
-  list.replaceChildren(pager, el("ul", { class: "list history" }, r.runs.map(row)));
+  list.replaceChildren(pager, el("ul", { class: "list history" }, nest(r.runs)));
+}
+
+/**
+ * The page's rows, each sub-agent run under its supervisor's when that is on the page too (in
+ * a list of its own, "sub-agent runs"), else in its place with a link to its supervisor.
+ */
+function nest(runs) {
+  const here = new Set(runs.map((r) => r.runId));
+  const children = new Map();
+  for (const r of runs) {
+    if (r.parentRunId && here.has(r.parentRunId)) children.set(r.parentRunId, [...(children.get(r.parentRunId) || []), r]);
+  }
+  const item = (r) => {
+    const li = row(r);
+    const subs = children.get(r.runId);
+    if (subs) li.append(el("ul", { class: "list sub-runs", "aria-label": "Sub-agent runs" }, subs.map(item)));
+    return li;
+  };
+  return runs.filter((r) => !(r.parentRunId && here.has(r.parentRunId))).map(item);
 }
 
 /** One run: its status and agent, prompt and outcome, its decisions, when it last changed. */
 function row(run) {
-  return el("li", {}, el("a", { class: "row", href: `/?run=${encodeURIComponent(run.runId)}` },
+  return el("li", { "data-run": run.runId }, run.parentRunId ? el("p", { class: "muted small sub-of" }, "sub-agent run of ",
+    el("a", { href: `/?run=${encodeURIComponent(run.parentRunId)}` }, "its supervisor's run")) : null,
+  el("a", { class: "row", href: `/?run=${encodeURIComponent(run.runId)}` },
     el("span", {}, el("span", { class: `badge ${run.status}` }, run.status), el("span", { class: "muted block" }, run.agentId)),
     el("span", {}, run.external
       ? el("span", { class: "block prompt" }, el("span", { class: "badge external" }, "external"), " asked to run ",

@@ -16,19 +16,18 @@ import { request, subscribe } from "./gql.js";
 import { el, short, expiresIn, expiringText, followUpMarkers, when } from "./dom.js";
 import { hiddenIn, describeHidden, markText } from "./hidden.js";
 import { rememberOrder, takeFocusHint, selectRow, go, openShortcuts } from "./keys.js";
+import { bulkDecidable, itemsOf, decideItems } from "./bulk.js";
 
 /** Waiting longer than this is marked amber ("waiting long"). */
 export const AMBER_AFTER_MS = 15 * 60 * 1000;
 /** Waiting longer than this is marked red ("waiting very long"). */
 export const RED_AFTER_MS = 60 * 60 * 1000;
-/** How many decisions of a bulk action are in flight at once. */
-const BULK_CONCURRENCY = 4;
 const TITLE = "Interlock";
 
 // Only what the inbox shows or sends back: a page of 500 runs must stay within the default
 // --max-query-complexity (10000), and each field costs one per run and per call.
 // (createdAt, which it does not show, is left out for followUpsSent and escalatedTo.)
-const RUN_FIELDS = `runId agentId threadId resourceId suspendedAt
+const RUN_FIELDS = `runId agentId threadId resourceId suspendedAt context
       toolCalls { toolCallId toolName args requiresApproval suspendPayload interrupted expiresAt followUpsSent escalatedTo lateResult { recordedAt } }`;
 const LIST = `query Inbox($agentId: ID, $threadId: ID, $resourceId: ID, $fromDate: DateTime, $toDate: DateTime, $page: Int, $perPage: Int, $external: Boolean) {
   suspendedRuns(agentId: $agentId, threadId: $threadId, resourceId: $resourceId, fromDate: $fromDate, toDate: $toDate, page: $page, perPage: $perPage, external: $external) {
@@ -41,8 +40,6 @@ const CHANGES = `subscription Changes($agentId: ID, $threadId: ID, $resourceId: 
 }`;
 /** The kind filter's choices: the URL's value, the API's external argument, the label. */
 const KINDS = [["", null, "All agents"], ["external", true, "External (approval requests)"], ["internal", false, "Run by Interlock"]];
-const APPROVE = `mutation($id: ID!, $c: ID) { approveToolCall(runId: $id, toolCallId: $c) { status } }`;
-const DECLINE = `mutation($id: ID!, $c: ID, $r: String) { declineToolCall(runId: $id, toolCallId: $c, reason: $r) { status } }`;
 
 // --- dates ------------------------------------------------------------------------------------
 
@@ -167,15 +164,6 @@ async function readPage(vars, sort, knownTotal) {
   }
 }
 
-/** Runs fn over items, at most limit at a time; resolves with the results in items' order. */
-async function pool(items, limit, fn) {
-  const out = new Array(items.length);
-  let next = 0;
-  const worker = async () => { while (next < items.length) { const i = next++; out[i] = await fn(items[i], i); } };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
-  return out;
-}
-
 let refocus = null; // the id of a control to focus when the view is drawn again (the sort, Apply)
 
 // --- the view ---------------------------------------------------------------------------------
@@ -272,7 +260,7 @@ export function inboxView(main, params, navigate) {
   const bar = el("section", { class: "card bulk", id: "bulk", "aria-label": "Decide the selected runs", hidden: true },
     el("div", { class: "actions" }, bulkCount, approveN,
       el("div", { class: "grow" }, el("label", { for: "bulk-reason" }, "Reason for declining (for all of them)"), bulkReason), declineN),
-    el("p", { class: "muted small" }, "Each run is decided on its own: if someone decides one first, the others still go through. Runs waiting for an answer (resume data) can't be decided in bulk; open them one by one."));
+    el("p", { class: "muted small" }, "Each call is decided on its own: if someone decides one first, the others still go through. Runs waiting for an answer (resume data) and interrupted calls (the tool may have run) can't be decided in bulk; open them one by one."));
   const result = el("div", { id: "bulk-result", tabindex: "-1", role: "status" });
 
   const paintBar = () => {
@@ -377,36 +365,23 @@ export function inboxView(main, params, navigate) {
     paintBar();
   };
 
-  // Approving every waiting call of one run, in order (the row's "Approve all N calls").
+  // Approving every waiting call of one run (the row's "Approve all N calls"): one batch.
   async function approveAll(run, button) {
     button.disabled = true;
-    const outcome = await decideRun(run, "approve", null);
-    report("approve", [outcome], []);
+    const outcomes = await decideItems(itemsOf([run], "approve", null));
+    report("approve", outcomes, []);
     button.disabled = false;
     reload();
-  }
-
-  // One run's decision, call by call: { run, ok } or { run, code, message }.
-  async function decideRun(run, kind, reason) {
-    for (const c of run.toolCalls.filter((c) => c.requiresApproval)) {
-      try {
-        if (kind === "approve") await request(APPROVE, { id: run.runId, c: c.toolCallId });
-        else await request(DECLINE, { id: run.runId, c: c.toolCallId, r: reason || null });
-      } catch (e) {
-        return { run, code: e.code, message: e.message };
-      }
-    }
-    return { run, ok: true };
   }
 
   async function bulk(kind) {
     const runs = [...picked.values()];
     const decidable = runs.filter(bulkDecidable);
     const skipped = runs.filter((r) => !bulkDecidable(r));
-    const reason = bulkReason.value.trim();
+    const items = itemsOf(decidable, kind, bulkReason.value.trim());
     approveN.disabled = declineN.disabled = true;
-    result.replaceChildren(el("p", { class: "notice" }, `${kind === "approve" ? "Approving" : "Declining"} ${decidable.length}…`));
-    const outcomes = await pool(decidable, BULK_CONCURRENCY, (r) => decideRun(r, kind, reason));
+    result.replaceChildren(el("p", { class: "notice" }, `${kind === "approve" ? "Approving" : "Declining"} ${items.length}…`));
+    const outcomes = await decideItems(items);
     if (closed) return;
     approveN.disabled = declineN.disabled = false;
     picked.clear();
@@ -417,21 +392,37 @@ export function inboxView(main, params, navigate) {
     reload();
   }
 
-  // Says how a bulk decision went: how many went through, which someone else decided first
-  // (CONFLICT), which failed otherwise, with the server's words. The focus goes to it.
+  // Says how a bulk decision went, call by call: how many went through, which someone else
+  // decided first (CONFLICT: who and when), which failed otherwise, with the server's words,
+  // and a button that sends the failed ones again. The focus goes to it.
   function report(kind, outcomes, skipped) {
     const ok = outcomes.filter((o) => o.ok);
     const conflicts = outcomes.filter((o) => !o.ok && o.code === "CONFLICT");
     const failed = outcomes.filter((o) => !o.ok && o.code !== "CONFLICT");
-    const item = (o) => el("li", { "data-run": o.run.runId }, el("a", { href: `/?run=${encodeURIComponent(o.run.runId)}` },
-      (o.run.toolCalls[0]?.toolName || "run") + " ", el("span", { class: "short inline" }, o.run.runId)), o.message ? `: ${o.message}` : "");
+    // What sending again may cure (the server unreachable or busy, over the rate), not a refusal.
+    const retryable = failed.filter((o) => !["FORBIDDEN", "NOT_FOUND", "BAD_USER_INPUT"].includes(o.code));
+    const many = new Set(outcomes.map((o) => o.run.runId)).size < outcomes.length; // a run with several calls
+    const item = (o) => el("li", { "data-run": o.run.runId, "data-call": o.call.toolCallId },
+      el("a", { href: `/?run=${encodeURIComponent(o.run.runId)}` },
+        (o.call.toolName || "run") + " ", el("span", { class: "short inline" }, o.run.runId), many ? ` (${o.call.toolCallId})` : ""),
+      o.message ? `: ${o.message}` : "");
+    const retry = async (button) => {
+      button.disabled = true;
+      result.querySelector(".bulk-summary").append(" Retrying…");
+      const again = await decideItems(retryable);
+      if (closed) return;
+      report(kind, again, []);
+      reload();
+    };
     result.replaceChildren(el("div", { class: `notice ${failed.length ? "error" : conflicts.length ? "warn" : ""}` },
       el("p", { class: "bulk-summary" }, el("strong", {}, `${ok.length} ${kind === "approve" ? "approved" : "declined"}.`),
         conflicts.length ? ` ${conflicts.length} decided by someone else first.` : "", failed.length ? ` ${failed.length} failed.` : ""),
       conflicts.length ? [el("p", {}, "Decided by someone else first:"), el("ul", { class: "bulk-conflicts" }, conflicts.map(item))] : null,
       failed.length ? [el("p", {}, "Failed:"), el("ul", { class: "bulk-failed" }, failed.map(item))] : null,
-      skipped.length ? el("p", {}, `${skipped.length} skipped: they wait for an answer (resume data); open them one by one.`) : null,
-      el("p", {}, el("button", { type: "button", class: "link", onclick: () => { result.replaceChildren(); document.getElementById("inbox-title").focus(); } }, "Dismiss"))));
+      skipped.length ? el("p", {}, `${skipped.length} skipped: they wait for an answer (resume data), or were interrupted (the tool may have run); open them one by one.`) : null,
+      el("p", {},
+        retryable.length ? [el("button", { type: "button", id: "bulk-retry", onclick: (ev) => retry(ev.currentTarget) }, `Retry the ${retryable.length} failed`), " "] : null,
+        el("button", { type: "button", class: "link", onclick: () => { result.replaceChildren(); document.getElementById("inbox-title").focus(); } }, "Dismiss"))));
     result.focus();
   }
 
@@ -464,11 +455,13 @@ function notify(change) {
   n.onclick = () => { window.focus(); n.close(); go(`/?run=${encodeURIComponent(run.runId)}`); };
 }
 
-/** Whether a run may be decided in bulk: it waits for approvals, and none of its calls is an
- * interrupted one whose tool is known to have run (a late answer), which a person must see
- * before running it again. */
-function bulkDecidable(r) {
-  return r.toolCalls.some((c) => c.requiresApproval) && !r.toolCalls.some((c) => c.lateResult);
+/** An external request's context, its first non-empty line, cut to fit a row (its hidden
+ * characters shown as marks); null for a run without one. */
+function contextLine(r) {
+  const first = (r.context || "").split("\n").map((l) => l.replace(/^[#>*\s-]+/, "").trim()).find(Boolean);
+  if (!first) return null;
+  const text = markText(first.length > 120 ? first.slice(0, 119) + "…" : first);
+  return el("span", { class: "block context-line", title: markText(r.context) }, text);
 }
 
 function renderList(list, result, f, params, filtered, picked, { onPick, approveAll }) {
@@ -493,6 +486,7 @@ function renderList(list, result, f, params, filtered, picked, { onPick, approve
     const hiddenChars = hiddenIn(...r.toolCalls.flatMap((x) => [x.toolName, x.args, x.suspendPayload]));
     const decidable = bulkDecidable(r);
     const ranLate = r.toolCalls.some((x) => x.lateResult);
+    const interrupted = r.toolCalls.some((x) => x.interrupted);
     if (picked.has(r.runId)) picked.set(r.runId, r);
     const age = el("span", { "data-since": r.suspendedAt });
     paintAge(age, now);
@@ -501,7 +495,7 @@ function renderList(list, result, f, params, filtered, picked, { onPick, approve
       "aria-label": `Select ${c.toolName || "run"} ${r.runId}`, "aria-describedby": decidable ? null : noteId,
       onchange: (ev) => { if (ev.target.checked) picked.set(r.runId, r); else picked.delete(r.runId); onPick(); } });
     const many = r.toolCalls.length > 1;
-    const allApproval = many && r.toolCalls.every((x) => x.requiresApproval);
+    const allApproval = many && decidable && r.toolCalls.every((x) => x.requiresApproval);
     return el("li", { class: "inbox-item", "data-run": r.runId }, box,
       el("a", { class: "row", href: `/?run=${encodeURIComponent(r.runId)}`, "data-run": r.runId },
         el("span", {}, el("span", { class: "tool" }, c.toolName || "?"), " ",
@@ -509,12 +503,13 @@ function renderList(list, result, f, params, filtered, picked, { onPick, approve
           many ? el("span", { class: "badge calls" }, `${r.toolCalls.length} calls`) : null,
           hiddenChars.length ? el("span", { class: "badge hidden-chars", title: `Holds characters that change how text reads, shown as marks: ${describeHidden(hiddenChars)}` }, "⚠ hidden characters") : null,
           followUpMarkers(r.toolCalls),
-          el("span", { class: "muted block", "data-agent": r.agentId }, r.agentId)),
+          el("span", { class: "muted block", "data-agent": r.agentId }, r.agentId),
+          contextLine(r)),
         el("code", { title: what }, what),
         el("span", { class: "muted" }, r.threadId ? `thread ${r.threadId}` : "no thread", el("br"), r.resourceId ? `resource ${r.resourceId}` : ""),
         el("span", {}, age,
           c.expiresAt ? el("span", { class: "muted block expires", "data-expires": c.expiresAt, title: when(c.expiresAt) }, expiresIn(c.expiresAt)) : null,
-          decidable ? null : el("span", { class: "muted block", id: noteId }, ranLate ? "its tool ran after all: open it" : "needs an answer: open it"))),
+          decidable ? null : el("span", { class: "muted block", id: noteId }, ranLate ? "its tool ran after all: open it" : interrupted ? "interrupted: open it to decide" : "needs an answer: open it"))),
       allApproval ? el("button", { type: "button", class: "approve-all", onclick: (ev) => approveAll(r, ev.currentTarget) }, `Approve all ${r.toolCalls.length} calls`) : null);
   });
   const first = f.page * f.perPage;

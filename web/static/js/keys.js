@@ -6,7 +6,8 @@
 //   anywhere  ? lists the shortcuts (a modal dialog; Escape closes it)
 //
 // Shortcuts never fire while typing (a text field, a select, a contenteditable) or with Ctrl,
-// Alt or Meta held. The run view's buttons and fields are found by what run.js gives them
+// Alt or Meta held, and a shortcut never types into a field it focuses; opening a run focuses
+// no field (see pendingControl). A read-only desk (access.js) has no decision shortcuts. The run view's buttons and fields are found by what run.js gives them
 // (.pending button.approve, the reason-<call> input, the Resume form, details.edit).
 //
 // After a decision focus moves on: run.js dispatches
@@ -19,6 +20,7 @@
 // anew, a form done with), it goes to the view's natural place instead.
 import { el } from "./dom.js";
 import { request } from "./gql.js";
+import { readOnly } from "./access.js";
 
 const ORDER_KEY = "interlock.inbox.order"; // { search, ids }: the inbox as last drawn
 const FOCUS_KEY = "interlock.inbox.focus"; // { runId, index }: the row the inbox should focus when next drawn
@@ -91,15 +93,23 @@ function moveSelection(step) {
 
 // --- the run view -----------------------------------------------------------------------------
 
-/** The control a person deciding the run view's first waiting call starts from. */
+/**
+ * The control a person deciding the run view's first waiting call starts from: its Approve
+ * button, or, for a call that waits for an answer, the call's card itself — never a field, where
+ * the next shortcut (r, d, e) or any key pressed would type (the issue's "r, M, Enter" sent "rM").
+ */
 function pendingControl() {
-  return document.querySelector(".pending .actions > button.approve:not(:disabled)") ||
-    document.querySelector('.pending form[aria-label="Resume"] :is(input, select, textarea)');
+  const approve = document.querySelector(".pending .actions > button.approve:not(:disabled)");
+  if (approve && !readOnly()) return approve;
+  const card = document.querySelector(".pending");
+  if (!card) return null;
+  if (!card.hasAttribute("tabindex")) card.tabIndex = -1;
+  return card;
 }
 
 function runShortcut(key) {
   const card = document.querySelector(".pending");
-  if (!card) return false;
+  if (!card || readOnly()) return false;
   switch (key) {
     case "a": {
       const b = card.querySelector(".actions > button.approve");
@@ -196,7 +206,7 @@ document.addEventListener("keydown", (ev) => {
     else if (ev.key === "x") {
       const row = rows().find((r) => r.closest("li").contains(document.activeElement)) || rows().find((r) => r.getAttribute("aria-current") === "true");
       const box = row?.closest("li").querySelector("input.pick");
-      if (box && !box.disabled) { ev.preventDefault(); box.click(); }
+      if (box && !box.disabled && !readOnly()) { ev.preventDefault(); box.click(); }
     } else if (ev.key === "Enter" && !(t instanceof Element && t.closest("a, button, input, select, textarea, summary"))) {
       // Focus on a row link opens it natively; elsewhere (the page itself) Enter opens the selection.
       const row = rows().find((r) => r.getAttribute("aria-current") === "true");

@@ -32,7 +32,11 @@ export function newRunView(main, params, navigate) {
     el("div", { class: "actions" }, el("button", { type: "submit", class: "primary" }, "Start run")));
   main.append(el("h1", {}, "New run"), form);
   // External agents run elsewhere: they ask for approvals (requestApproval) and are not started here.
-  request(`{ agents { id name description external } }`).then((d) => {
-    for (const a of d.agents.filter((a) => !a.external)) agent.append(el("option", { value: a.id }, `${a.name} (${a.id})`));
+  // The first agent chosen is the first that is no supervisor (one with sub-agents hands work on
+  // and is rarely what a person starts by hand), else the first.
+  request(`{ agents { id name description external subAgents { id } } }`).then((d) => {
+    const runnable = d.agents.filter((a) => !a.external);
+    const first = runnable.find((a) => !a.subAgents?.length) || runnable[0];
+    for (const a of runnable) agent.append(el("option", { value: a.id, selected: a === first }, `${a.name} (${a.id})${a.subAgents?.length ? " — supervisor" : ""}`));
   }).catch((e) => { error.textContent = e.message; });
 }

@@ -102,6 +102,8 @@ export function runView(main, params) {
       return;
     }
     lastRun = run;
+    // An external agent's request is one call, not an agent's steps: no "Step 1" headings.
+    stream.classList.toggle("one-call", !!run.external);
     renderHead(head, summary, run);
     renderPending(pending, run, agents, decide, ctx);
     renderDecisions(decisions, run);
@@ -139,10 +141,29 @@ export function runView(main, params) {
   }
   ctx.lostCall = lostCall;
 
+  /** lostCall for several calls at once (list of [call, typed]): one notice naming each call
+   * and its own decision (who, which, when), so that none hides another. */
+  let lostSoFar = []; // the calls said decided elsewhere since this page last decided one
+  ctx.lostCalls = (list, run) => {
+    for (const [c] of list) if (!lostSoFar.some((o) => o.toolCallId === c.toolCallId)) lostSoFar.push(c);
+    if (lostSoFar.length === 1) return lostCall(list[0][0], list[0][1], run);
+    const typed = list.some(([, t]) => t);
+    notice.replaceChildren(el("div", { class: `notice ${typed ? "warn" : ""}` },
+      el("p", {}, `${lostSoFar.length} calls were decided elsewhere:`),
+      el("ul", { class: "lost-calls" }, lostSoFar.map((c) => {
+        const d = lastDecision(run, c.toolCallId);
+        return el("li", { "data-call": c.toolCallId }, `${c.toolName} (${c.toolCallId}): `,
+          ...(d ? decisionSentence(d) : [`no longer waiting: the run is now ${run.status}.`]));
+      }))));
+    delete notice.dataset.sent;
+    for (const [c, t] of list) if (t) lost.prepend(lostText(c, t));
+  };
+
   // card: the pending call's card; form: the form decided from, if any (its .form-error is
   // where its refusals go).
   const decide = async (mutation, vars, card, form) => {
     const buttons = pending.querySelectorAll("button");
+    lostSoFar = [];
     const callId = card.dataset.call;
     const call = pending._calls?.find((c) => c.toolCallId === callId);
     const typed = typedIn(card, call);
@@ -164,7 +185,10 @@ export function runView(main, params) {
         const verb = mutation.includes("declineToolCall") ? "Declined" : "Approved";
         await show();
         say("", `${verb} ${call?.toolName || "the call"} (${callId}). ${others.length} more ${others.length === 1 ? "call waits" : "calls wait"} for you; the run goes on once all are decided.`);
-        pending.querySelector(".pending .actions > button.approve:not(:disabled), .pending :is(input, select, textarea)")?.focus();
+        // Its Approve button, or its card: never a field, where a next shortcut would type.
+        const next = pending.querySelector(".pending .actions > button.approve:not(:disabled)") || pending.querySelector(".pending");
+        if (next && !next.matches("button")) next.tabIndex = -1;
+        next?.focus();
         return;
       }
       // Unless the run already waits on something new (drawn meanwhile), the form is done.
@@ -256,7 +280,10 @@ export function runView(main, params) {
       step.tools.replaceChildren(reveal(` · ${step.names.join(", ")}`));
     }
     if (ev.type === "STEP_FINISHED") stepDone = true;
-    if (["RUN_SUSPENDED", "RUN_FINISHED", "RUN_FAILED", "RUN_RESUMED", "TOOL_CALL_REMINDER", "TOOL_CALL_ESCALATED", "TOOL_CALL_EXPIRING"].includes(ev.type)) show();
+    // A decision on one of several calls (from another page) changes what waits without a
+    // RUN_* event: the run is read again, so the call decided elsewhere leaves the page.
+    if (["RUN_SUSPENDED", "RUN_FINISHED", "RUN_FAILED", "RUN_RESUMED", "TOOL_CALL_APPROVED", "TOOL_CALL_DECLINED", "TOOL_CALL_EXPIRED",
+      "TOOL_CALL_REMINDER", "TOOL_CALL_ESCALATED", "TOOL_CALL_EXPIRING"].includes(ev.type)) show();
   };
 
   show();
@@ -412,11 +439,13 @@ function renderPending(section, run, agents, decide, ctx) {
   const key = JSON.stringify([run.suspendedAt, calls.map((c) => [c.toolCallId, c.requiresApproval, c.interrupted, c.expiresAt, c.followUpsSent, c.lateResult?.recordedAt])]);
   if (section.dataset.calls === key) return;
   const before = section._calls || [];
+  const gone = [];
   for (const old of before) {
     if (calls.some((c) => c.toolCallId === old.toolCallId) || ctx.mine.has(old.toolCallId)) continue;
     const card = section.querySelector(`[data-call="${CSS.escape(old.toolCallId)}"]`);
-    ctx.lostCall(old, typedIn(card, old), run);
+    gone.push([old, typedIn(card, old)]);
   }
+  if (gone.length) ctx.lostCalls(gone, run);
   const typed = saveFields(section);
   clearPending(section);
   section.dataset.calls = key;
@@ -582,7 +611,9 @@ function restoreFields(section, { values, focus }) {
 function renderDecisions(section, run) {
   section.replaceChildren();
   if (!run.decisions.length) return;
-  section.append(el("h2", {}, "Decisions"), el("ul", { class: "card list decisions-list" }, run.decisions.map((d) => {
+  // In the order they were taken (the API lists them by call): who decided what, when.
+  const byTime = [...run.decisions].sort((a, b) => Date.parse(a.decidedAt) - Date.parse(b.decidedAt) || Number(a.id) - Number(b.id));
+  section.append(el("h2", {}, "Decisions"), el("ul", { class: "card list decisions-list" }, byTime.map((d) => {
     const at = stamp(d.decidedAt);
     const who = d.decidedBy ? ` by ${d.decidedBy}` : "";
     const lead = {
