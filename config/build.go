@@ -121,6 +121,7 @@ func Build(ctx context.Context, f *File, opt Options) (*Agents, error) {
 				RequireApproval: needsApproval(sc, t.Name), ApprovalTimeout: sc.ApprovalTimeout, ExecuteFunc: srv.Execute(t.Name),
 				ApproverRoles: sc.ApproverRoles,
 			}
+			quorum(byName[t.Name], sc.Approvals)
 		}
 	}
 	if g := f.MCPGateway; g != nil {
@@ -136,6 +137,7 @@ func Build(ctx context.Context, f *File, opt Options) (*Agents, error) {
 		at := fmt.Sprintf("tools[%d]", i)
 		t := &agent.Tool{Name: tc.Name, Description: tc.Description, RequireApproval: tc.RequireApproval,
 			ApprovalTimeout: tc.ApprovalTimeout, ApproverRoles: tc.ApproverRoles}
+		quorum(t, tc.Approvals)
 		t.InputSchema, _ = schemaJSON(tc.Name, tc.InputSchema) // checked by Load
 		t.SuspendSchema, _ = schemaJSON(tc.Name, tc.SuspendSchema)
 		t.ResumeSchema, _ = schemaJSON(tc.Name, tc.ResumeSchema)
@@ -162,6 +164,9 @@ func Build(ctx context.Context, f *File, opt Options) (*Agents, error) {
 			}
 			if t.ApprovalTimeout == 0 {
 				t.ApprovalTimeout = f.server(tc.MCP.Server).ApprovalTimeout
+			}
+			if tc.Approvals == nil {
+				quorum(t, f.server(tc.MCP.Server).Approvals)
 			}
 			t.ExecuteFunc = servers[tc.MCP.Server].Execute(tc.MCP.Tool)
 		}
@@ -269,6 +274,13 @@ func expandAll(m map[string]string) map[string]string {
 	return out
 }
 
+// quorum sets t's approvals from the config's (none: one approval).
+func quorum(t *agent.Tool, a *Approvals) {
+	if a != nil {
+		t.RequiredApprovals, t.ApprovalRoles = a.Required, a.Roles
+	}
+}
+
 func needsApproval(s MCPServer, tool string) bool {
 	return slices.Contains(s.RequireApproval, tool) || slices.Contains(s.RequireApproval, "*")
 }
@@ -348,11 +360,13 @@ func buildGateway(f *File, g *MCPGateway, servers map[string]*tools.MCPServer, l
 			}
 			owner[gt.Name] = name
 			gw.Tools = append(gw.Tools, gt)
-			gw.Agent.Tools = append(gw.Agent.Tools, &agent.Tool{
+			tool := &agent.Tool{
 				Name: gt.Name, Description: up.Description, InputSchema: up.InputSchema,
 				RequireApproval: needsApproval(sc, tn), ApprovalTimeout: sc.ApprovalTimeout, ApproverRoles: sc.ApproverRoles,
 				ExecuteFunc: servers[name].Forward(tn),
-			})
+			}
+			quorum(tool, sc.Approvals)
+			gw.Agent.Tools = append(gw.Agent.Tools, tool)
 		}
 	}
 	slices.SortFunc(gw.Tools, func(a, b GatewayTool) int { return strings.Compare(a.Name, b.Name) })

@@ -106,6 +106,10 @@ func (f *File) check() []string {
 		}
 		p.approvalTimeout(at+".approvalTimeout", s.ApprovalTimeout)
 		p.approverRoles(at+".approverRoles", s.ApproverRoles)
+		p.approvals(at+".approvals", s.Approvals)
+		if s.Approvals != nil && s.Approvals.Required > 1 && len(s.RequireApproval) == 0 {
+			p.add(at+".approvals", fmt.Sprintf("required: %d needs requireApproval naming the tools it holds: a call that is not held runs without anyone's approval", s.Approvals.Required))
+		}
 		if len(s.Env) > 0 && s.URL != "" {
 			p.add(at+".env", "is for a command (stdio) server; a url server is sent headers")
 		}
@@ -180,6 +184,10 @@ func (f *File) check() []string {
 			}
 		}
 		p.approverRoles(at+".approverRoles", t.ApproverRoles)
+		p.approvals(at+".approvals", t.Approvals)
+		if t.Approvals != nil && t.Approvals.Required > 1 && !t.RequireApproval && t.MCP == nil && t.Name != AnyTool {
+			p.add(at+".approvals", fmt.Sprintf("required: %d needs requireApproval: true: a call that is not held for approval runs without anyone's", t.Approvals.Required))
+		}
 		for k, v := range t.httpHeaders() {
 			if _, err := expandEnv(v); err != nil {
 				p.add(at+".http.headers."+k, err.Error())
@@ -403,6 +411,20 @@ func (p *problems) approverRoles(path string, roles []string) {
 			p.add(fmt.Sprintf("%s[%d]", path, j), "the requester role asks for approvals and may not decide them")
 		}
 	}
+}
+
+// maxApprovals bounds approvals.required: a quorum larger than any team is a typo.
+const maxApprovals = 100
+
+// approvals checks a quorum: required from 1 to maxApprovals, roles as approverRoles.
+func (p *problems) approvals(path string, a *Approvals) {
+	if a == nil {
+		return
+	}
+	if a.Required < 1 || a.Required > maxApprovals {
+		p.add(path+".required", fmt.Sprintf("%d is not a number of approvals: give 1 to %d (1: one approval, as without approvals)", a.Required, maxApprovals))
+	}
+	p.approverRoles(path+".roles", a.Roles)
 }
 
 func (p *problems) url(path, s string) {

@@ -24,8 +24,13 @@ const (
 	// unknown, so it waits for a new approval (Reason says why).
 	EventToolCallInterrupted EventType = "TOOL_CALL_INTERRUPTED"
 	EventRunSuspended        EventType = "RUN_SUSPENDED"
-	EventToolCallApproved    EventType = "TOOL_CALL_APPROVED"
-	EventToolCallDeclined    EventType = "TOOL_CALL_DECLINED"
+	// EventToolCallApprovalRecorded: a person approved a call whose tool needs several approvals
+	// (a quorum); the approval is recorded and counted (ToolCall.Approvals, DecidedBy says who).
+	// While the quorum is not met the run stays SUSPENDED on the call; the approval that meets
+	// it is followed by EventToolCallApproved.
+	EventToolCallApprovalRecorded EventType = "TOOL_CALL_APPROVAL_RECORDED"
+	EventToolCallApproved         EventType = "TOOL_CALL_APPROVED"
+	EventToolCallDeclined         EventType = "TOOL_CALL_DECLINED"
 	// EventToolCallExpired: nobody decided on the call before its tool's approvalTimeout passed;
 	// the tool did not run, and the model is told the request timed out (Reason says what it is
 	// told).
@@ -78,4 +83,7 @@ type ToolCall struct {
 	// ExpiresAt is when a waiting call expires without a decision (its tool's approvalTimeout
 	// after it began to wait); nil when it waits for as long as it takes.
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+	// Approvals are the approvals recorded on a call whose tool needs several (Approvals); nil
+	// when none was recorded.
+	Approvals *Approvals `json:"approvals,omitempty"`
 }
