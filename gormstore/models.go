@@ -71,6 +71,9 @@ type ToolCall struct {
 	// ResumeSchema is the schema of a call's resume data when the call names its own (an
 	// upstream MCP server's request for input, migration 0016); nil: its tool's.
 	ResumeSchema *string `gorm:"column:resume_schema"`
+	// Approvals counts the approvals recorded on the call (ToolCallApproval, every round;
+	// migration 0020), so that reads look for them only where there are some.
+	Approvals int `gorm:"column:approvals"`
 }
 
 // TableName keeps the table name independent of GORM's pluralisation rules.
@@ -192,7 +195,24 @@ type RunChange struct {
 // TableName keeps the table name independent of GORM's pluralisation rules.
 func (RunChange) TableName() string { return "run_changes" }
 
+// ToolCallApproval is one person's approval of a call whose tool needs several (a quorum):
+// the audit of who approved which arguments, and when. The primary key (run, call, round,
+// subject) makes the same person approving twice in a round a duplicate the database refuses.
+// Retention removes it with its run.
+type ToolCallApproval struct {
+	RunID      string    `gorm:"column:run_id;primaryKey"`
+	ToolCallID string    `gorm:"column:tool_call_id;primaryKey"`
+	Round      int       `gorm:"column:round;primaryKey;autoIncrement:false"`
+	Subject    string    `gorm:"column:subject;primaryKey"`
+	ArgsDigest string    `gorm:"column:args_digest"`
+	EditedArgs *string   `gorm:"column:edited_args"`
+	ApprovedAt time.Time `gorm:"column:approved_at;autoCreateTime:false"`
+}
+
+// TableName keeps the table name independent of GORM's pluralisation rules.
+func (ToolCallApproval) TableName() string { return "tool_call_approvals" }
+
 // All lists every model, for the test that compares the migrated schema with the models.
 func All() []any {
-	return []any{&Run{}, &ToolCall{}, &Event{}, &Message{}, &Thread{}, &IdempotencyKey{}, &RunChange{}, &Notification{}, &SuspendedCount{}, &LateToolResult{}, &ReceiptKey{}}
+	return []any{&Run{}, &ToolCall{}, &Event{}, &Message{}, &Thread{}, &IdempotencyKey{}, &RunChange{}, &Notification{}, &SuspendedCount{}, &LateToolResult{}, &ReceiptKey{}, &ToolCallApproval{}}
 }

@@ -82,4 +82,7 @@ type Decision struct {
 	// Receipt is the signed receipt of an approval (package receipt): a compact JWS a tool's
 	// service verifies. Nil for other kinds, and for approvals stored before receipts existed.
 	Receipt *string
+	// Approvals are the approvals recorded on the call when its tool needed several (a
+	// quorum), the one that met it included; nil otherwise.
+	Approvals *Approvals
 }
