@@ -192,7 +192,7 @@ func TestQuorumOverGraphQL(t *testing.T) {
 		if strings.Join(seen, "; ") != want {
 			t.Fatalf("events:\n%s\nwant\n%s", strings.Join(seen, "; "), want)
 		}
-		if calls, _ := refunds.Got(); len(calls) != 1 || calls[0]["amount"] != 2.0 {
+		if calls, _ := refunds.Got(); len(calls) != 1 || calls[0]["args"].(map[string]any)["amount"] != 2.0 {
 			t.Fatalf("the tool got %v, want one call with the edited arguments", calls)
 		}
 	})
