@@ -28,7 +28,7 @@ const TITLE = "Interlock";
 // Only what the inbox shows or sends back: a page of 500 runs must stay within the default
 // --max-query-complexity (10000), and each field costs one per run and per call.
 const RUN_FIELDS = `runId agentId threadId resourceId createdAt suspendedAt
-      toolCalls { toolCallId toolName args requiresApproval suspendPayload interrupted expiresAt lateResult { recordedAt } }`;
+      toolCalls { toolCallId toolName args requiresApproval suspendPayload interrupted expiresAt lateResult { recordedAt } approvals { required count by { subject } } }`;
 const LIST = `query Inbox($agentId: ID, $threadId: ID, $resourceId: ID, $fromDate: DateTime, $toDate: DateTime, $page: Int, $perPage: Int, $external: Boolean) {
   suspendedRuns(agentId: $agentId, threadId: $threadId, resourceId: $resourceId, fromDate: $fromDate, toDate: $toDate, page: $page, perPage: $perPage, external: $external) {
     total
@@ -510,6 +510,8 @@ function renderList(list, result, f, params, filtered, picked, { onPick, approve
         el("code", { title: what }, what),
         el("span", { class: "muted" }, r.threadId ? `thread ${r.threadId}` : "no thread", el("br"), r.resourceId ? `resource ${r.resourceId}` : ""),
         el("span", {}, age,
+          c.approvals?.required > 1 ? el("span", { class: "block approvals", "data-count": c.approvals.count },
+            `Approvals: ${c.approvals.count} of ${c.approvals.required}`, c.approvals.by.length ? ` — ${c.approvals.by.map((b) => b.subject).join(", ")}` : "") : null,
           c.expiresAt ? el("span", { class: "muted block expires", "data-expires": c.expiresAt, title: when(c.expiresAt) }, expiresIn(c.expiresAt)) : null,
           decidable ? null : el("span", { class: "muted block", id: noteId }, ranLate ? "its tool ran after all: open it" : "needs an answer: open it"))),
       allApproval ? el("button", { type: "button", class: "approve-all", onclick: (ev) => approveAll(r, ev.currentTarget) }, `Approve all ${r.toolCalls.length} calls`) : null);
