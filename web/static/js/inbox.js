@@ -28,7 +28,7 @@ const TITLE = "Interlock";
 // Only what the inbox shows or sends back: a page of 500 runs must stay within the default
 // --max-query-complexity (10000), and each field costs one per run and per call.
 const RUN_FIELDS = `runId agentId threadId resourceId createdAt suspendedAt
-      toolCalls { toolCallId toolName args requiresApproval suspendPayload interrupted expiresAt lateResult { recordedAt } approvals { required count by { subject } } }`;
+      toolCalls { toolCallId toolName args requiresApproval suspendPayload interrupted expiresAt lateResult { recordedAt } }`;
 const LIST = `query Inbox($agentId: ID, $threadId: ID, $resourceId: ID, $fromDate: DateTime, $toDate: DateTime, $page: Int, $perPage: Int, $external: Boolean) {
   suspendedRuns(agentId: $agentId, threadId: $threadId, resourceId: $resourceId, fromDate: $fromDate, toDate: $toDate, page: $page, perPage: $perPage, external: $external) {
     total
@@ -297,10 +297,12 @@ export function inboxView(main, params, navigate) {
   if (refocus) { document.getElementById(refocus)?.focus(); refocus = null; }
 
   const externalAgents = new Set(); // ids of the agents that run elsewhere: their rows are marked
-  request(`{ agents { id name external } }`).then((d) => {
+  const quorumTools = new Set(); // "<agent>/<tool>" of the tools that need several approvals
+  const agentsRead = request(`{ agents { id name external tools { name approvals { required } } } }`).then((d) => {
     for (const a of d.agents) {
       agentSelect.append(el("option", { value: a.id, selected: a.id === f.agentId }, a.name));
       if (a.external) externalAgents.add(a.id);
+      for (const t of a.tools) if (t.approvals.required > 1) quorumTools.add(`${a.id}/${t.name}`);
     }
     for (const span of list.querySelectorAll("[data-agent]")) markExternal(span, externalAgents);
   }).catch(() => {});
@@ -326,6 +328,8 @@ export function inboxView(main, params, navigate) {
     const mine = ++asked;
     try {
       const d = await readPage(vars, f.sort, total);
+      await agentsRead;
+      await readApprovals(d.runs, quorumTools);
       if (closed || mine !== asked) return;
       total = d.total;
       lastRuns = d.runs;
@@ -467,6 +471,24 @@ function notify(change) {
  * before running it again. */
 function bulkDecidable(r) {
   return r.toolCalls.some((c) => c.requiresApproval) && !r.toolCalls.some((c) => c.lateResult);
+}
+
+/** Reads the approvals of the calls of runs whose tool needs several (quorumTools) and puts them
+ * on the calls (call.approvals): in a query of their own, because each field of the page's
+ * query costs once per run and a page of 500 must stay within the server's complexity limit.
+ * Unread approvals leave the rows without the count. */
+async function readApprovals(runs, quorumTools) {
+  const ids = runs.filter((r) => r.toolCalls.some((c) => c.requiresApproval && quorumTools.has(`${r.agentId}/${c.toolName}`))).map((r) => r.runId);
+  for (let i = 0; i < ids.length; i += 100) {
+    const chunk = ids.slice(i, i + 100);
+    const q = `query(${chunk.map((_, n) => `$r${n}: ID!`).join(", ")}) { ${chunk.map((_, n) => `r${n}: run(runId: $r${n}) { runId toolCalls { toolCallId approvals { required count by { subject } } } }`).join(" ")} }`;
+    let d;
+    try { d = await request(q, Object.fromEntries(chunk.map((id, n) => [`r${n}`, id]))); } catch { return; }
+    for (const got of Object.values(d)) {
+      const r = got && runs.find((x) => x.runId === got.runId);
+      for (const c of r?.toolCalls || []) c.approvals = got.toolCalls.find((x) => x.toolCallId === c.toolCallId)?.approvals;
+    }
+  }
 }
 
 function renderList(list, result, f, params, filtered, picked, { onPick, approveAll }) {

@@ -590,7 +590,7 @@ function quorumLine(q, tool) {
   const reset = q.superseded?.length ? ` ${q.superseded.map((b) => b.subject).join(", ")} approved other arguments before they were edited: that no longer counts.` : "";
   return el("p", { class: "approvals", "data-count": q.count, "data-required": q.required },
     el("strong", {}, `Approvals: ${q.count} of ${q.required}`), who ? ` — ${who}` : " — none yet",
-    el("span", { class: "muted" }, ` Each approver counts once; the run's starter never does; one decline declines.${roles}${reset}`));
+    el("br"), el("span", { class: "muted" }, `Each approver counts once; the run's starter never does; one decline declines.${roles}${reset}`));
 }
 
 /** Empties the pending section, so that the next refresh draws it whatever it holds. */
