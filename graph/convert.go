@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strings"
 	"time"
 
 	"interlock/agent"
@@ -48,7 +49,9 @@ func toRun(r *runtype.Run) *model.AgentRun {
 			c.Args = nil // the contract shows a suspended run's arguments for approvals only
 		}
 		out.ToolCalls[i] = toToolCall(r.ID, &c)
-		if c.RequiresApproval {
+		if c.RequiresApproval && !strings.Contains(c.ToolCallID, "/") {
+			// Not on a supervisor's call that shows a sub-agent's: its approvals are recorded on
+			// the sub-agent's run, whose call shows them.
 			out.ToolCalls[i].Approvals = toApprovals(r.AgentID, c.ToolName, c.Args, c.Approvals)
 		}
 		if c.Interrupted && c.InterruptedToolCallID != "" {
