@@ -100,6 +100,8 @@ func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) 
 			return nil, quorumStale(dec)
 		case errors.Is(err, ErrStale):
 			return s.lostRace(ctx, dec, w)
+		case errors.Is(err, ErrDuplicateApproval):
+			return nil, duplicateApproval(dec)
 		case err != nil:
 			return nil, err
 		case run != nil:

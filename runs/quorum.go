@@ -3,7 +3,6 @@ package runs
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -224,11 +223,7 @@ func (s *Service) recordApproval(ctx context.Context, dec *decision) (*runtype.R
 	if w.Outbox, err = s.announce(&r.Run, w.After, at, evs, notify.Call{}); err != nil {
 		return nil, err
 	}
-	err = s.store.RecordApproval(ctx, w)
-	if errors.Is(err, ErrDuplicateApproval) {
-		return nil, runtype.Errorf(runtype.CodeConflict, "%s already approved tool call %s (%s) of run %s: the same person counts once", dec.by, dec.call.ToolCallID, dec.call.ToolName, r.ID)
-	}
-	if err != nil {
+	if err := s.store.RecordApproval(ctx, w); err != nil {
 		return nil, err
 	}
 	s.runHub.Publish(r.ID, struct{}{})
@@ -249,6 +244,12 @@ func (s *Service) recordApproval(ctx context.Context, dec *decision) (*runtype.R
 		}
 	}
 	return &out, nil
+}
+
+// duplicateApproval is the CONFLICT of an approval the database refused as the same person's
+// second in the round (ErrDuplicateApproval): two of their clicks racing.
+func duplicateApproval(dec *decision) error {
+	return runtype.Errorf(runtype.CodeConflict, "%s already approved tool call %s (%s) of run %s: the same person counts once", dec.by, dec.call.ToolCallID, dec.call.ToolName, dec.run.ID)
 }
 
 // quorumStale answers a decision on a quorum's call that kept losing the compare-and-set.
