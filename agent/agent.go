@@ -89,6 +89,15 @@ type Tool struct {
 	// ApproverRoles, when set, are the only roles (besides admin) whose holders may approve or
 	// decline this tool's calls: a refund tool decided only by the refunds team.
 	ApproverRoles []string
+	// RequiredApprovals is how many people must approve a call of this tool before it runs (a
+	// quorum; config approvals.required): each approval from a distinct eligible principal is
+	// recorded, and the tool runs once, when the last required one arrives. 0 and 1: one
+	// approval, as for any tool. The run's starter never counts.
+	RequiredApprovals int
+	// ApprovalRoles, when set, narrow who may approve or decline a call of this tool with a
+	// quorum (config approvals.roles): a holder of one of them (or admin), besides the check of
+	// ApproverRoles.
+	ApprovalRoles []string
 	// SubAgent is set on the tools NewRegistry adds for an agent's SubAgents: a call starts a
 	// run of this agent with the call's task, and its outcome is the call's result.
 	SubAgent *Agent
@@ -98,6 +107,14 @@ type Tool struct {
 	// exec is what the loop executes the tool with: ExecuteFunc through the registry's
 	// middleware (middleware.go), set on the registry's copy.
 	exec ToolFunc
+}
+
+// Quorum is how many approvals a call of the tool needs: RequiredApprovals, at least 1.
+func (t *Tool) Quorum() int {
+	if t == nil || t.RequiredApprovals < 1 {
+		return 1
+	}
+	return t.RequiredApprovals
 }
 
 // ValidateInput checks arguments against the tool's input schema (any value passes when the

@@ -125,6 +125,7 @@ func Build(ctx context.Context, f *File, opt Options) (*Agents, error) {
 				return fail(at+".requireApproval", err.Error())
 			}
 			byName[t.Name] = tool
+			quorum(tool, sc.Approvals)
 		}
 	}
 	if g := f.MCPGateway; g != nil {
@@ -141,6 +142,7 @@ func Build(ctx context.Context, f *File, opt Options) (*Agents, error) {
 		t := &agent.Tool{Name: tc.Name, Description: tc.Description,
 			ApprovalTimeout: tc.ApprovalTimeout, ApproverRoles: tc.ApproverRoles, FollowUp: tc.FollowUp.agent()}
 		approval := tc.RequireApproval
+		quorum(t, tc.Approvals)
 		t.InputSchema, _ = schemaJSON(tc.Name, tc.InputSchema) // checked by Load
 		t.SuspendSchema, _ = schemaJSON(tc.Name, tc.SuspendSchema)
 		t.ResumeSchema, _ = schemaJSON(tc.Name, tc.ResumeSchema)
@@ -169,6 +171,9 @@ func Build(ctx context.Context, f *File, opt Options) (*Agents, error) {
 				t.ApprovalTimeout = f.server(tc.MCP.Server).ApprovalTimeout
 			}
 			t.FollowUp = tc.FollowUp.orServer(f.server(tc.MCP.Server).FollowUp).agent()
+			if tc.Approvals == nil {
+				quorum(t, f.server(tc.MCP.Server).Approvals)
+			}
 			t.ExecuteFunc = servers[tc.MCP.Server].Execute(tc.MCP.Tool)
 		}
 		if err := approval.apply(t); err != nil {
@@ -278,6 +283,13 @@ func expandAll(m map[string]string) map[string]string {
 	return out
 }
 
+// quorum sets t's approvals from the config's (none: one approval).
+func quorum(t *agent.Tool, a *Approvals) {
+	if a != nil {
+		t.RequiredApprovals, t.ApprovalRoles = a.Required, a.Roles
+	}
+}
+
 // findCycle returns "a → b → a" when delegation from a comes back to an agent on the path.
 func findCycle(a *agent.Agent, path []string) string {
 	if i := slices.Index(path, a.ID); i >= 0 {
@@ -361,6 +373,7 @@ func buildGateway(f *File, g *MCPGateway, servers map[string]*tools.MCPServer, l
 			if err := sc.RequireApproval.For(tn).apply(tool); err != nil {
 				return nil, err
 			}
+			quorum(tool, sc.Approvals)
 			gw.Agent.Tools = append(gw.Agent.Tools, tool)
 		}
 	}

@@ -112,6 +112,22 @@ type Tool struct {
 	MCP      *MCPTool `yaml:"mcp"`
 	// ApproverRoles are the only roles (besides admin) that may decide the tool's calls.
 	ApproverRoles []string `yaml:"approverRoles"`
+	// Approvals asks for several people's approval of each call (a quorum). Default: one. An
+	// MCP tool without it takes its server's.
+	Approvals *Approvals `yaml:"approvals"`
+}
+
+// Approvals is a tool's quorum: how many distinct people must approve a call before it runs,
+// and who may.
+type Approvals struct {
+	// Required is how many approvals from distinct eligible principals a call needs (at least
+	// 1; 1 is one approval, as without approvals). The run's starter never counts; the same
+	// person approving twice is refused; any eligible decline declines at once; an approval of
+	// edited arguments starts the count again.
+	Required int `yaml:"required"`
+	// Roles, when set, narrow who may approve or decline the calls to holders of one of them
+	// (or admin), besides approverRoles.
+	Roles []string `yaml:"roles"`
 }
 
 // FollowUp is what the server does while a call of a tool waits for a person, before it
@@ -176,6 +192,8 @@ type MCPServer struct {
 	StartTimeout time.Duration `yaml:"startTimeout"`
 	// ApproverRoles are the only roles (besides admin) that may decide its tools' calls.
 	ApproverRoles []string `yaml:"approverRoles"`
+	// Approvals is the quorum of its tools' calls (see Tool.Approvals). Default: one approval.
+	Approvals *Approvals `yaml:"approvals"`
 }
 
 // MCPGateway is the MCP approval gateway (/mcp): MCP clients see the tools of Servers, and each

@@ -39,6 +39,7 @@ func TestBuildGateway(t *testing.T) {
     requireApproval: [write_file]
     approvalTimeout: 10m
     approverRoles: [sre]
+    approvals: {required: 2, roles: [storage]}
   - name: backup
     url: `+other.URL+`
     tools: [read_file]
@@ -69,7 +70,8 @@ mcpGateway:
 		t.Fatalf("gateway agent = %+v, agents %d", ag, len(a.List))
 	}
 	w := ag.Tool("files__write_file")
-	if w == nil || !w.RequireApproval || w.ApprovalTimeout != 10*time.Minute || w.ApproverRoles[0] != "sre" || w.ExecuteFunc == nil {
+	if w == nil || !w.RequireApproval || w.ApprovalTimeout != 10*time.Minute || w.ApproverRoles[0] != "sre" || w.ExecuteFunc == nil ||
+		w.Quorum() != 2 || w.ApprovalRoles[0] != "storage" {
 		t.Fatalf("files__write_file = %+v", w)
 	}
 	if r := ag.Tool("files__read_file"); r == nil || r.RequireApproval {

@@ -108,6 +108,10 @@ func (f *File) check() []string {
 		s.RequireApproval.problems(&p, at+".requireApproval")
 		p.approverRoles(at+".approverRoles", s.ApproverRoles)
 		p.followUp(at, s.FollowUp, s.ApprovalTimeout)
+		p.approvals(at+".approvals", s.Approvals)
+		if s.Approvals != nil && s.Approvals.Required > 1 && len(s.RequireApproval.Rules) == 0 {
+			p.add(at+".approvals", fmt.Sprintf("required: %d needs requireApproval naming the tools it holds: a call that is not held runs without anyone's approval", s.Approvals.Required))
+		}
 		if len(s.Env) > 0 && s.URL != "" {
 			p.add(at+".env", "is for a command (stdio) server; a url server is sent headers")
 		}
@@ -188,6 +192,10 @@ func (f *File) check() []string {
 			timeout = f.server(t.MCP.Server).ApprovalTimeout // what the tool takes
 		}
 		p.followUp(at, t.FollowUp, timeout)
+		p.approvals(at+".approvals", t.Approvals)
+		if t.Approvals != nil && t.Approvals.Required > 1 && !t.RequireApproval.Bool && t.RequireApproval.Expr == "" && t.MCP == nil && t.Name != AnyTool {
+			p.add(at+".approvals", fmt.Sprintf("required: %d needs requireApproval: true: a call that is not held for approval runs without anyone's", t.Approvals.Required))
+		}
 		for k, v := range t.httpHeaders() {
 			if _, err := expandEnv(v); err != nil {
 				p.add(at+".http.headers."+k, err.Error())
@@ -440,6 +448,20 @@ func (p *problems) approverRoles(path string, roles []string) {
 			p.add(fmt.Sprintf("%s[%d]", path, j), "the requester role asks for approvals and may not decide them")
 		}
 	}
+}
+
+// maxApprovals bounds approvals.required: a quorum larger than any team is a typo.
+const maxApprovals = 100
+
+// approvals checks a quorum: required from 1 to maxApprovals, roles as approverRoles.
+func (p *problems) approvals(path string, a *Approvals) {
+	if a == nil {
+		return
+	}
+	if a.Required < 1 || a.Required > maxApprovals {
+		p.add(path+".required", fmt.Sprintf("%d is not a number of approvals: give 1 to %d (1: one approval, as without approvals)", a.Required, maxApprovals))
+	}
+	p.approverRoles(path+".roles", a.Roles)
 }
 
 func (p *problems) url(path, s string) {

@@ -92,6 +92,9 @@ type ToolCall struct {
 	// PolicyRevision is the revision of the policy that judged the call (migration 0018): on
 	// an AUTO_APPROVED row, the one that let it through.
 	PolicyRevision *string `gorm:"column:policy_revision"`
+	// Approvals counts the approvals recorded on the call (ToolCallApproval, every round;
+	// migration 0020), so that reads look for them only where there are some.
+	Approvals int `gorm:"column:approvals"`
 }
 
 // TableName keeps the table name independent of GORM's pluralisation rules.
@@ -216,7 +219,24 @@ type RunChange struct {
 // TableName keeps the table name independent of GORM's pluralisation rules.
 func (RunChange) TableName() string { return "run_changes" }
 
+// ToolCallApproval is one person's approval of a call whose tool needs several (a quorum):
+// the audit of who approved which arguments, and when. The primary key (run, call, round,
+// subject) makes the same person approving twice in a round a duplicate the database refuses.
+// Retention removes it with its run.
+type ToolCallApproval struct {
+	RunID      string    `gorm:"column:run_id;primaryKey"`
+	ToolCallID string    `gorm:"column:tool_call_id;primaryKey"`
+	Round      int       `gorm:"column:round;primaryKey;autoIncrement:false"`
+	Subject    string    `gorm:"column:subject;primaryKey"`
+	ArgsDigest string    `gorm:"column:args_digest"`
+	EditedArgs *string   `gorm:"column:edited_args"`
+	ApprovedAt time.Time `gorm:"column:approved_at;autoCreateTime:false"`
+}
+
+// TableName keeps the table name independent of GORM's pluralisation rules.
+func (ToolCallApproval) TableName() string { return "tool_call_approvals" }
+
 // All lists every model, for the test that compares the migrated schema with the models.
 func All() []any {
-	return []any{&Run{}, &ToolCall{}, &Event{}, &Message{}, &Thread{}, &IdempotencyKey{}, &RunChange{}, &Notification{}, &SuspendedCount{}, &LateToolResult{}, &ReceiptKey{}, &Grant{}}
+	return []any{&Run{}, &ToolCall{}, &Event{}, &Message{}, &Thread{}, &IdempotencyKey{}, &RunChange{}, &Notification{}, &SuspendedCount{}, &LateToolResult{}, &ReceiptKey{}, &Grant{}, &ToolCallApproval{}}
 }

@@ -92,9 +92,13 @@ func withCalls(db *gorm.DB, rows []Run) ([]*runtype.Run, error) {
 		return nil, fmt.Errorf("load tool calls: %w", err)
 	}
 	byRun := make(map[string][]ToolCall, len(rows))
-	var late []string // the runs that may show late results (runs.Store.GetRun)
+	var late []string     // the runs that may show late results (runs.Store.GetRun)
+	var approved []string // the runs with calls a quorum's approvals were recorded on
 	for _, c := range calls {
 		byRun[c.RunID] = append(byRun[c.RunID], c)
+		if c.Approvals > 0 && (len(approved) == 0 || approved[len(approved)-1] != c.RunID) {
+			approved = append(approved, c.RunID)
+		}
 		if c.Interrupted && (len(late) == 0 || late[len(late)-1] != c.RunID) {
 			late = append(late, c.RunID)
 		}
@@ -108,9 +112,21 @@ func withCalls(db *gorm.DB, rows []Run) ([]*runtype.Run, error) {
 	if err != nil {
 		return nil, err
 	}
+	approvals, err := approvalsOf(db, approved, byRun)
+	if err != nil {
+		return nil, err
+	}
 	for i := range rows {
 		out[i] = runFromRow(&rows[i], byRun[rows[i].ID])
 		out[i].LateResults = results[rows[i].ID]
+		if byCall := approvals[rows[i].ID]; byCall != nil {
+			for j := range out[i].ToolCalls {
+				out[i].ToolCalls[j].Approvals = byCall[out[i].ToolCalls[j].ToolCallID]
+			}
+			for j := range out[i].Decisions {
+				out[i].Decisions[j].Approvals = byCall[out[i].Decisions[j].ToolCallID]
+			}
+		}
 	}
 	return out, nil
 }
@@ -328,6 +344,9 @@ func (s *Store) PurgeFinished(ctx context.Context, cutoff, keysBefore time.Time,
 		}
 		if err := tx.Where("run_id IN ?", ids).Delete(&IdempotencyKey{}).Error; err != nil {
 			return err
+		}
+		if err := tx.Where("run_id IN ?", ids).Delete(&ToolCallApproval{}).Error; err != nil {
+			return fmt.Errorf("purge approvals: %w", err)
 		}
 		if err := tx.Where("run_id IN ?", ids).Delete(&LateToolResult{}).Error; err != nil {
 			return err

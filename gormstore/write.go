@@ -283,6 +283,11 @@ func (s *Store) Decide(ctx context.Context, d runs.DecisionWrite) error {
 		if res.RowsAffected == 0 {
 			return runs.ErrStale
 		}
+		if d.Approval != nil { // the approval that met the call's quorum, recorded with the others
+			if err := insertApproval(tx, d.RunID, d.ToolCallID, *d.Approval); err != nil {
+				return err
+			}
+		}
 		set := map[string]any{"state": string(d.Kind), "decided_at": runtype.StoredTime(d.At), "decided_by": d.DecidedBy, "reason": d.Reason}
 		if d.ResumeData != nil {
 			set["resume_data"] = string(d.ResumeData)

@@ -1,9 +1,13 @@
 package graph
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
+	"reflect"
+	"strings"
 	"time"
 
 	"interlock/agent"
@@ -29,6 +33,9 @@ func toRun(r *runtype.Run) *model.AgentRun {
 			Kind: model.DecisionKind(d.Kind), DecidedBy: d.DecidedBy, DecidedAt: d.DecidedAt, Reason: d.Reason,
 			ResumeData: d.ResumeData, Args: d.Args, EditedArgs: d.EditedArgs, Receipt: d.Receipt, GrantID: d.GrantID, PolicyRevision: d.PolicyRevision,
 		}
+		if d.Approvals != nil {
+			out.Decisions[i].Approvals = toApprovals(r.AgentID, d.ToolName, d.Args, d.Approvals)
+		}
 	}
 	out.LateResults = make([]*model.LateToolResult, len(r.LateResults))
 	late := make(map[string]*model.LateToolResult, len(r.LateResults))
@@ -45,6 +52,11 @@ func toRun(r *runtype.Run) *model.AgentRun {
 			c.Args = nil // the contract shows a suspended run's arguments for approvals only
 		}
 		out.ToolCalls[i] = toToolCall(r.ID, &c)
+		if c.RequiresApproval && !strings.Contains(c.ToolCallID, "/") {
+			// Not on a supervisor's call that shows a sub-agent's: its approvals are recorded on
+			// the sub-agent's run, whose call shows them.
+			out.ToolCalls[i].Approvals = toApprovals(r.AgentID, c.ToolName, c.Args, c.Approvals)
+		}
 		if c.Interrupted && c.InterruptedToolCallID != "" {
 			out.ToolCalls[i].LateResult = late[c.InterruptedToolCallID]
 		}
@@ -119,6 +131,11 @@ func toEvent(ev runtype.Event) *model.RunEvent {
 	}
 	if ev.ToolCall != nil {
 		out.ToolCall = toToolCall(ev.RunID, ev.ToolCall)
+		if a := ev.ToolCall.Approvals; a != nil && a.Required > 0 {
+			// An event's call carries its approvals' count only when the event is about them:
+			// the events do not name the run's agent, whose tool the number would come from.
+			out.ToolCall.Approvals = toApprovals("", ev.ToolCall.ToolName, ev.ToolCall.Args, a)
+		}
 	}
 	if ev.Status != "" {
 		s := model.RunStatus(ev.Status)
@@ -147,6 +164,7 @@ func toAgent(a *agent.Agent) *model.Agent {
 			ID: toolID(a.ID, t.Name), Name: t.Name, Description: nonEmpty(t.Description), RequiresApproval: t.RequireApproval,
 			InputSchema: t.InputSchema, SuspendSchema: t.SuspendSchema, ResumeSchema: t.ResumeSchema,
 			ApproverRoles: append([]string{}, t.ApproverRoles...),
+			Approvals:     &model.ToolApprovalPolicy{Required: t.Quorum(), Roles: append([]string{}, t.ApprovalRoles...)},
 		}
 		if t.Policy != nil {
 			src, rev := t.Policy.Source(), t.Policy.Revision()
@@ -192,4 +210,53 @@ func deref[T any](p *T, def T) T {
 		return def
 	}
 	return *p
+}
+
+// toApprovals is the quorum of a call of agentID's tool, whose model's arguments are args, with
+// the approvals a recorded on it (nil: none yet).
+func toApprovals(agentID, toolName string, args json.RawMessage, a *runtype.Approvals) *model.ToolCallApprovals {
+	out := &model.ToolCallApprovals{Args: args, By: []*model.RecordedApproval{}, Superseded: []*model.RecordedApproval{}, AgentID: agentID, ToolName: toolName}
+	if a == nil {
+		return out
+	}
+	out.Known, out.Count = a.Required, len(a.By)
+	if a.Args != nil {
+		out.Args = a.Args
+	}
+	out.Edited = !sameJSON(out.Args, args)
+	for _, x := range a.By {
+		out.By = append(out.By, toRecordedApproval(x))
+	}
+	for _, x := range a.Superseded {
+		out.Superseded = append(out.Superseded, toRecordedApproval(x))
+	}
+	return out
+}
+
+func toRecordedApproval(a runtype.Approval) *model.RecordedApproval {
+	return &model.RecordedApproval{Subject: a.Subject, At: a.At, ArgsDigest: a.ArgsDigest, EditedArgs: a.EditedArgs}
+}
+
+// requiredApprovals is how many approvals a call needs: as the call carried it, or as its
+// tool's configuration says (1 when this server no longer serves the agent or the tool).
+func requiredApprovals(agents *agent.Registry, a *model.ToolCallApprovals) int {
+	if a.Known > 0 {
+		return a.Known
+	}
+	if ag := agents.Get(a.AgentID); ag != nil {
+		return ag.Tool(a.ToolName).Quorum()
+	}
+	return 1
+}
+
+// sameJSON reports whether a and b hold the same JSON value, whatever their spacing or key order.
+func sameJSON(a, b json.RawMessage) bool {
+	if bytes.Equal(a, b) {
+		return true
+	}
+	var va, vb any
+	if json.Unmarshal(a, &va) != nil || json.Unmarshal(b, &vb) != nil {
+		return false
+	}
+	return reflect.DeepEqual(va, vb)
 }

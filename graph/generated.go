@@ -35,6 +35,7 @@ type ResolverRoot interface {
 	Query() QueryResolver
 	Subscription() SubscriptionResolver
 	Thread() ThreadResolver
+	ToolCallApprovals() ToolCallApprovalsResolver
 }
 
 type DirectiveRoot struct {
@@ -77,6 +78,7 @@ type ComplexityRoot struct {
 
 	AgentRunToolCall struct {
 		ApprovalReason        func(childComplexity int) int
+		Approvals             func(childComplexity int) int
 		Args                  func(childComplexity int) int
 		EscalateAt            func(childComplexity int) int
 		EscalatedAt           func(childComplexity int) int
@@ -101,6 +103,7 @@ type ComplexityRoot struct {
 	}
 
 	Decision struct {
+		Approvals      func(childComplexity int) int
 		Args           func(childComplexity int) int
 		DecidedAt      func(childComplexity int) int
 		DecidedBy      func(childComplexity int) int
@@ -186,6 +189,13 @@ type ComplexityRoot struct {
 		Threads       func(childComplexity int, resourceID *string, page *int, perPage *int) int
 	}
 
+	RecordedApproval struct {
+		ArgsDigest func(childComplexity int) int
+		At         func(childComplexity int) int
+		EditedArgs func(childComplexity int) int
+		Subject    func(childComplexity int) int
+	}
+
 	RunEvent struct {
 		At        func(childComplexity int) int
 		DecidedBy func(childComplexity int) int
@@ -244,6 +254,7 @@ type ComplexityRoot struct {
 	Tool struct {
 		ApprovalPolicy         func(childComplexity int) int
 		ApprovalTimeoutSeconds func(childComplexity int) int
+		Approvals              func(childComplexity int) int
 		ApproverRoles          func(childComplexity int) int
 		Description            func(childComplexity int) int
 		EscalateAfterSeconds   func(childComplexity int) int
@@ -257,6 +268,20 @@ type ComplexityRoot struct {
 		RequiresApproval       func(childComplexity int) int
 		ResumeSchema           func(childComplexity int) int
 		SuspendSchema          func(childComplexity int) int
+	}
+
+	ToolApprovalPolicy struct {
+		Required func(childComplexity int) int
+		Roles    func(childComplexity int) int
+	}
+
+	ToolCallApprovals struct {
+		Args       func(childComplexity int) int
+		By         func(childComplexity int) int
+		Count      func(childComplexity int) int
+		Edited     func(childComplexity int) int
+		Required   func(childComplexity int) int
+		Superseded func(childComplexity int) int
 	}
 }
 
@@ -297,6 +322,9 @@ type SubscriptionResolver interface {
 type ThreadResolver interface {
 	Messages(ctx context.Context, obj *model.Thread, last *int) ([]*model.ThreadMessage, error)
 	Runs(ctx context.Context, obj *model.Thread, page *int, perPage *int) (*model.SuspendedRunsResult, error)
+}
+type ToolCallApprovalsResolver interface {
+	Required(ctx context.Context, obj *model.ToolCallApprovals) (int, error)
 }
 
 // endregion ************************** generated!.gotpl **************************
@@ -493,6 +521,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AgentRunToolCall.ApprovalReason(childComplexity), true
+	case "AgentRunToolCall.approvals":
+		if e.ComplexityRoot.AgentRunToolCall.Approvals == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentRunToolCall.Approvals(childComplexity), true
 	case "AgentRunToolCall.args":
 		if e.ComplexityRoot.AgentRunToolCall.Args == nil {
 			break
@@ -620,6 +654,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.AgentRunToolCall.ToolName(childComplexity), true
 
+	case "Decision.approvals":
+		if e.ComplexityRoot.Decision.Approvals == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Decision.Approvals(childComplexity), true
 	case "Decision.args":
 		if e.ComplexityRoot.Decision.Args == nil {
 			break
@@ -1088,6 +1128,31 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Query.Threads(childComplexity, args["resourceId"].(*string), args["page"].(*int), args["perPage"].(*int)), true
 
+	case "RecordedApproval.argsDigest":
+		if e.ComplexityRoot.RecordedApproval.ArgsDigest == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RecordedApproval.ArgsDigest(childComplexity), true
+	case "RecordedApproval.at":
+		if e.ComplexityRoot.RecordedApproval.At == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RecordedApproval.At(childComplexity), true
+	case "RecordedApproval.editedArgs":
+		if e.ComplexityRoot.RecordedApproval.EditedArgs == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RecordedApproval.EditedArgs(childComplexity), true
+	case "RecordedApproval.subject":
+		if e.ComplexityRoot.RecordedApproval.Subject == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RecordedApproval.Subject(childComplexity), true
+
 	case "RunEvent.at":
 		if e.ComplexityRoot.RunEvent.At == nil {
 			break
@@ -1331,6 +1396,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Tool.ApprovalTimeoutSeconds(childComplexity), true
+	case "Tool.approvals":
+		if e.ComplexityRoot.Tool.Approvals == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Tool.Approvals(childComplexity), true
 	case "Tool.approverRoles":
 		if e.ComplexityRoot.Tool.ApproverRoles == nil {
 			break
@@ -1409,6 +1480,56 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Tool.SuspendSchema(childComplexity), true
+
+	case "ToolApprovalPolicy.required":
+		if e.ComplexityRoot.ToolApprovalPolicy.Required == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ToolApprovalPolicy.Required(childComplexity), true
+	case "ToolApprovalPolicy.roles":
+		if e.ComplexityRoot.ToolApprovalPolicy.Roles == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ToolApprovalPolicy.Roles(childComplexity), true
+
+	case "ToolCallApprovals.args":
+		if e.ComplexityRoot.ToolCallApprovals.Args == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ToolCallApprovals.Args(childComplexity), true
+	case "ToolCallApprovals.by":
+		if e.ComplexityRoot.ToolCallApprovals.By == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ToolCallApprovals.By(childComplexity), true
+	case "ToolCallApprovals.count":
+		if e.ComplexityRoot.ToolCallApprovals.Count == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ToolCallApprovals.Count(childComplexity), true
+	case "ToolCallApprovals.edited":
+		if e.ComplexityRoot.ToolCallApprovals.Edited == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ToolCallApprovals.Edited(childComplexity), true
+	case "ToolCallApprovals.required":
+		if e.ComplexityRoot.ToolCallApprovals.Required == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ToolCallApprovals.Required(childComplexity), true
+	case "ToolCallApprovals.superseded":
+		if e.ComplexityRoot.ToolCallApprovals.Superseded == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ToolCallApprovals.Superseded(childComplexity), true
 
 	}
 	return 0, false
@@ -1767,6 +1888,8 @@ type Decision {
   the agent's or the run's requireToolApproval asked, and on decisions stored before policies.
   """
   policyRevision: String
+  "Addition: when the call's tool needed several approvals (a quorum), every approval recorded on it, the one that met the quorum included; null otherwise."
+  approvals: ToolCallApprovals
 }
 
 "Addition: what was decided."
@@ -1880,6 +2003,14 @@ type AgentRunToolCall {
   approvalReason: String
   "Addition: the revision of the policy that judged this call (as Decision.policyRevision); null when none did."
   policyRevision: String
+  """
+  Addition: on a call that waits for approval (requiresApproval), its quorum: how many approvals
+  from distinct people it needs (its tool's approvals.required; 1 for most tools), how many are
+  recorded for the arguments being approved, and whose. The call runs when the last required
+  approval arrives. Null on calls that wait for resume data, and on run events but
+  TOOL_CALL_APPROVAL_RECORDED and the TOOL_CALL_APPROVED that follows it.
+  """
+  approvals: ToolCallApprovals
 }
 
 type Agent {
@@ -1930,6 +2061,52 @@ type Tool {
   escalateTo: [String!]!
   "Addition: how many seconds before a call of this tool expires a warning is sent (expiringBefore); null: none."
   expiringBeforeSeconds: Int
+  "Addition: how many people must approve a call of this tool before it runs (approvals.required), and who may (approvals.roles)."
+  approvals: ToolApprovalPolicy!
+}
+
+"Addition: a tool's quorum (the config's approvals)."
+type ToolApprovalPolicy {
+  "How many approvals from distinct eligible people a call needs; 1: one, as for any tool."
+  required: Int!
+  "When not empty, the only roles (besides admin) that may approve or decline its calls, beside approverRoles."
+  roles: [String!]!
+}
+
+"""
+Addition: the approvals of a call whose tool needs several (approvals.required). Each approval
+from a distinct eligible person is recorded (TOOL_CALL_APPROVAL_RECORDED) and the run stays
+SUSPENDED until the last required one arrives, which runs the tool once (TOOL_CALL_APPROVED, a
+receipt). The run's starter never counts; the same person approving twice is CONFLICT; any
+eligible decline declines at once. An approval with edited arguments other than args starts a
+new round: the earlier approvals no longer count (they are in superseded), and from then on an
+approval must send the arguments it approves (approveToolCall's args) — one without them is
+CONFLICT, so that nobody approves arguments they have not seen.
+"""
+type ToolCallApprovals {
+  "How many approvals the call needs."
+  required: Int!
+  "How many recorded approvals count: those of the arguments being approved (by)."
+  count: Int!
+  "The arguments being approved: the call's own, or the edited ones of the approval that started the current round. The tool runs with these."
+  args: JSON
+  "True when args are not the model's arguments (an approval edited them)."
+  edited: Boolean!
+  "The approvals that count, oldest first."
+  by: [RecordedApproval!]!
+  "Approvals of other arguments, made before an edit reset the count, oldest first: kept for the audit, they no longer count."
+  superseded: [RecordedApproval!]!
+}
+
+"Addition: one person's recorded approval of a call."
+type RecordedApproval {
+  "Who approved (the principal's subject)."
+  subject: String!
+  at: DateTime!
+  "The SHA-256 of the RFC 8785 form of the arguments approved, as a receipt's argsDigest."
+  argsDigest: String!
+  "The arguments approved in place of the model's, when this approval edited them."
+  editedArgs: JSON
 }
 
 type Mutation {
@@ -1964,6 +2141,14 @@ type Mutation {
   argsMatch that is malformed, names a pointer not in the call's arguments, bounds a value that is not
   a number, or would not let this very call through. A principal that may not approve the call gets
   FORBIDDEN, as for the approval alone.
+  Addition: on a call whose tool needs several approvals (its approvals.required, the call's
+  approvals), an approval that does not meet the quorum is recorded and the run is returned still
+  SUSPENDED, the call showing approvals count + 1 of required; the approval that meets it runs the
+  tool. FORBIDDEN for the run's starter, a principal outside the tool's approvals.roles, and when
+  authentication is off (nobody in particular is not a second person); CONFLICT for a second
+  approval by the same person, and for an approval without args once the arguments being approved
+  are edited ones (send them as args). Approvals racing on several instances are all counted (as
+  long as the call waits) and the tool runs once.
   """
   approveToolCall(runId: ID!, toolCallId: ID, args: JSON, remember: GrantInput): AgentRun!
 
@@ -2144,6 +2329,8 @@ enum RunEventType {
   "Addition: the server instance executing this tool call died (or lost the database before it could store the answer), or the tool's own server stopped, lost the connection or did not answer within its timeout after the call was sent to it (an MCP server, an HTTP tool), so its outcome is unknown; reason says so, and says whether the instance recorded the tool's answer later (AgentRun.lateResults). The call waits for approval again (interrupted: true) under a new toolCallId; toolCall.interruptedToolCallId is the one it ran under."
   TOOL_CALL_INTERRUPTED
   RUN_SUSPENDED
+  "Addition: a person approved a call whose tool needs several approvals (toolCall.approvals says how many of how many, and whose; decidedBy who). While the quorum is not met the run stays SUSPENDED on the call; the approval that meets it is followed by TOOL_CALL_APPROVED."
+  TOOL_CALL_APPROVAL_RECORDED
   TOOL_CALL_APPROVED
   TOOL_CALL_DECLINED
   "Addition: nobody decided on the call before its expiresAt: the tool does not run, the model is told the request timed out (reason says what it was told), and the run goes on (RUN_RESUMED follows). The decision is recorded with kind EXPIRED."
@@ -2350,6 +2537,8 @@ func (ec *executionContext) childFields_AgentRunToolCall(ctx context.Context, fi
 		return ec.fieldContext_AgentRunToolCall_approvalReason(ctx, field)
 	case "policyRevision":
 		return ec.fieldContext_AgentRunToolCall_policyRevision(ctx, field)
+	case "approvals":
+		return ec.fieldContext_AgentRunToolCall_approvals(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type AgentRunToolCall", field.Name)
 }
@@ -2382,6 +2571,8 @@ func (ec *executionContext) childFields_Decision(ctx context.Context, field grap
 		return ec.fieldContext_Decision_receipt(ctx, field)
 	case "policyRevision":
 		return ec.fieldContext_Decision_policyRevision(ctx, field)
+	case "approvals":
+		return ec.fieldContext_Decision_approvals(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Decision", field.Name)
 }
@@ -2480,6 +2671,20 @@ func (ec *executionContext) childFields_Principal(ctx context.Context, field gra
 		return ec.fieldContext_Principal_resources(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Principal", field.Name)
+}
+
+func (ec *executionContext) childFields_RecordedApproval(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "subject":
+		return ec.fieldContext_RecordedApproval_subject(ctx, field)
+	case "at":
+		return ec.fieldContext_RecordedApproval_at(ctx, field)
+	case "argsDigest":
+		return ec.fieldContext_RecordedApproval_argsDigest(ctx, field)
+	case "editedArgs":
+		return ec.fieldContext_RecordedApproval_editedArgs(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type RecordedApproval", field.Name)
 }
 
 func (ec *executionContext) childFields_RunEvent(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -2614,8 +2819,38 @@ func (ec *executionContext) childFields_Tool(ctx context.Context, field graphql.
 		return ec.fieldContext_Tool_escalateTo(ctx, field)
 	case "expiringBeforeSeconds":
 		return ec.fieldContext_Tool_expiringBeforeSeconds(ctx, field)
+	case "approvals":
+		return ec.fieldContext_Tool_approvals(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Tool", field.Name)
+}
+
+func (ec *executionContext) childFields_ToolApprovalPolicy(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "required":
+		return ec.fieldContext_ToolApprovalPolicy_required(ctx, field)
+	case "roles":
+		return ec.fieldContext_ToolApprovalPolicy_roles(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ToolApprovalPolicy", field.Name)
+}
+
+func (ec *executionContext) childFields_ToolCallApprovals(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "required":
+		return ec.fieldContext_ToolCallApprovals_required(ctx, field)
+	case "count":
+		return ec.fieldContext_ToolCallApprovals_count(ctx, field)
+	case "args":
+		return ec.fieldContext_ToolCallApprovals_args(ctx, field)
+	case "edited":
+		return ec.fieldContext_ToolCallApprovals_edited(ctx, field)
+	case "by":
+		return ec.fieldContext_ToolCallApprovals_by(ctx, field)
+	case "superseded":
+		return ec.fieldContext_ToolCallApprovals_superseded(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ToolCallApprovals", field.Name)
 }
 
 func (ec *executionContext) childFields___Directive(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -4550,6 +4785,38 @@ func (ec *executionContext) fieldContext_AgentRunToolCall_policyRevision(_ conte
 	return graphql.NewScalarFieldContext("AgentRunToolCall", field, false, false, "String")
 }
 
+func (ec *executionContext) _AgentRunToolCall_approvals(ctx context.Context, field graphql.CollectedField, obj *model.AgentRunToolCall) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentRunToolCall_approvals(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Approvals, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.ToolCallApprovals) graphql.Marshaler {
+			return ec.marshalOToolCallApprovals2ᚖinterlockᚋgraphᚋmodelᚐToolCallApprovals(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AgentRunToolCall_approvals(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AgentRunToolCall",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ToolCallApprovals(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Decision_id(ctx context.Context, field graphql.CollectedField, obj *model.Decision) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -4847,6 +5114,38 @@ func (ec *executionContext) _Decision_policyRevision(ctx context.Context, field 
 }
 func (ec *executionContext) fieldContext_Decision_policyRevision(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Decision", field, false, false, "String")
+}
+
+func (ec *executionContext) _Decision_approvals(ctx context.Context, field graphql.CollectedField, obj *model.Decision) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Decision_approvals(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Approvals, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.ToolCallApprovals) graphql.Marshaler {
+			return ec.marshalOToolCallApprovals2ᚖinterlockᚋgraphᚋmodelᚐToolCallApprovals(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Decision_approvals(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Decision",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ToolCallApprovals(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _DecisionResult_runId(ctx context.Context, field graphql.CollectedField, obj *model.DecisionResult) (ret graphql.Marshaler) {
@@ -6442,6 +6741,98 @@ func (ec *executionContext) fieldContext_Query___schema(_ context.Context, field
 	return fc, nil
 }
 
+func (ec *executionContext) _RecordedApproval_subject(ctx context.Context, field graphql.CollectedField, obj *model.RecordedApproval) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RecordedApproval_subject(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Subject, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RecordedApproval_subject(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RecordedApproval", field, false, false, "String")
+}
+
+func (ec *executionContext) _RecordedApproval_at(ctx context.Context, field graphql.CollectedField, obj *model.RecordedApproval) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RecordedApproval_at(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.At, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNDateTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RecordedApproval_at(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RecordedApproval", field, false, false, "DateTime")
+}
+
+func (ec *executionContext) _RecordedApproval_argsDigest(ctx context.Context, field graphql.CollectedField, obj *model.RecordedApproval) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RecordedApproval_argsDigest(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ArgsDigest, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RecordedApproval_argsDigest(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RecordedApproval", field, false, false, "String")
+}
+
+func (ec *executionContext) _RecordedApproval_editedArgs(ctx context.Context, field graphql.CollectedField, obj *model.RecordedApproval) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RecordedApproval_editedArgs(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.EditedArgs, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v json.RawMessage) graphql.Marshaler {
+			return ec.marshalOJSON2encodingᚋjsonᚐRawMessage(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_RecordedApproval_editedArgs(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RecordedApproval", field, false, false, "JSON")
+}
+
 func (ec *executionContext) _RunEvent_runId(ctx context.Context, field graphql.CollectedField, obj *model.RunEvent) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -7696,6 +8087,240 @@ func (ec *executionContext) _Tool_expiringBeforeSeconds(ctx context.Context, fie
 }
 func (ec *executionContext) fieldContext_Tool_expiringBeforeSeconds(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Tool", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Tool_approvals(ctx context.Context, field graphql.CollectedField, obj *model.Tool) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Tool_approvals(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Approvals, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.ToolApprovalPolicy) graphql.Marshaler {
+			return ec.marshalNToolApprovalPolicy2ᚖinterlockᚋgraphᚋmodelᚐToolApprovalPolicy(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Tool_approvals(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Tool",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ToolApprovalPolicy(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ToolApprovalPolicy_required(ctx context.Context, field graphql.CollectedField, obj *model.ToolApprovalPolicy) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ToolApprovalPolicy_required(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Required, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ToolApprovalPolicy_required(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ToolApprovalPolicy", field, false, false, "Int")
+}
+
+func (ec *executionContext) _ToolApprovalPolicy_roles(ctx context.Context, field graphql.CollectedField, obj *model.ToolApprovalPolicy) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ToolApprovalPolicy_roles(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Roles, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ToolApprovalPolicy_roles(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ToolApprovalPolicy", field, false, false, "String")
+}
+
+func (ec *executionContext) _ToolCallApprovals_required(ctx context.Context, field graphql.CollectedField, obj *model.ToolCallApprovals) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ToolCallApprovals_required(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.ToolCallApprovals().Required(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ToolCallApprovals_required(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ToolCallApprovals", field, true, true, "Int")
+}
+
+func (ec *executionContext) _ToolCallApprovals_count(ctx context.Context, field graphql.CollectedField, obj *model.ToolCallApprovals) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ToolCallApprovals_count(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Count, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ToolCallApprovals_count(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ToolCallApprovals", field, false, false, "Int")
+}
+
+func (ec *executionContext) _ToolCallApprovals_args(ctx context.Context, field graphql.CollectedField, obj *model.ToolCallApprovals) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ToolCallApprovals_args(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Args, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v json.RawMessage) graphql.Marshaler {
+			return ec.marshalOJSON2encodingᚋjsonᚐRawMessage(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ToolCallApprovals_args(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ToolCallApprovals", field, false, false, "JSON")
+}
+
+func (ec *executionContext) _ToolCallApprovals_edited(ctx context.Context, field graphql.CollectedField, obj *model.ToolCallApprovals) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ToolCallApprovals_edited(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Edited, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ToolCallApprovals_edited(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ToolCallApprovals", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _ToolCallApprovals_by(ctx context.Context, field graphql.CollectedField, obj *model.ToolCallApprovals) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ToolCallApprovals_by(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.By, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.RecordedApproval) graphql.Marshaler {
+			return ec.marshalNRecordedApproval2ᚕᚖinterlockᚋgraphᚋmodelᚐRecordedApprovalᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ToolCallApprovals_by(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ToolCallApprovals",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_RecordedApproval(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ToolCallApprovals_superseded(ctx context.Context, field graphql.CollectedField, obj *model.ToolCallApprovals) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ToolCallApprovals_superseded(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Superseded, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.RecordedApproval) graphql.Marshaler {
+			return ec.marshalNRecordedApproval2ᚕᚖinterlockᚋgraphᚋmodelᚐRecordedApprovalᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ToolCallApprovals_superseded(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ToolCallApprovals",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_RecordedApproval(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) ___Directive_name(ctx context.Context, field graphql.CollectedField, obj *introspection.Directive) (ret graphql.Marshaler) {
@@ -9392,6 +10017,11 @@ func (ec *executionContext) _AgentRunToolCall(ctx context.Context, sel ast.Selec
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "approvals":
+			out.Values[i] = ec._AgentRunToolCall_approvals(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -9482,6 +10112,11 @@ func (ec *executionContext) _Decision(ctx context.Context, sel ast.SelectionSet,
 			}
 		case "policyRevision":
 			out.Values[i] = ec._Decision_policyRevision(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "approvals":
+			out.Values[i] = ec._Decision_approvals(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
@@ -9983,6 +10618,54 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 	return out
 }
 
+var recordedApprovalImplementors = []string{"RecordedApproval"}
+
+func (ec *executionContext) _RecordedApproval(ctx context.Context, sel ast.SelectionSet, obj *model.RecordedApproval) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, recordedApprovalImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("RecordedApproval")
+		case "subject":
+			out.Values[i] = ec._RecordedApproval_subject(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "at":
+			out.Values[i] = ec._RecordedApproval_at(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "argsDigest":
+			out.Values[i] = ec._RecordedApproval_argsDigest(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "editedArgs":
+			out.Values[i] = ec._RecordedApproval_editedArgs(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var runEventImplementors = []string{"RunEvent"}
 
 func (ec *executionContext) _RunEvent(ctx context.Context, sel ast.SelectionSet, obj *model.RunEvent) graphql.Marshaler {
@@ -10420,6 +11103,108 @@ func (ec *executionContext) _Tool(ctx context.Context, sel ast.SelectionSet, obj
 			out.Values[i] = ec._Tool_expiringBeforeSeconds(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
+			}
+		case "approvals":
+			out.Values[i] = ec._Tool_approvals(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var toolApprovalPolicyImplementors = []string{"ToolApprovalPolicy"}
+
+func (ec *executionContext) _ToolApprovalPolicy(ctx context.Context, sel ast.SelectionSet, obj *model.ToolApprovalPolicy) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, toolApprovalPolicyImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ToolApprovalPolicy")
+		case "required":
+			out.Values[i] = ec._ToolApprovalPolicy_required(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "roles":
+			out.Values[i] = ec._ToolApprovalPolicy_roles(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var toolCallApprovalsImplementors = []string{"ToolCallApprovals"}
+
+func (ec *executionContext) _ToolCallApprovals(ctx context.Context, sel ast.SelectionSet, obj *model.ToolCallApprovals) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, toolCallApprovalsImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ToolCallApprovals")
+		case "required":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ToolCallApprovals_required(ctx, field, obj)
+				})
+		case "count":
+			out.Values[i] = ec._ToolCallApprovals_count(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "args":
+			out.Values[i] = ec._ToolCallApprovals_args(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "edited":
+			out.Values[i] = ec._ToolCallApprovals_edited(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "by":
+			out.Values[i] = ec._ToolCallApprovals_by(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "superseded":
+			out.Values[i] = ec._ToolCallApprovals_superseded(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -11096,6 +11881,30 @@ func (ec *executionContext) marshalNLateToolResult2ᚖinterlockᚋgraphᚋmodel�
 	return ec._LateToolResult(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNRecordedApproval2ᚕᚖinterlockᚋgraphᚋmodelᚐRecordedApprovalᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.RecordedApproval) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNRecordedApproval2ᚖinterlockᚋgraphᚋmodelᚐRecordedApproval(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNRecordedApproval2ᚖinterlockᚋgraphᚋmodelᚐRecordedApproval(ctx context.Context, sel ast.SelectionSet, v *model.RecordedApproval) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "RecordedApproval!")
+		return graphql.Null
+	}
+	return ec._RecordedApproval(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNRunEvent2ᚖinterlockᚋgraphᚋmodelᚐRunEvent(ctx context.Context, sel ast.SelectionSet, v *model.RunEvent) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "RunEvent!")
@@ -11276,6 +12085,14 @@ func (ec *executionContext) marshalNTool2ᚖinterlockᚋgraphᚋmodelᚐTool(ctx
 		return graphql.Null
 	}
 	return ec._Tool(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNToolApprovalPolicy2ᚖinterlockᚋgraphᚋmodelᚐToolApprovalPolicy(ctx context.Context, sel ast.SelectionSet, v *model.ToolApprovalPolicy) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "ToolApprovalPolicy!")
+		return graphql.Null
+	}
+	return ec._ToolApprovalPolicy(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalNToolCallFollowUp2interlockᚋgraphᚋmodelᚐToolCallFollowUp(ctx context.Context, v any) (model.ToolCallFollowUp, error) {
@@ -11747,6 +12564,13 @@ func (ec *executionContext) marshalOThread2ᚖinterlockᚋgraphᚋmodelᚐThread
 		return graphql.Null
 	}
 	return ec._Thread(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalOToolCallApprovals2ᚖinterlockᚋgraphᚋmodelᚐToolCallApprovals(ctx context.Context, sel ast.SelectionSet, v *model.ToolCallApprovals) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._ToolCallApprovals(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalO__EnumValue2ᚕgithubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚋintrospectionᚐEnumValueᚄ(ctx context.Context, sel ast.SelectionSet, v []introspection.EnumValue) graphql.Marshaler {

@@ -310,6 +310,11 @@ func (r *threadResolver) Runs(ctx context.Context, obj *model.Thread, page *int,
 	return &model.SuspendedRunsResult{Runs: toRuns(res.Runs), Total: int(res.Total)}, nil
 }
 
+// Required is the resolver for the required field.
+func (r *toolCallApprovalsResolver) Required(ctx context.Context, obj *model.ToolCallApprovals) (int, error) {
+	return requiredApprovals(r.Runs.Agents(), obj), nil
+}
+
 // AgentRun returns AgentRunResolver implementation.
 func (r *Resolver) AgentRun() AgentRunResolver { return &agentRunResolver{r} }
 
@@ -328,11 +333,17 @@ func (r *Resolver) Subscription() SubscriptionResolver { return &subscriptionRes
 // Thread returns ThreadResolver implementation.
 func (r *Resolver) Thread() ThreadResolver { return &threadResolver{r} }
 
+// ToolCallApprovals returns ToolCallApprovalsResolver implementation.
+func (r *Resolver) ToolCallApprovals() ToolCallApprovalsResolver {
+	return &toolCallApprovalsResolver{r}
+}
+
 type (
-	agentRunResolver         struct{ *Resolver }
-	agentRunToolCallResolver struct{ *Resolver }
-	mutationResolver         struct{ *Resolver }
-	queryResolver            struct{ *Resolver }
-	subscriptionResolver     struct{ *Resolver }
-	threadResolver           struct{ *Resolver }
+	agentRunResolver          struct{ *Resolver }
+	agentRunToolCallResolver  struct{ *Resolver }
+	mutationResolver          struct{ *Resolver }
+	queryResolver             struct{ *Resolver }
+	subscriptionResolver      struct{ *Resolver }
+	threadResolver            struct{ *Resolver }
+	toolCallApprovalsResolver struct{ *Resolver }
 )

@@ -72,27 +72,47 @@ func (s *Service) Resume(ctx context.Context, p DecideParams, resumeData json.Ra
 // and the events are appended, in one transaction. When anything moved since the read, someone
 // else decided first: CONFLICT (lostRace says who). Only after the commit does it tell
 // subscribers and continue the run.
+//
+// On a call whose tool needs several approvals (quorum.go), an approval that does not meet the
+// quorum is recorded and the run stays SUSPENDED (recordApproval); a decision that lost the
+// compare-and-set is checked again on the run as it is now, and stored if it still stands.
 func (s *Service) decide(ctx context.Context, p DecideParams, d agent.Decision) (*runtype.Run, error) {
-	dec, repeated, err := s.checkDecision(ctx, p, d)
-	if err != nil || repeated != nil {
-		return repeated, err
-	}
-	w, err := s.commitDecision(ctx, dec)
-	for again := 0; errors.Is(err, ErrStale) && again < 3 && s.onlyNoticed(ctx, dec); again++ {
-		// A reminder, escalation or warning appended its event meanwhile (followup.go): check
-		// and make the decision again, on the run as it is now.
-		if dec, repeated, err = s.checkDecision(ctx, p, d); err != nil || repeated != nil {
+	var seen string // a quorum's: the arguments being approved when first checked
+	for attempt := 0; ; attempt++ {
+		dec, repeated, err := s.checkDecision(ctx, p, d)
+		if err != nil || repeated != nil {
 			return repeated, err
 		}
-		w, err = s.commitDecision(ctx, dec)
+		if err := s.checkQuorum(ctx, dec, &seen); err != nil {
+			return nil, err
+		}
+		var w DecisionWrite
+		var run *runtype.Run
+		if dec.quorum != nil && !dec.quorum.met() {
+			run, err = s.recordApproval(ctx, dec)
+		} else {
+			w, err = s.commitDecision(ctx, dec)
+		}
+		switch {
+		case errors.Is(err, ErrStale) && dec.quorum != nil && attempt < quorumRetries:
+			continue // another approval moved the run: check again on the run as it is now
+		case errors.Is(err, ErrStale) && dec.quorum == nil && attempt < 3 && s.onlyNoticed(ctx, dec):
+			// A reminder, escalation or warning appended its event meanwhile (followup.go): check
+			// and make the decision again, on the run as it is now.
+			continue
+		case errors.Is(err, ErrStale) && dec.quorum != nil && !dec.quorum.met():
+			return nil, quorumStale(dec)
+		case errors.Is(err, ErrStale):
+			return s.lostRace(ctx, dec, w)
+		case errors.Is(err, ErrDuplicateApproval):
+			return nil, duplicateApproval(dec)
+		case err != nil:
+			return nil, err
+		case run != nil:
+			return run, nil
+		}
+		return s.decidedRun(ctx, dec, w), nil
 	}
-	if errors.Is(err, ErrStale) {
-		return s.lostRace(ctx, dec, w)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return s.decidedRun(ctx, dec, w), nil
 }
 
 // checkDecision checks decision d, asked by the principal of ctx on p's call, against the run as

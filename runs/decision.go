@@ -41,6 +41,8 @@ type decision struct {
 	// abandoned marks an expiry that stands before the call's deadline: its asker stopped
 	// waiting (DecisionWrite.Abandoned).
 	abandoned bool
+	// quorum is set on a decision on a call whose tool needs several approvals (quorum.go).
+	quorum *quorum
 }
 
 // write is the compare-and-set of the decision at at, without its events, snapshot or lease
@@ -49,7 +51,7 @@ func (dec *decision) write(instanceID string, at time.Time) DecisionWrite {
 	r, d := dec.run, dec.d
 	return DecisionWrite{RunID: r.ID, Version: r.Version, After: r.LastSeq, ToolCallID: dec.call.ToolCallID,
 		Kind: decisionKind[d.Kind], DecidedBy: emptyToNil(&dec.by), Reason: emptyToNil(&d.Reason), ResumeData: d.ResumeData,
-		EditedArgs: d.Args, At: at, InstanceID: instanceID, Hold: len(r.ToolCalls) > 1, Grant: dec.grant, Abandoned: dec.abandoned}
+		EditedArgs: d.Args, At: at, InstanceID: instanceID, Hold: len(r.ToolCalls) > 1, Grant: dec.grant, Abandoned: dec.abandoned, Approval: dec.approvalAt(at)}
 }
 
 // taken is the decision as w stored it on call callID of run runID (the decided call itself, or
@@ -95,7 +97,7 @@ func (s *Service) commitDecision(ctx context.Context, dec *decision) (DecisionWr
 		// this instance runs its call.
 		return w, s.finishExternal(ctx, dec, w)
 	}
-	w.Events = decisionEvents(dec.call, d, dec.by, w.Hold)
+	w.Events = append(dec.recorded(w.At), decisionEvents(dec.call, d, dec.by, w.Hold)...)
 	var err error
 	if w.Ancestors, err = s.surfaceDecision(ctx, &dec.run.Run, dec.above, dec.call.ToolCallID, d, dec.by, w.At); err != nil {
 		return w, err
@@ -153,7 +155,7 @@ func (s *Service) afterDecision(ctx context.Context, dec *decision, w DecisionWr
 // compare-and-set, and only then tells subscribers. dec.run is updated to what was stored.
 func (s *Service) finishExternal(ctx context.Context, dec *decision, w DecisionWrite) error {
 	w.Hold, w.Finish, w.Snapshot = false, true, ""
-	w.Events = finishRequest(decisionEvents(dec.call, dec.d, dec.by, true))
+	w.Events = finishRequest(append(dec.recorded(w.At), decisionEvents(dec.call, dec.d, dec.by, true)...))
 	var err error
 	if w.Outbox, err = s.announce(&dec.run.Run, w.After, w.At, w.Events, decidedCall(*dec.call, w.Kind, w.EditedArgs)); err != nil {
 		return err

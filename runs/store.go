@@ -105,6 +105,15 @@ type Store interface {
 	// on a call whose ExpiresAt is at or before d.At, or a DecisionExpired before its ExpiresAt
 	// (or on a call without one) unless it is d.Abandoned.
 	Decide(ctx context.Context, d DecisionWrite) error
+	// RecordApproval is the compare-and-set of an approval that does not yet meet its call's
+	// quorum (agent.Tool.RequiredApprovals): the run stays SUSPENDED at the next version with
+	// the call still pending, the approval is inserted in the call's approvals (read back on
+	// the call, runtype.ToolCall.Approvals), the new snapshot and events are written (with
+	// their Outbox rows) and a suspended-set change recorded. ErrStale when the run moved since
+	// it was read, or the call no longer waits or its deadline is at or before a.At;
+	// ErrDuplicateApproval when a.Approval's subject already approved the call in that round
+	// (the database's unique key decides), with nothing stored either way.
+	RecordApproval(ctx context.Context, a ApprovalWrite) error
 	// DueExpiries returns up to limit pending calls of SUSPENDED runs whose ExpiresAt is at or
 	// before now, earliest first (then in the order they were stored). A supervisor run's
 	// delegate call that shows a sub-agent's call is listed too, with the same ExpiresAt.
@@ -230,6 +239,10 @@ type GrantUse struct {
 	GrantID  string
 	Decision runtype.Decision
 }
+
+// ErrDuplicateApproval means a person's approval of a call was already recorded in its round:
+// the same person approving twice counts once.
+var ErrDuplicateApproval = errors.New("approval already recorded")
 
 // ErrLeaseLost means a write that must be made by the run's lease holder found another owner
 // (or another status): the writer must stop executing the run.
@@ -396,6 +409,26 @@ type DecisionWrite struct {
 	Ancestors []AncestorWrite
 	// Outbox are the webhooks' outbox rows announcing Events (Announce), written with them.
 	Outbox []Announcement
+	// Approval, when not nil, is the approval that met the call's quorum, recorded with the
+	// decision among the call's approvals (as RecordApproval records the others).
+	Approval *runtype.Approval
+}
+
+// ApprovalWrite is the compare-and-set of an approval that does not meet its call's quorum
+// (Store.RecordApproval).
+type ApprovalWrite struct {
+	RunID string
+	// Version and After are the run's version and last seq as read.
+	Version    int64
+	After      int64
+	ToolCallID string
+	Approval   runtype.Approval
+	At         time.Time
+	// Snapshot is the run's snapshot with its seq moved past Events.
+	Snapshot   string
+	Events     []runtype.Event
+	Outbox     []Announcement
+	InstanceID string
 }
 
 // DueCall is a waiting call whose deadline has passed.

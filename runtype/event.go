@@ -24,8 +24,13 @@ const (
 	// unknown, so it waits for a new approval (Reason says why).
 	EventToolCallInterrupted EventType = "TOOL_CALL_INTERRUPTED"
 	EventRunSuspended        EventType = "RUN_SUSPENDED"
-	EventToolCallApproved    EventType = "TOOL_CALL_APPROVED"
-	EventToolCallDeclined    EventType = "TOOL_CALL_DECLINED"
+	// EventToolCallApprovalRecorded: a person approved a call whose tool needs several approvals
+	// (a quorum); the approval is recorded and counted (ToolCall.Approvals, DecidedBy says who).
+	// While the quorum is not met the run stays SUSPENDED on the call; the approval that meets
+	// it is followed by EventToolCallApproved.
+	EventToolCallApprovalRecorded EventType = "TOOL_CALL_APPROVAL_RECORDED"
+	EventToolCallApproved         EventType = "TOOL_CALL_APPROVED"
+	EventToolCallDeclined         EventType = "TOOL_CALL_DECLINED"
 	// EventToolCallExpired: nobody decided on the call before its tool's approvalTimeout passed;
 	// the tool did not run, and the model is told the request timed out (Reason says what it is
 	// told).
@@ -114,4 +119,7 @@ type ToolCall struct {
 	ApprovalReason string `json:"approvalReason,omitempty"`
 	// PolicyRevision is the revision of the policy that judged the call (Decision.PolicyRevision).
 	PolicyRevision string `json:"policyRevision,omitempty"`
+	// Approvals are the approvals recorded on a call whose tool needs several (Approvals); nil
+	// when none was recorded.
+	Approvals *Approvals `json:"approvals,omitempty"`
 }

@@ -100,4 +100,7 @@ type Decision struct {
 	// policy judged it (the agent's or the run's requireToolApproval asked), and on decisions
 	// stored before policies existed.
 	PolicyRevision *string
+	// Approvals are the approvals recorded on the call when its tool needed several (a
+	// quorum), the one that met it included; nil otherwise.
+	Approvals *Approvals
 }

@@ -138,6 +138,12 @@ type AgentRunToolCall struct {
 	ApprovalReason *string `json:"approvalReason,omitempty"`
 	// Addition: the revision of the policy that judged this call (as Decision.policyRevision); null when none did.
 	PolicyRevision *string `json:"policyRevision,omitempty"`
+	// Addition: on a call that waits for approval (requiresApproval), its quorum: how many approvals
+	// from distinct people it needs (its tool's approvals.required; 1 for most tools), how many are
+	// recorded for the arguments being approved, and whose. The call runs when the last required
+	// approval arrives. Null on calls that wait for resume data, and on run events but
+	// TOOL_CALL_APPROVAL_RECORDED and the TOOL_CALL_APPROVED that follows it.
+	Approvals *ToolCallApprovals `json:"approvals,omitempty"`
 }
 
 // Addition: the input of requestApproval.
@@ -189,6 +195,8 @@ type Decision struct {
 	// policy that let the call through; on a person's decision, the policy that asked them. Null when
 	// the agent's or the run's requireToolApproval asked, and on decisions stored before policies.
 	PolicyRevision *string `json:"policyRevision,omitempty"`
+	// Addition: when the call's tool needed several approvals (a quorum), every approval recorded on it, the one that met the quorum included; null otherwise.
+	Approvals *ToolCallApprovals `json:"approvals,omitempty"`
 }
 
 // Addition: one decision of decideToolCalls.
@@ -305,6 +313,17 @@ type Principal struct {
 }
 
 type Query struct {
+}
+
+// Addition: one person's recorded approval of a call.
+type RecordedApproval struct {
+	// Who approved (the principal's subject).
+	Subject string    `json:"subject"`
+	At      time.Time `json:"at"`
+	// The SHA-256 of the RFC 8785 form of the arguments approved, as a receipt's argsDigest.
+	ArgsDigest string `json:"argsDigest"`
+	// The arguments approved in place of the model's, when this approval edited them.
+	EditedArgs json.RawMessage `json:"editedArgs,omitempty"`
 }
 
 type RunEvent struct {
@@ -437,6 +456,16 @@ type Tool struct {
 	EscalateTo []string `json:"escalateTo"`
 	// Addition: how many seconds before a call of this tool expires a warning is sent (expiringBefore); null: none.
 	ExpiringBeforeSeconds *int `json:"expiringBeforeSeconds,omitempty"`
+	// Addition: how many people must approve a call of this tool before it runs (approvals.required), and who may (approvals.roles).
+	Approvals *ToolApprovalPolicy `json:"approvals"`
+}
+
+// Addition: a tool's quorum (the config's approvals).
+type ToolApprovalPolicy struct {
+	// How many approvals from distinct eligible people a call needs; 1: one, as for any tool.
+	Required int `json:"required"`
+	// When not empty, the only roles (besides admin) that may approve or decline its calls, beside approverRoles.
+	Roles []string `json:"roles"`
 }
 
 // Addition: what an item of decideToolCalls decides.
@@ -639,8 +668,10 @@ const (
 	// Addition: the server instance executing this tool call died (or lost the database before it could store the answer), or the tool's own server stopped, lost the connection or did not answer within its timeout after the call was sent to it (an MCP server, an HTTP tool), so its outcome is unknown; reason says so, and says whether the instance recorded the tool's answer later (AgentRun.lateResults). The call waits for approval again (interrupted: true) under a new toolCallId; toolCall.interruptedToolCallId is the one it ran under.
 	RunEventTypeToolCallInterrupted RunEventType = "TOOL_CALL_INTERRUPTED"
 	RunEventTypeRunSuspended        RunEventType = "RUN_SUSPENDED"
-	RunEventTypeToolCallApproved    RunEventType = "TOOL_CALL_APPROVED"
-	RunEventTypeToolCallDeclined    RunEventType = "TOOL_CALL_DECLINED"
+	// Addition: a person approved a call whose tool needs several approvals (toolCall.approvals says how many of how many, and whose; decidedBy who). While the quorum is not met the run stays SUSPENDED on the call; the approval that meets it is followed by TOOL_CALL_APPROVED.
+	RunEventTypeToolCallApprovalRecorded RunEventType = "TOOL_CALL_APPROVAL_RECORDED"
+	RunEventTypeToolCallApproved         RunEventType = "TOOL_CALL_APPROVED"
+	RunEventTypeToolCallDeclined         RunEventType = "TOOL_CALL_DECLINED"
 	// Addition: nobody decided on the call before its expiresAt: the tool does not run, the model is told the request timed out (reason says what it was told), and the run goes on (RUN_RESUMED follows). The decision is recorded with kind EXPIRED.
 	RunEventTypeToolCallExpired RunEventType = "TOOL_CALL_EXPIRED"
 	// Addition: the call still waits after its tool's remindAfter: the people who may decide it are reminded (webhook approval.reminder). toolCall.remindedAt says when. Once per call; the run does not move.
@@ -665,6 +696,7 @@ var AllRunEventType = []RunEventType{
 	RunEventTypeToolCallSuspended,
 	RunEventTypeToolCallInterrupted,
 	RunEventTypeRunSuspended,
+	RunEventTypeToolCallApprovalRecorded,
 	RunEventTypeToolCallApproved,
 	RunEventTypeToolCallDeclined,
 	RunEventTypeToolCallExpired,
@@ -680,7 +712,7 @@ var AllRunEventType = []RunEventType{
 
 func (e RunEventType) IsValid() bool {
 	switch e {
-	case RunEventTypeRunStarted, RunEventTypeTextDelta, RunEventTypeModelCallRetried, RunEventTypeToolCall, RunEventTypeToolCallApproval, RunEventTypeToolCallSuspended, RunEventTypeToolCallInterrupted, RunEventTypeRunSuspended, RunEventTypeToolCallApproved, RunEventTypeToolCallDeclined, RunEventTypeToolCallExpired, RunEventTypeToolCallReminder, RunEventTypeToolCallEscalated, RunEventTypeToolCallExpiring, RunEventTypeRunResumed, RunEventTypeToolResult, RunEventTypeStepFinished, RunEventTypeRunFinished, RunEventTypeRunFailed:
+	case RunEventTypeRunStarted, RunEventTypeTextDelta, RunEventTypeModelCallRetried, RunEventTypeToolCall, RunEventTypeToolCallApproval, RunEventTypeToolCallSuspended, RunEventTypeToolCallInterrupted, RunEventTypeRunSuspended, RunEventTypeToolCallApprovalRecorded, RunEventTypeToolCallApproved, RunEventTypeToolCallDeclined, RunEventTypeToolCallExpired, RunEventTypeToolCallReminder, RunEventTypeToolCallEscalated, RunEventTypeToolCallExpiring, RunEventTypeRunResumed, RunEventTypeToolResult, RunEventTypeStepFinished, RunEventTypeRunFinished, RunEventTypeRunFailed:
 		return true
 	}
 	return false

@@ -59,6 +59,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("Receipts", func(t *testing.T) { testReceipts(t, open) })               // signing keys and receipts (receipts.go)
 	t.Run("Grants", func(t *testing.T) { testGrants(t, open) })                   // remembered approvals (grants.go)
 	t.Run("Policy", func(t *testing.T) { testPolicy(t, open) })                   // what is stored of the judgement of calls (policy.go)
+	t.Run("RecordApproval", func(t *testing.T) { testRecordApproval(t, open) })   // a quorum's approvals (approvals.go)
 }
 
 // each runs fn as a parallel subtest named name, on a fixture over a fresh store.

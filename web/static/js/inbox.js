@@ -286,10 +286,12 @@ export function inboxView(main, params, navigate) {
   if (refocus) { document.getElementById(refocus)?.focus(); refocus = null; }
 
   const externalAgents = new Set(); // ids of the agents that run elsewhere: their rows are marked
-  request(`{ agents { id name external } }`).then((d) => {
+  const quorumTools = new Set(); // "<agent>/<tool>" of the tools that need several approvals
+  const agentsRead = request(`{ agents { id name external tools { name approvals { required } } } }`).then((d) => {
     for (const a of d.agents) {
       agentSelect.append(el("option", { value: a.id, selected: a.id === f.agentId }, a.name));
       if (a.external) externalAgents.add(a.id);
+      for (const t of a.tools) if (t.approvals.required > 1) quorumTools.add(`${a.id}/${t.name}`);
     }
     for (const span of list.querySelectorAll("[data-agent]")) markExternal(span, externalAgents);
   }).catch(() => {});
@@ -315,6 +317,8 @@ export function inboxView(main, params, navigate) {
     const mine = ++asked;
     try {
       const d = await readPage(vars, f.sort, total);
+      await agentsRead;
+      await readApprovals(d.runs, quorumTools);
       if (closed || mine !== asked) return;
       total = d.total;
       lastRuns = d.runs;
@@ -464,6 +468,24 @@ function contextLine(r) {
   return el("span", { class: "block context-line", title: markText(r.context) }, text);
 }
 
+/** Reads the approvals of the calls of runs whose tool needs several (quorumTools) and puts them
+ * on the calls (call.approvals): in a query of their own, because each field of the page's
+ * query costs once per run and a page of 500 must stay within the server's complexity limit.
+ * Unread approvals leave the rows without the count. */
+async function readApprovals(runs, quorumTools) {
+  const ids = runs.filter((r) => r.toolCalls.some((c) => c.requiresApproval && quorumTools.has(`${r.agentId}/${c.toolName}`))).map((r) => r.runId);
+  for (let i = 0; i < ids.length; i += 100) {
+    const chunk = ids.slice(i, i + 100);
+    const q = `query(${chunk.map((_, n) => `$r${n}: ID!`).join(", ")}) { ${chunk.map((_, n) => `r${n}: run(runId: $r${n}) { runId toolCalls { toolCallId approvals { required count by { subject } } } }`).join(" ")} }`;
+    let d;
+    try { d = await request(q, Object.fromEntries(chunk.map((id, n) => [`r${n}`, id]))); } catch { return; }
+    for (const got of Object.values(d)) {
+      const r = got && runs.find((x) => x.runId === got.runId);
+      for (const c of r?.toolCalls || []) c.approvals = got.toolCalls.find((x) => x.toolCallId === c.toolCallId)?.approvals;
+    }
+  }
+}
+
 function renderList(list, result, f, params, filtered, picked, { onPick, approveAll }) {
   if (result.total === 0) {
     const clear = "/" + (f.sort === "newest" ? "?sort=newest" : "");
@@ -508,6 +530,8 @@ function renderList(list, result, f, params, filtered, picked, { onPick, approve
         el("code", { title: what }, what),
         el("span", { class: "muted" }, r.threadId ? `thread ${r.threadId}` : "no thread", el("br"), r.resourceId ? `resource ${r.resourceId}` : ""),
         el("span", {}, age,
+          c.approvals?.required > 1 ? el("span", { class: "block approvals", "data-count": c.approvals.count },
+            `Approvals: ${c.approvals.count} of ${c.approvals.required}`, c.approvals.by.length ? ` — ${c.approvals.by.map((b) => b.subject).join(", ")}` : "") : null,
           c.expiresAt ? el("span", { class: "muted block expires", "data-expires": c.expiresAt, title: when(c.expiresAt) }, expiresIn(c.expiresAt)) : null,
           decidable ? null : el("span", { class: "muted block", id: noteId }, ranLate ? "its tool ran after all: open it" : interrupted ? "interrupted: open it to decide" : "needs an answer: open it"))),
       allApproval ? el("button", { type: "button", class: "approve-all", onclick: (ev) => approveAll(r, ev.currentTarget) }, `Approve all ${r.toolCalls.length} calls`) : null);

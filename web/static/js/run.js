@@ -34,15 +34,17 @@ import { allowSimilar } from "./grants.js";
 const LATE = `toolCallId toolName result error suspendPayload instanceId finishedAt recordedAt`;
 const RUN = `query Run($id: ID!) { run(runId: $id) {
   runId agentId status threadId resourceId startedBy createdAt updatedAt suspendedAt lastEventSeq output error prompt context external
-  toolCalls { id toolCallId toolName args requiresApproval suspendPayload interrupted interruptedToolCallId expiresAt approvalReason remindAt escalateAt escalatedTo expiringAt followUpsSent lateResult { ${LATE} } }
-  decisions { id toolCallId toolName kind decidedBy decidedAt reason resumeData args editedArgs grantId policyRevision }
+  toolCalls { id toolCallId toolName args requiresApproval suspendPayload interrupted interruptedToolCallId expiresAt approvalReason remindAt escalateAt escalatedTo expiringAt followUpsSent lateResult { ${LATE} }
+    approvals { required count args edited by { subject at } superseded { subject } } }
+  decisions { id toolCallId toolName kind decidedBy decidedAt reason resumeData args editedArgs grantId policyRevision approvals { required by { subject at } } }
   lateResults { ${LATE} }
 } }`;
 const EVENTS = `subscription Events($runId: ID!, $after: Int) { runEvents(runId: $runId, after: $after) {
-  seq type at text status error reason decidedBy grantId result toolCall { toolCallId toolName args suspendPayload interrupted interruptedToolCallId } } }`;
+  seq type at text status error reason decidedBy grantId result toolCall { toolCallId toolName args suspendPayload interrupted interruptedToolCallId approvals { required count by { subject } } } } }`;
 /** How often a run is read again while an interrupted call waits without a late answer. */
 const LATE_POLL_MS = 4000;
-const AGENTS = `{ agents { id tools { name description resumeSchema approverRoles approvalPolicy } } }`;
+const AGENTS = `{ me { subject } agents { id tools { name description resumeSchema approverRoles approvalPolicy approvals { required roles } } } }`;
+const APPROVE = `mutation($id: ID!, $c: ID, $a: JSON) { approveToolCall(runId: $id, toolCallId: $c, args: $a) { status toolCalls { toolCallId approvals { required count } } } }`;
 const THREAD = `query Thread($id: ID!, $last: Int) { thread(id: $id) { id messageCount messages(last: $last) { id runId role content createdAt } } }`;
 const THREAD_LAST = 50;
 
@@ -91,7 +93,11 @@ export function runView(main, params) {
     let run;
     try {
       run = (await request(RUN, { id })).run;
-      agents ??= (await request(AGENTS)).agents;
+      if (!agents) {
+        const d = await request(AGENTS);
+        agents = d.agents;
+        ctx.me = d.me?.subject ?? null; // who this console acts for: a quorum counts each person once
+      }
     } catch (e) {
       if (mine === asked) say("error", e.message);
       return;
@@ -178,6 +184,16 @@ export function runView(main, params) {
     ctx.mine.add(callId);
     try {
       const answer = Object.values(await request(mutation, vars))[0];
+      const still = answer?.status === "SUSPENDED" ? (answer.toolCalls || []).find((c) => c.toolCallId === callId) : null;
+      if (still?.approvals) {
+        // A quorum's approval that did not meet it: recorded, and the call waits for the others.
+        const a = still.approvals;
+        const left = a.required - a.count;
+        ctx.mine.delete(callId); // the call is decided by someone else's approval, later
+        await show();
+        say("", `Your approval of ${call?.toolName || "the call"} (${callId}) is recorded: approvals ${a.count} of ${a.required}. The tool runs when ${left} more ${left === 1 ? "person approves" : "people approve"}.`);
+        return;
+      }
       const others = answer?.status === "SUSPENDED" ? answer.toolCalls || [] : [];
       if (others.length) {
         // One of several calls: the run still waits on the others, so this view stays, drawn
@@ -210,7 +226,12 @@ export function runView(main, params) {
         // Who took the decision, and when: read the run as it is now.
         let run = null;
         try { run = (await request(RUN, { id })).run; } catch { /* said below */ }
-        if (run && call) lostCall(call, typed, run, true);
+        if (run && run.status === "SUSPENDED" && run.toolCalls.some((x) => x.toolCallId === callId)) {
+          // Still waiting: a quorum's refusal (already approved by you, or its arguments were
+          // edited meanwhile), said as the server says it, with the call drawn as it is now.
+          ctx.mine.delete(callId);
+          say("warn", `Not recorded: ${e.message}.`);
+        } else if (run && call) lostCall(call, typed, run, true);
         else say("warn", "Someone else decided first: ", e.message, ". This is the run as it is now.");
         await show();
       } else if (e.code === "FORBIDDEN") {
@@ -283,7 +304,7 @@ export function runView(main, params) {
     // A decision on one of several calls (from another page) changes what waits without a
     // RUN_* event: the run is read again, so the call decided elsewhere leaves the page.
     if (["RUN_SUSPENDED", "RUN_FINISHED", "RUN_FAILED", "RUN_RESUMED", "TOOL_CALL_APPROVED", "TOOL_CALL_DECLINED", "TOOL_CALL_EXPIRED",
-      "TOOL_CALL_REMINDER", "TOOL_CALL_ESCALATED", "TOOL_CALL_EXPIRING"].includes(ev.type)) show();
+      "TOOL_CALL_REMINDER", "TOOL_CALL_ESCALATED", "TOOL_CALL_EXPIRING", "TOOL_CALL_APPROVAL_RECORDED"].includes(ev.type)) show();
   };
 
   show();
@@ -436,7 +457,7 @@ function renderPending(section, run, agents, decide, ctx) {
   const calls = run.status === "SUSPENDED" ? run.toolCalls : [];
   // A supervisor waits again on its delegate call, under the same id, for its sub-agent's next
   // call: the suspension's time tells the two apart.
-  const key = JSON.stringify([run.suspendedAt, calls.map((c) => [c.toolCallId, c.requiresApproval, c.interrupted, c.expiresAt, c.followUpsSent, c.lateResult?.recordedAt])]);
+  const key = JSON.stringify([run.suspendedAt, calls.map((c) => [c.toolCallId, c.requiresApproval, c.interrupted, c.expiresAt, c.followUpsSent, c.lateResult?.recordedAt, c.approvals?.count, c.approvals?.by.map((b) => b.subject), JSON.stringify(c.approvals?.args)])]);
   if (section.dataset.calls === key) return;
   const before = section._calls || [];
   const gone = [];
@@ -471,12 +492,20 @@ function renderPending(section, run, agents, decide, ctx) {
     fillSaid(card, c.toolCallId, ctx);
     if (c.interrupted && c.interruptedToolCallId) card.append(lateBox(c));
     if (c.requiresApproval) {
-      card.append(el("p", { class: "muted label" }, "Arguments"), argsView(c.args, `raw-${c.toolCallId}`));
+      const q = c.approvals && c.approvals.required > 1 ? c.approvals : null; // a quorum
+      if (q?.edited) {
+        // An approval edited them: everyone approves the same arguments, these.
+        const editor = q.by[0]?.subject;
+        card.append(el("p", { class: "muted label" }, `Arguments being approved (edited${editor ? ` by ${editor}` : ""})`), argsView(q.args, `raw-${c.toolCallId}`),
+          el("details", { class: "model-args" }, el("summary", {}, "The model's arguments"), argsView(c.args, `model-${c.toolCallId}`)));
+      } else {
+        card.append(el("p", { class: "muted label" }, "Arguments"), argsView(c.args, `raw-${c.toolCallId}`));
+      }
+      if (q) card.append(quorumLine(q, tool));
       const reasonId = `reason-${c.toolCallId}`;
       const reason = el("input", { type: "text", id: reasonId, placeholder: run.external ? "optional, the requester sees it" : "optional, the model sees it" });
       card.append(el("div", { class: "actions" },
-        el("button", { class: "approve", onclick: () => decide(`mutation($id: ID!, $c: ID) { approveToolCall(runId: $id, toolCallId: $c) { status toolCalls { toolCallId } } }`, { id: run.runId, c: c.toolCallId }, card) }, "Approve"),
-        c.interrupted ? null : allowSimilar(run, c, (m, v, form) => decide(m, v, card, form)),
+  const key = JSON.stringify([run.suspendedAt, calls.map((c) => [c.toolCallId, c.requiresApproval, c.interrupted, c.expiresAt, c.followUpsSent, c.lateResult?.recordedAt, c.approvals?.count, c.approvals?.by.map((b) => b.subject), JSON.stringify(c.approvals?.args)])]);
         el("div", { class: "grow" }, el("label", { for: reasonId }, "Reason for declining"), reason),
         el("button", { class: "decline", onclick: () => decide(`mutation($id: ID!, $c: ID, $r: String) { declineToolCall(runId: $id, toolCallId: $c, reason: $r) { status toolCalls { toolCallId } } }`, { id: run.runId, c: c.toolCallId, r: reason.value || null }, card) }, "Decline")),
         el("p", { class: "field-error decision-error", role: "alert" }));
@@ -564,7 +593,7 @@ function editAndApprove(run, c, decide) {
   const fieldId = `args-${c.toolCallId}`;
   const errId = `${fieldId}-error`;
   const editor = el("textarea", { id: fieldId, rows: 6, spellcheck: "false", "aria-describedby": errId });
-  editor.value = editable(c.args);
+  editor.value = editable(c.approvals?.edited ? c.approvals.args : c.args);
   const err = el("p", { class: "field-error form-error", id: errId, role: "alert" });
   const fail = (msg) => { err.textContent = msg; editor.setAttribute("aria-invalid", "true"); editor.focus(); };
   const form = el("form", { novalidate: true, "aria-label": "Edit and approve", onsubmit: async (ev) => {
@@ -574,10 +603,28 @@ function editAndApprove(run, c, decide) {
     if (args === null || typeof args !== "object" || Array.isArray(args)) { fail("The arguments must be a JSON object, like the model's."); return; }
     err.textContent = "";
     editor.removeAttribute("aria-invalid");
-    decide(`mutation($id: ID!, $c: ID, $a: JSON) { approveToolCall(runId: $id, toolCallId: $c, args: $a) { status toolCalls { toolCallId } } }`, { id: run.runId, c: c.toolCallId, a: args }, form);
+    decide(APPROVE, { id: run.runId, c: c.toolCallId, a: args }, form);
   } }, el("label", { for: fieldId }, "Arguments to run the tool with"), editor, err,
     el("div", { class: "actions" }, el("button", { type: "submit", class: "approve" }, "Approve with these arguments")));
   return el("details", { class: "edit" }, el("summary", {}, "Edit and approve"), form);
+}
+
+/** What an Approve button does: on a call whose tool needs several approvals, which one this
+ * is and whether it runs the tool ("Approve (2 of 2) — runs the tool"). */
+function approveLabel(q) {
+  if (!q) return "Approve";
+  const n = q.count + 1;
+  return n >= q.required ? `Approve (${n} of ${q.required}) — runs the tool` : `Approve (${n} of ${q.required}) — records your approval`;
+}
+
+/** "Approvals: 1 of 2 — alice": how many of a quorum are recorded, whose, and who may approve. */
+function quorumLine(q, tool) {
+  const who = q.by.map((b) => `${b.subject} (${when(b.at)})`).join(", ");
+  const roles = tool?.approvals?.roles?.length ? ` Only ${tool.approvals.roles.join(", ")} (or an admin) may approve or decline.` : "";
+  const reset = q.superseded?.length ? ` ${q.superseded.map((b) => b.subject).join(", ")} approved other arguments before they were edited: that no longer counts.` : "";
+  return el("p", { class: "approvals", "data-count": q.count, "data-required": q.required },
+    el("strong", {}, `Approvals: ${q.count} of ${q.required}`), who ? ` — ${who}` : " — none yet",
+    el("br"), el("span", { class: "muted" }, `Each approver counts once; the run's starter never does; one decline declines.${roles}${reset}`));
 }
 
 /** Empties the pending section, so that the next refresh draws it whatever it holds. */
@@ -629,7 +676,8 @@ function renderDecisions(section, run) {
       d.kind === "EXPIRED" && d.reason ? el("span", { class: "muted" }, `; the model was told: ${d.reason}`) : "",
       d.kind === "AUTO_APPROVED" ? el("span", { class: "muted policy-rule", title: d.policyRevision || "" }, d.reason ? `: ${d.reason}` : "") : "",
       d.resumeData ? ` with ${json(d.resumeData)}` : "",
-      d.editedArgs ? ` with edited arguments ${json(d.editedArgs)} (the model asked for ${json(d.args)})` : "");
+      d.editedArgs ? ` with edited arguments ${json(d.editedArgs)} (the model asked for ${json(d.args)})` : "",
+      d.approvals?.by.length ? el("span", { class: "muted decision-approvals" }, ` — approvals: ${d.approvals.by.map((b) => `${b.subject} at ${when(b.at)}`).join(", ")}`) : "");
   })));
 }
 
@@ -695,8 +743,7 @@ function describe(ev) {
     case "TOOL_CALL_INTERRUPTED": return { kind: "interrupted", body: [el("div", {}, ev.reason),
       c?.interruptedToolCallId ? el("div", { class: "late-slot", "data-late": c.interruptedToolCallId }) : null] };
     case "RUN_SUSPENDED": return { kind: "suspended", body: "waiting for a person" };
-    case "TOOL_CALL_APPROVED": return ev.grantId ? { kind: "auto-approved", body: `${c.toolName} by grant ${ev.grantId}, without asking anyone` }
-      : { kind: "approved", body: c.toolName + (ev.decidedBy ? ` by ${ev.decidedBy}` : "") };
+  const key = JSON.stringify([run.suspendedAt, calls.map((c) => [c.toolCallId, c.requiresApproval, c.interrupted, c.expiresAt, c.followUpsSent, c.lateResult?.recordedAt, c.approvals?.count, c.approvals?.by.map((b) => b.subject), JSON.stringify(c.approvals?.args)])]);
     case "TOOL_CALL_DECLINED": return { kind: "declined", body: c.toolName + (ev.decidedBy ? ` by ${ev.decidedBy}` : "") + (ev.reason ? `: ${ev.reason}` : "") };
     case "TOOL_CALL_EXPIRED": return { kind: "expired", body: `${c.toolName}: expired without a decision` + (ev.reason ? `; the model was told: ${ev.reason}` : "") };
     case "TOOL_CALL_REMINDER": return { kind: "reminder", body: ev.reason || `${c.toolName} still waits for a decision` };
