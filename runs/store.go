@@ -156,6 +156,13 @@ type Store interface {
 
 	// CountByStatus counts the runs in each status (statuses without runs may be missing).
 	CountByStatus(ctx context.Context) (map[runtype.Status]int64, error)
+
+	// Decisions returns up to q.Limit decisions (decided tool calls: approved, declined,
+	// resumed or expired) of top-level runs, decided in [q.From, q.To), after q.After when
+	// not nil, in (DecidedAt, ID) order: a page of the audit trail (audit.go). A supervisor's
+	// row stands for the decision of a sub-agent's call (the sub-agent run's own row is not
+	// listed). Read by keyset on the decided_at index, so a page costs the same at any depth.
+	Decisions(ctx context.Context, q DecisionQuery) ([]DecisionRecord, error)
 }
 
 // ErrLeaseLost means a write that must be made by the run's lease holder found another owner

@@ -55,6 +55,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("CountByStatus", func(t *testing.T) { testCountByStatus(t, open) })
 	t.Run("ExternalRequest", func(t *testing.T) { testExternalRequest(t, open) }) // approvals for external agents (external.go)
 	t.Run("Receipts", func(t *testing.T) { testReceipts(t, open) })               // signing keys and receipts (receipts.go)
+	t.Run("Decisions", func(t *testing.T) { testDecisions(t, open) })             // the audit trail (decisions.go)
 }
 
 // each runs fn as a parallel subtest named name, on a fixture over a fresh store.
