@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"interlock/agent"
 	"interlock/graph"
@@ -25,10 +26,18 @@ type fakeRuns struct {
 	decline         func(context.Context, runs.DecideParams, string) (*runtype.Run, error)
 	resume          func(context.Context, runs.DecideParams, json.RawMessage) (*runtype.Run, error)
 	requestApproval func(context.Context, runs.ApprovalParams) (*runtype.Run, error)
+	teamFigures     func(context.Context, time.Time, time.Time) (*runs.TeamFigures, error)
 	agents          *agent.Registry
 }
 
 var _ graph.RunService = (*fakeRuns)(nil)
+
+func (f *fakeRuns) TeamFigures(ctx context.Context, from, to time.Time) (*runs.TeamFigures, error) {
+	if f.teamFigures == nil {
+		return nil, unexpected("TeamFigures")
+	}
+	return f.teamFigures(ctx, from, to)
+}
 
 func unexpected(method string) error { return fmt.Errorf("fakeRuns: unexpected call of %s", method) }
 
