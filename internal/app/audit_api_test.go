@@ -68,7 +68,9 @@ func decisionLines(t *testing.T, body string) []auditLine {
 
 func wantAPIError(t *testing.T, what string, status int, body string, wantStatus int, code, contains string) {
 	t.Helper()
-	var e struct{ Error struct{ Code, Message string } }
+	var e struct {
+		Error struct{ Code, Message string }
+	}
 	if err := json.Unmarshal([]byte(body), &e); err != nil || status != wantStatus || e.Error.Code != code || !strings.Contains(e.Error.Message, contains) {
 		t.Errorf("%s: %d %s; want %d %s …%s…", what, status, body, wantStatus, code, contains)
 	}
