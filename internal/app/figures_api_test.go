@@ -14,9 +14,9 @@ const teamFiguresQuery = `query($from: DateTime!, $to: DateTime!) { teamFigures(
 	tools { name decisions } } }`
 
 type figuresRow struct {
-	Name                                 *string
+	Name                                  *string
 	Decisions, Approved, Declined, Edited int
-	Waiting                              struct {
+	Waiting                               struct {
 		Count                     int
 		MedianSeconds, P90Seconds *float64
 	}
