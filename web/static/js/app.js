@@ -15,6 +15,7 @@ import { inboxView } from "./inbox.js";
 import { runView } from "./run.js";
 import { newRunView } from "./newrun.js";
 import { historyView } from "./history.js";
+import { teamView } from "./team.js";
 
 const main = document.getElementById("main");
 const conn = document.getElementById("conn");
@@ -70,7 +71,7 @@ function route() {
     if (a.dataset.nav === view) a.setAttribute("aria-current", "page");
     else a.removeAttribute("aria-current");
   }
-  const views = { inbox: inboxView, run: runView, new: newRunView, history: historyView };
+  const views = { inbox: inboxView, run: runView, new: newRunView, history: historyView, team: teamView };
   cleanup = (views[view] || inboxView)(main, params, navigate) || (() => {});
 }
 
