@@ -14,6 +14,8 @@ import (
 	"interlock/audit"
 	"interlock/internal/app"
 	"interlock/internal/apptest"
+	"interlock/runs"
+	"interlock/runtype"
 )
 
 // getAudit sends GET /audit with the query and headers, as token (none when empty), and
@@ -174,4 +176,40 @@ func TestAuditExportOverHTTP(t *testing.T) {
 			t.Errorf("audit verify of an edited export: %v, want line 3 edited", err)
 		}
 	})
+}
+
+// TestCLIAuditVerify: the built binary's `audit verify` exits 0 with OK on an export, 1 naming
+// the line of a removed decision, and 2 on a wrong command line.
+func TestCLIAuditVerify(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	w := audit.NewWriter(&b, audit.CSV)
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	if err := w.Begin(audit.Header{From: t0, To: t0.Add(24 * time.Hour), ExportedAt: t0}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		d := runs.DecisionRecord{Decision: runtype.Decision{ID: int64(i + 1), RunID: "run", ToolCallID: "tc_1", ToolName: "deploy",
+			Kind: runtype.DecisionApproved, DecidedAt: t0.Add(time.Duration(i) * time.Hour)}, AgentID: "bot", AskedAt: t0}
+		if err := w.Decision(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.End(); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	good, cut := filepath.Join(dir, "good.csv"), filepath.Join(dir, "cut.csv")
+	lines := strings.SplitAfter(b.String(), "\n")
+	os.WriteFile(good, []byte(b.String()), 0o600)
+	os.WriteFile(cut, []byte(strings.Join(append(lines[:3:3], lines[4:]...), "")), 0o600) // the second decision removed
+	if r := runCLI(t, nil, "audit", "verify", good); r.code != 0 || !strings.HasPrefix(r.stdout, "OK: CSV, 3 decisions from 2026-12-01T00:00:00.000Z to 2026-12-02T00:00:00.000Z") {
+		t.Errorf("verify of the export: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := runCLI(t, nil, "audit", "verify", cut); r.code != 1 || !strings.Contains(r.stderr, "line 4: decision seq 3 where seq 2 was due") {
+		t.Errorf("verify of a file without its second decision: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := runCLI(t, nil, "audit", "verify"); r.code != 2 || !strings.Contains(r.stderr, "audit verify takes one argument") {
+		t.Errorf("verify without a file: exit %d\n%s", r.code, r.stderr)
+	}
 }
