@@ -20,14 +20,18 @@ const decisionColumns = "run_tool_calls.id, run_tool_calls.run_id, run_tool_call
 // in a long period reads no more rows than the first; each row's run is joined by its primary
 // key for its resource (the scope) and to leave out sub-agent runs.
 func (s *Store) Decisions(ctx context.Context, q runs.DecisionQuery) ([]runs.DecisionRecord, error) {
+	from := runtype.StoredTime(q.From)
+	if q.After != nil && q.After.At.After(from) {
+		from = runtype.StoredTime(q.After.At) // the range starts at the cursor: the index is entered there
+	}
 	db := s.db.WithContext(ctx).Model(&ToolCall{}).
 		Joins("JOIN agent_runs ON agent_runs.id = run_tool_calls.run_id").
-		Where("run_tool_calls.decided_at >= ? AND run_tool_calls.decided_at < ?", runtype.StoredTime(q.From), runtype.StoredTime(q.To)).
+		Where("run_tool_calls.decided_at >= ? AND run_tool_calls.decided_at < ?", from, runtype.StoredTime(q.To)).
 		Where("run_tool_calls.state <> ?", ToolCallPending).
 		Where("agent_runs.parent_run_id IS NULL")
 	if q.After != nil {
-		at := runtype.StoredTime(q.After.At)
-		db = db.Where("(run_tool_calls.decided_at > ? OR (run_tool_calls.decided_at = ? AND run_tool_calls.id > ?))", at, at, q.After.ID)
+		// After the cursor: a later time, or the same time and a higher id.
+		db = db.Where("(run_tool_calls.decided_at > ? OR run_tool_calls.id > ?)", runtype.StoredTime(q.After.At), q.After.ID)
 	}
 	db = s.in(db, "agent_runs.resource_id", q.Resources)
 	rows, err := db.Select(decisionColumns).Order("run_tool_calls.decided_at, run_tool_calls.id").Limit(q.Limit).Rows()
