@@ -12,7 +12,7 @@ import (
 	"interlock/runtype"
 )
 
-// Grant is one row of grants: a remembered approval (runtype.Grant), migration 0019. Its uses
+// Grant is one row of grants: a remembered approval (runtype.Grant), migration 0018. Its uses
 // are counted by the conditional update that consumes one (useGrant), never read and written
 // back, so that two instances racing for its last use cannot both have it.
 type Grant struct {

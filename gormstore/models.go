@@ -72,7 +72,7 @@ type ToolCall struct {
 	// upstream MCP server's request for input, migration 0016); nil: its tool's.
 	ResumeSchema *string `gorm:"column:resume_schema"`
 	// RemindAt, EscalateAt and ExpiringAt are when a pending call's reminder, escalation and
-	// expiry warning are due (nil: never; migration 0021), with the roles it is escalated to
+	// expiry warning are due (nil: never; migration 0020), with the roles it is escalated to
 	// (EscalateTo, a JSON array); RemindedAt, EscalatedAt and ExpiringWarnedAt when each was
 	// sent — set once, by the compare-and-set that appends its event (SendNotice). The
 	// notice loop finds due ones on (state, remind_at), (state, escalate_at) and
@@ -84,16 +84,16 @@ type ToolCall struct {
 	EscalateTo       *string    `gorm:"column:escalate_to"`
 	ExpiringAt       *time.Time `gorm:"column:expiring_at"`
 	ExpiringWarnedAt *time.Time `gorm:"column:expiring_warned_at"`
-	// GrantID names the grant that let an AUTO_APPROVED call through (migration 0019).
+	// GrantID names the grant that let an AUTO_APPROVED call through (migration 0018).
 	GrantID *string `gorm:"column:grant_id"`
 	// ApprovalReason is why a pending call waits for approval, as it was judged (a policy's
-	// rule, or the error evaluating it; migration 0018): kept once it is decided.
+	// rule, or the error evaluating it; migration 0017): kept once it is decided.
 	ApprovalReason *string `gorm:"column:approval_reason"`
-	// PolicyRevision is the revision of the policy that judged the call (migration 0018): on
+	// PolicyRevision is the revision of the policy that judged the call (migration 0017): on
 	// an AUTO_APPROVED row, the one that let it through.
 	PolicyRevision *string `gorm:"column:policy_revision"`
 	// Approvals counts the approvals recorded on the call (ToolCallApproval, every round;
-	// migration 0020), so that reads look for them only where there are some.
+	// migration 0019), so that reads look for them only where there are some.
 	Approvals int `gorm:"column:approvals"`
 }
 

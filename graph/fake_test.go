@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"interlock/agent"
 	"interlock/graph"
@@ -29,6 +30,7 @@ type fakeRuns struct {
 	remember        func(context.Context, runs.DecideParams, runs.GrantInput) (*runtype.Run, error)
 	grants          func(context.Context, runs.GrantsFilter) ([]runs.GrantView, error)
 	revokeGrant     func(context.Context, string) (*runs.GrantView, error)
+	teamFigures     func(context.Context, time.Time, time.Time) (*runs.TeamFigures, error)
 	agents          *agent.Registry
 }
 
@@ -54,6 +56,13 @@ func (f *fakeRuns) RevokeGrant(ctx context.Context, id string) (*runs.GrantView,
 }
 
 var _ graph.RunService = (*fakeRuns)(nil)
+
+func (f *fakeRuns) TeamFigures(ctx context.Context, from, to time.Time) (*runs.TeamFigures, error) {
+	if f.teamFigures == nil {
+		return nil, unexpected("TeamFigures")
+	}
+	return f.teamFigures(ctx, from, to)
+}
 
 func unexpected(method string) error { return fmt.Errorf("fakeRuns: unexpected call of %s", method) }
 

@@ -119,6 +119,17 @@ type ComplexityRoot struct {
 		ToolName       func(childComplexity int) int
 	}
 
+	DecisionFigures struct {
+		Approved  func(childComplexity int) int
+		Decisions func(childComplexity int) int
+		Declined  func(childComplexity int) int
+		Edited    func(childComplexity int) int
+		Expired   func(childComplexity int) int
+		Name      func(childComplexity int) int
+		Resumed   func(childComplexity int) int
+		Waiting   func(childComplexity int) int
+	}
+
 	DecisionResult struct {
 		Code       func(childComplexity int) int
 		DecidedAt  func(childComplexity int) int
@@ -185,6 +196,7 @@ type ComplexityRoot struct {
 		RecentRuns    func(childComplexity int, statuses []model.RunStatus, agentID *string, threadID *string, resourceID *string, page *int, perPage *int, decision *model.DecisionKind, decidedBy *string, external *bool) int
 		Run           func(childComplexity int, runID string) int
 		SuspendedRuns func(childComplexity int, agentID *string, threadID *string, resourceID *string, fromDate *time.Time, toDate *time.Time, page *int, perPage *int, external *bool) int
+		TeamFigures   func(childComplexity int, from time.Time, to time.Time) int
 		Thread        func(childComplexity int, id string) int
 		Threads       func(childComplexity int, resourceID *string, page *int, perPage *int) int
 	}
@@ -226,6 +238,15 @@ type ComplexityRoot struct {
 	SuspendedRunsResult struct {
 		Runs  func(childComplexity int) int
 		Total func(childComplexity int) int
+	}
+
+	TeamFigures struct {
+		ByPolicy func(childComplexity int) int
+		From     func(childComplexity int) int
+		People   func(childComplexity int) int
+		To       func(childComplexity int) int
+		Tools    func(childComplexity int) int
+		Total    func(childComplexity int) int
 	}
 
 	Thread struct {
@@ -283,6 +304,12 @@ type ComplexityRoot struct {
 		Required   func(childComplexity int) int
 		Superseded func(childComplexity int) int
 	}
+
+	WaitingTime struct {
+		Count         func(childComplexity int) int
+		MedianSeconds func(childComplexity int) int
+		P90Seconds    func(childComplexity int) int
+	}
 }
 
 // endregion ***************************** api!.gotpl *****************************
@@ -314,6 +341,7 @@ type QueryResolver interface {
 	Agents(ctx context.Context) ([]*model.Agent, error)
 	Agent(ctx context.Context, id string) (*model.Agent, error)
 	Grants(ctx context.Context, agentID *string, toolName *string, scope *model.GrantScope, active *bool, page *int, perPage *int) ([]*model.Grant, error)
+	TeamFigures(ctx context.Context, from time.Time, to time.Time) (*model.TeamFigures, error)
 }
 type SubscriptionResolver interface {
 	RunEvents(ctx context.Context, runID string, after *int) (<-chan *model.RunEvent, error)
@@ -739,6 +767,55 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Decision.ToolName(childComplexity), true
 
+	case "DecisionFigures.approved":
+		if e.ComplexityRoot.DecisionFigures.Approved == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DecisionFigures.Approved(childComplexity), true
+	case "DecisionFigures.decisions":
+		if e.ComplexityRoot.DecisionFigures.Decisions == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DecisionFigures.Decisions(childComplexity), true
+	case "DecisionFigures.declined":
+		if e.ComplexityRoot.DecisionFigures.Declined == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DecisionFigures.Declined(childComplexity), true
+	case "DecisionFigures.edited":
+		if e.ComplexityRoot.DecisionFigures.Edited == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DecisionFigures.Edited(childComplexity), true
+	case "DecisionFigures.expired":
+		if e.ComplexityRoot.DecisionFigures.Expired == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DecisionFigures.Expired(childComplexity), true
+	case "DecisionFigures.name":
+		if e.ComplexityRoot.DecisionFigures.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DecisionFigures.Name(childComplexity), true
+	case "DecisionFigures.resumed":
+		if e.ComplexityRoot.DecisionFigures.Resumed == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DecisionFigures.Resumed(childComplexity), true
+	case "DecisionFigures.waiting":
+		if e.ComplexityRoot.DecisionFigures.Waiting == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DecisionFigures.Waiting(childComplexity), true
+
 	case "DecisionResult.code":
 		if e.ComplexityRoot.DecisionResult.Code == nil {
 			break
@@ -1105,6 +1182,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.SuspendedRuns(childComplexity, args["agentId"].(*string), args["threadId"].(*string), args["resourceId"].(*string), args["fromDate"].(*time.Time), args["toDate"].(*time.Time), args["page"].(*int), args["perPage"].(*int), args["external"].(*bool)), true
+	case "Query.teamFigures":
+		if e.ComplexityRoot.Query.TeamFigures == nil {
+			break
+		}
+
+		args, err := ec.field_Query_teamFigures_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.TeamFigures(childComplexity, args["from"].(time.Time), args["to"].(time.Time)), true
 	case "Query.thread":
 		if e.ComplexityRoot.Query.Thread == nil {
 			break
@@ -1286,6 +1374,43 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.SuspendedRunsResult.Total(childComplexity), true
+
+	case "TeamFigures.byPolicy":
+		if e.ComplexityRoot.TeamFigures.ByPolicy == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TeamFigures.ByPolicy(childComplexity), true
+	case "TeamFigures.from":
+		if e.ComplexityRoot.TeamFigures.From == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TeamFigures.From(childComplexity), true
+	case "TeamFigures.people":
+		if e.ComplexityRoot.TeamFigures.People == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TeamFigures.People(childComplexity), true
+	case "TeamFigures.to":
+		if e.ComplexityRoot.TeamFigures.To == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TeamFigures.To(childComplexity), true
+	case "TeamFigures.tools":
+		if e.ComplexityRoot.TeamFigures.Tools == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TeamFigures.Tools(childComplexity), true
+	case "TeamFigures.total":
+		if e.ComplexityRoot.TeamFigures.Total == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TeamFigures.Total(childComplexity), true
 
 	case "Thread.createdAt":
 		if e.ComplexityRoot.Thread.CreatedAt == nil {
@@ -1531,6 +1656,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.ToolCallApprovals.Superseded(childComplexity), true
 
+	case "WaitingTime.count":
+		if e.ComplexityRoot.WaitingTime.Count == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WaitingTime.Count(childComplexity), true
+	case "WaitingTime.medianSeconds":
+		if e.ComplexityRoot.WaitingTime.MedianSeconds == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WaitingTime.MedianSeconds(childComplexity), true
+	case "WaitingTime.p90Seconds":
+		if e.ComplexityRoot.WaitingTime.P90Seconds == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WaitingTime.P90Seconds(childComplexity), true
+
 	}
 	return 0, false
 }
@@ -1713,6 +1857,13 @@ type Query {
   paginate as suspendedRuns'. Needs the viewer role.
   """
   grants(agentId: ID, toolName: String, scope: GrantScope, active: Boolean, page: Int, perPage: Int): [Grant!]!
+  """
+  Addition: the decisions taken from ` + "`" + `from` + "`" + ` (inclusive) to ` + "`" + `to` + "`" + ` (exclusive) on runs the caller may see, summed up
+  for a team lead: by person, by tool, by kind, and how long calls waited (docs/audit.md). Needs the viewer role;
+  a principal bound to resources counts only their runs' decisions. from after to, or a period holding more than
+  100,000 decisions, is BAD_USER_INPUT.
+  """
+  teamFigures(from: DateTime!, to: DateTime!): TeamFigures!
 }
 
 "Addition: how far a grant reaches beyond the approved call."
@@ -2415,6 +2566,46 @@ type Principal {
   "The only resources whose runs this principal sees; null: all."
   resources: [ID!]
 }
+
+"Addition: the decisions of a period summed up (Query.teamFigures)."
+type TeamFigures {
+  "The period, as counted: from <= decidedAt < to (bounds rounded up to the millisecond)."
+  from: DateTime!
+  to: DateTime!
+  "Every decision of the period (name null)."
+  total: DecisionFigures!
+  "A row per person who decided (name: decidedBy), most decisions first, then by name; the row of decisions by nobody (name null: expiries, approvals by policy, decisions while authentication was off) last."
+  people: [DecisionFigures!]!
+  "A row per tool (name: the tool), most decisions first, then by name."
+  tools: [DecisionFigures!]!
+  "Approvals by policy (a tool that needs no approval): counted in total and approved, never waited for."
+  byPolicy: Int!
+}
+
+"Addition: the decisions of one person, one tool, or all of them (TeamFigures)."
+type DecisionFigures {
+  "The person (decidedBy) or the tool; null for the total and for decisions by nobody."
+  name: String
+  decisions: Int!
+  approved: Int!
+  "Approvals whose arguments were edited (counted in approved too)."
+  edited: Int!
+  declined: Int!
+  resumed: Int!
+  expired: Int!
+  "How long the calls waited for these decisions: expiries and approvals by policy are left out."
+  waiting: WaitingTime!
+}
+
+"Addition: how long calls waited for a decision, from the moment the call began to wait to the decision."
+type WaitingTime {
+  "The number of waits measured."
+  count: Int!
+  "The median wait in seconds (nearest rank); null when count is 0."
+  medianSeconds: Float
+  "The 90th percentile wait in seconds (nearest rank); null when count is 0."
+  p90Seconds: Float
+}
 `, BuiltIn: false},
 }
 var parsedSchema = gqlparser.MustLoadSchema(sources...)
@@ -2575,6 +2766,28 @@ func (ec *executionContext) childFields_Decision(ctx context.Context, field grap
 		return ec.fieldContext_Decision_approvals(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Decision", field.Name)
+}
+
+func (ec *executionContext) childFields_DecisionFigures(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "name":
+		return ec.fieldContext_DecisionFigures_name(ctx, field)
+	case "decisions":
+		return ec.fieldContext_DecisionFigures_decisions(ctx, field)
+	case "approved":
+		return ec.fieldContext_DecisionFigures_approved(ctx, field)
+	case "edited":
+		return ec.fieldContext_DecisionFigures_edited(ctx, field)
+	case "declined":
+		return ec.fieldContext_DecisionFigures_declined(ctx, field)
+	case "resumed":
+		return ec.fieldContext_DecisionFigures_resumed(ctx, field)
+	case "expired":
+		return ec.fieldContext_DecisionFigures_expired(ctx, field)
+	case "waiting":
+		return ec.fieldContext_DecisionFigures_waiting(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type DecisionFigures", field.Name)
 }
 
 func (ec *executionContext) childFields_DecisionResult(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -2741,6 +2954,24 @@ func (ec *executionContext) childFields_SuspendedRunsResult(ctx context.Context,
 	return nil, fmt.Errorf("no field named %q was found under type SuspendedRunsResult", field.Name)
 }
 
+func (ec *executionContext) childFields_TeamFigures(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "from":
+		return ec.fieldContext_TeamFigures_from(ctx, field)
+	case "to":
+		return ec.fieldContext_TeamFigures_to(ctx, field)
+	case "total":
+		return ec.fieldContext_TeamFigures_total(ctx, field)
+	case "people":
+		return ec.fieldContext_TeamFigures_people(ctx, field)
+	case "tools":
+		return ec.fieldContext_TeamFigures_tools(ctx, field)
+	case "byPolicy":
+		return ec.fieldContext_TeamFigures_byPolicy(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type TeamFigures", field.Name)
+}
+
 func (ec *executionContext) childFields_Thread(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "id":
@@ -2851,6 +3082,18 @@ func (ec *executionContext) childFields_ToolCallApprovals(ctx context.Context, f
 		return ec.fieldContext_ToolCallApprovals_superseded(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ToolCallApprovals", field.Name)
+}
+
+func (ec *executionContext) childFields_WaitingTime(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "count":
+		return ec.fieldContext_WaitingTime_count(ctx, field)
+	case "medianSeconds":
+		return ec.fieldContext_WaitingTime_medianSeconds(ctx, field)
+	case "p90Seconds":
+		return ec.fieldContext_WaitingTime_p90Seconds(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type WaitingTime", field.Name)
 }
 
 func (ec *executionContext) childFields___Directive(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -3364,6 +3607,28 @@ func (ec *executionContext) field_Query_suspendedRuns_args(ctx context.Context, 
 		return nil, err
 	}
 	args["external"] = arg7
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_teamFigures_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "from",
+		func(ctx context.Context, v any) (time.Time, error) {
+			return ec.unmarshalNDateTime2timeᚐTime(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["from"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "to",
+		func(ctx context.Context, v any) (time.Time, error) {
+			return ec.unmarshalNDateTime2timeᚐTime(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["to"] = arg1
 	return args, nil
 }
 
@@ -5148,6 +5413,199 @@ func (ec *executionContext) fieldContext_Decision_approvals(_ context.Context, f
 	return fc, nil
 }
 
+func (ec *executionContext) _DecisionFigures_name(ctx context.Context, field graphql.CollectedField, obj *model.DecisionFigures) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DecisionFigures_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_DecisionFigures_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DecisionFigures", field, false, false, "String")
+}
+
+func (ec *executionContext) _DecisionFigures_decisions(ctx context.Context, field graphql.CollectedField, obj *model.DecisionFigures) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DecisionFigures_decisions(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Decisions, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DecisionFigures_decisions(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DecisionFigures", field, false, false, "Int")
+}
+
+func (ec *executionContext) _DecisionFigures_approved(ctx context.Context, field graphql.CollectedField, obj *model.DecisionFigures) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DecisionFigures_approved(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Approved, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DecisionFigures_approved(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DecisionFigures", field, false, false, "Int")
+}
+
+func (ec *executionContext) _DecisionFigures_edited(ctx context.Context, field graphql.CollectedField, obj *model.DecisionFigures) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DecisionFigures_edited(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Edited, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DecisionFigures_edited(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DecisionFigures", field, false, false, "Int")
+}
+
+func (ec *executionContext) _DecisionFigures_declined(ctx context.Context, field graphql.CollectedField, obj *model.DecisionFigures) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DecisionFigures_declined(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Declined, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DecisionFigures_declined(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DecisionFigures", field, false, false, "Int")
+}
+
+func (ec *executionContext) _DecisionFigures_resumed(ctx context.Context, field graphql.CollectedField, obj *model.DecisionFigures) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DecisionFigures_resumed(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Resumed, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DecisionFigures_resumed(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DecisionFigures", field, false, false, "Int")
+}
+
+func (ec *executionContext) _DecisionFigures_expired(ctx context.Context, field graphql.CollectedField, obj *model.DecisionFigures) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DecisionFigures_expired(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Expired, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DecisionFigures_expired(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DecisionFigures", field, false, false, "Int")
+}
+
+func (ec *executionContext) _DecisionFigures_waiting(ctx context.Context, field graphql.CollectedField, obj *model.DecisionFigures) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DecisionFigures_waiting(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Waiting, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.WaitingTime) graphql.Marshaler {
+			return ec.marshalNWaitingTime2ᚖinterlockᚋgraphᚋmodelᚐWaitingTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DecisionFigures_waiting(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "DecisionFigures",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_WaitingTime(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _DecisionResult_runId(ctx context.Context, field graphql.CollectedField, obj *model.DecisionResult) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -6665,6 +7123,50 @@ func (ec *executionContext) fieldContext_Query_grants(ctx context.Context, field
 	return fc, nil
 }
 
+func (ec *executionContext) _Query_teamFigures(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_teamFigures(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().TeamFigures(ctx, fc.Args["from"].(time.Time), fc.Args["to"].(time.Time))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.TeamFigures) graphql.Marshaler {
+			return ec.marshalNTeamFigures2ᚖinterlockᚋgraphᚋmodelᚐTeamFigures(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_teamFigures(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_TeamFigures(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_teamFigures_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query___type(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -7369,6 +7871,171 @@ func (ec *executionContext) _SuspendedRunsResult_total(ctx context.Context, fiel
 }
 func (ec *executionContext) fieldContext_SuspendedRunsResult_total(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("SuspendedRunsResult", field, false, false, "Int")
+}
+
+func (ec *executionContext) _TeamFigures_from(ctx context.Context, field graphql.CollectedField, obj *model.TeamFigures) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TeamFigures_from(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.From, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNDateTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TeamFigures_from(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TeamFigures", field, false, false, "DateTime")
+}
+
+func (ec *executionContext) _TeamFigures_to(ctx context.Context, field graphql.CollectedField, obj *model.TeamFigures) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TeamFigures_to(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.To, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNDateTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TeamFigures_to(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TeamFigures", field, false, false, "DateTime")
+}
+
+func (ec *executionContext) _TeamFigures_total(ctx context.Context, field graphql.CollectedField, obj *model.TeamFigures) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TeamFigures_total(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Total, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.DecisionFigures) graphql.Marshaler {
+			return ec.marshalNDecisionFigures2ᚖinterlockᚋgraphᚋmodelᚐDecisionFigures(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TeamFigures_total(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "TeamFigures",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_DecisionFigures(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _TeamFigures_people(ctx context.Context, field graphql.CollectedField, obj *model.TeamFigures) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TeamFigures_people(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.People, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.DecisionFigures) graphql.Marshaler {
+			return ec.marshalNDecisionFigures2ᚕᚖinterlockᚋgraphᚋmodelᚐDecisionFiguresᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TeamFigures_people(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "TeamFigures",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_DecisionFigures(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _TeamFigures_tools(ctx context.Context, field graphql.CollectedField, obj *model.TeamFigures) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TeamFigures_tools(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Tools, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.DecisionFigures) graphql.Marshaler {
+			return ec.marshalNDecisionFigures2ᚕᚖinterlockᚋgraphᚋmodelᚐDecisionFiguresᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TeamFigures_tools(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "TeamFigures",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_DecisionFigures(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _TeamFigures_byPolicy(ctx context.Context, field graphql.CollectedField, obj *model.TeamFigures) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TeamFigures_byPolicy(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ByPolicy, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TeamFigures_byPolicy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TeamFigures", field, false, false, "Int")
 }
 
 func (ec *executionContext) _Thread_id(ctx context.Context, field graphql.CollectedField, obj *model.Thread) (ret graphql.Marshaler) {
@@ -8321,6 +8988,75 @@ func (ec *executionContext) fieldContext_ToolCallApprovals_superseded(_ context.
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _WaitingTime_count(ctx context.Context, field graphql.CollectedField, obj *model.WaitingTime) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WaitingTime_count(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Count, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WaitingTime_count(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WaitingTime", field, false, false, "Int")
+}
+
+func (ec *executionContext) _WaitingTime_medianSeconds(ctx context.Context, field graphql.CollectedField, obj *model.WaitingTime) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WaitingTime_medianSeconds(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MedianSeconds, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *float64) graphql.Marshaler {
+			return ec.marshalOFloat2ᚖfloat64(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_WaitingTime_medianSeconds(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WaitingTime", field, false, false, "Float")
+}
+
+func (ec *executionContext) _WaitingTime_p90Seconds(ctx context.Context, field graphql.CollectedField, obj *model.WaitingTime) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WaitingTime_p90Seconds(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.P90Seconds, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *float64) graphql.Marshaler {
+			return ec.marshalOFloat2ᚖfloat64(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_WaitingTime_p90Seconds(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WaitingTime", field, false, false, "Float")
 }
 
 func (ec *executionContext) ___Directive_name(ctx context.Context, field graphql.CollectedField, obj *introspection.Directive) (ret graphql.Marshaler) {
@@ -10137,6 +10873,74 @@ func (ec *executionContext) _Decision(ctx context.Context, sel ast.SelectionSet,
 	return out
 }
 
+var decisionFiguresImplementors = []string{"DecisionFigures"}
+
+func (ec *executionContext) _DecisionFigures(ctx context.Context, sel ast.SelectionSet, obj *model.DecisionFigures) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, decisionFiguresImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("DecisionFigures")
+		case "name":
+			out.Values[i] = ec._DecisionFigures_name(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "decisions":
+			out.Values[i] = ec._DecisionFigures_decisions(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "approved":
+			out.Values[i] = ec._DecisionFigures_approved(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "edited":
+			out.Values[i] = ec._DecisionFigures_edited(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "declined":
+			out.Values[i] = ec._DecisionFigures_declined(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "resumed":
+			out.Values[i] = ec._DecisionFigures_resumed(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "expired":
+			out.Values[i] = ec._DecisionFigures_expired(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "waiting":
+			out.Values[i] = ec._DecisionFigures_waiting(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var decisionResultImplementors = []string{"DecisionResult"}
 
 func (ec *executionContext) _DecisionResult(ctx context.Context, sel ast.SelectionSet, obj *model.DecisionResult) graphql.Marshaler {
@@ -10587,6 +11391,12 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_grants(ctx, field)
 				})
+		case "teamFigures":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_teamFigures(ctx, field)
+				})
 		case "__type":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Query___type(ctx, field)
@@ -10842,6 +11652,64 @@ func (ec *executionContext) _SuspendedRunsResult(ctx context.Context, sel ast.Se
 			}
 		case "total":
 			out.Values[i] = ec._SuspendedRunsResult_total(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var teamFiguresImplementors = []string{"TeamFigures"}
+
+func (ec *executionContext) _TeamFigures(ctx context.Context, sel ast.SelectionSet, obj *model.TeamFigures) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, teamFiguresImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("TeamFigures")
+		case "from":
+			out.Values[i] = ec._TeamFigures_from(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "to":
+			out.Values[i] = ec._TeamFigures_to(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "total":
+			out.Values[i] = ec._TeamFigures_total(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "people":
+			out.Values[i] = ec._TeamFigures_people(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "tools":
+			out.Values[i] = ec._TeamFigures_tools(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "byPolicy":
+			out.Values[i] = ec._TeamFigures_byPolicy(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -11205,6 +12073,49 @@ func (ec *executionContext) _ToolCallApprovals(ctx context.Context, sel ast.Sele
 			out.Values[i] = ec._ToolCallApprovals_superseded(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var waitingTimeImplementors = []string{"WaitingTime"}
+
+func (ec *executionContext) _WaitingTime(ctx context.Context, sel ast.SelectionSet, obj *model.WaitingTime) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, waitingTimeImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("WaitingTime")
+		case "count":
+			out.Values[i] = ec._WaitingTime_count(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "medianSeconds":
+			out.Values[i] = ec._WaitingTime_medianSeconds(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "p90Seconds":
+			out.Values[i] = ec._WaitingTime_p90Seconds(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
 			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -11714,6 +12625,30 @@ func (ec *executionContext) marshalNDecision2ᚖinterlockᚋgraphᚋmodelᚐDeci
 	return ec._Decision(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNDecisionFigures2ᚕᚖinterlockᚋgraphᚋmodelᚐDecisionFiguresᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.DecisionFigures) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNDecisionFigures2ᚖinterlockᚋgraphᚋmodelᚐDecisionFigures(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNDecisionFigures2ᚖinterlockᚋgraphᚋmodelᚐDecisionFigures(ctx context.Context, sel ast.SelectionSet, v *model.DecisionFigures) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "DecisionFigures!")
+		return graphql.Null
+	}
+	return ec._DecisionFigures(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalNDecisionInput2ᚕᚖinterlockᚋgraphᚋmodelᚐDecisionInputᚄ(ctx context.Context, v any) ([]*model.DecisionInput, error) {
 	vSlice := graphql.CoerceList(v)
 	var err error
@@ -12007,6 +12942,14 @@ func (ec *executionContext) marshalNSuspendedRunsResult2ᚖinterlockᚋgraphᚋm
 	return ec._SuspendedRunsResult(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNTeamFigures2ᚖinterlockᚋgraphᚋmodelᚐTeamFigures(ctx context.Context, sel ast.SelectionSet, v *model.TeamFigures) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "TeamFigures!")
+		return graphql.Null
+	}
+	return ec._TeamFigures(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNThread2ᚕᚖinterlockᚋgraphᚋmodelᚐThreadᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Thread) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
@@ -12133,6 +13076,14 @@ func (ec *executionContext) marshalNToolCallFollowUp2ᚕinterlockᚋgraphᚋmode
 	}
 
 	return ret
+}
+
+func (ec *executionContext) marshalNWaitingTime2ᚖinterlockᚋgraphᚋmodelᚐWaitingTime(ctx context.Context, sel ast.SelectionSet, v *model.WaitingTime) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "WaitingTime!")
+		return graphql.Null
+	}
+	return ec._WaitingTime(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalN__Directive2githubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚋintrospectionᚐDirective(ctx context.Context, sel ast.SelectionSet, v introspection.Directive) graphql.Marshaler {
@@ -12360,6 +13311,23 @@ func (ec *executionContext) marshalODecisionKind2ᚖinterlockᚋgraphᚋmodelᚐ
 		return graphql.Null
 	}
 	return v
+}
+
+func (ec *executionContext) unmarshalOFloat2ᚖfloat64(ctx context.Context, v any) (*float64, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := graphql.UnmarshalFloatContext(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOFloat2ᚖfloat64(ctx context.Context, sel ast.SelectionSet, v *float64) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	_ = sel
+	res := graphql.MarshalFloatContext(*v)
+	return graphql.WrapContextMarshaler(ctx, res)
 }
 
 func (ec *executionContext) unmarshalOGrantInput2ᚖinterlockᚋgraphᚋmodelᚐGrantInput(ctx context.Context, v any) (*model.GrantInput, error) {

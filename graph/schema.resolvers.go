@@ -251,6 +251,15 @@ func (r *queryResolver) Grants(ctx context.Context, agentID *string, toolName *s
 	return out, nil
 }
 
+// TeamFigures is the resolver for the teamFigures field.
+func (r *queryResolver) TeamFigures(ctx context.Context, from time.Time, to time.Time) (*model.TeamFigures, error) {
+	f, err := r.Runs.TeamFigures(ctx, from, to)
+	if err != nil {
+		return nil, err
+	}
+	return toTeamFigures(f), nil
+}
+
 // RunEvents is the resolver for the runEvents field.
 func (r *subscriptionResolver) RunEvents(ctx context.Context, runID string, after *int) (<-chan *model.RunEvent, error) {
 	from := 0

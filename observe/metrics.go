@@ -29,6 +29,7 @@ type Metrics struct {
 	operationDuration *prometheus.HistogramVec
 	subscriptions     *prometheus.GaugeVec
 	decisionWait      *prometheus.HistogramVec
+	decisions         *prometheus.CounterVec
 	eventsWritten     prometheus.Counter
 	modelDuration     *prometheus.HistogramVec
 	modelErrors       *prometheus.CounterVec
@@ -36,7 +37,13 @@ type Metrics struct {
 	toolErrors        *prometheus.CounterVec
 
 	names *nameSet
+	// tools are the tool names used as label values of interlock_decisions_total: tools come
+	// from the config, but an external agent with tools: ["*"] takes any name a caller sends.
+	tools *nameSet
 }
+
+// maxToolNames bounds the tool label of interlock_decisions_total.
+const maxToolNames = 200
 
 var _ runs.Metrics = (*Metrics)(nil)
 
@@ -54,6 +61,7 @@ func NewMetrics(version string) *Metrics {
 	m := &Metrics{
 		reg:   prometheus.NewRegistry(),
 		names: newNameSet(maxOperationNames),
+		tools: newNameSet(maxToolNames),
 		operations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "interlock_graphql_operations_total",
 			Help: "GraphQL operations answered, by operation name (\"anonymous\" without one, \"other\" past the first " + itoa(maxOperationNames) + " names), type and outcome (ok, or the first error's extensions.code: CANCELLED when the client gave up before the answer). Subscriptions are counted when they end.",
@@ -72,6 +80,10 @@ func NewMetrics(version string) *Metrics {
 			Help:    "Time from a run's suspension to the decision on its call, by decision kind (APPROVED, DECLINED, RESUMED, EXPIRED).",
 			Buckets: waitBuckets,
 		}, []string{"kind"}),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "interlock_decisions_total",
+			Help: "Decisions stored by this instance (a person's, or an expiry), by kind and tool (\"other\" past the first " + itoa(maxToolNames) + " tools). Approvals by policy are not counted. Per person: the teamFigures query and the console's Team page (a label per person would grow without bound).",
+		}, []string{"kind", "tool"}),
 		eventsWritten: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "interlock_run_events_written_total",
 			Help: "Run events committed to storage by this instance (rate() gives events per second).",
@@ -105,7 +117,7 @@ func NewMetrics(version string) *Metrics {
 		build,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.operations, m.operationDuration, m.subscriptions, m.decisionWait, m.eventsWritten,
+		m.operations, m.operationDuration, m.subscriptions, m.decisionWait, m.decisions, m.eventsWritten,
 		m.modelDuration, m.modelErrors, m.toolDuration, m.toolErrors,
 	)
 	for _, tr := range []string{transportWebsocket, transportSSE} {
@@ -122,9 +134,12 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg, EnableOpenMetrics: true})
 }
 
-// Decided observes the wait of a call until its decision (runs.Metrics).
-func (m *Metrics) Decided(kind runtype.DecisionKind, waited time.Duration) {
-	m.decisionWait.WithLabelValues(string(kind)).Observe(waited.Seconds())
+// Decided counts a decision and observes the wait of its call (runs.Metrics).
+func (m *Metrics) Decided(kind runtype.DecisionKind, tool string, waited time.Duration) {
+	m.decisions.WithLabelValues(string(kind), m.tools.label(tool, true)).Inc()
+	if waited >= 0 {
+		m.decisionWait.WithLabelValues(string(kind)).Observe(waited.Seconds())
+	}
 }
 
 // failed reports whether err is a failure worth counting: not nil, and not a cancellation

@@ -126,7 +126,7 @@ func (s *Service) commitDecision(ctx context.Context, dec *decision) (DecisionWr
 // a write sent at `taken` at the latest.
 func (s *Service) afterDecision(ctx context.Context, dec *decision, w DecisionWrite, taken time.Time) {
 	r := dec.run
-	s.decided(w.Kind, r.SuspendedAt, w.At) // metrics (observe hook)
+	s.decided(w.Kind, dec.call.ToolName, r.SuspendedAt, w.At) // metrics (observe hook)
 	s.runHub.Publish(r.ID, struct{}{})
 	r.Version, r.UpdatedAt, r.LastSeq, r.Snapshot = r.Version+1, w.At, dec.snap.Seq, &w.Snapshot
 	if w.Hold {
@@ -164,7 +164,7 @@ func (s *Service) finishExternal(ctx context.Context, dec *decision, w DecisionW
 		return err
 	}
 	r := dec.run
-	s.decided(w.Kind, r.SuspendedAt, w.At) // metrics (observe hook)
+	s.decided(w.Kind, dec.call.ToolName, r.SuspendedAt, w.At) // metrics (observe hook)
 	s.runHub.Publish(r.ID, struct{}{})
 	s.changes.Publish(changesTopic, Change{Kind: ChangeLeft, RunID: r.ID})
 	r.Version, r.UpdatedAt, r.LastSeq, r.Snapshot = r.Version+1, w.At, r.LastSeq+int64(len(w.Events)), nil

@@ -11,22 +11,25 @@ import (
 // operator's dashboards. runs knows nothing of how it is exported (the observe package
 // implements it over Prometheus); Config.Metrics is never nil after WithDefaults.
 type Metrics interface {
-	// Decided is told of each stored decision (a person's, or an expiry): its kind and how
-	// long the call had waited since the run suspended on it.
-	Decided(kind runtype.DecisionKind, waited time.Duration)
+	// Decided is told of each stored decision (a person's, or an expiry): its kind, the tool
+	// of its call, and how long the call had waited since the run suspended on it (negative:
+	// not known).
+	Decided(kind runtype.DecisionKind, tool string, waited time.Duration)
 }
 
 // noMetrics is the Metrics of a service configured without any.
 type noMetrics struct{}
 
-func (noMetrics) Decided(runtype.DecisionKind, time.Duration) {}
+func (noMetrics) Decided(runtype.DecisionKind, string, time.Duration) {}
 
-// decided tells the metrics of a decision taken at now on a run that suspended at suspendedAt
-// (unknown: nothing is told).
-func (s *Service) decided(kind runtype.DecisionKind, suspendedAt *time.Time, now time.Time) {
+// decided tells the metrics of a decision on a call of tool taken at now on a run that
+// suspended at suspendedAt (nil: the wait is not known).
+func (s *Service) decided(kind runtype.DecisionKind, tool string, suspendedAt *time.Time, now time.Time) {
+	waited := time.Duration(-1)
 	if suspendedAt != nil {
-		s.cfg.Metrics.Decided(kind, max(0, now.Sub(*suspendedAt)))
+		waited = max(0, now.Sub(*suspendedAt))
 	}
+	s.cfg.Metrics.Decided(kind, tool, waited)
 }
 
 // RunStats are the numbers of runs in storage, for metrics.

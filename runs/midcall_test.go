@@ -141,7 +141,7 @@ func TestMidCallQuestionWaitsForAPerson(t *testing.T) {
 		if n := len(ofType(evs, runtype.EventToolResult)); n != 1 {
 			t.Fatalf("%d TOOL_RESULT events: %s", n, typesOf(evs))
 		}
-		if len(done.Decisions) != 1 || done.Decisions[0].Kind != runtype.DecisionResumed {
+		if len(humanDecisions(done.Decisions)) != 1 || humanDecisions(done.Decisions)[0].Kind != runtype.DecisionResumed {
 			t.Fatalf("decisions %+v, want the one resume", done.Decisions)
 		}
 	})
@@ -238,7 +238,7 @@ func TestMidCallQuestionExpires(t *testing.T) {
 		if a := u.got(); len(a) != 1 || a[0] != "cancel" || u.executions.Load() != 1 {
 			t.Fatalf("the server got %q in %d executions; want cancel once", a, u.executions.Load())
 		}
-		if len(done.Decisions) != 1 || done.Decisions[0].Kind != runtype.DecisionExpired || done.Decisions[0].DecidedBy != nil {
+		if len(humanDecisions(done.Decisions)) != 1 || humanDecisions(done.Decisions)[0].Kind != runtype.DecisionExpired || humanDecisions(done.Decisions)[0].DecidedBy != nil {
 			t.Fatalf("decisions %+v, want one EXPIRED by nobody", done.Decisions)
 		}
 	})
@@ -262,7 +262,7 @@ func TestMidCallQuestionTheServerGivesUpOn(t *testing.T) {
 		if done.Status != runtype.StatusCompleted || show(done.Output) != "the tool said: Error: nobody said why: not refunded" {
 			t.Fatalf("run %s, output %q", done.Status, show(done.Output))
 		}
-		if len(done.Decisions) != 1 || done.Decisions[0].Kind != runtype.DecisionExpired || !strings.Contains(deref(done.Decisions[0].Reason), "stopped waiting") {
+		if len(humanDecisions(done.Decisions)) != 1 || humanDecisions(done.Decisions)[0].Kind != runtype.DecisionExpired || !strings.Contains(deref(humanDecisions(done.Decisions)[0].Reason), "stopped waiting") {
 			t.Fatalf("decisions %+v, want the question taken back", done.Decisions)
 		}
 		_, err := f.svc.Resume(bg(), runs.DecideParams{RunID: r.ID, ToolCallID: ptr(asked[0].ToolCall.ToolCallID)}, json.RawMessage(`{"reason":"too late"}`))
@@ -302,7 +302,7 @@ func TestMidCallQuestionOfADeadHolder(t *testing.T) {
 	if got.Status != runtype.StatusSuspended || len(got.ToolCalls) != 1 || !got.ToolCalls[0].Interrupted || !got.ToolCalls[0].RequiresApproval {
 		t.Fatalf("after recovery: %s with %+v; want the call interrupted, awaiting approval", got.Status, got.ToolCalls)
 	}
-	if n := len(got.Decisions); n != 1 || got.Decisions[0].Kind != runtype.DecisionExpired || !strings.Contains(deref(got.Decisions[0].Reason), "stopped") {
+	if n := len(humanDecisions(got.Decisions)); n != 1 || humanDecisions(got.Decisions)[0].Kind != runtype.DecisionExpired || !strings.Contains(deref(humanDecisions(got.Decisions)[0].Reason), "stopped") {
 		t.Fatalf("decisions %+v: want the question closed, saying its instance stopped", got.Decisions)
 	}
 	if u.executions.Load() != 1 {
@@ -340,11 +340,23 @@ func TestMidCallQuestionAtShutdown(t *testing.T) {
 		if got.Status != runtype.StatusSuspended || len(got.ToolCalls) != 1 || !got.ToolCalls[0].Interrupted || !got.ToolCalls[0].RequiresApproval {
 			t.Fatalf("after recovery: %s with %+v; want the call interrupted, awaiting approval", got.Status, got.ToolCalls)
 		}
-		if len(got.Decisions) != 1 || got.Decisions[0].Kind != runtype.DecisionExpired || !strings.Contains(deref(got.Decisions[0].Reason), "instance executing the call stopped") {
+		if len(humanDecisions(got.Decisions)) != 1 || humanDecisions(got.Decisions)[0].Kind != runtype.DecisionExpired || !strings.Contains(deref(humanDecisions(got.Decisions)[0].Reason), "instance executing the call stopped") {
 			t.Fatalf("decisions %+v, want the question taken back at the shutdown", got.Decisions)
 		}
 		if u.executions.Load() != 1 {
 			t.Fatalf("%d executions, want 1", u.executions.Load())
 		}
 	})
+}
+
+// humanDecisions are the decisions of ds but those a policy took (the question's call was let through
+// by its tool's policy before it asked: AUTO_APPROVED, on record like every call that ran).
+func humanDecisions(ds []runtype.Decision) []runtype.Decision {
+	var out []runtype.Decision
+	for _, d := range ds {
+		if d.Kind != runtype.DecisionAutoApproved {
+			out = append(out, d)
+		}
+	}
+	return out
 }

@@ -208,6 +208,12 @@ type Store interface {
 	// RevokeGrant ends a grant at once: revoked_at and revoked_by are set, unless it was
 	// revoked before (ErrStale) or does not exist (ErrNoSuchGrant).
 	RevokeGrant(ctx context.Context, id string, by *string, at time.Time) error
+	// Decisions returns up to q.Limit decisions (decided tool calls: approved, declined,
+	// resumed or expired) of top-level runs, decided in [q.From, q.To), after q.After when
+	// not nil, in (DecidedAt, ID) order: a page of the audit trail (audit.go). A supervisor's
+	// row stands for the decision of a sub-agent's call (the sub-agent run's own row is not
+	// listed). Read by keyset on the decided_at index, so a page costs the same at any depth.
+	Decisions(ctx context.Context, q DecisionQuery) ([]DecisionRecord, error)
 }
 
 // ErrGrantSpent means a grant could not let a call through: it was revoked, expired or used

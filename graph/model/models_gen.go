@@ -199,6 +199,21 @@ type Decision struct {
 	Approvals *ToolCallApprovals `json:"approvals,omitempty"`
 }
 
+// Addition: the decisions of one person, one tool, or all of them (TeamFigures).
+type DecisionFigures struct {
+	// The person (decidedBy) or the tool; null for the total and for decisions by nobody.
+	Name      *string `json:"name,omitempty"`
+	Decisions int     `json:"decisions"`
+	Approved  int     `json:"approved"`
+	// Approvals whose arguments were edited (counted in approved too).
+	Edited   int `json:"edited"`
+	Declined int `json:"declined"`
+	Resumed  int `json:"resumed"`
+	Expired  int `json:"expired"`
+	// How long the calls waited for these decisions: expiries and approvals by policy are left out.
+	Waiting *WaitingTime `json:"waiting"`
+}
+
 // Addition: one decision of decideToolCalls.
 type DecisionInput struct {
 	RunID string `json:"runId"`
@@ -389,6 +404,21 @@ type SuspendedRunsResult struct {
 	Total int `json:"total"`
 }
 
+// Addition: the decisions of a period summed up (Query.teamFigures).
+type TeamFigures struct {
+	// The period, as counted: from <= decidedAt < to (bounds rounded up to the millisecond).
+	From time.Time `json:"from"`
+	To   time.Time `json:"to"`
+	// Every decision of the period (name null).
+	Total *DecisionFigures `json:"total"`
+	// A row per person who decided (name: decidedBy), most decisions first, then by name; the row of decisions by nobody (name null: expiries, approvals by policy, decisions while authentication was off) last.
+	People []*DecisionFigures `json:"people"`
+	// A row per tool (name: the tool), most decisions first, then by name.
+	Tools []*DecisionFigures `json:"tools"`
+	// Approvals by policy (a tool that needs no approval): counted in total and approved, never waited for.
+	ByPolicy int `json:"byPolicy"`
+}
+
 // Addition: a memory thread. Each new run of the thread is given its newest messages; each finished run adds its prompt and answer.
 // Thread ids are global: a thread belongs to the resource of its first run (or to none, when that run had none), and startRun
 // naming it with another resourceId is BAD_USER_INPUT.
@@ -466,6 +496,16 @@ type ToolApprovalPolicy struct {
 	Required int `json:"required"`
 	// When not empty, the only roles (besides admin) that may approve or decline its calls, beside approverRoles.
 	Roles []string `json:"roles"`
+}
+
+// Addition: how long calls waited for a decision, from the moment the call began to wait to the decision.
+type WaitingTime struct {
+	// The number of waits measured.
+	Count int `json:"count"`
+	// The median wait in seconds (nearest rank); null when count is 0.
+	MedianSeconds *float64 `json:"medianSeconds,omitempty"`
+	// The 90th percentile wait in seconds (nearest rank); null when count is 0.
+	P90Seconds *float64 `json:"p90Seconds,omitempty"`
 }
 
 // Addition: what an item of decideToolCalls decides.

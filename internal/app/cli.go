@@ -37,6 +37,7 @@ var commands = []struct{ name, summary string }{
 	{"migrate [up]", "apply the database migrations, then exit"},
 	{"migrate status", "list each migration, applied or pending; exit 3 when some are pending"},
 	{"healthcheck", "exit 0 if the server on --addr's port answers /healthz, 1 if not"},
+	{"audit verify FILE", "check an audit export (NDJSON or CSV; - for stdin): OK, or the first bad line; exit 1 then"},
 	{"version", "print the version and the Go version"},
 	{"help", "print this help (also -h, --help)"},
 }
@@ -95,6 +96,9 @@ func runCommand(args []string, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	if command == "audit verify" {
+		return auditVerify(args, os.Stdin, os.Stdout)
+	}
 	if command == "version" {
 		if len(args) > 0 {
 			return &usageError{err: fmt.Errorf("version takes no flags or arguments, got %q", args[0])}
@@ -138,6 +142,11 @@ func splitCommand(args []string) (command string, rest []string, err error) {
 	switch word := args[0]; word {
 	case "healthcheck", "version", "help":
 		return word, args[1:], nil
+	case "audit":
+		if len(args) < 2 || args[1] != "verify" {
+			return "", nil, &usageError{err: errors.New("unknown audit command: want `audit verify FILE`"), showUsage: true}
+		}
+		return "audit verify", args[2:], nil
 	case "migrate":
 		// Plain `migrate` (with flags) is `migrate up`, as it always was.
 		if len(args) == 1 || strings.HasPrefix(args[1], "-") {
@@ -165,7 +174,7 @@ func strayWord(word string) error {
 // suggest returns ` (did you mean "migrate"?)` for a word one or two edits from a command.
 func suggest(word string) string {
 	best, bestDist := "", 3
-	for _, c := range []string{"migrate", "healthcheck", "version", "help"} {
+	for _, c := range []string{"migrate", "healthcheck", "version", "help", "audit"} {
 		if d := levenshtein.ComputeDistance(word, c); d < bestDist {
 			best, bestDist = c, d
 		}
@@ -198,7 +207,7 @@ func printUsage(w io.Writer) {
 
 // flagsSuffix is " [flags]" for the commands that take flags.
 func flagsSuffix(command string) string {
-	if command == "version" || command == "help" {
+	if command == "version" || command == "help" || strings.HasPrefix(command, "audit") {
 		return ""
 	}
 	return " [flags]"

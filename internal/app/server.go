@@ -425,6 +425,8 @@ func (a *App) routes() http.Handler {
 	mux.Handle("/approvals", approvalsRoute)
 	mux.Handle("/approvals/", approvalsRoute)
 	mux.Handle("/hooks/", a.tracing.HTTP(observe.HTTP(a.log, hooks), "hooks"))
+	// The audit export of decisions (audit/, audit_wiring.go): the same authentication.
+	mux.Handle("/audit", a.tracing.HTTP(observe.HTTP(a.log, a.auditExport()), "audit"))
 	if gw := a.mcpGateway(rate, conns); gw != nil {
 		mux.Handle("/mcp", a.tracing.HTTP(observe.HTTP(a.log, gw), "mcp"))
 	}

@@ -60,6 +60,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("Grants", func(t *testing.T) { testGrants(t, open) })                   // remembered approvals (grants.go)
 	t.Run("Policy", func(t *testing.T) { testPolicy(t, open) })                   // what is stored of the judgement of calls (policy.go)
 	t.Run("RecordApproval", func(t *testing.T) { testRecordApproval(t, open) })   // a quorum's approvals (approvals.go)
+	t.Run("Decisions", func(t *testing.T) { testDecisions(t, open) })             // the audit trail (decisions.go)
 }
 
 // each runs fn as a parallel subtest named name, on a fixture over a fresh store.

@@ -17,6 +17,7 @@ import { newRunView } from "./newrun.js";
 import { historyView } from "./history.js";
 import { grantsView } from "./grants.js";
 import { markAccess } from "./access.js";
+import { teamView } from "./team.js";
 
 const main = document.getElementById("main");
 const conn = document.getElementById("conn");
@@ -72,7 +73,7 @@ function route() {
     if (a.dataset.nav === view) a.setAttribute("aria-current", "page");
     else a.removeAttribute("aria-current");
   }
-  const views = { inbox: inboxView, run: runView, new: newRunView, history: historyView, grants: grantsView };
+  const views = { inbox: inboxView, run: runView, new: newRunView, history: historyView, grants: grantsView, team: teamView };
   markAccess(main, view in views ? view : "inbox");
   cleanup = (views[view] || inboxView)(main, params, navigate) || (() => {});
 }

@@ -1,0 +1,66 @@
+package gormstore
+
+import (
+	"context"
+	"fmt"
+
+	"interlock/runs"
+	"interlock/runtype"
+)
+
+// decisionColumns are what a page of the audit trail reads: the decided call's row and, from its
+// run, the agent and the resource.
+const decisionColumns = "run_tool_calls.id, run_tool_calls.run_id, run_tool_calls.tool_call_id, run_tool_calls.tool_name, " +
+	"run_tool_calls.args, run_tool_calls.state, run_tool_calls.created_at, run_tool_calls.decided_by, run_tool_calls.decided_at, " +
+	"run_tool_calls.reason, run_tool_calls.resume_data, run_tool_calls.edited_args, run_tool_calls.receipt, " +
+	"agent_runs.agent_id, agent_runs.resource_id"
+
+// Decisions implements runs.Store. The walk is by keyset on idx_tool_calls_decided
+// (decided_at, id, migration 0021): each page starts where the last one ended, so a page deep
+// in a long period reads no more rows than the first; each row's run is joined by its primary
+// key for its resource (the scope) and to leave out sub-agent runs.
+func (s *Store) Decisions(ctx context.Context, q runs.DecisionQuery) ([]runs.DecisionRecord, error) {
+	from := runtype.StoredTime(q.From)
+	if q.After != nil && q.After.At.After(from) {
+		from = runtype.StoredTime(q.After.At) // the range starts at the cursor: the index is entered there
+	}
+	db := s.db.WithContext(ctx).Model(&ToolCall{}).
+		Joins("JOIN agent_runs ON agent_runs.id = run_tool_calls.run_id").
+		Where("run_tool_calls.decided_at >= ? AND run_tool_calls.decided_at < ?", from, runtype.StoredTime(q.To)).
+		Where("run_tool_calls.state <> ?", ToolCallPending).
+		Where("agent_runs.parent_run_id IS NULL")
+	if q.After != nil {
+		// After the cursor: a later time, or the same time and a higher id.
+		db = db.Where("(run_tool_calls.decided_at > ? OR run_tool_calls.id > ?)", runtype.StoredTime(q.After.At), q.After.ID)
+	}
+	db = s.in(db, "agent_runs.resource_id", q.Resources)
+	rows, err := db.Select(decisionColumns).Order("run_tool_calls.decided_at, run_tool_calls.id").Limit(q.Limit).Rows()
+	if err != nil {
+		return nil, fmt.Errorf("read decisions: %w", err)
+	}
+	defer rows.Close()
+	out := make([]runs.DecisionRecord, 0, min(q.Limit, 1000))
+	for rows.Next() {
+		var c ToolCall
+		var d runs.DecisionRecord
+		err := rows.Scan(&c.ID, &c.RunID, &c.ToolCallID, &c.ToolName, &c.Args, &c.State, &c.CreatedAt, &c.DecidedBy, &c.DecidedAt,
+			&c.Reason, &c.ResumeData, &c.EditedArgs, &c.Receipt, &d.AgentID, &d.ResourceID)
+		if err != nil {
+			return nil, fmt.Errorf("read a decision: %w", classify(err))
+		}
+		d.Decision = runtype.Decision{
+			ID: c.ID, RunID: c.RunID, ToolCallID: c.ToolCallID, ToolName: c.ToolName, Kind: runtype.DecisionKind(c.State),
+			DecidedBy: c.DecidedBy, Reason: c.Reason, ResumeData: rawOrNil(c.ResumeData), Args: rawOrNil(c.Args),
+			EditedArgs: rawOrNil(c.EditedArgs), Receipt: c.Receipt,
+		}
+		if c.DecidedAt != nil {
+			d.DecidedAt = c.DecidedAt.UTC()
+		}
+		d.AskedAt = c.CreatedAt.UTC()
+		out = append(out, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read decisions: %w", classify(err))
+	}
+	return out, nil
+}
