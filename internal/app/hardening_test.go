@@ -153,14 +153,14 @@ func TestComplexityLimit(t *testing.T) {
 	}
 	wide := apptest.Start(t, "sqlite:"+t.TempDir()+"/wide.db", "--max-query-tokens", "1000000")
 	for name, tc := range map[string]struct{ query, want string }{
-		"10,000 aliases":  {aliases(10_000, "agents { id }"), "complexity 20000, which exceeds the limit of 10000"},
+		"10,000 aliases":  {aliases(10_000, "agents { id }"), "complexity 20000, which exceeds the limit of 15000"},
 		"10,000 __schema": {aliases(10_000, "__schema { types { name } }"), "complexity 30000"},
 		// 1 + 500 × (threads 1 + runs (1 + 500 × (runs 1 + id 1)))
 		"pages in pages": {`{ threads(perPage: 500) { threads { runs(perPage: 500) { runs { id } } } } }`, "complexity 501001"},
 		// 1 + 500,000 × (runs 1 + 3 fields + decisions 2)
 		"pages from variables": {`query($n: Int) { recentRuns(perPage: $n) { runs { id prompt output decisions { id } } } }`, "complexity 3000001"},
-		// 1 + 20 × (threads 1 + runs (1 + 20 × (runs 1 + 30 ids)))
-		"default page size": {`{ threads { threads { runs { runs { ` + strings.Repeat("id ", 30) + `} } } } }`, "complexity 12441"},
+		// 1 + 20 × (threads 1 + runs (1 + 20 × (runs 1 + 40 ids)))
+		"default page size": {`{ threads { threads { runs { runs { ` + strings.Repeat("id ", 40) + `} } } } }`, "complexity 16441"},
 		// 2^13 selections of agents { id }; longer chains are refused before validation
 		// (TestCostlyQueriesAreRefusedBeforeValidation's comparisons bound).
 		"fragments doubling ×12": {fragmentChain(12), "complexity 16382"},
@@ -177,7 +177,7 @@ func TestComplexityLimit(t *testing.T) {
 	// The console's largest page, and a short fragment chain, pass.
 	wide.Must(t, fragmentChain(8), nil, &struct{}{})
 	ws := apptest.DialWS(t, wide.URL, "graphql-transport-ws")
-	if _, _, errs := ws.Next(ws.Subscribe(aliases(6000, "agents { id }"), nil)); !strings.Contains(string(errs), "COMPLEXITY_LIMIT_EXCEEDED") {
+	if _, _, errs := ws.Next(ws.Subscribe(aliases(8000, "agents { id }"), nil)); !strings.Contains(string(errs), "COMPLEXITY_LIMIT_EXCEEDED") {
 		t.Fatalf("over WebSocket: %s", errs)
 	}
 	small := apptest.Start(t, "sqlite:"+t.TempDir()+"/small.db", "--max-query-complexity", "3")
@@ -381,7 +381,7 @@ func TestParseRate(t *testing.T) {
 		t.Errorf("--mutation-burst 0: %v", err)
 	}
 	cfg, err := app.ParseConfig(nil, func(string) string { return "" })
-	if err != nil || cfg.MutationRate != 20 || cfg.MutationBurst != 100 || cfg.MaxQueryDepth != 15 || cfg.MaxQueryComplexity != 10000 || !cfg.Introspection || cfg.CORSOrigins != nil {
+	if err != nil || cfg.MutationRate != 20 || cfg.MutationBurst != 100 || cfg.MaxQueryDepth != 15 || cfg.MaxQueryComplexity != 15000 || !cfg.Introspection || cfg.CORSOrigins != nil {
 		t.Errorf("defaults: %+v, %v", cfg, err)
 	}
 }

@@ -122,7 +122,8 @@ type Config struct {
 	MaxQueryDepth int
 	// MaxQueryComplexity bounds an operation's cost: each field 1 plus what it selects, times the
 	// page size for fields with perPage or last, 20 when not given (--max-query-complexity,
-	// INTERLOCK_MAX_QUERY_COMPLEXITY). Default 10000 (a console page of 500 runs costs about 8000).
+	// INTERLOCK_MAX_QUERY_COMPLEXITY). Default 15000: the console's inbox page of 500 runs, with the
+	// follow-up markers and the request's context, costs about 10000.
 	MaxQueryComplexity int
 	// CORSOrigins are the exact origins (https://console.example.com) whose pages may call
 	// /graphql cross-origin, without cookies (--cors-origins, INTERLOCK_CORS_ORIGINS,

@@ -55,7 +55,7 @@ var settings = []setting{
 	{"auth", "on", "authentication: on or off", setAuth},
 	{"allowed-origins", "", "extra WebSocket origins, comma-separated", asList(func(c *Config) *[]string { return &c.AllowedOrigins }, nil)},
 	{"max-query-depth", "15", "deepest field nesting of one operation", asPositive(func(c *Config) *int { return &c.MaxQueryDepth })},
-	{"max-query-complexity", "10000", "highest complexity of one operation", asPositive(func(c *Config) *int { return &c.MaxQueryComplexity })},
+	{"max-query-complexity", "15000", "highest complexity of one operation", asPositive(func(c *Config) *int { return &c.MaxQueryComplexity })},
 	{"cors-origins", "", "origins allowed to call /graphql cross-origin, comma-separated", asList(func(c *Config) *[]string { return &c.CORSOrigins }, httpguard.CheckOrigin)},
 	{"introspection", "true", "serve schema introspection", asBoolean(func(c *Config) *bool { return &c.Introspection })},
 	{"mutation-rate", "20/s", "mutations (and POST /approvals, /mcp tool calls) each principal (or client IP) may make: N, N/s, N/m or N/h (0: no limit)", setMutationRate},

@@ -505,7 +505,10 @@ function renderPending(section, run, agents, decide, ctx) {
       const reasonId = `reason-${c.toolCallId}`;
       const reason = el("input", { type: "text", id: reasonId, placeholder: run.external ? "optional, the requester sees it" : "optional, the model sees it" });
       card.append(el("div", { class: "actions" },
-  const key = JSON.stringify([run.suspendedAt, calls.map((c) => [c.toolCallId, c.requiresApproval, c.interrupted, c.expiresAt, c.followUpsSent, c.lateResult?.recordedAt, c.approvals?.count, c.approvals?.by.map((b) => b.subject), JSON.stringify(c.approvals?.args)])]);
+        q && ctx.me && q.by.some((b) => b.subject === ctx.me)
+          ? el("button", { class: "approve", disabled: true, title: "Each person's approval counts once" }, `You approved (${q.count} of ${q.required}) — waiting for others`)
+          : el("button", { class: "approve", onclick: () => decide(APPROVE, { id: run.runId, c: c.toolCallId, a: q?.edited ? q.args : null }, card) }, approveLabel(q)),
+        c.interrupted ? null : allowSimilar(run, c, (m, v, form) => decide(m, v, card, form)),
         el("div", { class: "grow" }, el("label", { for: reasonId }, "Reason for declining"), reason),
         el("button", { class: "decline", onclick: () => decide(`mutation($id: ID!, $c: ID, $r: String) { declineToolCall(runId: $id, toolCallId: $c, reason: $r) { status toolCalls { toolCallId } } }`, { id: run.runId, c: c.toolCallId, r: reason.value || null }, card) }, "Decline")),
         el("p", { class: "field-error decision-error", role: "alert" }));
