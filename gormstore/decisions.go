@@ -28,7 +28,9 @@ func (s *Store) Decisions(ctx context.Context, q runs.DecisionQuery) ([]runs.Dec
 		Joins("JOIN agent_runs ON agent_runs.id = run_tool_calls.run_id").
 		Where("run_tool_calls.decided_at >= ? AND run_tool_calls.decided_at < ?", from, runtype.StoredTime(q.To)).
 		Where("run_tool_calls.state <> ?", ToolCallPending).
-		Where("agent_runs.parent_run_id IS NULL")
+		// A person's decision on a sub-agent's call is also stored on its supervisor's delegate
+		// call (listed there, once); an AUTO_APPROVED one only on the sub-agent's run.
+		Where("(agent_runs.parent_run_id IS NULL OR run_tool_calls.state = ?)", string(runtype.DecisionAutoApproved))
 	if q.After != nil {
 		// After the cursor: a later time, or the same time and a higher id.
 		db = db.Where("(run_tool_calls.decided_at > ? OR run_tool_calls.id > ?)", runtype.StoredTime(q.After.At), q.After.ID)

@@ -161,7 +161,7 @@ func (s *Store) UseGrant(ctx context.Context, u runs.GrantUse) error {
 		row := ToolCall{
 			RunID: u.RunID, ToolCallID: d.ToolCallID, ToolName: d.ToolName, Args: &args, RequiresApproval: true,
 			State: string(d.Kind), CreatedAt: runtype.StoredTime(u.At), DecidedBy: d.DecidedBy, DecidedAt: msOrNil(&d.DecidedAt),
-			Reason: d.Reason, Receipt: d.Receipt, GrantID: d.GrantID,
+			Reason: d.Reason, Receipt: d.Receipt, GrantID: d.GrantID, PolicyRevision: d.PolicyRevision,
 		}
 		if err := tx.Create(&row).Error; err != nil {
 			return fmt.Errorf("insert the decision on %s: %w", d.ToolCallID, err)

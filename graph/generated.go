@@ -2004,7 +2004,7 @@ type LateToolResult {
   recordedAt: DateTime!
 }
 
-"Addition: a decision a person took on a tool call (or, with kind EXPIRED, the server took when nobody did in time; with AUTO_APPROVED, the tool's policy took without asking anyone)."
+"Addition: a decision a person took on a tool call (or, with kind EXPIRED, the server took when nobody did in time; with AUTO_APPROVED, the tool's policy or a person's grant let the call through without asking anyone)."
 type Decision {
   "Unique across runs and decisions."
   id: ID!
@@ -2013,7 +2013,7 @@ type Decision {
   kind: DecisionKind!
   decidedBy: String
   decidedAt: DateTime!
-  "The reason given with a decline; with EXPIRED, what the model was told. Addition: with AUTO_APPROVED, the rule that let the call through (requireApproval false, or the expression that was false for this call)."
+  "The reason given with a decline; with EXPIRED, what the model was told. Addition: with AUTO_APPROVED, what let the call through: the rule (requireApproval false, or the expression that was false for this call), or the grant (grantId names it)."
   reason: String
   "The data a resume was sent with."
   resumeData: JSON
@@ -2329,7 +2329,7 @@ type Mutation {
   decideToolCalls(decisions: [DecisionInput!]!): [DecisionResult!]!
 
   """
-  Addition: an agent that runs elsewhere asks a person to decide on one tool call. Returns its run, SUSPENDED on that call (or, when the tool's policy lets the call through, COMPLETED at once with an AUTO_APPROVED decision: the rule as reason, the policy's revision, a receipt).
+  Addition: an agent that runs elsewhere asks a person to decide on one tool call. Returns its run, SUSPENDED on that call (or, when the tool's policy or a grant lets the call through, COMPLETED at once — RUNNING for the MCP gateway's agent, which runs the call — with an AUTO_APPROVED decision: the rule as reason, the policy's revision, a receipt).
 
   The run appears in suspendedRuns, suspendedRunsChanged, webhooks and the console like any other, and is decided with
   approveToolCall (args: edit and approve) and declineToolCall, or expires after its tool's approvalTimeout. The decision
@@ -2574,11 +2574,11 @@ type TeamFigures {
   to: DateTime!
   "Every decision of the period (name null)."
   total: DecisionFigures!
-  "A row per person who decided (name: decidedBy), most decisions first, then by name; the row of decisions by nobody (name null: expiries, approvals by policy, decisions while authentication was off) last."
+  "A row per person who decided (name: decidedBy), most decisions first, then by name; the row of decisions by nobody (name null: expiries, calls a policy or a grant let through, decisions while authentication was off) last."
   people: [DecisionFigures!]!
   "A row per tool (name: the tool), most decisions first, then by name."
   tools: [DecisionFigures!]!
-  "Approvals by policy (a tool that needs no approval): counted in total and approved, never waited for."
+  "Calls a policy or a grant let through (AUTO_APPROVED): counted in total and approved, never waited for."
   byPolicy: Int!
 }
 
@@ -2593,7 +2593,7 @@ type DecisionFigures {
   declined: Int!
   resumed: Int!
   expired: Int!
-  "How long the calls waited for these decisions: expiries and approvals by policy are left out."
+  "How long the calls waited for these decisions: expiries and calls a policy or a grant let through are left out."
   waiting: WaitingTime!
 }
 

@@ -121,6 +121,9 @@ func (s *Service) failedItem(ctx context.Context, it BatchDecision, err error) B
 func decisionOn(run *runtype.Run, callID *string) *runtype.Decision {
 	for i := len(run.Decisions) - 1; i >= 0; i-- {
 		d := &run.Decisions[i]
+		if d.Kind == runtype.DecisionAutoApproved {
+			continue // nobody's: a call a policy or a grant let through is not the one in conflict
+		}
 		if callID == nil || *callID == "" || d.ToolCallID == *callID {
 			return d
 		}

@@ -282,6 +282,11 @@ func (s *Service) newGrant(ctx context.Context, dec *decision, in GrantInput) (*
 	if dec.call.Interrupted {
 		return nil, runtype.Errorf(runtype.CodeBadUserInput, "tool call %s was interrupted (its outcome is unknown): its approval cannot be remembered", dec.call.ToolCallID)
 	}
+	if t := dec.agent.Tool(dec.call.ToolName); t != nil && t.Quorum() > 1 {
+		// A grant would let later calls through on one person's word where the tool asks for
+		// several (quorum.go).
+		return nil, runtype.Errorf(runtype.CodeBadUserInput, "tool %s needs the approvals of %d people: its approval cannot be remembered as a grant", dec.call.ToolName, t.Quorum())
+	}
 	if !in.Scope.Valid() {
 		return nil, runtype.Errorf(runtype.CodeBadUserInput, "scope must be THREAD, RESOURCE or AGENT")
 	}
@@ -355,6 +360,17 @@ func (s *Service) ApproveAndRemember(ctx context.Context, p DecideParams, in Gra
 		return nil, err
 	}
 	w, err := s.commitDecision(ctx, dec)
+	for again := 0; errors.Is(err, ErrStale) && again < 3 && s.onlyNoticed(ctx, dec); again++ {
+		// A reminder, escalation or warning appended its event meanwhile (followup.go): check
+		// and make the decision again, on the run as it is now, as decide does.
+		if dec, repeated, err = s.checkDecision(ctx, p, agent.Decision{Kind: agent.CallApproved}); err != nil || repeated != nil {
+			return repeated, err
+		}
+		if dec.grant, err = s.newGrant(ctx, dec, in); err != nil {
+			return nil, err
+		}
+		w, err = s.commitDecision(ctx, dec)
+	}
 	if errors.Is(err, ErrStale) {
 		return s.lostRace(ctx, dec, w)
 	}
@@ -530,6 +546,9 @@ func (s *Service) grantApplies(g *runtype.Grant, site callSite) bool {
 	case runtype.GrantScopeAgent:
 	default:
 		return false
+	}
+	if site.tool.Quorum() > 1 {
+		return false // a call that needs several people's approvals is never let through by one grant
 	}
 	creator := s.creatorOf(g)
 	if !creator.Sees(r.ResourceID) {

@@ -99,6 +99,10 @@ func (e *execution) useGrant(ctx context.Context, snap *agent.Snapshot, i int, g
 		Decision: runtype.Decision{RunID: e.run.ID, ToolCallID: c.CallID(), ToolName: c.Name, Kind: runtype.DecisionAutoApproved,
 			DecidedAt: now, Reason: &reason, Args: c.Args, Receipt: receipt, GrantID: &id},
 	}
+	if before.Gate != nil {
+		// The policy that asked, as a person's decision keeps it.
+		u.Decision.PolicyRevision = emptyToNil(&before.Gate.Revision)
+	}
 	sent := time.Now()
 	err = e.s.store.UseGrant(ctx, u)
 	if errors.Is(err, ErrGrantSpent) {

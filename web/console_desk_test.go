@@ -400,7 +400,7 @@ func TestConsoleDeskLayout(t *testing.T) {
 		w, h             int64
 		mobile           bool
 		minFit, maxFirst int
-	}{{1280, 800, false, 9, 800}, {375, 812, true, 1, 300}} {
+	}{{1280, 800, false, 9, 800}, {375, 812, true, 1, 340}} { // 340: the header also holds Grants and Team
 		page := tab(t, ctx, false)
 		do(t, page, chromedp.EmulateViewport(c.w, c.h, func(p *emulation.SetDeviceMetricsOverrideParams, q *emulation.SetTouchEmulationEnabledParams) {
 			p.Mobile = c.mobile

@@ -164,7 +164,7 @@ type ApprovalRequestInput struct {
 	IdempotencyKey *string `json:"idempotencyKey,omitempty"`
 }
 
-// Addition: a decision a person took on a tool call (or, with kind EXPIRED, the server took when nobody did in time; with AUTO_APPROVED, the tool's policy took without asking anyone).
+// Addition: a decision a person took on a tool call (or, with kind EXPIRED, the server took when nobody did in time; with AUTO_APPROVED, the tool's policy or a person's grant let the call through without asking anyone).
 type Decision struct {
 	// Unique across runs and decisions.
 	ID         string       `json:"id"`
@@ -173,7 +173,7 @@ type Decision struct {
 	Kind       DecisionKind `json:"kind"`
 	DecidedBy  *string      `json:"decidedBy,omitempty"`
 	DecidedAt  time.Time    `json:"decidedAt"`
-	// The reason given with a decline; with EXPIRED, what the model was told. Addition: with AUTO_APPROVED, the rule that let the call through (requireApproval false, or the expression that was false for this call).
+	// The reason given with a decline; with EXPIRED, what the model was told. Addition: with AUTO_APPROVED, what let the call through: the rule (requireApproval false, or the expression that was false for this call), or the grant (grantId names it).
 	Reason *string `json:"reason,omitempty"`
 	// The data a resume was sent with.
 	ResumeData json.RawMessage `json:"resumeData,omitempty"`
@@ -210,7 +210,7 @@ type DecisionFigures struct {
 	Declined int `json:"declined"`
 	Resumed  int `json:"resumed"`
 	Expired  int `json:"expired"`
-	// How long the calls waited for these decisions: expiries and approvals by policy are left out.
+	// How long the calls waited for these decisions: expiries and calls a policy or a grant let through are left out.
 	Waiting *WaitingTime `json:"waiting"`
 }
 
@@ -411,11 +411,11 @@ type TeamFigures struct {
 	To   time.Time `json:"to"`
 	// Every decision of the period (name null).
 	Total *DecisionFigures `json:"total"`
-	// A row per person who decided (name: decidedBy), most decisions first, then by name; the row of decisions by nobody (name null: expiries, approvals by policy, decisions while authentication was off) last.
+	// A row per person who decided (name: decidedBy), most decisions first, then by name; the row of decisions by nobody (name null: expiries, calls a policy or a grant let through, decisions while authentication was off) last.
 	People []*DecisionFigures `json:"people"`
 	// A row per tool (name: the tool), most decisions first, then by name.
 	Tools []*DecisionFigures `json:"tools"`
-	// Approvals by policy (a tool that needs no approval): counted in total and approved, never waited for.
+	// Calls a policy or a grant let through (AUTO_APPROVED): counted in total and approved, never waited for.
 	ByPolicy int `json:"byPolicy"`
 }
 

@@ -508,7 +508,7 @@ function renderPending(section, run, agents, decide, ctx) {
         q && ctx.me && q.by.some((b) => b.subject === ctx.me)
           ? el("button", { class: "approve", disabled: true, title: "Each person's approval counts once" }, `You approved (${q.count} of ${q.required}) — waiting for others`)
           : el("button", { class: "approve", onclick: () => decide(APPROVE, { id: run.runId, c: c.toolCallId, a: q?.edited ? q.args : null }, card) }, approveLabel(q)),
-        c.interrupted ? null : allowSimilar(run, c, (m, v, form) => decide(m, v, card, form)),
+        c.interrupted || q ? null : allowSimilar(run, c, (m, v, form) => decide(m, v, card, form)), // a grant never stands for a quorum
         el("div", { class: "grow" }, el("label", { for: reasonId }, "Reason for declining"), reason),
         el("button", { class: "decline", onclick: () => decide(`mutation($id: ID!, $c: ID, $r: String) { declineToolCall(runId: $id, toolCallId: $c, reason: $r) { status toolCalls { toolCallId } } }`, { id: run.runId, c: c.toolCallId, r: reason.value || null }, card) }, "Decline")),
         el("p", { class: "field-error decision-error", role: "alert" }));
@@ -671,7 +671,8 @@ function renderDecisions(section, run) {
       DECLINED: [`Declined${who} at `, at],
       RESUMED: [`Resumed${who} at `, at],
       EXPIRED: ["Expired at ", at, " without a decision"],
-      AUTO_APPROVED: ["Auto-approved at ", at, d.grantId ? [" by grant ", el("a", { href: "/?view=grants&active=all", class: "grant-link" }, d.grantId)] : " by policy, without asking anyone"],
+      AUTO_APPROVED: d.grantId ? ["Auto-approved at ", at, " by grant ", el("a", { href: "/?view=grants&active=all", class: "grant-link" }, d.grantId)]
+        : ["Auto-approved by policy at ", at],
     }[d.kind] || [`${d.kind.toLowerCase()}${who} at `, at];
     return el("li", { class: `decision ${d.kind}`, "data-kind": d.kind },
       el("span", { class: "decided" }, ...lead), " — ", el("strong", {}, d.toolName), " ", el("span", { class: "muted" }, `(${d.toolCallId})`),
@@ -746,7 +747,9 @@ function describe(ev) {
     case "TOOL_CALL_INTERRUPTED": return { kind: "interrupted", body: [el("div", {}, ev.reason),
       c?.interruptedToolCallId ? el("div", { class: "late-slot", "data-late": c.interruptedToolCallId }) : null] };
     case "RUN_SUSPENDED": return { kind: "suspended", body: "waiting for a person" };
-  const key = JSON.stringify([run.suspendedAt, calls.map((c) => [c.toolCallId, c.requiresApproval, c.interrupted, c.expiresAt, c.followUpsSent, c.lateResult?.recordedAt, c.approvals?.count, c.approvals?.by.map((b) => b.subject), JSON.stringify(c.approvals?.args)])]);
+    case "TOOL_CALL_APPROVAL_RECORDED": return { kind: "approval recorded", body: `${c.toolName} by ${ev.decidedBy}: approvals ${c.approvals?.count} of ${c.approvals?.required}` };
+    case "TOOL_CALL_APPROVED": return ev.grantId ? { kind: "auto-approved", body: `${c.toolName} by grant ${ev.grantId}, without asking anyone` }
+      : { kind: "approved", body: c.toolName + (ev.decidedBy ? ` by ${ev.decidedBy}` : "") };
     case "TOOL_CALL_DECLINED": return { kind: "declined", body: c.toolName + (ev.decidedBy ? ` by ${ev.decidedBy}` : "") + (ev.reason ? `: ${ev.reason}` : "") };
     case "TOOL_CALL_EXPIRED": return { kind: "expired", body: `${c.toolName}: expired without a decision` + (ev.reason ? `; the model was told: ${ev.reason}` : "") };
     case "TOOL_CALL_REMINDER": return { kind: "reminder", body: ev.reason || `${c.toolName} still waits for a decision` };
