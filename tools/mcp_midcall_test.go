@@ -23,8 +23,9 @@ import (
 // arrived before it asks.
 func midCallServer(t *testing.T, together int) string {
 	s := mcp.NewServer(&mcp.Implementation{Name: "asker", Version: "1"}, nil)
-	var arrived atomic.Int64
-	all := make(chan struct{}) // closed once `together` calls are in flight
+	var arrived, asked atomic.Int64
+	all := make(chan struct{})      // closed once `together` calls are in flight
+	answered := make(chan struct{}) // closed once each of them has had its question answered
 	reply := func(res *mcp.ElicitResult, err error) (*mcp.CallToolResult, error) {
 		if err != nil {
 			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "question failed: " + err.Error()}}}, nil
@@ -37,8 +38,15 @@ func midCallServer(t *testing.T, together int) string {
 			close(all)
 		}
 		<-all
-		return reply(req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "Which colour?",
-			RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"colour": map[string]any{"type": "string"}}}}))
+		res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "Which colour?",
+			RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"colour": map[string]any{"type": "string"}}}})
+		// No call ends before every question was asked and answered: while one waits, the
+		// others are still in flight.
+		if asked.Add(1) == int64(together) {
+			close(answered)
+		}
+		<-answered
+		return reply(res, err)
 	})
 	s.AddTool(&mcp.Tool{Name: "ask_url", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return reply(req.Session.Elicit(ctx, &mcp.ElicitParams{Mode: "url", Message: "Sign in", URL: "https://example.com/login", ElicitationID: "e1"}))

@@ -15,6 +15,7 @@ import (
 	"interlock/agent"
 	"interlock/gormstore"
 	"interlock/llm"
+	"interlock/policy"
 	"interlock/runtype"
 )
 
@@ -118,9 +119,11 @@ func rowsOf(s runSpec, into *seedRows) error {
 			return err
 		}
 		call := llm.ToolCall{ID: "call_1", Name: "issue_refund", Args: args}
+		// issue_refund's requireApproval is true: the judgement runs.judge stores with the call.
+		gate := agent.Gate{Ask: true, Reason: "requireApproval is true: every call of the tool waits for a person", Revision: policy.Revision("true")}
 		snap := agent.Snapshot{
 			Messages: []llm.Message{{Role: llm.RoleUser, Content: s.Prompt}, {Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{call}}},
-			Pending:  []agent.PendingCall{{ToolCall: call, ServerID: "tc_1", State: agent.CallAwaitingApproval}},
+			Pending:  []agent.PendingCall{{ToolCall: call, ServerID: "tc_1", State: agent.CallAwaitingApproval, Gate: &gate}},
 			Seq:      4,
 			CallIDs:  1,
 		}
@@ -129,15 +132,17 @@ func rowsOf(s runSpec, into *seedRows) error {
 			return err
 		}
 		snapshot, argText := string(raw), string(args)
-		tc := &runtype.ToolCall{ToolCallID: "tc_1", ToolName: call.Name, Args: args, RequiresApproval: true}
+		tc := &runtype.ToolCall{ToolCallID: "tc_1", ToolName: call.Name, Args: args, RequiresApproval: true, PolicyRevision: gate.Revision}
+		waiting := *tc
+		waiting.ApprovalReason = gate.Reason
 		evs = append(evs,
 			runtype.Event{Type: runtype.EventToolCallRequested, ToolCall: tc, At: t1},
-			runtype.Event{Type: runtype.EventToolCallApproval, ToolCall: tc, At: t2},
+			runtype.Event{Type: runtype.EventToolCallApproval, ToolCall: &waiting, At: t2},
 			runtype.Event{Type: runtype.EventRunSuspended, Status: "SUSPENDED", At: t2})
 		r.Status, r.Snapshot, r.UpdatedAt, r.SuspendedAt = "SUSPENDED", &snapshot, t2, &t2
 		into.Calls = append(into.Calls, gormstore.ToolCall{
 			RunID: s.ID, ToolCallID: tc.ToolCallID, ToolName: call.Name, Args: &argText, RequiresApproval: true,
-			State: gormstore.ToolCallPending, CreatedAt: t2,
+			State: gormstore.ToolCallPending, CreatedAt: t2, ApprovalReason: &gate.Reason, PolicyRevision: &gate.Revision,
 		})
 	} else {
 		out := demoGreeting
