@@ -325,6 +325,11 @@ func TestMidCallQuestionAtShutdown(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		defer cancel()
 		holder.svc.Shutdown(ctx)
+		// The server learns of the cancellation from the client's notification, after Shutdown
+		// has returned: wait for it to arrive (up to 10 s).
+		for end := time.Now().Add(10 * time.Second); len(u.got()) == 0 && time.Now().Before(end); {
+			time.Sleep(10 * time.Millisecond)
+		}
 		if a := u.got(); len(a) != 1 || !strings.Contains(a[0], "context canceled") {
 			t.Fatalf("the server got %q at the shutdown; want its call cancelled", a)
 		}
