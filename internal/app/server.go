@@ -39,6 +39,7 @@ import (
 	"interlock/playground"
 	"interlock/receipt"
 	"interlock/runs"
+	"interlock/slackapp"
 	"interlock/runtype"
 	"interlock/tracing"
 	"interlock/web"
@@ -201,6 +202,8 @@ type App struct {
 	AdminToken string
 	// stopNotify stops the webhook dispatcher (nil: no notifications configured).
 	stopNotify func()
+	// slack is the slack-app webhook (slackapp_wiring.go), nil without one.
+	slack *slackapp.App
 	// mcp is the MCP gateway's handler (/mcp), nil without mcpGateway.
 	mcp *mcpgate.Handler
 	// consoleURL is the console's public base URL in links: --console-url, else
@@ -279,7 +282,11 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (app *App, err er
 		}
 		notifications := *file.Notifications
 		notifications.ConsoleURL = a.consoleURL // one console URL for every link the server gives
-		if a.stopNotify, err = notify.Start(store, notifications, notify.Options{Getenv: os.Getenv, Logger: log}); err != nil {
+		deliverers, err := a.slackApp(notifications, store)
+		if err != nil {
+			return nil, err
+		}
+		if a.stopNotify, err = notify.Start(store, notifications, notify.Options{Getenv: os.Getenv, Logger: log, Deliverers: deliverers}); err != nil {
 			return nil, fmt.Errorf("%s: %w", cfg.ConfigFile, err)
 		}
 	}
@@ -301,6 +308,9 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (app *App, err er
 	})
 	if err != nil {
 		return nil, err
+	}
+	if a.slack != nil {
+		a.slack.Decider = a.Service // presses decide as the console does
 	}
 	// The service runs until Serve's graceful stop or Close, not for as long as ctx, which only
 	// bounds building the app.
@@ -437,6 +447,10 @@ func (a *App) routes() http.Handler {
 	mux.Handle("/playground/", graphiql)
 	// The public keys of the receipts, for the services tools call: public, so unauthenticated.
 	mux.Handle("/.well-known/jwks.json", a.tracing.HTTP(observe.HTTP(a.log, a.receipts), "jwks"))
+	// Slack's button presses: authenticated by Slack's signature, not a bearer token.
+	if a.slack != nil {
+		mux.Handle("/slack/interactions", a.tracing.HTTP(observe.HTTP(a.log, a.slack), "slack"))
+	}
 	mux.HandleFunc("/healthz", a.health.Healthz)
 	mux.HandleFunc("/readyz", a.health.Readyz)
 	if a.cfg.MetricsAddr == "" {
@@ -612,6 +626,9 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 func (a *App) Close() {
 	if a.stopNotify != nil {
 		a.stopNotify()
+	}
+	if a.slack != nil {
+		a.slack.Wait() // presses being decided
 	}
 	if a.Service != nil {
 		a.Service.Close()
