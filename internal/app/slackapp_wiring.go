@@ -26,3 +26,10 @@ func (a *App) slackApp(n notify.Config, store *gormstore.Store) (map[string]noti
 	}
 	return nil, nil
 }
+
+// WaitSlack waits for the Slack presses acknowledged so far to be decided and answered (tests).
+func (a *App) WaitSlack() {
+	if a.slack != nil {
+		a.slack.Wait()
+	}
+}
