@@ -67,8 +67,13 @@ type SlackApp struct {
 	// BotTokenEnv names the environment variable holding the bot token (xoxb-…). Required.
 	BotTokenEnv string `yaml:"botTokenEnv"`
 	// SigningSecretEnv names the environment variable holding the app's signing secret, which
-	// every press must be signed with. Required.
+	// every press to POST /slack/interactions must be signed with. Required without
+	// appTokenEnv.
 	SigningSecretEnv string `yaml:"signingSecretEnv"`
+	// AppTokenEnv names the environment variable holding an app-level token (xapp-…, scope
+	// connections:write): presses then come over Socket Mode, a WebSocket the server opens, and
+	// no public interactivity URL is needed.
+	AppTokenEnv string `yaml:"appTokenEnv"`
 	// TeamID is the workspace (T…) presses must come from. Required.
 	TeamID string `yaml:"teamID"`
 	// Channel is the channel id (C…) messages are posted to, and the only one presses are
@@ -259,13 +264,15 @@ func (s *SlackApp) problems(at string) []string {
 	add := func(path, msg string) { p = append(p, path+": "+msg) }
 	for _, f := range []struct{ key, v, what string }{
 		{"botTokenEnv", s.BotTokenEnv, "name the environment variable holding the bot token (xoxb-…)"},
-		{"signingSecretEnv", s.SigningSecretEnv, "name the environment variable holding the app's signing secret"},
 		{"teamID", s.TeamID, "the workspace id (T…) presses must come from"},
 		{"channel", s.Channel, "the channel id (C…) to post to"},
 	} {
 		if f.v == "" {
 			add(at+"."+f.key, "is required: "+f.what)
 		}
+	}
+	if s.SigningSecretEnv == "" && s.AppTokenEnv == "" {
+		add(at, "needs signingSecretEnv (presses to POST /slack/interactions, signed) or appTokenEnv (presses over Socket Mode)")
 	}
 	if len(s.Users) == 0 && !s.MatchEmail {
 		add(at, "needs users (Slack user id: subject) or matchEmail: true, or nobody could press a button")

@@ -53,6 +53,9 @@ type App struct {
 	principalOf func(string) *runtype.Principal
 	log         *slog.Logger
 	pending     sync.WaitGroup // presses being decided after their acknowledgement
+	appToken    string         // Socket Mode's (socket.go); "" for the HTTP endpoint alone
+	stop        context.CancelFunc
+	loops       sync.WaitGroup // Socket Mode's connection and event loops
 }
 
 // staleReservation is how long a reserved post without a message blocks the others: far longer
@@ -66,14 +69,25 @@ func New(w notify.Webhook, store Store, o Options) (*App, error) {
 		return nil, fmt.Errorf("webhook %s: no slackApp block", w.Name)
 	}
 	c := *w.SlackApp
-	token, secret := o.Getenv(c.BotTokenEnv), o.Getenv(c.SigningSecretEnv)
+	unset := func(v, key string) error {
+		return fmt.Errorf("notifications webhook %s (slack-app): the environment variable %s (%s) is not set", w.Name, v, key)
+	}
+	token := o.Getenv(c.BotTokenEnv)
 	if token == "" {
-		return nil, fmt.Errorf("notifications webhook %s (slack-app): the environment variable %s (botTokenEnv) is not set", w.Name, c.BotTokenEnv)
+		return nil, unset(c.BotTokenEnv, "botTokenEnv")
 	}
-	if secret == "" {
-		return nil, fmt.Errorf("notifications webhook %s (slack-app): the environment variable %s (signingSecretEnv) is not set", w.Name, c.SigningSecretEnv)
+	var secret, appToken string
+	if c.SigningSecretEnv != "" {
+		if secret = o.Getenv(c.SigningSecretEnv); secret == "" {
+			return nil, unset(c.SigningSecretEnv, "signingSecretEnv")
+		}
 	}
-	var opts []slack.Option
+	if c.AppTokenEnv != "" {
+		if appToken = o.Getenv(c.AppTokenEnv); appToken == "" {
+			return nil, unset(c.AppTokenEnv, "appTokenEnv")
+		}
+	}
+	opts := []slack.Option{slack.OptionAppLevelToken(appToken)}
 	if c.APIURL != "" {
 		u := c.APIURL
 		if !strings.HasSuffix(u, "/") {
@@ -81,14 +95,14 @@ func New(w notify.Webhook, store Store, o Options) (*App, error) {
 		}
 		opts = append(opts, slack.OptionAPIURL(u))
 	}
-	a := &App{name: w.Name, cfg: c, api: slack.New(token, opts...), secret: secret, store: store, principalOf: o.PrincipalOf, log: o.Logger}
+	a := &App{name: w.Name, cfg: c, api: slack.New(token, opts...), secret: secret, appToken: appToken, store: store, principalOf: o.PrincipalOf, log: o.Logger}
 	if a.log == nil {
 		a.log = slog.Default()
 	}
 	return a, nil
 }
 
-// Wait waits for the presses acknowledged so far to be decided and answered (Close, tests).
+// Wait waits for the presses acknowledged so far to be decided and answered (tests).
 func (a *App) Wait() { a.pending.Wait() }
 
 // Deliver implements notify.Deliverer: a waiting call's message is posted once (reserved in the

@@ -42,6 +42,10 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "POST only", http.StatusMethodNotAllowed)
 		return
 	}
+	if a.secret == "" { // Socket Mode alone: no signing secret to check a request with
+		http.Error(w, "this app takes presses over Socket Mode", http.StatusNotFound)
+		return
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
 		http.Error(w, "body too large or unreadable", http.StatusRequestEntityTooLarge)
@@ -66,10 +70,21 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no interaction payload", http.StatusBadRequest)
 		return
 	}
+	if status, why := a.handle(cb); status != http.StatusOK {
+		http.Error(w, why, status)
+		return
+	}
+	w.WriteHeader(http.StatusOK) // an empty 200 also closes a submitted modal
+}
+
+// handle checks an interaction's workspace and, for a button, its channel (403 and why when
+// either is not the configured one), and starts what it asks for after the acknowledgement:
+// an approval, the decline modal, or a decline with its reason. Anything else is taken and
+// ignored (the Open button is a link).
+func (a *App) handle(cb slack.InteractionCallback) (int, string) {
 	if cb.Team.ID != a.cfg.TeamID {
 		a.log.Warn("slack-app: refused an interaction from another workspace", "team", cb.Team.ID)
-		http.Error(w, "not this app's workspace", http.StatusForbidden)
-		return
+		return http.StatusForbidden, "not this app's workspace"
 	}
 	switch cb.Type {
 	case slack.InteractionTypeBlockActions:
@@ -79,8 +94,7 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		if channel != a.cfg.Channel {
 			a.log.Warn("slack-app: refused a press in another channel", "channel", channel)
-			http.Error(w, "not this app's channel", http.StatusForbidden)
-			return
+			return http.StatusForbidden, "not this app's channel"
 		}
 		if len(cb.ActionCallback.BlockActions) == 0 {
 			break
@@ -108,7 +122,7 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		a.async(func(ctx context.Context) { a.decline(ctx, cb.User.ID, runID, call, reason) })
 	}
-	w.WriteHeader(http.StatusOK) // an empty 200 also closes a submitted modal
+	return http.StatusOK, ""
 }
 
 // async runs fn after the acknowledgement, bounded by decideTimeout.

@@ -309,13 +309,14 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (app *App, err er
 	if err != nil {
 		return nil, err
 	}
-	if a.slack != nil {
-		a.slack.Decider = a.Service // presses decide as the console does
-	}
 	// The service runs until Serve's graceful stop or Close, not for as long as ctx, which only
 	// bounds building the app.
 	if err = a.Service.Start(context.Background()); err != nil {
 		return nil, err
+	}
+	if a.slack != nil {
+		a.slack.Decider = a.Service // presses decide as the console does
+		a.slack.Start()             // Socket Mode, when configured
 	}
 	if err = a.observe(); err != nil {
 		return nil, err
@@ -628,7 +629,7 @@ func (a *App) Close() {
 		a.stopNotify()
 	}
 	if a.slack != nil {
-		a.slack.Wait() // presses being decided
+		a.slack.Close() // Socket Mode, and presses being decided
 	}
 	if a.Service != nil {
 		a.Service.Close()

@@ -17,16 +17,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+
 	"interlock/internal/apptest"
 	"interlock/internal/dbtest"
 )
 
 // The fake Slack's workspace, channel and secrets.
 const (
-	slackTeam    = "T0001"
-	slackChannel = "C0001"
-	slackSecret  = "8f742231b10e8888abcd99yyyzzz85a5"
-	slackBot     = "xoxb-test-token"
+	slackTeam     = "T0001"
+	slackChannel  = "C0001"
+	slackSecret   = "8f742231b10e8888abcd99yyyzzz85a5"
+	slackBot      = "xoxb-test-token"
+	slackAppToken = "xapp-test-token"
 )
 
 // slackCall is one Web API call the fake Slack got: its method and form.
@@ -43,11 +46,27 @@ type fakeSlack struct {
 	mu    sync.Mutex
 	calls []slackCall
 	next  int
+	// envelopes are sent to the Socket Mode connection; acks get the envelope ids it acks.
+	envelopes chan []byte
+	acks      chan string
 }
 
 func newFakeSlack(t *testing.T) *fakeSlack {
-	f := &fakeSlack{}
+	f := &fakeSlack{envelopes: make(chan []byte), acks: make(chan string, 16)}
 	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == "/api/apps.connections.open":
+			w.Header().Set("Content-Type", "application/json")
+			if r.Header.Get("Authorization") != "Bearer "+slackAppToken {
+				io.WriteString(w, `{"ok":false,"error":"invalid_auth"}`)
+				return
+			}
+			fmt.Fprintf(w, `{"ok":true,"url":"ws://%s/socket"}`, r.Host)
+			return
+		case r.URL.Path == "/socket":
+			f.serveSocket(t, w, r)
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
 		if strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") { // views.open
 			var body map[string]json.RawMessage
@@ -103,6 +122,46 @@ func newFakeSlack(t *testing.T) *fakeSlack {
 	}))
 	t.Cleanup(f.Close)
 	return f
+}
+
+// serveSocket is Slack's end of a Socket Mode connection: hello, then the envelopes of
+// f.envelopes, each ack's envelope id to f.acks.
+func (f *fakeSlack) serveSocket(t *testing.T, w http.ResponseWriter, r *http.Request) {
+	// slack-go's client sends Origin: api.slack.com, as Slack expects.
+	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: []string{"api.slack.com"}})
+	if err != nil {
+		t.Logf("socket mode accept: %v", err)
+		return
+	}
+	defer c.CloseNow()
+	ctx := r.Context()
+	if err := c.Write(ctx, websocket.MessageText, []byte(`{"type":"hello","num_connections":1,"debug_info":{"host":"fake","approximate_connection_time":3600},"connection_info":{"app_id":"A0001"}}`)); err != nil {
+		return
+	}
+	go func() {
+		for {
+			_, msg, err := c.Read(ctx)
+			if err != nil {
+				return
+			}
+			var ack struct {
+				EnvelopeID string `json:"envelope_id"`
+			}
+			if json.Unmarshal(msg, &ack) == nil && ack.EnvelopeID != "" {
+				f.acks <- ack.EnvelopeID
+			}
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case env := <-f.envelopes:
+			if err := c.Write(ctx, websocket.MessageText, env); err != nil {
+				return
+			}
+		}
+	}
 }
 
 // got returns the calls of method so far.
@@ -262,6 +321,12 @@ type slackServer struct {
 // whose refund tool needs the finance role (approverRoles) and expires after timeout, and a
 // slack-app webhook on the fake Slack.
 func slackConfig(t *testing.T, slackURL, timeout string) string {
+	return slackConfigWith(t, slackURL, timeout, "signingSecretEnv: INTERLOCK_TEST_SLACK_SECRET")
+}
+
+// slackConfigWith is slackConfig whose slackApp says how presses come (signingSecretEnv or
+// appTokenEnv) in presses.
+func slackConfigWith(t *testing.T, slackURL, timeout, presses string) string {
 	model, refunds := apptest.FakeModel(t, "refund"), apptest.NewRefundEndpoint(t)
 	tok := func(s string) string { return apptest.Sha256Hex(apptest.TokenOf(s)) }
 	return apptest.WriteConfig(t, `
@@ -293,7 +358,7 @@ notifications:
       format: slack-app
       slackApp:
         botTokenEnv: INTERLOCK_TEST_SLACK_BOT
-        signingSecretEnv: INTERLOCK_TEST_SLACK_SECRET
+        `+presses+`
         teamID: `+slackTeam+`
         channel: `+slackChannel+`
         apiURL: `+slackURL+`/api/
@@ -401,7 +466,9 @@ func TestSlackAppApproveAndRefusals(t *testing.T) {
 				t.Errorf("%s: HTTP %d, want %d", what, status, want)
 			}
 		}
-		approve := func(user string) map[string]any { return press(user, slackTeam, slackChannel, "interlock_approve", key) }
+		approve := func(user string) map[string]any {
+			return press(user, slackTeam, slackChannel, "interlock_approve", key)
+		}
 		check("wrong signature", interaction{payload: approve("U_RITA"), secret: "not-the-secret"}, http.StatusUnauthorized)
 		check("old timestamp", interaction{payload: approve("U_RITA"), timestamp: time.Now().Add(-6 * time.Minute)}, http.StatusUnauthorized)
 		check("another workspace", interaction{payload: press("U_RITA", "T9999", slackChannel, "interlock_approve", key)}, http.StatusForbidden)
@@ -544,4 +611,46 @@ func TestSlackAppPostsOncePerCallAcrossInstances(t *testing.T) {
 			t.Errorf("run %s: %d messages, want 1", id, count[id])
 		}
 	}
+}
+
+// TestSlackAppSocketMode: with an app token, presses come over a Socket Mode connection the
+// server opens (apps.connections.open, then the WebSocket): each envelope is acked at once; one
+// from another workspace decides nothing; rita's approves; POST /slack/interactions is off.
+func TestSlackAppSocketMode(t *testing.T) {
+	t.Setenv("INTERLOCK_TEST_SLACK_BOT", slackBot)
+	t.Setenv("INTERLOCK_TEST_SLACK_APP", slackAppToken)
+	f := newFakeSlack(t)
+	file := slackConfigWith(t, f.URL, "1h", "appTokenEnv: INTERLOCK_TEST_SLACK_APP")
+	s := &slackServer{Server: apptest.Start(t, "sqlite:"+filepath.Join(t.TempDir(), "slack.db"), "--auth=on", "--config", file), slack: f}
+	run := s.suspendBilling(t)
+	key := run.RunID + "|" + run.ToolCalls[0].ToolCallID
+	ts, _ := f.posted(t, run.RunID)
+	if status, _ := s.send(t, interaction{payload: press("U_RITA", slackTeam, slackChannel, "interlock_approve", key)}); status != http.StatusNotFound {
+		t.Errorf("POST /slack/interactions with Socket Mode alone: HTTP %d, want 404", status)
+	}
+	envelope := func(id string, payload map[string]any) time.Duration {
+		t.Helper()
+		raw, _ := json.Marshal(map[string]any{"envelope_id": id, "type": "interactive", "accepts_response_payload": false, "payload": payload})
+		start := time.Now()
+		select {
+		case f.envelopes <- raw:
+		case <-time.After(20 * time.Second):
+			t.Fatal("the server never opened its Socket Mode connection")
+		}
+		select {
+		case got := <-f.acks:
+			if got != id {
+				t.Fatalf("acked %q, want %q", got, id)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("envelope %s never acked", id)
+		}
+		return time.Since(start)
+	}
+	took := envelope("env-1", press("U_RITA", "T9999", slackChannel, "interlock_approve", key))
+	s.App.WaitSlack()
+	s.undecided(t, run.RunID, "another workspace over Socket Mode")
+	took = max(took, envelope("env-2", press("U_RITA", slackTeam, slackChannel, "interlock_approve", key)))
+	f.updated(t, ts, "Approved by rita")
+	t.Logf("slowest Socket Mode ack: %v", took)
 }
