@@ -39,8 +39,8 @@ import (
 	"interlock/playground"
 	"interlock/receipt"
 	"interlock/runs"
-	"interlock/slackapp"
 	"interlock/runtype"
+	"interlock/slackapp"
 	"interlock/tracing"
 	"interlock/web"
 )
