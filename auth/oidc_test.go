@@ -55,7 +55,7 @@ func TestOIDCIDTokens(t *testing.T) {
 	wantRefused(t, a, bearerOf(idp.IDToken(map[string]any{"exp": time.Now().Add(-time.Hour).Unix()})), "token expired")
 	wantRefused(t, a, bearerOf(idp.IDToken(map[string]any{"aud": "another-app"})), "wrong audience")
 	wantRefused(t, a, bearerOf(idp.IDToken(map[string]any{"iss": "https://elsewhere.test"})), "issuer is not trusted")
-	wantRefused(t, a, bearerOf(other.IDToken(map[string]any{"iss": idp.Issuer})), "signature")                // right iss, foreign key
+	wantRefused(t, a, bearerOf(other.IDToken(map[string]any{"iss": idp.Issuer})), "signature") // right iss, foreign key
 	wantRefused(t, a, bearerOf(idp.IDToken(map[string]any{"roles": nil})), `no roles claim "roles"`)
 	wantRefused(t, a, bearerOf(idp.IDToken(map[string]any{"sub": nil})), "no subject")
 	// alg none, the signature stripped
