@@ -137,3 +137,30 @@ func TestConsoleOIDCRefusesAnotherSignIn(t *testing.T) {
 	do(t, page, chromedp.Click(chromedp.CSS(`#signin`)),
 		across(`document.getElementById("whoami")?.innerText.includes("Ada Lovelace") && !document.getElementById("signin-error")`))
 }
+
+// TestConsoleOIDCWithoutRefreshToken: a provider that gives no refresh token cannot renew the
+// sign-in from the page; before the ID token ends the console says so and offers Sign in, which
+// goes to the provider and back to the same page, signed in with a new token.
+func TestConsoleOIDCWithoutRefreshToken(t *testing.T) {
+	t.Parallel()
+	idp := oidctest.Start(oidctest.Options{Lifetime: 9 * time.Second, NoRefresh: true})
+	t.Cleanup(idp.Close)
+	s := oidcServer(t, idp)
+	page := tab(t, browser(t), true)
+
+	do(t, page, chromedp.Navigate(s.URL+"/?view=history"),
+		across(`document.getElementById("whoami")?.innerText.includes("Ada Lovelace")`))
+	first := get(t, page, chromedp.Evaluate[string](`sessionStorage.getItem("interlock.token")`))
+	do(t, page, until(`!document.getElementById("signin").hidden && !!document.getElementById("signin-error")`))
+	if msg := textOf(t, page, "#signin-error"); !strings.Contains(msg, "cannot be renewed") {
+		t.Fatalf("notice %q, want it to say the sign-in cannot be renewed", msg)
+	}
+	if !get(t, page, chromedp.Evaluate[bool](fmt.Sprintf(`sessionStorage.getItem("interlock.token") === %q`, first))) {
+		t.Fatal("the token changed before the person signed in again")
+	}
+	do(t, page, chromedp.Click(chromedp.CSS(`#signin`)),
+		across(fmt.Sprintf(`location.search === "?view=history" && !!sessionStorage.getItem("interlock.token") && sessionStorage.getItem("interlock.token") !== %q && document.getElementById("signin").hidden`, first)))
+	if idp.Refreshes() != 0 {
+		t.Fatalf("%d refresh_token grants from a provider that gives no refresh token", idp.Refreshes())
+	}
+}

@@ -29,6 +29,7 @@ const themeSelect = document.getElementById("theme");
 let cleanup = () => {};
 let wanted = false; // the server asked for a token that the console does not have
 let oidc = null; // the OIDC sign-in (oidc.js) when the server has auth.oidc
+let ending = false; // the OIDC sign-in ends soon and cannot be renewed: Sign in is offered
 
 // The status line (a polite live region, empty when all is well) says when the live updates
 // are down and when they are back.
@@ -102,7 +103,7 @@ function named(me) {
 /** The header's buttons: Sign out with a token, Sign in when the server wants one and the dialog is closed. */
 function paintAuth() {
   signOut.hidden = !token();
-  signIn.hidden = !!token() || !wanted || !!tokenDialog?.open;
+  signIn.hidden = !ending && (!!token() || !wanted || !!tokenDialog?.open);
 }
 
 /** Shows me (from the me query; null: nobody, or authentication is off) in the header. */
@@ -291,8 +292,8 @@ window.addEventListener("hashchange", async () => {
 // With auth.oidc the console signs in with the provider (oidc.js): it may leave for the
 // provider here, or come back from it with a token.
 oidc = await startOIDC({
-  renewed: () => { wanted = false; refreshWho(); paintAuth(); },
-  expiring: () => { wanted = true; paintAuth(); },
+  renewed: () => { wanted = false; ending = false; refreshWho(); paintAuth(); },
+  expiring: () => { wanted = true; ending = true; paintAuth(); },
 });
 if (oidc && !token()) wanted = true;
 

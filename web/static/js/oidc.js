@@ -110,18 +110,27 @@ export async function startOIDC(hooks = {}) {
   // A tab in the background has its timers slowed: coming back checks at once.
   document.addEventListener("visibilitychange", () => { if (!document.hidden) schedule(); });
 
+  // No renewal possible: say when the sign-in ends, and offer Sign in (a round trip to the
+  // provider and back to this page).
+  function ending(s) {
+    const at = new Date(s.exp * 1000).toLocaleTimeString();
+    showError(`Your sign-in ends at ${at} and cannot be renewed from this page: Sign in again to carry on.`);
+    hooks.expiring?.();
+  }
+
   let renewing = null;
   /** Renews the token with the refresh token; false when there is none or it failed. */
   function renew() {
     renewing ??= (async () => {
       const s = load(SESSION);
-      if (!s?.refreshToken) { hooks.expiring?.(); return false; }
+      if (!s) { hooks.expiring?.(); return false; } // not signed in: Sign in is the way
+      if (!s.refreshToken) { ending(s); return false; }
       try {
         accept(await tokenRequest({ grant_type: "refresh_token", refresh_token: s.refreshToken }), undefined, s);
         return true;
       } catch {
         save(SESSION, { ...s, refreshToken: null });
-        hooks.expiring?.();
+        ending(s);
         return false;
       }
     })().finally(() => { renewing = null; });
