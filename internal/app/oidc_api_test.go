@@ -137,3 +137,29 @@ func TestConsoleConfigWithoutOIDC(t *testing.T) {
 		t.Errorf("/console.json without auth.oidc: %d %v %v, want {}", resp.StatusCode, body, err)
 	}
 }
+
+// TestOIDCProviderDownAtStart: the server starts while the provider does not answer, serves
+// its static tokens and tells the console how to sign in; the provider's tokens are refused,
+// saying why, until a retry in the background reaches it.
+func TestOIDCProviderDownAtStart(t *testing.T) {
+	t.Parallel()
+	idp := oidctest.Start(oidctest.Options{})
+	t.Cleanup(idp.Close)
+	idp.SetDown(true)
+	s := apptest.AuthServer(t, "sqlite:"+t.TempDir()+"/i.db", fmt.Sprintf("  oidc: {issuer: %q, clientID: %q}\n", idp.Issuer, idp.ClientID()))
+	if r := s.PostAs(t, apptest.TokenOf("root"), `{ me { subject } }`, nil); r.Code != "" {
+		t.Fatalf("a static token while the provider is down: %s %s", r.Code, r.Msg)
+	}
+	tok := idp.IDToken(nil)
+	if r := s.PostAs(t, tok, `{ me { subject } }`, nil); r.Status != http.StatusUnauthorized || !strings.Contains(r.Msg, "not been reached yet") {
+		t.Fatalf("an ID token while the provider is down: %d %s %q", r.Status, r.Code, r.Msg)
+	}
+	if resp, err := http.Get(s.URL + "/console.json"); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("/console.json while the provider is down: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	idp.SetDown(false)
+	apptest.Eventually(t, func() bool { return s.PostAs(t, tok, `{ me { subject } }`, nil).Code == "" },
+		func() string { return "the provider's token still refused after it came back" })
+}
