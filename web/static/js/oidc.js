@@ -18,7 +18,7 @@
 //     provider's session too. After a sign-out the console does not sign in again by itself.
 import { keepTokenInSession, setToken, forgetToken, token } from "./gql.js";
 
-const SESSION = "interlock.oidc"; // { idToken, refreshToken, exp, iat, name }
+const SESSION = "interlock.oidc"; // { idToken, refreshToken, lifetime, until, name }
 const PENDING = "interlock.oidc.pending"; // { state, nonce, verifier, returnTo }
 const SIGNED_OUT = "interlock.oidc.signedOut";
 const RENEW_MAX = 60; // seconds before expiry, at most, that renewal starts
@@ -89,7 +89,11 @@ export async function startOIDC(hooks = {}) {
     if (c.iss !== cfg.issuer || !aud.includes(cfg.clientID)) throw new Error("the ID token is for another issuer or client");
     if (nonce !== undefined && c.nonce !== nonce) throw new Error("the ID token belongs to another sign-in (its nonce differs)");
     const s = { idToken: body.id_token, refreshToken: body.refresh_token || previous?.refreshToken || null,
-      exp: c.exp, iat: c.iat || Math.floor(Date.now() / 1000), name: c.name || c.preferred_username || c.email || c.sub };
+      // The lifetime as the provider counts it (exp - iat, else expires_in), from now as this
+      // browser counts it: a browser clock that is off does not make it renew in a loop.
+      lifetime: Math.max(1, c.iat ? c.exp - c.iat : Number(body.expires_in) || 300), until: 0,
+      name: c.name || c.preferred_username || c.email || c.sub };
+    s.until = Date.now() + s.lifetime * 1000;
     save(SESSION, s);
     accepted = Date.now();
     setToken(s.idToken);
@@ -103,8 +107,8 @@ export async function startOIDC(hooks = {}) {
     clearTimeout(timer);
     const s = load(SESSION);
     if (!s) return;
-    const lead = Math.min(RENEW_MAX, Math.max(1, (s.exp - s.iat) / 3));
-    const wait = Math.max(0, (s.exp - lead) * 1000 - Date.now());
+    const lead = Math.min(RENEW_MAX, s.lifetime / 3);
+    const wait = Math.max(1000, s.until - lead * 1000 - Date.now()); // at most one renewal a second
     timer = setTimeout(renew, wait);
   }
   // A tab in the background has its timers slowed: coming back checks at once.
@@ -113,8 +117,9 @@ export async function startOIDC(hooks = {}) {
   // No renewal possible: say when the sign-in ends, and offer Sign in (a round trip to the
   // provider and back to this page).
   function ending(s) {
-    const at = new Date(s.exp * 1000).toLocaleTimeString();
-    showError(`Your sign-in ends at ${at} and cannot be renewed from this page: Sign in again to carry on.`);
+    showError(s.until > Date.now()
+      ? `Your sign-in ends at ${new Date(s.until).toLocaleTimeString()} and cannot be renewed from this page: Sign in again to carry on.`
+      : "Your sign-in has ended and cannot be renewed from this page: Sign in again to carry on.");
     hooks.expiring?.();
   }
 
@@ -188,7 +193,7 @@ export async function startOIDC(hooks = {}) {
   } else if (load(SESSION)) {
     const s = load(SESSION);
     if (token() !== s.idToken) setToken(s.idToken);
-    if (s.exp * 1000 - Date.now() < RENEW_MAX * 1000) await renew();
+    if (s.until - Date.now() < Math.min(RENEW_MAX, s.lifetime / 3) * 1000) await renew();
     else schedule();
   } else if (!token() && !load(SIGNED_OUT)) {
     await signIn(); // staff sign in without pasting anything: off to the provider
