@@ -95,6 +95,7 @@ export async function startOIDC(hooks = {}) {
       name: c.name || c.preferred_username || c.email || c.sub };
     s.until = Date.now() + s.lifetime * 1000;
     save(SESSION, s);
+    showError(null);
     accepted = Date.now();
     setToken(s.idToken);
     schedule();
