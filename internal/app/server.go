@@ -42,7 +42,6 @@ import (
 	"interlock/runtype"
 	"interlock/slackapp"
 	"interlock/tracing"
-	"interlock/web"
 )
 
 // version is the server's version, told to MCP servers and printed by `interlock version`: the
@@ -457,7 +456,8 @@ func (a *App) routes() http.Handler {
 	if a.cfg.MetricsAddr == "" {
 		mux.Handle("/metrics", a.metrics.Handler())
 	}
-	mux.Handle("/", httpguard.Console(web.Handler()))
+	mux.Handle("/console.json", a.consoleConfig()) // how the console signs in (console_wiring.go)
+	mux.Handle("/", a.console())
 	return mux
 }
 
