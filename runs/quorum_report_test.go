@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"gorm.io/gorm"
 
@@ -90,6 +91,47 @@ func TestSupervisorShowsASubAgentsQuorumCount(t *testing.T) {
 		}
 		if done := f.finished(t, r.ID); done.Status != runtype.StatusCompleted {
 			t.Fatalf("boss: %s", done.Status)
+		}
+	})
+}
+
+// TestAuditReadsAQuorumsApprovers: the audit trail's record of a quorum's final decision holds
+// every approval that counted (the other approver's too), in the order given, read from the
+// store with the decision; a decision that needed one approval holds none.
+func TestAuditReadsAQuorumsApprovers(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		q := quorumSetup(t, db)
+		r := q.held(t)
+		p := runs.DecideParams{RunID: r.ID}
+		if _, err := q.svc.Approve(alice, p); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := q.svc.Approve(dave, p); err != nil {
+			t.Fatal(err)
+		}
+		q.finished(t, r.ID)
+		one := q.suspended(t, runs.StartParams{AgentID: "counter-agent", Prompt: "refund order 9"})
+		if _, err := q.svc.Approve(alice, runs.DecideParams{RunID: one.ID}); err != nil {
+			t.Fatal(err)
+		}
+		q.finished(t, one.ID)
+		got := map[string]runs.DecisionRecord{}
+		err := q.svc.AuditDecisions(as("auditor", nil, runtype.RoleAdmin), r.CreatedAt.Add(-time.Minute), time.Now().Add(time.Minute), func(d runs.DecisionRecord) error {
+			if d.Kind != runtype.DecisionAutoApproved {
+				got[d.RunID] = d
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		qd, od := got[r.ID], got[one.ID]
+		if qd.Approvals == nil || strings.Join(subjects(qd.Approvals), ",") != "alice,dave" || qd.Approvals.By[0].At.IsZero() {
+			t.Fatalf("the quorum's decision in the audit: %+v, approvals %+v; want alice's and dave's", qd.Decision, qd.Approvals)
+		}
+		if od.RunID == "" || od.Approvals != nil {
+			t.Fatalf("the one-approval decision in the audit: %+v", od)
 		}
 	})
 }
