@@ -133,7 +133,8 @@ function runShortcut(key) {
       const d = card.querySelector("details.edit");
       if (!d) return false;
       d.open = true;
-      d.querySelector("textarea")?.focus();
+      // The form's first field (argsform.js), or the raw JSON when the form is not shown.
+      [...d.querySelectorAll("input, select, textarea")].find((f) => f.offsetParent !== null)?.focus();
       return true;
     }
   }
