@@ -31,6 +31,8 @@ import { markdown } from "./markdown.js";
 import { reveal, hiddenIn, markedIn, describeHidden, escapeHidden, mark } from "./hidden.js";
 import { allowSimilar } from "./grants.js";
 import { argsEditor, reviewOf } from "./argsform.js";
+import { hold } from "./hold.js";
+import { runNav } from "./keys.js";
 
 const LATE = `toolCallId toolName result error suspendPayload instanceId finishedAt recordedAt`;
 const RUN = `query Run($id: ID!) { run(runId: $id) {
@@ -62,7 +64,7 @@ export function runView(main, params) {
   const pending = el("section", { "aria-label": "Waiting for a decision" });
   const stream = el("ol", { class: "stream timeline", "aria-live": "polite", id: "stream" });
   const decisions = el("section", { "aria-label": "Decisions" });
-  main.append(head, thread, summary, notice, lost, pending, el("h2", {}, "Live"), el("div", { class: "card" }, stream), decisions);
+  main.append(runNav(id), head, thread, summary, notice, lost, pending, el("h2", {}, "Live"), el("div", { class: "card" }, stream), decisions);
 
   const ctx = {
     said: new Map(), // toolCallId → what the agent said in the model call that asked for it
@@ -184,7 +186,10 @@ export function runView(main, params) {
     const sent = { callId, since: lastRun?.suspendedAt }; // this suspension's call, not a later one of the same id
     ctx.mine.add(callId);
     try {
-      const answer = Object.values(await request(mutation, vars))[0];
+      // Held a few seconds with an Undo before it is sent (hold.js); nothing is sent when undone.
+      const doing = mutation.includes("declineToolCall") ? "Declining" : mutation.includes("resumeRun") ? "Answering" : "Approving";
+      const answer = Object.values(await hold({ label: `${doing} ${call?.toolName || "the call"} (${callId})…`, query: mutation, variables: vars,
+        send: () => request(mutation, vars) }))[0];
       const still = answer?.status === "SUSPENDED" ? (answer.toolCalls || []).find((c) => c.toolCallId === callId) : null;
       if (still?.approvals) {
         // A quorum's approval that did not meet it: recorded, and the call waits for the others.
@@ -223,7 +228,10 @@ export function runView(main, params) {
     } catch (e) {
       if (e.code !== "CONFLICT") ctx.mine.delete(callId); // a raced call is said once, here
       buttons.forEach((b) => { b.disabled = false; });
-      if (e.code === "CONFLICT") {
+      if (e.code === "UNDONE") {
+        say("", `Undone: nothing was sent. ${call?.toolName || "The call"} (${callId}) still waits for you.`);
+        if (form) form.querySelector(".form-error").textContent = "";
+      } else if (e.code === "CONFLICT") {
         // Who took the decision, and when: read the run as it is now.
         let run = null;
         try { run = (await request(RUN, { id })).run; } catch { /* said below */ }
