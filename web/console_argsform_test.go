@@ -29,8 +29,8 @@ func TestConsoleArgumentsAsAForm(t *testing.T) {
 	form := get(t, page, chromedp.Evaluate[map[string]any](`(() => {
 		const q = (s) => document.querySelector(s);
 		return { order: q("#args-tc_1-f-orderId").value, orderType: q("#args-tc_1-f-orderId").type, amount: q("#args-tc_1-f-amount").value,
-			amountType: q("#args-tc_1-f-amount").type, rawShown: q("` + f + ` .args-raw").offsetParent !== null,
-			toggle: q("` + f + ` .args-toggle").textContent };
+			amountType: q("#args-tc_1-f-amount").type, rawShown: q("`+f+` .args-raw").offsetParent !== null,
+			toggle: q("`+f+` .args-toggle").textContent };
 	})()`))
 	if form["order"] != "42" || form["orderType"] != "text" || form["amount"] != "30" || form["amountType"] != "number" || form["rawShown"] != false || form["toggle"] != "Edit as raw JSON" {
 		t.Fatalf("the form from the schema: %v", form)
@@ -57,7 +57,7 @@ func TestConsoleArgumentsAsAForm(t *testing.T) {
 		chromedp.Click(chromedp.CSS(f+` .args-toggle`)), until(`document.querySelector("#args-tc_1-f-note")?.tagName === "TEXTAREA"`),
 		chromedp.Click(chromedp.CSS(f+` button[type=submit]`)), until(`!document.querySelector("`+f+` .args-review-box").hidden`))
 	review := get(t, page, chromedp.Evaluate[map[string]any](`(() => {
-		const box = document.querySelector("` + f + ` .args-review-box");
+		const box = document.querySelector("`+f+` .args-review-box");
 		return { changes: [...box.querySelectorAll(".args-diff li")].map((li) => li.dataset.kind + " " + li.dataset.path + ": " + li.innerText.split(": ").slice(1).join(": ")),
 			final: box.querySelector("pre.args-final").textContent, button: box.querySelector("button.final").textContent };
 	})()`))
