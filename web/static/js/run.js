@@ -617,8 +617,8 @@ function editAndApprove(run, c, tool, decide) {
     const r = editor.read();
     if (r.error) return;
     const { changes, node } = reviewOf(shown, r.args);
-    // Nothing changed: the same approval as the Approve button (the arguments being approved).
-    const a = changes.length ? r.args : (c.approvals?.edited ? c.approvals.args : null);
+    // Sent as reviewed, changed or not: what the tool runs with is what the review shows.
+    const a = r.args;
     const approve = el("button", { type: "button", class: "approve final", onclick: async () => {
       await decide(APPROVE, { id: run.runId, c: c.toolCallId, a }, form);
       if (form.isConnected && err.textContent) { editor.refused(); back(); } // refused: back to the fields, the message kept
