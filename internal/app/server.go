@@ -41,7 +41,6 @@ import (
 	"interlock/runs"
 	"interlock/runtype"
 	"interlock/tracing"
-	"interlock/web"
 )
 
 // version is the server's version, told to MCP servers and printed by `interlock version`: the
@@ -442,7 +441,8 @@ func (a *App) routes() http.Handler {
 	if a.cfg.MetricsAddr == "" {
 		mux.Handle("/metrics", a.metrics.Handler())
 	}
-	mux.Handle("/", httpguard.Console(web.Handler()))
+	mux.Handle("/console.json", a.consoleConfig()) // how the console signs in (console_wiring.go)
+	mux.Handle("/", a.console())
 	return mux
 }
 
