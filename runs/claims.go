@@ -134,18 +134,18 @@ func (s *Service) ReleaseClaim(ctx context.Context, runID string) (*runtype.Run,
 // activeClaimsLimit bounds ActiveClaims: past it, a request reads claims run by run.
 const activeClaimsLimit = 5000
 
-// RunClaims returns the unlapsed claims of run r, which the caller has read through the
-// service (so the principal sees it); none unless r is SUSPENDED: a decided run is no longer
-// looked at, and its claims lapse by themselves.
-func (s *Service) RunClaims(ctx context.Context, r *runtype.Run) ([]runtype.RunClaim, error) {
-	if r.Status != runtype.StatusSuspended {
+// RunClaims returns the unlapsed claims of the run runID in status, a run the caller has read
+// through the service (so the principal sees it); none unless it is SUSPENDED: a decided run is
+// no longer looked at, and its claims lapse by themselves.
+func (s *Service) RunClaims(ctx context.Context, runID string, status runtype.Status) ([]runtype.RunClaim, error) {
+	if status != runtype.StatusSuspended {
 		return []runtype.RunClaim{}, nil
 	}
-	m, err := s.store.Claims(ctx, []string{r.ID}, s.now(), 0)
+	m, err := s.store.Claims(ctx, []string{runID}, s.now(), 0)
 	if err != nil {
-		return nil, fmt.Errorf("read claims of run %s: %w", r.ID, err)
+		return nil, fmt.Errorf("read claims of run %s: %w", runID, err)
 	}
-	return orEmpty(m[r.ID]), nil
+	return orEmpty(m[runID]), nil
 }
 
 // ActiveClaims returns every unlapsed claim, by run, and whether that is all of them (false
