@@ -332,3 +332,141 @@ func waitChange(t *testing.T, ch <-chan runs.RunChange, id string) {
 	}
 	t.Fatalf("no CHANGED of run %s within %s", id, teamDeadline)
 }
+
+type searchAnswer struct {
+	SuspendedRuns struct {
+		Total int
+		Runs  []struct{ RunID string }
+	}
+	RecentRuns struct {
+		Total int
+		Runs  []struct{ RunID string }
+	}
+}
+
+func (s searchAnswer) ids() (suspended, recent map[string]bool) {
+	suspended, recent = map[string]bool{}, map[string]bool{}
+	for _, r := range s.SuspendedRuns.Runs {
+		suspended[r.RunID] = true
+	}
+	for _, r := range s.RecentRuns.Runs {
+		recent[r.RunID] = true
+	}
+	return suspended, recent
+}
+
+func TestSearchOverGraphQL(t *testing.T) {
+	t.Parallel()
+	eachDialect(t, func(t *testing.T, db *gorm.DB) {
+		clock := &teamClock{now: time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC)}
+		a := teamInstanceOn(t, db, "instance-a", clock)
+		pay := request(t, a.svc, "req1", runs.ApprovalParams{ResourceID: "r1", ThreadID: "Release-Train", Args: json.RawMessage(`{"service":"Payments","note":"50%_off"}`)})
+		clock.Add(time.Second)
+		web := request(t, a.svc, "req2", runs.ApprovalParams{ResourceID: "r2", ThreadID: "hotfix", Args: json.RawMessage(`{"service":"web"}`)})
+		clock.Add(time.Second)
+		rst := request(t, a.svc, "req2", runs.ApprovalParams{ToolName: "restart", ResourceID: "r2", Args: json.RawMessage(`{"service":"payments-worker"}`)})
+		clock.Add(time.Second)
+		done := request(t, a.svc, "req1", runs.ApprovalParams{ResourceID: "r1", Args: json.RawMessage(`{"service":"billing"}`)})
+		var dec struct{ DeclineToolCall struct{ Status string } }
+		a.mustAs(t, "rita", declineMut, map[string]any{"id": done.ID}, &dec)
+
+		for _, tc := range []struct {
+			who, q string
+			want   []*runtype.Run
+		}{
+			{"vera", strings.ToUpper(pay.ID), []*runtype.Run{pay}}, // run id
+			{"vera", "RESTART", []*runtype.Run{rst}},               // tool
+			{"vera", "payments", []*runtype.Run{pay, rst}},         // argument text
+			{"vera", "billing", []*runtype.Run{done}},              // a decided run's arguments
+			{"vera", "release-train", []*runtype.Run{pay}},         // thread
+			{"vera", "r2", []*runtype.Run{web, rst}},               // resource
+			{"vera", "REQ1", []*runtype.Run{pay, done}},            // requester
+			{"vera", "%_", []*runtype.Run{pay}},                    // wildcards match themselves
+			{"portal", "payments", []*runtype.Run{rst}},            // scoped: r2 only
+			{"portal", "req1", nil},                                // never another resource's runs
+			{"portal", pay.ID, nil},
+		} {
+			var got searchAnswer
+			a.mustAs(t, tc.who, searchQuery, map[string]any{"q": tc.q}, &got)
+			sus, rec := got.ids()
+			want := map[string]bool{}
+			for _, r := range tc.want {
+				want[r.ID] = true
+			}
+			for id := range want {
+				if !rec[id] {
+					t.Errorf("%s searching %q: recentRuns misses %s", tc.who, tc.q, id)
+				}
+				if id != done.ID && !sus[id] {
+					t.Errorf("%s searching %q: suspendedRuns misses %s", tc.who, tc.q, id)
+				}
+			}
+			for id := range rec {
+				if !want[id] {
+					t.Errorf("%s searching %q: recentRuns found %s", tc.who, tc.q, id)
+				}
+			}
+			for id := range sus {
+				if !want[id] || id == done.ID {
+					t.Errorf("%s searching %q: suspendedRuns found %s", tc.who, tc.q, id)
+				}
+			}
+			if got.SuspendedRuns.Total != len(got.SuspendedRuns.Runs) || got.RecentRuns.Total != len(got.RecentRuns.Runs) {
+				t.Errorf("%s searching %q: totals %d and %d for %d and %d runs", tc.who, tc.q, got.SuspendedRuns.Total, got.RecentRuns.Total, len(sus), len(rec))
+			}
+		}
+		// A requester lists nothing, search or not; a search too long is refused.
+		if code := codeOf(a.doAs(t, "req1", searchQuery, map[string]any{"q": "payments"})); code != "FORBIDDEN" {
+			t.Errorf("a requester's search: code %q, want FORBIDDEN", code)
+		}
+		if code := codeOf(a.doAs(t, "vera", searchQuery, map[string]any{"q": strings.Repeat("x", 201)})); code != "BAD_USER_INPUT" {
+			t.Errorf("a search of 201 characters: code %q, want BAD_USER_INPUT", code)
+		}
+	})
+}
+
+func TestSavedViewsOverGraphQL(t *testing.T) {
+	t.Parallel()
+	eachDialect(t, func(t *testing.T, db *gorm.DB) {
+		clock := &teamClock{now: time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC)}
+		a := teamInstanceOn(t, db, "instance-a", clock)
+		type view struct{ ID, Name, Query string }
+		var saved struct{ SaveView view }
+		a.mustAs(t, "rita", saveMut, map[string]any{"n": "My deploys", "q": "?q=deploy&agentId=deploy-bot"}, &saved)
+		if saved.SaveView.Query != "q=deploy&agentId=deploy-bot" || saved.SaveView.Name != "My deploys" {
+			t.Errorf("saved %+v", saved.SaveView)
+		}
+		ritas := saved.SaveView.ID
+		a.mustAs(t, "rita", saveMut, map[string]any{"n": "Acme", "q": "resourceId=acme"}, &saved)
+		a.mustAs(t, "vera", saveMut, map[string]any{"n": "My deploys", "q": "q=web"}, &saved) // another person, same name
+		for _, tc := range []struct{ name, query, code string }{
+			{"My deploys", "q=x", "CONFLICT"},
+			{"  ", "q=x", "BAD_USER_INPUT"},
+			{strings.Repeat("n", 101), "q=x", "BAD_USER_INPUT"},
+			{"long", "q=" + strings.Repeat("x", 2000), "BAD_USER_INPUT"},
+			{"spaces", "q=a b", "BAD_USER_INPUT"},
+		} {
+			if code := codeOf(a.doAs(t, "rita", saveMut, map[string]any{"n": tc.name, "q": tc.query})); code != tc.code {
+				t.Errorf("saveView(%q, %q): code %q, want %s", tc.name, tc.query, code, tc.code)
+			}
+		}
+		var views struct{ SavedViews []view }
+		a.mustAs(t, "rita", viewsQuery, nil, &views)
+		if len(views.SavedViews) != 2 || views.SavedViews[0].Name != "Acme" || views.SavedViews[1].ID != ritas {
+			t.Errorf("rita's views %+v", views.SavedViews)
+		}
+		a.mustAs(t, "vera", viewsQuery, nil, &views)
+		if len(views.SavedViews) != 1 || views.SavedViews[0].Query != "q=web" {
+			t.Errorf("vera's views %+v", views.SavedViews)
+		}
+		if code := codeOf(a.doAs(t, "vera", deleteMut, map[string]any{"id": ritas})); code != "NOT_FOUND" {
+			t.Errorf("vera deleting rita's view: code %q, want NOT_FOUND", code)
+		}
+		var del struct{ DeleteSavedView bool }
+		a.mustAs(t, "rita", deleteMut, map[string]any{"id": ritas}, &del)
+		a.mustAs(t, "rita", viewsQuery, nil, &views)
+		if !del.DeleteSavedView || len(views.SavedViews) != 1 || views.SavedViews[0].Name != "Acme" {
+			t.Errorf("after delete: %v, %+v", del.DeleteSavedView, views.SavedViews)
+		}
+	})
+}
