@@ -30,6 +30,7 @@ import { schemaForm } from "./schemaform.js";
 import { markdown } from "./markdown.js";
 import { reveal, hiddenIn, markedIn, describeHidden, escapeHidden, mark } from "./hidden.js";
 import { allowSimilar } from "./grants.js";
+import { claimBox } from "./claims.js";
 
 const LATE = `toolCallId toolName result error suspendPayload instanceId finishedAt recordedAt`;
 const RUN = `query Run($id: ID!) { run(runId: $id) {
@@ -61,7 +62,8 @@ export function runView(main, params) {
   const pending = el("section", { "aria-label": "Waiting for a decision" });
   const stream = el("ol", { class: "stream timeline", "aria-live": "polite", id: "stream" });
   const decisions = el("section", { "aria-label": "Decisions" });
-  main.append(head, thread, summary, notice, lost, pending, el("h2", {}, "Live"), el("div", { class: "card" }, stream), decisions);
+  const claims = claimBox(id); // "I'm on it", and who else is (claims.js)
+  main.append(head, claims.node, thread, summary, notice, lost, pending, el("h2", {}, "Live"), el("div", { class: "card" }, stream), decisions);
 
   const ctx = {
     said: new Map(), // toolCallId → what the agent said in the model call that asked for it
@@ -314,7 +316,7 @@ export function runView(main, params) {
     resync: show, // the events missed come with the new subscription; the run's state is read again
     done: () => finished,
   });
-  return () => { closed = true; clearTimeout(latePoll); unsubscribe(); };
+  return () => { closed = true; clearTimeout(latePoll); unsubscribe(); claims.close(); };
 }
 
 /** A local time (the date too when not today), with the full date and time in its title. */
