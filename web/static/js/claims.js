@@ -77,6 +77,7 @@ export function claimBox(runId) {
   const error = el("span", { class: "notice error small", id: "claim-error", hidden: true });
   const node = el("div", { class: "claim-box", hidden: true }, button, " ", badge, " ", error);
   let me = null, claims = [], status = null, closed = false, renew = null, lapse = null, busy = false;
+  let asked = 0; // numbers the reads and writes: only the latest answer is drawn (an older read is stale)
 
   const mine = () => liveClaims(claims).some((c) => c.subject === me);
   const paint = () => {
@@ -100,17 +101,19 @@ export function claimBox(runId) {
     paint();
   };
   const read = async () => {
+    const mine = ++asked;
     try {
       const d = await request(CLAIMS, { id: runId });
       me = d.me?.subject ?? "anonymous";
-      take(d.run);
+      if (mine === asked) take(d.run);
     } catch { /* the run view says what is wrong with the run */ }
   };
   const send = async (mutation, field) => {
+    const mine = ++asked;
     try {
       const d = await request(mutation, { id: runId });
       error.hidden = true;
-      take(d[field]);
+      if (mine === asked) take(d[field]);
     } catch (e) {
       if (closed) return;
       error.textContent = e.message;
