@@ -168,12 +168,13 @@ func (s *Store) search(q *gorm.DB, text string) *gorm.DB {
 	}
 	lower := strings.ToLower(text)
 	sub := "%" + likeEscape(lower) + "%"
-	calls := s.db.Model(&ToolCall{}).Select("1").
-		Where("run_tool_calls.run_id = agent_runs.id").
+	// Not correlated: the database reads the call rows once and looks each run up in what it
+	// found, instead of running a subquery per run (an EXISTS cost 1 s over 90,000 runs).
+	calls := s.db.Model(&ToolCall{}).Select("run_tool_calls.run_id").
 		Where("LOWER(run_tool_calls.tool_name) LIKE ? ESCAPE '!' OR LOWER(run_tool_calls.args) LIKE ? ESCAPE '!'", sub, sub)
 	return q.Where(s.db.Where("LOWER(agent_runs.id) LIKE ? ESCAPE '!'", likeEscape(lower)+"%").
 		Or("LOWER(agent_runs.thread_id) LIKE ? ESCAPE '!'", sub).
 		Or("LOWER(agent_runs.resource_id) LIKE ? ESCAPE '!'", sub).
 		Or("LOWER(agent_runs.started_by) LIKE ? ESCAPE '!'", sub).
-		Or("EXISTS (?)", calls))
+		Or("agent_runs.id IN (?)", calls))
 }
