@@ -203,7 +203,7 @@ func TestConsole(t *testing.T) {
 		screenshot(t, inbox, "run.png")
 		do(t, inbox, chromedp.Click(chromedp.CSS(`button.approve`)),
 			until(`document.querySelector("#run-status")?.textContent === "COMPLETED"`),
-			until(`document.querySelector("#stream").innerText.includes("rf_42")`))
+			until(`document.querySelector("#stream")?.innerText.includes("rf_42")`))
 		// Back to the inbox: the decided run is gone.
 		do(t, inbox, chromedp.NavigateBack(), until(`location.search === ""`), until(`document.body.innerText.includes("Nothing waits")`))
 	})
@@ -599,7 +599,7 @@ func TestConsoleDropsTextOfARetriedModelCall(t *testing.T) {
 	}
 
 	live := tab(t, ctx, false)
-	do(t, live, chromedp.Navigate(s.URL+"/?run="+id), until(`document.querySelector("#stream").innerText.includes("Half an answer that was cut off")`))
+	do(t, live, chromedp.Navigate(s.URL+"/?run="+id), until(`document.querySelector("#stream")?.innerText.includes("Half an answer that was cut off")`))
 	// The instance's lease runs out: recovery (this server's) takes the run over.
 	if err := db.Model(&gormstore.Run{}).Where("id = ?", id).Update("lease_until", now.Add(-time.Minute)).Error; err != nil {
 		t.Fatal(err)
@@ -613,7 +613,7 @@ func TestConsoleDropsTextOfARetriedModelCall(t *testing.T) {
 			do(t, page, chromedp.Navigate(s.URL+"/?run="+id))
 		}
 		do(t, page, until(`document.querySelector("#run-status")?.textContent === "COMPLETED"`),
-			until(`document.querySelector("#stream").innerText.includes("FINISHED")`))
+			until(`document.querySelector("#stream")?.innerText.includes("FINISHED")`))
 		stream := textOf(t, page, `#stream`)
 		if strings.Contains(stream, "cut off") || strings.Count(stream, "Hello! I can look up") != 1 {
 			t.Errorf("%s: the stream keeps the cut-off text or lacks the repeated answer:\n%s", name, stream)

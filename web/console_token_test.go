@@ -50,8 +50,9 @@ func countSockets(h http.Handler, n *atomic.Int64) http.Handler {
 	})
 }
 
-// noteSubscribes makes every page the tab loads record the variables of each subscribe message
-// its WebSocket sends (window.__subs).
+// noteSubscribes makes every page the tab loads record the variables of each runEvents subscribe
+// message its WebSocket sends (window.__subs); the run view's other subscriptions (claims seen
+// live) are left out.
 func noteSubscribes(t *testing.T, page context.Context) {
 	t.Helper()
 	_, err := chromedp.Call(page, cdppage.AddScriptToEvaluateOnNewDocument, cdppage.AddScriptToEvaluateOnNewDocumentParams{Source: `
@@ -60,7 +61,7 @@ func noteSubscribes(t *testing.T, page context.Context) {
 		WebSocket.prototype.send = function (data) {
 			try {
 				const m = JSON.parse(data);
-				if (m.type === "subscribe") window.__subs.push(m.payload.variables || {});
+				if (m.type === "subscribe" && /\brunEvents\b/.test(m.payload.query)) window.__subs.push(m.payload.variables || {});
 			} catch {}
 			return send.call(this, data);
 		};`})

@@ -47,7 +47,7 @@ func TestConsoleResubscribesAfterUnavailable(t *testing.T) {
 		t.Fatal("the event showed while run_events was locked")
 	}
 	unlock()
-	do(t, page, until(`document.querySelector("#stream").innerText.includes(`+jsString(marker)+`)`))
+	do(t, page, until(`document.querySelector("#stream")?.innerText.includes(`+jsString(marker)+`)`))
 	if n := strings.Count(textOf(t, page, "#stream"), marker); n != 1 {
 		t.Errorf("the missed event shows %d times, want once:\n%s", n, textOf(t, page, "#stream"))
 	}
