@@ -147,6 +147,50 @@ func TestMidCallQuestionWaitsForAPerson(t *testing.T) {
 	})
 }
 
+// TestMidCallQuestionDeclined: a person declines a question asked in the middle of a call: the
+// server is answered "decline", its call goes on and its result is the call's, once; the
+// decision is that person's DECLINED with the reason. An approval of the question is
+// BAD_USER_INPUT saying to answer or decline it, and the question still waits; the call is
+// shown as asked mid-call.
+func TestMidCallQuestionDeclined(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		u := newAskingUpstream(t)
+		f := setupWith(t, db, runs.Config{}, setupOpts{agents: []*agent.Agent{askingAgent(t, u, 0)}})
+		r := f.suspended(t, runs.StartParams{AgentID: "asking-agent", Prompt: "refund order 7"})
+		checkAsked(t, f, r)
+		if got, _ := f.svc.Get(bg(), r.ID); len(got.ToolCalls) != 1 || !got.ToolCalls[0].AskedMidCall {
+			t.Fatalf("calls %+v: want the question marked as asked in the middle of its call", got.ToolCalls)
+		}
+		alice := as("alice", nil, runtype.RoleApprover)
+		_, err := f.svc.Approve(alice, runs.DecideParams{RunID: r.ID})
+		wantCode(t, err, runtype.CodeBadUserInput)
+		if err == nil || !strings.Contains(err.Error(), "resumeRun") || !strings.Contains(err.Error(), "declineToolCall") {
+			t.Fatalf("approval of the question: %v; want it told to answer or decline", err)
+		}
+		if got, _ := f.svc.Get(bg(), r.ID); got.Status != runtype.StatusSuspended || len(got.ToolCalls) != 1 {
+			t.Fatalf("after the refused approval: %s with %d calls, want the question still waiting", got.Status, len(got.ToolCalls))
+		}
+		if _, err := f.svc.Decline(alice, runs.DecideParams{RunID: r.ID}, "do not refund"); err != nil {
+			t.Fatal(err)
+		}
+		done := f.finished(t, r.ID)
+		if done.Status != runtype.StatusCompleted || show(done.Output) != "the tool said: not refunded: decline" {
+			t.Fatalf("run %s, output %q", done.Status, show(done.Output))
+		}
+		if a := u.got(); len(a) != 1 || a[0] != "decline" || u.executions.Load() != 1 {
+			t.Fatalf("the server got %q in %d executions; want decline once, in one", a, u.executions.Load())
+		}
+		ds := humanDecisions(done.Decisions)
+		if len(ds) != 1 || ds[0].Kind != runtype.DecisionDeclined || deref(ds[0].DecidedBy) != "alice" || deref(ds[0].Reason) != "do not refund" {
+			t.Fatalf("decisions %+v, want alice's decline with her reason", done.Decisions)
+		}
+		if n := len(ofType(allEvents(t, f, r.ID), runtype.EventToolResult)); n != 1 {
+			t.Fatalf("%d TOOL_RESULT events, want the call's one", n)
+		}
+	})
+}
+
 // checkAsked checks run r waits on the question: listed in suspendedRuns, the call needing no
 // approval, the question's message and schema, and the lease kept by the executing instance.
 func checkAsked(t *testing.T, f *fixture, r *runtype.Run) {
