@@ -25,7 +25,8 @@ type DecideParams struct {
 // already decided (of racing decisions exactly one wins; the message says who decided and when),
 // or expired (its tool's approvalTimeout passed: the message says so) — a toolCallId names one
 // call for ever, so a stale decision never lands on another; BAD_USER_INPUT when the call waits
-// for resume data, or the toolCallId is ambiguous or unknown.
+// for resume data or is a question asked in the middle of its call, or the toolCallId is
+// ambiguous or unknown.
 func (s *Service) Approve(ctx context.Context, p DecideParams) (*runtype.Run, error) {
 	return s.decide(ctx, p, agent.Decision{Kind: agent.CallApproved})
 }
@@ -46,7 +47,9 @@ func (s *Service) EditAndApprove(ctx context.Context, p DecideParams, args json.
 }
 
 // Decline answers the held call with the reason instead of running it (or with
-// agent.DeclinedMessage when reason is empty); the run continues. Errors as Approve.
+// agent.DeclinedMessage when reason is empty); the run continues. On a question its tool asked
+// in the middle of its call (midcall.go) the tool is answered "declined" instead, and its call
+// goes on: its result is the call's. Errors as Approve.
 func (s *Service) Decline(ctx context.Context, p DecideParams, reason string) (*runtype.Run, error) {
 	return s.decide(ctx, p, agent.Decision{Kind: agent.CallDeclined, Reason: reason})
 }
