@@ -191,6 +191,48 @@ func TestMidCallQuestionDeclined(t *testing.T) {
 	})
 }
 
+// TestMidCallQuestionsOfOverlappingCalls: two runs call one url server at once, and each call
+// asks in the middle of it; each call has a session of its own, so both questions are held,
+// each on its own run, and each answer (different data, answered in the other order) reaches
+// its own call: each run completes with its own reason, each call executed once.
+func TestMidCallQuestionsOfOverlappingCalls(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		u := newAskingUpstream(t)
+		a := askingAgent(t, u, 0)
+		// One script for both runs: call the tool, then say what it answered.
+		a.Model = &scripted{steps: []step{func(ctx context.Context, req llm.Request, onText func(string) error) (llm.Response, error) {
+			if last := req.Messages[len(req.Messages)-1]; last.Role == llm.RoleTool {
+				return answer("the tool said: "+last.Content)(ctx, req, onText)
+			}
+			return llm.Response{ToolCalls: []llm.ToolCall{{ID: "call_1", Name: "refund_ask", Args: json.RawMessage(`{"order":7}`)}}}, nil
+		}}}
+		f := setupWith(t, db, runs.Config{}, setupOpts{agents: []*agent.Agent{a}})
+		first := f.suspended(t, runs.StartParams{AgentID: "asking-agent", Prompt: "refund order 7"})
+		second := f.suspended(t, runs.StartParams{AgentID: "asking-agent", Prompt: "refund order 7 again"})
+		for _, r := range []*runtype.Run{first, second} {
+			if len(r.ToolCalls) != 1 || !r.ToolCalls[0].AskedMidCall {
+				t.Fatalf("run %s waits on %+v; want its call's question", r.ID, r.ToolCalls)
+			}
+		}
+		if _, err := f.svc.Resume(bg(), runs.DecideParams{RunID: second.ID}, json.RawMessage(`{"reason":"second reason"}`)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.svc.Resume(bg(), runs.DecideParams{RunID: first.ID}, json.RawMessage(`{"reason":"first reason"}`)); err != nil {
+			t.Fatal(err)
+		}
+		for r, want := range map[string]string{first.ID: "first reason", second.ID: "second reason"} {
+			done := f.finished(t, r)
+			if done.Status != runtype.StatusCompleted || show(done.Output) != "the tool said: refunded because "+want {
+				t.Fatalf("run %s: %s, output %q; want its own answer, %q", r, done.Status, show(done.Output), want)
+			}
+		}
+		if u.executions.Load() != 2 || len(u.got()) != 2 {
+			t.Fatalf("%d executions, answers %q; want one each", u.executions.Load(), u.got())
+		}
+	})
+}
+
 // checkAsked checks run r waits on the question: listed in suspendedRuns, the call needing no
 // approval, the question's message and schema, and the lease kept by the executing instance.
 func checkAsked(t *testing.T, f *fixture, r *runtype.Run) {
