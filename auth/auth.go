@@ -64,7 +64,8 @@ type Options struct {
 // use; Close stops its JWKS refresh.
 type Authenticator struct {
 	tokens []staticToken
-	jwt    *jwtVerifier // nil: JWTs are unknown tokens
+	jwt    *jwtVerifier  // nil: JWTs are unknown tokens
+	oidc   *oidcVerifier // nil: no OIDC provider
 	cancel context.CancelFunc
 }
 
@@ -75,7 +76,9 @@ type staticToken struct {
 
 // New checks cfg and builds its authenticator. With a JWKS it fetches the key set once before
 // returning (an error if it cannot) and refreshes it until ctx ends or Close is called. With
-// hs256SecretEnv the variable must be set, to at least 32 bytes.
+// hs256SecretEnv the variable must be set, to at least 32 bytes. With oidc it reads the
+// provider's discovery document, and when the provider does not answer it still returns: the
+// provider's tokens are refused until a retry in the background reaches it.
 func New(ctx context.Context, cfg *Config, opts Options) (*Authenticator, error) {
 	if cfg == nil {
 		return nil, errors.New("auth: no config")
@@ -95,14 +98,23 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Authenticator, error)
 		copy(st.digest[:], raw)
 		a.tokens = append(a.tokens, st)
 	}
+	if cfg.JWT == nil && cfg.OIDC == nil {
+		return a, nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	a.cancel = cancel
 	if cfg.JWT != nil {
-		ctx, cancel := context.WithCancel(ctx)
 		v, err := newJWTVerifier(ctx, cfg.JWT, opts)
 		if err != nil {
 			cancel()
 			return nil, err
 		}
-		a.jwt, a.cancel = v, cancel
+		a.jwt = v
+	}
+	if cfg.OIDC != nil {
+		// Never an error: a provider that is down now is tried again in the background, and
+		// the static tokens and JWTs work meanwhile.
+		a.oidc = newOIDCVerifier(ctx, cfg.OIDC, opts)
 	}
 	return a, nil
 }
@@ -140,8 +152,8 @@ func (a *Authenticator) Authenticate(ctx context.Context, header string) (*runty
 	if p := a.static(token); p != nil {
 		return p, nil
 	}
-	if a.jwt != nil && strings.Count(token, ".") == 2 {
-		p, err := a.jwt.verify(ctx, token)
+	if (a.jwt != nil || a.oidc != nil) && strings.Count(token, ".") == 2 {
+		p, err := a.verifyJWT(ctx, token)
 		if err == nil && a.isStaticSubject(p.Subject) {
 			// A subject names one principal: who decided, who started a run, whose
 			// idempotency keys and retried decisions. A JWT naming a static token's subject
@@ -151,6 +163,23 @@ func (a *Authenticator) Authenticate(ctx context.Context, header string) (*runty
 		return p, err
 	}
 	return nil, fail(msgUnknown)
+}
+
+// verifyJWT verifies a token of the shape of a JWT: as an ID token of the OIDC provider when
+// its (unverified) iss is the provider's, else as a JWT of auth.jwt. When both name the same
+// issuer, an ID token that fails is tried as a JWT of auth.jwt.
+func (a *Authenticator) verifyJWT(ctx context.Context, token string) (*runtype.Principal, error) {
+	if a.oidc != nil && (a.jwt == nil || unverifiedIssuer(token) == a.oidc.cfg.Issuer) {
+		p, err := a.oidc.verify(ctx, token)
+		if err == nil || a.jwt == nil || a.jwt.issuer != a.oidc.cfg.Issuer {
+			return p, err
+		}
+		if p, jerr := a.jwt.verify(ctx, token); jerr == nil {
+			return p, nil
+		}
+		return nil, err
+	}
+	return a.jwt.verify(ctx, token)
 }
 
 // bearer returns the token of an Authorization header value.

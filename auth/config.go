@@ -17,6 +17,9 @@ type Config struct {
 	Tokens []Token `yaml:"tokens"`
 	// JWT, when set, also accepts JSON Web Tokens from one identity provider.
 	JWT *JWT `yaml:"jwt"`
+	// OIDC, when set, signs staff into the console with an OpenID Connect provider
+	// (Authorization Code + PKCE in the browser) and accepts the ID tokens it issues.
+	OIDC *OIDC `yaml:"oidc"`
 	// SeparationOfDuties, when true, forbids a principal to decide the tool calls of runs it
 	// started itself (default false). The run service enforces it; auth only carries it.
 	SeparationOfDuties bool `yaml:"separationOfDuties"`
@@ -141,8 +144,8 @@ func (c Claims) WithDefaults() Claims {
 func (c *Config) Problems(at string) []string {
 	var p []string
 	add := func(path, msg string) { p = append(p, path+": "+msg) }
-	if len(c.Tokens) == 0 && c.JWT == nil {
-		add(at, "needs tokens or jwt, or nobody can sign in (leave auth out and the server makes an admin token)")
+	if len(c.Tokens) == 0 && c.JWT == nil && c.OIDC == nil {
+		add(at, "needs tokens, jwt or oidc, or nobody can sign in (leave auth out and the server makes an admin token)")
 	}
 	subjects := map[string]int{}
 	digests := map[string]int{}
@@ -211,6 +214,9 @@ func (c *Config) Problems(at string) []string {
 		if j.Audience == "" {
 			add(ja+".audience", "is required: without it tokens the issuer made for other applications would be accepted")
 		}
+	}
+	if o := c.OIDC; o != nil {
+		p = append(p, o.problems(at+".oidc")...)
 	}
 	return p
 }

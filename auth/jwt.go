@@ -41,11 +41,12 @@ type jwtVerifier struct {
 	parser  *jwt.Parser
 	methods []string
 	claims  Claims
+	issuer  string
 	keyfunc func(ctx context.Context) jwt.Keyfunc
 }
 
 func newJWTVerifier(ctx context.Context, c *JWT, opts Options) (*jwtVerifier, error) {
-	v := &jwtVerifier{claims: c.Claims.WithDefaults()}
+	v := &jwtVerifier{claims: c.Claims.WithDefaults(), issuer: c.Issuer}
 	if c.HS256SecretEnv != "" {
 		secret := os.Getenv(c.HS256SecretEnv)
 		switch {

@@ -7,9 +7,9 @@ import (
 )
 
 // PrincipalOf returns the principal a subject stands for now, as far as the configuration says
-// without a request: the first static token of that subject; with no such token and no JWTs
-// configured, a principal without roles (its token was removed: it may do nothing now); nil
-// when JWTs are configured and no static token has it (a JWT's subject: only its next token
+// without a request: the first static token of that subject; with no such token and neither JWTs
+// nor OIDC configured, a principal without roles (its token was removed: it may do nothing now);
+// nil when JWTs or OIDC are configured and no static token has it (a JWT's subject: only its next token
 // says its roles). The run service asks it whether the creator of a grant may still approve
 // what the grant lets through (runs.Config.PrincipalOf).
 func (a *Authenticator) PrincipalOf(subject string) *runtype.Principal {
@@ -18,7 +18,7 @@ func (a *Authenticator) PrincipalOf(subject string) *runtype.Principal {
 			return &runtype.Principal{Subject: p.Subject, Roles: slices.Clone(p.Roles), Resources: slices.Clone(p.Resources), Agents: slices.Clone(p.Agents)}
 		}
 	}
-	if a.jwt == nil {
+	if a.jwt == nil && a.oidc == nil {
 		return &runtype.Principal{Subject: subject, Resources: []string{}}
 	}
 	return nil

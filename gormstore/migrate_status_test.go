@@ -26,10 +26,12 @@ func TestMigrationStatusOfAMigratedDatabase(t *testing.T) {
 		if len(list) < 7 {
 			t.Fatalf("%d migrations listed, want at least the 7 embedded", len(list))
 		}
+		prev := 0 // versions rise; a gap is allowed (branches take their numbers in parallel)
 		for i, m := range list {
-			if m.Pending() || !m.Known || m.Name == "" || m.Version != i+1 {
-				t.Errorf("migration %d: %+v, want version %d known and applied", i, m, i+1)
+			if m.Pending() || !m.Known || m.Name == "" || m.Version <= prev {
+				t.Errorf("migration %d: %+v, want a version above %d, known and applied", i, m, prev)
 			}
+			prev = m.Version
 		}
 		if err := db.Exec("DELETE FROM schema_migrations WHERE version = ?", 2).Error; err != nil {
 			t.Fatal(err)

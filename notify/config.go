@@ -43,8 +43,12 @@ type Webhook struct {
 	// SecretEnv names the environment variable holding the HMAC key of the
 	// Interlock-Signature header. Required for the json format; the secret is never in the file.
 	SecretEnv string `yaml:"secretEnv"`
-	// Format is json (the Event, signed; default) or slack ({"text": …} for an incoming webhook).
+	// Format is json (the Event, signed; default), slack ({"text": …} for an incoming webhook)
+	// or slack-app (a Slack app's Block Kit message with Approve, Decline and Open buttons,
+	// configured by SlackApp; package slackapp).
 	Format string `yaml:"format"`
+	// SlackApp configures the slack-app format (required with it, refused without it).
+	SlackApp *SlackApp `yaml:"slackApp"`
 	// Events are the kinds sent: approval_requested, decided, expired. Default all.
 	Events []Kind `yaml:"events"`
 }
@@ -53,7 +57,46 @@ type Webhook struct {
 const (
 	FormatJSON  = "json"
 	FormatSlack = "slack"
+	// FormatSlackApp is delivered by a Deliverer (package slackapp), not POSTed to a URL.
+	FormatSlackApp = "slack-app"
 )
+
+// SlackApp is the slackApp block of a slack-app webhook: a Slack app that posts a message with
+// buttons per waiting call and takes the presses at POST /slack/interactions (package slackapp).
+type SlackApp struct {
+	// BotTokenEnv names the environment variable holding the bot token (xoxb-…). Required.
+	BotTokenEnv string `yaml:"botTokenEnv"`
+	// SigningSecretEnv names the environment variable holding the app's signing secret, which
+	// every press to POST /slack/interactions must be signed with. Required without
+	// appTokenEnv.
+	SigningSecretEnv string `yaml:"signingSecretEnv"`
+	// AppTokenEnv names the environment variable holding an app-level token (xapp-…, scope
+	// connections:write): presses then come over Socket Mode, a WebSocket the server opens, and
+	// no public interactivity URL is needed.
+	AppTokenEnv string `yaml:"appTokenEnv"`
+	// TeamID is the workspace (T…) presses must come from. Required.
+	TeamID string `yaml:"teamID"`
+	// Channel is the channel id (C…) messages are posted to, and the only one presses are
+	// taken from. Required.
+	Channel string `yaml:"channel"`
+	// Users maps Slack user ids (U…) to Interlock subjects.
+	Users map[string]string `yaml:"users"`
+	// MatchEmail, when true, maps a Slack user not in Users to the subject equal to their
+	// Slack profile's email (users.info; the OIDC sign-in's subject being the email).
+	MatchEmail bool `yaml:"matchEmail"`
+	// Principals give a mapped subject its roles and resources; a subject not here has those of
+	// the auth section's static token of that subject. A subject with neither may decide nothing.
+	Principals map[string]SlackPrincipal `yaml:"principals"`
+	// APIURL is Slack's Web API base (default https://slack.com/api/); tests point it at a fake.
+	APIURL string `yaml:"apiURL"`
+}
+
+// SlackPrincipal is what a subject mapped from Slack may do, as a static token says it.
+type SlackPrincipal struct {
+	Roles []string `yaml:"roles"`
+	// Resources, when present, are the only resources the subject sees; without it, all.
+	Resources []string `yaml:"resources"`
+}
 
 // WithDefaults returns c with every unset field at its default.
 func (c Config) WithDefaults() Config {
@@ -113,13 +156,26 @@ func (c *Config) Problems(at string) []string {
 		}
 	}
 	names := map[string]int{}
+	slackApps := 0
 	for i, w := range c.WithDefaults().Webhooks {
 		wi := fmt.Sprintf("%s.webhooks[%d]", at, i)
 		if j, dup := names[w.Name]; dup {
 			add(wi+".name", fmt.Sprintf("%q is already the name of webhooks[%d]", w.Name, j))
 		}
 		names[w.Name] = i
+		if w.Format == FormatSlackApp {
+			p = append(p, w.SlackApp.problems(wi+".slackApp")...)
+			if w.URL != "" || w.URLEnv != "" || w.SecretEnv != "" {
+				add(wi, "the slack-app format takes no url, urlEnv or secretEnv: its slackApp block says where and how")
+			}
+			if slackApps++; slackApps > 1 {
+				add(wi+".format", "only one webhook may be slack-app (presses all come to POST /slack/interactions)")
+			}
+		} else if w.SlackApp != nil {
+			add(wi+".slackApp", "is only for format: slack-app")
+		}
 		switch {
+		case w.Format == FormatSlackApp:
 		case w.URL == "" && w.URLEnv == "":
 			add(wi, "needs url or urlEnv")
 		case w.URL != "" && w.URLEnv != "":
@@ -132,9 +188,9 @@ func (c *Config) Problems(at string) []string {
 			if w.SecretEnv == "" {
 				add(wi+".secretEnv", "is required for the json format: name the environment variable holding the signing secret")
 			}
-		case FormatSlack:
+		case FormatSlack, FormatSlackApp:
 		default:
-			add(wi+".format", fmt.Sprintf("%q is not json or slack", w.Format))
+			add(wi+".format", fmt.Sprintf("%q is not json, slack or slack-app", w.Format))
 		}
 		for j, k := range w.Events {
 			if !slices.Contains(Kinds, k) {
@@ -163,6 +219,10 @@ func (c Config) receivers(getenv func(string) string) (map[string]receiver, erro
 	out := map[string]receiver{}
 	for i, w := range c.Webhooks {
 		r := receiver{Webhook: w, url: w.URL}
+		if w.Format == FormatSlackApp {
+			out[w.Name] = r // its Deliverer reads its own variables
+			continue
+		}
 		if w.URLEnv != "" {
 			if r.url = getenv(w.URLEnv); r.url == "" {
 				return nil, fmt.Errorf("notifications.webhooks[%d] (%s): the environment variable %s (urlEnv) is not set", i, w.Name, w.URLEnv)
@@ -193,4 +253,42 @@ func (c Config) Targets() []Target {
 		out[i] = Target{Name: w.Name, Events: w.Events}
 	}
 	return out
+}
+
+// problems lists what is wrong with a slack-app webhook's slackApp block at path at.
+func (s *SlackApp) problems(at string) []string {
+	if s == nil {
+		return []string{at + ": is required for format: slack-app"}
+	}
+	var p []string
+	add := func(path, msg string) { p = append(p, path+": "+msg) }
+	for _, f := range []struct{ key, v, what string }{
+		{"botTokenEnv", s.BotTokenEnv, "name the environment variable holding the bot token (xoxb-…)"},
+		{"teamID", s.TeamID, "the workspace id (T…) presses must come from"},
+		{"channel", s.Channel, "the channel id (C…) to post to"},
+	} {
+		if f.v == "" {
+			add(at+"."+f.key, "is required: "+f.what)
+		}
+	}
+	if s.SigningSecretEnv == "" && s.AppTokenEnv == "" {
+		add(at, "needs signingSecretEnv (presses to POST /slack/interactions, signed) or appTokenEnv (presses over Socket Mode)")
+	}
+	if len(s.Users) == 0 && !s.MatchEmail {
+		add(at, "needs users (Slack user id: subject) or matchEmail: true, or nobody could press a button")
+	}
+	for id, subject := range s.Users {
+		if id == "" || subject == "" {
+			add(at+".users", fmt.Sprintf("%q: %q: a Slack user id and a subject, neither empty", id, subject))
+		}
+	}
+	for subject, sp := range s.Principals {
+		if len(sp.Roles) == 0 {
+			add(fmt.Sprintf("%s.principals[%q].roles", at, subject), "at least one role is required")
+		}
+	}
+	if s.APIURL != "" && !httpURL(s.APIURL) {
+		add(at+".apiURL", fmt.Sprintf("%q is not an http(s) URL", s.APIURL))
+	}
+	return p
 }

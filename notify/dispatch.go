@@ -31,6 +31,15 @@ type Options struct {
 	Owner string
 	// Now is the clock of signatures (default time.Now).
 	Now func() time.Time
+	// Deliverers deliver the webhooks whose format is not POSTed by the dispatcher
+	// (slack-app), by webhook name.
+	Deliverers map[string]Deliverer
+}
+
+// Deliverer delivers events to a webhook in a way of its own (package slackapp): an error is a
+// failed attempt, retried as a POST's would be.
+type Deliverer interface {
+	Deliver(ctx context.Context, e Event) error
 }
 
 // Dispatcher delivers the outbox's events: it claims due deliveries with a lease, POSTs each,
@@ -46,6 +55,7 @@ type Dispatcher struct {
 	slots     chan struct{} // one per attempt in flight
 	inFlight  sync.WaitGroup
 	claims    *outage.Log // failures to claim, logged as changes of state
+	delivers  map[string]Deliverer
 }
 
 // workers is how many deliveries one instance POSTs at once. A receiver that hangs holds a
@@ -61,7 +71,12 @@ func NewDispatcher(store Store, cfg Config, o Options) (*Dispatcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Dispatcher{store: store, cfg: cfg, receivers: recv, client: o.Client, log: o.Logger, owner: o.Owner, now: o.Now, slots: make(chan struct{}, workers)}
+	for _, w := range cfg.Webhooks {
+		if _, ok := o.Deliverers[w.Name]; w.Format == FormatSlackApp && !ok {
+			return nil, fmt.Errorf("notifications: webhook %s (slack-app) has no deliverer", w.Name)
+		}
+	}
+	d := &Dispatcher{store: store, cfg: cfg, receivers: recv, client: o.Client, log: o.Logger, owner: o.Owner, now: o.Now, slots: make(chan struct{}, workers), delivers: o.Deliverers}
 	if d.client == nil {
 		d.client = &http.Client{Timeout: cfg.Timeout}
 	}
@@ -191,6 +206,9 @@ func (d *Dispatcher) post(ctx context.Context, r receiver, dl Delivery) error {
 	}
 	e.URL = RunURL(d.cfg.ConsoleURL, e.Run.ID)
 	e = e.withHidden()
+	if r.Format == FormatSlackApp {
+		return d.delivers[r.Name].Deliver(ctx, e)
+	}
 	var body []byte
 	var err error
 	if r.Format == FormatSlack {

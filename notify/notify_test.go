@@ -49,7 +49,7 @@ func TestConfigProblems(t *testing.T) {
 		"notifications.webhooks[0].secretEnv: is required for the json format",
 		`notifications.webhooks[1].name: "webhook-0" is already the name of webhooks[0]`,
 		`notifications.webhooks[1].url: "ftp://x" is not an http(s) URL`,
-		`notifications.webhooks[1].format: "xml" is not json or slack`,
+		`notifications.webhooks[1].format: "xml" is not json, slack or slack-app`,
 		`notifications.webhooks[1].events[1]: "started" is not approval_requested, decided, expired, approval.reminder, approval.escalated or approval.expiring`,
 		"notifications.webhooks[2]: has both url and urlEnv",
 		"notifications.webhooks[3]: needs url or urlEnv",

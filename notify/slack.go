@@ -77,3 +77,7 @@ func slackBody(e Event) ([]byte, error) {
 func slackText(s string) string {
 	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(hidden.RevealLine(s))
 }
+
+// SlackText is s as text in one line of a Slack message (see slackText), for the slack-app
+// format's messages (package slackapp).
+func SlackText(s string) string { return slackText(s) }

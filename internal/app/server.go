@@ -40,8 +40,8 @@ import (
 	"interlock/receipt"
 	"interlock/runs"
 	"interlock/runtype"
+	"interlock/slackapp"
 	"interlock/tracing"
-	"interlock/web"
 )
 
 // version is the server's version, told to MCP servers and printed by `interlock version`: the
@@ -201,6 +201,8 @@ type App struct {
 	AdminToken string
 	// stopNotify stops the webhook dispatcher (nil: no notifications configured).
 	stopNotify func()
+	// slack is the slack-app webhook (slackapp_wiring.go), nil without one.
+	slack *slackapp.App
 	// mcp is the MCP gateway's handler (/mcp), nil without mcpGateway.
 	mcp *mcpgate.Handler
 	// consoleURL is the console's public base URL in links: --console-url, else
@@ -279,7 +281,11 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (app *App, err er
 		}
 		notifications := *file.Notifications
 		notifications.ConsoleURL = a.consoleURL // one console URL for every link the server gives
-		if a.stopNotify, err = notify.Start(store, notifications, notify.Options{Getenv: os.Getenv, Logger: log}); err != nil {
+		deliverers, err := a.slackApp(notifications, store)
+		if err != nil {
+			return nil, err
+		}
+		if a.stopNotify, err = notify.Start(store, notifications, notify.Options{Getenv: os.Getenv, Logger: log, Deliverers: deliverers}); err != nil {
 			return nil, fmt.Errorf("%s: %w", cfg.ConfigFile, err)
 		}
 	}
@@ -306,6 +312,10 @@ func NewApp(ctx context.Context, cfg Config, log *slog.Logger) (app *App, err er
 	// bounds building the app.
 	if err = a.Service.Start(context.Background()); err != nil {
 		return nil, err
+	}
+	if a.slack != nil {
+		a.slack.Decider = a.Service // presses decide as the console does
+		a.slack.Start()             // Socket Mode, when configured
 	}
 	if err = a.observe(); err != nil {
 		return nil, err
@@ -437,12 +447,17 @@ func (a *App) routes() http.Handler {
 	mux.Handle("/playground/", graphiql)
 	// The public keys of the receipts, for the services tools call: public, so unauthenticated.
 	mux.Handle("/.well-known/jwks.json", a.tracing.HTTP(observe.HTTP(a.log, a.receipts), "jwks"))
+	// Slack's button presses: authenticated by Slack's signature, not a bearer token.
+	if a.slack != nil {
+		mux.Handle("/slack/interactions", a.tracing.HTTP(observe.HTTP(a.log, a.slack), "slack"))
+	}
 	mux.HandleFunc("/healthz", a.health.Healthz)
 	mux.HandleFunc("/readyz", a.health.Readyz)
 	if a.cfg.MetricsAddr == "" {
 		mux.Handle("/metrics", a.metrics.Handler())
 	}
-	mux.Handle("/", httpguard.Console(web.Handler()))
+	mux.Handle("/console.json", a.consoleConfig()) // how the console signs in (console_wiring.go)
+	mux.Handle("/", a.console())
 	return mux
 }
 
@@ -612,6 +627,9 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 func (a *App) Close() {
 	if a.stopNotify != nil {
 		a.stopNotify()
+	}
+	if a.slack != nil {
+		a.slack.Close() // Socket Mode, and presses being decided
 	}
 	if a.Service != nil {
 		a.Service.Close()

@@ -18,6 +18,7 @@ import { historyView } from "./history.js";
 import { grantsView } from "./grants.js";
 import { markAccess } from "./access.js";
 import { teamView } from "./team.js";
+import { startOIDC } from "./oidc.js";
 
 const main = document.getElementById("main");
 const conn = document.getElementById("conn");
@@ -27,6 +28,8 @@ const who = document.getElementById("whoami");
 const themeSelect = document.getElementById("theme");
 let cleanup = () => {};
 let wanted = false; // the server asked for a token that the console does not have
+let oidc = null; // the OIDC sign-in (oidc.js) when the server has auth.oidc
+let ending = false; // the OIDC sign-in ends soon and cannot be renewed: Sign in is offered
 
 // The status line (a polite live region, empty when all is well) says when the live updates
 // are down and when they are back.
@@ -91,13 +94,16 @@ window.addEventListener("popstate", route);
 
 // --- who is signed in ----------------------------------------------------------------------------
 
-/** "ada · admin": a principal as the header shows it. */
-function named(me) { return me.roles.length ? `${me.subject} · ${me.roles.join(", ")}` : me.subject; }
+/** "ada · admin": a principal as the header shows it (the OIDC sign-in's name in place of the subject). */
+function named(me) {
+  const n = oidc?.name() || me.subject;
+  return me.roles.length ? `${n} · ${me.roles.join(", ")}` : n;
+}
 
 /** The header's buttons: Sign out with a token, Sign in when the server wants one and the dialog is closed. */
 function paintAuth() {
   signOut.hidden = !token();
-  signIn.hidden = !!token() || !wanted || !!tokenDialog?.open;
+  signIn.hidden = !ending && (!!token() || !wanted || !!tokenDialog?.open);
 }
 
 /** Shows me (from the me query; null: nobody, or authentication is off) in the header. */
@@ -204,7 +210,13 @@ function buildTokenDialog() {
 
 // The server wants a token: asked once while the dialog is open (a refusal often comes twice:
 // a subscription's error, then the socket's close).
-function askForToken({ refused, expired }) {
+function askForToken({ refused, expired, message }) {
+  if (oidc) { // no token to paste: renew the sign-in, else offer Sign in (oidc.js)
+    wanted = true;
+    paintAuth();
+    oidc.refused(message);
+    return;
+  }
   wanted = true;
   showWho(null);
   tokenDialog ??= buildTokenDialog();
@@ -218,9 +230,10 @@ function askForToken({ refused, expired }) {
 }
 watchAuth(askForToken);
 
-signIn.addEventListener("click", () => askForToken({ refused: false, expired: false }));
+signIn.addEventListener("click", () => oidc ? oidc.signIn() : askForToken({ refused: false, expired: false }));
 
 signOut.addEventListener("click", () => {
+  if (oidc?.signOut()) return; // off to the provider's end_session_endpoint
   forgetToken();
   showWho(null);
   route(); // the view again, without the token: a server that needs one asks for it
@@ -275,6 +288,14 @@ window.addEventListener("hashchange", async () => {
   else if (read !== "offered" || !await offerReplace(takeOffered())) return;
   route();
 });
+
+// With auth.oidc the console signs in with the provider (oidc.js): it may leave for the
+// provider here, or come back from it with a token.
+oidc = await startOIDC({
+  renewed: () => { wanted = false; ending = false; refreshWho(); paintAuth(); },
+  expiring: () => { wanted = true; ending = true; paintAuth(); },
+});
+if (oidc && !token()) wanted = true;
 
 // The link the console was opened with (gql.js took its token out of the address).
 await offerReplace(takeOffered());

@@ -26,18 +26,30 @@ export class APIError extends Error {
 
 const TOKEN_KEY = "interlock.token";
 let memoryToken = null; // when localStorage is unavailable (a locked-down browser)
+let storage = () => localStorage; // sessionStorage once keepTokenInSession is called
 
 /** The access token in use, or null. */
 export function token() {
-  try { return localStorage.getItem(TOKEN_KEY); } catch { return memoryToken; }
+  try { return storage().getItem(TOKEN_KEY); } catch { return memoryToken; }
 }
 
 function storeToken(t) {
   memoryToken = t || null;
   try {
-    if (t) localStorage.setItem(TOKEN_KEY, t);
-    else localStorage.removeItem(TOKEN_KEY);
+    if (t) storage().setItem(TOKEN_KEY, t);
+    else storage().removeItem(TOKEN_KEY);
   } catch { /* memoryToken holds it */ }
+}
+
+/**
+ * Keeps the token in sessionStorage from now on (this tab only, gone when it closes), as the
+ * OIDC sign-in (oidc.js) does: a token in localStorage (a #token= link's) moves there.
+ */
+export function keepTokenInSession() {
+  let kept = null;
+  try { kept = localStorage.getItem(TOKEN_KEY); localStorage.removeItem(TOKEN_KEY); } catch { /* none */ }
+  storage = () => sessionStorage;
+  if (kept && !token()) storeToken(kept);
 }
 
 /** Keeps t as the access token, opens the live updates again with it and sends the requests
@@ -118,7 +130,7 @@ export function watchAuth(fn) { onAuth = fn; }
 function unauthenticated(sent, message) {
   if (sent !== token()) return;
   if (sent) storeToken(null);
-  onAuth({ refused: !!sent, expired: /expired/i.test(message || "") });
+  onAuth({ refused: !!sent, expired: /expired/i.test(message || ""), message });
 }
 
 /**
