@@ -87,6 +87,22 @@ func (w *Writer) Decision(d runs.DecisionRecord) error {
 	if d.Receipt != nil && *d.Receipt != "" {
 		l["receiptId"] = str(receipt.ID(*d.Receipt))
 	}
+	l["grantId"], l["policyRevision"], l["approvals"] = nonEmpty(d.GrantID), nonEmpty(d.PolicyRevision), nil
+	if a := d.Approvals; a != nil && len(a.By) > 0 {
+		type approver struct {
+			Subject string `json:"subject"`
+			At      string `json:"at"`
+		}
+		by := make([]approver, len(a.By))
+		for i, x := range a.By {
+			by[i] = approver{Subject: x.Subject, At: x.At.UTC().Format(TimeFormat)}
+		}
+		raw, err := json.Marshal(by)
+		if err != nil {
+			return fmt.Errorf("decision %d: approvals: %w", d.ID, err)
+		}
+		l["approvals"] = str(string(raw))
+	}
 	if err := w.write(l); err != nil {
 		return err
 	}

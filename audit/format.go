@@ -26,12 +26,18 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/gowebpki/jcs"
 )
 
-// Format names this format in the header's "format" field.
-const Format = "interlock-audit/1"
+// Format names this format in the header's "format" field. Version 2 added the decision's
+// grantId, policyRevision and approvals; files of version 1 (FormatV1) still verify.
+const Format = "interlock-audit/2"
+
+// FormatV1 is the first version of the format: decisions without grantId, policyRevision and
+// approvals. Verify still reads it; the export writes Format.
+const FormatV1 = "interlock-audit/1"
 
 // The record types, the value of every line's "record" field.
 const (
@@ -58,8 +64,8 @@ type field struct {
 	kind fieldKind
 }
 
-// fields are each record's fields, in the order they are written.
-var fields = map[string][]field{
+// fieldsV1 are each record's fields in FormatV1, in the order they are written.
+var fieldsV1 = map[string][]field{
 	RecordHeader: {{"record", text}, {"format", text}, {"from", text}, {"to", text}, {"exportedAt", text}, {"exportedBy", text}},
 	RecordDecision: {{"record", text}, {"seq", integer}, {"id", integer}, {"runId", text}, {"agentId", text}, {"resourceId", text},
 		{"toolCallId", text}, {"tool", text}, {"kind", text}, {"args", jsonValue}, {"editedArgs", jsonValue}, {"resumeData", jsonValue},
@@ -67,12 +73,26 @@ var fields = map[string][]field{
 	RecordEnd: {{"record", text}, {"count", integer}},
 }
 
-// Columns are the CSV columns: every record's fields (each once, the decision's first), then hash.
-var Columns = func() []string {
+// fields are each record's fields in Format, in the order they are written: FormatV1's, and on
+// a decision the grant that let it through (AUTO_APPROVED), the revision of the policy that
+// judged it, and a quorum's approvals (a JSON array of {"subject","at"}, the deciding one
+// included, in the order they were given).
+var fields = map[string][]field{
+	RecordHeader:   fieldsV1[RecordHeader],
+	RecordDecision: append(slices.Clone(fieldsV1[RecordDecision]), field{"grantId", text}, field{"policyRevision", text}, field{"approvals", jsonValue}),
+	RecordEnd:      fieldsV1[RecordEnd],
+}
+
+// fieldsOf are the fields of each version of the format, by its name.
+var fieldsOf = map[string]map[string][]field{Format: fields, FormatV1: fieldsV1}
+
+// columnsOf are the CSV columns of a version's fields: every record's fields (each once, the
+// decision's first), then hash.
+func columnsOf(fs map[string][]field) []string {
 	var out []string
 	seen := map[string]bool{}
 	for _, rec := range []string{RecordDecision, RecordHeader, RecordEnd} {
-		for _, f := range fields[rec] {
+		for _, f := range fs[rec] {
 			if !seen[f.name] {
 				seen[f.name] = true
 				out = append(out, f.name)
@@ -80,7 +100,10 @@ var Columns = func() []string {
 		}
 	}
 	return append(out, "hash")
-}()
+}
+
+// Columns are the CSV columns of Format (columnsOf).
+var Columns = columnsOf(fields)
 
 // line is one line's content: each field of its record, a string or nil (null).
 type line map[string]*string

@@ -65,6 +65,19 @@ type verifier struct {
 	prev  string // the previous line's hash
 	lines int    // lines checked
 	ended bool
+	// fs are the fields of the file's version of the format: Format's until the header says
+	// otherwise (NDJSON), or as the CSV's columns say (then the header must agree).
+	fs map[string][]field
+	// format is the version the CSV's columns are of ("" in NDJSON).
+	format string
+}
+
+// fields are the fields of the file's version of the format.
+func (v *verifier) fields() map[string][]field {
+	if v.fs == nil {
+		return fields
+	}
+	return v.fs
 }
 
 // check checks one line's content l, with its hash, found at line n.
@@ -83,9 +96,15 @@ func (v *verifier) check(n int, l line, hash string) error {
 	}
 	switch rec {
 	case RecordHeader:
-		if f := l["format"]; f == nil || *f != Format {
-			return fail("format %s is not %q", show(f), Format)
+		f := l["format"]
+		fs, known := fieldsOf[deref(f)]
+		if !known {
+			return fail("format %s is not %q (or %q)", show(f), Format, FormatV1)
 		}
+		if v.format != "" && *f != v.format {
+			return fail("format %s, but the CSV columns are those of %s", show(f), v.format)
+		}
+		v.fs = fs
 		v.sum.From, v.sum.To = deref(l["from"]), deref(l["to"])
 	case RecordDecision:
 		want := strconv.Itoa(v.sum.Decisions + 1)
@@ -142,7 +161,7 @@ func (v *verifier) ndjson(r *bufio.Reader) error {
 		if len(bytes.TrimSpace(raw)) == 0 {
 			return &LineError{Line: n, Reason: "an empty line: the export writes none"}
 		}
-		l, hash, err := parseNDJSON(raw)
+		l, hash, err := parseNDJSON(raw, v.fields())
 		if err != nil {
 			return &LineError{Line: n, Reason: err.Error()}
 		}
@@ -157,7 +176,7 @@ func (v *verifier) ndjson(r *bufio.Reader) error {
 }
 
 // parseNDJSON reads one NDJSON line into its content and hash.
-func parseNDJSON(raw []byte) (line, string, error) {
+func parseNDJSON(raw []byte, fields map[string][]field) (line, string, error) {
 	var obj map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
@@ -219,13 +238,18 @@ func parseNDJSON(raw []byte) (line, string, error) {
 
 func (v *verifier) csv(r io.Reader) error {
 	cr := csv.NewReader(r)
-	cr.FieldsPerRecord = len(Columns)
 	cr.ReuseRecord = true
 	head, err := cr.Read()
 	if err != nil {
 		return &LineError{Line: 1, Reason: "not an NDJSON or CSV export: " + csvReason(err)}
 	}
-	if !slices.Equal(head, Columns) {
+	var columns []string
+	for format, fs := range fieldsOf {
+		if cols := columnsOf(fs); slices.Equal(head, cols) {
+			columns, v.fs, v.format = cols, fs, format
+		}
+	}
+	if columns == nil {
 		return &LineError{Line: 1, Reason: fmt.Sprintf("the CSV columns are not the export's: want %s", strings.Join(Columns, ","))}
 	}
 	last := 1
@@ -243,7 +267,7 @@ func (v *verifier) csv(r io.Reader) error {
 			return &LineError{Line: n, Reason: csvReason(err)}
 		}
 		last = n
-		l, hash, err := parseCSV(row)
+		l, hash, err := parseCSV(row, columns, v.fs)
 		if err != nil {
 			return &LineError{Line: n, Reason: err.Error()}
 		}
@@ -251,7 +275,7 @@ func (v *verifier) csv(r io.Reader) error {
 			return err
 		}
 		// A row spanning lines (a quoted newline) ends further down.
-		if end, _ := cr.FieldPos(len(Columns) - 1); end > last {
+		if end, _ := cr.FieldPos(len(columns) - 1); end > last {
 			last = end
 		}
 	}
@@ -259,9 +283,9 @@ func (v *verifier) csv(r io.Reader) error {
 
 // parseCSV reads one CSV row into its content and hash: an empty cell is null, and a cell of
 // a field its record has not must be empty.
-func parseCSV(row []string) (line, string, error) {
+func parseCSV(row []string, columns []string, fields map[string][]field) (line, string, error) {
 	cell := map[string]string{}
-	for i, c := range Columns {
+	for i, c := range columns {
 		cell[c] = row[i]
 	}
 	rec := cell["record"]
@@ -277,7 +301,7 @@ func parseCSV(row []string) (line, string, error) {
 			l[f.name] = nil
 		}
 	}
-	for _, c := range Columns[:len(Columns)-1] {
+	for _, c := range columns[:len(columns)-1] {
 		if l[c] == nil && cell[c] != "" {
 			return nil, "", fmt.Errorf("column %q holds a value, which a %s line does not have", c, rec)
 		}

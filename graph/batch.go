@@ -14,6 +14,11 @@ func toDecisionResults(items []runs.BatchDecision, out []runs.BatchOutcome) []*m
 		r := &model.DecisionResult{RunID: items[i].RunID, ToolCallID: items[i].ToolCallID, Ok: o.OK()}
 		if o.OK() {
 			r.Run = toRun(o.Run)
+			r.Recorded = o.Recorded
+			if o.ApprovalsRequired > 1 {
+				count, required := o.ApprovalsCount, o.ApprovalsRequired
+				r.ApprovalsCount, r.ApprovalsRequired = &count, &required
+			}
 		} else {
 			code, msg := string(o.Code), o.Message
 			r.Code, r.Message = &code, &msg

@@ -52,9 +52,10 @@ func toRun(r *runtype.Run) *model.AgentRun {
 			c.Args = nil // the contract shows a suspended run's arguments for approvals only
 		}
 		out.ToolCalls[i] = toToolCall(r.ID, &c)
-		if c.RequiresApproval && !strings.Contains(c.ToolCallID, "/") {
-			// Not on a supervisor's call that shows a sub-agent's: its approvals are recorded on
-			// the sub-agent's run, whose call shows them.
+		if c.RequiresApproval && (!strings.Contains(c.ToolCallID, "/") || c.Approvals != nil) {
+			// Not on a supervisor's call that shows a sub-agent's, unless the service gave it the
+			// sub-agent's quorum (runs.showInnerApprovals, which sets how many are required): its
+			// approvals are recorded on the sub-agent's run.
 			out.ToolCalls[i].Approvals = toApprovals(r.AgentID, c.ToolName, c.Args, c.Approvals)
 		}
 		if c.Interrupted && c.InterruptedToolCallID != "" {

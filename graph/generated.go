@@ -132,14 +132,17 @@ type ComplexityRoot struct {
 	}
 
 	DecisionResult struct {
-		Code       func(childComplexity int) int
-		DecidedAt  func(childComplexity int) int
-		DecidedBy  func(childComplexity int) int
-		Message    func(childComplexity int) int
-		Ok         func(childComplexity int) int
-		Run        func(childComplexity int) int
-		RunID      func(childComplexity int) int
-		ToolCallID func(childComplexity int) int
+		ApprovalsCount    func(childComplexity int) int
+		ApprovalsRequired func(childComplexity int) int
+		Code              func(childComplexity int) int
+		DecidedAt         func(childComplexity int) int
+		DecidedBy         func(childComplexity int) int
+		Message           func(childComplexity int) int
+		Ok                func(childComplexity int) int
+		Recorded          func(childComplexity int) int
+		Run               func(childComplexity int) int
+		RunID             func(childComplexity int) int
+		ToolCallID        func(childComplexity int) int
 	}
 
 	Grant struct {
@@ -823,6 +826,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.DecisionFigures.Waiting(childComplexity), true
 
+	case "DecisionResult.approvalsCount":
+		if e.ComplexityRoot.DecisionResult.ApprovalsCount == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DecisionResult.ApprovalsCount(childComplexity), true
+	case "DecisionResult.approvalsRequired":
+		if e.ComplexityRoot.DecisionResult.ApprovalsRequired == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DecisionResult.ApprovalsRequired(childComplexity), true
 	case "DecisionResult.code":
 		if e.ComplexityRoot.DecisionResult.Code == nil {
 			break
@@ -853,6 +868,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.DecisionResult.Ok(childComplexity), true
+	case "DecisionResult.recorded":
+		if e.ComplexityRoot.DecisionResult.Recorded == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DecisionResult.Recorded(childComplexity), true
 	case "DecisionResult.run":
 		if e.ComplexityRoot.DecisionResult.Run == nil {
 			break
@@ -2387,6 +2408,12 @@ type DecisionResult {
   decidedAt: DateTime
   "When ok: the run as stored right after the decision (as approveToolCall returns it)."
   run: AgentRun
+  "Addition: true when ok on an APPROVE of a call whose tool needs several approvals (a quorum) that was recorded without meeting it: the call still waits for others' approvals and the tool has not run. False otherwise (a decision that ran or declined the call, or a failure)."
+  recorded: Boolean!
+  "Addition: on an ok APPROVE of a quorum's call, how many approvals count after it (null when the call's tool needs one approval)."
+  approvalsCount: Int
+  "Addition: on an ok APPROVE of a quorum's call, how many approvals the call needs (null when its tool needs one)."
+  approvalsRequired: Int
 }
 
 "Addition: the input of requestApproval."
@@ -2819,6 +2846,12 @@ func (ec *executionContext) childFields_DecisionResult(ctx context.Context, fiel
 		return ec.fieldContext_DecisionResult_decidedAt(ctx, field)
 	case "run":
 		return ec.fieldContext_DecisionResult_run(ctx, field)
+	case "recorded":
+		return ec.fieldContext_DecisionResult_recorded(ctx, field)
+	case "approvalsCount":
+		return ec.fieldContext_DecisionResult_approvalsCount(ctx, field)
+	case "approvalsRequired":
+		return ec.fieldContext_DecisionResult_approvalsRequired(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type DecisionResult", field.Name)
 }
@@ -5831,6 +5864,75 @@ func (ec *executionContext) fieldContext_DecisionResult_run(_ context.Context, f
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _DecisionResult_recorded(ctx context.Context, field graphql.CollectedField, obj *model.DecisionResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DecisionResult_recorded(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Recorded, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DecisionResult_recorded(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DecisionResult", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _DecisionResult_approvalsCount(ctx context.Context, field graphql.CollectedField, obj *model.DecisionResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DecisionResult_approvalsCount(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ApprovalsCount, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_DecisionResult_approvalsCount(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DecisionResult", field, false, false, "Int")
+}
+
+func (ec *executionContext) _DecisionResult_approvalsRequired(ctx context.Context, field graphql.CollectedField, obj *model.DecisionResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DecisionResult_approvalsRequired(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ApprovalsRequired, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_DecisionResult_approvalsRequired(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DecisionResult", field, false, false, "Int")
 }
 
 func (ec *executionContext) _Grant_id(ctx context.Context, field graphql.CollectedField, obj *model.Grant) (ret graphql.Marshaler) {
@@ -11028,6 +11130,21 @@ func (ec *executionContext) _DecisionResult(ctx context.Context, sel ast.Selecti
 			}
 		case "run":
 			out.Values[i] = ec._DecisionResult_run(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "recorded":
+			out.Values[i] = ec._DecisionResult_recorded(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "approvalsCount":
+			out.Values[i] = ec._DecisionResult_approvalsCount(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "approvalsRequired":
+			out.Values[i] = ec._DecisionResult_approvalsRequired(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}

@@ -44,6 +44,13 @@ type BatchOutcome struct {
 	Message   string
 	DecidedBy *string
 	DecidedAt *time.Time
+	// Recorded is set on an approval of a call whose tool needs several approvals (a quorum)
+	// that was recorded without meeting it: the call still waits, the tool has not run.
+	// ApprovalsCount and ApprovalsRequired are the quorum's count after the item and its size
+	// (0 and 0 on a call that needs one approval).
+	Recorded          bool
+	ApprovalsCount    int
+	ApprovalsRequired int
 }
 
 // OK says whether the item was decided.
@@ -68,6 +75,9 @@ func (s *Service) DecideMany(ctx context.Context, items []BatchDecision) ([]Batc
 		run, err := s.decideItem(ctx, it)
 		if err == nil {
 			out[i] = BatchOutcome{Run: run}
+			if it.Kind == BatchApprove {
+				out[i].Recorded, out[i].ApprovalsCount, out[i].ApprovalsRequired = s.quorumState(run, it.ToolCallID)
+			}
 			continue
 		}
 		out[i] = s.failedItem(ctx, it, err)

@@ -229,6 +229,7 @@ func (s *Service) recordApproval(ctx context.Context, dec *decision) (*runtype.R
 	s.runHub.Publish(r.ID, struct{}{})
 	s.changes.Publish(changesTopic, Change{Kind: ChangeChanged, RunID: r.ID})
 	if again, err := s.store.GetRun(context.WithoutCancel(ctx), dec.top.ID); err == nil && again != nil {
+		s.showInnerApprovals(context.WithoutCancel(ctx), again) // a supervisor's run shows the count too
 		return again, nil
 	} else if err != nil {
 		s.cfg.Logger.Warn("approve: load run", "run", dec.top.ID, "err", err)

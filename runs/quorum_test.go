@@ -297,3 +297,40 @@ func TestQuorumOnAnExternalRequest(t *testing.T) {
 		}
 	})
 }
+
+// TestQuorumFinalApprovalRepeatedWithTheModelsArgs: the final approval of a quorum sent with
+// the model's own arguments (as a client that always sends what it shows does) is stored
+// without edited ones; sending it again is the same decision, answered with the run as stored,
+// not CONFLICT — and the tool ran once. Other arguments from the same person are CONFLICT.
+func TestQuorumFinalApprovalRepeatedWithTheModelsArgs(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		q := quorumSetup(t, db)
+		r := q.held(t)
+		call := r.ToolCalls[0].ToolCallID
+		p := runs.DecideParams{RunID: r.ID, ToolCallID: &call}
+		model := r.ToolCalls[0].Args
+		if _, err := q.svc.Approve(alice, p); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := q.svc.EditAndApprove(dave, p, model); err != nil {
+			t.Fatal(err)
+		}
+		q.finished(t, r.ID)
+		got, err := q.svc.EditAndApprove(dave, p, model)
+		if err != nil {
+			t.Fatalf("dave's final approval with the model's arguments, again: %v; want the stored result", err)
+		}
+		if got.ID != r.ID || len(got.Decisions) != 1 || deref(got.Decisions[0].DecidedBy) != "dave" {
+			t.Fatalf("the repeat answered %+v", got)
+		}
+		if _, err := q.svc.Approve(dave, p); err != nil { // the same arguments, not sent
+			t.Fatalf("dave's final approval again without args: %v", err)
+		}
+		_, err = q.svc.EditAndApprove(dave, p, json.RawMessage(`{"amount":2,"order":1}`))
+		wantCode(t, err, runtype.CodeConflict)
+		if n := len(q.executions()); n != 1 {
+			t.Fatalf("the tool ran %d times, want 1", n)
+		}
+	})
+}

@@ -21,7 +21,8 @@ import (
 
 // repeatedDecision returns the stored decision on run that d, taken by by, repeats: on the call
 // callID names, or, without callID, on the call decided last when no call waits (a retry of a
-// decision that named no call, because one call waited). nil when there is none.
+// decision that named no call, because one call waited). nil when there is none. Arguments
+// compare by what ran (ranWith), however they were sent.
 func repeatedDecision(r *runtype.Run, callID *string, d agent.Decision, by string) *runtype.Decision {
 	if by == "" {
 		return nil
@@ -39,13 +40,24 @@ func repeatedDecision(r *runtype.Run, callID *string, d agent.Decision, by strin
 		stored = &r.Decisions[len(r.Decisions)-1]
 	}
 	if stored == nil || stored.Kind != decisionKind[d.Kind] || deref(stored.DecidedBy) != by ||
-		deref(stored.Reason) != d.Reason || !sameJSON(stored.EditedArgs, d.Args) {
+		deref(stored.Reason) != d.Reason || !sameJSON(ranWith(stored.EditedArgs, stored.Args), ranWith(d.Args, stored.Args)) {
 		return nil
 	}
 	if d.Kind == agent.CallResumed && !sameJSON(stored.ResumeData, d.ResumeData) {
 		return nil
 	}
 	return stored
+}
+
+// ranWith is the arguments a decision ran (or would run) the tool with: the edited ones, or
+// else the model's. Repeats are judged by them, not by whether arguments were sent: a quorum's
+// final approval that sends the model's own arguments is stored without edited ones (nothing
+// was edited), and its retry, sending them again, is the same decision.
+func ranWith(edited, model json.RawMessage) json.RawMessage {
+	if len(edited) > 0 {
+		return edited
+	}
+	return model
 }
 
 // sameJSON reports whether a and b hold the same JSON value (both absent counts), whatever their

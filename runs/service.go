@@ -548,6 +548,7 @@ func (s *Service) Get(ctx context.Context, runID string) (*runtype.Run, error) {
 	if r == nil || !s.readable(ctx, r) {
 		return nil, notFound(runID)
 	}
+	s.showInnerApprovals(ctx, r) // a sub-agent's quorum call shows its count here too
 	return r, nil
 }
 

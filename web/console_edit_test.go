@@ -20,29 +20,33 @@ func TestConsoleEditAndApprove(t *testing.T) {
 	s := apptest.Start(t, "sqlite:"+filepath.Join(t.TempDir(), "edit.db"))
 	run := suspended(t, s, "refund order 42 for 30")
 	page := tab(t, ctx, false)
-	const editor = `.pending details.edit textarea`
+	const editor = `.pending details.edit .args-raw textarea`
 	setArgs := func(v string) chromedp.Action[chromedp.Void] {
 		b, _ := json.Marshal(v)
 		return js(`document.querySelector("` + editor + `").value = ` + string(b))
 	}
 	do(t, page, chromedp.Navigate(s.URL+"/?run="+run.RunID), chromedp.WaitVisible(chromedp.CSS(`.pending details.edit summary`)),
-		chromedp.Click(chromedp.CSS(`.pending details.edit summary`)), chromedp.WaitVisible(chromedp.CSS(editor)))
+		chromedp.Click(chromedp.CSS(`.pending details.edit summary`)), chromedp.Click(chromedp.CSS(`.pending details.edit .args-toggle`)),
+		chromedp.WaitVisible(chromedp.CSS(editor)))
+	submit := chromedp.Click(chromedp.CSS(`.pending details.edit button[type=submit]`))
+	final := chromedp.Click(chromedp.CSS(`.pending details.edit button.final`))
 	if v := get(t, page, chromedp.Evaluate[string](`JSON.stringify(JSON.parse(document.querySelector("`+editor+`").value))`)); v != `{"amount":30,"orderId":"42"}` {
 		t.Fatalf("the editor starts with %s, want the call's arguments", v)
 	}
 
-	do(t, page, setArgs(`{"orderId": "42", "amount": "lots"}`), chromedp.Click(chromedp.CSS(`.pending details.edit button[type=submit]`)),
-		until(`document.querySelector(".pending details.edit .field-error").textContent.includes("inputSchema of issue_refund")`))
+	do(t, page, setArgs(`{"orderId": "42", "amount": "lots"}`), submit, final,
+		until(`document.querySelector(".pending details.edit .form-error").textContent.includes("inputSchema of issue_refund")`),
+		until(`!document.querySelector(".pending details.edit .args-editing").hidden`))
 	if inv := get(t, page, chromedp.Evaluate[string](`document.querySelector("`+editor+`").getAttribute("aria-invalid") || ""`)); inv != "true" {
 		t.Fatalf("aria-invalid = %q on refused arguments", inv)
 	}
-	do(t, page, setArgs(`{"orderId": "42", "amount": 10`), chromedp.Click(chromedp.CSS(`.pending details.edit button[type=submit]`)),
-		until(`document.querySelector(".pending details.edit .field-error").textContent.includes("not valid JSON")`))
+	do(t, page, setArgs(`{"orderId": "42", "amount": 10`), submit,
+		until(`document.querySelector(".pending details.edit .args-raw .field-error").textContent.includes("not valid JSON")`))
 	if r := s.Run(t, run.RunID); r.Status != "SUSPENDED" {
 		t.Fatalf("after refused arguments the run is %s", r.Status)
 	}
 
-	do(t, page, setArgs(`{"orderId": "42", "amount": 10}`), chromedp.Click(chromedp.CSS(`.pending details.edit button[type=submit]`)),
+	do(t, page, setArgs(`{"orderId": "42", "amount": 10}`), submit, final,
 		until(`document.querySelector("#run-status")?.textContent === "COMPLETED"`),
 		until(`document.body.innerText.includes("with edited arguments")`))
 	var out struct {

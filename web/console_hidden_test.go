@@ -146,6 +146,7 @@ func consoleShowsHiddenCharacters(t *testing.T, ctx context.Context, s *apptest.
 
 	t.Run("edited and approved unchanged, the hook gets the command as asked", func(t *testing.T) {
 		do(t, page, chromedp.Click(chromedp.CSS(`.pending details.edit summary`)), chromedp.Click(chromedp.CSS(`.pending form[aria-label="Edit and approve"] button[type=submit]`)),
+			chromedp.Click(chromedp.CSS(`.pending form[aria-label="Edit and approve"] button.final`)),
 			until(`document.querySelector("#run-status")?.textContent === "COMPLETED"`))
 		a := apptest.Answered(t, hook)
 		var got struct {

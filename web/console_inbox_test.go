@@ -172,7 +172,7 @@ func TestConsoleInboxKeyboard(t *testing.T) {
 		}
 		// e opens Edit and approve, with the focus in its editor.
 		do(t, page, chromedp.Focus(chromedp.CSS(`button.approve`)), key("e"),
-			until(`document.querySelector(".pending details.edit").open && document.activeElement?.matches(".pending details.edit textarea")`))
+			until(`document.querySelector(".pending details.edit").open && document.activeElement?.matches(".pending details.edit :is(input, select, textarea)")`))
 		approveAPI(t, s, id)
 	})
 

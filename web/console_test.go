@@ -89,7 +89,7 @@ func browser(t *testing.T) context.Context {
 	}
 	ctx, cancel := chromedp.NewContext(chromium.ctx, chromedp.WithNewBrowserContext())
 	t.Cleanup(cancel)
-	if err := chromedp.Do(ctx); err != nil { // opens the tab; it must have no timeout
+	if err := chromedp.Do(ctx, noUndo()); err != nil { // opens the tab; it must have no timeout
 		t.Fatal(err)
 	}
 	return ctx
@@ -104,7 +104,7 @@ func tab(t *testing.T, parent context.Context, isolated bool) context.Context {
 	}
 	ctx, cancel := chromedp.NewContext(parent, opts...)
 	t.Cleanup(cancel)
-	if err := chromedp.Do(ctx); err != nil { // the first run opens the tab; it must have no timeout
+	if err := chromedp.Do(ctx, noUndo()); err != nil { // the first run opens the tab; it must have no timeout
 		t.Fatal(err)
 	}
 	return ctx

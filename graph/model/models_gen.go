@@ -245,6 +245,12 @@ type DecisionResult struct {
 	DecidedAt *time.Time `json:"decidedAt,omitempty"`
 	// When ok: the run as stored right after the decision (as approveToolCall returns it).
 	Run *AgentRun `json:"run,omitempty"`
+	// Addition: true when ok on an APPROVE of a call whose tool needs several approvals (a quorum) that was recorded without meeting it: the call still waits for others' approvals and the tool has not run. False otherwise (a decision that ran or declined the call, or a failure).
+	Recorded bool `json:"recorded"`
+	// Addition: on an ok APPROVE of a quorum's call, how many approvals count after it (null when the call's tool needs one approval).
+	ApprovalsCount *int `json:"approvalsCount,omitempty"`
+	// Addition: on an ok APPROVE of a quorum's call, how many approvals the call needs (null when its tool needs one).
+	ApprovalsRequired *int `json:"approvalsRequired,omitempty"`
 }
 
 // Addition: a remembered approval: calls it lets through are AUTO_APPROVED decisions naming it.

@@ -180,6 +180,17 @@ func testGrants(t *testing.T, open Opener) {
 			t.Fatalf("events = %+v", evs)
 		}
 	})
+	each(t, open, "TheAuditTrailNamesTheGrant", func(t *testing.T, f *fixture) {
+		g := f.grant(grantOpts{})
+		r := f.insert(runOpts{})
+		if err := f.s.UseGrant(f.ctx, grantUse(r, g.ID, "tc_1", at(30))); err != nil {
+			t.Fatalf("UseGrant: %v", err)
+		}
+		all, _ := f.decisionsOf(runs.DecisionQuery{From: at(0), To: at(100), Limit: 10})
+		if len(all) != 1 || all[0].GrantID == nil || *all[0].GrantID != g.ID || all[0].Approvals != nil {
+			t.Fatalf("the audit trail's decisions = %+v, want the one the grant let through, naming it", all)
+		}
+	})
 	each(t, open, "SpentOrLeaseLostStoresNothing", func(t *testing.T, f *fixture) {
 		end := at(100)
 		limited := f.grant(grantOpts{MaxUses: ptr(1)})

@@ -6,11 +6,15 @@
 // (the server unreachable, over the mutation rate) fails each of its items with its error, so
 // that "Retry the failed ones" sends exactly those again.
 //
+// An approval of a call that needs several (a quorum) may be recorded without running the tool
+// (recorded, approvalsCount of approvalsRequired): the report says so apart from approvals that
+// ran it (recordedText).
+//
 // Interrupted calls (their outcome unknown: the tool may have run) are never decided in bulk:
 // approving one runs the tool again, so each needs its own look in the run view.
 import { request } from "./gql.js";
 
-const DECIDE = `mutation Decide($d: [DecisionInput!]!) { decideToolCalls(decisions: $d) { runId toolCallId ok code message decidedBy decidedAt } }`;
+const DECIDE = `mutation Decide($d: [DecisionInput!]!) { decideToolCalls(decisions: $d) { runId toolCallId ok code message decidedBy decidedAt recorded approvalsCount approvalsRequired } }`;
 /** The most decisions decideToolCalls takes at once (runs.MaxDecisionBatch). */
 export const MAX_BATCH = 500;
 
@@ -44,4 +48,13 @@ export async function decideItems(items) {
     }
   }
   return out;
+}
+
+/** "2 approvals recorded (1 of 2)": the quorum approvals among ok outcomes that did not run
+ * their tool, with each distinct count; "" when there are none. */
+export function recordedText(outcomes) {
+  const rec = outcomes.filter((o) => o.ok && o.recorded);
+  if (!rec.length) return "";
+  const counts = [...new Set(rec.map((o) => `${o.approvalsCount} of ${o.approvalsRequired}`))].join(", ");
+  return `${rec.length} ${rec.length === 1 ? "approval" : "approvals"} recorded (${counts})`;
 }

@@ -16,7 +16,7 @@ import { request, subscribe } from "./gql.js";
 import { el, short, expiresIn, expiringText, followUpMarkers, when } from "./dom.js";
 import { hiddenIn, describeHidden, markText } from "./hidden.js";
 import { rememberOrder, takeFocusHint, selectRow, go, openShortcuts } from "./keys.js";
-import { bulkDecidable, itemsOf, decideItems } from "./bulk.js";
+import { bulkDecidable, itemsOf, decideItems, recordedText } from "./bulk.js";
 
 /** Waiting longer than this is marked amber ("waiting long"). */
 export const AMBER_AFTER_MS = 15 * 60 * 1000;
@@ -419,7 +419,7 @@ export function inboxView(main, params, navigate) {
       reload();
     };
     result.replaceChildren(el("div", { class: `notice ${failed.length ? "error" : conflicts.length ? "warn" : ""}` },
-      el("p", { class: "bulk-summary" }, el("strong", {}, `${ok.length} ${kind === "approve" ? "approved" : "declined"}.`),
+      el("p", { class: "bulk-summary" }, el("strong", {}, recordedText(ok) ? `${ok.filter((o) => !o.recorded).length} approved, ${recordedText(ok)}.` : `${ok.length} ${kind === "approve" ? "approved" : "declined"}.`),
         conflicts.length ? ` ${conflicts.length} decided by someone else first.` : "", failed.length ? ` ${failed.length} failed.` : ""),
       conflicts.length ? [el("p", {}, "Decided by someone else first:"), el("ul", { class: "bulk-conflicts" }, conflicts.map(item))] : null,
       failed.length ? [el("p", {}, "Failed:"), el("ul", { class: "bulk-failed" }, failed.map(item))] : null,

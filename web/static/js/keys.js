@@ -1,9 +1,12 @@
 // Keyboard shortcuts and focus keeping, for a person who approves all day.
 //
-//   inbox     j / ↓ next row, k / ↑ previous row, Enter opens the selected run, x ticks its box
+//   inbox     j / ↓ next row, k / ↑ previous row, Enter opens the selected run, x ticks its box,
+//             a approves the selected row's one waiting call (rowapprove.js)
 //   run view  a approves, d goes to the decline reason (Enter in it declines), r goes to the
-//             resume form's first field, e opens "Edit and approve"
-//   anywhere  ? lists the shortcuts (a modal dialog; Escape closes it)
+//             resume form's first field, e opens "Edit and approve", j / k the next / previous
+//             run of the inbox as it was last shown (its filters and page: runNav)
+//   anywhere  u undoes the decision held last (hold.js: decisions wait a few seconds with an
+//             Undo before they are sent), ? lists the shortcuts (a modal dialog; Escape closes it)
 //
 // Shortcuts never fire while typing (a text field, a select, a contenteditable) or with Ctrl,
 // Alt or Meta held, and a shortcut never types into a field it focuses; opening a run focuses
@@ -21,6 +24,8 @@
 import { el } from "./dom.js";
 import { request } from "./gql.js";
 import { readOnly } from "./access.js";
+import { approveRow } from "./rowapprove.js";
+import { undoLast } from "./hold.js";
 
 const ORDER_KEY = "interlock.inbox.order"; // { search, ids }: the inbox as last drawn
 const FOCUS_KEY = "interlock.inbox.focus"; // { runId, index }: the row the inbox should focus when next drawn
@@ -133,19 +138,44 @@ function runShortcut(key) {
       const d = card.querySelector("details.edit");
       if (!d) return false;
       d.open = true;
-      d.querySelector("textarea")?.focus();
+      // The form's first field (argsform.js), or the raw JSON when the form is not shown.
+      [...d.querySelectorAll("input, select, textarea")].find((f) => f.offsetParent !== null)?.focus();
       return true;
     }
   }
   return false;
 }
 
+// --- next / previous in the run view ---------------------------------------------------------
+
+/**
+ * The run view's links to the previous and next run of the inbox as it was last shown (its
+ * filters, sort and page, kept by rememberOrder): "← Previous · 2 of 5 in the inbox · Next →",
+ * rel="prev" and rel="next" (j and k follow them), and "Back to the inbox" with its filters.
+ * Empty when the run is not in that list (opened from a link).
+ */
+export function runNav(runId) {
+  const nav = el("nav", { class: "run-nav", "aria-label": "Runs of the inbox" });
+  const order = storedOrder();
+  const ids = order?.ids || [];
+  const i = ids.indexOf(runId);
+  if (i < 0) return nav;
+  const link = (id, rel, text) => el("a", { href: "/?run=" + encodeURIComponent(id), rel, onclick: () => { wantPendingFocus = Date.now(); } }, text);
+  nav.append(el("a", { href: "/" + (order.search || ""), class: "back" }, "← Inbox"), " ",
+    i > 0 ? link(ids[i - 1], "prev", "‹ Previous (k)") : el("span", { class: "muted" }, "‹ Previous"), " ",
+    el("span", { class: "muted position" }, `${i + 1} of ${ids.length} in the inbox`), " ",
+    i < ids.length - 1 ? link(ids[i + 1], "next", "Next (j) ›") : el("span", { class: "muted" }, "Next ›"));
+  return nav;
+}
+
 // --- the shortcuts dialog ---------------------------------------------------------------------
 
 const SHORTCUTS = [
-  ["Inbox", [["j or ↓", "Next waiting run"], ["k or ↑", "Previous waiting run"], ["Enter", "Open the selected run"], ["x", "Tick or untick the selected run for a bulk decision"]]],
-  ["Run", [["a", "Approve"], ["d", "Go to the decline reason; Enter in it declines"], ["r", "Go to the resume form"], ["e", "Edit the arguments and approve"]]],
-  ["Anywhere", [["?", "Show these shortcuts"], ["Escape", "Close this dialog"]]],
+  ["Inbox", [["j or ↓", "Next waiting run"], ["k or ↑", "Previous waiting run"], ["Enter", "Open the selected run"], ["x", "Tick or untick the selected run for a bulk decision"],
+    ["a", "Approve the selected run's waiting call"]]],
+  ["Run", [["a", "Approve"], ["d", "Go to the decline reason; Enter in it declines"], ["r", "Go to the resume form"], ["e", "Edit the arguments and approve"],
+    ["j", "Next run of the inbox"], ["k", "Previous run of the inbox"]]],
+  ["Anywhere", [["u", "Undo the decision waiting to be sent"], ["?", "Show these shortcuts"], ["Escape", "Close this dialog"]]],
 ];
 let dialog = null;
 let opener = null;
@@ -199,6 +229,7 @@ document.addEventListener("keydown", (ev) => {
   if (typing(t)) return;
   if (ev.key === "?") { ev.preventDefault(); openShortcuts(); return; }
   if (ev.shiftKey) return;
+  if (ev.key === "u" && undoLast()) { ev.preventDefault(); return; }
   const v = view();
   if (v === "inbox") {
     if (ev.key === "j" || ev.key === "ArrowDown") { ev.preventDefault(); moveSelection(1); }
@@ -207,6 +238,9 @@ document.addEventListener("keydown", (ev) => {
       const row = rows().find((r) => r.closest("li").contains(document.activeElement)) || rows().find((r) => r.getAttribute("aria-current") === "true");
       const box = row?.closest("li").querySelector("input.pick");
       if (box && !box.disabled && !readOnly()) { ev.preventDefault(); box.click(); }
+    } else if (ev.key === "a") {
+      const row = rows().find((r) => r.closest("li").contains(document.activeElement)) || rows().find((r) => r.getAttribute("aria-current") === "true");
+      if (row && !readOnly()) { ev.preventDefault(); approveRow(row); }
     } else if (ev.key === "Enter" && !(t instanceof Element && t.closest("a, button, input, select, textarea, summary"))) {
       // Focus on a row link opens it natively; elsewhere (the page itself) Enter opens the selection.
       const row = rows().find((r) => r.getAttribute("aria-current") === "true");
@@ -214,6 +248,9 @@ document.addEventListener("keydown", (ev) => {
     }
   } else if (v === "run" && ["a", "d", "r", "e"].includes(ev.key)) {
     if (runShortcut(ev.key)) { ev.preventDefault(); swallow = ev.key; }
+  } else if (v === "run" && (ev.key === "j" || ev.key === "k")) {
+    const link = document.querySelector(`nav.run-nav a[rel="${ev.key === "j" ? "next" : "prev"}"]`);
+    if (link) { ev.preventDefault(); wantPendingFocus = Date.now(); go(link.getAttribute("href")); }
   }
 });
 // A shortcut that moved the focus into a field must not type its own letter there (the

@@ -30,6 +30,9 @@ import { schemaForm } from "./schemaform.js";
 import { markdown } from "./markdown.js";
 import { reveal, hiddenIn, markedIn, describeHidden, escapeHidden, mark } from "./hidden.js";
 import { allowSimilar } from "./grants.js";
+import { argsEditor, reviewOf } from "./argsform.js";
+import { hold } from "./hold.js";
+import { runNav } from "./keys.js";
 
 const LATE = `toolCallId toolName result error suspendPayload instanceId finishedAt recordedAt`;
 const RUN = `query Run($id: ID!) { run(runId: $id) {
@@ -44,7 +47,7 @@ const EVENTS = `subscription Events($runId: ID!, $after: Int) { runEvents(runId:
   seq type at text status error reason decidedBy grantId result toolCall { toolCallId toolName args suspendPayload interrupted interruptedToolCallId approvals { required count by { subject } } } } }`;
 /** How often a run is read again while an interrupted call waits without a late answer. */
 const LATE_POLL_MS = 4000;
-const AGENTS = `{ me { subject } agents { id tools { name description resumeSchema approverRoles approvalPolicy approvals { required roles } } } }`;
+const AGENTS = `{ me { subject } agents { id tools { name description inputSchema resumeSchema approverRoles approvalPolicy approvals { required roles } } } }`;
 const APPROVE = `mutation($id: ID!, $c: ID, $a: JSON) { approveToolCall(runId: $id, toolCallId: $c, args: $a) { status toolCalls { toolCallId approvals { required count } } } }`;
 const THREAD = `query Thread($id: ID!, $last: Int) { thread(id: $id) { id messageCount messages(last: $last) { id runId role content createdAt } } }`;
 const THREAD_LAST = 50;
@@ -62,7 +65,7 @@ export function runView(main, params) {
   const pending = el("section", { "aria-label": "Waiting for a decision" });
   const stream = el("ol", { class: "stream timeline", "aria-live": "polite", id: "stream" });
   const decisions = el("section", { "aria-label": "Decisions" });
-  main.append(head, thread, summary, notice, lost, pending, el("h2", {}, "Live"), el("div", { class: "card" }, stream), decisions);
+  main.append(runNav(id), head, thread, summary, notice, lost, pending, el("h2", {}, "Live"), el("div", { class: "card" }, stream), decisions);
 
   const ctx = {
     said: new Map(), // toolCallId → what the agent said in the model call that asked for it
@@ -184,7 +187,10 @@ export function runView(main, params) {
     const sent = { callId, since: lastRun?.suspendedAt }; // this suspension's call, not a later one of the same id
     ctx.mine.add(callId);
     try {
-      const answer = Object.values(await request(mutation, vars))[0];
+      // Held a few seconds with an Undo before it is sent (hold.js); nothing is sent when undone.
+      const doing = mutation.includes("declineToolCall") ? "Declining" : mutation.includes("resumeRun") ? "Answering" : "Approving";
+      const answer = Object.values(await hold({ label: `${doing} ${call?.toolName || "the call"} (${callId})…`, query: mutation, variables: vars,
+        send: () => request(mutation, vars) }))[0];
       const still = answer?.status === "SUSPENDED" ? (answer.toolCalls || []).find((c) => c.toolCallId === callId) : null;
       if (still?.approvals) {
         // A quorum's approval that did not meet it: recorded, and the call waits for the others.
@@ -223,7 +229,10 @@ export function runView(main, params) {
     } catch (e) {
       if (e.code !== "CONFLICT") ctx.mine.delete(callId); // a raced call is said once, here
       buttons.forEach((b) => { b.disabled = false; });
-      if (e.code === "CONFLICT") {
+      if (e.code === "UNDONE") {
+        say("", `Undone: nothing was sent. ${call?.toolName || "The call"} (${callId}) still waits for you.`);
+        if (form) form.querySelector(".form-error").textContent = "";
+      } else if (e.code === "CONFLICT") {
         // Who took the decision, and when: read the run as it is now.
         let run = null;
         try { run = (await request(RUN, { id })).run; } catch { /* said below */ }
@@ -513,7 +522,7 @@ function renderPending(section, run, agents, decide, ctx) {
         el("div", { class: "grow" }, el("label", { for: reasonId }, "Reason for declining"), reason),
         el("button", { class: "decline", onclick: () => decide(`mutation($id: ID!, $c: ID, $r: String) { declineToolCall(runId: $id, toolCallId: $c, reason: $r) { status toolCalls { toolCallId } } }`, { id: run.runId, c: c.toolCallId, r: reason.value || null }, card) }, "Decline")),
         el("p", { class: "field-error decision-error", role: "alert" }));
-      card.append(editAndApprove(run, c, (m, v, form) => decide(m, v, card, form)));
+      card.append(editAndApprove(run, c, tool, (m, v, form) => decide(m, v, card, form)));
     } else {
       card.append(el("p", { class: "muted label" }, "The tool asks"), argsView(c.suspendPayload, `raw-${c.toolCallId}`));
       const sf = schemaForm(c.resumeSchema || tool?.resumeSchema, `resume-${c.toolCallId}`);
@@ -606,25 +615,35 @@ function hiddenWarning(found, what, then = "What runs holds the characters thems
     "Each is shown where it is as a mark such as ", el("span", { class: "hidden-char" }, mark(found[0])), `, not applied. ${then}`);
 }
 
-/** "Edit and approve": the call's arguments in an editor, approved as edited. The server checks
- * them against the tool's schema; its refusal is shown on the field and the run stays waiting. */
-function editAndApprove(run, c, decide) {
-  const fieldId = `args-${c.toolCallId}`;
-  const errId = `${fieldId}-error`;
-  const editor = el("textarea", { id: fieldId, rows: 6, spellcheck: "false", "aria-describedby": errId });
-  editor.value = editable(c.approvals?.edited ? c.approvals.args : c.args);
-  const err = el("p", { class: "field-error form-error", id: errId, role: "alert" });
-  const fail = (msg) => { err.textContent = msg; editor.setAttribute("aria-invalid", "true"); editor.focus(); };
-  const form = el("form", { novalidate: true, "aria-label": "Edit and approve", onsubmit: async (ev) => {
+/** "Edit and approve": the call's arguments in a form built from the tool's inputSchema (the raw
+ * JSON a click away, argsform.js), then what changed against the arguments shown and the exact
+ * JSON that runs, then Approve. The server checks them against the schema; its refusal is shown
+ * in the form, back to editing, and the run stays waiting. */
+function editAndApprove(run, c, tool, decide) {
+  const shown = c.approvals?.edited ? c.approvals.args : c.args;
+  const editor = argsEditor(tool?.inputSchema, shown, `args-${c.toolCallId}`);
+  const err = el("p", { class: "field-error form-error", id: `args-${c.toolCallId}-form-error`, role: "alert" });
+  const review = el("div", { class: "args-review-box", hidden: true });
+  const editing = el("div", { class: "args-editing" }, editor.node, err,
+    el("div", { class: "actions" }, el("button", { type: "submit", class: "approve review" }, "Review changes and approve")));
+  const back = () => { review.hidden = true; editing.hidden = false; editor.focus(); };
+  const form = el("form", { novalidate: true, "aria-label": "Edit and approve", onsubmit: (ev) => {
     ev.preventDefault();
-    let args;
-    try { args = JSON.parse(editor.value); } catch (e) { fail(`The arguments are not valid JSON: ${e.message}`); return; }
-    if (args === null || typeof args !== "object" || Array.isArray(args)) { fail("The arguments must be a JSON object, like the model's."); return; }
     err.textContent = "";
-    editor.removeAttribute("aria-invalid");
-    decide(APPROVE, { id: run.runId, c: c.toolCallId, a: args }, form);
-  } }, el("label", { for: fieldId }, "Arguments to run the tool with"), editor, err,
-    el("div", { class: "actions" }, el("button", { type: "submit", class: "approve" }, "Approve with these arguments")));
+    const r = editor.read();
+    if (r.error) return;
+    const { changes, node } = reviewOf(shown, r.args);
+    // Sent as reviewed, changed or not: what the tool runs with is what the review shows.
+    const a = r.args;
+    const approve = el("button", { type: "button", class: "approve final", onclick: async () => {
+      await decide(APPROVE, { id: run.runId, c: c.toolCallId, a }, form);
+      if (form.isConnected && err.textContent) { editor.refused(); back(); } // refused: back to the fields, the message kept
+    } }, changes.length ? "Approve with these arguments" : "Approve as they are");
+    review.replaceChildren(node, el("div", { class: "actions" }, approve, el("button", { type: "button", class: "back", onclick: back }, "Back to editing")));
+    editing.hidden = true;
+    review.hidden = false;
+    approve.focus();
+  } }, editing, review);
   return el("details", { class: "edit" }, el("summary", {}, "Edit and approve"), form);
 }
 
