@@ -272,7 +272,7 @@ func TestAuthProblems(t *testing.T) {
 		name, yaml string
 		want       []string
 	}{
-		{"empty section", "auth: {separationOfDuties: true}\n", []string{"auth: needs tokens or jwt, or nobody can sign in"}},
+		{"empty section", "auth: {separationOfDuties: true}\n", []string{"auth: needs tokens, jwt or oidc, or nobody can sign in"}},
 		{"token in clear", tok(`subject: alice, role: approver, sha256: "test"`), []string{"auth.tokens[0].sha256: must be the SHA-256 of the token in hex (64 characters), never the token itself"}},
 		{"digest not hex", tok(`subject: alice, role: approver, sha256: "` + strings.Repeat("zz", 32) + `"`), []string{"auth.tokens[0].sha256: must be the SHA-256 of the token in hex"}},
 		{"no digest", tok(`subject: alice, role: approver`), []string{"auth.tokens[0].sha256: must be the SHA-256"}},

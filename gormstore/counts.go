@@ -93,7 +93,7 @@ func dayExpr(db *gorm.DB) string {
 // countable reports whether suspended_counts answers for p: no filter but the agent.
 func countable(p runs.ListSuspendedParams) bool {
 	return p.ThreadID == nil && p.ResourceID == nil && p.Resources == nil && p.FromDate == nil && p.ToDate == nil &&
-		p.Agents == nil && p.NotAgents == nil
+		p.Agents == nil && p.NotAgents == nil && p.Search == ""
 }
 
 // counts narrows suspended_counts to p's runs (see countable).

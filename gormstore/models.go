@@ -240,5 +240,5 @@ func (ToolCallApproval) TableName() string { return "tool_call_approvals" }
 
 // All lists every model, for the test that compares the migrated schema with the models.
 func All() []any {
-	return []any{&Run{}, &ToolCall{}, &Event{}, &Message{}, &Thread{}, &IdempotencyKey{}, &RunChange{}, &Notification{}, &SuspendedCount{}, &LateToolResult{}, &ReceiptKey{}, &Grant{}, &ToolCallApproval{}, &SlackMessage{}}
+	return []any{&Run{}, &ToolCall{}, &Event{}, &Message{}, &Thread{}, &IdempotencyKey{}, &RunChange{}, &Notification{}, &SuspendedCount{}, &LateToolResult{}, &ReceiptKey{}, &Grant{}, &ToolCallApproval{}, &SlackMessage{}, &RunClaimRow{}, &SavedViewRow{}}
 }

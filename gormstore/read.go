@@ -197,7 +197,7 @@ func (s *Store) suspendedQuery(ctx context.Context, p runs.ListSuspendedParams) 
 	if p.ToDate != nil {
 		q = q.Where("created_at <= ?", runtype.StoredTime(*p.ToDate))
 	}
-	return q
+	return s.search(q, p.Search)
 }
 
 // CountSuspended implements runs.Store. The inbox and one agent's runs are counted by
@@ -263,6 +263,7 @@ func (s *Store) ListRecent(ctx context.Context, p runs.RecentParams) ([]*runtype
 	}
 	q = s.in(q, "resource_id", p.Resources)
 	q = s.agents(q, p.Agents, p.NotAgents)
+	q = s.search(q, p.Search)
 	if p.Decision != nil || p.DecidedBy != nil {
 		sub := s.db.Model(&ToolCall{}).Select("1").Where("run_tool_calls.run_id = agent_runs.id AND run_tool_calls.state <> ?", ToolCallPending)
 		if p.Decision != nil {

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"interlock/graph/model"
 	"math"
@@ -54,6 +55,7 @@ type ComplexityRoot struct {
 
 	AgentRun struct {
 		AgentID      func(childComplexity int) int
+		Claims       func(childComplexity int) int
 		Context      func(childComplexity int) int
 		CreatedAt    func(childComplexity int) int
 		Decisions    func(childComplexity int) int
@@ -178,11 +180,15 @@ type ComplexityRoot struct {
 
 	Mutation struct {
 		ApproveToolCall func(childComplexity int, runID string, toolCallID *string, args json.RawMessage, remember *model.GrantInput) int
+		ClaimRun        func(childComplexity int, runID string) int
 		DecideToolCalls func(childComplexity int, decisions []*model.DecisionInput) int
 		DeclineToolCall func(childComplexity int, runID string, toolCallID *string, reason *string) int
+		DeleteSavedView func(childComplexity int, id string) int
+		ReleaseClaim    func(childComplexity int, runID string) int
 		RequestApproval func(childComplexity int, input model.ApprovalRequestInput) int
 		ResumeRun       func(childComplexity int, runID string, resumeData json.RawMessage, toolCallID *string) int
 		RevokeGrant     func(childComplexity int, id string) int
+		SaveView        func(childComplexity int, name string, query string) int
 		StartRun        func(childComplexity int, input model.StartRunInput) int
 	}
 
@@ -197,9 +203,10 @@ type ComplexityRoot struct {
 		Agents        func(childComplexity int) int
 		Grants        func(childComplexity int, agentID *string, toolName *string, scope *model.GrantScope, active *bool, page *int, perPage *int) int
 		Me            func(childComplexity int) int
-		RecentRuns    func(childComplexity int, statuses []model.RunStatus, agentID *string, threadID *string, resourceID *string, page *int, perPage *int, decision *model.DecisionKind, decidedBy *string, external *bool) int
+		RecentRuns    func(childComplexity int, statuses []model.RunStatus, agentID *string, threadID *string, resourceID *string, page *int, perPage *int, decision *model.DecisionKind, decidedBy *string, external *bool, search *string) int
 		Run           func(childComplexity int, runID string) int
-		SuspendedRuns func(childComplexity int, agentID *string, threadID *string, resourceID *string, fromDate *time.Time, toDate *time.Time, page *int, perPage *int, external *bool) int
+		SavedViews    func(childComplexity int) int
+		SuspendedRuns func(childComplexity int, agentID *string, threadID *string, resourceID *string, fromDate *time.Time, toDate *time.Time, page *int, perPage *int, external *bool, search *string) int
 		TeamFigures   func(childComplexity int, from time.Time, to time.Time) int
 		Thread        func(childComplexity int, id string) int
 		Threads       func(childComplexity int, resourceID *string, page *int, perPage *int) int
@@ -210,6 +217,12 @@ type ComplexityRoot struct {
 		At         func(childComplexity int) int
 		EditedArgs func(childComplexity int) int
 		Subject    func(childComplexity int) int
+	}
+
+	RunClaim struct {
+		ExpiresAt func(childComplexity int) int
+		Since     func(childComplexity int) int
+		Subject   func(childComplexity int) int
 	}
 
 	RunEvent struct {
@@ -227,6 +240,13 @@ type ComplexityRoot struct {
 		Text      func(childComplexity int) int
 		ToolCall  func(childComplexity int) int
 		Type      func(childComplexity int) int
+	}
+
+	SavedView struct {
+		CreatedAt func(childComplexity int) int
+		ID        func(childComplexity int) int
+		Name      func(childComplexity int) int
+		Query     func(childComplexity int) int
 	}
 
 	Subscription struct {
@@ -322,6 +342,7 @@ type ComplexityRoot struct {
 
 type AgentRunResolver interface {
 	External(ctx context.Context, obj *model.AgentRun) (*bool, error)
+	Claims(ctx context.Context, obj *model.AgentRun) ([]*model.RunClaim, error)
 }
 type AgentRunToolCallResolver interface {
 	HiddenCharacters(ctx context.Context, obj *model.AgentRunToolCall) ([]string, error)
@@ -334,18 +355,23 @@ type MutationResolver interface {
 	ResumeRun(ctx context.Context, runID string, resumeData json.RawMessage, toolCallID *string) (*model.AgentRun, error)
 	DecideToolCalls(ctx context.Context, decisions []*model.DecisionInput) ([]*model.DecisionResult, error)
 	RequestApproval(ctx context.Context, input model.ApprovalRequestInput) (*model.AgentRun, error)
+	ClaimRun(ctx context.Context, runID string) (*model.AgentRun, error)
+	ReleaseClaim(ctx context.Context, runID string) (*model.AgentRun, error)
+	SaveView(ctx context.Context, name string, query string) (*model.SavedView, error)
+	DeleteSavedView(ctx context.Context, id string) (bool, error)
 }
 type QueryResolver interface {
 	Me(ctx context.Context) (*model.Principal, error)
-	SuspendedRuns(ctx context.Context, agentID *string, threadID *string, resourceID *string, fromDate *time.Time, toDate *time.Time, page *int, perPage *int, external *bool) (*model.SuspendedRunsResult, error)
+	SuspendedRuns(ctx context.Context, agentID *string, threadID *string, resourceID *string, fromDate *time.Time, toDate *time.Time, page *int, perPage *int, external *bool, search *string) (*model.SuspendedRunsResult, error)
 	Run(ctx context.Context, runID string) (*model.AgentRun, error)
-	RecentRuns(ctx context.Context, statuses []model.RunStatus, agentID *string, threadID *string, resourceID *string, page *int, perPage *int, decision *model.DecisionKind, decidedBy *string, external *bool) (*model.SuspendedRunsResult, error)
+	RecentRuns(ctx context.Context, statuses []model.RunStatus, agentID *string, threadID *string, resourceID *string, page *int, perPage *int, decision *model.DecisionKind, decidedBy *string, external *bool, search *string) (*model.SuspendedRunsResult, error)
 	Thread(ctx context.Context, id string) (*model.Thread, error)
 	Threads(ctx context.Context, resourceID *string, page *int, perPage *int) (*model.ThreadsResult, error)
 	Agents(ctx context.Context) ([]*model.Agent, error)
 	Agent(ctx context.Context, id string) (*model.Agent, error)
 	Grants(ctx context.Context, agentID *string, toolName *string, scope *model.GrantScope, active *bool, page *int, perPage *int) ([]*model.Grant, error)
 	TeamFigures(ctx context.Context, from time.Time, to time.Time) (*model.TeamFigures, error)
+	SavedViews(ctx context.Context) ([]*model.SavedView, error)
 }
 type SubscriptionResolver interface {
 	RunEvents(ctx context.Context, runID string, after *int) (<-chan *model.RunEvent, error)
@@ -426,6 +452,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AgentRun.AgentID(childComplexity), true
+	case "AgentRun.claims":
+		if e.ComplexityRoot.AgentRun.Claims == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentRun.Claims(childComplexity), true
 	case "AgentRun.context":
 		if e.ComplexityRoot.AgentRun.Context == nil {
 			break
@@ -1056,6 +1088,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.ApproveToolCall(childComplexity, args["runId"].(string), args["toolCallId"].(*string), args["args"].(json.RawMessage), args["remember"].(*model.GrantInput)), true
+	case "Mutation.claimRun":
+		if e.ComplexityRoot.Mutation.ClaimRun == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_claimRun_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.ClaimRun(childComplexity, args["runId"].(string)), true
 	case "Mutation.decideToolCalls":
 		if e.ComplexityRoot.Mutation.DecideToolCalls == nil {
 			break
@@ -1078,6 +1121,28 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.DeclineToolCall(childComplexity, args["runId"].(string), args["toolCallId"].(*string), args["reason"].(*string)), true
+	case "Mutation.deleteSavedView":
+		if e.ComplexityRoot.Mutation.DeleteSavedView == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_deleteSavedView_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.DeleteSavedView(childComplexity, args["id"].(string)), true
+	case "Mutation.releaseClaim":
+		if e.ComplexityRoot.Mutation.ReleaseClaim == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_releaseClaim_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.ReleaseClaim(childComplexity, args["runId"].(string)), true
 	case "Mutation.requestApproval":
 		if e.ComplexityRoot.Mutation.RequestApproval == nil {
 			break
@@ -1111,6 +1176,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.RevokeGrant(childComplexity, args["id"].(string)), true
+	case "Mutation.saveView":
+		if e.ComplexityRoot.Mutation.SaveView == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_saveView_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.SaveView(childComplexity, args["name"].(string), args["query"].(string)), true
 	case "Mutation.startRun":
 		if e.ComplexityRoot.Mutation.StartRun == nil {
 			break
@@ -1187,7 +1263,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Query.RecentRuns(childComplexity, args["statuses"].([]model.RunStatus), args["agentId"].(*string), args["threadId"].(*string), args["resourceId"].(*string), args["page"].(*int), args["perPage"].(*int), args["decision"].(*model.DecisionKind), args["decidedBy"].(*string), args["external"].(*bool)), true
+		return e.ComplexityRoot.Query.RecentRuns(childComplexity, args["statuses"].([]model.RunStatus), args["agentId"].(*string), args["threadId"].(*string), args["resourceId"].(*string), args["page"].(*int), args["perPage"].(*int), args["decision"].(*model.DecisionKind), args["decidedBy"].(*string), args["external"].(*bool), args["search"].(*string)), true
 	case "Query.run":
 		if e.ComplexityRoot.Query.Run == nil {
 			break
@@ -1199,6 +1275,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Run(childComplexity, args["runId"].(string)), true
+	case "Query.savedViews":
+		if e.ComplexityRoot.Query.SavedViews == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Query.SavedViews(childComplexity), true
 	case "Query.suspendedRuns":
 		if e.ComplexityRoot.Query.SuspendedRuns == nil {
 			break
@@ -1209,7 +1291,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Query.SuspendedRuns(childComplexity, args["agentId"].(*string), args["threadId"].(*string), args["resourceId"].(*string), args["fromDate"].(*time.Time), args["toDate"].(*time.Time), args["page"].(*int), args["perPage"].(*int), args["external"].(*bool)), true
+		return e.ComplexityRoot.Query.SuspendedRuns(childComplexity, args["agentId"].(*string), args["threadId"].(*string), args["resourceId"].(*string), args["fromDate"].(*time.Time), args["toDate"].(*time.Time), args["page"].(*int), args["perPage"].(*int), args["external"].(*bool), args["search"].(*string)), true
 	case "Query.teamFigures":
 		if e.ComplexityRoot.Query.TeamFigures == nil {
 			break
@@ -1268,6 +1350,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.RecordedApproval.Subject(childComplexity), true
+
+	case "RunClaim.expiresAt":
+		if e.ComplexityRoot.RunClaim.ExpiresAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunClaim.ExpiresAt(childComplexity), true
+	case "RunClaim.since":
+		if e.ComplexityRoot.RunClaim.Since == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunClaim.Since(childComplexity), true
+	case "RunClaim.subject":
+		if e.ComplexityRoot.RunClaim.Subject == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RunClaim.Subject(childComplexity), true
 
 	case "RunEvent.at":
 		if e.ComplexityRoot.RunEvent.At == nil {
@@ -1353,6 +1454,31 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.RunEvent.Type(childComplexity), true
+
+	case "SavedView.createdAt":
+		if e.ComplexityRoot.SavedView.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SavedView.CreatedAt(childComplexity), true
+	case "SavedView.id":
+		if e.ComplexityRoot.SavedView.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SavedView.ID(childComplexity), true
+	case "SavedView.name":
+		if e.ComplexityRoot.SavedView.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SavedView.Name(childComplexity), true
+	case "SavedView.query":
+		if e.ComplexityRoot.SavedView.Query == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SavedView.Query(childComplexity), true
 
 	case "Subscription.runEvents":
 		if e.ComplexityRoot.Subscription.RunEvents == nil {
@@ -1848,6 +1974,8 @@ type Query {
     page: Int
     perPage: Int
     external: Boolean
+    "Addition: keep runs matching this text (see Query.recentRuns' search)."
+    search: String
   ): SuspendedRunsResult!
 
   "One run in any status, or null when no run has that id (or the caller may not see it)."
@@ -1859,8 +1987,12 @@ type Query {
   20 and is at most the server's maximum. Invalid page or perPage is BAD_USER_INPUT. decision and
   decidedBy (Addition) keep runs with a decision of that kind and/or by a subject holding decidedBy, in any case
   ("ali" finds alice and Alina; both: one decision with both). external (Addition) as suspendedRuns'.
+  search (Addition; also on suspendedRuns) keeps runs where the text, in any case, is a prefix of the runId, or is
+  within a tool call's name or arguments (their JSON text), the threadId, the resourceId or startedBy. % and _ match
+  themselves. It narrows the other filters and the caller's scope, never widens them; at most 200 characters
+  (else BAD_USER_INPUT); empty: no search.
   """
-  recentRuns(statuses: [RunStatus!], agentId: ID, threadId: ID, resourceId: ID, page: Int, perPage: Int, decision: DecisionKind, decidedBy: String, external: Boolean): SuspendedRunsResult!
+  recentRuns(statuses: [RunStatus!], agentId: ID, threadId: ID, resourceId: ID, page: Int, perPage: Int, decision: DecisionKind, decidedBy: String, external: Boolean, search: String): SuspendedRunsResult!
 
   """
   Addition: a memory thread, with its messages (oldest first; last: only the newest N) — null when
@@ -2642,6 +2774,64 @@ type WaitingTime {
   "The 90th percentile wait in seconds (nearest rank); null when count is 0."
   p90Seconds: Float
 }
+
+# Working as a team: claims ("I'm on it") and saved views (docs/console.md).
+
+extend type AgentRun {
+  """
+  Addition: who is looking at this run now ("I'm on it", claimRun), oldest claim first. Only unexpired claims of a
+  SUSPENDED run; empty otherwise. A claim reserves nothing: any eligible approver may still decide the run.
+  """
+  claims: [RunClaim!]!
+}
+
+"Addition: a person's \"I'm on it\" on a suspended run (claimRun)."
+type RunClaim {
+  "Who claimed it (the subject of their credentials; anonymous when authentication is off)."
+  subject: String!
+  "When the claim began (renewals keep it)."
+  since: DateTime!
+  "When the claim lapses unless renewed (claimRun again): three minutes after its last renewal."
+  expiresAt: DateTime!
+}
+
+"Addition: a person's named inbox or history filters."
+type SavedView {
+  id: ID!
+  name: String!
+  "The console's URL query string (without ?), e.g. q=deploy&agentId=ops."
+  query: String!
+  createdAt: DateTime!
+}
+
+extend type Query {
+  "Addition: the caller's saved views, by name. Needs the viewer (or requester) role."
+  savedViews: [SavedView!]!
+}
+
+extend type Mutation {
+  """
+  Addition: "I'm on it": marks a suspended run as being looked at by the caller, or renews the caller's claim for
+  another three minutes. The claim shows in AgentRun.claims and is announced to suspendedRunsChanged watchers (kind
+  CHANGED) on every instance. Several people may claim one run. Deciding stays open to every eligible approver.
+  Errors: NOT_FOUND for an unknown run or one the caller may not see; FORBIDDEN unless the caller may decide one of
+  the run's waiting calls (viewers may not claim); CONFLICT when the run is not SUSPENDED.
+  """
+  claimRun(runId: ID!): AgentRun!
+  """
+  Addition: ends the caller's own claim on the run (nothing when they hold none; another person's claim cannot be
+  released: it lapses). Announced as claimRun is. NOT_FOUND for an unknown run or one the caller may not see.
+  """
+  releaseClaim(runId: ID!): AgentRun!
+  """
+  Addition: saves the caller's view: a name (1 to 100 characters, unique per person: CONFLICT when taken) and the
+  console's URL query string (at most 2,000 bytes; a leading ? is dropped). At most 100 views per person.
+  Invalid input is BAD_USER_INPUT.
+  """
+  saveView(name: String!, query: String!): SavedView!
+  "Addition: deletes one of the caller's saved views; NOT_FOUND when the caller has none of that id. Returns true."
+  deleteSavedView(id: ID!): Boolean!
+}
 `, BuiltIn: false},
 }
 var parsedSchema = gqlparser.MustLoadSchema(sources...)
@@ -2714,6 +2904,8 @@ func (ec *executionContext) childFields_AgentRun(ctx context.Context, field grap
 		return ec.fieldContext_AgentRun_context(ctx, field)
 	case "external":
 		return ec.fieldContext_AgentRun_external(ctx, field)
+	case "claims":
+		return ec.fieldContext_AgentRun_claims(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type AgentRun", field.Name)
 }
@@ -2944,6 +3136,18 @@ func (ec *executionContext) childFields_RecordedApproval(ctx context.Context, fi
 	return nil, fmt.Errorf("no field named %q was found under type RecordedApproval", field.Name)
 }
 
+func (ec *executionContext) childFields_RunClaim(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "subject":
+		return ec.fieldContext_RunClaim_subject(ctx, field)
+	case "since":
+		return ec.fieldContext_RunClaim_since(ctx, field)
+	case "expiresAt":
+		return ec.fieldContext_RunClaim_expiresAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type RunClaim", field.Name)
+}
+
 func (ec *executionContext) childFields_RunEvent(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "runId":
@@ -2976,6 +3180,20 @@ func (ec *executionContext) childFields_RunEvent(ctx context.Context, field grap
 		return ec.fieldContext_RunEvent_run(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type RunEvent", field.Name)
+}
+
+func (ec *executionContext) childFields_SavedView(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_SavedView_id(ctx, field)
+	case "name":
+		return ec.fieldContext_SavedView_name(ctx, field)
+	case "query":
+		return ec.fieldContext_SavedView_query(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_SavedView_createdAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type SavedView", field.Name)
 }
 
 func (ec *executionContext) childFields_SuspendedRunChange(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -3294,6 +3512,20 @@ func (ec *executionContext) field_Mutation_approveToolCall_args(ctx context.Cont
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_claimRun_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "runId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["runId"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_decideToolCalls_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -3335,6 +3567,34 @@ func (ec *executionContext) field_Mutation_declineToolCall_args(ctx context.Cont
 		return nil, err
 	}
 	args["reason"] = arg2
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_deleteSavedView_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_releaseClaim_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "runId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["runId"] = arg0
 	return args, nil
 }
 
@@ -3393,6 +3653,28 @@ func (ec *executionContext) field_Mutation_revokeGrant_args(ctx context.Context,
 		return nil, err
 	}
 	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_saveView_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "name",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["name"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "query",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["query"] = arg1
 	return args, nil
 }
 
@@ -3567,6 +3849,14 @@ func (ec *executionContext) field_Query_recentRuns_args(ctx context.Context, raw
 		return nil, err
 	}
 	args["external"] = arg8
+	arg9, err := graphql.ProcessArgField(ctx, rawArgs, "search",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["search"] = arg9
 	return args, nil
 }
 
@@ -3651,6 +3941,14 @@ func (ec *executionContext) field_Query_suspendedRuns_args(ctx context.Context, 
 		return nil, err
 	}
 	args["external"] = arg7
+	arg8, err := graphql.ProcessArgField(ctx, rawArgs, "search",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["search"] = arg8
 	return args, nil
 }
 
@@ -4577,6 +4875,38 @@ func (ec *executionContext) _AgentRun_external(ctx context.Context, field graphq
 }
 func (ec *executionContext) fieldContext_AgentRun_external(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AgentRun", field, true, true, "Boolean")
+}
+
+func (ec *executionContext) _AgentRun_claims(ctx context.Context, field graphql.CollectedField, obj *model.AgentRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentRun_claims(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.AgentRun().Claims(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.RunClaim) graphql.Marshaler {
+			return ec.marshalNRunClaim2ᚕᚖinterlockᚋgraphᚋmodelᚐRunClaimᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentRun_claims(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AgentRun",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_RunClaim(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _AgentRunToolCall_id(ctx context.Context, field graphql.CollectedField, obj *model.AgentRunToolCall) (ret graphql.Marshaler) {
@@ -6818,6 +7148,182 @@ func (ec *executionContext) fieldContext_Mutation_requestApproval(ctx context.Co
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_claimRun(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_claimRun(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().ClaimRun(ctx, fc.Args["runId"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AgentRun) graphql.Marshaler {
+			return ec.marshalNAgentRun2ᚖinterlockᚋgraphᚋmodelᚐAgentRun(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_claimRun(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AgentRun(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_claimRun_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_releaseClaim(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_releaseClaim(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().ReleaseClaim(ctx, fc.Args["runId"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AgentRun) graphql.Marshaler {
+			return ec.marshalNAgentRun2ᚖinterlockᚋgraphᚋmodelᚐAgentRun(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_releaseClaim(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AgentRun(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_releaseClaim_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_saveView(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_saveView(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().SaveView(ctx, fc.Args["name"].(string), fc.Args["query"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.SavedView) graphql.Marshaler {
+			return ec.marshalNSavedView2ᚖinterlockᚋgraphᚋmodelᚐSavedView(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_saveView(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_SavedView(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_saveView_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_deleteSavedView(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_deleteSavedView(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().DeleteSavedView(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_deleteSavedView(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Boolean does not have child fields")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_deleteSavedView_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Principal_subject(ctx context.Context, field graphql.CollectedField, obj *model.Principal) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -6929,7 +7435,7 @@ func (ec *executionContext) _Query_suspendedRuns(ctx context.Context, field grap
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Query().SuspendedRuns(ctx, fc.Args["agentId"].(*string), fc.Args["threadId"].(*string), fc.Args["resourceId"].(*string), fc.Args["fromDate"].(*time.Time), fc.Args["toDate"].(*time.Time), fc.Args["page"].(*int), fc.Args["perPage"].(*int), fc.Args["external"].(*bool))
+			return ec.Resolvers.Query().SuspendedRuns(ctx, fc.Args["agentId"].(*string), fc.Args["threadId"].(*string), fc.Args["resourceId"].(*string), fc.Args["fromDate"].(*time.Time), fc.Args["toDate"].(*time.Time), fc.Args["page"].(*int), fc.Args["perPage"].(*int), fc.Args["external"].(*bool), fc.Args["search"].(*string))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.SuspendedRunsResult) graphql.Marshaler {
@@ -7017,7 +7523,7 @@ func (ec *executionContext) _Query_recentRuns(ctx context.Context, field graphql
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Query().RecentRuns(ctx, fc.Args["statuses"].([]model.RunStatus), fc.Args["agentId"].(*string), fc.Args["threadId"].(*string), fc.Args["resourceId"].(*string), fc.Args["page"].(*int), fc.Args["perPage"].(*int), fc.Args["decision"].(*model.DecisionKind), fc.Args["decidedBy"].(*string), fc.Args["external"].(*bool))
+			return ec.Resolvers.Query().RecentRuns(ctx, fc.Args["statuses"].([]model.RunStatus), fc.Args["agentId"].(*string), fc.Args["threadId"].(*string), fc.Args["resourceId"].(*string), fc.Args["page"].(*int), fc.Args["perPage"].(*int), fc.Args["decision"].(*model.DecisionKind), fc.Args["decidedBy"].(*string), fc.Args["external"].(*bool), fc.Args["search"].(*string))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.SuspendedRunsResult) graphql.Marshaler {
@@ -7303,6 +7809,38 @@ func (ec *executionContext) fieldContext_Query_teamFigures(ctx context.Context, 
 	return fc, nil
 }
 
+func (ec *executionContext) _Query_savedViews(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_savedViews(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Query().SavedViews(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.SavedView) graphql.Marshaler {
+			return ec.marshalNSavedView2ᚕᚖinterlockᚋgraphᚋmodelᚐSavedViewᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_savedViews(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_SavedView(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query___type(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -7469,6 +8007,75 @@ func (ec *executionContext) _RecordedApproval_editedArgs(ctx context.Context, fi
 }
 func (ec *executionContext) fieldContext_RecordedApproval_editedArgs(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("RecordedApproval", field, false, false, "JSON")
+}
+
+func (ec *executionContext) _RunClaim_subject(ctx context.Context, field graphql.CollectedField, obj *model.RunClaim) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunClaim_subject(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Subject, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunClaim_subject(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunClaim", field, false, false, "String")
+}
+
+func (ec *executionContext) _RunClaim_since(ctx context.Context, field graphql.CollectedField, obj *model.RunClaim) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunClaim_since(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Since, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNDateTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunClaim_since(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunClaim", field, false, false, "DateTime")
+}
+
+func (ec *executionContext) _RunClaim_expiresAt(ctx context.Context, field graphql.CollectedField, obj *model.RunClaim) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RunClaim_expiresAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ExpiresAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNDateTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RunClaim_expiresAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RunClaim", field, false, false, "DateTime")
 }
 
 func (ec *executionContext) _RunEvent_runId(ctx context.Context, field graphql.CollectedField, obj *model.RunEvent) (ret graphql.Marshaler) {
@@ -7809,6 +8416,98 @@ func (ec *executionContext) fieldContext_RunEvent_run(_ context.Context, field g
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _SavedView_id(ctx context.Context, field graphql.CollectedField, obj *model.SavedView) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SavedView_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SavedView_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SavedView", field, false, false, "ID")
+}
+
+func (ec *executionContext) _SavedView_name(ctx context.Context, field graphql.CollectedField, obj *model.SavedView) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SavedView_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SavedView_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SavedView", field, false, false, "String")
+}
+
+func (ec *executionContext) _SavedView_query(ctx context.Context, field graphql.CollectedField, obj *model.SavedView) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SavedView_query(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Query, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SavedView_query(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SavedView", field, false, false, "String")
+}
+
+func (ec *executionContext) _SavedView_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.SavedView) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SavedView_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNDateTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SavedView_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SavedView", field, false, false, "DateTime")
 }
 
 func (ec *executionContext) _Subscription_runEvents(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
@@ -10750,6 +11449,12 @@ func (ec *executionContext) _AgentRun(ctx context.Context, sel ast.SelectionSet,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._AgentRun_external(ctx, field, obj)
 				})
+		case "claims":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._AgentRun_claims(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -11414,6 +12119,34 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "claimRun":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_claimRun(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "releaseClaim":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_releaseClaim(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "saveView":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_saveView(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "deleteSavedView":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_deleteSavedView(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -11553,6 +12286,12 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_teamFigures(ctx, field)
 				})
+		case "savedViews":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_savedViews(ctx, field)
+				})
 		case "__type":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Query___type(ctx, field)
@@ -11613,6 +12352,49 @@ func (ec *executionContext) _RecordedApproval(ctx context.Context, sel ast.Selec
 		case "editedArgs":
 			out.Values[i] = ec._RecordedApproval_editedArgs(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var runClaimImplementors = []string{"RunClaim"}
+
+func (ec *executionContext) _RunClaim(ctx context.Context, sel ast.SelectionSet, obj *model.RunClaim) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, runClaimImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("RunClaim")
+		case "subject":
+			out.Values[i] = ec._RunClaim_subject(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "since":
+			out.Values[i] = ec._RunClaim_since(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "expiresAt":
+			out.Values[i] = ec._RunClaim_expiresAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		default:
@@ -11711,6 +12493,54 @@ func (ec *executionContext) _RunEvent(ctx context.Context, sel ast.SelectionSet,
 		case "run":
 			out.Values[i] = ec._RunEvent_run(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var savedViewImplementors = []string{"SavedView"}
+
+func (ec *executionContext) _SavedView(ctx context.Context, sel ast.SelectionSet, obj *model.SavedView) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, savedViewImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("SavedView")
+		case "id":
+			out.Values[i] = ec._SavedView_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "name":
+			out.Values[i] = ec._SavedView_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "query":
+			out.Values[i] = ec._SavedView_query(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createdAt":
+			out.Values[i] = ec._SavedView_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		default:
@@ -12996,6 +13826,30 @@ func (ec *executionContext) marshalNRecordedApproval2ᚖinterlockᚋgraphᚋmode
 	return ec._RecordedApproval(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNRunClaim2ᚕᚖinterlockᚋgraphᚋmodelᚐRunClaimᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.RunClaim) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNRunClaim2ᚖinterlockᚋgraphᚋmodelᚐRunClaim(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNRunClaim2ᚖinterlockᚋgraphᚋmodelᚐRunClaim(ctx context.Context, sel ast.SelectionSet, v *model.RunClaim) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "RunClaim!")
+		return graphql.Null
+	}
+	return ec._RunClaim(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNRunEvent2ᚖinterlockᚋgraphᚋmodelᚐRunEvent(ctx context.Context, sel ast.SelectionSet, v *model.RunEvent) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "RunEvent!")
@@ -13022,6 +13876,30 @@ func (ec *executionContext) unmarshalNRunStatus2interlockᚋgraphᚋmodelᚐRunS
 
 func (ec *executionContext) marshalNRunStatus2interlockᚋgraphᚋmodelᚐRunStatus(ctx context.Context, sel ast.SelectionSet, v model.RunStatus) graphql.Marshaler {
 	return v
+}
+
+func (ec *executionContext) marshalNSavedView2ᚕᚖinterlockᚋgraphᚋmodelᚐSavedViewᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.SavedView) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNSavedView2ᚖinterlockᚋgraphᚋmodelᚐSavedView(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNSavedView2ᚖinterlockᚋgraphᚋmodelᚐSavedView(ctx context.Context, sel ast.SelectionSet, v *model.SavedView) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "SavedView!")
+		return graphql.Null
+	}
+	return ec._SavedView(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalNStartRunInput2interlockᚋgraphᚋmodelᚐStartRunInput(ctx context.Context, v any) (model.StartRunInput, error) {

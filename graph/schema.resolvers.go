@@ -24,6 +24,11 @@ func (r *agentRunResolver) External(ctx context.Context, obj *model.AgentRun) (*
 	return &a.External, nil
 }
 
+// Claims is the resolver for the claims field.
+func (r *agentRunResolver) Claims(ctx context.Context, obj *model.AgentRun) ([]*model.RunClaim, error) {
+	return r.claimsOf(ctx, obj)
+}
+
 // HiddenCharacters is the resolver for the hiddenCharacters field.
 func (r *agentRunToolCallResolver) HiddenCharacters(ctx context.Context, obj *model.AgentRunToolCall) ([]string, error) {
 	return hiddenCharacters(obj), nil
@@ -125,6 +130,38 @@ func (r *mutationResolver) RequestApproval(ctx context.Context, input model.Appr
 	return toRun(rn), nil
 }
 
+// ClaimRun is the resolver for the claimRun field.
+func (r *mutationResolver) ClaimRun(ctx context.Context, runID string) (*model.AgentRun, error) {
+	rn, err := r.Runs.ClaimRun(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	return toRun(rn), nil
+}
+
+// ReleaseClaim is the resolver for the releaseClaim field.
+func (r *mutationResolver) ReleaseClaim(ctx context.Context, runID string) (*model.AgentRun, error) {
+	rn, err := r.Runs.ReleaseClaim(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	return toRun(rn), nil
+}
+
+// SaveView is the resolver for the saveView field.
+func (r *mutationResolver) SaveView(ctx context.Context, name string, query string) (*model.SavedView, error) {
+	v, err := r.Runs.SaveView(ctx, name, query)
+	if err != nil {
+		return nil, err
+	}
+	return toSavedView(*v), nil
+}
+
+// DeleteSavedView is the resolver for the deleteSavedView field.
+func (r *mutationResolver) DeleteSavedView(ctx context.Context, id string) (bool, error) {
+	return true, r.Runs.DeleteSavedView(ctx, id)
+}
+
 // Me is the resolver for the me field.
 func (r *queryResolver) Me(ctx context.Context) (*model.Principal, error) {
 	p := runtype.PrincipalFrom(ctx)
@@ -139,10 +176,11 @@ func (r *queryResolver) Me(ctx context.Context) (*model.Principal, error) {
 }
 
 // SuspendedRuns is the resolver for the suspendedRuns field.
-func (r *queryResolver) SuspendedRuns(ctx context.Context, agentID *string, threadID *string, resourceID *string, fromDate *time.Time, toDate *time.Time, page *int, perPage *int, external *bool) (*model.SuspendedRunsResult, error) {
+func (r *queryResolver) SuspendedRuns(ctx context.Context, agentID *string, threadID *string, resourceID *string, fromDate *time.Time, toDate *time.Time, page *int, perPage *int, external *bool, search *string) (*model.SuspendedRunsResult, error) {
 	res, err := r.Runs.ListSuspended(ctx, runs.ListSuspendedParams{
 		AgentID: agentID, ThreadID: threadID, ResourceID: resourceID,
 		FromDate: fromDate, ToDate: toDate, Page: page, PerPage: perPage, External: external,
+		Search: deref(search, ""),
 	})
 	if err != nil {
 		return nil, err
@@ -163,8 +201,8 @@ func (r *queryResolver) Run(ctx context.Context, runID string) (*model.AgentRun,
 }
 
 // RecentRuns is the resolver for the recentRuns field.
-func (r *queryResolver) RecentRuns(ctx context.Context, statuses []model.RunStatus, agentID *string, threadID *string, resourceID *string, page *int, perPage *int, decision *model.DecisionKind, decidedBy *string, external *bool) (*model.SuspendedRunsResult, error) {
-	p := runs.RecentParams{AgentID: agentID, ThreadID: threadID, ResourceID: resourceID, DecidedBy: decidedBy, External: external, PerPage: 20}
+func (r *queryResolver) RecentRuns(ctx context.Context, statuses []model.RunStatus, agentID *string, threadID *string, resourceID *string, page *int, perPage *int, decision *model.DecisionKind, decidedBy *string, external *bool, search *string) (*model.SuspendedRunsResult, error) {
+	p := runs.RecentParams{AgentID: agentID, ThreadID: threadID, ResourceID: resourceID, DecidedBy: decidedBy, External: external, PerPage: 20, Search: deref(search, "")}
 	if decision != nil {
 		kind := runtype.DecisionKind(*decision)
 		p.Decision = &kind
@@ -258,6 +296,19 @@ func (r *queryResolver) TeamFigures(ctx context.Context, from time.Time, to time
 		return nil, err
 	}
 	return toTeamFigures(f), nil
+}
+
+// SavedViews is the resolver for the savedViews field.
+func (r *queryResolver) SavedViews(ctx context.Context) ([]*model.SavedView, error) {
+	list, err := r.Runs.SavedViews(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*model.SavedView, len(list))
+	for i, v := range list {
+		out[i] = toSavedView(v)
+	}
+	return out, nil
 }
 
 // RunEvents is the resolver for the runEvents field.

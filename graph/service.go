@@ -35,6 +35,8 @@ type RunService interface {
 	WatchSuspended(ctx context.Context, f runs.WatchFilter) (<-chan runs.RunChange, error)
 	Agents() *agent.Registry
 	TeamFigures(ctx context.Context, from, to time.Time) (*runs.TeamFigures, error)
+	// Claims and saved views (team.go).
+	TeamService
 	// FollowEvents is runs.FollowAs with the API's events: a Go method cannot be generic, so
 	// the service's generic follow is reached through this one instance of it.
 	FollowEvents(ctx context.Context, runID string, after int64, conv func(context.Context, runtype.Event) (*model.RunEvent, error), failed func(error)) (<-chan *model.RunEvent, error)

@@ -28,6 +28,8 @@ type ListSuspendedParams struct {
 	// leaves out the runs of these agents.
 	Agents    []string
 	NotAgents []string
+	// Search, when not empty, keeps runs matching it (search.go).
+	Search string
 }
 
 // RecentParams filter and page RecentRuns.
@@ -51,8 +53,10 @@ type RecentParams struct {
 	External  *bool
 	Agents    []string
 	NotAgents []string
-	Page      int
-	PerPage   int
+	// Search as in ListSuspendedParams.
+	Search  string
+	Page    int
+	PerPage int
 }
 
 // ListResult is a page of suspended runs and the number of all matches.
@@ -74,6 +78,10 @@ func (s *Service) ListSuspended(ctx context.Context, p ListSuspendedParams) (*Li
 	}
 	if p.PerPage != nil && (*p.PerPage < 1 || *p.PerPage > s.cfg.MaxPerPage) {
 		return nil, runtype.Errorf(runtype.CodeBadUserInput, "perPage must be between 1 and %d, not %d", s.cfg.MaxPerPage, *p.PerPage)
+	}
+	var err error
+	if p.Search, err = searchText(p.Search); err != nil {
+		return nil, err
 	}
 	if p.FromDate != nil && p.ToDate != nil && p.FromDate.After(*p.ToDate) {
 		return nil, runtype.Errorf(runtype.CodeBadUserInput, "fromDate (%s) is after toDate (%s)", p.FromDate.UTC().Format(time.RFC3339Nano), p.ToDate.UTC().Format(time.RFC3339Nano))
@@ -144,6 +152,10 @@ func (s *Service) RecentRuns(ctx context.Context, p RecentParams) (*ListResult, 
 	}
 	if p.PerPage < 1 || p.PerPage > s.cfg.MaxPerPage {
 		return nil, runtype.Errorf(runtype.CodeBadUserInput, "perPage must be between 1 and %d, not %d", s.cfg.MaxPerPage, p.PerPage)
+	}
+	var err error
+	if p.Search, err = searchText(p.Search); err != nil {
+		return nil, err
 	}
 	if len(p.Statuses) == 0 {
 		p.Statuses = []runtype.Status{runtype.StatusCompleted, runtype.StatusFailed}

@@ -214,6 +214,9 @@ type Store interface {
 	// row stands for the decision of a sub-agent's call (the sub-agent run's own row is not
 	// listed). Read by keyset on the decided_at index, so a page costs the same at any depth.
 	Decisions(ctx context.Context, q DecisionQuery) ([]DecisionRecord, error)
+
+	// Claims and saved views (claims.go, savedviews.go).
+	TeamStore
 }
 
 // ErrGrantSpent means a grant could not let a call through: it was revoked, expired or used

@@ -62,6 +62,9 @@ type AgentRun struct {
 	Context *string `json:"context,omitempty"`
 	// Addition: true when the run's agent is external (the run is an approval request, with no model transcript); null when this server no longer serves the run's agent.
 	External *bool `json:"external,omitempty"`
+	// Addition: who is looking at this run now ("I'm on it", claimRun), oldest claim first. Only unexpired claims of a
+	// SUSPENDED run; empty otherwise. A claim reserves nothing: any eligible approver may still decide the run.
+	Claims []*RunClaim `json:"claims"`
 }
 
 type AgentRunToolCall struct {
@@ -349,6 +352,16 @@ type RecordedApproval struct {
 	EditedArgs json.RawMessage `json:"editedArgs,omitempty"`
 }
 
+// Addition: a person's "I'm on it" on a suspended run (claimRun).
+type RunClaim struct {
+	// Who claimed it (the subject of their credentials; anonymous when authentication is off).
+	Subject string `json:"subject"`
+	// When the claim began (renewals keep it).
+	Since time.Time `json:"since"`
+	// When the claim lapses unless renewed (claimRun again): three minutes after its last renewal.
+	ExpiresAt time.Time `json:"expiresAt"`
+}
+
 type RunEvent struct {
 	RunID string `json:"runId"`
 	// 1, 2, 3 ... per run, without gaps.
@@ -378,6 +391,15 @@ type RunEvent struct {
 	// change from the stream without a refetch. An event replayed with after: carries the run as it is
 	// now, not as it was then. Null on other events, and when the run is no longer stored.
 	Run *AgentRun `json:"run,omitempty"`
+}
+
+// Addition: a person's named inbox or history filters.
+type SavedView struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// The console's URL query string (without ?), e.g. q=deploy&agentId=ops.
+	Query     string    `json:"query"`
+	CreatedAt time.Time `json:"createdAt"`
 }
 
 type StartRunInput struct {

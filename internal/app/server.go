@@ -415,6 +415,8 @@ func (a *App) routes() http.Handler {
 	gql.Use(gqlguard.Unavailable{})
 	// A subscription whose stream breaks ends with the error, not a bare complete.
 	gql.Use(graph.StreamErrors{})
+	// One read of the claims in force answers every AgentRun.claims of a response.
+	gql.Use(graph.ClaimsPerResponse{})
 	// The one presenter: codes, plain messages, and the log of what clients are not shown.
 	gql.SetErrorPresenter(graph.PresentError(a.log))
 	gql.SetRecoverFunc(graph.Recover(a.log))

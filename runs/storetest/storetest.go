@@ -61,6 +61,9 @@ func Run(t *testing.T, open Opener) {
 	t.Run("Policy", func(t *testing.T) { testPolicy(t, open) })                   // what is stored of the judgement of calls (policy.go)
 	t.Run("RecordApproval", func(t *testing.T) { testRecordApproval(t, open) })   // a quorum's approvals (approvals.go)
 	t.Run("Decisions", func(t *testing.T) { testDecisions(t, open) })             // the audit trail (decisions.go)
+	t.Run("Claims", func(t *testing.T) { testClaims(t, open) })                   // "I'm on it" (team.go)
+	t.Run("Search", func(t *testing.T) { testSearch(t, open) })                   // search of the listings (team.go)
+	t.Run("SavedViews", func(t *testing.T) { testSavedViews(t, open) })           // saved views (team.go)
 }
 
 // each runs fn as a parallel subtest named name, on a fixture over a fresh store.

@@ -5,9 +5,10 @@
 // in place of a prompt.
 import { request } from "./gql.js";
 import { el, when } from "./dom.js";
+import { searchField, savedViewsMenu } from "./search.js";
 
-const RECENT = `query History($statuses: [RunStatus!], $agentId: ID, $decision: DecisionKind, $decidedBy: String, $page: Int, $perPage: Int, $external: Boolean) {
-  recentRuns(statuses: $statuses, agentId: $agentId, decision: $decision, decidedBy: $decidedBy, page: $page, perPage: $perPage, external: $external) {
+const RECENT = `query History($statuses: [RunStatus!], $agentId: ID, $decision: DecisionKind, $decidedBy: String, $page: Int, $perPage: Int, $external: Boolean, $search: String) {
+  recentRuns(statuses: $statuses, agentId: $agentId, decision: $decision, decidedBy: $decidedBy, page: $page, perPage: $perPage, external: $external, search: $search) {
     total runs { runId parentRunId agentId status prompt output error updatedAt external startedBy toolCalls { toolName } decisions { kind toolName reason decidedBy decidedAt } }
   }
 }`;
@@ -31,6 +32,7 @@ function filters(params) {
     kind: KINDS.some(([v]) => v && v === params.get("kind")) ? params.get("kind") : "",
     decision: DECISIONS.some(([v]) => v === decision) ? decision : "",
     decidedBy: (params.get("decidedBy") || "").trim(),
+    q: (params.get("q") || "").trim(),
     page: Math.max(0, Math.floor(Number(params.get("page"))) || 0),
     perPage: Math.min(100, Math.max(1, Math.floor(Number(params.get("perPage"))) || PER_PAGE)),
   };
@@ -39,7 +41,7 @@ function filters(params) {
 /** The URL of the history with the filters f. */
 function historyURL(f) {
   const q = new URLSearchParams({ view: "history" });
-  for (const k of ["status", "agent", "kind", "decision", "decidedBy"]) if (f[k]) q.set(k, f[k]);
+  for (const k of ["q", "status", "agent", "kind", "decision", "decidedBy"]) if (f[k]) q.set(k, f[k]);
   if (f.page) q.set("page", f.page);
   if (f.perPage !== PER_PAGE) q.set("perPage", f.perPage);
   return "/?" + q;
@@ -47,7 +49,7 @@ function historyURL(f) {
 
 export function historyView(main, params, navigate) {
   const f = filters(params);
-  const filtered = !!(f.status || f.agent || f.kind || f.decision || f.decidedBy);
+  const filtered = !!(f.status || f.agent || f.kind || f.decision || f.decidedBy || f.q);
   const list = el("div", { id: "history-list" });
   const agentSelect = el("select", { id: "h-agent", name: "agent" }, el("option", { value: "" }, "All agents"),
     f.agent ? el("option", { value: f.agent, selected: true }, f.agent) : null);
@@ -57,8 +59,9 @@ export function historyView(main, params, navigate) {
     ev.preventDefault();
     const d = new FormData(form);
     navigate(historyURL({ status: d.get("status"), agent: d.get("agent"), kind: d.get("kind"), decision: d.get("decision"),
-      decidedBy: String(d.get("decidedBy") || "").trim(), page: 0, perPage: f.perPage }));
+      decidedBy: String(d.get("decidedBy") || "").trim(), q: String(d.get("q") || "").trim(), page: 0, perPage: f.perPage }));
   } },
+    searchField("h-q", f.q),
     select("h-status", "status", "Status", STATUSES, f.status),
     el("div", {}, el("label", { for: "h-agent" }, "Agent"), agentSelect),
     select("h-kind", "kind", "Kind of agent", KINDS, f.kind),
@@ -67,7 +70,7 @@ export function historyView(main, params, navigate) {
       el("input", { id: "h-decidedby", name: "decidedBy", type: "text", value: f.decidedBy, autocomplete: "off", spellcheck: "false" })),
     el("div", { class: "buttons" }, el("button", { type: "submit", class: "primary" }, "Apply"),
       filtered ? el("a", { href: "/?view=history" }, "Clear filters") : null));
-  main.append(el("h1", {}, "History"), form, list);
+  main.append(el("div", { class: "inbox-head" }, el("h1", {}, "History"), el("div", { class: "inbox-tools" }, savedViewsMenu(navigate))), form, list);
 
   request(`{ agents { id name } }`).then((d) => {
     agentSelect.replaceChildren(el("option", { value: "" }, "All agents"),
@@ -77,7 +80,7 @@ export function historyView(main, params, navigate) {
 
   const vars = {
     statuses: f.status === "ANY" ? ALL_STATUSES : f.status ? [f.status] : null,
-    agentId: f.agent || null, decision: f.decision || null, decidedBy: f.decidedBy || null,
+    agentId: f.agent || null, decision: f.decision || null, decidedBy: f.decidedBy || null, search: f.q || null,
     external: f.kind === "external" ? true : f.kind === "internal" ? false : null,
     page: f.page, perPage: f.perPage,
   };
@@ -155,6 +158,7 @@ function describeFilters(f) {
   if (f.kind) parts.push(KINDS.find(([v]) => v === f.kind)[1].toLowerCase());
   if (f.decision) parts.push(`outcome ${f.decision.toLowerCase()}`);
   if (f.decidedBy) parts.push(`decided by ${f.decidedBy}`);
+  if (f.q) parts.push(`search “${f.q}”`);
   return `Filters: ${parts.join(" · ")}.`;
 }
 

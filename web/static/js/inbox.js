@@ -17,6 +17,8 @@ import { el, short, expiresIn, expiringText, followUpMarkers, when } from "./dom
 import { hiddenIn, describeHidden, markText } from "./hidden.js";
 import { rememberOrder, takeFocusHint, selectRow, go, openShortcuts } from "./keys.js";
 import { bulkDecidable, itemsOf, decideItems, recordedText } from "./bulk.js";
+import { readClaims, paintClaims } from "./claims.js";
+import { searchField, savedViewsMenu } from "./search.js";
 
 /** Waiting longer than this is marked amber ("waiting long"). */
 export const AMBER_AFTER_MS = 15 * 60 * 1000;
@@ -29,8 +31,8 @@ const TITLE = "Interlock";
 // (createdAt, which it does not show, is left out for followUpsSent and escalatedTo.)
 const RUN_FIELDS = `runId agentId threadId resourceId suspendedAt context
       toolCalls { toolCallId toolName args requiresApproval suspendPayload interrupted expiresAt followUpsSent escalatedTo lateResult { recordedAt } }`;
-const LIST = `query Inbox($agentId: ID, $threadId: ID, $resourceId: ID, $fromDate: DateTime, $toDate: DateTime, $page: Int, $perPage: Int, $external: Boolean) {
-  suspendedRuns(agentId: $agentId, threadId: $threadId, resourceId: $resourceId, fromDate: $fromDate, toDate: $toDate, page: $page, perPage: $perPage, external: $external) {
+const LIST = `query Inbox($agentId: ID, $threadId: ID, $resourceId: ID, $fromDate: DateTime, $toDate: DateTime, $page: Int, $perPage: Int, $external: Boolean, $search: String) {
+  suspendedRuns(agentId: $agentId, threadId: $threadId, resourceId: $resourceId, fromDate: $fromDate, toDate: $toDate, page: $page, perPage: $perPage, external: $external, search: $search) {
     total
     runs { ${RUN_FIELDS} }
   }
@@ -172,11 +174,11 @@ export function inboxView(main, params, navigate) {
   const f = {
     agentId: params.get("agent") || "", threadId: params.get("thread") || "", resourceId: params.get("resource") || "",
     kind: KINDS.some(([v]) => v && v === params.get("kind")) ? params.get("kind") : "",
-    from: params.get("from") || "", to: params.get("to") || "",
+    from: params.get("from") || "", to: params.get("to") || "", q: (params.get("q") || "").trim(),
     sort: params.get("sort") === "newest" ? "newest" : "oldest",
     page: Math.max(0, Math.floor(Number(params.get("page"))) || 0), perPage: Math.min(500, Math.max(1, Math.floor(Number(params.get("perPage"))) || 20)),
   };
-  const filtered = !!(f.agentId || f.threadId || f.resourceId || f.from || f.to || f.kind);
+  const filtered = !!(f.agentId || f.threadId || f.resourceId || f.from || f.to || f.kind || f.q);
   let closed = false;
 
   // The dates of the link, read (or the message saying which is wrong and what is expected).
@@ -212,7 +214,7 @@ export function inboxView(main, params, navigate) {
     ev.preventDefault();
     const d = new FormData(form);
     const q = new URLSearchParams();
-    for (const k of ["agent", "kind", "thread", "resource"]) if (d.get(k)) q.set(k, d.get(k));
+    for (const k of ["q", "agent", "kind", "thread", "resource"]) if (String(d.get(k) || "").trim()) q.set(k, String(d.get(k)).trim());
     // The field's local date and time, written with its offset (a to up to the end of its minute).
     for (const k of ["from", "to"]) {
       const w = d.get(k) && parseWhen(d.get(k));
@@ -224,6 +226,7 @@ export function inboxView(main, params, navigate) {
     if (refocus !== "f-sort") refocus = "f-apply";
     navigate("/" + (q.toString() ? "?" + q : ""));
   } },
+    searchField("f-q", f.q),
     el("div", {}, el("label", { for: "f-agent" }, "Agent"), agentSelect),
     el("div", {}, el("label", { for: "f-kind" }, "Kind of agent"), kindSelect),
     input("f-thread", "thread", "Thread", f.threadId),
@@ -280,7 +283,7 @@ export function inboxView(main, params, navigate) {
 
   main.append(
     el("div", { class: "inbox-head" }, el("h1", { id: "inbox-title", tabindex: "-1" }, "Waiting for you"),
-      el("div", { class: "inbox-tools" }, notifyButton,
+      el("div", { class: "inbox-tools" }, savedViewsMenu(navigate), notifyButton,
         el("button", { type: "button", id: "show-shortcuts", "aria-keyshortcuts": "?", onclick: openShortcuts }, "Shortcuts ", el("kbd", {}, "?")))),
     form, status, result, bar, list);
   if (refocus) { document.getElementById(refocus)?.focus(); refocus = null; }
@@ -306,7 +309,7 @@ export function inboxView(main, params, navigate) {
     agentId: f.agentId || null, threadId: f.threadId || null, resourceId: f.resourceId || null,
     fromDate: dates.from ? new Date(filterInstant(dates.from, false)).toISOString() : null,
     toDate: dates.to ? new Date(filterInstant(dates.to, true)).toISOString() : null,
-    page: f.page, perPage: f.perPage, external: KINDS.find(([v]) => v === f.kind)[1],
+    page: f.page, perPage: f.perPage, external: KINDS.find(([v]) => v === f.kind)[1], search: f.q || null,
   };
   let timer = null;
   let total = null;
@@ -319,6 +322,7 @@ export function inboxView(main, params, navigate) {
       const d = await readPage(vars, f.sort, total);
       await agentsRead;
       await readApprovals(d.runs, quorumTools);
+      await readClaims(d.runs);
       if (closed || mine !== asked) return;
       total = d.total;
       lastRuns = d.runs;
@@ -348,6 +352,7 @@ export function inboxView(main, params, navigate) {
     firstDraw = false;
     renderList(list, { total, runs: lastRuns }, f, params, filtered, picked, { onPick: paintBar, approveAll });
     for (const span of list.querySelectorAll("[data-agent]")) markExternal(span, externalAgents);
+    paintClaims(list, lastRuns);
     rememberOrder(location.search, lastRuns.map((r) => r.runId));
     const rowLinks = [...list.querySelectorAll("a.row[data-run]")];
     const again = rowLinks.find((r) => r.dataset.run === selected);
@@ -441,6 +446,7 @@ export function inboxView(main, params, navigate) {
     list.querySelectorAll(".age[data-since]").forEach((n) => paintAge(n, now));
     list.querySelectorAll("[data-expires]").forEach((n) => { n.textContent = expiresIn(n.dataset.expires); });
     list.querySelectorAll("[data-expiring]").forEach((n) => { n.textContent = expiringText(n.dataset.expiring); });
+    paintClaims(list, lastRuns, now);
   }, 15000);
   return () => { closed = true; unsubscribe(); clearInterval(tick); clearTimeout(timer); document.title = TITLE; };
 }

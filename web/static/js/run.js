@@ -33,6 +33,7 @@ import { allowSimilar } from "./grants.js";
 import { argsEditor, reviewOf } from "./argsform.js";
 import { hold } from "./hold.js";
 import { runNav } from "./keys.js";
+import { claimBox } from "./claims.js";
 
 const LATE = `toolCallId toolName result error suspendPayload instanceId finishedAt recordedAt`;
 const RUN = `query Run($id: ID!) { run(runId: $id) {
@@ -65,7 +66,8 @@ export function runView(main, params) {
   const pending = el("section", { "aria-label": "Waiting for a decision" });
   const stream = el("ol", { class: "stream timeline", "aria-live": "polite", id: "stream" });
   const decisions = el("section", { "aria-label": "Decisions" });
-  main.append(runNav(id), head, thread, summary, notice, lost, pending, el("h2", {}, "Live"), el("div", { class: "card" }, stream), decisions);
+  const claims = claimBox(id); // "I'm on it", and who else is (claims.js)
+  main.append(runNav(id), head, claims.node, thread, summary, notice, lost, pending, el("h2", {}, "Live"), el("div", { class: "card" }, stream), decisions);
 
   const ctx = {
     said: new Map(), // toolCallId → what the agent said in the model call that asked for it
@@ -324,7 +326,7 @@ export function runView(main, params) {
     resync: show, // the events missed come with the new subscription; the run's state is read again
     done: () => finished,
   });
-  return () => { closed = true; clearTimeout(latePoll); unsubscribe(); };
+  return () => { closed = true; clearTimeout(latePoll); unsubscribe(); claims.close(); };
 }
 
 /** A local time (the date too when not today), with the full date and time in its title. */
