@@ -75,7 +75,7 @@ func Build(ctx context.Context, f *File, opt Options) (*Agents, error) {
 	for i, sc := range f.MCPServers {
 		at := fmt.Sprintf("mcpServers[%d]", i)
 		cfg := tools.MCPConfig{Name: sc.Name, Command: sc.Command, URL: sc.URL, Timeout: sc.Timeout,
-			StartTimeout: sc.StartTimeout, Env: expandAll(sc.Env), Headers: expandAll(sc.Headers), Logger: opt.Logger}
+			StartTimeout: sc.StartTimeout, MaxSessions: sc.MaxSessions, IdleTimeout: sc.IdleTimeout, Env: expandAll(sc.Env), Headers: expandAll(sc.Headers), Logger: opt.Logger}
 		srv, err := tools.ConnectMCP(ctx, cfg, opt.Version)
 		if err != nil {
 			return fail(at, err.Error())

@@ -190,6 +190,13 @@ type MCPServer struct {
 	// StartTimeout bounds the start of a session with the server (the command started, or the
 	// url reached, and its answer to initialize), at start and at each reconnect. Default 30s.
 	StartTimeout time.Duration `yaml:"startTimeout"`
+	// MaxSessions bounds the sessions open at once with a url server: each call in flight has
+	// one of its own, so that a question the server asks in the middle of a call belongs to it
+	// (docs/mcp-gateway.md); a call beyond them waits for one. Default 16. Not for a command.
+	MaxSessions int `yaml:"maxSessions"`
+	// IdleTimeout is how long a url server's session no call uses stays open for the next
+	// call. Default 5m. Not for a command.
+	IdleTimeout time.Duration `yaml:"idleTimeout"`
 	// ApproverRoles are the only roles (besides admin) that may decide its tools' calls.
 	ApproverRoles []string `yaml:"approverRoles"`
 	// Approvals is the quorum of its tools' calls (see Tool.Approvals). Default: one approval.

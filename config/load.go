@@ -104,6 +104,15 @@ func (f *File) check() []string {
 		if s.StartTimeout < 0 {
 			p.add(at+".startTimeout", "must be positive")
 		}
+		if s.MaxSessions < 0 {
+			p.add(at+".maxSessions", "must be positive")
+		}
+		if s.IdleTimeout < 0 {
+			p.add(at+".idleTimeout", "must be positive")
+		}
+		if len(s.Command) > 0 && (s.MaxSessions != 0 || s.IdleTimeout != 0) {
+			p.add(at, "maxSessions and idleTimeout are for a url server: a command is one process with one session")
+		}
 		p.approvalTimeout(at+".approvalTimeout", s.ApprovalTimeout)
 		s.RequireApproval.problems(&p, at+".requireApproval")
 		p.approverRoles(at+".approverRoles", s.ApproverRoles)

@@ -71,6 +71,8 @@ type ToolCall struct {
 	// ResumeSchema is the schema of a call's resume data when the call names its own (an
 	// upstream MCP server's request for input, migration 0016); nil: its tool's.
 	ResumeSchema *string `gorm:"column:resume_schema"`
+	// AskedMidCall marks a question a tool asked in the middle of its call (migration 0025).
+	AskedMidCall bool `gorm:"column:asked_mid_call"`
 	// RemindAt, EscalateAt and ExpiringAt are when a pending call's reminder, escalation and
 	// expiry warning are due (nil: never; migration 0020), with the roles it is escalated to
 	// (EscalateTo, a JSON array); RemindedAt, EscalatedAt and ExpiringWarnedAt when each was

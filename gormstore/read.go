@@ -401,7 +401,7 @@ func runFromRow(m *Run, calls []ToolCall) *runtype.Run {
 			if suspended {
 				call := runtype.ToolCall{
 					ToolCallID: c.ToolCallID, ToolName: c.ToolName, Args: rawOrNil(c.Args),
-					RequiresApproval: c.RequiresApproval, SuspendPayload: rawOrNil(c.SuspendPayload), ResumeSchema: rawOrNil(c.ResumeSchema), Interrupted: c.Interrupted,
+					RequiresApproval: c.RequiresApproval, SuspendPayload: rawOrNil(c.SuspendPayload), ResumeSchema: rawOrNil(c.ResumeSchema), AskedMidCall: c.AskedMidCall, Interrupted: c.Interrupted,
 					InterruptedToolCallID: deref(c.InterruptedToolCallID), ExpiresAt: msOrNil(c.ExpiresAt),
 					ApprovalReason: deref(c.ApprovalReason), PolicyRevision: deref(c.PolicyRevision),
 				}

@@ -43,7 +43,7 @@ func scanViewRuns(q *gorm.DB, limit int) ([]Run, error) {
 
 // callColumns are the columns of run_tool_calls, all of them.
 const callColumns = "id, run_id, tool_call_id, tool_name, args, requires_approval, suspend_payload, interrupted, " +
-	"state, created_at, decided_by, decided_at, reason, resume_data, edited_args, expires_at, interrupted_tool_call_id, receipt, resume_schema, " +
+	"state, created_at, decided_by, decided_at, reason, resume_data, edited_args, expires_at, interrupted_tool_call_id, receipt, resume_schema, asked_mid_call, " +
 	"remind_at, reminded_at, escalate_at, escalated_at, escalate_to, expiring_at, expiring_warned_at, grant_id, approval_reason, policy_revision, approvals"
 
 // scanCalls runs q, which selects callColumns, and reads its rows.
@@ -58,7 +58,7 @@ func scanCalls(q *gorm.DB, capacity int) ([]ToolCall, error) {
 		var c ToolCall
 		err := rows.Scan(&c.ID, &c.RunID, &c.ToolCallID, &c.ToolName, &c.Args, &c.RequiresApproval, &c.SuspendPayload,
 			&c.Interrupted, &c.State, &c.CreatedAt, &c.DecidedBy, &c.DecidedAt, &c.Reason, &c.ResumeData, &c.EditedArgs,
-			&c.ExpiresAt, &c.InterruptedToolCallID, &c.Receipt, &c.ResumeSchema,
+			&c.ExpiresAt, &c.InterruptedToolCallID, &c.Receipt, &c.ResumeSchema, &c.AskedMidCall,
 			&c.RemindAt, &c.RemindedAt, &c.EscalateAt, &c.EscalatedAt, &c.EscalateTo, &c.ExpiringAt, &c.ExpiringWarnedAt, &c.GrantID, &c.ApprovalReason, &c.PolicyRevision, &c.Approvals)
 		if err != nil {
 			return nil, fmt.Errorf("read a tool call: %w", classify(err))

@@ -187,7 +187,7 @@ func pendingRow(runID, id string, c runtype.ToolCall, at time.Time) ToolCall {
 	args := string(c.Args)
 	return ToolCall{
 		RunID: runID, ToolCallID: id, ToolName: c.ToolName, Args: &args,
-		RequiresApproval: c.RequiresApproval, SuspendPayload: strOrNil(c.SuspendPayload), ResumeSchema: strOrNil(c.ResumeSchema),
+		RequiresApproval: c.RequiresApproval, SuspendPayload: strOrNil(c.SuspendPayload), ResumeSchema: strOrNil(c.ResumeSchema), AskedMidCall: c.AskedMidCall,
 		Interrupted: c.Interrupted, InterruptedToolCallID: strOrEmpty(c.InterruptedToolCallID),
 		State: ToolCallPending, CreatedAt: runtype.StoredTime(at), ExpiresAt: msOrNil(c.ExpiresAt),
 		RemindAt: msOrNil(c.RemindAt), EscalateAt: msOrNil(c.EscalateAt), ExpiringAt: msOrNil(c.ExpiringAt),

@@ -76,7 +76,7 @@ func toRuns(list []*runtype.Run) []*model.AgentRun {
 func toToolCall(runID string, c *runtype.ToolCall) *model.AgentRunToolCall {
 	out := &model.AgentRunToolCall{
 		ID: runID + ":" + c.ToolCallID, ToolCallID: &c.ToolCallID, ToolName: &c.ToolName,
-		RequiresApproval: c.RequiresApproval, SuspendPayload: c.SuspendPayload, ResumeSchema: c.ResumeSchema, Interrupted: c.Interrupted,
+		RequiresApproval: c.RequiresApproval, SuspendPayload: c.SuspendPayload, ResumeSchema: c.ResumeSchema, AskedMidCall: c.AskedMidCall, Interrupted: c.Interrupted,
 		Args: c.Args, ExpiresAt: c.ExpiresAt, InterruptedToolCallID: nonEmpty(c.InterruptedToolCallID),
 		RemindAt: c.RemindAt, RemindedAt: c.RemindedAt, EscalateAt: c.EscalateAt, EscalatedTo: append([]string{}, c.EscalateTo...),
 		EscalatedAt: c.EscalatedAt, ExpiringAt: c.ExpiringAt, ExpiringWarnedAt: c.ExpiringWarnedAt, FollowUpsSent: followUpsSent(c),

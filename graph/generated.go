@@ -82,6 +82,7 @@ type ComplexityRoot struct {
 		ApprovalReason        func(childComplexity int) int
 		Approvals             func(childComplexity int) int
 		Args                  func(childComplexity int) int
+		AskedMidCall          func(childComplexity int) int
 		EscalateAt            func(childComplexity int) int
 		EscalatedAt           func(childComplexity int) int
 		EscalatedTo           func(childComplexity int) int
@@ -596,6 +597,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AgentRunToolCall.Args(childComplexity), true
+	case "AgentRunToolCall.askedMidCall":
+		if e.ComplexityRoot.AgentRunToolCall.AskedMidCall == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentRunToolCall.AskedMidCall(childComplexity), true
 	case "AgentRunToolCall.escalateAt":
 		if e.ComplexityRoot.AgentRunToolCall.EscalateAt == nil {
 			break
@@ -2233,6 +2240,8 @@ type AgentRunToolCall {
   suspendPayload: JSON
   "Addition: the JSON Schema this call's resumeData must satisfy when the call names its own — an upstream MCP server that asked for input (its requestedSchema), with an input-required result or in the middle of its call; null: the tool's resumeSchema applies."
   resumeSchema: JSON
+  "Addition: true on a question an upstream MCP server asked in the middle of the call, which is still executing: answer it with resumeRun (its resumeSchema) or decline it with declineToolCall; approveToolCall is BAD_USER_INPUT."
+  askedMidCall: Boolean!
   "Addition: true when the call was executing while its server instance died (or lost the database), or its request reached a tool server that stopped, lost the connection or did not answer within its timeout before answering (an MCP server, an HTTP tool), so its outcome is unknown; it waits for approval again."
   interrupted: Boolean!
   """
@@ -2464,7 +2473,7 @@ type Mutation {
   """
   revokeGrant(id: ID!): Grant!
 
-  "Decline a suspended tool call: the tool does not run; the model is told it was declined (with the reason) and the run goes on. Errors as approveToolCall."
+  "Decline a suspended tool call: the tool does not run; the model is told it was declined (with the reason) and the run goes on. Addition: on a question an MCP server asked in the middle of its call (askedMidCall), the server is answered decline instead, its call goes on and its result is the call's; the decision is the decliner's, with the reason (approveToolCall on such a question is BAD_USER_INPUT). Errors as approveToolCall."
   declineToolCall(runId: ID!, toolCallId: ID, reason: String): AgentRun!
 
   "Resume a run whose tool called suspend(): the tool runs again with resumeData (addition: a question an MCP server asked in the middle of its call is answered with resumeData instead, the call going on). resumeData that does not satisfy the tool's resumeSchema (or the call's own resumeSchema) is BAD_USER_INPUT. Addition: so is resumeData nested more than 64 levels deep. Other errors as approveToolCall."
@@ -2917,6 +2926,8 @@ func (ec *executionContext) childFields_AgentRunToolCall(ctx context.Context, fi
 		return ec.fieldContext_AgentRunToolCall_suspendPayload(ctx, field)
 	case "resumeSchema":
 		return ec.fieldContext_AgentRunToolCall_resumeSchema(ctx, field)
+	case "askedMidCall":
+		return ec.fieldContext_AgentRunToolCall_askedMidCall(ctx, field)
 	case "interrupted":
 		return ec.fieldContext_AgentRunToolCall_interrupted(ctx, field)
 	case "interruptedToolCallId":
@@ -5057,6 +5068,29 @@ func (ec *executionContext) _AgentRunToolCall_resumeSchema(ctx context.Context, 
 }
 func (ec *executionContext) fieldContext_AgentRunToolCall_resumeSchema(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AgentRunToolCall", field, false, false, "JSON")
+}
+
+func (ec *executionContext) _AgentRunToolCall_askedMidCall(ctx context.Context, field graphql.CollectedField, obj *model.AgentRunToolCall) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentRunToolCall_askedMidCall(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AskedMidCall, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentRunToolCall_askedMidCall(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentRunToolCall", field, false, false, "Boolean")
 }
 
 func (ec *executionContext) _AgentRunToolCall_interrupted(ctx context.Context, field graphql.CollectedField, obj *model.AgentRunToolCall) (ret graphql.Marshaler) {
@@ -11482,6 +11516,11 @@ func (ec *executionContext) _AgentRunToolCall(ctx context.Context, sel ast.Selec
 		case "resumeSchema":
 			out.Values[i] = ec._AgentRunToolCall_resumeSchema(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "askedMidCall":
+			out.Values[i] = ec._AgentRunToolCall_askedMidCall(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "interrupted":

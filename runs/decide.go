@@ -25,7 +25,8 @@ type DecideParams struct {
 // already decided (of racing decisions exactly one wins; the message says who decided and when),
 // or expired (its tool's approvalTimeout passed: the message says so) — a toolCallId names one
 // call for ever, so a stale decision never lands on another; BAD_USER_INPUT when the call waits
-// for resume data, or the toolCallId is ambiguous or unknown.
+// for resume data or is a question asked in the middle of its call, or the toolCallId is
+// ambiguous or unknown.
 func (s *Service) Approve(ctx context.Context, p DecideParams) (*runtype.Run, error) {
 	return s.decide(ctx, p, agent.Decision{Kind: agent.CallApproved})
 }
@@ -46,7 +47,9 @@ func (s *Service) EditAndApprove(ctx context.Context, p DecideParams, args json.
 }
 
 // Decline answers the held call with the reason instead of running it (or with
-// agent.DeclinedMessage when reason is empty); the run continues. Errors as Approve.
+// agent.DeclinedMessage when reason is empty); the run continues. On a question its tool asked
+// in the middle of its call (midcall.go) the tool is answered "declined" instead, and its call
+// goes on: its result is the call's. Errors as Approve.
 func (s *Service) Decline(ctx context.Context, p DecideParams, reason string) (*runtype.Run, error) {
 	return s.decide(ctx, p, agent.Decision{Kind: agent.CallDeclined, Reason: reason})
 }
@@ -164,13 +167,13 @@ func (s *Service) checkDecision(ctx context.Context, p DecideParams, d agent.Dec
 	if err := s.refuseExpired(ctx, dec.run, dec.call); err != nil {
 		return nil, nil, err
 	}
-	if err := checkKind(dec.call, d.Kind); err != nil {
+	if dec.snap, err = snapshotOf(dec.run); err != nil {
+		return nil, nil, err
+	}
+	if err := checkKind(dec.call, askedMidCall(dec.snap, dec.call.ToolCallID), d.Kind); err != nil {
 		return nil, nil, err
 	}
 	if err := checkValues(dec, d); err != nil {
-		return nil, nil, err
-	}
-	if dec.snap, err = snapshotOf(dec.run); err != nil {
 		return nil, nil, err
 	}
 	return dec, nil, nil
@@ -379,7 +382,17 @@ func alreadyDecided(r *runtype.Run, callID string) error {
 	return nil
 }
 
-func checkKind(call *runtype.ToolCall, kind agent.CallState) error {
+// checkKind refuses a decision of a kind call does not wait for: resume data for a call that
+// waits for approval, approval for one that waits for data. A question its tool asked in the
+// middle of its call (midCall, midcall.go) is answered with data or declined — the decline is
+// the tool's answer, and its call goes on — never approved: nothing waits to run.
+func checkKind(call *runtype.ToolCall, midCall bool, kind agent.CallState) error {
+	if midCall || call.AskedMidCall {
+		if kind == agent.CallApproved {
+			return runtype.Errorf(runtype.CodeBadUserInput, "tool call %s (%s) is a question its tool asked in the middle of its call, which is running: answer it with resumeRun, or decline it with declineToolCall", call.ToolCallID, call.ToolName)
+		}
+		return nil
+	}
 	if kind == agent.CallResumed && call.RequiresApproval {
 		return runtype.Errorf(runtype.CodeBadUserInput, "tool call %s (%s) waits for approval, not resume data: use approveToolCall or declineToolCall", call.ToolCallID, call.ToolName)
 	}

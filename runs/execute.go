@@ -668,7 +668,7 @@ func (e *execution) eventCall(snap *agent.Snapshot, c agent.PendingCall) *runtyp
 		PolicyRevision: revision,
 		ToolCallID:     c.CallID(), ToolName: c.Name, Args: c.Args,
 		RequiresApproval: e.agent.Waits(snap, &c) && c.State != agent.CallSuspended && c.ArgsError == "",
-		SuspendPayload:   c.SuspendPayload, ResumeSchema: c.ResumeSchema, Interrupted: c.Interrupted, InterruptedToolCallID: c.InterruptedToolCallID,
+		SuspendPayload:   c.SuspendPayload, ResumeSchema: c.ResumeSchema, AskedMidCall: c.AskedMidCall, Interrupted: c.Interrupted, InterruptedToolCallID: c.InterruptedToolCallID,
 	}
 }
 
@@ -743,7 +743,7 @@ func (e *execution) storeSuspension(ctx context.Context, snap *agent.Snapshot, h
 // its tool has an approval timeout, and when its tool's follow-up steps are due.
 func (e *execution) waitingCall(c agent.PendingCall, now time.Time) runtype.ToolCall {
 	call := runtype.ToolCall{ToolCallID: c.CallID(), ToolName: c.Name, Args: c.Args, RequiresApproval: c.State == agent.CallAwaitingApproval,
-		SuspendPayload: c.SuspendPayload, ResumeSchema: c.ResumeSchema, Interrupted: c.Interrupted, InterruptedToolCallID: c.InterruptedToolCallID}
+		SuspendPayload: c.SuspendPayload, ResumeSchema: c.ResumeSchema, AskedMidCall: c.AskedMidCall, Interrupted: c.Interrupted, InterruptedToolCallID: c.InterruptedToolCallID}
 	if g := c.Gate; g != nil {
 		call.PolicyRevision = g.Revision
 		if g.Ask && call.RequiresApproval && !c.Interrupted {

@@ -147,6 +147,92 @@ func TestMidCallQuestionWaitsForAPerson(t *testing.T) {
 	})
 }
 
+// TestMidCallQuestionDeclined: a person declines a question asked in the middle of a call: the
+// server is answered "decline", its call goes on and its result is the call's, once; the
+// decision is that person's DECLINED with the reason. An approval of the question is
+// BAD_USER_INPUT saying to answer or decline it, and the question still waits; the call is
+// shown as asked mid-call.
+func TestMidCallQuestionDeclined(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		u := newAskingUpstream(t)
+		f := setupWith(t, db, runs.Config{}, setupOpts{agents: []*agent.Agent{askingAgent(t, u, 0)}})
+		r := f.suspended(t, runs.StartParams{AgentID: "asking-agent", Prompt: "refund order 7"})
+		checkAsked(t, f, r)
+		if got, _ := f.svc.Get(bg(), r.ID); len(got.ToolCalls) != 1 || !got.ToolCalls[0].AskedMidCall {
+			t.Fatalf("calls %+v: want the question marked as asked in the middle of its call", got.ToolCalls)
+		}
+		alice := as("alice", nil, runtype.RoleApprover)
+		_, err := f.svc.Approve(alice, runs.DecideParams{RunID: r.ID})
+		wantCode(t, err, runtype.CodeBadUserInput)
+		if err == nil || !strings.Contains(err.Error(), "resumeRun") || !strings.Contains(err.Error(), "declineToolCall") {
+			t.Fatalf("approval of the question: %v; want it told to answer or decline", err)
+		}
+		if got, _ := f.svc.Get(bg(), r.ID); got.Status != runtype.StatusSuspended || len(got.ToolCalls) != 1 {
+			t.Fatalf("after the refused approval: %s with %d calls, want the question still waiting", got.Status, len(got.ToolCalls))
+		}
+		if _, err := f.svc.Decline(alice, runs.DecideParams{RunID: r.ID}, "do not refund"); err != nil {
+			t.Fatal(err)
+		}
+		done := f.finished(t, r.ID)
+		if done.Status != runtype.StatusCompleted || show(done.Output) != "the tool said: not refunded: decline" {
+			t.Fatalf("run %s, output %q", done.Status, show(done.Output))
+		}
+		if a := u.got(); len(a) != 1 || a[0] != "decline" || u.executions.Load() != 1 {
+			t.Fatalf("the server got %q in %d executions; want decline once, in one", a, u.executions.Load())
+		}
+		ds := humanDecisions(done.Decisions)
+		if len(ds) != 1 || ds[0].Kind != runtype.DecisionDeclined || deref(ds[0].DecidedBy) != "alice" || deref(ds[0].Reason) != "do not refund" {
+			t.Fatalf("decisions %+v, want alice's decline with her reason", done.Decisions)
+		}
+		if n := len(ofType(allEvents(t, f, r.ID), runtype.EventToolResult)); n != 1 {
+			t.Fatalf("%d TOOL_RESULT events, want the call's one", n)
+		}
+	})
+}
+
+// TestMidCallQuestionsOfOverlappingCalls: two runs call one url server at once, and each call
+// asks in the middle of it; each call has a session of its own, so both questions are held,
+// each on its own run, and each answer (different data, answered in the other order) reaches
+// its own call: each run completes with its own reason, each call executed once.
+func TestMidCallQuestionsOfOverlappingCalls(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		u := newAskingUpstream(t)
+		a := askingAgent(t, u, 0)
+		// One script for both runs: call the tool, then say what it answered.
+		a.Model = &scripted{steps: []step{func(ctx context.Context, req llm.Request, onText func(string) error) (llm.Response, error) {
+			if last := req.Messages[len(req.Messages)-1]; last.Role == llm.RoleTool {
+				return answer("the tool said: "+last.Content)(ctx, req, onText)
+			}
+			return llm.Response{ToolCalls: []llm.ToolCall{{ID: "call_1", Name: "refund_ask", Args: json.RawMessage(`{"order":7}`)}}}, nil
+		}}}
+		f := setupWith(t, db, runs.Config{}, setupOpts{agents: []*agent.Agent{a}})
+		first := f.suspended(t, runs.StartParams{AgentID: "asking-agent", Prompt: "refund order 7"})
+		second := f.suspended(t, runs.StartParams{AgentID: "asking-agent", Prompt: "refund order 7 again"})
+		for _, r := range []*runtype.Run{first, second} {
+			if len(r.ToolCalls) != 1 || !r.ToolCalls[0].AskedMidCall {
+				t.Fatalf("run %s waits on %+v; want its call's question", r.ID, r.ToolCalls)
+			}
+		}
+		if _, err := f.svc.Resume(bg(), runs.DecideParams{RunID: second.ID}, json.RawMessage(`{"reason":"second reason"}`)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.svc.Resume(bg(), runs.DecideParams{RunID: first.ID}, json.RawMessage(`{"reason":"first reason"}`)); err != nil {
+			t.Fatal(err)
+		}
+		for r, want := range map[string]string{first.ID: "first reason", second.ID: "second reason"} {
+			done := f.finished(t, r)
+			if done.Status != runtype.StatusCompleted || show(done.Output) != "the tool said: refunded because "+want {
+				t.Fatalf("run %s: %s, output %q; want its own answer, %q", r, done.Status, show(done.Output), want)
+			}
+		}
+		if u.executions.Load() != 2 || len(u.got()) != 2 {
+			t.Fatalf("%d executions, answers %q; want one each", u.executions.Load(), u.got())
+		}
+	})
+}
+
 // checkAsked checks run r waits on the question: listed in suspendedRuns, the call needing no
 // approval, the question's message and schema, and the lease kept by the executing instance.
 func checkAsked(t *testing.T, f *fixture, r *runtype.Run) {

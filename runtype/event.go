@@ -87,7 +87,10 @@ type ToolCall struct {
 	// ResumeSchema is the schema of this call's resume data when the call names its own (an
 	// upstream MCP server's request for input); nil: its tool's resumeSchema.
 	ResumeSchema json.RawMessage `json:"resumeSchema,omitempty"`
-	Interrupted  bool            `json:"interrupted,omitempty"`
+	// AskedMidCall marks a question its tool asked in the middle of its call, still executing
+	// (runs/midcall.go): a person answers it with resume data or declines it, never approves.
+	AskedMidCall bool `json:"askedMidCall,omitempty"`
+	Interrupted  bool `json:"interrupted,omitempty"`
 	// InterruptedToolCallID is, on an interrupted call, the id it was executing under when its
 	// outcome became unknown: it waits under a new id (agent.Snapshot.Reissue), and the
 	// decisions taken before, and a late result of that execution, name the old one.

@@ -35,6 +35,12 @@ type MCPConfig struct {
 	// Logger receives the server's stderr lines (stdio), its deaths and its restarts, each
 	// with the server's name. Default: slog.Default().
 	Logger *slog.Logger
+	// MaxSessions bounds the sessions open at once with a url server, one per call in flight
+	// (mcp_pool.go): a call beyond them waits for one. Default 16. A stdio server has one.
+	MaxSessions int
+	// IdleTimeout is how long a url server's session no call uses stays open for the next
+	// call. Default 5 minutes.
+	IdleTimeout time.Duration
 }
 
 // MCPServer is a connection to an MCP server, opened at start and opened again when it is lost
@@ -50,9 +56,13 @@ type MCPServer struct {
 	callsMu sync.Mutex
 	calls   map[*inFlight]struct{}
 
+	// pool holds a url server's sessions, one per call in flight (mcp_pool.go); nil for a
+	// stdio server, whose one session is session.
+	pool *sessionPool
+
 	mu      sync.Mutex
 	session *mcp.ClientSession
-	proc    *process // the stdio server's process of the session; nil for url servers
+	proc    *process // the stdio server's process of the session
 	lost    bool     // the last session was lost: the next one is a restart
 }
 
@@ -91,18 +101,72 @@ func ConnectMCP(ctx context.Context, cfg MCPConfig, version string) (*MCPServer,
 	if log == nil {
 		log = slog.Default()
 	}
+	if cfg.MaxSessions <= 0 {
+		cfg.MaxSessions = defaultMaxSessions
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = defaultIdleTimeout
+	}
 	s := &MCPServer{cfg: cfg, log: log.With("mcpServer", cfg.Name)}
 	// Questions come back as results (mcp_input.go): the SDK's own round trips are off.
 	s.client = mcp.NewClient(&mcp.Implementation{Name: "interlock", Version: version}, &mcp.ClientOptions{
 		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true}, ElicitationHandler: s.askedMidCall})
-	if _, err := s.connected(ctx); err != nil {
+	if len(cfg.Command) == 0 {
+		s.pool = newSessionPool(cfg.MaxSessions, cfg.IdleTimeout, s.openPooled)
+	}
+	// The first session checks the server answers; a url server's stays open for the first call.
+	cs, err := s.acquire(ctx)
+	if err != nil {
 		return nil, err
 	}
+	s.release(cs)
 	return s, nil
 }
 
-// connected returns the open session, opening one when there is none or its stdio process is
-// known to have exited. Callers that find a session being opened wait for it.
+// acquire returns a session for one call (or a listing): the stdio server's one session, or a
+// url server's session of the call's own (mcp_pool.go). Give it back with release once the call
+// has ended — or, when it must not serve another call, with retire or lose.
+func (s *MCPServer) acquire(ctx context.Context) (*mcp.ClientSession, error) {
+	if s.pool != nil {
+		return s.pool.take(ctx)
+	}
+	return s.connected(ctx)
+}
+
+// release gives back a session whose call has ended, for the next call.
+func (s *MCPServer) release(cs *mcp.ClientSession) {
+	if s.pool != nil {
+		s.pool.put(cs)
+	}
+}
+
+// retire gives back a url server's session whose call ended without its answer (timed out or
+// cancelled): the session works, but the server may still go on with the call, and a question
+// it asks then must not reach the next call on it — so the session is closed. A stdio server's
+// session stays: its questions are told apart otherwise (askedMidCall).
+func (s *MCPServer) retire(cs *mcp.ClientSession) {
+	if s.pool != nil {
+		s.pool.drop(cs, false)
+	}
+}
+
+// openPooled opens a url server's session for the pool.
+func (s *MCPServer) openPooled(ctx context.Context) (*mcp.ClientSession, error) {
+	cs, _, err := s.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lost {
+		s.log.Info("MCP server restarted: a new session is open")
+		s.lost = false
+	}
+	return cs, nil
+}
+
+// connected returns the stdio server's open session, opening one when there is none or its
+// process is known to have exited. Callers that find a session being opened wait for it.
 func (s *MCPServer) connected(ctx context.Context) (*mcp.ClientSession, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -112,21 +176,9 @@ func (s *MCPServer) connected(ctx context.Context) (*mcp.ClientSession, error) {
 	if s.session != nil {
 		return s.session, nil
 	}
-	startCtx, cancel := context.WithTimeout(ctx, s.cfg.StartTimeout)
-	defer cancel()
-	t, proc := s.transport()
-	cs, err := s.client.Connect(startCtx, t, nil)
+	cs, proc, err := s.open(ctx)
 	if err != nil {
-		if proc != nil {
-			proc.abandon()
-		}
-		if ctx.Err() == nil && startCtx.Err() != nil {
-			return nil, fmt.Errorf("MCP server %s did not answer initialize within %s (mcpServers[].startTimeout)", s.cfg.Name, s.cfg.StartTimeout)
-		}
-		if redirect, ok := asRedirectError(err); ok {
-			return nil, fmt.Errorf("MCP server %s %w", s.cfg.Name, redirect)
-		}
-		return nil, fmt.Errorf("MCP server %s: connect: %w", s.cfg.Name, err)
+		return nil, err
 	}
 	if s.lost {
 		s.log.Info("MCP server restarted: a new session is open")
@@ -136,11 +188,45 @@ func (s *MCPServer) connected(ctx context.Context) (*mcp.ClientSession, error) {
 	return cs, nil
 }
 
+// open opens a new session (starting the command of a stdio server, whose process it returns),
+// within the start timeout.
+func (s *MCPServer) open(ctx context.Context) (*mcp.ClientSession, *process, error) {
+	startCtx, cancel := context.WithTimeout(ctx, s.cfg.StartTimeout)
+	defer cancel()
+	t, proc := s.transport()
+	cs, err := s.client.Connect(startCtx, t, nil)
+	if err != nil {
+		if proc != nil {
+			proc.abandon()
+		}
+		if ctx.Err() == nil && startCtx.Err() != nil {
+			return nil, nil, fmt.Errorf("MCP server %s did not answer initialize within %s (mcpServers[].startTimeout)", s.cfg.Name, s.cfg.StartTimeout)
+		}
+		if redirect, ok := asRedirectError(err); ok {
+			return nil, nil, fmt.Errorf("MCP server %s %w", s.cfg.Name, redirect)
+		}
+		return nil, nil, fmt.Errorf("MCP server %s: connect: %w", s.cfg.Name, err)
+	}
+	return cs, proc, nil
+}
+
 // lose forgets a session whose connection failed, so the next call opens a new one. It logs the
 // loss once, and closes the session in the background: a stdio process that will not exit must
 // not hold up the calls that follow. ended says Interlock ends a session that still works (a
-// message too large to read), so the process's exit is not a death.
+// message too large to read), so the process's exit is not a death. A url server's lost
+// connection closes its idle sessions too (the server is likely gone, or restarted and has
+// forgotten them); a session Interlock ends is closed alone.
 func (s *MCPServer) lose(cs *mcp.ClientSession, why error, ended bool) {
+	if s.pool != nil {
+		if !ended {
+			s.log.Warn("MCP server connection lost; the next call opens a new session", "reason", why.Error())
+			s.mu.Lock()
+			s.lost = true
+			s.mu.Unlock()
+		}
+		s.pool.drop(cs, !ended)
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.session == cs {
@@ -159,10 +245,11 @@ func (s *MCPServer) loseLocked(cs *mcp.ClientSession, why string, ended bool) {
 
 // Tools lists the server's tools.
 func (s *MCPServer) Tools(ctx context.Context) ([]MCPTool, error) {
-	cs, err := s.connected(ctx)
+	cs, err := s.acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
+	defer s.release(cs)
 	var out []MCPTool
 	for t, err := range cs.Tools(ctx, nil) {
 		if err != nil {
@@ -257,9 +344,9 @@ func (s *MCPServer) callOnce(ctx context.Context, tool string, c *agent.Call) (*
 	if params.InputResponses, params.RequestState, err = answers(c); err != nil {
 		return nil, err
 	}
-	res, err := s.call(ctx, params)
+	res, err := s.call(ctx, f, params)
 	if errors.Is(err, errNotSent) {
-		res, err = s.call(ctx, params) // nothing reached the server: one new attempt
+		res, err = s.call(ctx, f, params) // nothing reached the server: one new attempt
 	}
 	if err != nil {
 		msg := fmt.Sprintf("the MCP tool did not answer within %s", s.cfg.Timeout)
@@ -303,20 +390,26 @@ type toolError struct{ err error }
 
 func (e toolError) Error() string { return e.err.Error() }
 
-func (s *MCPServer) call(ctx context.Context, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+// call makes call f (params) on a session of its own (a url server's, mcp_pool.go) or the
+// stdio server's one, at most once.
+func (s *MCPServer) call(ctx context.Context, f *inFlight, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
 	tool := params.Name
-	cs, err := s.connected(ctx)
+	cs, err := s.acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
+	f.on(s, cs) // a question asked on cs now may be f's
 	tr := &delivery{}
 	res, err := cs.CallTool(withDelivery(ctx, tr), params)
+	f.on(s, nil)
 	if err == nil {
+		s.release(cs)
 		return res, nil
 	}
 	if redirect, ok := asRedirectError(err); ok {
 		// The server answered with a redirect that was not followed (sameOriginRedirects): the
 		// call ran nowhere, and the session is as it was.
+		s.release(cs)
 		return nil, fmt.Errorf("MCP server %s %w", s.cfg.Name, redirect)
 	}
 	switch {
@@ -325,10 +418,12 @@ func (s *MCPServer) call(ctx context.Context, params *mcp.CallToolParams) (*mcp.
 		return nil, tooLarge(0)
 	case serverAnswered(err):
 		// The server answered the call with an error (an unknown tool, invalid arguments).
+		s.release(cs)
 		return nil, toolError{fmt.Errorf("MCP server %s: %w", s.cfg.Name, err)}
 	case ctx.Err() != nil:
 		// Timed out or cancelled: the session is fine (the SDK tells the server the call is
-		// cancelled); the caller says what happened.
+		// cancelled), but not for another call (retire); the caller says what happened.
+		s.retire(cs)
 		if tr.wasSent() && errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
 			s.log.Warn("MCP call's outcome unknown: the request was sent and no answer came within the timeout", "tool", tool, "timeout", s.cfg.Timeout.String())
 			return nil, fmt.Errorf("MCP server %s: %w: %w", s.cfg.Name, errSentTimedOut, context.Cause(ctx))
@@ -410,8 +505,11 @@ func mimeNote(mime string) string {
 	return " (" + mime + ")"
 }
 
-// Close ends the session and waits (boundedly) for a stdio process to exit.
+// Close ends the sessions and waits (boundedly) for a stdio process to exit.
 func (s *MCPServer) Close() error {
+	if s.pool != nil {
+		return s.pool.close()
+	}
 	s.mu.Lock()
 	cs, proc := s.session, s.proc
 	s.session, s.proc = nil, nil

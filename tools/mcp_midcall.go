@@ -15,10 +15,13 @@ import (
 
 // Questions asked in the middle of a call. A server of the protocols before 2026-07-28 asks its
 // client with elicitation/create while its tools/call is in flight. The protocol does not say
-// which call a question belongs to (the SDK hands the client's handler the request alone), so a
-// question goes to the one call in flight on this server: when several are in flight at once it
-// cannot be told which one asks, and the question is refused, as is a question while none is
-// (a server asking on its own). The call's agent.Call.Ask holds it for a person (the run
+// which call a question belongs to (the SDK hands the client's handler the request and its
+// session alone), so a question goes to the one call in flight on the session it arrived on. A
+// url server's calls each have a session of their own (mcp_pool.go), so its questions always
+// can be told apart. A stdio server is one process with one session, shared by its calls: when
+// several are in flight at once it cannot be told which one asks, and the question is refused,
+// as is a question while none is (a server asking on its own). The call's agent.Call.Ask holds
+// it for a person (the run
 // service stores the run SUSPENDED on the call, still executing, under the lease of the
 // instance that runs it); the person's answer (resumeRun) is accepted with their data; a
 // question nobody answered within the tool's approvalTimeout is cancelled. Only a form
@@ -38,9 +41,20 @@ type inFlight struct {
 	stop  context.CancelFunc
 	done  func()
 
+	// session is the session the call is being made on, nil before and after (guarded by the
+	// server's callsMu): a question asked on it may be this call's.
+	session *mcp.ClientSession
+
 	mu     sync.Mutex
 	over   bool           // the call has returned: no question is taken any more
 	asking sync.WaitGroup // questions being held for a person
+}
+
+// on records the session call f is being made on of server s (nil: none any more).
+func (f *inFlight) on(s *MCPServer, cs *mcp.ClientSession) {
+	s.callsMu.Lock()
+	defer s.callsMu.Unlock()
+	f.session = cs
 }
 
 // begin registers call c as in flight, with its timeout, and returns the call's context (which
@@ -76,12 +90,16 @@ func (f *inFlight) end() {
 	f.done()
 }
 
-// asker is the call a question asked now goes to: the only one in flight, with a way to ask.
-func (s *MCPServer) asker() (*inFlight, error) {
+// asker is the call a question asked now on session cs goes to: the only one in flight on it,
+// with a way to ask.
+func (s *MCPServer) asker(cs *mcp.ClientSession) (*inFlight, error) {
 	s.callsMu.Lock()
 	defer s.callsMu.Unlock()
 	var open []*inFlight
 	for f := range s.calls {
+		if f.session != cs {
+			continue
+		}
 		f.mu.Lock()
 		if !f.over {
 			open = append(open, f)
@@ -92,7 +110,7 @@ func (s *MCPServer) asker() (*inFlight, error) {
 	case len(open) == 0:
 		return nil, errors.New("Interlock holds a server's question for a person only while one of its tool calls is in flight, and none is")
 	case len(open) > 1:
-		return nil, fmt.Errorf("Interlock cannot tell which of the %d tool calls in flight asked this question (the protocol does not say), so it is not held for a person", len(open))
+		return nil, fmt.Errorf("Interlock cannot tell which of the %d tool calls in flight asked this question: the MCP server %s runs on stdio, one process with one session that its calls share, and the protocol does not say which call a question belongs to, so it is not held for a person (a url server's calls each have a session of their own)", len(open), s.cfg.Name)
 	case open[0].ask == nil:
 		return nil, errors.New("Interlock cannot hold a question for a person during this call")
 	}
@@ -110,7 +128,7 @@ func (s *MCPServer) askedMidCall(ctx context.Context, r *mcp.ElicitRequest) (*mc
 		s.log.Warn("MCP server asked for input Interlock cannot give; refused", "mode", p.Mode, "message", p.Message)
 		return nil, fmt.Errorf("the MCP server %s asked for %s elicitation, which Interlock cannot give: only questions a person answers with a form are held for a person", s.cfg.Name, p.Mode)
 	}
-	f, err := s.asker()
+	f, err := s.asker(r.Session)
 	if err != nil {
 		s.log.Warn("MCP server asked for input in the middle of a call; refused", "message", p.Message, "err", err)
 		return nil, err

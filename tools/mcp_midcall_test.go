@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,7 +23,16 @@ import (
 // open), and answers with how the question was answered; ask waits until `together` calls have
 // arrived before it asks.
 func midCallServer(t *testing.T, together int) string {
-	s := mcp.NewServer(&mcp.Implementation{Name: "asker", Version: "1"}, nil)
+	s := midCallMCPServer(together)
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	t.Cleanup(hs.Close)
+	return hs.URL
+}
+
+// midCallMCPServer is midCallServer's MCP server, for any transport, of the protocol versions
+// given (none: all the SDK has).
+func midCallMCPServer(together int, versions ...string) *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "asker", Version: "1"}, &mcp.ServerOptions{SupportedProtocolVersions: versions})
 	var arrived, asked atomic.Int64
 	all := make(chan struct{})      // closed once `together` calls are in flight
 	answered := make(chan struct{}) // closed once each of them has had its question answered
@@ -51,9 +61,7 @@ func midCallServer(t *testing.T, together int) string {
 	s.AddTool(&mcp.Tool{Name: "ask_url", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return reply(req.Session.Elicit(ctx, &mcp.ElicitParams{Mode: "url", Message: "Sign in", URL: "https://example.com/login", ElicitationID: "e1"}))
 	})
-	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
-	t.Cleanup(hs.Close)
-	return hs.URL
+	return s
 }
 
 func connectMidCall(t *testing.T, url string, timeout time.Duration) *tools.MCPServer {
@@ -99,8 +107,9 @@ func TestMCPMidCallQuestionIsAskedOfTheCall(t *testing.T) {
 
 // TestMCPMidCallQuestionsInterlockCannotHold: a URL question (the SDK refuses it already: the
 // client declares form elicitation only; askedMidCall would too), a question during a call that
-// cannot ask (no Ask), and a question while two calls are in flight (which of them asks is
-// not said) are refused — the server sees an error — and nobody is asked.
+// cannot ask (no Ask), and a question of a stdio server while two of its calls are in flight on
+// its one session (which of them asks is not said) are refused — the server sees an error that
+// says why — and nobody is asked.
 func TestMCPMidCallQuestionsInterlockCannotHold(t *testing.T) {
 	t.Parallel()
 	var asks atomic.Int64
@@ -123,7 +132,12 @@ func TestMCPMidCallQuestionsInterlockCannotHold(t *testing.T) {
 		t.Fatalf("question without Ask: %v", err)
 	}
 
-	two := connectMidCall(t, midCallServer(t, 2), 5*time.Second)
+	two, err := tools.ConnectMCP(context.Background(), tools.MCPConfig{Name: "asker", Command: []string{os.Args[0]},
+		Env: map[string]string{"INTERLOCK_TEST_MCP_STDIO": "asker2"}, Timeout: 5 * time.Second}, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { two.Close() })
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
 	for i := range 2 {
@@ -131,11 +145,35 @@ func TestMCPMidCallQuestionsInterlockCannotHold(t *testing.T) {
 	}
 	wg.Wait()
 	for _, err := range errs {
-		if err == nil || !strings.Contains(err.Error(), "cannot tell which") {
+		if err == nil || !strings.Contains(err.Error(), "cannot tell which of the 2 tool calls") || !strings.Contains(err.Error(), "stdio") {
 			t.Fatalf("question with two calls in flight: %v", errs)
 		}
 	}
 	if n := asks.Load(); n != 0 {
 		t.Fatalf("%d questions were put to a person", n)
+	}
+}
+
+// TestMCPMidCallQuestionsOfOverlappingCalls: two calls in flight at once on one url server both
+// ask in the middle of their calls; each call has a session of its own, so each question goes to
+// its own call, is answered with that call's answer, and each call's server side gets its own.
+func TestMCPMidCallQuestionsOfOverlappingCalls(t *testing.T) {
+	t.Parallel()
+	srv := connectMidCall(t, midCallServer(t, 2), 5*time.Second)
+	colours := []string{"teal", "ochre"}
+	outs, errs := make([]any, 2), make([]error, 2)
+	var wg sync.WaitGroup
+	for i, colour := range colours {
+		c := &agent.Call{ToolCall: llm.ToolCall{ID: "tc_" + colour, Name: "ask", Args: json.RawMessage(`{}`)},
+			Ask: func(context.Context, agent.Question) (agent.Answer, error) {
+				return agent.Answer{Kind: agent.CallResumed, Data: json.RawMessage(`{"colour":"` + colour + `"}`)}, nil
+			}}
+		wg.Go(func() { outs[i], errs[i] = srv.Execute("ask")(context.Background(), c) })
+	}
+	wg.Wait()
+	for i, colour := range colours {
+		if want := `accept {"colour":"` + colour + `"}`; errs[i] != nil || outs[i] != want {
+			t.Fatalf("call %d: %v, %v; want %q", i, outs[i], errs[i], want)
+		}
 	}
 }

@@ -60,6 +60,12 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	case "fault":
 		runFaultServer()
+	case "asker2":
+		// Of a protocol before 2026-07-28, which asks in the middle of a call.
+		if err := midCallMCPServer(2, "2025-11-25").Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+			os.Exit(1)
+		}
+		os.Exit(0)
 	case "mute":
 		if f := os.Getenv("INTERLOCK_TEST_MCP_PIDFILE"); f != "" {
 			os.WriteFile(f, []byte(strconv.Itoa(os.Getpid())), 0o600)

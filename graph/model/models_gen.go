@@ -83,6 +83,8 @@ type AgentRunToolCall struct {
 	SuspendPayload json.RawMessage `json:"suspendPayload,omitempty"`
 	// Addition: the JSON Schema this call's resumeData must satisfy when the call names its own — an upstream MCP server that asked for input (its requestedSchema), with an input-required result or in the middle of its call; null: the tool's resumeSchema applies.
 	ResumeSchema json.RawMessage `json:"resumeSchema,omitempty"`
+	// Addition: true on a question an upstream MCP server asked in the middle of the call, which is still executing: answer it with resumeRun (its resumeSchema) or decline it with declineToolCall; approveToolCall is BAD_USER_INPUT.
+	AskedMidCall bool `json:"askedMidCall"`
 	// Addition: true when the call was executing while its server instance died (or lost the database), or its request reached a tool server that stopped, lost the connection or did not answer within its timeout before answering (an MCP server, an HTTP tool), so its outcome is unknown; it waits for approval again.
 	Interrupted bool `json:"interrupted"`
 	// Addition: on an interrupted call, the toolCallId it was executing under when its outcome became

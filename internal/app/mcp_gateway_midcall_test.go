@@ -166,3 +166,72 @@ func askedOnFirst(t *testing.T, s *apptest.Server) string {
 	})
 	return id
 }
+
+// TestMCPGatewayMidCallQuestionDeclined: a person declines the question an upstream asked in the
+// middle of an approved call: the upstream is answered decline, its call goes on, and the
+// client's held call gets the upstream's result; the run records the person's DECLINED with the
+// reason. The call shows askedMidCall; approving it is BAD_USER_INPUT saying to resume or decline.
+func TestMCPGatewayMidCallQuestionDeclined(t *testing.T) {
+	t.Parallel()
+	for _, db := range []string{"sqlite", "mysql"} {
+		t.Run(db, func(t *testing.T) {
+			up := apptest.NewMCPUpstreamAsking(t)
+			dsn := "sqlite:" + t.TempDir() + "/i.db"
+			if db == "mysql" {
+				dsn = dbtest.MySQLURL(dbtest.MySQLDSN(t))
+			}
+			cfg := strings.Replace(gatewayConfig(up, "30s", ""), "requireApproval: [refund]", "requireApproval: [refund, refund_ask]", 1)
+			s := apptest.AuthServer(t, dsn, cfg)
+			cs := gatewayClient(t, s, apptest.TokenOf("agentbot"), "2025-11-25", nil)
+			got := heldCall(cs, "orders__refund_ask", map[string]any{"order": 12}, 60*time.Second)
+			id := waitingRun(t, s)
+			decide(t, s, "alice", id, `approveToolCall(runId: $id) { id }`)
+			var asked struct {
+				Run struct {
+					Status    string
+					ToolCalls []struct {
+						ToolCallID   string
+						AskedMidCall bool
+					}
+				}
+			}
+			apptest.Until(t, "the run waiting for the upstream's question to be answered", func() bool {
+				s.MustAs(t, apptest.TokenOf("alice"), `query($id: ID!) { run(runId: $id) { status toolCalls { toolCallId askedMidCall } } }`, map[string]any{"id": id}, &asked)
+				return asked.Run.Status == "SUSPENDED" && len(asked.Run.ToolCalls) == 1 && asked.Run.ToolCalls[0].AskedMidCall
+			})
+			callID := asked.Run.ToolCalls[0].ToolCallID
+			if r := s.PostAs(t, apptest.TokenOf("alice"), `mutation($id: ID!) { approveToolCall(runId: $id) { id } }`, map[string]any{"id": id}); r.Code != "BAD_USER_INPUT" || !strings.Contains(r.Msg, "declineToolCall") {
+				t.Fatalf("approving the question: %q %q, want BAD_USER_INPUT saying to resume or decline", r.Code, r.Msg)
+			}
+			decline := `mutation($id: ID!, $c: ID!) { declineToolCall(runId: $id, toolCallId: $c, reason: "keep the money") { id } }`
+			if r := s.PostAs(t, apptest.TokenOf("alice"), decline, map[string]any{"id": id, "c": callID}); r.Code != "" {
+				t.Fatalf("declineToolCall: %s %s", r.Code, r.Msg)
+			}
+			res := <-got
+			if !res.IsError || resultText(res) != "not refunded: decline" {
+				t.Fatalf("the held call = %+v %q; want the upstream's own answer to the decline", res, resultText(res))
+			}
+			calls := up.Calls("refund_ask")
+			if len(calls) != 1 || calls[0].Args["why"] != "decline" {
+				t.Fatalf("the upstream ran %d times: %+v", len(calls), calls)
+			}
+			var done struct {
+				Run struct {
+					Decisions []struct {
+						ToolCallID, Kind, DecidedBy, Reason string
+					}
+				}
+			}
+			s.MustAs(t, apptest.TokenOf("alice"), `query($id: ID!) { run(runId: $id) { decisions { toolCallId kind decidedBy reason } } }`, map[string]any{"id": id}, &done)
+			var declined int
+			for _, d := range done.Run.Decisions {
+				if d.ToolCallID == callID && d.Kind == "DECLINED" && d.DecidedBy == "alice" && d.Reason == "keep the money" {
+					declined++
+				}
+			}
+			if declined != 1 {
+				t.Fatalf("decisions %+v, want alice's decline of the question with her reason", done.Run.Decisions)
+			}
+		})
+	}
+}

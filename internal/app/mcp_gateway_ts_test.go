@@ -507,3 +507,40 @@ func TestMCPGatewayTSDeclined(t *testing.T) {
 		t.Fatalf("the upstream ran refund %d times after a decline, want never", n)
 	}
 }
+
+// TestMCPGatewayTSCallWhoseUpstreamAsksMidCall: the TypeScript SDK client's call is approved,
+// then its upstream asks a question in the middle of the call; a person answers it (resumeRun)
+// and the held call gets the upstream's result for that answer, the upstream running once.
+func TestMCPGatewayTSCallWhoseUpstreamAsksMidCall(t *testing.T) {
+	t.Parallel()
+	up := apptest.NewMCPUpstreamAsking(t)
+	cfg := strings.Replace(gatewayConfig(up, "30s", ""), "requireApproval: [refund]", "requireApproval: [refund, refund_ask]", 1)
+	s := apptest.AuthServer(t, tsSQLite(t), cfg)
+	run := startTSMCPClient(t, s.URL+"/mcp", agentbotToken, []map[string]any{
+		{"op": "call", "name": "orders__refund_ask", "args": map[string]any{"order": 12}, "progress": true},
+	})
+	id := waitingRun(t, s)
+	decide(t, s, "alice", id, `approveToolCall(runId: $id) { id }`)
+	apptest.Until(t, "the upstream's question waiting for a person", func() bool {
+		var out struct {
+			Run struct {
+				Status    string
+				ToolCalls []struct{ AskedMidCall bool }
+			}
+		}
+		s.MustAs(t, apptest.TokenOf("alice"), `query($id: ID!) { run(runId: $id) { status toolCalls { askedMidCall } } }`, map[string]any{"id": id}, &out)
+		return out.Run.Status == "SUSPENDED" && len(out.Run.ToolCalls) == 1 && out.Run.ToolCalls[0].AskedMidCall
+	})
+	resume := `mutation($id: ID!, $d: JSON!) { resumeRun(runId: $id, resumeData: $d) { id } }`
+	if r := s.PostAs(t, apptest.TokenOf("alice"), resume, map[string]any{"id": id, "d": map[string]any{"reason": "arrived broken"}}); r.Code != "" {
+		t.Fatalf("resumeRun: %s %s", r.Code, r.Msg)
+	}
+	lines := run.Wait(t)
+	res := tsCallResult(t, lines[len(lines)-1])
+	if res["isError"] == true || tsText(res) != "refunded because arrived broken" || tsApproval(res)["runId"] != id {
+		t.Fatalf("the held call answered %v, want the upstream's result for the answer, in run %s", res, id)
+	}
+	if calls := up.Calls("refund_ask"); len(calls) != 1 || calls[0].Args["why"] != "arrived broken" {
+		t.Fatalf("the upstream's refund_ask calls = %+v, want one, answered", calls)
+	}
+}

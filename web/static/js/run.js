@@ -39,6 +39,7 @@ const LATE = `toolCallId toolName result error suspendPayload instanceId finishe
 const RUN = `query Run($id: ID!) { run(runId: $id) {
   runId agentId status threadId resourceId startedBy createdAt updatedAt suspendedAt lastEventSeq output error prompt context external
   toolCalls { id toolCallId toolName args requiresApproval suspendPayload interrupted interruptedToolCallId expiresAt approvalReason remindAt escalateAt escalatedTo expiringAt followUpsSent lateResult { ${LATE} }
+    askedMidCall resumeSchema
     approvals { required count args edited by { subject at } superseded { subject } } }
   decisions { id toolCallId toolName kind decidedBy decidedAt reason resumeData args editedArgs grantId policyRevision approvals { required by { subject at } } }
   lateResults { ${LATE} }
@@ -526,7 +527,7 @@ function renderPending(section, run, agents, decide, ctx) {
       card.append(editAndApprove(run, c, tool, (m, v, form) => decide(m, v, card, form)));
     } else {
       card.append(el("p", { class: "muted label" }, "The tool asks"), argsView(c.suspendPayload, `raw-${c.toolCallId}`));
-      const sf = schemaForm(tool?.resumeSchema, `resume-${c.toolCallId}`);
+      const sf = schemaForm(c.resumeSchema || tool?.resumeSchema, `resume-${c.toolCallId}`);
       const form = el("form", { novalidate: true, "aria-label": "Resume", onsubmit: (ev) => {
         ev.preventDefault();
         const formError = form.querySelector(".form-error");
@@ -536,11 +537,26 @@ function renderPending(section, run, agents, decide, ctx) {
         try { data = sf.value(); } catch (e) { formError.textContent = e.message; return; }
         decide(`mutation($id: ID!, $c: ID, $d: JSON!) { resumeRun(runId: $id, toolCallId: $c, resumeData: $d) { status } }`, { id: run.runId, c: c.toolCallId, d: data }, card, form);
       } }, sf.node, el("p", { class: "field-error form-error", role: "alert" }), el("div", { class: "actions" }, el("button", { type: "submit", class: "primary" }, "Resume")));
-      card.append(form, el("p", { class: "field-error decision-error", role: "alert" }));
+      card.append(form);
+      if (c.askedMidCall) card.append(declineQuestion(run, c, (m, v) => decide(m, v, card))); // its call runs on: the server is answered "decline"
+      card.append(el("p", { class: "field-error decision-error", role: "alert" }));
     }
     section.append(card);
   }
   restoreFields(section, typed);
+}
+
+/**
+ * Decline for a question a tool asked in the middle of its call (askedMidCall): the tool's server
+ * is answered "decline" and its call goes on; the reason is kept with the decision.
+ */
+function declineQuestion(run, c, decide) {
+  const reasonId = `reason-${c.toolCallId}`;
+  const reason = el("input", { type: "text", id: reasonId, placeholder: "optional, kept with the decision" });
+  return el("div", { class: "actions decline-question" },
+    el("div", { class: "grow" }, el("label", { for: reasonId }, "Reason for declining the question"), reason),
+    el("button", { class: "decline", title: "The tool is told you declined to answer; its call goes on",
+      onclick: () => decide(`mutation($id: ID!, $c: ID, $r: String) { declineToolCall(runId: $id, toolCallId: $c, reason: $r) { status } }`, { id: run.runId, c: c.toolCallId, r: reason.value || null }) }, "Decline"));
 }
 
 /** The tool by name: the run's agent's first, then any agent's (a supervisor shows a sub-agent's call). */

@@ -1,0 +1,1 @@
+ALTER TABLE run_tool_calls ADD COLUMN asked_mid_call BOOLEAN NOT NULL DEFAULT FALSE
