@@ -160,12 +160,13 @@ func bodyText(t *testing.T, ctx context.Context) string {
 	return get(t, ctx, chromedp.Evaluate[string](`document.body.innerText`))
 }
 
-// screenshot saves a PNG of the page under docs/ when INTERLOCK_SCREENSHOTS=1, else in a temp dir.
+// screenshot saves a PNG of the page in the repository's docs/ when INTERLOCK_SCREENSHOTS=1, else in a
+// temp dir.
 func screenshot(t *testing.T, ctx context.Context, name string) {
 	t.Helper()
 	dir := t.TempDir()
 	if os.Getenv("INTERLOCK_SCREENSHOTS") == "1" {
-		dir = "docs"
+		dir = filepath.Join("..", "docs") // tests run in web/
 	}
 	png := get(t, ctx, chromedp.CaptureScreenshot())
 	if err := os.WriteFile(filepath.Join(dir, name), png, 0o644); err != nil {
