@@ -352,6 +352,12 @@ func (s *Store) PurgeFinished(ctx context.Context, cutoff, keysBefore time.Time,
 		if err := tx.Where("run_id IN ?", ids).Delete(&LateToolResult{}).Error; err != nil {
 			return err
 		}
+		if err := tx.Where("run_id IN ?", ids).Delete(&RunClaimRow{}).Error; err != nil {
+			return fmt.Errorf("purge claims: %w", err)
+		}
+		if err := tx.Where("run_id IN ?", ids).Delete(&SlackMessage{}).Error; err != nil {
+			return fmt.Errorf("purge slack messages: %w", err)
+		}
 		res := tx.Where("id IN ? AND status IN ?", ids, finished).Delete(&Run{})
 		deleted = res.RowsAffected
 		return res.Error

@@ -60,3 +60,33 @@ func TestSlackMessageReservedOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestSlackMessagePurgedWithItsRun: retention's purge of a finished run removes its Slack
+// message rows (and its claims) in the same transaction, so neither table grows without bound.
+func TestSlackMessagePurgedWithItsRun(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		s, ctx := gormstore.New(db), t.Context()
+		old := time.Now().UTC().Add(-time.Hour)
+		if err := db.Create(&gormstore.Run{ID: "run-1", AgentID: "a", Prompt: "p", Status: "COMPLETED", CreatedAt: old, UpdatedAt: old}).Error; err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Create(&gormstore.RunClaimRow{RunID: "run-1", Subject: "rita", ClaimedAt: old, ExpiresAt: old}).Error; err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := s.ReserveSlackMessage(ctx, "slack", "run-1", "tc_1", time.Hour); err != nil || !ok {
+			t.Fatalf("reserve = %v, %v", ok, err)
+		}
+		if err := s.SetSlackMessage(ctx, "slack", "run-1", "tc_1", slackapp.Message{Channel: "C1", TS: "1.2"}); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := s.PurgeFinished(ctx, time.Now(), time.Now(), 10); err != nil || n != 1 {
+			t.Fatalf("PurgeFinished = %d, %v; want the run purged", n, err)
+		}
+		for _, table := range []string{"slack_messages", "run_claims"} {
+			var left int64
+			if err := db.Table(table).Where("run_id = ?", "run-1").Count(&left).Error; err != nil || left != 0 {
+				t.Errorf("%s rows of the purged run: %d, %v; want none", table, left, err)
+			}
+		}
+	})
+}

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -62,6 +63,9 @@ type App struct {
 // than one post takes.
 const staleReservation = 2 * time.Minute
 
+// apiTimeout bounds each Slack Web API call, well under staleReservation.
+const apiTimeout = 30 * time.Second
+
 // New reads the webhook's bot token and signing secret from the environment (an error names
 // the variable, never its value) and returns its app.
 func New(w notify.Webhook, store Store, o Options) (*App, error) {
@@ -87,7 +91,9 @@ func New(w notify.Webhook, store Store, o Options) (*App, error) {
 			return nil, unset(c.AppTokenEnv, "appTokenEnv")
 		}
 	}
-	opts := []slack.Option{slack.OptionAppLevelToken(appToken)}
+	// Every Slack API call is bounded: a hung call would hold a notification worker, and outlive
+	// the reservation that keeps a second instance from posting the same message.
+	opts := []slack.Option{slack.OptionAppLevelToken(appToken), slack.OptionHTTPClient(&http.Client{Timeout: apiTimeout})}
 	if c.APIURL != "" {
 		u := c.APIURL
 		if !strings.HasSuffix(u, "/") {
@@ -124,8 +130,21 @@ func (a *App) Deliver(ctx context.Context, e notify.Event) error {
 func (a *App) post(ctx context.Context, e notify.Event) error {
 	call := e.ToolCall.ToolCallID
 	mine, err := a.store.ReserveSlackMessage(ctx, a.name, e.Run.ID, call, staleReservation)
-	if err != nil || !mine {
+	if err != nil {
 		return err
+	}
+	if !mine {
+		// Posted already, or reserved by an attempt that may still post (or may have died with
+		// the reservation): only a recorded message ends this delivery; otherwise it is tried
+		// again, and takes the reservation over once it is stale.
+		m, err := a.store.SlackMessage(ctx, a.name, e.Run.ID, call)
+		if err != nil {
+			return err
+		}
+		if m == nil {
+			return fmt.Errorf("chat.postMessage of run %s call %s: reserved by another attempt, not posted yet", e.Run.ID, call)
+		}
+		return nil
 	}
 	channel, ts, err := a.api.PostMessageContext(ctx, a.cfg.Channel, slack.MsgOptionText(waitingText(e), false),
 		slack.MsgOptionBlocks(waitingBlocks(e)...))

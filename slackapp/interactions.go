@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/slack-go/slack"
@@ -86,6 +87,13 @@ func (a *App) handle(cb slack.InteractionCallback) (int, string) {
 		a.log.Warn("slack-app: refused an interaction from another workspace", "team", cb.Team.ID)
 		return http.StatusForbidden, "not this app's workspace"
 	}
+	// In a Slack Connect channel the payload's team is the workspace the message was posted in,
+	// not the presser's: a member of another organisation is told apart by user.team_id, and
+	// refused (their profile, and its email, are that organisation's to set).
+	if cb.User.TeamID != a.cfg.TeamID {
+		a.log.Warn("slack-app: refused a press by a member of another workspace", "user", cb.User.ID, "team", cb.User.TeamID)
+		return http.StatusForbidden, "the presser is not a member of this app's workspace"
+	}
 	switch cb.Type {
 	case slack.InteractionTypeBlockActions:
 		channel := cb.Channel.ID
@@ -117,8 +125,10 @@ func (a *App) handle(cb slack.InteractionCallback) (int, string) {
 			break
 		}
 		reason := ""
-		if v, ok := cb.View.State.Values[blockReason][inputReason]; ok {
-			reason = v.Value
+		if cb.View.State != nil {
+			if v, ok := cb.View.State.Values[blockReason][inputReason]; ok {
+				reason = v.Value
+			}
 		}
 		a.async(func(ctx context.Context) { a.decline(ctx, cb.User.ID, runID, call, reason) })
 	}
@@ -130,6 +140,11 @@ func (a *App) async(fn func(ctx context.Context)) {
 	a.pending.Add(1)
 	go func() {
 		defer a.pending.Done()
+		defer func() {
+			if r := recover(); r != nil { // a defect in one press never takes the server down
+				a.log.Error("slack-app: press handling panicked", "panic", r)
+			}
+		}()
 		ctx, cancel := context.WithTimeout(context.Background(), decideTimeout)
 		defer cancel()
 		fn(ctx)
@@ -146,7 +161,12 @@ func (a *App) principal(ctx context.Context, userID string) (*runtype.Principal,
 		if err != nil {
 			return nil, err
 		}
-		subject = u.Profile.Email
+		// Only a full member of the app's own workspace is matched by email: a Slack Connect
+		// stranger's, a deleted user's or a bot's email is not this organisation's word.
+		if u.TeamID != a.cfg.TeamID || u.IsStranger || u.Deleted || u.IsBot {
+			return nil, errNotMapped
+		}
+		subject = strings.ToLower(u.Profile.Email)
 	}
 	if subject == "" {
 		return nil, errNotMapped

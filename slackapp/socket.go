@@ -66,6 +66,11 @@ func (a *App) socketEvent(ctx context.Context, sm *socketmode.Client, evt socket
 	if !ok {
 		return
 	}
+	defer func() { // the event loop is the whole Socket Mode connection: a defect must not end it
+		if r := recover(); r != nil {
+			a.log.Error("slack-app: Socket Mode interaction panicked", "panic", r)
+		}
+	}()
 	if status, why := a.handle(cb); status != http.StatusOK {
 		a.log.Warn("slack-app: refused a Socket Mode interaction", "why", why)
 	}

@@ -111,10 +111,13 @@ func newFakeSlack(t *testing.T) *fakeSlack {
 		case "views.open":
 			io.WriteString(w, `{"ok":true,"view":{"id":"V0001","type":"modal"}}`)
 		case "users.info":
-			if r.PostForm.Get("user") == "U_ERIN" {
-				io.WriteString(w, `{"ok":true,"user":{"id":"U_ERIN","name":"erin","profile":{"email":"erin@example.com"}}}`)
-			} else {
-				io.WriteString(w, `{"ok":true,"user":{"id":"`+r.PostForm.Get("user")+`","name":"x","profile":{"email":""}}}`)
+			switch r.PostForm.Get("user") {
+			case "U_ERIN":
+				io.WriteString(w, `{"ok":true,"user":{"id":"U_ERIN","team_id":"`+slackTeam+`","name":"erin","profile":{"email":"Erin@Example.com"}}}`)
+			case "U_STRANGER": // a Slack Connect member of another organisation, with erin's email
+				io.WriteString(w, `{"ok":true,"user":{"id":"U_STRANGER","team_id":"T_OTHER","is_stranger":true,"name":"mallory","profile":{"email":"erin@example.com"}}}`)
+			default:
+				io.WriteString(w, `{"ok":true,"user":{"id":"`+r.PostForm.Get("user")+`","team_id":"`+slackTeam+`","name":"x","profile":{"email":""}}}`)
 			}
 		default:
 			io.WriteString(w, `{"ok":false,"error":"unknown_method"}`)
@@ -265,7 +268,7 @@ type interaction struct {
 func press(user, team, channel, action, value string) map[string]any {
 	return map[string]any{
 		"type": "block_actions", "team": map[string]any{"id": team, "domain": "example"},
-		"user": map[string]any{"id": user, "username": strings.ToLower(user)}, "api_app_id": "A0001",
+		"user": map[string]any{"id": user, "username": strings.ToLower(user), "team_id": team}, "api_app_id": "A0001",
 		"channel":    map[string]any{"id": channel, "name": "approvals"},
 		"container":  map[string]any{"type": "message", "channel_id": channel, "message_ts": "1700000000.000001"},
 		"trigger_id": "trigger-" + user, "response_url": "https://hooks.slack.invalid/actions/x",
@@ -276,7 +279,7 @@ func press(user, team, channel, action, value string) map[string]any {
 // submission is the view_submission payload of user submitting the decline modal.
 func submission(user, team, callbackID, metadata, reason string) map[string]any {
 	return map[string]any{
-		"type": "view_submission", "team": map[string]any{"id": team}, "user": map[string]any{"id": user},
+		"type": "view_submission", "team": map[string]any{"id": team}, "user": map[string]any{"id": user, "team_id": team},
 		"view": map[string]any{"id": "V0001", "type": "modal", "callback_id": callbackID, "private_metadata": metadata,
 			"state": map[string]any{"values": map[string]any{"reason": map[string]any{"reason": map[string]any{"type": "plain_text_input", "value": reason}}}}},
 	}
@@ -473,7 +476,13 @@ func TestSlackAppApproveAndRefusals(t *testing.T) {
 		check("old timestamp", interaction{payload: approve("U_RITA"), timestamp: time.Now().Add(-6 * time.Minute)}, http.StatusUnauthorized)
 		check("another workspace", interaction{payload: press("U_RITA", "T9999", slackChannel, "interlock_approve", key)}, http.StatusForbidden)
 		check("another channel", interaction{payload: press("U_RITA", slackTeam, "C9999", "interlock_approve", key)}, http.StatusForbidden)
-		for _, u := range []string{"U_NOBODY", "U_BOB", "U_ROOT"} { // unmapped; no finance role; the starter
+		// In a Slack Connect channel the payload's team is ours; the presser's own is not.
+		connect := approve("U_RITA")
+		connect["user"].(map[string]any)["team_id"] = "T_OTHER"
+		check("a member of another organisation in a shared channel", interaction{payload: connect}, http.StatusForbidden)
+		// unmapped; no finance role; the starter; another organisation's member whose profile
+		// carries an email of ours (refused even though users.info says the email)
+		for _, u := range []string{"U_NOBODY", "U_BOB", "U_ROOT", "U_STRANGER"} {
 			check("press by "+u, interaction{payload: approve(u)}, http.StatusOK)
 			s.slack.ephemeral(t, u, "not allowed")
 		}
@@ -526,6 +535,12 @@ func TestSlackAppDeclineWithReason(t *testing.T) {
 		if len(r.Decisions) != 1 || r.Decisions[0].Kind != "DECLINED" || *r.Decisions[0].DecidedBy != "erin@example.com" ||
 			r.Decisions[0].Reason == nil || *r.Decisions[0].Reason != "order 7 was refunded already" {
 			t.Errorf("decisions = %+v", r.Decisions)
+		}
+		// A submission without its state (no reason block) is taken, not a crash.
+		bare := submission("U_ERIN", slackTeam, view.CallbackID, view.PrivateMetadata, "")
+		delete(bare["view"].(map[string]any), "state")
+		if status, _ := s.send(t, interaction{payload: bare}); status != http.StatusOK {
+			t.Errorf("a submission without state: HTTP %d, want 200", status)
 		}
 		// A submission from another workspace is refused before anything is decided.
 		if status, _ := s.send(t, interaction{payload: submission("U_ERIN", "T9999", view.CallbackID, view.PrivateMetadata, "x")}); status != http.StatusForbidden {
