@@ -30,6 +30,14 @@ func repeatedDecision(r *runtype.Run, callID *string, d agent.Decision, by strin
 	var stored *runtype.Decision
 	switch {
 	case callID != nil && *callID != "":
+		// A call that waits now is asked anew: a tool that asks a second question in the middle
+		// of the same call keeps its toolCallId, and the same answer to it is a new decision,
+		// never a retry of the first (which would leave the question unanswered).
+		for _, c := range r.ToolCalls {
+			if c.ToolCallID == *callID {
+				return nil
+			}
+		}
 		for i := len(r.Decisions) - 1; i >= 0; i-- {
 			if r.Decisions[i].ToolCallID == *callID {
 				stored = &r.Decisions[i]
