@@ -184,7 +184,10 @@ function fieldFor(prop, value, present, name, id, required) {
     else input.removeAttribute("aria-invalid");
     return msg ? { error: `${title}: ${msg}`, input } : null;
   };
-  const simple = prop && (Array.isArray(prop.enum) || ["string", "number", "integer", "boolean"].includes(prop.type));
+  // A string with a carriage return goes to the JSON field: a text field drops line breaks
+  // and a textarea turns CR LF into LF, so either would change what the person never touched.
+  const simple = prop && (Array.isArray(prop.enum) || ["string", "number", "integer", "boolean"].includes(prop.type)) &&
+    !(typeof value === "string" && value.includes("\r"));
   const nested = prop && prop.type === "object" && prop.properties && !Array.isArray(prop.enum);
   if (nested && (!present || fits(prop, value))) {
     const inner = objectFields(prop, present ? value : {}, id, false);
@@ -214,6 +217,10 @@ function fieldFor(prop, value, present, name, id, required) {
     } else if (prop.type === "number" || prop.type === "integer") {
       input = el("input", { id, type: "number", step: prop.type === "integer" ? "1" : "any", "aria-describedby": errId });
       if (present) input.value = String(value);
+    } else if (present && typeof value === "string" && value.includes("\n")) {
+      // Lines kept: a text field would join them.
+      input = el("textarea", { id, rows: Math.min(8, value.split("\n").length), spellcheck: "false", "aria-describedby": errId });
+      input.value = value;
     } else {
       input = el("input", { id, type: "text", autocomplete: "off", spellcheck: "false", "aria-describedby": errId });
       if (present) input.value = value;
@@ -279,6 +286,14 @@ function fieldFor(prop, value, present, name, id, required) {
   };
 }
 
+/** Whether v holds an integer past 2^53, which the browser read rounded (the server keeps the
+ * model's digits): arguments holding one are approved or declined as they are, never edited. */
+export function holdsInexactNumber(v) {
+  if (typeof v === "number") return Number.isInteger(v) && !Number.isSafeInteger(v);
+  if (v && typeof v === "object") return Object.values(v).some(holdsInexactNumber);
+  return false;
+}
+
 /** Whether an enum's select can hold value: absent, or one of the enum's values. */
 function enumHolds(prop, value, present) {
   return !present || prop.enum.some((v) => same(v, value));
@@ -293,6 +308,10 @@ export function reviewOf(before, args) {
       el("span", { class: "diff-kind" }, { changed: "changed", added: "added", removed: "removed" }[c.kind]), " ", el("code", {}, c.path), ": ",
       c.kind === "added" ? el("ins", {}, show(c.to)) : c.kind === "removed" ? el("del", {}, show(c.from)) : [el("del", {}, show(c.from)), " → ", el("ins", {}, show(c.to))])))
     : el("p", { class: "muted args-diff-none" }, "No changes: the arguments as shown.");
-  return { changes, node: el("div", { class: "args-review" }, el("h4", {}, "Changes before you approve"), list,
-    el("p", { class: "muted label" }, "The tool runs with exactly:"), el("pre", { class: "args-final" }, escapeHidden(storedJSON(args)))) };
+  // Unchanged, the approval sends no arguments: the tool runs with the bytes it was asked with,
+  // which the browser's reading of them (numbers past 2^53 rounded) must not stand in for.
+  const runs = changes.length
+    ? [el("p", { class: "muted label" }, "The tool runs with exactly:"), el("pre", { class: "args-final" }, escapeHidden(storedJSON(args)))]
+    : [el("p", { class: "muted label args-as-asked" }, "The tool runs with its arguments as they were asked, unchanged.")];
+  return { changes, node: el("div", { class: "args-review" }, el("h4", {}, "Changes before you approve"), list, ...runs) };
 }

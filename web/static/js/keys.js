@@ -25,7 +25,7 @@ import { el } from "./dom.js";
 import { request } from "./gql.js";
 import { readOnly } from "./access.js";
 import { approveRow } from "./rowapprove.js";
-import { undoLast } from "./hold.js";
+import { tell, undoLast } from "./hold.js";
 
 const ORDER_KEY = "interlock.inbox.order"; // { search, ids }: the inbox as last drawn
 const FOCUS_KEY = "interlock.inbox.focus"; // { runId, index }: the row the inbox should focus when next drawn
@@ -117,6 +117,12 @@ function runShortcut(key) {
   if (!card || readOnly()) return false;
   switch (key) {
     case "a": {
+      // An interrupted call's tool may have run: approving runs it again, so that takes a click
+      // on the button that says so, never a key press (as in the inbox, rowapprove.js).
+      if (card.dataset.interrupted === "true") {
+        tell("This call was interrupted (its tool may have run; approving runs it again): use its Approve button to decide.", "warn");
+        return true;
+      }
       const b = card.querySelector(".actions > button.approve");
       if (!b || b.disabled) return false;
       b.click();

@@ -30,7 +30,7 @@ import { schemaForm } from "./schemaform.js";
 import { markdown } from "./markdown.js";
 import { reveal, hiddenIn, markedIn, describeHidden, escapeHidden, mark } from "./hidden.js";
 import { allowSimilar } from "./grants.js";
-import { argsEditor, reviewOf } from "./argsform.js";
+import { argsEditor, holdsInexactNumber, reviewOf } from "./argsform.js";
 import { hold } from "./hold.js";
 import { runNav } from "./keys.js";
 import { claimBox } from "./claims.js";
@@ -486,7 +486,7 @@ function renderPending(section, run, agents, decide, ctx) {
   if (!calls.length) return;
   section.append(el("h2", {}, "Waiting for you"));
   for (const c of calls) {
-    const card = el("div", { class: "card pending", "data-call": c.toolCallId });
+    const card = el("div", { class: "card pending", "data-call": c.toolCallId, "data-interrupted": c.interrupted ? "true" : null });
     const tool = findTool(agents, run.agentId, c.toolName);
     card.append(el("p", { class: "call-head" }, el("strong", {}, c.toolName), " ", el("span", { class: "muted" }, c.toolCallId),
       c.interrupted ? el("span", { class: "badge FAILED" }, " interrupted: its outcome is unknown — approve to run it again") : null,
@@ -494,6 +494,11 @@ function renderPending(section, run, agents, decide, ctx) {
       " ", followUpMarkers([c])));
     const plan = followUpPlan(c);
     if (plan) card.append(plan);
+    if (holdsInexactNumber(c.args)) {
+      card.append(el("p", { class: "notice warn inexact-number", role: "note" }, el("strong", {}, "⚠ A number too large to show exactly: "),
+        "these arguments hold a whole number past 2^53, which a browser rounds; its last digits here may differ from those the tool runs with. ",
+        "Read the arguments' exact text through the API (the run's toolCalls.args) before approving; they can be approved or declined, not edited here."));
+    }
     const hiddenChars = hiddenIn(c.toolName, c.args, c.suspendPayload);
     if (hiddenChars.length) card.append(hiddenWarning(hiddenChars, c.requiresApproval ? "This call's arguments hold" : "This question holds"));
     if (tool?.description) card.append(el("p", { class: "tool-description" }, tool.description));
@@ -635,8 +640,14 @@ function editAndApprove(run, c, tool, decide) {
     const r = editor.read();
     if (r.error) return;
     const { changes, node } = reviewOf(shown, r.args);
-    // Sent as reviewed, changed or not: what the tool runs with is what the review shows.
-    const a = r.args;
+    if (changes.length && holdsInexactNumber(shown)) {
+      err.textContent = "These arguments hold a whole number larger than the console can hold exactly (past 2^53): sending them edited would change it. Approve or decline them as they are.";
+      return;
+    }
+    // Changed: sent as reviewed, so what the tool runs with is what the review shows. Unchanged:
+    // a plain approval, so the tool runs with the model's own bytes (a number the browser cannot
+    // hold exactly, such as an integer past 2^53, is never rewritten by its reading of it).
+    const a = changes.length ? r.args : (c.approvals?.edited ? c.approvals.args : null);
     const approve = el("button", { type: "button", class: "approve final", onclick: async () => {
       await decide(APPROVE, { id: run.runId, c: c.toolCallId, a }, form);
       if (form.isConnected && err.textContent) { editor.refused(); back(); } // refused: back to the fields, the message kept
