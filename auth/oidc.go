@@ -231,10 +231,22 @@ func (v *oidcVerifier) verify(ctx context.Context, raw string) (*runtype.Princip
 	if strings.TrimSpace(sub) == "" {
 		return nil, fail(fmt.Sprintf("token has no subject (claim %q)", names.Subject))
 	}
+	// An email names a person only when the provider vouches for it: a missing email_verified
+	// (some providers never send it) is not a yes.
 	if names.Subject == "email" {
-		if verified, ok := claims["email_verified"].(bool); ok && !verified {
-			return nil, fail("token's email is not verified (email_verified false), so it cannot name the subject")
+		if verified := claims["email_verified"]; verified != true && verified != "true" {
+			return nil, fail("token's email is not verified (email_verified is not true), so it cannot name the subject; use another claims.subject, such as sub")
 		}
+	}
+	// A token the provider issued to another client that also lists this one in its audience
+	// (Keycloak adds a client to aud when the user holds its roles) is that client's, not a
+	// sign-in to the console: the authorized party, when named or needed, must be this client.
+	azp, _ := claims["azp"].(string)
+	if (azp != "" && azp != v.cfg.ClientID) || (azp == "" && len(tok.Audience) > 1) {
+		return nil, fail(fmt.Sprintf("token was issued to another client (azp %q), not to auth.oidc.clientID", azp))
+	}
+	if typ, ok := claims["typ"].(string); ok && !strings.EqualFold(typ, "ID") {
+		return nil, fail(fmt.Sprintf("token is a %q token, not an ID token", typ))
 	}
 	p.Subject = sub
 	if claims[names.Roles] == nil {

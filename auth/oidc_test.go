@@ -58,6 +58,14 @@ func TestOIDCIDTokens(t *testing.T) {
 	wantRefused(t, a, bearerOf(other.IDToken(map[string]any{"iss": idp.Issuer})), "signature") // right iss, foreign key
 	wantRefused(t, a, bearerOf(idp.IDToken(map[string]any{"roles": nil})), `no roles claim "roles"`)
 	wantRefused(t, a, bearerOf(idp.IDToken(map[string]any{"sub": nil})), "no subject")
+	// Another client's token that lists this client in its audience too; a Keycloak access token.
+	wantRefused(t, a, bearerOf(idp.IDToken(map[string]any{"aud": []any{"other-app", idp.ClientID()}, "azp": "other-app"})), "another client")
+	wantRefused(t, a, bearerOf(idp.IDToken(map[string]any{"aud": []any{"other-app", idp.ClientID()}})), "another client")
+	wantRefused(t, a, bearerOf(idp.IDToken(map[string]any{"azp": "other-app"})), "another client")
+	wantRefused(t, a, bearerOf(idp.IDToken(map[string]any{"typ": "Bearer"})), "not an ID token")
+	if _, err := a.Authenticate(context.Background(), bearerOf(idp.IDToken(map[string]any{"aud": []any{"other-app", idp.ClientID()}, "azp": idp.ClientID(), "typ": "ID"}))); err != nil {
+		t.Fatalf("this client's ID token with another audience beside it: %v", err)
+	}
 	// alg none, the signature stripped
 	tok := idp.IDToken(nil)
 	none, _ := jwt.NewWithClaims(jwt.SigningMethodNone, jwt.MapClaims{"iss": idp.Issuer, "aud": idp.ClientID(), "sub": "u-1",
@@ -94,6 +102,11 @@ func TestOIDCClaimsAndDefaultRole(t *testing.T) {
 		t.Fatalf("an empty roles claim: %+v, %v; want no role at all, not the default", p, err)
 	}
 	wantRefused(t, a, bearerOf(idp.IDToken(map[string]any{"email_verified": false})), "not verified")
+	wantRefused(t, a, bearerOf(idp.IDToken(map[string]any{"email_verified": nil})), "not verified")
+	wantRefused(t, a, bearerOf(idp.IDToken(map[string]any{"email_verified": "false"})), "not verified")
+	if _, err := a.Authenticate(context.Background(), bearerOf(idp.IDToken(map[string]any{"email_verified": "true"}))); err != nil {
+		t.Fatalf("email_verified as the string true: %v", err)
+	}
 }
 
 // TestOIDCBesideTokensAndJWT: static tokens, auth.jwt's tokens and the provider's ID tokens

@@ -51,7 +51,7 @@ func across(expr string) chromedp.Action[chromedp.Void] {
 // renewed token, and signs out at the provider's end_session_endpoint.
 func TestConsoleOIDCSignIn(t *testing.T) {
 	t.Parallel()
-	idp := oidctest.Start(oidctest.Options{Lifetime: 12 * time.Second})
+	idp := oidctest.Start(oidctest.Options{Lifetime: 15 * time.Second})
 	t.Cleanup(idp.Close)
 	s := oidcServer(t, idp)
 	page := tab(t, browser(t), true)
@@ -162,5 +162,33 @@ func TestConsoleOIDCWithoutRefreshToken(t *testing.T) {
 		across(fmt.Sprintf(`location.search === "?view=history" && !!sessionStorage.getItem("interlock.token") && sessionStorage.getItem("interlock.token") !== %q && document.getElementById("signin").hidden`, first)))
 	if idp.Refreshes() != 0 {
 		t.Fatalf("%d refresh_token grants from a provider that gives no refresh token", idp.Refreshes())
+	}
+}
+
+// TestConsoleOIDCRenewalOutlivesAnOutage: the provider does not answer when the console renews
+// its token; the refresh token is kept and the renewal tried again, so once the provider is back
+// the sign-in renews without asking the person to sign in again.
+func TestConsoleOIDCRenewalOutlivesAnOutage(t *testing.T) {
+	t.Parallel()
+	idp := oidctest.Start(oidctest.Options{Lifetime: 15 * time.Second})
+	t.Cleanup(idp.Close)
+	s := oidcServer(t, idp)
+	page := tab(t, browser(t), true)
+
+	do(t, page, chromedp.Navigate(s.URL+"/?view=history"),
+		across(`document.getElementById("whoami")?.innerText.includes("Ada Lovelace")`))
+	first := get(t, page, chromedp.Evaluate[string](`sessionStorage.getItem("interlock.token")`))
+	idp.SetDown(true)
+	time.Sleep(11 * time.Second) // past the renewal (5 s before the 15 s token ends): it fails, and is tried again
+	if idp.Refreshes() != 0 {
+		t.Fatalf("%d refreshes while the provider was down", idp.Refreshes())
+	}
+	idp.SetDown(false)
+	do(t, page, until(fmt.Sprintf(`sessionStorage.getItem("interlock.token") !== %q`, first)))
+	if shown := get(t, page, chromedp.Evaluate[bool](`!!document.getElementById("signin-error") && !document.getElementById("signin").hidden`)); shown {
+		t.Fatalf("the console asks to sign in again after an outage it outlived: %q", textOf(t, page, "#signin-error"))
+	}
+	if idp.Refreshes() != 1 {
+		t.Fatalf("%d refresh_token grants, want the one after the outage", idp.Refreshes())
 	}
 }

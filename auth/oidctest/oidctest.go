@@ -251,6 +251,9 @@ func (p *Provider) authorize(w http.ResponseWriter, r *http.Request) {
 
 // token answers the authorization_code and refresh_token grants.
 func (p *Provider) token(w http.ResponseWriter, r *http.Request) {
+	if p.isDown(w) {
+		return
+	}
 	if r.Method != http.MethodPost {
 		http.Error(w, "POST only", http.StatusMethodNotAllowed)
 		return

@@ -78,7 +78,11 @@ export async function startOIDC(hooks = {}) {
     const r = await fetch(d.token_endpoint, { method: "POST", headers: { "Content-Type": "application/x-www-form-urlencoded" },
       body: new URLSearchParams({ client_id: cfg.clientID, ...params }) });
     const body = await r.json().catch(() => ({}));
-    if (!r.ok || !body.id_token) throw new Error(body.error_description || body.error || `the token endpoint answered ${r.status}`);
+    if (!r.ok || !body.id_token) {
+      const e = new Error(body.error_description || body.error || `the token endpoint answered ${r.status}`);
+      e.grantRefused = body.error === "invalid_grant"; // the refresh token is no longer good
+      throw e;
+    }
     return body;
   }
 
@@ -124,6 +128,9 @@ export async function startOIDC(hooks = {}) {
     hooks.expiring?.();
   }
 
+  /** How long after a renewal that failed for want of an answer it is tried again, at most (half
+   * the time the token still holds, when that is less). */
+  const RETRY_MS = 5000;
   let renewing = null;
   /** Renews the token with the refresh token; false when there is none or it failed. */
   function renew() {
@@ -134,8 +141,16 @@ export async function startOIDC(hooks = {}) {
       try {
         accept(await tokenRequest({ grant_type: "refresh_token", refresh_token: s.refreshToken }), undefined, s);
         return true;
-      } catch {
-        save(SESSION, { ...s, refreshToken: null });
+      } catch (e) {
+        // Only the provider's word that the refresh token is spent ends it; a network blip or
+        // an outage is tried again in a few seconds while the token in hand still holds.
+        const left = s.until - Date.now();
+        if (!e?.grantRefused && left > 1000) {
+          clearTimeout(timer);
+          timer = setTimeout(renew, Math.min(RETRY_MS, left / 2));
+          return false;
+        }
+        if (e?.grantRefused) save(SESSION, { ...s, refreshToken: null });
         ending(s);
         return false;
       }
