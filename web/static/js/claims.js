@@ -37,26 +37,9 @@ export function claimBadge(list, now = Date.now()) {
   return el("span", { class: "badge claim", title: `Looking at it: ${until}. Anyone who may decide still can.` }, "👀 ", text);
 }
 
-/**
- * Reads the claims of the inbox's runs and puts them on the runs (run.claims): in queries of
- * their own (100 runs each), so that the page's query stays within the server's complexity
- * limit. Claims that cannot be read leave the rows without a badge.
- */
-export async function readClaims(runs) {
-  const ids = runs.map((r) => r.runId);
-  for (let i = 0; i < ids.length; i += 100) {
-    const chunk = ids.slice(i, i + 100);
-    const q = `query(${chunk.map((_, n) => `$r${n}: ID!`).join(", ")}) { ${chunk.map((_, n) => `r${n}: run(runId: $r${n}) { runId claims { subject expiresAt } }`).join(" ")} }`;
-    let d;
-    try { d = await request(q, Object.fromEntries(chunk.map((id, n) => [`r${n}`, id]))); } catch { return; }
-    for (const got of Object.values(d)) {
-      const r = got && runs.find((x) => x.runId === got.runId);
-      if (r) r.claims = got.claims;
-    }
-  }
-}
-
-/** Draws (or redraws) the claim badge of each row of list (li[data-run]) from runs' claims. */
+/** Draws (or redraws) the claim badge of each row of list (li[data-run]) from runs' claims, which
+ * the inbox's page query reads with its runs (one read of claims per response on the server:
+ * graph.ClaimsPerResponse). */
 export function paintClaims(list, runs, now = Date.now()) {
   for (const r of runs) {
     const li = list.querySelector(`li[data-run="${CSS.escape(r.runId)}"]`);

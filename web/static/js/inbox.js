@@ -17,7 +17,7 @@ import { el, short, expiresIn, expiringText, followUpMarkers, when } from "./dom
 import { hiddenIn, describeHidden, markText } from "./hidden.js";
 import { rememberOrder, takeFocusHint, selectRow, go, openShortcuts } from "./keys.js";
 import { bulkDecidable, itemsOf, decideItems, recordedText } from "./bulk.js";
-import { readClaims, paintClaims } from "./claims.js";
+import { paintClaims } from "./claims.js";
 import { searchField, savedViewsMenu } from "./search.js";
 
 /** Waiting longer than this is marked amber ("waiting long"). */
@@ -29,7 +29,7 @@ const TITLE = "Interlock";
 // Only what the inbox shows or sends back: a page of 500 runs must stay within the default
 // --max-query-complexity (10000), and each field costs one per run and per call.
 // (createdAt, which it does not show, is left out for followUpsSent and escalatedTo.)
-const RUN_FIELDS = `runId agentId threadId resourceId suspendedAt context
+const RUN_FIELDS = `runId agentId threadId resourceId suspendedAt context claims { subject expiresAt }
       toolCalls { toolCallId toolName args requiresApproval suspendPayload interrupted expiresAt followUpsSent escalatedTo lateResult { recordedAt } }`;
 const LIST = `query Inbox($agentId: ID, $threadId: ID, $resourceId: ID, $fromDate: DateTime, $toDate: DateTime, $page: Int, $perPage: Int, $external: Boolean, $search: String) {
   suspendedRuns(agentId: $agentId, threadId: $threadId, resourceId: $resourceId, fromDate: $fromDate, toDate: $toDate, page: $page, perPage: $perPage, external: $external, search: $search) {
@@ -322,7 +322,6 @@ export function inboxView(main, params, navigate) {
       const d = await readPage(vars, f.sort, total);
       await agentsRead;
       await readApprovals(d.runs, quorumTools);
-      await readClaims(d.runs);
       if (closed || mine !== asked) return;
       total = d.total;
       lastRuns = d.runs;
