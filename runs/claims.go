@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"interlock/agent"
@@ -180,15 +181,17 @@ func notClaimable(r *runtype.Run) error {
 // calls suspended run r waits on (authorizeDecision, a decline: separation of duties, which
 // only refuses approvals, does not keep a person from looking).
 func (s *Service) mayDecideSome(ctx context.Context, r *runtype.Run) error {
-	a := s.agents.Get(r.AgentID)
 	var first error
 	for i := range r.ToolCalls {
-		call := &r.ToolCalls[i]
+		holder, call, err := s.holderOf(ctx, r, &r.ToolCalls[i])
+		if err != nil {
+			return err
+		}
 		var tool *agent.Tool
-		if a != nil {
+		if a := s.agents.Get(holder.AgentID); a != nil {
 			tool = a.Tool(call.ToolName)
 		}
-		err := s.authorizeDecision(ctx, r, r, call, tool, agent.Decision{Kind: agent.CallDeclined})
+		err = s.authorizeDecision(ctx, r, holder, call, tool, agent.Decision{Kind: agent.CallDeclined})
 		if err == nil {
 			return nil
 		}
@@ -200,4 +203,32 @@ func (s *Service) mayDecideSome(ctx context.Context, r *runtype.Run) error {
 		return mayDecide(ctx)
 	}
 	return first
+}
+
+// holderOf is the run that holds call of r and the call there: r itself, or, for a sub-agent's
+// call a supervisor's run shows, the sub-agent's run, whose tool's approverRoles decide it (as
+// findHolder moves a decision).
+func (s *Service) holderOf(ctx context.Context, r *runtype.Run, call *runtype.ToolCall) (*runtype.Run, *runtype.ToolCall, error) {
+	if !strings.Contains(call.ToolCallID, "/") {
+		return r, call, nil
+	}
+	rec, err := s.store.GetRecord(ctx, r.ID)
+	if err != nil {
+		return nil, nil, fmt.Errorf("load run %s: %w", r.ID, err)
+	}
+	if rec == nil {
+		return nil, nil, notFound(r.ID)
+	}
+	inner, innerID, _, err := s.innermost(ctx, rec, call.ToolCallID)
+	if err != nil {
+		return nil, nil, err
+	}
+	if inner == rec {
+		return r, call, nil
+	}
+	innerCall, err := pickCall(&inner.Run, &innerID)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &inner.Run, innerCall, nil
 }
