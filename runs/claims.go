@@ -79,12 +79,9 @@ func (s *Service) ClaimRun(ctx context.Context, runID string) (*runtype.Run, err
 	if err := mayDecide(ctx); err != nil {
 		return nil, err
 	}
-	r, err := s.store.GetRun(ctx, runID)
+	r, err := s.visible(ctx, runID)
 	if err != nil {
 		return nil, err
-	}
-	if r == nil || !s.readable(ctx, r) {
-		return nil, notFound(runID)
 	}
 	if r.Status != runtype.StatusSuspended {
 		return nil, notClaimable(r)
@@ -115,12 +112,9 @@ func (s *Service) ReleaseClaim(ctx context.Context, runID string) (*runtype.Run,
 	if err := mayGet(ctx); err != nil {
 		return nil, err
 	}
-	r, err := s.store.GetRun(ctx, runID)
+	r, err := s.visible(ctx, runID)
 	if err != nil {
 		return nil, err
-	}
-	if r == nil || !s.readable(ctx, r) {
-		return nil, notFound(runID)
 	}
 	released, err := s.store.ReleaseClaim(ctx, r.ID, runtype.PrincipalFrom(ctx).Subject, s.cfg.InstanceID, s.now())
 	if err != nil {

@@ -50,12 +50,6 @@ func (s *Service) repeated(ctx context.Context, key string, err error) (rn *runt
 	if !dup.SameRequest {
 		return nil, true, runtype.Errorf(runtype.CodeBadUserInput, "idempotencyKey %q was used for another request: a new request needs a new key", key)
 	}
-	r, gerr := s.store.GetRun(ctx, dup.RunID)
-	if gerr != nil {
-		return nil, true, gerr
-	}
-	if r == nil || !s.readable(ctx, r) {
-		return nil, true, notFound(dup.RunID)
-	}
-	return r, true, nil
+	r, err := s.visible(ctx, dup.RunID)
+	return r, true, err
 }

@@ -541,6 +541,17 @@ func (s *Service) Get(ctx context.Context, runID string) (*runtype.Run, error) {
 	if err := mayGet(ctx); err != nil {
 		return nil, err
 	}
+	r, err := s.visible(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	s.showInnerApprovals(ctx, r) // a sub-agent's quorum call shows its count here too
+	return r, nil
+}
+
+// visible reads run runID as the principal of ctx may see it: NOT_FOUND when there is no such
+// run or it may not see it (the two are not told apart), a storage error as it is.
+func (s *Service) visible(ctx context.Context, runID string) (*runtype.Run, error) {
 	r, err := s.store.GetRun(ctx, runID)
 	if err != nil {
 		return nil, err
@@ -548,7 +559,6 @@ func (s *Service) Get(ctx context.Context, runID string) (*runtype.Run, error) {
 	if r == nil || !s.readable(ctx, r) {
 		return nil, notFound(runID)
 	}
-	s.showInnerApprovals(ctx, r) // a sub-agent's quorum call shows its count here too
 	return r, nil
 }
 

@@ -19,23 +19,7 @@ import (
 func TestConsoleQuorum(t *testing.T) {
 	t.Parallel()
 	ctx := browser(t)
-	model, refunds := apptest.FakeModel(t, "refund"), apptest.NewRefundEndpoint(t)
-	token := func(subject, role string) string {
-		return fmt.Sprintf("    - {subject: %s, role: %s, sha256: %s}\n", subject, role, apptest.Sha256Hex(apptest.TokenOf(subject)))
-	}
-	file := apptest.WriteConfig(t, "auth:\n  tokens:\n"+token("otto", "operator")+token("alice", "[approver, finance]")+token("bob", "[approver, finance]")+`
-agents:
-  - id: billing
-    model: {provider: openai, baseURL: `+model.URL+`/v1, name: test-model}
-    tools: [refund]
-tools:
-  - name: refund
-    inputSchema: {type: object, properties: {orderId: {type: string}, amount: {type: number}}, required: [orderId, amount]}
-    requireApproval: true
-    approvals: {required: 2, roles: [finance]}
-    http: {url: `+refunds.URL+`/refund, timeout: 5s}
-`)
-	s := apptest.Start(t, "sqlite:"+filepath.Join(t.TempDir(), "quorum.db"), "--auth=on", "--config", file)
+	s, refunds := quorumServer(t)
 	run := s.SuspendAs(t, apptest.TokenOf("otto"), "refund order 7", map[string]any{"agentId": "billing"})
 
 	alice := tab(t, ctx, true)
@@ -79,4 +63,28 @@ tools:
 		t.Fatalf("the tool ran %d times, want once", len(calls))
 	}
 	_ = run
+}
+
+// quorumServer starts a server whose billing agent's refund needs two approvals by the finance
+// role (alice and bob hold it; otto starts runs), with its refund endpoint, which counts calls.
+func quorumServer(t *testing.T) (*apptest.Server, *apptest.RefundEndpoint) {
+	t.Helper()
+	model, refunds := apptest.FakeModel(t, "refund"), apptest.NewRefundEndpoint(t)
+	token := func(subject, role string) string {
+		return fmt.Sprintf("    - {subject: %s, role: %s, sha256: %s}\n", subject, role, apptest.Sha256Hex(apptest.TokenOf(subject)))
+	}
+	file := apptest.WriteConfig(t, "auth:\n  tokens:\n"+token("otto", "operator")+token("alice", "[approver, finance]")+token("bob", "[approver, finance]")+`
+agents:
+  - id: billing
+    model: {provider: openai, baseURL: `+model.URL+`/v1, name: test-model}
+    tools: [refund]
+tools:
+  - name: refund
+    inputSchema: {type: object, properties: {orderId: {type: string}, amount: {type: number}}, required: [orderId, amount]}
+    requireApproval: true
+    approvals: {required: 2, roles: [finance]}
+    http: {url: `+refunds.URL+`/refund, timeout: 5s}
+`)
+	s := apptest.Start(t, "sqlite:"+filepath.Join(t.TempDir(), "quorum.db"), "--auth=on", "--config", file)
+	return s, refunds
 }

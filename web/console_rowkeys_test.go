@@ -68,23 +68,7 @@ func TestConsoleRowApproveUndoAndNext(t *testing.T) {
 func TestConsoleQuorumFromTheRowAndBulk(t *testing.T) {
 	t.Parallel()
 	ctx := browser(t)
-	model, refunds := apptest.FakeModel(t, "refund"), apptest.NewRefundEndpoint(t)
-	token := func(subject, role string) string {
-		return fmt.Sprintf("    - {subject: %s, role: %s, sha256: %s}\n", subject, role, apptest.Sha256Hex(apptest.TokenOf(subject)))
-	}
-	file := apptest.WriteConfig(t, "auth:\n  tokens:\n"+token("otto", "operator")+token("alice", "[approver, finance]")+token("bob", "[approver, finance]")+`
-agents:
-  - id: billing
-    model: {provider: openai, baseURL: `+model.URL+`/v1, name: test-model}
-    tools: [refund]
-tools:
-  - name: refund
-    inputSchema: {type: object, properties: {orderId: {type: string}, amount: {type: number}}, required: [orderId, amount]}
-    requireApproval: true
-    approvals: {required: 2, roles: [finance]}
-    http: {url: `+refunds.URL+`/refund, timeout: 5s}
-`)
-	s := apptest.Start(t, "sqlite:"+filepath.Join(t.TempDir(), "quorumrow.db"), "--auth=on", "--config", file)
+	s, refunds := quorumServer(t)
 	one := s.SuspendAs(t, apptest.TokenOf("otto"), "refund order 7", map[string]any{"agentId": "billing"})
 	two := s.SuspendAs(t, apptest.TokenOf("otto"), "refund order 8", map[string]any{"agentId": "billing"})
 

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"interlock/internal/apptest"
 	"interlock/internal/dbtest"
 )
@@ -19,17 +21,7 @@ import (
 func TestMCPGatewayUpstreamAsksMidCall(t *testing.T) {
 	for _, db := range []string{"sqlite", "mysql"} {
 		t.Run(db, func(t *testing.T) {
-			up := apptest.NewMCPUpstreamAsking(t)
-			dsn := "sqlite:" + t.TempDir() + "/i.db"
-			if db == "mysql" {
-				dsn = dbtest.MySQLURL(dbtest.MySQLDSN(t))
-			}
-			cfg := strings.Replace(gatewayConfig(up, "30s", ""), "requireApproval: [refund]", "requireApproval: [refund, refund_ask]", 1)
-			s := apptest.AuthServer(t, dsn, cfg)
-			cs := gatewayClient(t, s, apptest.TokenOf("agentbot"), "2025-11-25", nil)
-			got := heldCall(cs, "orders__refund_ask", map[string]any{"order": 12}, 60*time.Second)
-			id := waitingRun(t, s)
-			decide(t, s, "alice", id, `approveToolCall(runId: $id) { id }`)
+			up, s, got, id := approvedAskingCall(t, db)
 			var asked struct {
 				Run struct {
 					Status    string
@@ -175,17 +167,7 @@ func TestMCPGatewayMidCallQuestionDeclined(t *testing.T) {
 	t.Parallel()
 	for _, db := range []string{"sqlite", "mysql"} {
 		t.Run(db, func(t *testing.T) {
-			up := apptest.NewMCPUpstreamAsking(t)
-			dsn := "sqlite:" + t.TempDir() + "/i.db"
-			if db == "mysql" {
-				dsn = dbtest.MySQLURL(dbtest.MySQLDSN(t))
-			}
-			cfg := strings.Replace(gatewayConfig(up, "30s", ""), "requireApproval: [refund]", "requireApproval: [refund, refund_ask]", 1)
-			s := apptest.AuthServer(t, dsn, cfg)
-			cs := gatewayClient(t, s, apptest.TokenOf("agentbot"), "2025-11-25", nil)
-			got := heldCall(cs, "orders__refund_ask", map[string]any{"order": 12}, 60*time.Second)
-			id := waitingRun(t, s)
-			decide(t, s, "alice", id, `approveToolCall(runId: $id) { id }`)
+			up, s, got, id := approvedAskingCall(t, db)
 			var asked struct {
 				Run struct {
 					Status    string
@@ -234,4 +216,24 @@ func TestMCPGatewayMidCallQuestionDeclined(t *testing.T) {
 			}
 		})
 	}
+}
+
+// approvedAskingCall starts a gateway on db ("sqlite" or "mysql") before an upstream whose
+// refund_ask asks a question in the middle of its call, makes that call as agentbot (held) and
+// has alice approve it; the upstream is then asking. It returns the upstream, the server, the
+// held call's answer to come and the run's id.
+func approvedAskingCall(t *testing.T, db string) (*apptest.MCPUpstream, *apptest.Server, <-chan *mcp.CallToolResult, string) {
+	t.Helper()
+	up := apptest.NewMCPUpstreamAsking(t)
+	dsn := "sqlite:" + t.TempDir() + "/i.db"
+	if db == "mysql" {
+		dsn = dbtest.MySQLURL(dbtest.MySQLDSN(t))
+	}
+	cfg := strings.Replace(gatewayConfig(up, "30s", ""), "requireApproval: [refund]", "requireApproval: [refund, refund_ask]", 1)
+	s := apptest.AuthServer(t, dsn, cfg)
+	cs := gatewayClient(t, s, apptest.TokenOf("agentbot"), "2025-11-25", nil)
+	got := heldCall(cs, "orders__refund_ask", map[string]any{"order": 12}, 60*time.Second)
+	id := waitingRun(t, s)
+	decide(t, s, "alice", id, `approveToolCall(runId: $id) { id }`)
+	return up, s, got, id
 }
